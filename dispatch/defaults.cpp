@@ -1,0 +1,656 @@
+// Default implementations of the defaulted entries, each composed only from other
+// entries of the same backend (SPEC §2). install_defaults() fills the empty ones.
+// Inputs were validated by the forwarder that called the entry, so defaults
+// trust shapes and dims like any backend kernel.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "dispatch/dispatch.hpp"
+#include "dispatch/element.hpp"
+#include "dispatch/settings.hpp"
+#include "dispatch/validate.hpp"
+#include "tensor/error.hpp"
+
+namespace tensor::dispatch {
+namespace {
+
+// Calls another entry of the backend that owns `device`.
+template <Family F, class... A>
+auto call(OpCode op, DeviceId device, A&&... args) {
+  const Backend& b = backend_of(device);
+  auto fn = b.get<F>(op);
+  if (!fn) throw_not_implemented(op, b);
+  return fn(std::forward<A>(args)...);
+}
+
+DType bool_dt(DeviceId d) { return to_dtype(device_settings(d).bool_dtype); }
+DType int_dt(DeviceId d) { return to_dtype(device_settings(d).int_dtype); }
+
+TensorData read_prim(Prim p) {
+  const DeviceId d = p->device();
+  return call<Family::IntoData>(OpCode::into_data, d, std::move(p)).get();
+}
+Prim upload(TensorData data, DeviceId d) { return call<Family::FromData>(OpCode::from_data, d, std::move(data), d); }
+
+// Shorthands over the backend's entries.
+Prim un(OpCode op, Prim x) { const DeviceId d = x->device(); return call<Family::Unary>(op, d, std::move(x)); }
+Prim bin(OpCode op, Prim a, Prim b) { const DeviceId d = a->device(); return call<Family::Binary>(op, d, std::move(a), std::move(b)); }
+Prim sc(OpCode op, Prim x, Scalar s) { const DeviceId d = x->device(); return call<Family::Scalar>(op, d, std::move(x), s); }
+Prim cmp_s(OpCode op, Prim x, Scalar s) {
+  const DeviceId d = x->device();
+  return call<Family::CompareScalar>(op, d, std::move(x), s, bool_dt(d));
+}
+Prim cmp(OpCode op, Prim a, Prim b) {
+  const DeviceId d = a->device();
+  return call<Family::Compare>(op, d, std::move(a), std::move(b), bool_dt(d));
+}
+Prim mfill(Prim x, Prim mask, Scalar s) {
+  const DeviceId d = x->device();
+  return call<Family::MaskFill>(OpCode::mask_fill, d, std::move(x), std::move(mask), s);
+}
+Prim mwhere(Prim x, Prim mask, Prim v) {
+  const DeviceId d = x->device();
+  return call<Family::MaskWhere>(OpCode::mask_where, d, std::move(x), std::move(mask), std::move(v));
+}
+Prim rdim(OpCode op, Prim x, std::size_t dim) { const DeviceId d = x->device(); return call<Family::Dim>(op, d, std::move(x), dim); }
+Prim reshape_to(Prim x, const Shape& s) {
+  const DeviceId d = x->device();
+  return call<Family::Reshape>(OpCode::reshape, d, std::move(x), s);
+}
+Prim flat(Prim x) { const Shape s{x->shape().num_elements()}; return x->shape() == s ? x : reshape_to(std::move(x), s); }
+Prim full_like(const Prim& x, Scalar v, DType dt) {
+  return call<Family::Full>(OpCode::full, x->device(), x->shape(), v, x->device(), dt);
+}
+Prim slice_prim(Prim x, std::vector<DimSlice> ds) {
+  const DeviceId d = x->device();
+  return call<Family::Slice>(OpCode::slice, d, std::move(x), DimSlices(ds));
+}
+std::vector<DimSlice> full_slices(const Shape& s) {
+  std::vector<DimSlice> ds(s.rank());
+  for (std::size_t i = 0; i < s.rank(); ++i) ds[i] = {0, 1, s[i]};
+  return ds;
+}
+bool is_float_prim(const Prim& x) { return is_float(x->dtype()); }
+
+// ---- creation -------------------------------------------------------------------
+
+Prim d_full(const Shape& shape, Scalar v, DeviceId d, DType dt) {
+  TensorData data = TensorData::zeros(shape, dt);
+  visit_dtype(dt, [&](auto t) {
+    using T = decltype(t);
+    T value;
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, BoolU32>) value = convert_value<T>(v.to_bool());
+    else if constexpr (kIsFloatLike<T>) value = convert_value<T>(v.to_double());
+    else if constexpr (std::is_signed_v<T>) value = v.is_float() ? convert_value<T>(v.to_double()) : static_cast<T>(v.to_int64());
+    else value = v.is_float() ? convert_value<T>(v.to_double()) : static_cast<T>(v.to_uint64());
+    auto* p = data.bytes().data();
+    for (std::size_t i = 0; i < shape.num_elements(); ++i) std::memcpy(p + i * sizeof(T), &value, sizeof(T));
+  });
+  return upload(std::move(data), d);
+}
+Prim d_zeros(const Shape& s, DeviceId d, DType dt) { return call<Family::Full>(OpCode::full, d, s, Scalar(0), d, dt); }
+Prim d_ones(const Shape& s, DeviceId d, DType dt) { return call<Family::Full>(OpCode::full, d, s, Scalar(1), d, dt); }
+
+Prim d_arange_step(std::int64_t start, std::int64_t end, std::int64_t step, DeviceId d, DType dt) {
+  std::vector<std::int64_t> v;
+  if (step > 0)
+    for (std::int64_t x = start; x < end; x += step) { v.push_back(x); if (x > std::numeric_limits<std::int64_t>::max() - step) break; }
+  else
+    for (std::int64_t x = start; x > end; x += step) { v.push_back(x); if (x < std::numeric_limits<std::int64_t>::min() - step) break; }
+  return upload(TensorData::from(v).convert(dt), d);
+}
+Prim d_arange(std::int64_t start, std::int64_t end, DeviceId d, DType dt) {
+  return call<Family::RangeStep>(OpCode::arange_step, d, start, end, std::int64_t{1}, d, dt);
+}
+
+Prim d_identity(Prim x) { return x; }
+Prim d_set_require_grad(Prim x, bool) { return x; }
+bool d_is_require_grad(const Prim&) { return false; }
+
+// ---- layout ---------------------------------------------------------------------
+
+Prim d_transpose(Prim x) {
+  const std::size_t r = x->rank();
+  if (r < 2) return x;
+  const DeviceId d = x->device();
+  return call<Family::SwapDims>(OpCode::swap_dims, d, std::move(x), r - 2, r - 1);
+}
+
+Prim assign_at(Prim out, std::size_t dim, std::size_t offset, Prim part) {
+  std::vector<DimSlice> ds = full_slices(out->shape());
+  ds[dim] = {static_cast<std::int64_t>(offset), 1, part->shape()[dim]};
+  const DeviceId d = out->device();
+  return call<Family::SliceAssign>(OpCode::slice_assign, d, std::move(out), DimSlices(ds), std::move(part));
+}
+
+Prim d_repeat_dim(Prim x, std::size_t dim, std::size_t times) {
+  Shape s = x->shape();
+  const std::size_t n = s[dim];
+  s[dim] = n * times;
+  const DeviceId d = x->device();
+  Prim out = call<Family::Create>(OpCode::empty, d, s, d, x->dtype());
+  if (n == 0 || times == 0) return out;
+  for (std::size_t i = 0; i < times; ++i) out = assign_at(std::move(out), dim, i * n, x);
+  return out;
+}
+
+Prim d_cat(std::vector<Prim> parts, std::size_t dim) {
+  Shape s = parts[0]->shape();
+  std::size_t total = 0;
+  for (const Prim& p : parts) total += p->shape()[dim];
+  s[dim] = total;
+  const DeviceId d = parts[0]->device();
+  Prim out = call<Family::Create>(OpCode::empty, d, s, d, parts[0]->dtype());
+  std::size_t off = 0;
+  for (Prim& p : parts) {
+    const std::size_t n = p->shape()[dim];
+    if (n && p->shape().num_elements()) out = assign_at(std::move(out), dim, off, std::move(p));
+    off += n;
+  }
+  return out;
+}
+
+// ---- indexing -------------------------------------------------------------------
+
+Prim d_scatter(Prim x, std::size_t dim, Prim idx, Prim v, IndexingUpdateOp op) {
+  if (op != IndexingUpdateOp::Add)
+    throw NotImplemented(fmt::format("[scatter] only the Add update has a default; a backend must implement the others on {}",
+                                     backend_of(x).short_name()));
+  const DeviceId d = x->device();
+  return call<Family::Scatter>(OpCode::scatter_add, d, std::move(x), dim, std::move(idx), std::move(v));
+}
+Prim d_select_assign(Prim x, std::size_t dim, Prim idx, Prim v, IndexingUpdateOp op) {
+  if (op != IndexingUpdateOp::Add)
+    throw NotImplemented(fmt::format("[select_assign] only the Add update has a default; a backend must implement the others "
+                                     "on {}", backend_of(x).short_name()));
+  const DeviceId d = x->device();
+  return call<Family::SelectAssign>(OpCode::select_add, d, std::move(x), dim, std::move(idx), std::move(v));
+}
+Prim d_gather_nd(Prim x, Prim) { throw NotImplemented(fmt::format("[gather_nd] not implemented on {}", backend_of(x).short_name())); }
+Prim d_scatter_nd(Prim x, Prim, Prim, IndexingUpdateOp) {
+  throw NotImplemented(fmt::format("[scatter_nd] not implemented on {}", backend_of(x).short_name()));
+}
+Prim d_grid_sample(Prim x, Prim, const GridSampleOptions&) {
+  throw NotImplemented(fmt::format("[grid_sample_2d] not implemented on {}", backend_of(x).short_name()));
+}
+
+// Host: positions of true elements of a row-major bool buffer.
+std::vector<std::int64_t> true_positions(const TensorData& m) {
+  const std::vector<bool> v = m.to_vec<bool>();
+  std::vector<std::int64_t> pos;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i]) pos.push_back(static_cast<std::int64_t>(i));
+  return pos;
+}
+
+Prim d_argwhere(Prim mask, DType out) {
+  const DeviceId d = mask->device();
+  const Shape s = mask->shape();
+  const auto pos = true_positions(read_prim(std::move(mask)));
+  std::vector<std::int64_t> idx(pos.size() * s.rank());
+  for (std::size_t i = 0; i < pos.size(); ++i) {
+    std::int64_t rem = pos[i];
+    for (std::size_t k = s.rank(); k-- > 0;) {
+      idx[i * s.rank() + k] = rem % static_cast<std::int64_t>(s[k]);
+      rem /= static_cast<std::int64_t>(s[k]);
+    }
+  }
+  return upload(TensorData::from(idx, Shape{pos.size(), s.rank()}).convert(out), d);
+}
+
+Prim d_mask_select(Prim x, Prim mask) {
+  const DeviceId d = x->device();
+  if (!(mask->shape() == x->shape()))
+    mask = call<Family::Reshape>(OpCode::expand, d, std::move(mask), x->shape());
+  const auto pos = true_positions(read_prim(std::move(mask)));
+  const TensorData data = read_prim(std::move(x));
+  const std::size_t w = dtype_size(data.dtype());
+  std::vector<std::byte> out(pos.size() * w);
+  for (std::size_t i = 0; i < pos.size(); ++i)
+    std::memcpy(out.data() + i * w, data.bytes().data() + static_cast<std::size_t>(pos[i]) * w, w);
+  return upload(TensorData(std::move(out), Shape{pos.size()}, data.dtype()), d);
+}
+
+// ---- comparison -------------------------------------------------------------------
+
+Prim d_not_equal(Prim a, Prim b, DType out) {
+  const DeviceId d = a->device();
+  return un(OpCode::bool_not, call<Family::Compare>(OpCode::equal, d, std::move(a), std::move(b), out));
+}
+Prim d_not_equal_elem(Prim a, Scalar s, DType out) {
+  const DeviceId d = a->device();
+  return un(OpCode::bool_not, call<Family::CompareScalar>(OpCode::equal_elem, d, std::move(a), s, out));
+}
+Prim d_is_nan(Prim x, DType out) {
+  const DeviceId d = x->device();
+  Prim y = x;
+  return call<Family::Compare>(OpCode::not_equal, d, std::move(x), std::move(y), out);
+}
+Prim d_is_inf(Prim x, DType out) {
+  const DeviceId d = x->device();
+  return call<Family::CompareScalar>(OpCode::equal_elem, d, un(OpCode::abs, std::move(x)),
+                                     Scalar(std::numeric_limits<double>::infinity()), out);
+}
+Prim d_bool_xor(Prim a, Prim b) {
+  const DType dt = a->dtype();
+  const DeviceId d = a->device();
+  return call<Family::Compare>(OpCode::not_equal, d, std::move(a), std::move(b), dt);
+}
+
+// ---- arithmetic -------------------------------------------------------------------
+
+Prim d_neg(Prim x) { return sc(OpCode::mul_scalar, std::move(x), Scalar(-1)); }
+Prim d_square(Prim x) { Prim y = x; return bin(OpCode::mul, std::move(x), std::move(y)); }
+
+Prim d_powi(Prim a, Prim b) {
+  const DeviceId d = a->device();
+  if (is_float_prim(a)) {
+    const DType dt = a->dtype();
+    return bin(OpCode::powf, std::move(a), call<Family::Cast>(OpCode::into_float, d, std::move(b), dt));
+  }
+  // Int base: compute in f64 (exact for results below 2^53), cast back.
+  const DType it = a->dtype();
+  Prim fa = call<Family::Cast>(OpCode::into_float, d, std::move(a), DType::F64);
+  Prim fb = call<Family::Cast>(OpCode::into_float, d, std::move(b), DType::F64);
+  return call<Family::Cast>(OpCode::into_int, d, bin(OpCode::powf, std::move(fa), std::move(fb)), it);
+}
+
+Prim d_powi_scalar(Prim x, Scalar s) {
+  const std::int64_t n = s.to_int64();
+  if (n == 0) return full_like(x, Scalar(1), x->dtype());
+  if (n == 1) return x;
+  if (n == 2) return d_square(std::move(x));
+  if (is_float_prim(x)) {
+    if (n == -1) return un(OpCode::recip, std::move(x));
+    if (n == -2) return un(OpCode::recip, d_square(std::move(x)));
+  }
+  return sc(OpCode::powi_scalar_impl, std::move(x), s);
+}
+Prim d_powi_scalar_impl(Prim x, Scalar s) {
+  if (is_float_prim(x)) return sc(OpCode::powf_scalar_impl, std::move(x), Scalar(static_cast<double>(s.to_int64())));
+  const DeviceId d = x->device();
+  const DType it = x->dtype();
+  Prim f = call<Family::Cast>(OpCode::into_float, d, std::move(x), DType::F64);
+  f = sc(OpCode::powf_scalar_impl, std::move(f), Scalar(static_cast<double>(s.to_int64())));
+  return call<Family::Cast>(OpCode::into_int, d, std::move(f), it);
+}
+Prim d_powf_scalar(Prim x, Scalar s) {
+  const double e = s.to_double();
+  if (std::isfinite(e) && std::trunc(e) == e && std::fabs(e) < 2147483648.0)
+    return sc(OpCode::powi_scalar, std::move(x), Scalar(static_cast<std::int64_t>(e)));
+  return sc(OpCode::powf_scalar_impl, std::move(x), s);
+}
+
+Prim d_hypot(Prim a, Prim b) {
+  const DType dt = a->dtype();
+  // big = max(|a|, |b|), small = min(...); result = big * sqrt(1 + (small / max(big, tiny))^2).
+  Prim aa = un(OpCode::abs, std::move(a));
+  Prim bb = un(OpCode::abs, std::move(b));
+  Prim a_gt = cmp(OpCode::greater, aa, bb);
+  Prim big = mwhere(bb, a_gt, aa);
+  Prim small = mwhere(aa, a_gt, bb);
+  const double tiny = dt == DType::F64 ? std::numeric_limits<double>::min()
+                      : dt == DType::F16 ? 6.103515625e-05
+                                         : static_cast<double>(std::numeric_limits<float>::min());
+  Prim safe = sc(OpCode::clamp_min, big, Scalar(tiny));
+  Prim r = bin(OpCode::div, std::move(small), std::move(safe));
+  Prim r2 = d_square(std::move(r));
+  Prim root = un(OpCode::sqrt, sc(OpCode::add_scalar, std::move(r2), Scalar(1.0)));
+  return bin(OpCode::mul, std::move(big), std::move(root));
+}
+
+Prim d_sign(Prim x) {
+  const DType dt = x->dtype();
+  Prim out = full_like(x, Scalar(0), dt);
+  out = mfill(std::move(out), cmp_s(OpCode::lower_elem, x, Scalar(0)), Scalar(-1));
+  return mfill(std::move(out), cmp_s(OpCode::greater_elem, std::move(x), Scalar(0)), Scalar(1));
+}
+
+Prim d_clamp_min(Prim x, Scalar lo) {
+  Prim m = cmp_s(OpCode::lower_elem, x, lo);
+  return mfill(std::move(x), std::move(m), lo);
+}
+Prim d_clamp_max(Prim x, Scalar hi) {
+  Prim m = cmp_s(OpCode::greater_elem, x, hi);
+  return mfill(std::move(x), std::move(m), hi);
+}
+Prim d_clamp(Prim x, Scalar lo, Scalar hi) {
+  return sc(OpCode::clamp_min, sc(OpCode::clamp_max, std::move(x), hi), lo);
+}
+
+// ---- reductions -------------------------------------------------------------------
+
+Prim d_mean(Prim x) {
+  const std::size_t n = x->shape().num_elements();
+  const DeviceId d = x->device();
+  Prim s = call<Family::Reduce>(OpCode::sum, d, std::move(x));
+  if (is_float_prim(s)) return sc(OpCode::div_scalar, std::move(s), Scalar(static_cast<double>(n)));
+  return sc(OpCode::div_scalar, std::move(s), Scalar(static_cast<std::int64_t>(n)));
+}
+
+Prim gather_at(Prim x, std::size_t dim, Prim idx) {
+  const DeviceId d = x->device();
+  return call<Family::Gather>(OpCode::gather, d, std::move(x), dim, std::move(idx));
+}
+PrimPair extremum_dim(Prim x, std::size_t dim, bool is_max, DType out) {
+  const DeviceId d = x->device();
+  Prim idx = call<Family::DimIndex>(is_max ? OpCode::argmax : OpCode::argmin, d, x, dim, out);
+  Prim v = gather_at(std::move(x), dim, idx);
+  return {std::move(v), std::move(idx)};
+}
+Prim d_max_dim(Prim x, std::size_t dim) { const DType t = int_dt(x->device()); return extremum_dim(std::move(x), dim, true, t).first; }
+Prim d_min_dim(Prim x, std::size_t dim) { const DType t = int_dt(x->device()); return extremum_dim(std::move(x), dim, false, t).first; }
+PrimPair d_max_dim_wi(Prim x, std::size_t dim, DType out) { return extremum_dim(std::move(x), dim, true, out); }
+PrimPair d_min_dim_wi(Prim x, std::size_t dim, DType out) { return extremum_dim(std::move(x), dim, false, out); }
+Prim d_max(Prim x) { return rdim(OpCode::max_dim, flat(std::move(x)), 0); }
+Prim d_min(Prim x) { return rdim(OpCode::min_dim, flat(std::move(x)), 0); }
+Prim d_max_abs_dim(Prim x, std::size_t dim) { return rdim(OpCode::max_dim, un(OpCode::abs, std::move(x)), dim); }
+Prim d_max_abs(Prim x) { return rdim(OpCode::max_abs_dim, flat(std::move(x)), 0); }
+
+// Count of nonzero elements along `dim` (or everything when dim == npos), as I64.
+Prim nonzero_count(Prim x, std::size_t dim) {
+  const DeviceId d = x->device();
+  Prim nz = is_bool(x->dtype()) ? std::move(x)
+                                : call<Family::CompareScalar>(OpCode::not_equal_elem, d, std::move(x), Scalar(0), bool_dt(d));
+  Prim n = call<Family::Cast>(OpCode::into_int, d, std::move(nz), DType::I64);
+  if (dim == static_cast<std::size_t>(-1)) return call<Family::Reduce>(OpCode::sum, d, std::move(n));
+  return rdim(OpCode::sum_dim, std::move(n), dim);
+}
+Prim d_any(Prim x, DType out) {
+  const DeviceId d = x->device();
+  return call<Family::CompareScalar>(OpCode::greater_elem, d, nonzero_count(std::move(x), static_cast<std::size_t>(-1)),
+                                     Scalar(0), out);
+}
+Prim d_all(Prim x, DType out) {
+  const DeviceId d = x->device();
+  const auto n = static_cast<std::int64_t>(x->shape().num_elements());
+  return call<Family::CompareScalar>(OpCode::equal_elem, d, nonzero_count(std::move(x), static_cast<std::size_t>(-1)),
+                                     Scalar(n), out);
+}
+Prim d_any_dim(Prim x, std::size_t dim, DType out) {
+  const DeviceId d = x->device();
+  return call<Family::CompareScalar>(OpCode::greater_elem, d, nonzero_count(std::move(x), dim), Scalar(0), out);
+}
+Prim d_all_dim(Prim x, std::size_t dim, DType out) {
+  const DeviceId d = x->device();
+  const auto n = static_cast<std::int64_t>(x->shape()[dim]);
+  return call<Family::CompareScalar>(OpCode::equal_elem, d, nonzero_count(std::move(x), dim), Scalar(n), out);
+}
+
+// Host sort along `dim` of row-major data: stable; NaN counts as the largest value,
+// so it goes last ascending and first descending. Returns values and indices.
+std::pair<TensorData, std::vector<std::int64_t>> host_sort(const TensorData& data, std::size_t dim, bool desc) {
+  const Shape& s = data.shape();
+  const std::size_t n = s[dim];
+  std::size_t inner = 1;
+  for (std::size_t i = dim + 1; i < s.rank(); ++i) inner *= s[i];
+  const std::size_t outer = n ? s.num_elements() / (n * inner) : 0;
+  TensorData out = data;
+  std::vector<std::int64_t> idx(s.num_elements());
+  visit_dtype(data.dtype(), [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, BoolU32>) {
+      throw DTypeError("[sort] expected a Float or Int tensor; got Bool");
+    } else {
+      const auto* src = reinterpret_cast<const T*>(data.bytes().data());
+      auto* dst = reinterpret_cast<T*>(out.bytes().data());
+      std::vector<std::size_t> perm(n);
+      auto key = [](T v) { return load_elem(v); };
+      for (std::size_t o = 0; o < outer; ++o)
+        for (std::size_t in = 0; in < inner; ++in) {
+          const std::size_t base = o * n * inner + in;
+          std::iota(perm.begin(), perm.end(), std::size_t{0});
+          std::stable_sort(perm.begin(), perm.end(), [&](std::size_t i, std::size_t j) {
+            const auto a = key(src[base + i * inner]);
+            const auto b = key(src[base + j * inner]);
+            if constexpr (kIsFloatLike<T>) {
+              const bool na = std::isnan(a), nb = std::isnan(b);
+              if (na || nb) return desc ? (na && !nb) : (!na && nb);
+            }
+            return desc ? b < a : a < b;
+          });
+          for (std::size_t k = 0; k < n; ++k) {
+            dst[base + k * inner] = src[base + perm[k] * inner];
+            idx[base + k * inner] = static_cast<std::int64_t>(perm[k]);
+          }
+        }
+    }
+  });
+  return {std::move(out), std::move(idx)};
+}
+
+PrimPair sort_impl(Prim x, std::size_t dim, bool desc, DType out_dt) {
+  const DeviceId d = x->device();
+  const Shape s = x->shape();
+  auto [values, idx] = host_sort(read_prim(std::move(x)), dim, desc);
+  return {upload(std::move(values), d), upload(TensorData::from(idx, s).convert(out_dt), d)};
+}
+Prim d_sort(Prim x, std::size_t dim, bool desc) { return sort_impl(std::move(x), dim, desc, DType::I64).first; }
+PrimPair d_sort_wi(Prim x, std::size_t dim, bool desc, DType out) { return sort_impl(std::move(x), dim, desc, out); }
+Prim d_argsort(Prim x, std::size_t dim, bool desc, DType out) { return sort_impl(std::move(x), dim, desc, out).second; }
+
+Prim first_k(Prim x, std::size_t dim, std::size_t k) {
+  std::vector<DimSlice> ds = full_slices(x->shape());
+  ds[dim] = {0, 1, k};
+  return slice_prim(std::move(x), std::move(ds));
+}
+PrimPair d_topk_wi(Prim x, std::size_t dim, std::size_t k, DType out) {
+  const DeviceId d = x->device();
+  auto [v, i] = call<Family::SortWithIndices>(OpCode::sort_with_indices, d, std::move(x), dim, true, out);
+  return {first_k(std::move(v), dim, k), first_k(std::move(i), dim, k)};
+}
+Prim d_topk(Prim x, std::size_t dim, std::size_t k) {
+  const DeviceId d = x->device();
+  return first_k(call<Family::Sort>(OpCode::sort, d, std::move(x), dim, true), dim, k);
+}
+Prim d_argtopk(Prim x, std::size_t dim, std::size_t k, DType out) {
+  const DeviceId d = x->device();
+  return first_k(call<Family::Argsort>(OpCode::argsort, d, std::move(x), dim, true, out), dim, k);
+}
+
+// ---- activations ------------------------------------------------------------------
+
+Prim d_relu(Prim x) {
+  Prim m = cmp_s(OpCode::lower_equal_elem, x, Scalar(0));
+  return mfill(std::move(x), std::move(m), Scalar(0));
+}
+Prim d_leaky_relu(Prim x, Scalar slope) {
+  Prim m = cmp_s(OpCode::lower_elem, x, Scalar(0));
+  Prim scaled = sc(OpCode::mul_scalar, x, slope);
+  return mwhere(std::move(x), std::move(m), std::move(scaled));
+}
+Prim d_prelu(Prim x, Prim alpha) {
+  Prim m = cmp_s(OpCode::lower_elem, x, Scalar(0));
+  Prim scaled = bin(OpCode::mul, x, std::move(alpha));
+  return mwhere(std::move(x), std::move(m), std::move(scaled));
+}
+Prim d_gelu(Prim x) {
+  Prim e = un(OpCode::erf, sc(OpCode::mul_scalar, x, Scalar(0.70710678118654752440)));
+  Prim h = sc(OpCode::mul_scalar, sc(OpCode::add_scalar, std::move(e), Scalar(1.0)), Scalar(0.5));
+  return bin(OpCode::mul, std::move(x), std::move(h));
+}
+Prim d_sigmoid(Prim x) {
+  // exp(-log1p(exp(-x))): saturates to exactly 0 and 1 instead of overflowing.
+  Prim t = un(OpCode::log1p, un(OpCode::exp, un(OpCode::neg, std::move(x))));
+  return un(OpCode::exp, un(OpCode::neg, std::move(t)));
+}
+Prim d_hard_sigmoid(Prim x, Scalar alpha, Scalar beta) {
+  Prim y = sc(OpCode::add_scalar, sc(OpCode::mul_scalar, std::move(x), alpha), beta);
+  const DeviceId d = y->device();
+  return call<Family::Clamp>(OpCode::clamp, d, std::move(y), Scalar(0.0), Scalar(1.0));
+}
+Prim d_log_sigmoid(Prim x) {
+  // -(m + log(exp(-m) + exp(-x - m))), m = max(-x, 0)
+  Prim nx = un(OpCode::neg, std::move(x));
+  Prim m = sc(OpCode::clamp_min, nx, Scalar(0.0));
+  Prim t = bin(OpCode::add, un(OpCode::exp, un(OpCode::neg, m)), un(OpCode::exp, bin(OpCode::sub, std::move(nx), m)));
+  return un(OpCode::neg, bin(OpCode::add, std::move(m), un(OpCode::log, std::move(t))));
+}
+Prim d_softmax(Prim x, std::size_t dim) {
+  Prim m = rdim(OpCode::max_dim, x, dim);
+  Prim e = un(OpCode::exp, bin(OpCode::sub, std::move(x), std::move(m)));
+  Prim s = rdim(OpCode::sum_dim, e, dim);
+  return bin(OpCode::div, std::move(e), std::move(s));
+}
+Prim d_log_softmax(Prim x, std::size_t dim) {
+  Prim m = rdim(OpCode::max_dim, x, dim);
+  Prim shifted = bin(OpCode::sub, std::move(x), std::move(m));
+  Prim lse = un(OpCode::log, rdim(OpCode::sum_dim, un(OpCode::exp, shifted), dim));
+  return bin(OpCode::sub, std::move(shifted), std::move(lse));
+}
+Prim d_softmin(Prim x, std::size_t dim) { return rdim(OpCode::softmax, un(OpCode::neg, std::move(x)), dim); }
+Prim d_relu_backward(Prim out, Prim grad) {
+  Prim m = cmp_s(OpCode::lower_equal_elem, std::move(out), Scalar(0));
+  return mfill(std::move(grad), std::move(m), Scalar(0));
+}
+Prim d_gelu_backward(Prim x, Prim grad) {
+  // Derivative of the tanh approximation of GELU.
+  Prim x3 = bin(OpCode::mul, d_square(x), x);
+  Prim inner1 = bin(OpCode::add, sc(OpCode::mul_scalar, x3, Scalar(0.0356774)), sc(OpCode::mul_scalar, x, Scalar(0.797885)));
+  Prim inner2 = bin(OpCode::add, sc(OpCode::mul_scalar, std::move(x3), Scalar(0.0535161)),
+                    sc(OpCode::mul_scalar, std::move(x), Scalar(0.398942)));
+  Prim th = un(OpCode::tanh, std::move(inner1));
+  Prim sech2 = sc(OpCode::add_scalar, un(OpCode::neg, d_square(th)), Scalar(1.0));
+  Prim y1 = sc(OpCode::add_scalar, sc(OpCode::mul_scalar, std::move(th), Scalar(0.5)), Scalar(0.5));
+  Prim y2 = bin(OpCode::add, bin(OpCode::mul, std::move(inner2), std::move(sech2)), std::move(y1));
+  return bin(OpCode::mul, std::move(grad), std::move(y2));
+}
+Prim d_sigmoid_backward(Prim out, Prim grad) {
+  Prim one_minus = sc(OpCode::add_scalar, un(OpCode::neg, out), Scalar(1.0));
+  return bin(OpCode::mul, bin(OpCode::mul, std::move(out), std::move(one_minus)), std::move(grad));
+}
+Prim d_log_sigmoid_backward(Prim x, Prim grad) {
+  // d/dx log(sigmoid(x)) = sigmoid(-x)
+  return bin(OpCode::mul, std::move(grad), un(OpCode::sigmoid, un(OpCode::neg, std::move(x))));
+}
+
+// ---- transactions and devices -----------------------------------------------------------
+
+std::future<std::vector<TensorData>> d_tr_execute(std::vector<Prim> prims) {
+  std::vector<std::future<TensorData>> pending;
+  for (Prim& p : prims) {
+    const DeviceId d = p->device();
+    pending.push_back(call<Family::IntoData>(OpCode::into_data, d, std::move(p)));
+  }
+  return std::async(std::launch::deferred, [pending = std::move(pending)]() mutable {
+    std::vector<TensorData> out;
+    for (auto& f : pending) out.push_back(f.get());
+    return out;
+  });
+}
+
+void d_noop(DeviceId) {}
+void d_graph_unsupported(DeviceId d) {
+  throw ExecutionError(fmt::format("[graph] graph capture is not supported by this backend; got device {}", device_string(d)));
+}
+bool d_supports(DeviceId d, DType t) {
+  return backend_of(d).get<DeviceOp::dtype_usage>()(d, t).contains_all(DTypeUsageSet::general());
+}
+bool d_false(DeviceId) { return false; }
+MemoryStats d_memory(DeviceId) { return {}; }
+
+template <OpCode op>
+void fill(Backend& b, FamilyFn<op_family(op)> fn) {
+  if (!b.has(op)) b.set<op>(fn);
+}
+template <DeviceOp op>
+void fill(Backend& b, FamilyFn<device_op_info(op).family> fn) {
+  if (!b.has(op)) b.set<op>(fn);
+}
+
+}  // namespace
+
+void install_defaults(Backend& b) {
+  using O = OpCode;
+  fill<O::zeros>(b, d_zeros);
+  fill<O::ones>(b, d_ones);
+  fill<O::full>(b, d_full);
+  fill<O::arange>(b, d_arange);
+  fill<O::arange_step>(b, d_arange_step);
+  fill<O::detach>(b, d_identity);
+  fill<O::set_require_grad>(b, d_set_require_grad);
+  fill<O::is_require_grad>(b, d_is_require_grad);
+  fill<O::transpose>(b, d_transpose);
+  fill<O::repeat_dim>(b, d_repeat_dim);
+  fill<O::cat>(b, d_cat);
+  fill<O::scatter>(b, d_scatter);
+  fill<O::gather_nd>(b, d_gather_nd);
+  fill<O::scatter_nd>(b, d_scatter_nd);
+  fill<O::select_assign>(b, d_select_assign);
+  fill<O::mask_select>(b, d_mask_select);
+  fill<O::argwhere>(b, d_argwhere);
+  fill<O::not_equal>(b, d_not_equal);
+  fill<O::not_equal_elem>(b, d_not_equal_elem);
+  fill<O::is_nan>(b, d_is_nan);
+  fill<O::is_inf>(b, d_is_inf);
+  fill<O::neg>(b, d_neg);
+  fill<O::powi>(b, d_powi);
+  fill<O::powi_scalar>(b, d_powi_scalar);
+  fill<O::powi_scalar_impl>(b, d_powi_scalar_impl);
+  fill<O::powf_scalar>(b, d_powf_scalar);
+  fill<O::square>(b, d_square);
+  fill<O::hypot>(b, d_hypot);
+  fill<O::sign>(b, d_sign);
+  fill<O::clamp_min>(b, d_clamp_min);
+  fill<O::clamp_max>(b, d_clamp_max);
+  fill<O::clamp>(b, d_clamp);
+  fill<O::bool_xor>(b, d_bool_xor);
+  fill<O::mean>(b, d_mean);
+  fill<O::max>(b, d_max);
+  fill<O::min>(b, d_min);
+  fill<O::max_dim>(b, d_max_dim);
+  fill<O::min_dim>(b, d_min_dim);
+  fill<O::max_dim_with_indices>(b, d_max_dim_wi);
+  fill<O::min_dim_with_indices>(b, d_min_dim_wi);
+  fill<O::max_abs>(b, d_max_abs);
+  fill<O::max_abs_dim>(b, d_max_abs_dim);
+  fill<O::any>(b, d_any);
+  fill<O::all>(b, d_all);
+  fill<O::any_dim>(b, d_any_dim);
+  fill<O::all_dim>(b, d_all_dim);
+  fill<O::sort>(b, d_sort);
+  fill<O::sort_with_indices>(b, d_sort_wi);
+  fill<O::argsort>(b, d_argsort);
+  fill<O::topk>(b, d_topk);
+  fill<O::topk_with_indices>(b, d_topk_wi);
+  fill<O::argtopk>(b, d_argtopk);
+  fill<O::grid_sample_2d>(b, d_grid_sample);
+  fill<O::relu>(b, d_relu);
+  fill<O::leaky_relu>(b, d_leaky_relu);
+  fill<O::prelu>(b, d_prelu);
+  fill<O::gelu>(b, d_gelu);
+  fill<O::sigmoid>(b, d_sigmoid);
+  fill<O::hard_sigmoid>(b, d_hard_sigmoid);
+  fill<O::log_sigmoid>(b, d_log_sigmoid);
+  fill<O::softmax>(b, d_softmax);
+  fill<O::log_softmax>(b, d_log_softmax);
+  fill<O::softmin>(b, d_softmin);
+  fill<O::relu_backward>(b, d_relu_backward);
+  fill<O::gelu_backward>(b, d_gelu_backward);
+  fill<O::sigmoid_backward>(b, d_sigmoid_backward);
+  fill<O::log_sigmoid_backward>(b, d_log_sigmoid_backward);
+  fill<O::tr_execute>(b, d_tr_execute);
+
+  using D = DeviceOp;
+  fill<D::sync>(b, d_noop);
+  fill<D::supports_dtype>(b, d_supports);
+  fill<D::ad_enabled>(b, d_false);
+  fill<D::memory_stats>(b, d_memory);
+  fill<D::memory_cleanup>(b, d_noop);
+  fill<D::graph_prepare>(b, d_noop);
+  fill<D::graph_start_capture>(b, d_graph_unsupported);
+  fill<D::graph_stop_capture>(b, d_graph_unsupported);
+  fill<D::graph_replay>(b, d_graph_unsupported);
+
+  // Every defaulted row of the op table must have a default here.
+  for (std::size_t i = 0; i < kOps.size(); ++i)
+    if (kOps[i].policy == Policy::Def && !b.has(static_cast<OpCode>(i)))
+      throw Error(fmt::format("[install_defaults] op '{}' is marked defaulted but has no default", kOps[i].name));
+}
+
+}  // namespace tensor::dispatch

@@ -1,0 +1,125 @@
+// Dispatch: DispatchTensor (the tagged variant behind every Tensor handle) and one
+// forwarding function per op family. Each forwarder checks kinds, validates its
+// arguments once (ranks, shapes, dims, index ranges, dtypes), picks the backend by
+// device type and calls its entry. Nothing below it validates again.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dispatch/backend.hpp"
+#include "tensor/detail.hpp"
+
+namespace tensor::dispatch {
+
+using Kind = tensor::detail::Kind;
+
+std::string_view kind_name(Kind k);
+Kind kind_of_dtype(DType dtype);  // QFloat -> Kind::QFloat
+
+// Backend tag (device) + kind + counted primitive. 16 bytes, the size of a Handle.
+struct DispatchTensor {
+  Primitive* prim = nullptr;  // owned reference
+  DeviceId device{};
+  Kind kind = Kind::Float;
+
+  DispatchTensor() = default;
+  DispatchTensor(Prim p, Kind k) : device(p->device()), kind(k) { prim = p.release(); }
+  DispatchTensor(const DispatchTensor& o) : prim(o.prim), device(o.device), kind(o.kind) { if (prim) prim->add_ref(); }
+  DispatchTensor(DispatchTensor&& o) noexcept : prim(std::exchange(o.prim, nullptr)), device(o.device), kind(o.kind) {}
+  DispatchTensor& operator=(DispatchTensor o) noexcept {
+    std::swap(prim, o.prim); device = o.device; kind = o.kind; return *this;
+  }
+  ~DispatchTensor() { if (prim) prim->release_ref(); }
+
+  // Moves the primitive out (the tensor becomes empty).
+  Prim take() { return Prim::adopt(std::exchange(prim, nullptr)); }
+  const Primitive& operator*() const { return *prim; }
+  const Primitive* operator->() const { return prim; }
+  const Shape& shape() const { return prim->shape(); }
+  DType dtype() const { return prim->dtype(); }
+};
+static_assert(sizeof(DispatchTensor) <= sizeof(tensor::detail::Handle));
+
+// Settings-aware dtype defaults (first use fixes the device settings).
+DType default_dtype(DeviceId device, Kind kind);
+
+// ---- forwarders (argument dims may be negative: counted from the end) ----------
+DispatchTensor create(OpCode op, const Shape& shape, DeviceId device, Kind kind, std::optional<DType> dtype);
+DispatchTensor full(const Shape& shape, Scalar value, DeviceId device, Kind kind, std::optional<DType> dtype);
+DispatchTensor from_data(TensorData data, DeviceId device, Kind kind);
+DispatchTensor random(const Shape& shape, const Distribution& dist, DeviceId device, Kind kind,
+                      std::optional<DType> dtype);
+DispatchTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, DeviceId device,
+                      std::optional<DType> dtype);
+std::future<TensorData> into_data(DispatchTensor a);
+TensorData read(DispatchTensor a);  // into_data().get()
+DispatchTensor to_device(DispatchTensor a, DeviceId device);
+DispatchTensor cast(OpCode op, DispatchTensor a, DType dtype);
+
+DispatchTensor unary(OpCode op, DispatchTensor a);
+DispatchTensor binary(OpCode op, DispatchTensor a, DispatchTensor b);
+DispatchTensor scalar(OpCode op, DispatchTensor a, Scalar s);
+DispatchTensor clamp(OpCode op, DispatchTensor a, Scalar lo, Scalar hi);
+DispatchTensor compare(OpCode op, DispatchTensor a, DispatchTensor b);
+DispatchTensor compare_scalar(OpCode op, DispatchTensor a, Scalar s);
+DispatchTensor predicate(OpCode op, DispatchTensor a);
+DispatchTensor matmul(DispatchTensor a, DispatchTensor b);
+DispatchTensor cross(DispatchTensor a, DispatchTensor b, std::int64_t dim);
+DispatchTensor powi(DispatchTensor a, DispatchTensor b);
+
+DispatchTensor reduce(OpCode op, DispatchTensor a);
+DispatchTensor reduce_dim(OpCode op, DispatchTensor a, std::int64_t dim);
+DispatchTensor dim_index(OpCode op, DispatchTensor a, std::int64_t dim);
+std::pair<DispatchTensor, DispatchTensor> dim_with_indices(OpCode op, DispatchTensor a, std::int64_t dim);
+DispatchTensor any_all(OpCode op, DispatchTensor a);
+DispatchTensor any_all_dim(OpCode op, DispatchTensor a, std::int64_t dim);
+DispatchTensor sort(DispatchTensor a, std::int64_t dim, bool descending);
+std::pair<DispatchTensor, DispatchTensor> sort_with_indices(DispatchTensor a, std::int64_t dim, bool descending);
+DispatchTensor argsort(DispatchTensor a, std::int64_t dim, bool descending);
+DispatchTensor topk(DispatchTensor a, std::int64_t dim, std::size_t k);
+std::pair<DispatchTensor, DispatchTensor> topk_with_indices(DispatchTensor a, std::int64_t dim, std::size_t k);
+DispatchTensor argtopk(DispatchTensor a, std::int64_t dim, std::size_t k);
+
+DispatchTensor reshape(OpCode op, DispatchTensor a, std::span<const std::int64_t> shape);
+DispatchTensor swap_dims(DispatchTensor a, std::int64_t d0, std::int64_t d1);
+DispatchTensor axes(OpCode op, DispatchTensor a, std::span<const std::int64_t> axes);
+DispatchTensor slice(DispatchTensor a, std::span<const tensor::Slice> slices);
+DispatchTensor slice_assign(DispatchTensor a, std::span<const tensor::Slice> slices, DispatchTensor value);
+DispatchTensor repeat_dim(DispatchTensor a, std::int64_t dim, std::size_t times);
+DispatchTensor cat(std::vector<DispatchTensor> parts, std::int64_t dim);
+DispatchTensor unfold(DispatchTensor a, std::int64_t dim, std::size_t size, std::size_t step);
+
+DispatchTensor gather(DispatchTensor a, std::int64_t dim, DispatchTensor indices);
+DispatchTensor scatter(OpCode op, DispatchTensor a, std::int64_t dim, DispatchTensor indices, DispatchTensor values,
+                       IndexingUpdateOp update);
+DispatchTensor select(DispatchTensor a, std::int64_t dim, DispatchTensor indices);
+DispatchTensor select_assign(OpCode op, DispatchTensor a, std::int64_t dim, DispatchTensor indices,
+                             DispatchTensor values, IndexingUpdateOp update);
+DispatchTensor mask_where(DispatchTensor a, DispatchTensor mask, DispatchTensor value);
+DispatchTensor mask_fill(DispatchTensor a, DispatchTensor mask, Scalar value);
+DispatchTensor mask_select(DispatchTensor a, DispatchTensor mask);
+DispatchTensor argwhere(DispatchTensor a);
+DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridSampleOptions& options);
+
+// Device-level entries.
+std::string backend_name(DeviceId device);  // "dispatch<cpu>"
+DTypeUsageSet dtype_usage(DeviceId device, DType dtype);
+bool supports_dtype(DeviceId device, DType dtype);
+void seed(DeviceId device, std::uint64_t seed);
+void sync(DeviceId device);
+MemoryStats memory_stats(DeviceId device);
+void memory_cleanup(DeviceId device);
+std::size_t device_count(std::uint16_t type_id);
+// "cpu", "vulkan:0"
+std::string device_string(DeviceId device);
+// Every available device, cpu first; and the parse of a TENSOR_DEVICE value.
+std::vector<DeviceId> available_devices();
+DeviceId parse_device(const std::string& spec);
+
+}  // namespace tensor::dispatch

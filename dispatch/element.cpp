@@ -1,0 +1,30 @@
+// Bulk dtype conversion for host data (TensorData::convert) and backends.
+#include "dispatch/element.hpp"
+
+#include <cstring>
+
+namespace tensor::dispatch {
+
+void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t n) {
+  if (from == to || (dtype_size(from) == 1 && is_bool(from) && is_bool(to) && dtype_size(to) == 1)) {
+    if (n) std::memcpy(dst, src, n * dtype_size(from));
+    return;
+  }
+  visit_dtype(from, [&](auto f) {
+    using F = decltype(f);
+    visit_dtype(to, [&](auto t) {
+      using T = decltype(t);
+      const auto* s = static_cast<const unsigned char*>(src);
+      auto* d = static_cast<unsigned char*>(dst);
+      for (std::size_t i = 0; i < n; ++i) {
+        F v;
+        std::memcpy(&v, s + i * sizeof(F), sizeof(F));
+        if constexpr (std::is_same_v<F, bool>) v = (s[i] != 0);  // any nonzero byte is true
+        T out = convert_value<T>(v);
+        std::memcpy(d + i * sizeof(T), &out, sizeof(T));
+      }
+    });
+  });
+}
+
+}  // namespace tensor::dispatch

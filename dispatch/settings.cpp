@@ -1,0 +1,83 @@
+// Settings table: one atomic slot per (device type, index). A slot is published
+// once with a compare-exchange, so concurrent first uses agree on one value and
+// later reads are a single acquire load.
+#include "dispatch/settings.hpp"
+
+#include <array>
+#include <atomic>
+#include <memory>
+
+#include "dispatch/dispatch.hpp"
+#include "tensor/error.hpp"
+
+namespace tensor::dispatch {
+namespace {
+
+constexpr std::size_t kMaxIndex = 64;
+
+struct Table {
+  std::array<std::atomic<const DeviceSettings*>, Registry::kMaxTypes * kMaxIndex> slots{};
+  ~Table() {
+    for (auto& s : slots) delete s.load();
+  }
+};
+
+Table& table() {
+  static Table t;
+  return t;
+}
+
+std::atomic<const DeviceSettings*>& slot(DeviceId d) {
+  if (d.type_id >= Registry::kMaxTypes || d.index_id >= kMaxIndex)
+    throw DeviceError(DeviceError::Kind::Unavailable,
+                      "[settings] device id out of range; got type " + std::to_string(d.type_id) + " index " +
+                          std::to_string(d.index_id));
+  return table().slots[d.type_id * kMaxIndex + d.index_id];
+}
+
+// Publishes `s` if the slot is empty; returns the value that won.
+const DeviceSettings* publish(std::atomic<const DeviceSettings*>& sl, const DeviceSettings& s, bool* won) {
+  auto fresh = std::make_unique<DeviceSettings>(s);
+  const DeviceSettings* expected = nullptr;
+  if (sl.compare_exchange_strong(expected, fresh.get(), std::memory_order_acq_rel, std::memory_order_acquire)) {
+    *won = true;
+    return fresh.release();
+  }
+  *won = false;
+  return expected;
+}
+
+}  // namespace
+
+DeviceSettings backend_default_settings(DeviceId device) {
+  DeviceSettings s;
+  s.bool_dtype = device.type_id == kCpuDeviceType ? BoolDType::Native : BoolDType::U8;
+  return s;
+}
+
+const DeviceSettings& device_settings(DeviceId device) {
+  auto& sl = slot(device);
+  if (const DeviceSettings* s = sl.load(std::memory_order_acquire)) return *s;
+  Registry::instance().get(device.type_id);  // an unknown device type is an error, not a silent default
+  bool won = false;
+  return *publish(sl, backend_default_settings(device), &won);
+}
+
+SettingsResult set_default_dtypes(DeviceId device, FloatDType f, IntDType i, BoolDType b) {
+  SettingsResult r;
+  r.device = device_string(device);
+  for (DType t : {to_dtype(f), to_dtype(i), to_dtype(b)}) {
+    if (!supports_dtype(device, t)) {
+      r.status = SettingsStatus::UnsupportedDType;
+      r.dtype = t;
+      return r;
+    }
+  }
+  auto& sl = slot(device);
+  bool won = false;
+  if (sl.load(std::memory_order_acquire) == nullptr) publish(sl, DeviceSettings{f, i, b}, &won);
+  if (!won) r.status = SettingsStatus::AlreadyInitialized;
+  return r;
+}
+
+}  // namespace tensor::dispatch

@@ -1,0 +1,19 @@
+// The per-device settings table (SPEC §3): the first use of a device fixes its
+// default dtypes; set_default_dtypes succeeds once, only before that.
+#pragma once
+
+#include "tensor/device.hpp"
+
+namespace tensor::dispatch {
+
+// The device's settings, fixing them to the backend defaults on first call.
+// Lock-free after the first call for that device.
+const DeviceSettings& device_settings(DeviceId device);
+
+// SettingsStatus::Ok, AlreadyInitialized or UnsupportedDType (entry left unset).
+SettingsResult set_default_dtypes(DeviceId device, FloatDType f, IntDType i, BoolDType b);
+
+// Backend defaults for a device type (F32, I32, and Native bool on cpu, U8 elsewhere).
+DeviceSettings backend_default_settings(DeviceId device);
+
+}  // namespace tensor::dispatch

@@ -1,0 +1,127 @@
+// Validation helpers used by the forwarders in dispatch.cpp.
+#include "dispatch/validate.hpp"
+
+#include <fmt/format.h>
+
+#include "tensor/error.hpp"
+
+namespace tensor::dispatch {
+
+std::string shape_str(const Shape& s) { return s.to_string(); }
+
+std::string kinds_str(std::uint8_t mask) {
+  std::string out;
+  auto add = [&](const char* k) { out += out.empty() ? k : std::string(" or ") + k; };
+  if (mask & kKindF) add("Float");
+  if (mask & kKindI) add("Int");
+  if (mask & kKindB) add("Bool");
+  return out;
+}
+
+std::size_t resolve_dim(std::string_view op, std::int64_t dim, std::size_t rank) {
+  const auto r = static_cast<std::int64_t>(rank);
+  const std::int64_t d = dim < 0 ? dim + r : dim;
+  if (d < 0 || d >= r)
+    throw IndexError(fmt::format("[{}] dim out of range; expected {}..{} for rank {}; got {}", op, -r, r - 1, rank, dim));
+  return static_cast<std::size_t>(d);
+}
+
+std::size_t resolve_dim(OpCode op, std::int64_t dim, std::size_t rank) { return resolve_dim(op_name(op), dim, rank); }
+
+void check_kind(OpCode op, const DispatchTensor& t) {
+  if (!t.prim) throw Error(fmt::format("[{}] expected a tensor; got an empty (moved-from) handle", op_name(op)));
+  const std::uint8_t mask = op_info(op).kinds;
+  const std::uint8_t bit = t.kind == Kind::Float ? kKindF : t.kind == Kind::Int ? kKindI : t.kind == Kind::Bool ? kKindB : 0;
+  if (!(mask & bit))
+    throw DTypeError(fmt::format("[{}] wrong tensor kind; expected {}; got {}", op_name(op), kinds_str(mask), kind_name(t.kind)));
+}
+
+void check_same_device(OpCode op, const DispatchTensor& a, const DispatchTensor& b) {
+  if (a.device != b.device)
+    throw DeviceError(DeviceError::Kind::Mismatch,
+                      fmt::format("[{}] operands on different devices; expected {}; got {}", op_name(op),
+                                  device_string(a.device), device_string(b.device)));
+}
+
+void check_pair(OpCode op, const DispatchTensor& a, const DispatchTensor& b, bool same_dtype) {
+  if (!b.prim) throw Error(fmt::format("[{}] expected a tensor; got an empty (moved-from) handle", op_name(op)));
+  if (a.kind != b.kind)
+    throw DTypeError(fmt::format("[{}] operand kinds differ; expected {}; got {}", op_name(op), kind_name(a.kind),
+                                 kind_name(b.kind)));
+  check_same_device(op, a, b);
+  if (same_dtype && a.dtype() != b.dtype())
+    throw DTypeError(fmt::format("[{}] operand dtypes differ; expected {}; got {}", op_name(op), dtype_name(a.dtype()),
+                                 dtype_name(b.dtype())));
+}
+
+void check_arithmetic(OpCode op, DeviceId device, DType dtype) {
+  if (!dtype_usage(device, dtype).contains(DTypeUsage::Arithmetic))
+    throw DTypeError(fmt::format("[{}] dtype not supported for arithmetic on this device; expected a dtype {} computes "
+                                 "with; got {} on {}",
+                                 op_name(op), device_string(device), dtype_name(dtype), device_string(device)));
+}
+
+void check_storage(OpCode op, DeviceId device, DType dtype) {
+  if (!dtype_usage(device, dtype).contains(DTypeUsage::Storage))
+    throw DTypeError(fmt::format("[{}] dtype not supported on this device; expected a dtype {} can store; got {} on {}",
+                                 op_name(op), device_string(device), dtype_name(dtype), device_string(device)));
+}
+
+Shape broadcast_shapes(OpCode op, const Shape& a, const Shape& b) {
+  if (a.rank() != b.rank())
+    throw ShapeError(fmt::format("[{}] operand ranks differ; expected equal ranks; got {} and {}", op_name(op),
+                                 a.to_string(), b.to_string()));
+  Shape out = a;
+  for (std::size_t i = 0; i < a.rank(); ++i) {
+    if (a[i] == b[i]) continue;
+    if (a[i] == 1) out[i] = b[i];
+    else if (b[i] != 1)
+      throw ShapeError(fmt::format("[{}] shapes do not broadcast; expected dim {} equal or 1; got {} and {}", op_name(op), i,
+                                   a.to_string(), b.to_string()));
+  }
+  return out;
+}
+
+void check_non_empty(OpCode op, const Shape& s, std::string_view what) {
+  if (s.num_elements() == 0)
+    throw ShapeError(fmt::format("[{}] expected a non-empty {}; got shape {}", op_name(op), what, s.to_string()));
+}
+
+std::vector<DimSlice> resolve_slices(OpCode op, const Shape& s, std::span<const tensor::Slice> slices) {
+  if (slices.size() > s.rank())
+    throw IndexError(fmt::format("[{}] too many slices; expected at most {}; got {}", op_name(op), s.rank(), slices.size()));
+  std::vector<DimSlice> out(s.rank());
+  for (std::size_t d = 0; d < s.rank(); ++d) {
+    const auto n = static_cast<std::int64_t>(s[d]);
+    if (d >= slices.size()) {
+      out[d] = {0, 1, s[d]};
+      continue;
+    }
+    const tensor::Slice& sl = slices[d];
+    if (sl.step == 0) throw IndexError(fmt::format("[{}] slice step must not be zero; got step 0 in dim {}", op_name(op), d));
+    std::int64_t start = sl.start < 0 ? sl.start + n : sl.start;
+    std::int64_t end = sl.end ? (*sl.end < 0 ? *sl.end + n : *sl.end) : n;
+    if (start < 0 || start > n || end < 0 || end > n)
+      throw IndexError(fmt::format("[{}] slice out of range in dim {}; expected bounds within 0..{}; got {}..{}", op_name(op),
+                                   d, n, sl.start, sl.end ? std::to_string(*sl.end) : std::string("end")));
+    if (end < start) end = start;  // a reversed range selects nothing
+    const std::int64_t span = end - start;
+    const std::int64_t k = sl.step > 0 ? sl.step : -sl.step;
+    const std::int64_t len = (span + k - 1) / k;
+    if (sl.step > 0) out[d] = {start, sl.step, static_cast<std::size_t>(len)};
+    else out[d] = {len ? end - 1 : 0, sl.step, static_cast<std::size_t>(len)};
+  }
+  return out;
+}
+
+Shape sliced_shape(const Shape& s, std::span<const DimSlice> ds) {
+  Shape out = s;
+  for (std::size_t d = 0; d < ds.size(); ++d) out[d] = ds[d].len;
+  return out;
+}
+
+void throw_not_implemented(OpCode op, const Backend& b) {
+  throw NotImplemented(fmt::format("[{}] not implemented on {}", op_name(op), b.short_name()));
+}
+
+}  // namespace tensor::dispatch

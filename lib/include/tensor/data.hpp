@@ -1,0 +1,81 @@
+// TensorData: owning host bytes with a dtype and a shape; the currency of from_data / into_data.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.hpp"
+#include "tensor/error.hpp"
+#include "tensor/export.hpp"
+#include "tensor/shape.hpp"
+
+namespace tensor {
+
+class TENSOR_API TensorData {
+ public:
+  TensorData() = default;
+  // Takes raw little-endian element bytes. Throws ShapeError when the byte
+  // count does not match shape x dtype size.
+  TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype);
+
+  // Copies `values` (row-major) with the dtype matching T.
+  template <class T>
+  static TensorData from(const std::vector<T>& values, Shape shape) {
+    std::vector<std::byte> bytes(values.size() * sizeof(T));
+    if constexpr (std::is_same_v<T, bool>) {
+      for (std::size_t i = 0; i < values.size(); ++i) bytes[i] = std::byte{values[i] ? std::uint8_t{1} : std::uint8_t{0}};
+    } else if (!values.empty()) {
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+    }
+    return TensorData(std::move(bytes), shape, dtype_of<T>);
+  }
+  // A rank-1 tensor holding `values`.
+  template <class T>
+  static TensorData from(const std::vector<T>& values) { return from(values, Shape{values.size()}); }
+
+  // Zero-filled data of the given shape and dtype.
+  static TensorData zeros(Shape shape, DType dtype);
+
+  // The elements as T; throws DTypeError unless T matches dtype() (bool reads any bool storage).
+  template <class T>
+  std::vector<T> to_vec() const {
+    check_element_type(dtype_of<T>, sizeof(T));
+    std::vector<T> out(num_elements());
+    if constexpr (std::is_same_v<T, bool>) {
+      const std::size_t w = dtype_size(dtype_);
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        bool v = false;
+        for (std::size_t b = 0; b < w; ++b) v = v || bytes_[i * w + b] != std::byte{0};
+        out[i] = v;
+      }
+    } else if (!out.empty()) {
+      std::memcpy(out.data(), bytes_.data(), bytes_.size());
+    }
+    return out;
+  }
+
+  // The same values in another dtype (float->int truncates and saturates, NaN -> 0;
+  // int->int wraps; anything -> bool is "nonzero"; bool -> number is 0/1).
+  TensorData convert(DType to) const;
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  std::size_t num_elements() const { return shape_.num_elements(); }
+  const std::vector<std::byte>& bytes() const { return bytes_; }
+  std::vector<std::byte>& bytes() { return bytes_; }
+  std::vector<std::byte> into_bytes() && { return std::move(bytes_); }
+
+  // Exact equality of dtype, shape and bytes.
+  bool operator==(const TensorData& o) const { return dtype_ == o.dtype_ && shape_ == o.shape_ && bytes_ == o.bytes_; }
+  std::string to_string() const;
+
+ private:
+  void check_element_type(DType want, std::size_t size) const;
+  std::vector<std::byte> bytes_;
+  Shape shape_;
+  DType dtype_ = DType::F32;
+};
+
+}  // namespace tensor

@@ -1,0 +1,107 @@
+// The compile firewall (SPEC §6): an opaque handle and the non-template functions
+// exported from libtensor.so that every Tensor<D, K> method calls. Nothing here is
+// a template, so user code instantiates no dispatch or backend code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "tensor/data.hpp"
+#include "tensor/device.hpp"
+#include "tensor/export.hpp"
+#include "tensor/op_code.hpp"
+#include "tensor/options.hpp"
+#include "tensor/scalar.hpp"
+#include "tensor/shape.hpp"
+
+namespace tensor::detail {
+
+// Tensor kinds as carried by a handle.
+enum class Kind : std::uint8_t { Float, Int, Bool, QFloat };
+
+// Opaque: a counted reference to a backend primitive plus its device and kind.
+// Moving is a bit copy that empties the source; copying goes through retain().
+struct Handle {
+  alignas(8) unsigned char bytes[16] = {};
+  bool empty() const {
+    for (unsigned char b : bytes)
+      if (b != 0) return false;
+    return true;
+  }
+};
+
+TENSOR_API Handle retain(const Handle& h) noexcept;  // a second reference
+TENSOR_API void release(Handle& h) noexcept;         // drops the reference, empties h
+
+TENSOR_API Shape shape(const Handle& h);
+TENSOR_API DType dtype(const Handle& h);
+TENSOR_API Device device(const Handle& h);
+TENSOR_API Kind kind(const Handle& h);
+// Throws ShapeError naming `op` unless the handle's rank is `rank`.
+TENSOR_API void check_rank(const Handle& h, std::size_t rank, const char* op);
+
+// Dims given as signed ints (negative counts from the end) are resolved by the
+// library against the tensor's rank.
+using Dims = std::span<const std::int64_t>;
+
+// One function per signature family of the op table.
+TENSOR_API Handle create(OpCode op, const Shape& shape, Device device, Kind kind, std::optional<DType> dtype);  // nullopt: device default
+TENSOR_API Handle full(const Shape& shape, Scalar value, Device device, Kind kind, std::optional<DType> dtype);
+TENSOR_API Handle from_data(TensorData data, Device device, Kind kind);
+TENSOR_API Handle random(const Shape& shape, const Distribution& dist, Device device, Kind kind, std::optional<DType> dtype);
+TENSOR_API Handle arange(std::int64_t start, std::int64_t end, std::int64_t step, Device device, std::optional<DType> dtype);
+TENSOR_API std::future<TensorData> into_data(Handle&& h);
+TENSOR_API Handle to_device(Handle&& h, Device device);
+TENSOR_API Handle cast(OpCode op, Handle&& h, DType dtype);
+
+TENSOR_API Handle unary(OpCode op, Handle&& a);
+TENSOR_API Handle binary(OpCode op, Handle&& a, Handle&& b);
+TENSOR_API Handle scalar(OpCode op, Handle&& a, Scalar s);
+TENSOR_API Handle clamp(OpCode op, Handle&& a, Scalar lo, Scalar hi);
+TENSOR_API Handle compare(OpCode op, Handle&& a, Handle&& b);
+TENSOR_API Handle compare_scalar(OpCode op, Handle&& a, Scalar s);
+TENSOR_API Handle predicate(OpCode op, Handle&& a);
+TENSOR_API Handle matmul(Handle&& a, Handle&& b);
+TENSOR_API Handle cross(Handle&& a, Handle&& b, std::int64_t dim);
+TENSOR_API Handle powi(Handle&& a, Handle&& b);
+
+TENSOR_API Handle reduce(OpCode op, Handle&& a);
+TENSOR_API Handle reduce_dim(OpCode op, Handle&& a, std::int64_t dim);
+TENSOR_API Handle dim_index(OpCode op, Handle&& a, std::int64_t dim);
+TENSOR_API std::pair<Handle, Handle> dim_with_indices(OpCode op, Handle&& a, std::int64_t dim);
+TENSOR_API Handle any_all(OpCode op, Handle&& a);
+TENSOR_API Handle any_all_dim(OpCode op, Handle&& a, std::int64_t dim);
+TENSOR_API Handle sort(Handle&& a, std::int64_t dim, bool descending);
+TENSOR_API std::pair<Handle, Handle> sort_with_indices(Handle&& a, std::int64_t dim, bool descending);
+TENSOR_API Handle argsort(Handle&& a, std::int64_t dim, bool descending);
+TENSOR_API Handle topk(Handle&& a, std::int64_t dim, std::size_t k);
+TENSOR_API std::pair<Handle, Handle> topk_with_indices(Handle&& a, std::int64_t dim, std::size_t k);
+TENSOR_API Handle argtopk(Handle&& a, std::int64_t dim, std::size_t k);
+
+TENSOR_API Handle reshape(OpCode op, Handle&& a, std::span<const std::int64_t> shape);  // -1 infers one dim (reshape)
+TENSOR_API Handle swap_dims(Handle&& a, std::int64_t d0, std::int64_t d1);
+TENSOR_API Handle axes(OpCode op, Handle&& a, Dims axes);
+TENSOR_API Handle slice(Handle&& a, std::span<const Slice> slices);
+TENSOR_API Handle slice_assign(Handle&& a, std::span<const Slice> slices, Handle&& value);
+TENSOR_API Handle repeat_dim(Handle&& a, std::int64_t dim, std::size_t times);
+TENSOR_API Handle cat(std::vector<Handle>&& parts, std::int64_t dim);
+TENSOR_API Handle unfold(Handle&& a, std::int64_t dim, std::size_t size, std::size_t step);
+
+TENSOR_API Handle gather(Handle&& a, std::int64_t dim, Handle&& indices);
+TENSOR_API Handle scatter(OpCode op, Handle&& a, std::int64_t dim, Handle&& indices, Handle&& values,
+                          IndexingUpdateOp update);
+TENSOR_API Handle select(Handle&& a, std::int64_t dim, Handle&& indices);
+TENSOR_API Handle select_assign(OpCode op, Handle&& a, std::int64_t dim, Handle&& indices, Handle&& values,
+                                IndexingUpdateOp update);
+TENSOR_API Handle mask_where(Handle&& a, Handle&& mask, Handle&& value);
+TENSOR_API Handle mask_fill(Handle&& a, Handle&& mask, Scalar value);
+TENSOR_API Handle mask_select(Handle&& a, Handle&& mask);
+TENSOR_API Handle argwhere(Handle&& a);
+TENSOR_API Handle grid_sample_2d(Handle&& a, Handle&& grid, const GridSampleOptions& options);
+
+}  // namespace tensor::detail

@@ -1,0 +1,20 @@
+// OpCode: one enumerator per row of the op table (dispatch/op_table.def, copied here at build time).
+#pragma once
+
+#include <cstdint>
+
+namespace tensor {
+
+enum class OpCode : std::uint16_t {
+#define TENSOR_OP(name, family, kinds, policy, meaning) name,
+#include "tensor/op_table.def"
+#undef TENSOR_OP
+};
+
+inline constexpr int kOpCount = 0
+#define TENSOR_OP(name, family, kinds, policy, meaning) +1
+#include "tensor/op_table.def"
+#undef TENSOR_OP
+    ;
+
+}  // namespace tensor

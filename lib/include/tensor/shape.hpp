@@ -1,0 +1,74 @@
+// Shape (dims of a tensor, at most kMaxRank) and Slice (a range with a step along one dim).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensor/export.hpp"
+
+namespace tensor {
+
+inline constexpr std::size_t kMaxRank = 8;
+
+// The dims of a tensor, stored inline (no allocation). Rank 0 is a scalar-like
+// shape with one element. Constructing a rank above kMaxRank throws ShapeError.
+class TENSOR_API Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<std::size_t> dims) { assign(dims.begin(), dims.size()); }
+  explicit Shape(std::span<const std::size_t> dims) { assign(dims.data(), dims.size()); }
+  explicit Shape(const std::vector<std::size_t>& dims) { assign(dims.data(), dims.size()); }
+
+  std::size_t rank() const { return rank_; }
+  std::size_t num_dims() const { return rank_; }
+  std::size_t operator[](std::size_t i) const { return dims_[i]; }
+  std::size_t& operator[](std::size_t i) { return dims_[i]; }
+  std::size_t num_elements() const {
+    std::size_t n = 1;
+    for (std::size_t i = 0; i < rank_; ++i) n *= dims_[i];
+    return n;
+  }
+  const std::size_t* begin() const { return dims_.data(); }
+  const std::size_t* end() const { return dims_.data() + rank_; }
+  std::span<const std::size_t> dims() const { return {dims_.data(), rank_}; }
+  std::vector<std::size_t> to_vector() const { return {begin(), end()}; }
+
+  void push_back(std::size_t d);
+  void erase(std::size_t axis);
+  void insert(std::size_t axis, std::size_t d);
+
+  bool operator==(const Shape& o) const {
+    return rank_ == o.rank_ && std::equal(begin(), end(), o.begin());
+  }
+  // "[2, 3]"
+  std::string to_string() const;
+
+ private:
+  void assign(const std::size_t* d, std::size_t n);
+  std::array<std::size_t, kMaxRank> dims_{};
+  std::size_t rank_ = 0;
+};
+
+// A range along one dim: negative start/end count from the end; a missing end
+// means "to the end"; a negative step selects the range then walks it backwards.
+// A step of 0 is an IndexError.
+struct Slice {
+  std::int64_t start = 0;
+  std::optional<std::int64_t> end = std::nullopt;
+  std::int64_t step = 1;
+
+  static Slice all() { return {}; }
+  static Slice range(std::int64_t s, std::int64_t e, std::int64_t step = 1) { return {s, e, step}; }
+  static Slice from(std::int64_t s) { return {s, std::nullopt, 1}; }
+  // One index, keeping the dim with size 1.
+  static Slice index(std::int64_t i) { return {i, i == -1 ? std::nullopt : std::optional<std::int64_t>(i + 1), 1}; }
+};
+
+}  // namespace tensor

@@ -1,0 +1,480 @@
+// Tensor<D, K>: the typed front end. Rank D is static, kind K is Float, Int or Bool.
+// Every method is a thin inline call into a non-template function of libtensor.so
+// (detail.hpp), so user code compiles fast and never sees a backend (SPEC §6).
+// Copying a Tensor is a reference-count increment; an rvalue operand
+// (std::move(t).exp(), std::move(a) + b) lets the backend reuse its buffer.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <initializer_list>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tensor/data.hpp"
+#include "tensor/detail.hpp"
+#include "tensor/device.hpp"
+#include "tensor/dtype.hpp"
+#include "tensor/error.hpp"
+#include "tensor/options.hpp"
+#include "tensor/scalar.hpp"
+#include "tensor/shape.hpp"
+
+namespace tensor {
+
+// Tensor kinds.
+struct Float { static constexpr detail::Kind kKind = detail::Kind::Float; };
+struct Int { static constexpr detail::Kind kKind = detail::Kind::Int; };
+struct Bool { static constexpr detail::Kind kKind = detail::Kind::Bool; };
+
+template <class K> concept TensorKind = std::is_same_v<K, Float> || std::is_same_v<K, Int> || std::is_same_v<K, Bool>;
+template <class K> concept Numeric = std::is_same_v<K, Float> || std::is_same_v<K, Int>;
+
+template <std::size_t D, TensorKind K = Float>
+class Tensor;
+
+namespace detail {
+template <std::size_t D, class K> Tensor<D, K> adopt(Handle h);
+template <std::size_t D, class K> Handle&& steal(Tensor<D, K>&& t);
+template <std::size_t D, class K> Handle copy(const Tensor<D, K>& t);
+}  // namespace detail
+
+// Defines a const& and an && overload of a method: the && one passes the handle
+// on, so a uniquely owned buffer can be reused.
+#define TENSOR_METHOD_REQ(req, R, name, params, call)                                      \
+  R name params const& requires(req) { Handle self = detail::retain(h_); return R(call); } \
+  R name params&& requires(req) { Handle self = std::exchange(h_, Handle{}); return R(call); }
+#define TENSOR_METHOD(...) TENSOR_METHOD_REQ(true, __VA_ARGS__)
+#define TENSOR_NUM_METHOD(...) TENSOR_METHOD_REQ(!kIsBool, __VA_ARGS__)
+#define TENSOR_FLOAT_METHOD(...) TENSOR_METHOD_REQ(kIsFloat, __VA_ARGS__)
+#define TENSOR_INT_METHOD(...) TENSOR_METHOD_REQ(kIsInt, __VA_ARGS__)
+#define TENSOR_BOOL_METHOD(...) TENSOR_METHOD_REQ(kIsBool, __VA_ARGS__)
+
+template <std::size_t D, TensorKind K>
+class Tensor {
+  static_assert(D >= 1 && D <= kMaxRank, "Tensor rank must be between 1 and kMaxRank");
+  using Handle = detail::Handle;
+  static constexpr bool kIsFloat = std::is_same_v<K, Float>;
+  static constexpr bool kIsInt = std::is_same_v<K, Int>;
+  static constexpr bool kIsBool = std::is_same_v<K, Bool>;
+
+ public:
+  using Kind = K;
+  static constexpr std::size_t kRank = D;
+
+  // Adopts a handle produced by the library (already of rank D and kind K).
+  explicit Tensor(Handle h) noexcept : h_(h) {}
+  Tensor(const Tensor& o) noexcept : h_(detail::retain(o.h_)) {}
+  Tensor(Tensor&& o) noexcept : h_(std::exchange(o.h_, Handle{})) {}
+  Tensor& operator=(const Tensor& o) noexcept {
+    if (this != &o) { Handle n = detail::retain(o.h_); reset(); h_ = n; }
+    return *this;
+  }
+  Tensor& operator=(Tensor&& o) noexcept {
+    if (this != &o) { reset(); h_ = std::exchange(o.h_, Handle{}); }
+    return *this;
+  }
+  ~Tensor() { reset(); }
+
+  // ---- creation (shape rank must be D; dtype defaults to the device's setting) ----
+  static Tensor from_data(TensorData data, Device device = Device::default_device()) {
+    if (data.shape().rank() != D) throw_rank("from_data", data.shape());
+    return Tensor(detail::from_data(std::move(data), device, K::kKind));
+  }
+  static Tensor empty(const Shape& shape, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt) {
+    check_shape("empty", shape);
+    return Tensor(detail::create(OpCode::empty, shape, device, K::kKind, dtype));
+  }
+  static Tensor zeros(const Shape& shape, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt) {
+    check_shape("zeros", shape);
+    return Tensor(detail::create(OpCode::zeros, shape, device, K::kKind, dtype));
+  }
+  static Tensor ones(const Shape& shape, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt) {
+    check_shape("ones", shape);
+    return Tensor(detail::create(OpCode::ones, shape, device, K::kKind, dtype));
+  }
+  static Tensor full(const Shape& shape, Scalar value, Device device = Device::default_device(),
+                     std::optional<DType> dtype = std::nullopt) {
+    check_shape("full", shape);
+    return Tensor(detail::full(shape, value, device, K::kKind, dtype));
+  }
+  static Tensor random(const Shape& shape, const Distribution& dist, Device device = Device::default_device(),
+                       std::optional<DType> dtype = std::nullopt) requires Numeric<K> {
+    check_shape("random", shape);
+    return Tensor(detail::random(shape, dist, device, K::kKind, dtype));
+  }
+  // [start, end) with step 1 (Int, rank 1).
+  static Tensor arange(std::int64_t start, std::int64_t end, Device device = Device::default_device(),
+                       std::optional<DType> dtype = std::nullopt) requires(kIsInt && D == 1) {
+    return Tensor(detail::arange(start, end, 1, device, dtype));
+  }
+  static Tensor arange_step(std::int64_t start, std::int64_t end, std::int64_t step, Device device = Device::default_device(),
+                            std::optional<DType> dtype = std::nullopt) requires(kIsInt && D == 1) {
+    return Tensor(detail::arange(start, end, step, device, dtype));
+  }
+  Tensor zeros_like() const { return zeros(shape(), device(), dtype()); }
+  Tensor ones_like() const { return ones(shape(), device(), dtype()); }
+  Tensor full_like(Scalar v) const { return full(shape(), v, device(), dtype()); }
+
+  // ---- metadata and transfer ----
+  Shape shape() const { return detail::shape(h_); }
+  std::array<std::size_t, D> dims() const {
+    const Shape s = shape();
+    std::array<std::size_t, D> out{};
+    for (std::size_t i = 0; i < D; ++i) out[i] = s[i];
+    return out;
+  }
+  DType dtype() const { return detail::dtype(h_); }
+  Device device() const { return detail::device(h_); }
+  std::size_t num_elements() const { return shape().num_elements(); }
+
+  // Reads the values back (blocks until the device is done; rethrows its errors).
+  TensorData into_data() const { return into_data_async().get(); }
+  std::future<TensorData> into_data_async() const { return detail::into_data(detail::retain(h_)); }
+  TensorData to_data() const { return into_data(); }
+  Tensor to_device(Device d) const { return Tensor(detail::to_device(detail::retain(h_), d)); }
+
+  // ---- conversion ----
+  TENSOR_METHOD(Tensor, cast, (DType t), detail::cast(OpCode::cast, std::move(self), t))
+  // Float/Bool -> Int (float truncates toward zero).
+  Tensor<D, Int> int_(std::optional<DType> t = std::nullopt) const requires(!kIsInt) {
+    return Tensor<D, Int>(detail::cast(OpCode::into_int, detail::retain(h_), t ? *t : to_dtype(device().settings().int_dtype)));
+  }
+  Tensor<D, Int> int_cast(DType t) const requires(!kIsInt) {
+    return Tensor<D, Int>(detail::cast(OpCode::into_int, detail::retain(h_), t));
+  }
+  Tensor<D, Float> float_cast(DType t) const requires(!kIsFloat) {
+    return Tensor<D, Float>(detail::cast(OpCode::into_float, detail::retain(h_), t));
+  }
+  // Int/Bool -> the device's default float dtype.
+  Tensor<D, Float> float_() const requires(!kIsFloat) {
+    return float_cast(to_dtype(device().settings().float_dtype));
+  }
+  // Numeric -> Bool: nonzero is true.
+  Tensor<D, Bool> bool_() const requires Numeric<K> { return not_equal_elem(Scalar(0)); }
+
+  // ---- arithmetic (broadcasting; operands of equal rank) ----
+  TENSOR_NUM_METHOD(Tensor, add, (const Tensor& o), detail::binary(OpCode::add, std::move(self), detail::retain(o.h_)))
+  TENSOR_NUM_METHOD(Tensor, sub, (const Tensor& o), detail::binary(OpCode::sub, std::move(self), detail::retain(o.h_)))
+  TENSOR_NUM_METHOD(Tensor, mul, (const Tensor& o), detail::binary(OpCode::mul, std::move(self), detail::retain(o.h_)))
+  TENSOR_NUM_METHOD(Tensor, div, (const Tensor& o), detail::binary(OpCode::div, std::move(self), detail::retain(o.h_)))
+  TENSOR_NUM_METHOD(Tensor, remainder, (const Tensor& o), detail::binary(OpCode::remainder, std::move(self), detail::retain(o.h_)))
+  TENSOR_NUM_METHOD(Tensor, add_scalar, (Scalar s), detail::scalar(OpCode::add_scalar, std::move(self), s))
+  TENSOR_NUM_METHOD(Tensor, sub_scalar, (Scalar s), detail::scalar(OpCode::sub_scalar, std::move(self), s))
+  TENSOR_NUM_METHOD(Tensor, mul_scalar, (Scalar s), detail::scalar(OpCode::mul_scalar, std::move(self), s))
+  TENSOR_NUM_METHOD(Tensor, div_scalar, (Scalar s), detail::scalar(OpCode::div_scalar, std::move(self), s))
+  TENSOR_NUM_METHOD(Tensor, remainder_scalar, (Scalar s), detail::scalar(OpCode::remainder_scalar, std::move(self), s))
+  TENSOR_NUM_METHOD(Tensor, neg, (), detail::unary(OpCode::neg, std::move(self)))
+  TENSOR_NUM_METHOD(Tensor, abs, (), detail::unary(OpCode::abs, std::move(self)))
+  TENSOR_NUM_METHOD(Tensor, sign, (), detail::unary(OpCode::sign, std::move(self)))
+  TENSOR_NUM_METHOD(Tensor, clamp, (Scalar lo, Scalar hi), detail::clamp(OpCode::clamp, std::move(self), lo, hi))
+  TENSOR_NUM_METHOD(Tensor, clamp_min, (Scalar lo), detail::scalar(OpCode::clamp_min, std::move(self), lo))
+  TENSOR_NUM_METHOD(Tensor, clamp_max, (Scalar hi), detail::scalar(OpCode::clamp_max, std::move(self), hi))
+  TENSOR_NUM_METHOD(Tensor, powi, (const Tensor<D, Int>& e), detail::powi(std::move(self), detail::copy(e)))
+  TENSOR_NUM_METHOD(Tensor, powi_scalar, (std::int64_t e), detail::scalar(OpCode::powi_scalar, std::move(self), Scalar(e)))
+  TENSOR_NUM_METHOD(Tensor, matmul, (const Tensor& o), detail::matmul(std::move(self), detail::retain(o.h_)))
+  TENSOR_NUM_METHOD(Tensor, square, (), detail::binary(OpCode::mul, std::move(self), detail::retain(h_)))
+
+  // Float-only math.
+  TENSOR_FLOAT_METHOD(Tensor, recip, (), detail::unary(OpCode::recip, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, exp, (), detail::unary(OpCode::exp, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, log, (), detail::unary(OpCode::log, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, log1p, (), detail::unary(OpCode::log1p, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, sqrt, (), detail::unary(OpCode::sqrt, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, sin, (), detail::unary(OpCode::sin, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, cos, (), detail::unary(OpCode::cos, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, tan, (), detail::unary(OpCode::tan, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, sinh, (), detail::unary(OpCode::sinh, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, cosh, (), detail::unary(OpCode::cosh, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, tanh, (), detail::unary(OpCode::tanh, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, asin, (), detail::unary(OpCode::asin, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, acos, (), detail::unary(OpCode::acos, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, atan, (), detail::unary(OpCode::atan, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, asinh, (), detail::unary(OpCode::asinh, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, acosh, (), detail::unary(OpCode::acosh, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, atanh, (), detail::unary(OpCode::atanh, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, erf, (), detail::unary(OpCode::erf, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, round, (), detail::unary(OpCode::round, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, floor, (), detail::unary(OpCode::floor, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, ceil, (), detail::unary(OpCode::ceil, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, trunc, (), detail::unary(OpCode::trunc, std::move(self)))
+  TENSOR_FLOAT_METHOD(Tensor, powf, (const Tensor& o), detail::binary(OpCode::powf, std::move(self), detail::retain(o.h_)))
+  TENSOR_FLOAT_METHOD(Tensor, powf_scalar, (double e), detail::scalar(OpCode::powf_scalar, std::move(self), Scalar(e)))
+  TENSOR_FLOAT_METHOD(Tensor, atan2, (const Tensor& o), detail::binary(OpCode::atan2, std::move(self), detail::retain(o.h_)))
+  TENSOR_FLOAT_METHOD(Tensor, hypot, (const Tensor& o), detail::binary(OpCode::hypot, std::move(self), detail::retain(o.h_)))
+  TENSOR_FLOAT_METHOD(Tensor, cross, (const Tensor& o, std::int64_t dim), detail::cross(std::move(self), detail::retain(o.h_), dim))
+  TENSOR_FLOAT_METHOD(Tensor, detach, (), detail::unary(OpCode::detach, std::move(self)))
+
+  // Int-only bit operations.
+  TENSOR_INT_METHOD(Tensor, bitwise_and, (const Tensor& o), detail::binary(OpCode::bitwise_and, std::move(self), detail::retain(o.h_)))
+  TENSOR_INT_METHOD(Tensor, bitwise_or, (const Tensor& o), detail::binary(OpCode::bitwise_or, std::move(self), detail::retain(o.h_)))
+  TENSOR_INT_METHOD(Tensor, bitwise_xor, (const Tensor& o), detail::binary(OpCode::bitwise_xor, std::move(self), detail::retain(o.h_)))
+  TENSOR_INT_METHOD(Tensor, bitwise_left_shift, (const Tensor& o),
+                detail::binary(OpCode::bitwise_left_shift, std::move(self), detail::retain(o.h_)))
+  TENSOR_INT_METHOD(Tensor, bitwise_right_shift, (const Tensor& o),
+                detail::binary(OpCode::bitwise_right_shift, std::move(self), detail::retain(o.h_)))
+  TENSOR_INT_METHOD(Tensor, bitwise_and_scalar, (Scalar s), detail::scalar(OpCode::bitwise_and_scalar, std::move(self), s))
+  TENSOR_INT_METHOD(Tensor, bitwise_or_scalar, (Scalar s), detail::scalar(OpCode::bitwise_or_scalar, std::move(self), s))
+  TENSOR_INT_METHOD(Tensor, bitwise_xor_scalar, (Scalar s), detail::scalar(OpCode::bitwise_xor_scalar, std::move(self), s))
+  TENSOR_INT_METHOD(Tensor, bitwise_left_shift_scalar, (Scalar s),
+                detail::scalar(OpCode::bitwise_left_shift_scalar, std::move(self), s))
+  TENSOR_INT_METHOD(Tensor, bitwise_right_shift_scalar, (Scalar s),
+                detail::scalar(OpCode::bitwise_right_shift_scalar, std::move(self), s))
+  TENSOR_INT_METHOD(Tensor, bitwise_not, (), detail::unary(OpCode::bitwise_not, std::move(self)))
+
+  // Bool logic.
+  TENSOR_BOOL_METHOD(Tensor, bool_not, (), detail::unary(OpCode::bool_not, std::move(self)))
+  TENSOR_BOOL_METHOD(Tensor, bool_and, (const Tensor& o), detail::binary(OpCode::bool_and, std::move(self), detail::retain(o.h_)))
+  TENSOR_BOOL_METHOD(Tensor, bool_or, (const Tensor& o), detail::binary(OpCode::bool_or, std::move(self), detail::retain(o.h_)))
+  TENSOR_BOOL_METHOD(Tensor, bool_xor, (const Tensor& o), detail::binary(OpCode::bool_xor, std::move(self), detail::retain(o.h_)))
+
+  // ---- comparisons (result: Tensor<D, Bool> in the device's bool dtype) ----
+  Tensor<D, Bool> equal(const Tensor& o) const { return cmp(OpCode::equal, o); }
+  Tensor<D, Bool> not_equal(const Tensor& o) const { return cmp(OpCode::not_equal, o); }
+  Tensor<D, Bool> greater(const Tensor& o) const { return cmp(OpCode::greater, o); }
+  Tensor<D, Bool> greater_equal(const Tensor& o) const { return cmp(OpCode::greater_equal, o); }
+  Tensor<D, Bool> lower(const Tensor& o) const { return cmp(OpCode::lower, o); }
+  Tensor<D, Bool> lower_equal(const Tensor& o) const { return cmp(OpCode::lower_equal, o); }
+  Tensor<D, Bool> equal_elem(Scalar s) const { return cmp_s(OpCode::equal_elem, s); }
+  Tensor<D, Bool> not_equal_elem(Scalar s) const { return cmp_s(OpCode::not_equal_elem, s); }
+  Tensor<D, Bool> greater_elem(Scalar s) const { return cmp_s(OpCode::greater_elem, s); }
+  Tensor<D, Bool> greater_equal_elem(Scalar s) const { return cmp_s(OpCode::greater_equal_elem, s); }
+  Tensor<D, Bool> lower_elem(Scalar s) const { return cmp_s(OpCode::lower_elem, s); }
+  Tensor<D, Bool> lower_equal_elem(Scalar s) const { return cmp_s(OpCode::lower_equal_elem, s); }
+  Tensor<D, Bool> is_nan() const { return Tensor<D, Bool>(detail::predicate(OpCode::is_nan, detail::retain(h_))); }
+  Tensor<D, Bool> is_inf() const { return Tensor<D, Bool>(detail::predicate(OpCode::is_inf, detail::retain(h_))); }
+
+  // ---- reductions (the *_dim forms keep the dim with size 1) ----
+  Tensor<1, K> sum() const { return red(OpCode::sum); }
+  Tensor<1, K> prod() const { return red(OpCode::prod); }
+  Tensor<1, K> mean() const { return red(OpCode::mean); }
+  Tensor<1, K> max() const { return red(OpCode::max); }
+  Tensor<1, K> min() const { return red(OpCode::min); }
+  Tensor<1, K> max_abs() const { return red(OpCode::max_abs); }
+  TENSOR_NUM_METHOD(Tensor, sum_dim, (std::int64_t d), detail::reduce_dim(OpCode::sum_dim, std::move(self), d))
+  TENSOR_NUM_METHOD(Tensor, prod_dim, (std::int64_t d), detail::reduce_dim(OpCode::prod_dim, std::move(self), d))
+  TENSOR_NUM_METHOD(Tensor, mean_dim, (std::int64_t d), detail::reduce_dim(OpCode::mean_dim, std::move(self), d))
+  TENSOR_NUM_METHOD(Tensor, max_dim, (std::int64_t d), detail::reduce_dim(OpCode::max_dim, std::move(self), d))
+  TENSOR_NUM_METHOD(Tensor, min_dim, (std::int64_t d), detail::reduce_dim(OpCode::min_dim, std::move(self), d))
+  TENSOR_NUM_METHOD(Tensor, max_abs_dim, (std::int64_t d), detail::reduce_dim(OpCode::max_abs_dim, std::move(self), d))
+  TENSOR_NUM_METHOD(Tensor, cumsum, (std::int64_t d), detail::reduce_dim(OpCode::cumsum, std::move(self), d))
+  TENSOR_NUM_METHOD(Tensor, cumprod, (std::int64_t d), detail::reduce_dim(OpCode::cumprod, std::move(self), d))
+  TENSOR_NUM_METHOD(Tensor, cummin, (std::int64_t d), detail::reduce_dim(OpCode::cummin, std::move(self), d))
+  TENSOR_NUM_METHOD(Tensor, cummax, (std::int64_t d), detail::reduce_dim(OpCode::cummax, std::move(self), d))
+  Tensor<D, Int> argmax(std::int64_t d) const { return Tensor<D, Int>(detail::dim_index(OpCode::argmax, detail::retain(h_), d)); }
+  Tensor<D, Int> argmin(std::int64_t d) const { return Tensor<D, Int>(detail::dim_index(OpCode::argmin, detail::retain(h_), d)); }
+  std::pair<Tensor, Tensor<D, Int>> max_dim_with_indices(std::int64_t d) const {
+    return pair_of(detail::dim_with_indices(OpCode::max_dim_with_indices, detail::retain(h_), d));
+  }
+  std::pair<Tensor, Tensor<D, Int>> min_dim_with_indices(std::int64_t d) const {
+    return pair_of(detail::dim_with_indices(OpCode::min_dim_with_indices, detail::retain(h_), d));
+  }
+  Tensor<1, Bool> any() const { return Tensor<1, Bool>(detail::any_all(OpCode::any, detail::retain(h_))); }
+  Tensor<1, Bool> all() const { return Tensor<1, Bool>(detail::any_all(OpCode::all, detail::retain(h_))); }
+  Tensor<D, Bool> any_dim(std::int64_t d) const { return Tensor<D, Bool>(detail::any_all_dim(OpCode::any_dim, detail::retain(h_), d)); }
+  Tensor<D, Bool> all_dim(std::int64_t d) const { return Tensor<D, Bool>(detail::any_all_dim(OpCode::all_dim, detail::retain(h_), d)); }
+  Tensor sort(std::int64_t d) const { return Tensor(detail::sort(detail::retain(h_), d, false)); }
+  Tensor sort_descending(std::int64_t d) const { return Tensor(detail::sort(detail::retain(h_), d, true)); }
+  std::pair<Tensor, Tensor<D, Int>> sort_with_indices(std::int64_t d, bool descending = false) const {
+    return pair_of(detail::sort_with_indices(detail::retain(h_), d, descending));
+  }
+  Tensor<D, Int> argsort(std::int64_t d, bool descending = false) const {
+    return Tensor<D, Int>(detail::argsort(detail::retain(h_), d, descending));
+  }
+  Tensor topk(std::size_t k, std::int64_t d) const { return Tensor(detail::topk(detail::retain(h_), d, k)); }
+  std::pair<Tensor, Tensor<D, Int>> topk_with_indices(std::size_t k, std::int64_t d) const {
+    return pair_of(detail::topk_with_indices(detail::retain(h_), d, k));
+  }
+  Tensor<D, Int> argtopk(std::size_t k, std::int64_t d) const { return Tensor<D, Int>(detail::argtopk(detail::retain(h_), d, k)); }
+
+  // ---- layout (views where the backend can) ----
+  template <std::size_t D2>
+  Tensor<D2, K> reshape(const std::array<std::int64_t, D2>& dims) const& {
+    return Tensor<D2, K>(detail::reshape(OpCode::reshape, detail::retain(h_), dims));
+  }
+  template <std::size_t D2>
+  Tensor<D2, K> reshape(const std::array<std::int64_t, D2>& dims) && {
+    return Tensor<D2, K>(detail::reshape(OpCode::reshape, std::exchange(h_, Handle{}), dims));
+  }
+  // Broadcasts size-1 dims (and adds leading dims); -1 keeps a dim.
+  template <std::size_t D2>
+  Tensor<D2, K> expand(const std::array<std::int64_t, D2>& dims) const {
+    static_assert(D2 >= D, "expand cannot lower the rank");
+    return Tensor<D2, K>(detail::reshape(OpCode::expand, detail::retain(h_), dims));
+  }
+  Tensor<D + 1, K> unsqueeze_dim(std::int64_t dim) const {
+    Shape s = shape();
+    const auto r = static_cast<std::int64_t>(D + 1);
+    const std::int64_t d = dim < 0 ? dim + r : dim;
+    if (d < 0 || d >= r) throw IndexError("[unsqueeze_dim] dim out of range; expected -" + std::to_string(r) + ".." +
+                                          std::to_string(r - 1) + "; got " + std::to_string(dim));
+    std::array<std::int64_t, D + 1> dims{};
+    for (std::size_t i = 0, j = 0; i < D + 1; ++i)
+      dims[i] = static_cast<std::int64_t>(i) == d ? 1 : static_cast<std::int64_t>(s[j++]);
+    return reshape(dims);
+  }
+  TENSOR_METHOD(Tensor, swap_dims, (std::int64_t a, std::int64_t b), detail::swap_dims(std::move(self), a, b))
+  TENSOR_METHOD(Tensor, transpose, (), detail::unary(OpCode::transpose, std::move(self)))
+  TENSOR_METHOD(Tensor, permute, (const std::array<std::int64_t, D>& axes),
+                detail::axes(OpCode::permute, std::move(self), axes))
+  TENSOR_METHOD(Tensor, flip, (std::initializer_list<std::int64_t> axes),
+                detail::axes(OpCode::flip, std::move(self), std::span<const std::int64_t>(axes.begin(), axes.size())))
+  TENSOR_METHOD(Tensor, slice, (std::initializer_list<Slice> s),
+                detail::slice(std::move(self), std::span<const Slice>(s.begin(), s.size())))
+  TENSOR_METHOD(Tensor, slice_assign, (std::initializer_list<Slice> s, const Tensor& v),
+                detail::slice_assign(std::move(self), std::span<const Slice>(s.begin(), s.size()), detail::retain(v.h_)))
+  // Elements [start, start + length) of one dim.
+  TENSOR_METHOD(Tensor, narrow, (std::int64_t dim, std::size_t start, std::size_t length),
+                narrow_(std::move(self), dim, start, length))
+  TENSOR_METHOD(Tensor, repeat_dim, (std::int64_t d, std::size_t times), detail::repeat_dim(std::move(self), d, times))
+  // Windows of `size` every `step` along `dim`, as a new last dim.
+  Tensor<D + 1, K> unfold(std::int64_t dim, std::size_t size, std::size_t step) const {
+    return Tensor<D + 1, K>(detail::unfold(detail::retain(h_), dim, size, step));
+  }
+
+  // ---- indexing ----
+  TENSOR_METHOD(Tensor, gather, (std::int64_t dim, const Tensor<D, Int>& idx),
+                detail::gather(std::move(self), dim, detail::copy(idx)))
+  TENSOR_METHOD(Tensor, scatter, (std::int64_t dim, const Tensor<D, Int>& idx, const Tensor& v,
+                                  IndexingUpdateOp op = IndexingUpdateOp::Add),
+                detail::scatter(kIsBool ? OpCode::scatter_or : OpCode::scatter, std::move(self), dim, detail::copy(idx),
+                                detail::retain(v.h_), op))
+  TENSOR_METHOD(Tensor, select, (std::int64_t dim, const Tensor<1, Int>& idx),
+                detail::select(std::move(self), dim, detail::copy(idx)))
+  TENSOR_METHOD(Tensor, select_assign, (std::int64_t dim, const Tensor<1, Int>& idx, const Tensor& v,
+                                        IndexingUpdateOp op = IndexingUpdateOp::Add),
+                detail::select_assign(kIsBool ? OpCode::select_or : OpCode::select_assign, std::move(self), dim,
+                                      detail::copy(idx), detail::retain(v.h_), op))
+  TENSOR_METHOD(Tensor, mask_where, (const Tensor<D, Bool>& m, const Tensor& v),
+                detail::mask_where(std::move(self), detail::copy(m), detail::retain(v.h_)))
+  TENSOR_METHOD(Tensor, mask_fill, (const Tensor<D, Bool>& m, Scalar v), detail::mask_fill(std::move(self), detail::copy(m), v))
+  Tensor<1, K> mask_select(const Tensor<D, Bool>& m) const {
+    return Tensor<1, K>(detail::mask_select(detail::retain(h_), detail::copy(m)));
+  }
+  // [n, D] indices of the true elements.
+  Tensor<2, Int> argwhere() const requires kIsBool { return Tensor<2, Int>(detail::argwhere(detail::retain(h_))); }
+
+  // ---- operators ----
+  friend Tensor operator+(Tensor a, const Tensor& b) { return std::move(a).add(b); }
+  friend Tensor operator-(Tensor a, const Tensor& b) { return std::move(a).sub(b); }
+  friend Tensor operator*(Tensor a, const Tensor& b) { return std::move(a).mul(b); }
+  friend Tensor operator/(Tensor a, const Tensor& b) { return std::move(a).div(b); }
+  friend Tensor operator%(Tensor a, const Tensor& b) { return std::move(a).remainder(b); }
+  friend Tensor operator+(Tensor a, Scalar s) { return std::move(a).add_scalar(s); }
+  friend Tensor operator-(Tensor a, Scalar s) { return std::move(a).sub_scalar(s); }
+  friend Tensor operator*(Tensor a, Scalar s) { return std::move(a).mul_scalar(s); }
+  friend Tensor operator/(Tensor a, Scalar s) { return std::move(a).div_scalar(s); }
+  friend Tensor operator%(Tensor a, Scalar s) { return std::move(a).remainder_scalar(s); }
+  friend Tensor operator+(Scalar s, Tensor a) { return std::move(a).add_scalar(s); }
+  friend Tensor operator*(Scalar s, Tensor a) { return std::move(a).mul_scalar(s); }
+  friend Tensor operator-(Scalar s, Tensor a) { return std::move(a).neg().add_scalar(s); }
+  friend Tensor operator-(Tensor a) { return std::move(a).neg(); }
+
+  // The handle, for code that works below the typed API (tools, tests).
+  const Handle& handle() const { return h_; }
+
+ private:
+  template <std::size_t, TensorKind> friend class Tensor;
+  template <std::size_t D2, class K2> friend detail::Handle detail::copy(const Tensor<D2, K2>& t);
+
+  void reset() noexcept {
+    if (!h_.empty()) detail::release(h_);
+  }
+  static void throw_rank(const char* op, const Shape& s) {
+    throw ShapeError(std::string("[") + op + "] rank mismatch; expected rank " + std::to_string(D) + "; got shape " +
+                     s.to_string());
+  }
+  static void check_shape(const char* op, const Shape& s) {
+    if (s.rank() != D) throw_rank(op, s);
+  }
+  Tensor<D, Bool> cmp(OpCode op, const Tensor& o) const {
+    return Tensor<D, Bool>(detail::compare(op, detail::retain(h_), detail::retain(o.h_)));
+  }
+  Tensor<D, Bool> cmp_s(OpCode op, Scalar s) const { return Tensor<D, Bool>(detail::compare_scalar(op, detail::retain(h_), s)); }
+  Tensor<1, K> red(OpCode op) const { return Tensor<1, K>(detail::reduce(op, detail::retain(h_))); }
+  std::pair<Tensor, Tensor<D, Int>> pair_of(std::pair<Handle, Handle> p) const {
+    return {Tensor(p.first), Tensor<D, Int>(p.second)};
+  }
+  static Handle narrow_(Handle&& self, std::int64_t dim, std::size_t start, std::size_t length) {
+    std::array<Slice, D> s{};
+    const auto r = static_cast<std::int64_t>(D);
+    const std::int64_t d = dim < 0 ? dim + r : dim;
+    if (d < 0 || d >= r) {
+      detail::release(self);
+      throw IndexError("[narrow] dim out of range; expected -" + std::to_string(r) + ".." + std::to_string(r - 1) + "; got " +
+                       std::to_string(dim));
+    }
+    if (length == 0) {
+      detail::release(self);
+      throw IndexError("[narrow] length must be positive; expected >= 1; got 0");
+    }
+    s[static_cast<std::size_t>(d)] = Slice::range(static_cast<std::int64_t>(start), static_cast<std::int64_t>(start + length));
+    return detail::slice(std::move(self), s);
+  }
+
+  Handle h_;
+};
+
+#undef TENSOR_METHOD
+#undef TENSOR_METHOD_REQ
+#undef TENSOR_NUM_METHOD
+#undef TENSOR_FLOAT_METHOD
+#undef TENSOR_INT_METHOD
+#undef TENSOR_BOOL_METHOD
+
+namespace detail {
+template <std::size_t D, class K>
+Handle copy(const Tensor<D, K>& t) { return retain(t.h_); }
+}  // namespace detail
+
+// Concatenates tensors of one rank along `dim` (empty tensors are skipped).
+template <std::size_t D, TensorKind K>
+Tensor<D, K> cat(const std::vector<Tensor<D, K>>& parts, std::int64_t dim) {
+  std::vector<detail::Handle> hs;
+  hs.reserve(parts.size());
+  for (const auto& p : parts) hs.push_back(detail::copy(p));
+  return Tensor<D, K>(detail::cat(std::move(hs), dim));
+}
+
+// Stacks tensors of one shape along a new dim.
+template <std::size_t D, TensorKind K>
+Tensor<D + 1, K> stack(const std::vector<Tensor<D, K>>& parts, std::int64_t dim) {
+  std::vector<Tensor<D + 1, K>> up;
+  up.reserve(parts.size());
+  for (const auto& p : parts) up.push_back(p.unsqueeze_dim(dim));
+  return cat(up, dim);
+}
+
+// Activation functions (burn::tensor::activation).
+namespace activation {
+template <std::size_t D> Tensor<D> relu(const Tensor<D>& x) { return Tensor<D>(detail::unary(OpCode::relu, detail::copy(x))); }
+template <std::size_t D> Tensor<D> gelu(const Tensor<D>& x) { return Tensor<D>(detail::unary(OpCode::gelu, detail::copy(x))); }
+template <std::size_t D> Tensor<D> sigmoid(const Tensor<D>& x) { return Tensor<D>(detail::unary(OpCode::sigmoid, detail::copy(x))); }
+template <std::size_t D> Tensor<D> log_sigmoid(const Tensor<D>& x) {
+  return Tensor<D>(detail::unary(OpCode::log_sigmoid, detail::copy(x)));
+}
+template <std::size_t D> Tensor<D> tanh(const Tensor<D>& x) { return x.tanh(); }
+template <std::size_t D> Tensor<D> leaky_relu(const Tensor<D>& x, double slope) {
+  return Tensor<D>(detail::scalar(OpCode::leaky_relu, detail::copy(x), Scalar(slope)));
+}
+template <std::size_t D> Tensor<D> prelu(const Tensor<D>& x, const Tensor<D>& alpha) {
+  return Tensor<D>(detail::binary(OpCode::prelu, detail::copy(x), detail::copy(alpha)));
+}
+template <std::size_t D> Tensor<D> hard_sigmoid(const Tensor<D>& x, double alpha, double beta) {
+  return Tensor<D>(detail::clamp(OpCode::hard_sigmoid, detail::copy(x), Scalar(alpha), Scalar(beta)));
+}
+template <std::size_t D> Tensor<D> softmax(const Tensor<D>& x, std::int64_t dim) {
+  return Tensor<D>(detail::reduce_dim(OpCode::softmax, detail::copy(x), dim));
+}
+template <std::size_t D> Tensor<D> log_softmax(const Tensor<D>& x, std::int64_t dim) {
+  return Tensor<D>(detail::reduce_dim(OpCode::log_softmax, detail::copy(x), dim));
+}
+template <std::size_t D> Tensor<D> softmin(const Tensor<D>& x, std::int64_t dim) {
+  return Tensor<D>(detail::reduce_dim(OpCode::softmin, detail::copy(x), dim));
+}
+}  // namespace activation
+
+}  // namespace tensor

@@ -1,0 +1,165 @@
+// The *_impl side of the compile firewall: converts opaque handles to DispatchTensors
+// and forwards to Dispatch. Compiled once inside libtensor.so.
+#include <cstring>
+
+#include "dispatch/dispatch.hpp"
+#include "tensor/detail.hpp"
+#include "tensor/error.hpp"
+
+namespace tensor::detail {
+namespace {
+
+using dispatch::DispatchTensor;
+using dispatch::Primitive;
+
+// Handle layout: [0..8) Primitive*, [8..12) DeviceId, [12] kind.
+Primitive* prim_of(const Handle& h) {
+  Primitive* p = nullptr;
+  std::memcpy(&p, h.bytes, sizeof p);
+  return p;
+}
+
+DispatchTensor take(Handle& h) {
+  DispatchTensor t;
+  t.prim = prim_of(h);
+  if (!t.prim) throw Error("[tensor] use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
+  std::memcpy(&t.device, h.bytes + 8, sizeof t.device);
+  t.kind = static_cast<Kind>(h.bytes[12]);
+  h = Handle{};
+  return t;
+}
+
+Handle give(DispatchTensor t) {
+  Handle h;
+  Primitive* p = std::exchange(t.prim, nullptr);
+  std::memcpy(h.bytes, &p, sizeof p);
+  std::memcpy(h.bytes + 8, &t.device, sizeof t.device);
+  h.bytes[12] = static_cast<unsigned char>(t.kind);
+  return h;
+}
+
+const Primitive& peek(const Handle& h) {
+  const Primitive* p = prim_of(h);
+  if (!p) throw Error("[tensor] use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
+  return *p;
+}
+
+std::pair<Handle, Handle> give2(std::pair<DispatchTensor, DispatchTensor> p) {
+  return {give(std::move(p.first)), give(std::move(p.second))};
+}
+
+}  // namespace
+
+Handle retain(const Handle& h) noexcept {
+  if (const Primitive* p = prim_of(h)) p->add_ref();
+  return h;
+}
+
+void release(Handle& h) noexcept {
+  if (const Primitive* p = prim_of(h)) p->release_ref();
+  h = Handle{};
+}
+
+Shape shape(const Handle& h) { return peek(h).shape(); }
+DType dtype(const Handle& h) { return peek(h).dtype(); }
+Device device(const Handle& h) { return Device(peek(h).device()); }
+Kind kind(const Handle& h) {
+  peek(h);
+  return static_cast<Kind>(h.bytes[12]);
+}
+
+void check_rank(const Handle& h, std::size_t rank, const char* op) {
+  const Shape& s = peek(h).shape();
+  if (s.rank() != rank)
+    throw ShapeError(std::string("[") + op + "] rank mismatch; expected rank " + std::to_string(rank) + "; got shape " +
+                     s.to_string());
+}
+
+Handle create(OpCode op, const Shape& shape, Device device, Kind kind, std::optional<DType> dtype) {
+  return give(dispatch::create(op, shape, device.id(), kind, dtype));
+}
+Handle full(const Shape& shape, Scalar value, Device device, Kind kind, std::optional<DType> dtype) {
+  return give(dispatch::full(shape, value, device.id(), kind, dtype));
+}
+Handle from_data(TensorData data, Device device, Kind kind) {
+  return give(dispatch::from_data(std::move(data), device.id(), kind));
+}
+Handle random(const Shape& shape, const Distribution& dist, Device device, Kind kind, std::optional<DType> dtype) {
+  return give(dispatch::random(shape, dist, device.id(), kind, dtype));
+}
+Handle arange(std::int64_t start, std::int64_t end, std::int64_t step, Device device, std::optional<DType> dtype) {
+  return give(dispatch::arange(start, end, step, device.id(), dtype));
+}
+std::future<TensorData> into_data(Handle&& h) { return dispatch::into_data(take(h)); }
+Handle to_device(Handle&& h, Device device) { return give(dispatch::to_device(take(h), device.id())); }
+Handle cast(OpCode op, Handle&& h, DType dtype) { return give(dispatch::cast(op, take(h), dtype)); }
+
+Handle unary(OpCode op, Handle&& a) { return give(dispatch::unary(op, take(a))); }
+Handle binary(OpCode op, Handle&& a, Handle&& b) { return give(dispatch::binary(op, take(a), take(b))); }
+Handle scalar(OpCode op, Handle&& a, Scalar s) { return give(dispatch::scalar(op, take(a), s)); }
+Handle clamp(OpCode op, Handle&& a, Scalar lo, Scalar hi) { return give(dispatch::clamp(op, take(a), lo, hi)); }
+Handle compare(OpCode op, Handle&& a, Handle&& b) { return give(dispatch::compare(op, take(a), take(b))); }
+Handle compare_scalar(OpCode op, Handle&& a, Scalar s) { return give(dispatch::compare_scalar(op, take(a), s)); }
+Handle predicate(OpCode op, Handle&& a) { return give(dispatch::predicate(op, take(a))); }
+Handle matmul(Handle&& a, Handle&& b) { return give(dispatch::matmul(take(a), take(b))); }
+Handle cross(Handle&& a, Handle&& b, std::int64_t dim) { return give(dispatch::cross(take(a), take(b), dim)); }
+Handle powi(Handle&& a, Handle&& b) { return give(dispatch::powi(take(a), take(b))); }
+
+Handle reduce(OpCode op, Handle&& a) { return give(dispatch::reduce(op, take(a))); }
+Handle reduce_dim(OpCode op, Handle&& a, std::int64_t dim) { return give(dispatch::reduce_dim(op, take(a), dim)); }
+Handle dim_index(OpCode op, Handle&& a, std::int64_t dim) { return give(dispatch::dim_index(op, take(a), dim)); }
+std::pair<Handle, Handle> dim_with_indices(OpCode op, Handle&& a, std::int64_t dim) {
+  return give2(dispatch::dim_with_indices(op, take(a), dim));
+}
+Handle any_all(OpCode op, Handle&& a) { return give(dispatch::any_all(op, take(a))); }
+Handle any_all_dim(OpCode op, Handle&& a, std::int64_t dim) { return give(dispatch::any_all_dim(op, take(a), dim)); }
+Handle sort(Handle&& a, std::int64_t dim, bool descending) { return give(dispatch::sort(take(a), dim, descending)); }
+std::pair<Handle, Handle> sort_with_indices(Handle&& a, std::int64_t dim, bool descending) {
+  return give2(dispatch::sort_with_indices(take(a), dim, descending));
+}
+Handle argsort(Handle&& a, std::int64_t dim, bool descending) { return give(dispatch::argsort(take(a), dim, descending)); }
+Handle topk(Handle&& a, std::int64_t dim, std::size_t k) { return give(dispatch::topk(take(a), dim, k)); }
+std::pair<Handle, Handle> topk_with_indices(Handle&& a, std::int64_t dim, std::size_t k) {
+  return give2(dispatch::topk_with_indices(take(a), dim, k));
+}
+Handle argtopk(Handle&& a, std::int64_t dim, std::size_t k) { return give(dispatch::argtopk(take(a), dim, k)); }
+
+Handle reshape(OpCode op, Handle&& a, std::span<const std::int64_t> shape) {
+  return give(dispatch::reshape(op, take(a), shape));
+}
+Handle swap_dims(Handle&& a, std::int64_t d0, std::int64_t d1) { return give(dispatch::swap_dims(take(a), d0, d1)); }
+Handle axes(OpCode op, Handle&& a, Dims ax) { return give(dispatch::axes(op, take(a), ax)); }
+Handle slice(Handle&& a, std::span<const Slice> slices) { return give(dispatch::slice(take(a), slices)); }
+Handle slice_assign(Handle&& a, std::span<const Slice> slices, Handle&& value) {
+  return give(dispatch::slice_assign(take(a), slices, take(value)));
+}
+Handle repeat_dim(Handle&& a, std::int64_t dim, std::size_t times) { return give(dispatch::repeat_dim(take(a), dim, times)); }
+Handle cat(std::vector<Handle>&& parts, std::int64_t dim) {
+  std::vector<DispatchTensor> ts;
+  ts.reserve(parts.size());
+  for (Handle& h : parts) ts.push_back(take(h));
+  return give(dispatch::cat(std::move(ts), dim));
+}
+Handle unfold(Handle&& a, std::int64_t dim, std::size_t size, std::size_t step) {
+  return give(dispatch::unfold(take(a), dim, size, step));
+}
+
+Handle gather(Handle&& a, std::int64_t dim, Handle&& indices) { return give(dispatch::gather(take(a), dim, take(indices))); }
+Handle scatter(OpCode op, Handle&& a, std::int64_t dim, Handle&& indices, Handle&& values, IndexingUpdateOp update) {
+  return give(dispatch::scatter(op, take(a), dim, take(indices), take(values), update));
+}
+Handle select(Handle&& a, std::int64_t dim, Handle&& indices) { return give(dispatch::select(take(a), dim, take(indices))); }
+Handle select_assign(OpCode op, Handle&& a, std::int64_t dim, Handle&& indices, Handle&& values, IndexingUpdateOp update) {
+  return give(dispatch::select_assign(op, take(a), dim, take(indices), take(values), update));
+}
+Handle mask_where(Handle&& a, Handle&& mask, Handle&& value) {
+  return give(dispatch::mask_where(take(a), take(mask), take(value)));
+}
+Handle mask_fill(Handle&& a, Handle&& mask, Scalar value) { return give(dispatch::mask_fill(take(a), take(mask), value)); }
+Handle mask_select(Handle&& a, Handle&& mask) { return give(dispatch::mask_select(take(a), take(mask))); }
+Handle argwhere(Handle&& a) { return give(dispatch::argwhere(take(a))); }
+Handle grid_sample_2d(Handle&& a, Handle&& grid, const GridSampleOptions& options) {
+  return give(dispatch::grid_sample_2d(take(a), take(grid), options));
+}
+
+}  // namespace tensor::detail

@@ -1,0 +1,57 @@
+// TensorData: construction checks, conversion and printing.
+#include "tensor/data.hpp"
+
+#include <fmt/format.h>
+
+#include "dispatch/element.hpp"
+
+namespace tensor {
+
+TensorData::TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype)
+    : bytes_(std::move(bytes)), shape_(shape), dtype_(dtype) {
+  if (dtype == DType::QFloat)
+    throw DTypeError("[TensorData] quantized data is not supported yet; expected a float, int or bool dtype; got qfloat");
+  const std::size_t want = shape_.num_elements() * dtype_size(dtype_);
+  if (bytes_.size() != want)
+    throw ShapeError(fmt::format("[TensorData] byte count does not match shape {} x {}; expected {} bytes; got {}",
+                                 shape_.to_string(), dtype_name(dtype_), want, bytes_.size()));
+}
+
+TensorData TensorData::zeros(Shape shape, DType dtype) {
+  return TensorData(std::vector<std::byte>(shape.num_elements() * dtype_size(dtype)), shape, dtype);
+}
+
+void TensorData::check_element_type(DType want, std::size_t size) const {
+  const bool ok = want == dtype_ || (want == DType::Bool && is_bool(dtype_));
+  if (!ok || (want != DType::Bool && size != dtype_size(dtype_)))
+    throw DTypeError(fmt::format("[to_vec] element type does not match the data; expected {}; got {}", dtype_name(dtype_),
+                                 dtype_name(want)));
+}
+
+TensorData TensorData::convert(DType to) const {
+  if (to == dtype_) return *this;
+  TensorData out = zeros(shape_, to);
+  dispatch::convert_elements(dtype_, bytes_.data(), to, out.bytes_.data(), num_elements());
+  return out;
+}
+
+std::string TensorData::to_string() const {
+  std::string values;
+  const std::size_t n = num_elements();
+  const std::size_t show = std::min<std::size_t>(n, 16);
+  dispatch::visit_dtype(dtype_, [&](auto t) {
+    using T = decltype(t);
+    for (std::size_t i = 0; i < show; ++i) {
+      T v;
+      std::memcpy(&v, bytes_.data() + i * sizeof(T), sizeof(T));
+      if constexpr (std::is_same_v<T, bool>) values += fmt::format("{}{}", i ? ", " : "", bytes_[i] != std::byte{0});
+      else if constexpr (std::is_same_v<T, dispatch::BoolU32>) values += fmt::format("{}{}", i ? ", " : "", v.v != 0);
+      else if constexpr (dispatch::kIsHalf<T>) values += fmt::format("{}{}", i ? ", " : "", static_cast<float>(v));
+      else values += fmt::format("{}{}", i ? ", " : "", v);
+    }
+  });
+  if (show < n) values += ", ...";
+  return fmt::format("TensorData({}, {}, [{}])", dtype_name(dtype_), shape_.to_string(), values);
+}
+
+}  // namespace tensor
