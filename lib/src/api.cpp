@@ -1,6 +1,7 @@
 // The *_impl side of the compile firewall: converts opaque handles to DispatchTensors
 // and forwards to Dispatch. Compiled once inside libtensor.so.
 #include <cstring>
+#include <future>
 
 #include "dispatch/dispatch.hpp"
 #include "tensor/detail.hpp"
@@ -90,7 +91,7 @@ Handle random(const Shape& shape, const Distribution& dist, Device device, Kind 
 Handle arange(std::int64_t start, std::int64_t end, std::int64_t step, Device device, std::optional<DType> dtype) {
   return give(dispatch::arange(start, end, step, device.id(), dtype));
 }
-std::future<TensorData> into_data(Handle&& h) { return dispatch::into_data(take(h)); }
+DataFuture into_data(Handle&& h) { return DataFuture(new std::future<TensorData>(dispatch::into_data(take(h)))); }
 Handle to_device(Handle&& h, Device device) { return give(dispatch::to_device(take(h), device.id())); }
 Handle cast(OpCode op, Handle&& h, DType dtype) { return give(dispatch::cast(op, take(h), dtype)); }
 
@@ -163,3 +164,25 @@ Handle grid_sample_2d(Handle&& a, Handle&& grid, const GridSampleOptions& option
 }
 
 }  // namespace tensor::detail
+
+namespace tensor {
+namespace {
+std::future<TensorData>& fut(void* impl) {
+  if (!impl) throw Error("[into_data] future already consumed; expected a pending result; got an empty future");
+  return *static_cast<std::future<TensorData>*>(impl);
+}
+}  // namespace
+
+TensorData DataFuture::get() {
+  std::future<TensorData>& f = fut(impl_);
+  struct Reset { DataFuture* self; ~Reset() { self->reset(); } } r{this};
+  return f.get();
+}
+bool DataFuture::ready() const { return fut(impl_).wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+void DataFuture::wait() const { fut(impl_).wait(); }
+void DataFuture::reset() noexcept {
+  delete static_cast<std::future<TensorData>*>(impl_);
+  impl_ = nullptr;
+}
+
+}  // namespace tensor

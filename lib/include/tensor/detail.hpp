@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <future>
 #include <optional>
 #include <span>
 #include <utility>
@@ -18,6 +17,36 @@
 #include "tensor/options.hpp"
 #include "tensor/scalar.hpp"
 #include "tensor/shape.hpp"
+
+namespace tensor {
+
+// The pending result of reading a tensor back (into_data_async). Move-only.
+// get() blocks until the device is done and rethrows its ExecutionError.
+// (A thin wrapper, so public headers need not include <future>.)
+class TENSOR_API DataFuture {
+ public:
+  DataFuture() = default;
+  explicit DataFuture(void* impl) noexcept : impl_(impl) {}
+  DataFuture(DataFuture&& o) noexcept : impl_(o.impl_) { o.impl_ = nullptr; }
+  DataFuture& operator=(DataFuture&& o) noexcept {
+    if (this != &o) { reset(); impl_ = o.impl_; o.impl_ = nullptr; }
+    return *this;
+  }
+  DataFuture(const DataFuture&) = delete;
+  DataFuture& operator=(const DataFuture&) = delete;
+  ~DataFuture() { reset(); }
+
+  TensorData get();   // consumes the result; a second call throws Error
+  bool ready() const;  // true when get() would not block
+  void wait() const;
+  bool valid() const { return impl_ != nullptr; }
+
+ private:
+  void reset() noexcept;
+  void* impl_ = nullptr;
+};
+
+}  // namespace tensor
 
 namespace tensor::detail {
 
@@ -55,7 +84,7 @@ TENSOR_API Handle full(const Shape& shape, Scalar value, Device device, Kind kin
 TENSOR_API Handle from_data(TensorData data, Device device, Kind kind);
 TENSOR_API Handle random(const Shape& shape, const Distribution& dist, Device device, Kind kind, std::optional<DType> dtype);
 TENSOR_API Handle arange(std::int64_t start, std::int64_t end, std::int64_t step, Device device, std::optional<DType> dtype);
-TENSOR_API std::future<TensorData> into_data(Handle&& h);
+TENSOR_API DataFuture into_data(Handle&& h);
 TENSOR_API Handle to_device(Handle&& h, Device device);
 TENSOR_API Handle cast(OpCode op, Handle&& h, DType dtype);
 

@@ -8,7 +8,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <future>
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
@@ -133,7 +132,7 @@ class Tensor {
 
   // Reads the values back (blocks until the device is done; rethrows its errors).
   TensorData into_data() const { return into_data_async().get(); }
-  std::future<TensorData> into_data_async() const { return detail::into_data(detail::retain(h_)); }
+  DataFuture into_data_async() const { return detail::into_data(detail::retain(h_)); }
   TensorData to_data() const { return into_data(); }
   Tensor to_device(Device d) const { return Tensor(detail::to_device(detail::retain(h_), d)); }
 
