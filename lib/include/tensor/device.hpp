@@ -76,7 +76,7 @@ class TENSOR_API Device {
 // Why set_default_dtypes did not apply.
 enum class SettingsStatus : std::uint8_t { Ok, AlreadyInitialized, UnsupportedDType };
 
-struct SettingsResult {
+struct TENSOR_API SettingsResult {
   SettingsStatus status = SettingsStatus::Ok;
   std::string device;                  // "cpu"
   DType dtype = DType::F32;            // the offending dtype, for UnsupportedDType
