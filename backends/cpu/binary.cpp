@@ -1,0 +1,400 @@
+// Binary-shaped elementwise ops on the CPU: arithmetic (tensor and scalar forms),
+// bitwise, comparisons, logical ops and masks. One functor per op on one engine.
+#include <cmath>
+#include <type_traits>
+
+#include "backends/cpu/binary_hwy.hpp"
+#include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/elementwise.hpp"
+
+namespace tensor::cpu {
+namespace {
+
+using dispatch::Prim;
+
+template <class C> inline constexpr bool kIsInt = std::is_integral_v<C> && !std::is_same_v<C, bool>;
+
+// ---- arithmetic on compute values (ints wrap; int / 0 and int % 0 give 0) ------
+struct AddOp {
+  static constexpr int kSimd = static_cast<int>(simd::BinOp::Add);
+  template <class C> static C f(C a, C b) {
+    if constexpr (kIsInt<C>) { using U = wide_unsigned_t<C>; return static_cast<C>(static_cast<U>(a) + static_cast<U>(b)); }
+    else return a + b;
+  }
+};
+struct SubOp {
+  static constexpr int kSimd = static_cast<int>(simd::BinOp::Sub);
+  template <class C> static C f(C a, C b) {
+    if constexpr (kIsInt<C>) { using U = wide_unsigned_t<C>; return static_cast<C>(static_cast<U>(a) - static_cast<U>(b)); }
+    else return a - b;
+  }
+};
+struct MulOp {
+  static constexpr int kSimd = static_cast<int>(simd::BinOp::Mul);
+  template <class C> static C f(C a, C b) {
+    if constexpr (kIsInt<C>) { using U = wide_unsigned_t<C>; return static_cast<C>(static_cast<U>(a) * static_cast<U>(b)); }
+    else return a * b;
+  }
+};
+struct DivOp {
+  static constexpr int kSimd = static_cast<int>(simd::BinOp::Div);
+  template <class C> static C f(C a, C b) {
+    if constexpr (kIsInt<C>) {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<C>) {
+        using U = wide_unsigned_t<C>;
+        if (b == -1) return static_cast<C>(U{0} - static_cast<U>(a));  // MIN / -1 wraps to MIN
+      }
+      return static_cast<C>(a / b);
+    } else {
+      return a / b;
+    }
+  }
+};
+// Result has the divisor's sign (floor-mod), for ints and floats.
+struct RemOp {
+  static constexpr int kSimd = -1;
+  template <class C> static C f(C a, C b) {
+    if constexpr (kIsInt<C>) {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<C>) {
+        if (b == -1) return 0;
+        C r = static_cast<C>(a % b);
+        if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
+        return r;
+      } else {
+        return static_cast<C>(a % b);
+      }
+    } else {
+      C r = std::fmod(a, b);
+      if (r != 0 && ((r < 0) != (b < 0))) r += b;
+      return r;
+    }
+  }
+};
+struct PowfOp {
+  static constexpr int kSimd = -1;
+  template <class C> static C f(C a, C b) { return std::pow(a, b); }
+};
+struct Atan2Op {
+  static constexpr int kSimd = -1;
+  template <class C> static C f(C a, C b) { return std::atan2(a, b); }
+};
+
+// ---- bitwise (ints only); shifts by a negative or too large amount are defined ----
+template <class C> bool shift_in_range(C b) {
+  constexpr C kBits = static_cast<C>(sizeof(C) * 8);
+  if constexpr (std::is_signed_v<C>) return b >= 0 && b < kBits;
+  else return b < kBits;
+}
+struct AndOp { static constexpr int kSimd = -1; template <class C> static C f(C a, C b) { return static_cast<C>(a & b); } };
+struct OrOp { static constexpr int kSimd = -1; template <class C> static C f(C a, C b) { return static_cast<C>(a | b); } };
+struct XorOp { static constexpr int kSimd = -1; template <class C> static C f(C a, C b) { return static_cast<C>(a ^ b); } };
+struct ShlOp {
+  static constexpr int kSimd = -1;
+  template <class C> static C f(C a, C b) {
+    if (!shift_in_range(b)) return 0;
+    using U = wide_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(a) << static_cast<unsigned>(b));
+  }
+};
+struct ShrOp {  // arithmetic for signed types
+  static constexpr int kSimd = -1;
+  template <class C> static C f(C a, C b) {
+    if (!shift_in_range(b)) {
+      if constexpr (std::is_signed_v<C>) return a < 0 ? C(-1) : C(0);
+      else return 0;
+    }
+    return static_cast<C>(a >> static_cast<unsigned>(b));
+  }
+};
+
+// Storage-level adaptor: loads, computes in calc_t, stores; f32/f64 rows that
+// are contiguous (or broadcast a scalar) go to the Highway kernels.
+template <class T, class Op>
+struct BinFn {
+  static constexpr bool kHwy = Op::kSimd >= 0 && (std::is_same_v<T, float> || std::is_same_v<T, double>);
+  static constexpr auto kOp = static_cast<simd::BinOp>(Op::kSimd < 0 ? 0 : Op::kSimd);
+
+  T operator()(T a, T b) const { return st<T>(Op::f(ld(a), ld(b))); }
+  void vv(T* o, const T* a, const T* b, std::size_t n) const requires(kHwy) {
+    if constexpr (std::is_same_v<T, float>) simd::binary_f32(kOp, a, b, o, n);
+    else simd::binary_f64(kOp, a, b, o, n);
+  }
+  void vs(T* o, const T* a, T s, std::size_t n) const requires(kHwy) {
+    if constexpr (std::is_same_v<T, float>) simd::binary_scalar_f32(kOp, a, s, o, n);
+    else simd::binary_scalar_f64(kOp, a, s, o, n);
+  }
+  void sv(T* o, T s, const T* b, std::size_t n) const requires(kHwy) {
+    if constexpr (std::is_same_v<T, float>) simd::binary_rscalar_f32(kOp, s, b, o, n);
+    else simd::binary_rscalar_f64(kOp, s, b, o, n);
+  }
+};
+
+// An operand as the engine sees it: base address, broadcast strides, element size.
+struct Operand {
+  std::byte* ptr;
+  std::array<std::int64_t, kMaxRank> strides;
+  std::size_t size;
+};
+Operand operand(const CpuTensor& t, const Shape& out) {
+  return {t.data(), broadcast_strides(t.shape(), t.strides(), out), t.elem_size()};
+}
+// A scalar held in `slot`, broadcast to every element.
+Operand scalar_operand(void* slot, std::size_t size) { return {static_cast<std::byte*>(slot), {}, size}; }
+
+template <std::size_t K>
+Plan<K> plan_of(const Shape& shape, const std::array<const Operand*, K>& ops) {
+  std::array<const std::int64_t*, K> s{};
+  std::array<std::size_t, K> z{};
+  for (std::size_t k = 0; k < K; ++k) { s[k] = ops[k]->strides.data(); z[k] = ops[k]->size; }
+  return make_plan<K>(shape, s, z);
+}
+
+// Output of an op whose inputs are `a` (and `b`): the first input that is unique,
+// dense from offset 0 and already has the output shape and element size, else fresh.
+CpuRef output_for(const CpuRef& a, const CpuRef* b, const Shape& shape, DType dtype) {
+  const std::size_t size = dtype_size(dtype);
+  if (reusable(*a, shape, size)) { a->set_dtype(dtype); return a; }
+  if (b && reusable(**b, shape, size)) { (*b)->set_dtype(dtype); return *b; }
+  return alloc_tensor(dtype, shape);
+}
+
+template <class T> using IfInt = std::enable_if_t<kIsInt<T>, int>;
+
+// Binary family: numeric (float and int) arithmetic with broadcasting.
+template <class Op, bool kIntOnly = false, bool kFloatOnly = false>
+Prim binary_entry(Prim pa, Prim pb) {
+  CpuRef a = as_cpu(std::move(pa));
+  CpuRef b = as_cpu(std::move(pb));
+  const Shape shape = broadcast_shape(a->shape(), b->shape());
+  const DType dt = a->dtype();
+  CpuRef out = output_for(a, &b, shape, dt);
+  const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
+  const auto plan = plan_of<3>(shape, {&o, &x, &y});
+  dispatch::visit_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr bool kInt = kIsInt<T>;
+    constexpr bool kFloat = dispatch::kIsFloatLike<T>;
+    if constexpr ((kInt || kFloat) && !(kIntOnly && !kInt) && !(kFloatOnly && !kFloat)) {
+      BinFn<T, Op> fn;
+      map2<T, T, T>(plan, o.ptr, x.ptr, y.ptr, fn);
+    } else {
+      throw DTypeError("[cpu] binary op on an unsupported dtype: " + std::string(dtype_name(dt)));
+    }
+  });
+  return out;
+}
+
+// Scalar family: a op s, with s converted to the tensor's dtype.
+template <class Op, bool kIntOnly = false>
+Prim scalar_entry(Prim pa, Scalar s) {
+  CpuRef a = as_cpu(std::move(pa));
+  const Shape shape = a->shape();
+  const DType dt = a->dtype();
+  CpuRef out = output_for(a, nullptr, shape, dt);
+  const Operand o = operand(*out, shape), x = operand(*a, shape);
+  dispatch::visit_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr bool kInt = kIsInt<T>;
+    if constexpr (kInt || (!kIntOnly && dispatch::kIsFloatLike<T>)) {
+      T v = scalar_as<T>(s);
+      const Operand y = scalar_operand(&v, sizeof(T));
+      const auto plan = plan_of<3>(shape, {&o, &x, &y});
+      BinFn<T, Op> fn;
+      map2<T, T, T>(plan, o.ptr, x.ptr, y.ptr, fn);
+    } else {
+      throw DTypeError("[cpu] scalar op on an unsupported dtype: " + std::string(dtype_name(dt)));
+    }
+  });
+  return out;
+}
+
+// ---- comparisons: out is a bool dtype (1 byte 0/1, or 4 bytes for BoolU32) ------
+struct EqOp { template <class C> static bool f(C a, C b) { return a == b; } };
+struct GtOp { template <class C> static bool f(C a, C b) { return a > b; } };
+struct GeOp { template <class C> static bool f(C a, C b) { return a >= b; } };
+struct LtOp { template <class C> static bool f(C a, C b) { return a < b; } };
+struct LeOp { template <class C> static bool f(C a, C b) { return a <= b; } };
+
+template <class TO, class T, class Op>
+struct CmpFn {
+  TO operator()(T a, T b) const { return static_cast<TO>(Op::f(ld(a), ld(b)) ? 1 : 0); }
+};
+
+// Calls f(U{}) with the raw unsigned type of a bool storage (uint8_t or uint32_t).
+template <class F>
+decltype(auto) visit_bool_storage(DType dtype, F&& f) {
+  if (dtype_size(dtype) == 4) return f(std::uint32_t{});
+  return f(std::uint8_t{});
+}
+
+template <class Op>
+Prim compare_entry(Prim pa, Prim pb, DType out_dtype) {
+  CpuRef a = as_cpu(std::move(pa));
+  CpuRef b = as_cpu(std::move(pb));
+  const Shape shape = broadcast_shape(a->shape(), b->shape());
+  CpuRef out = alloc_tensor(out_dtype, shape);
+  const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
+  const auto plan = plan_of<3>(shape, {&o, &x, &y});
+  dispatch::visit_dtype(a->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    visit_bool_storage(out_dtype, [&](auto otag) {
+      using TO = decltype(otag);
+      CmpFn<TO, T, Op> fn;
+      map2<TO, T, T>(plan, o.ptr, x.ptr, y.ptr, fn);
+    });
+  });
+  return out;
+}
+
+template <class Op>
+Prim compare_scalar_entry(Prim pa, Scalar s, DType out_dtype) {
+  CpuRef a = as_cpu(std::move(pa));
+  const Shape shape = a->shape();
+  CpuRef out = alloc_tensor(out_dtype, shape);
+  const Operand o = operand(*out, shape), x = operand(*a, shape);
+  dispatch::visit_dtype(a->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T v = scalar_as<T>(s);
+    const Operand y = scalar_operand(&v, sizeof(T));
+    const auto plan = plan_of<3>(shape, {&o, &x, &y});
+    visit_bool_storage(out_dtype, [&](auto otag) {
+      using TO = decltype(otag);
+      CmpFn<TO, T, Op> fn;
+      map2<TO, T, T>(plan, o.ptr, x.ptr, y.ptr, fn);
+    });
+  });
+  return out;
+}
+
+// ---- logical ops on bool tensors (any storage; nonzero is true) ------------------
+struct AndB { template <class U> U operator()(U a, U b) const { return static_cast<U>(a != 0 && b != 0); } };
+struct OrB { template <class U> U operator()(U a, U b) const { return static_cast<U>(a != 0 || b != 0); } };
+struct NotB { template <class U> U operator()(U a) const { return static_cast<U>(a == 0); } };
+
+template <class Fn>
+Prim bool_binary_entry(Prim pa, Prim pb) {
+  CpuRef a = as_cpu(std::move(pa));
+  CpuRef b = as_cpu(std::move(pb));
+  const Shape shape = broadcast_shape(a->shape(), b->shape());
+  CpuRef out = output_for(a, &b, shape, a->dtype());
+  const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
+  const auto plan = plan_of<3>(shape, {&o, &x, &y});
+  visit_bool_storage(a->dtype(), [&](auto tag) {
+    using U = decltype(tag);
+    Fn fn;
+    map2<U, U, U>(plan, o.ptr, x.ptr, y.ptr, fn);
+  });
+  return out;
+}
+
+Prim bool_not_entry(Prim pa) {
+  CpuRef a = as_cpu(std::move(pa));
+  const Shape shape = a->shape();
+  CpuRef out = output_for(a, nullptr, shape, a->dtype());
+  const Operand o = operand(*out, shape), x = operand(*a, shape);
+  const auto plan = plan_of<2>(shape, {&o, &x});
+  visit_bool_storage(a->dtype(), [&](auto tag) {
+    using U = decltype(tag);
+    NotB fn;
+    map1<U, U>(plan, o.ptr, x.ptr, fn);
+  });
+  return out;
+}
+
+// ---- masks: mask is a bool tensor of any storage, broadcast against the others ----
+template <class T, class M>
+struct FillFn {
+  T value;
+  T operator()(T a, M m) const { return m != 0 ? value : a; }
+};
+template <class T, class M>
+struct WhereFn {
+  T operator()(T a, M m, T v) const { return m != 0 ? v : a; }
+};
+
+Prim mask_fill_entry(Prim pa, Prim pm, Scalar s) {
+  CpuRef a = as_cpu(std::move(pa));
+  CpuRef m = as_cpu(std::move(pm));
+  const Shape shape = broadcast_shape(a->shape(), m->shape());
+  CpuRef out = output_for(a, nullptr, shape, a->dtype());
+  const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*m, shape);
+  const auto plan = plan_of<3>(shape, {&o, &x, &y});
+  dispatch::visit_dtype(a->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    visit_bool_storage(m->dtype(), [&](auto mtag) {
+      using M = decltype(mtag);
+      FillFn<T, M> fn{scalar_as<T>(s)};
+      map2<T, T, M>(plan, o.ptr, x.ptr, y.ptr, fn);
+    });
+  });
+  return out;
+}
+
+Prim mask_where_entry(Prim pa, Prim pm, Prim pv) {
+  CpuRef a = as_cpu(std::move(pa));
+  CpuRef m = as_cpu(std::move(pm));
+  CpuRef v = as_cpu(std::move(pv));
+  Shape shape = broadcast_shape(broadcast_shape(a->shape(), m->shape()), v->shape());
+  CpuRef out = output_for(a, &v, shape, a->dtype());
+  const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*m, shape), z = operand(*v, shape);
+  const auto plan = plan_of<4>(shape, {&o, &x, &y, &z});
+  dispatch::visit_dtype(a->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    visit_bool_storage(m->dtype(), [&](auto mtag) {
+      using M = decltype(mtag);
+      WhereFn<T, M> fn;
+      map3<T, T, M, T>(plan, o.ptr, x.ptr, y.ptr, z.ptr, fn);
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+void register_binary_ops(dispatch::Backend& b) {
+  b.set<OpCode::add>(&binary_entry<AddOp>);
+  b.set<OpCode::sub>(&binary_entry<SubOp>);
+  b.set<OpCode::mul>(&binary_entry<MulOp>);
+  b.set<OpCode::div>(&binary_entry<DivOp>);
+  b.set<OpCode::remainder>(&binary_entry<RemOp>);
+  b.set<OpCode::powf>(&binary_entry<PowfOp, false, true>);
+  b.set<OpCode::atan2>(&binary_entry<Atan2Op, false, true>);
+  b.set<OpCode::add_scalar>(&scalar_entry<AddOp>);
+  b.set<OpCode::sub_scalar>(&scalar_entry<SubOp>);
+  b.set<OpCode::mul_scalar>(&scalar_entry<MulOp>);
+  b.set<OpCode::div_scalar>(&scalar_entry<DivOp>);
+  b.set<OpCode::remainder_scalar>(&scalar_entry<RemOp>);
+
+  b.set<OpCode::bitwise_and>(&binary_entry<AndOp, true>);
+  b.set<OpCode::bitwise_or>(&binary_entry<OrOp, true>);
+  b.set<OpCode::bitwise_xor>(&binary_entry<XorOp, true>);
+  b.set<OpCode::bitwise_left_shift>(&binary_entry<ShlOp, true>);
+  b.set<OpCode::bitwise_right_shift>(&binary_entry<ShrOp, true>);
+  b.set<OpCode::bitwise_and_scalar>(&scalar_entry<AndOp, true>);
+  b.set<OpCode::bitwise_or_scalar>(&scalar_entry<OrOp, true>);
+  b.set<OpCode::bitwise_xor_scalar>(&scalar_entry<XorOp, true>);
+  b.set<OpCode::bitwise_left_shift_scalar>(&scalar_entry<ShlOp, true>);
+  b.set<OpCode::bitwise_right_shift_scalar>(&scalar_entry<ShrOp, true>);
+
+  b.set<OpCode::equal>(&compare_entry<EqOp>);
+  b.set<OpCode::greater>(&compare_entry<GtOp>);
+  b.set<OpCode::greater_equal>(&compare_entry<GeOp>);
+  b.set<OpCode::lower>(&compare_entry<LtOp>);
+  b.set<OpCode::lower_equal>(&compare_entry<LeOp>);
+  b.set<OpCode::equal_elem>(&compare_scalar_entry<EqOp>);
+  b.set<OpCode::greater_elem>(&compare_scalar_entry<GtOp>);
+  b.set<OpCode::greater_equal_elem>(&compare_scalar_entry<GeOp>);
+  b.set<OpCode::lower_elem>(&compare_scalar_entry<LtOp>);
+  b.set<OpCode::lower_equal_elem>(&compare_scalar_entry<LeOp>);
+
+  b.set<OpCode::bool_not>(&bool_not_entry);
+  b.set<OpCode::bool_and>(&bool_binary_entry<AndB>);
+  b.set<OpCode::bool_or>(&bool_binary_entry<OrB>);
+
+  b.set<OpCode::mask_fill>(&mask_fill_entry);
+  b.set<OpCode::mask_where>(&mask_where_entry);
+}
+
+}  // namespace tensor::cpu

@@ -1,0 +1,50 @@
+// The CPU backend's entry point: every native entry and the device-level ops.
+#include "backends/cpu/cpu_backend.hpp"
+
+#include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/cpu_ops.hpp"
+
+#if TENSOR_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+namespace tensor::cpu {
+namespace {
+
+std::string name_entry(DeviceId) { return "cpu"; }
+void flush_entry(DeviceId) {}
+std::size_t device_count_entry() { return 1; }
+
+// Every float and int dtype and the one-byte bools are general; BoolU32 and QFloat
+// are not CPU storages.
+DTypeUsageSet dtype_usage_entry(DeviceId, DType dtype) {
+  if (is_float(dtype) || is_int(dtype) || dtype == DType::Bool || dtype == DType::BoolU8)
+    return DTypeUsageSet::general();
+  return {};
+}
+
+}  // namespace
+
+int omp_threads() {
+#if TENSOR_HAVE_OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+std::unique_ptr<dispatch::Backend> make_cpu_backend() {
+  auto b = std::make_unique<dispatch::Backend>("cpu", kCpuDeviceType);
+  register_creation_ops(*b);
+  register_layout_ops(*b);
+  register_binary_ops(*b);
+  register_matmul_ops(*b);
+  register_reduce_ops(*b);
+  b->set<dispatch::DeviceOp::name>(&name_entry);
+  b->set<dispatch::DeviceOp::flush>(&flush_entry);
+  b->set<dispatch::DeviceOp::dtype_usage>(&dtype_usage_entry);
+  b->set<dispatch::DeviceOp::device_count>(&device_count_entry);
+  return b;
+}
+
+}  // namespace tensor::cpu

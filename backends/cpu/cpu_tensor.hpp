@@ -1,0 +1,114 @@
+// CpuTensor: the CPU backend's one primitive for every kind (burn-flex's FlexTensor):
+// a counted 64-byte-aligned byte buffer plus a strided Layout and a runtime dtype.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "dispatch/primitive.hpp"
+#include "tensor/device.hpp"
+#include "tensor/dtype.hpp"
+#include "tensor/shape.hpp"
+
+namespace tensor::cpu {
+
+inline constexpr DeviceId kCpuDevice{kCpuDeviceType, 0};
+
+// Header and bytes in one 64-byte-aligned allocation; the bytes start 64 bytes in,
+// so they are 64-byte aligned too. Counted intrusively (dispatch::Ref<Storage>).
+class Storage {
+ public:
+  static constexpr std::size_t kAlign = 64;
+
+  // A fresh buffer of `bytes` bytes (uninitialised), refcount 1.
+  static dispatch::Ref<Storage> allocate(std::size_t bytes);
+
+  std::byte* data() { return reinterpret_cast<std::byte*>(this) + kAlign; }
+  const std::byte* data() const { return reinterpret_cast<const std::byte*>(this) + kAlign; }
+  std::size_t size_bytes() const { return bytes_; }
+  bool unique() const { return refs_.load(std::memory_order_acquire) == 1; }
+
+  void add_ref() const { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release_ref() const;
+
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+ private:
+  explicit Storage(std::size_t bytes) : bytes_(bytes) {}
+  ~Storage() = default;
+
+  mutable std::atomic<std::uint32_t> refs_{1};
+  std::size_t bytes_;
+};
+static_assert(sizeof(Storage) <= Storage::kAlign);
+
+using StorageRef = dispatch::Ref<Storage>;
+
+// Signed element strides and a start offset in elements (shape lives in Primitive).
+struct Layout {
+  std::array<std::int64_t, kMaxRank> strides{};
+  std::int64_t offset = 0;
+};
+
+// Row-major strides of `shape`, offset 0.
+Layout contiguous_layout(const Shape& shape);
+
+class CpuTensor final : public dispatch::Primitive {
+ public:
+  CpuTensor(DType dtype, const Shape& shape, StorageRef storage, const Layout& layout)
+      : Primitive(dtype, shape, kCpuDevice), storage_(std::move(storage)), layout_(layout) {}
+
+  // This handle is the only reference to the primitive and to its storage.
+  bool can_mut() const override { return unique_ref() && storage_->unique(); }
+
+  const Layout& layout() const { return layout_; }
+  std::span<const std::int64_t> strides() const { return {layout_.strides.data(), rank()}; }
+  std::int64_t stride(std::size_t d) const { return layout_.strides[d]; }
+  std::int64_t offset() const { return layout_.offset; }
+  std::size_t elem_size() const { return dtype_size(dtype_); }
+
+  Storage* storage() const { return storage_.get(); }
+  const StorageRef& storage_ref() const { return storage_; }
+  // Address of the element at the start offset (index 0 of every dim).
+  std::byte* data() const { return storage_->data() + layout_.offset * static_cast<std::int64_t>(elem_size()); }
+
+  // Row-major with positive strides (dims of size 1 ignored); the offset may be nonzero.
+  bool is_contiguous() const;
+  // Contiguous and starting at offset 0: the layout a fresh tensor of this shape has.
+  bool is_dense_from_zero() const { return layout_.offset == 0 && is_contiguous(); }
+
+  // Rewrites shape, strides and offset (views reuse a uniquely held primitive).
+  void set_view(const Shape& shape, const Layout& layout) { shape_ = shape; layout_ = layout; }
+  // Relabels the element type (same element size only; used to reuse a buffer).
+  void set_dtype(DType dtype) { dtype_ = dtype; }
+
+ private:
+  StorageRef storage_;
+  Layout layout_;
+};
+
+using CpuRef = dispatch::Ref<CpuTensor>;
+
+// The CPU primitive behind a Prim (the caller knows it is a CPU tensor).
+inline CpuRef as_cpu(dispatch::Prim&& p) { return dispatch::prim_cast<CpuTensor>(std::move(p)); }
+inline const CpuTensor& cpu_of(const dispatch::Prim& p) { return dispatch::prim_as<CpuTensor>(p); }
+
+// A fresh contiguous tensor (uninitialised elements).
+CpuRef alloc_tensor(DType dtype, const Shape& shape);
+// A fresh contiguous tensor whose bytes are zero.
+CpuRef alloc_zeroed(DType dtype, const Shape& shape);
+// A view of `src`'s storage with a new shape and layout: rewrites `src` itself
+// when it is uniquely held, else makes a new primitive sharing the storage.
+CpuRef make_view(CpuRef src, const Shape& shape, const Layout& layout);
+// `src` when already contiguous, else a contiguous copy (strided copy with dims merged).
+CpuRef to_contiguous(CpuRef src);
+// Copies the elements of `src` (any layout) into `dst` (contiguous, same shape and dtype).
+void copy_strided(const CpuTensor& src, std::byte* dst);
+// Copies the elements of `src` to `dst` laid out with `dst_strides` (elements, src's rank).
+void copy_strided_to(const CpuTensor& src, std::byte* dst, const std::int64_t* dst_strides);
+
+}  // namespace tensor::cpu

@@ -1,0 +1,152 @@
+// The CPU elementwise engine: typed maps of 1-3 inputs over a strided Plan, with a
+// functor per op. Contiguous rows (and rows where one input is a broadcast scalar)
+// go to the functor's fast hooks (vv / vs / sv) when it has them, e.g. Highway.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "backends/cpu/cpu_tensor.hpp"
+#include "backends/cpu/strided.hpp"
+#include "dispatch/element.hpp"
+#include "tensor/scalar.hpp"
+
+namespace tensor::cpu {
+
+using dispatch::BoolU32;
+
+// Value type ops compute with: halves -> float, both bool storages -> bool.
+template <class T> struct CalcOf { using type = dispatch::compute_t<T>; };
+template <> struct CalcOf<BoolU32> { using type = bool; };
+template <class T> using calc_t = typename CalcOf<T>::type;
+
+template <class T> inline calc_t<T> ld(T v) {
+  if constexpr (std::is_same_v<T, BoolU32>) return v.v != 0;
+  else return dispatch::load_elem(v);
+}
+template <class T> inline T st(calc_t<T> v) {
+  if constexpr (std::is_same_v<T, BoolU32>) return BoolU32{v ? 1u : 0u};
+  else return dispatch::store_elem<T>(v);
+}
+
+// A Scalar as a value of element type T (Rust `as`: float -> int truncates and
+// saturates; int -> int wraps; anything -> bool is "nonzero").
+template <class T> T scalar_as(Scalar s) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return s.to_bool();
+  } else if constexpr (std::is_same_v<T, BoolU32>) {
+    return BoolU32{s.to_bool() ? 1u : 0u};
+  } else if constexpr (dispatch::kIsFloatLike<T>) {
+    return dispatch::convert_value<T>(s.to_double());
+  } else if (s.is_float()) {
+    return dispatch::convert_value<T>(s.to_double());
+  } else if (s.kind() == Scalar::Kind::UInt) {
+    return dispatch::convert_value<T>(s.to_uint64());
+  } else {
+    return dispatch::convert_value<T>(s.to_int64());
+  }
+}
+
+// Wrapping integer arithmetic is done in an unsigned type at least as wide as
+// unsigned int, so that no promotion to signed int can overflow.
+template <class T> using wide_unsigned_t =
+    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+template <class T> inline T* at(std::byte* p) { return reinterpret_cast<T*>(p); }
+template <class T> inline const T* at(const std::byte* p) { return reinterpret_cast<const T*>(p); }
+
+// out[i] = f(a[i])
+template <class TO, class TA, class F>
+void map1(const Plan<2>& plan, std::byte* out, const std::byte* a, F& f) {
+  for_each_row(plan, {out, const_cast<std::byte*>(a)},
+               [&](std::array<std::byte*, 2> p, std::size_t n, std::array<std::int64_t, 2> s) {
+                 TO* o = at<TO>(p[0]);
+                 const TA* x = at<TA>(p[1]);
+                 if (s[0] == sizeof(TO) && s[1] == sizeof(TA)) {
+                   if constexpr (requires { f.vv(o, x, n); }) {
+                     f.vv(o, x, n);
+                   } else {
+                     for (std::size_t i = 0; i < n; ++i) o[i] = f(x[i]);
+                   }
+                   return;
+                 }
+                 for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1]) *at<TO>(p[0]) = f(*at<TA>(p[1]));
+               });
+}
+
+// out[i] = f(a[i], b[i])
+template <class TO, class TA, class TB, class F>
+void map2(const Plan<3>& plan, std::byte* out, const std::byte* a, const std::byte* b, F& f) {
+  for_each_row(plan, {out, const_cast<std::byte*>(a), const_cast<std::byte*>(b)},
+               [&](std::array<std::byte*, 3> p, std::size_t n, std::array<std::int64_t, 3> s) {
+                 TO* o = at<TO>(p[0]);
+                 const TA* x = at<TA>(p[1]);
+                 const TB* y = at<TB>(p[2]);
+                 if (s[0] == sizeof(TO)) {
+                   if (s[1] == sizeof(TA) && s[2] == sizeof(TB)) {
+                     if constexpr (requires { f.vv(o, x, y, n); }) {
+                       f.vv(o, x, y, n);
+                     } else {
+                       for (std::size_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+                     }
+                     return;
+                   }
+                   if (s[1] == sizeof(TA) && s[2] == 0) {
+                     const TB yv = *y;
+                     if constexpr (requires { f.vs(o, x, yv, n); }) {
+                       f.vs(o, x, yv, n);
+                     } else {
+                       for (std::size_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+                     }
+                     return;
+                   }
+                   if (s[1] == 0 && s[2] == sizeof(TB)) {
+                     const TA xv = *x;
+                     if constexpr (requires { f.sv(o, xv, y, n); }) {
+                       f.sv(o, xv, y, n);
+                     } else {
+                       for (std::size_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+                     }
+                     return;
+                   }
+                 }
+                 for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2])
+                   *at<TO>(p[0]) = f(*at<TA>(p[1]), *at<TB>(p[2]));
+               });
+}
+
+// out[i] = f(a[i], b[i], c[i])
+template <class TO, class TA, class TB, class TC, class F>
+void map3(const Plan<4>& plan, std::byte* out, const std::byte* a, const std::byte* b, const std::byte* c, F& f) {
+  for_each_row(plan, {out, const_cast<std::byte*>(a), const_cast<std::byte*>(b), const_cast<std::byte*>(c)},
+               [&](std::array<std::byte*, 4> p, std::size_t n, std::array<std::int64_t, 4> s) {
+                 if (s[0] == sizeof(TO) && s[1] == sizeof(TA) && s[2] == sizeof(TB) && s[3] == sizeof(TC)) {
+                   TO* o = at<TO>(p[0]);
+                   const TA* x = at<TA>(p[1]);
+                   const TB* y = at<TB>(p[2]);
+                   const TC* z = at<TC>(p[3]);
+                   for (std::size_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], z[i]);
+                   return;
+                 }
+                 for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2], p[3] += s[3])
+                   *at<TO>(p[0]) = f(*at<TA>(p[1]), *at<TB>(p[2]), *at<TC>(p[3]));
+               });
+}
+
+// Output shape of broadcasting operands of equal rank (dispatch checked compatibility).
+inline Shape broadcast_shape(const Shape& a, const Shape& b) {
+  Shape out = a;
+  for (std::size_t d = 0; d < a.rank(); ++d) {
+    if (a[d] == 1) out[d] = b[d];
+  }
+  return out;
+}
+
+// Whether `t` may be written as the output of an op with this shape and element size.
+inline bool reusable(const CpuTensor& t, const Shape& out, std::size_t elem_size) {
+  return t.can_mut() && t.elem_size() == elem_size && t.shape() == out && t.is_dense_from_zero();
+}
+
+}  // namespace tensor::cpu

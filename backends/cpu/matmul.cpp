@@ -1,0 +1,153 @@
+// Matrix product on the CPU, batched with broadcast batch dims: f32/f64 through BLIS's
+// typed gemm on the operands' own row/column strides (a transposed operand is not
+// copied), f16/bf16 through f32, ints through a plain wrapping loop.
+#include <cstring>
+#include <string>
+
+#include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/elementwise.hpp"
+
+#if TENSOR_HAVE_BLIS
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#include <blis.h>
+#pragma GCC diagnostic pop
+#endif
+
+namespace tensor::cpu {
+namespace {
+
+using dispatch::Prim;
+
+// Row and column strides (elements) of a matrix operand, normalised so that size-1
+// dims carry a stride BLIS accepts; `ok` when BLIS can read it as it is.
+struct MatStrides {
+  std::int64_t rs = 0, cs = 0;
+  bool ok = false;
+};
+MatStrides mat_strides(std::size_t rows, std::size_t cols, std::int64_t rs, std::int64_t cs) {
+  const auto m = static_cast<std::int64_t>(rows), n = static_cast<std::int64_t>(cols);
+  if (m == 1) rs = cs == 1 ? std::max<std::int64_t>(n, 1) : 1;
+  if (n == 1) cs = rs == 1 ? std::max<std::int64_t>(m, 1) : 1;
+  MatStrides s{rs, cs, false};
+  if (rs <= 0 || cs <= 0) return s;
+  s.ok = (rs == 1 && cs >= std::max<std::int64_t>(m, 1)) || (cs == 1 && rs >= std::max<std::int64_t>(n, 1));
+  return s;
+}
+
+// c[m x n] = a[m x k] * b[k x n], all strides in elements (c is overwritten).
+template <class T>
+void gemm_loop(std::size_t m, std::size_t n, std::size_t k, const T* a, std::int64_t rsa, std::int64_t csa, const T* b,
+               std::int64_t rsb, std::int64_t csb, T* c, std::int64_t rsc, std::int64_t csc) {
+  using C = calc_t<T>;
+  for (std::size_t i = 0; i < m; ++i) {
+    T* crow = c + static_cast<std::int64_t>(i) * rsc;
+    for (std::size_t j = 0; j < n; ++j) crow[static_cast<std::int64_t>(j) * csc] = T{};
+    for (std::size_t p = 0; p < k; ++p) {
+      const C av = ld(a[static_cast<std::int64_t>(i) * rsa + static_cast<std::int64_t>(p) * csa]);
+      const T* brow = b + static_cast<std::int64_t>(p) * rsb;
+      for (std::size_t j = 0; j < n; ++j) {
+        T& dst = crow[static_cast<std::int64_t>(j) * csc];
+        const C bv = ld(brow[static_cast<std::int64_t>(j) * csb]);
+        if constexpr (std::is_integral_v<C>) {
+          using U = wide_unsigned_t<C>;
+          dst = static_cast<T>(static_cast<U>(dst) + static_cast<U>(av) * static_cast<U>(bv));
+        } else {
+          dst = dst + av * bv;
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
+          MatStrides sc) {
+#if TENSOR_HAVE_BLIS
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    T one = 1, zero = 0;
+    const auto dm = static_cast<dim_t>(m), dn = static_cast<dim_t>(n), dk = static_cast<dim_t>(k);
+    if constexpr (std::is_same_v<T, float>) {
+      bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<float*>(a), sa.rs, sa.cs,
+                const_cast<float*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs);
+    } else {
+      bli_dgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<double*>(a), sa.rs, sa.cs,
+                const_cast<double*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs);
+    }
+    return;
+  }
+#endif
+  gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
+}
+
+// Whether BLIS (or the loop) can take this operand's last two dims without a copy.
+bool usable(const CpuTensor& t) {
+  const std::size_t r = t.rank();
+  return mat_strides(t.shape()[r - 2], t.shape()[r - 1], t.stride(r - 2), t.stride(r - 1)).ok;
+}
+
+Prim matmul_entry(Prim pa, Prim pb) {
+  CpuRef a = as_cpu(std::move(pa));
+  CpuRef b = as_cpu(std::move(pb));
+  const DType dtype = a->dtype();
+  if (dtype == DType::F16 || dtype == DType::BF16) {
+    Prim r = matmul_entry(convert_tensor(std::move(a), DType::F32), convert_tensor(std::move(b), DType::F32));
+    return convert_tensor(as_cpu(std::move(r)), dtype);
+  }
+  const std::size_t r = a->rank();
+  const std::size_t m = a->shape()[r - 2], k = a->shape()[r - 1], n = b->shape()[r - 1];
+  Shape out_shape = a->shape();
+  for (std::size_t d = 0; d + 2 < r; ++d) out_shape[d] = a->shape()[d] == 1 ? b->shape()[d] : a->shape()[d];
+  out_shape[r - 1] = n;
+  if (out_shape.num_elements() == 0) return alloc_tensor(dtype, out_shape);
+  if (k == 0) return alloc_zeroed(dtype, out_shape);
+  // Zero, negative or doubly non-unit strides: copy that operand once.
+  if (!usable(*a)) a = to_contiguous(std::move(a));
+  if (!usable(*b)) b = to_contiguous(std::move(b));
+  CpuRef out = alloc_tensor(dtype, out_shape);
+
+  const MatStrides sa = mat_strides(m, k, a->stride(r - 2), a->stride(r - 1));
+  const MatStrides sb = mat_strides(k, n, b->stride(r - 2), b->stride(r - 1));
+  const MatStrides sc = mat_strides(m, n, out->stride(r - 2), out->stride(r - 1));
+
+  // Walk the broadcast batch dims with the elementwise plan (rank 0 = one matrix).
+  Shape batch;
+  for (std::size_t d = 0; d + 2 < r; ++d) batch.push_back(out_shape[d]);
+  Shape a_batch, b_batch;
+  for (std::size_t d = 0; d + 2 < r; ++d) { a_batch.push_back(a->shape()[d]); b_batch.push_back(b->shape()[d]); }
+  const auto as = broadcast_strides(a_batch, a->strides(), batch);
+  const auto bs = broadcast_strides(b_batch, b->strides(), batch);
+  const std::size_t e = dtype_size(dtype);
+  const auto plan = make_plan<3>(batch, {out->layout().strides.data(), as.data(), bs.data()}, {e, e, e});
+
+  dispatch::visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, dispatch::BoolU32> || dispatch::kIsHalf<T>) {
+      throw DTypeError("[matmul] expected a float or int dtype; got " + std::string(dtype_name(dtype)));
+    } else {
+      for_each_row(plan, {out->data(), a->data(), b->data()},
+                   [&](std::array<std::byte*, 3> p, std::size_t cnt, std::array<std::int64_t, 3> s) {
+                     for (std::size_t i = 0; i < cnt; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2])
+                       gemm<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc);
+                   });
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+std::string blis_arch() {
+#if TENSOR_HAVE_BLIS
+  return bli_arch_string(bli_arch_query_id());
+#else
+  return "none";
+#endif
+}
+
+void register_matmul_ops(dispatch::Backend& b) { b.set<OpCode::matmul>(&matmul_entry); }
+
+}  // namespace tensor::cpu

@@ -1,0 +1,145 @@
+// CPU matmul against a naive reference: transposed, strided, flipped and expanded
+// operands, broadcast batch dims, zero-size dims, and the f16/bf16/int paths.
+#include <cmath>
+
+#include "cpu_test_util.hpp"
+
+namespace tensor::cpu::test {
+namespace {
+
+Prim matmul(Prim a, Prim b) { return entry<Family::Matmul>(OpCode::matmul)(std::move(a), std::move(b)); }
+
+std::vector<double> as_f64(const Prim& p) {
+  return entry<Family::IntoData>(OpCode::into_data)(p).get().convert(DType::F64).to_vec<double>();
+}
+
+// Logical values (row-major) of any tensor, through into_data.
+struct Mat {
+  Prim p;
+  std::vector<double> v;  // logical row-major
+  Shape shape;
+};
+Mat mat(Prim p) {
+  Mat m{p, as_f64(p), cpu_of(p).shape()};
+  return m;
+}
+
+Prim typed(const std::vector<double>& v, const Shape& s, DType dt) {
+  return entry<Family::FromData>(OpCode::from_data)(TensorData::from(v, s).convert(dt), kCpuDevice);
+}
+
+std::vector<double> values(std::size_t n, int seed) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<double>(static_cast<int>((i * 7 + static_cast<std::size_t>(seed) * 3) % 11) - 5);
+  return v;
+}
+
+// Naive batched product with broadcast batch dims (equal ranks).
+std::vector<double> reference(const Mat& a, const Mat& b, Shape& out) {
+  const std::size_t r = a.shape.rank();
+  const std::size_t m = a.shape[r - 2], k = a.shape[r - 1], n = b.shape[r - 1];
+  out = a.shape;
+  for (std::size_t d = 0; d + 2 < r; ++d) out[d] = std::max(a.shape[d], b.shape[d]);
+  out[r - 1] = n;
+  std::size_t batches = 1;
+  for (std::size_t d = 0; d + 2 < r; ++d) batches *= out[d];
+  std::vector<double> c(batches * m * n, 0.0);
+  for (std::size_t bi = 0; bi < batches; ++bi) {
+    std::size_t rem = bi, ao = 0, bo = 0, as = m * k, bs = k * n;
+    for (std::size_t d = r - 2; d-- > 0;) {
+      const std::size_t idx = rem % out[d];
+      rem /= out[d];
+      ao += (a.shape[d] == 1 ? 0 : idx) * as;
+      bo += (b.shape[d] == 1 ? 0 : idx) * bs;
+      as *= a.shape[d];
+      bs *= b.shape[d];
+    }
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (std::size_t p = 0; p < k; ++p) s += a.v[ao + i * k + p] * b.v[bo + p * n + j];
+        c[bi * m * n + i * n + j] = s;
+      }
+  }
+  return c;
+}
+
+void check(Prim a, Prim b, double tol, const std::string& what) {
+  const Mat ma = mat(a), mb = mat(b);
+  Shape out;
+  const auto want = reference(ma, mb, out);
+  const Prim c = matmul(std::move(a), std::move(b));
+  ASSERT_EQ(cpu_of(c).shape(), out) << what;
+  const auto got = as_f64(c);
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
+}
+
+TEST(CpuMatmul, FloatLayoutsAgainstNaiveReference) {
+  for (DType dt : {DType::F32, DType::F64}) {
+    const std::string name(dtype_name(dt));
+    const double tol = dt == DType::F32 ? 1e-5 : 1e-12;
+    const Prim a = typed(values(5 * 7, 1), Shape{5, 7}, dt);
+    const Prim b = typed(values(7 * 4, 2), Shape{7, 4}, dt);
+    check(a, b, tol, name + " contiguous");
+    // Transposed operands (views, not copied by the backend).
+    const Prim at = swap_dims(typed(values(7 * 5, 3), Shape{7, 5}, dt), 0, 1);
+    const Prim bt = swap_dims(typed(values(4 * 7, 4), Shape{4, 7}, dt), 0, 1);
+    check(at, b, tol, name + " transposed lhs");
+    check(a, bt, tol, name + " transposed rhs");
+    check(at, bt, tol, name + " both transposed");
+    // Row-sliced (non-unit row stride, unit column stride), step-sliced in both dims,
+    // flipped (negative stride) and expanded (stride 0).
+    const Prim big = typed(values(10 * 14, 5), Shape{10, 14}, dt);
+    check(slice(big, {{0, 2, 5}, {3, 1, 7}}), b, tol, name + " row-sliced lhs");
+    check(slice(big, {{1, 2, 5}, {0, 2, 7}}), b, tol, name + " step-sliced lhs");
+    check(a, flip(b, {0}), tol, name + " flipped rhs");
+    check(a, expand(typed(values(4, 6), Shape{1, 4}, dt), Shape{7, 4}), tol, name + " expanded rhs");
+    // Vectors: m = 1, n = 1, k = 1.
+    check(typed(values(7, 7), Shape{1, 7}, dt), b, tol, name + " m=1");
+    check(a, typed(values(7, 8), Shape{7, 1}, dt), tol, name + " n=1");
+    check(typed(values(5, 9), Shape{5, 1}, dt), typed(values(4, 10), Shape{1, 4}, dt), tol, name + " k=1");
+    // Batched with broadcast batch dims, one operand transposed.
+    const Prim ba = typed(values(2 * 1 * 3 * 4, 11), Shape{2, 1, 3, 4}, dt);
+    const Prim bb = swap_dims(typed(values(1 * 3 * 2 * 4, 12), Shape{1, 3, 2, 4}, dt), 2, 3);
+    check(ba, bb, tol, name + " batched broadcast");
+    // Bigger than BLIS's micro-tiles.
+    check(typed(values(67 * 45, 13), Shape{67, 45}, dt), swap_dims(typed(values(33 * 45, 14), Shape{33, 45}, dt), 0, 1),
+          tol, name + " 67x45x33");
+  }
+}
+
+TEST(CpuMatmul, ZeroSizeDims) {
+  const Prim a = typed({}, Shape{3, 0}, DType::F32);
+  const Prim b = typed({}, Shape{0, 2}, DType::F32);
+  const Prim c = matmul(a, b);
+  EXPECT_EQ(cpu_of(c).shape(), (Shape{3, 2}));
+  EXPECT_EQ(as_f64(c), (std::vector<double>(6, 0.0)));
+  const Prim d = matmul(typed({}, Shape{0, 4}, DType::F64), typed(values(8, 1), Shape{4, 2}, DType::F64));
+  EXPECT_EQ(cpu_of(d).shape(), (Shape{0, 2}));
+  const Prim e = matmul(typed({}, Shape{2, 0, 3}, DType::I32), typed({}, Shape{2, 3, 0}, DType::I32));
+  EXPECT_EQ(cpu_of(e).shape(), (Shape{2, 0, 0}));
+}
+
+TEST(CpuMatmul, HalfAndIntPaths) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const Prim a = typed(values(6 * 5, 1), Shape{2, 3, 5}, dt);
+    const Prim b = swap_dims(typed(values(4 * 5, 2), Shape{1, 4, 5}, dt), 1, 2);
+    const Prim c = matmul(a, b);
+    EXPECT_EQ(cpu_of(c).dtype(), dt);
+    check(a, b, 1e-2, std::string(dtype_name(dt)));  // small integers: exact in both
+  }
+  for (DType dt : {DType::I32, DType::I64, DType::I16, DType::U8}) {
+    const std::vector<double> av = dt == DType::U8 ? std::vector<double>{1, 2, 3, 4, 5, 6} : values(6, 3);
+    const std::vector<double> bv = dt == DType::U8 ? std::vector<double>{7, 8, 9, 10, 11, 12} : values(6, 4);
+    check(typed(av, Shape{2, 3}, dt), swap_dims(typed(bv, Shape{2, 3}, dt), 0, 1), 0, std::string(dtype_name(dt)));
+  }
+  // Int products wrap.
+  const Prim a = typed({100, 100}, Shape{1, 2}, DType::I8);
+  const Prim b = typed({2, 1}, Shape{2, 1}, DType::I8);
+  EXPECT_EQ(as_f64(matmul(a, b)), (std::vector<double>{44}));
+}
+
+}  // namespace
+}  // namespace tensor::cpu::test

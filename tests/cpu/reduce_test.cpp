@@ -1,0 +1,91 @@
+// CPU reductions: sum/prod of all elements and along a dim (every numeric dtype,
+// strided inputs, empty axes) and mean_dim's float/int rules.
+#include <cmath>
+#include <numeric>
+
+#include "cpu_test_util.hpp"
+
+namespace tensor::cpu::test {
+namespace {
+
+Prim reduce(OpCode op, Prim p) { return entry<Family::Reduce>(op)(std::move(p)); }
+Prim reduce_dim(OpCode op, Prim p, std::size_t dim) { return entry<Family::Dim>(op)(std::move(p), dim); }
+
+std::vector<double> as_f64(const Prim& p) {
+  return entry<Family::IntoData>(OpCode::into_data)(p).get().convert(DType::F64).to_vec<double>();
+}
+
+constexpr DType kNumeric[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32,
+                              DType::I16, DType::I8,  DType::U64, DType::U32, DType::U16,  DType::U8};
+
+Prim typed(const std::vector<double>& v, const Shape& s, DType dt) {
+  return entry<Family::FromData>(OpCode::from_data)(TensorData::from(v, s).convert(dt), kCpuDevice);
+}
+
+TEST(CpuReduce, SumAndProdEveryDtypeAndLayout) {
+  // [[1,2,3],[4,5,6]] as given, transposed, and flipped.
+  const std::vector<double> v{1, 2, 3, 4, 5, 6};
+  for (DType dt : kNumeric) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const Prim a = typed(v, Shape{2, 3}, dt);
+    EXPECT_EQ(cpu_of(reduce(OpCode::sum, a)).shape(), (Shape{1}));
+    EXPECT_EQ(as_f64(reduce(OpCode::sum, a)), (std::vector<double>{21}));
+    // 720 wraps in the 8-bit types.
+    const double p720 = dt == DType::I8 ? -48 : dt == DType::U8 ? 208 : 720;
+    EXPECT_EQ(as_f64(reduce(OpCode::prod, a)), (std::vector<double>{p720}));
+    EXPECT_EQ(as_f64(reduce(OpCode::sum, swap_dims(a, 0, 1))), (std::vector<double>{21}));
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, a, 0)), (std::vector<double>{5, 7, 9}));
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, a, 1)), (std::vector<double>{6, 15}));
+    EXPECT_EQ(cpu_of(reduce_dim(OpCode::sum_dim, a, 1)).shape(), (Shape{2, 1}));
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::prod_dim, a, 0)), (std::vector<double>{4, 10, 18}));
+    const Prim t = swap_dims(a, 0, 1);  // [[1,4],[2,5],[3,6]]
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, t, 0)), (std::vector<double>{6, 15}));
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, t, 1)), (std::vector<double>{5, 7, 9}));
+    const Prim f = flip(a, {1});  // [[3,2,1],[6,5,4]]
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::prod_dim, f, 1)), (std::vector<double>{6, 120}));
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::mean_dim, a, 0)),
+              is_float(dt) ? (std::vector<double>{2.5, 3.5, 4.5}) : (std::vector<double>{2, 3, 4}));
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::mean_dim, a, 1)), (std::vector<double>{2, 5}));
+    // Broadcast (stride 0) input.
+    const Prim e = expand(typed({1, 2, 3}, Shape{1, 3}, dt), Shape{4, 3});
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, e, 0)), (std::vector<double>{4, 8, 12}));
+  }
+}
+
+TEST(CpuReduce, EmptyInputsAndAxes) {
+  const Prim e = typed({}, Shape{3, 0}, DType::F32);
+  EXPECT_EQ(as_f64(reduce(OpCode::sum, e)), (std::vector<double>{0}));
+  EXPECT_EQ(as_f64(reduce(OpCode::prod, e)), (std::vector<double>{1}));
+  EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, e, 1)), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(as_f64(reduce_dim(OpCode::prod_dim, e, 1)), (std::vector<double>{1, 1, 1}));
+  for (double x : as_f64(reduce_dim(OpCode::mean_dim, e, 1))) EXPECT_TRUE(std::isnan(x));
+  const Prim r = reduce_dim(OpCode::sum_dim, e, 0);
+  EXPECT_EQ(cpu_of(r).shape(), (Shape{1, 0}));
+  const Prim ie = typed({}, Shape{0, 3}, DType::I32);
+  EXPECT_EQ(cpu_of(reduce_dim(OpCode::sum_dim, ie, 1)).shape(), (Shape{0, 1}));
+  EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, ie, 0)), (std::vector<double>{0, 0, 0}));
+}
+
+TEST(CpuReduce, PrecisionSignsAndWrapping) {
+  std::vector<double> v(1024);
+  std::iota(v.begin(), v.end(), 0.0);
+  EXPECT_EQ(as_f64(reduce_dim(OpCode::mean_dim, typed(v, Shape{1, 1024}, DType::F32), 1)),
+            (std::vector<double>{511.5}));
+  EXPECT_EQ(as_f64(reduce_dim(OpCode::mean_dim, typed(v, Shape{1024, 1}, DType::F32), 0)),
+            (std::vector<double>{511.5}));
+  EXPECT_EQ(as_f64(reduce(OpCode::prod, typed({-5, 1, 2, 3, 4, 5}, Shape{6}, DType::F32))),
+            (std::vector<double>{-600}));
+  EXPECT_EQ(as_f64(reduce(OpCode::prod, typed({-5, 1, 2, 3, 4, 5}, Shape{6}, DType::I8))), (std::vector<double>{-88}));
+  // i8 sums wrap; i8 means do not overflow.
+  const Prim big = typed({100, 100, 100}, Shape{3}, DType::I8);
+  EXPECT_EQ(as_f64(reduce(OpCode::sum, big)), (std::vector<double>{44}));
+  EXPECT_EQ(as_f64(reduce_dim(OpCode::mean_dim, big, 0)), (std::vector<double>{100}));
+  EXPECT_EQ(as_f64(reduce_dim(OpCode::mean_dim, typed({-7, 2}, Shape{2}, DType::I32), 0)), (std::vector<double>{-2}));
+  // Large f32 sums keep precision (accumulated in double).
+  std::vector<float> ones(1 << 20, 0.1f);
+  const auto s = to_f32(reduce(OpCode::sum, from_vec(ones, Shape{ones.size()})));
+  EXPECT_NEAR(s[0], 0.1 * static_cast<double>(ones.size()), 1e-2);
+}
+
+}  // namespace
+}  // namespace tensor::cpu::test
