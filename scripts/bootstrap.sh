@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages libtensor's build, tests and tools need (idempotent, non-interactive, run as root).
+#
+# Only packages that are missing are installed, and `apt-get update` runs only
+# when something is missing, so a second run does nothing and needs no network.
+set -euo pipefail
+
+PACKAGES=(
+  meson ninja-build g++ pkg-config      # build
+  libhwy-dev libblis-openmp-dev         # CPU backend: Highway SIMD, BLIS gemm (+ OpenMP via libgomp)
+  libfmt-dev zlib1g-dev                 # formatting inside the library; gzip reading for tensorctl demo
+  libgtest-dev                          # tests
+  libvulkan-dev glslc                   # Vulkan backend: loader + headers, GLSL -> SPIR-V compiler
+  mesa-vulkan-drivers                   # lavapipe: software Vulkan, so the vulkan suite runs without a GPU
+  vulkan-validationlayers vulkan-tools  # validation layer in CI, vulkaninfo for diagnosis
+  python3                               # build-time helpers
+)
+
+installed() {
+  # dpkg prints "install ok installed" for a fully installed package; anything else
+  # (absent, half-configured, removed with config left) counts as missing.
+  [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
+}
+
+if [[ "$(id -u)" -ne 0 ]]; then
+  echo "bootstrap: must run as root (apt-get install); try: sudo bash $0" >&2
+  exit 1
+fi
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  echo "bootstrap: needs a Debian-based system (dpkg-query and apt-get)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "bootstrap: all ${#PACKAGES[@]} packages already installed; nothing to do"
+  exit 0
+fi
+
+echo "bootstrap: missing ${#missing[@]} of ${#PACKAGES[@]} packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+echo "bootstrap: apt-get update"
+apt-get update -q
+echo "bootstrap: apt-get install ${missing[*]}"
+apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+still=()
+for p in "${missing[@]}"; do
+  installed "$p" || still+=("$p")
+done
+if [[ ${#still[@]} -ne 0 ]]; then
+  echo "bootstrap: still missing after install: ${still[*]}" >&2
+  exit 1
+fi
+echo "bootstrap: installed ${missing[*]}"

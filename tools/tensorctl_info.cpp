@@ -1,0 +1,142 @@
+// `tensorctl info`: what this machine's libtensor can do — devices, backends (and why
+// some are absent), per-dtype usage, settings, op-table coverage, CPU SIMD/BLIS/OpenMP.
+// Reads below the public API (dispatch introspection), so it links tensor_internal.
+#include <hwy/targets.h>  // hwy::TargetName only; no SIMD code here
+
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_info.hpp"
+#include "dispatch/backend.hpp"
+#include "dispatch/dispatch.hpp"
+#include "dispatch/settings.hpp"
+#include "tensor/device.hpp"
+#include "tensor/dtype.hpp"
+#include "tensor/version.hpp"
+#include "tools/tensorctl.hpp"
+
+namespace tensorctl {
+namespace {
+
+namespace td = tensor::dispatch;
+using tensor::DeviceId;
+using tensor::DType;
+using tensor::DTypeUsage;
+
+std::string yes_no(bool b) { return b ? "yes" : "no"; }
+
+std::string id_string(DeviceId d) {
+  return "(" + std::to_string(d.type_id) + "," + std::to_string(d.index_id) + ")";
+}
+
+// Names joined by ", ", wrapped at ~88 columns under an indent.
+void print_wrapped(std::ostream& os, const std::vector<std::string>& names, const std::string& indent) {
+  std::string line = indent;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string item = names[i] + (i + 1 < names.size() ? "," : "");
+    if (line.size() > indent.size() && line.size() + 1 + item.size() > 88) {
+      os << line << '\n';
+      line = indent;
+    }
+    if (line.size() > indent.size()) line += ' ';
+    line += item;
+  }
+  if (line.size() > indent.size()) os << line << '\n';
+}
+
+void print_dtype_table(std::ostream& os, DeviceId dev) {
+  TextTable t({"dtype", "Storage", "Arithmetic", "Accelerated", "supports"}, 4);
+  for (int i = 0; i < tensor::kDTypeCount; ++i) {
+    const auto dt = static_cast<DType>(i);
+    try {
+      const tensor::DTypeUsageSet u = td::dtype_usage(dev, dt);
+      t.add({std::string(tensor::dtype_name(dt)), yes_no(u.contains(DTypeUsage::Storage)),
+             yes_no(u.contains(DTypeUsage::Arithmetic)), yes_no(u.contains(DTypeUsage::Accelerated)),
+             yes_no(td::supports_dtype(dev, dt))});
+    } catch (const std::exception& e) {
+      t.add({std::string(tensor::dtype_name(dt)), "error: " + std::string(e.what())});
+    }
+  }
+  t.print(os);
+}
+
+void print_op_coverage(std::ostream& os, const td::Backend& b) {
+  std::size_t native = 0, defaulted = 0, empty = 0;
+  for (std::size_t i = 0; i < td::kOps.size(); ++i) {
+    const auto op = static_cast<tensor::OpCode>(i);
+    if (!b.has(op)) ++empty;
+    else if (b.is_native(op)) ++native;
+    else ++defaulted;
+  }
+  os << "  op table: " << td::kOps.size() << " ops; " << native << " native, " << defaulted << " default, " << empty
+     << " empty\n";
+  const auto& missing = b.missing_required();
+  os << "  missing required ops: " << missing.size() << '\n';
+  std::vector<std::string> names;
+  for (tensor::OpCode op : missing) names.emplace_back(td::op_name(op));
+  print_wrapped(os, names, "    ");
+  if (empty > missing.size()) {
+    names.clear();
+    for (std::size_t i = 0; i < td::kOps.size(); ++i) {
+      const auto op = static_cast<tensor::OpCode>(i);
+      if (!b.has(op) && td::kOps[i].policy == td::Policy::Def) names.emplace_back(td::op_name(op));
+    }
+    os << "  defaulted ops with no default: " << names.size() << '\n';
+    print_wrapped(os, names, "    ");
+  }
+}
+
+void print_cpu_details(std::ostream& os) {
+  std::string compiled;
+  for (std::int64_t t : tensor::cpu::compiled_targets()) compiled += std::string(compiled.empty() ? "" : " ") + hwy::TargetName(t);
+  TextTable t({"cpu", ""}, 2);
+  t.add({"Highway target", tensor::cpu::current_target_name()});
+  t.add({"compiled+supported targets", compiled.empty() ? "(none)" : compiled});
+  t.add({"BLIS architecture", tensor::cpu::blis_arch()});
+  t.add({"OpenMP threads", std::to_string(tensor::cpu::omp_threads())});
+  t.print(os, /*with_header=*/false);
+}
+
+}  // namespace
+
+int run_info(Args args) {
+  if (!args.empty()) {
+    std::cerr << "tensorctl info: takes no arguments; got '" << args[0] << "'\n";
+    return kExitUsage;
+  }
+  std::ostream& os = std::cout;
+  os << "libtensor " << TENSOR_VERSION_STRING << '\n';
+
+  td::Registry& reg = td::Registry::instance();
+  const std::vector<DeviceId> devices = td::available_devices();
+
+  os << "\ndevices:\n";
+  TextTable dt({"id", "device", "backend"});
+  for (DeviceId d : devices) dt.add({id_string(d), td::device_string(d), td::backend_name(d)});
+  dt.print(os);
+
+  os << "\nabsent backends:\n";
+  if (reg.absent().empty()) os << "  (none)\n";
+  for (const auto& [name, why] : reg.absent()) os << "  " << name << ": " << why << '\n';
+
+  for (DeviceId d : devices) {
+    const td::Backend& b = reg.get(d.type_id);
+    os << "\ndevice " << td::device_string(d) << " " << id_string(d) << " -- " << td::backend_name(d) << '\n';
+
+    // Reading the settings fixes them to the device defaults (SPEC §3); fine for a tool.
+    const tensor::DeviceSettings& s = td::device_settings(d);
+    os << "  settings: float " << tensor::dtype_name(tensor::to_dtype(s.float_dtype)) << ", int "
+       << tensor::dtype_name(tensor::to_dtype(s.int_dtype)) << ", bool "
+       << tensor::dtype_name(tensor::to_dtype(s.bool_dtype)) << '\n';
+
+    os << "  dtype usage:\n";
+    print_dtype_table(os, d);
+    print_op_coverage(os, b);
+    if (d.type_id == tensor::kCpuDeviceType) print_cpu_details(os);
+  }
+  return kExitOk;
+}
+
+}  // namespace tensorctl
