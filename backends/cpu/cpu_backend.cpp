@@ -38,6 +38,7 @@ std::unique_ptr<dispatch::Backend> make_cpu_backend() {
   register_creation_ops(*b);
   register_layout_ops(*b);
   register_binary_ops(*b);
+  register_unary_ops(*b);
   register_matmul_ops(*b);
   register_reduce_ops(*b);
   b->set<dispatch::DeviceOp::name>(&name_entry);

@@ -11,7 +11,7 @@ void register_layout_ops(dispatch::Backend& b);    // layout.cpp: views, reshape
 void register_binary_ops(dispatch::Backend& b);    // binary.cpp: arithmetic, comparisons, bool, masks
 void register_unary_ops(dispatch::Backend& b);     // unary.cpp: float math, abs, bitwise not
 void register_matmul_ops(dispatch::Backend& b);    // matmul.cpp
-void register_reduce_ops(dispatch::Backend& b);    // reduce.cpp: sum, prod, mean_dim
+void register_reduce_ops(dispatch::Backend& b);    // reduce.cpp: sum, prod, mean_dim, scans
 
 // `a` converted to dtype `to` (Rust `as` semantics), any layout in, contiguous out;
 // `a` itself when it already has that dtype.

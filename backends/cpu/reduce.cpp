@@ -1,5 +1,6 @@
-// Sum/product reductions on the CPU (all elements, or along one dim kept as size 1)
-// and mean_dim. Floats accumulate in double; ints in uint64 (wrapping, truncated back).
+// Sum/product reductions on the CPU (all elements, or along one dim kept as size 1),
+// mean_dim, and running scans (cumsum, cumprod, cummin, cummax). Floats accumulate
+// in double; ints in uint64 (wrapping, truncated back).
 #include <cmath>
 #include <vector>
 
@@ -140,6 +141,54 @@ Prim reduce_dim_entry(Prim p, std::size_t dim) {
   return out;
 }
 
+// ---- scans: running sum / product / min / max along a dim (NaN propagates) ---------
+enum class ScanOp { Sum, Prod, Min, Max };
+
+template <class T, ScanOp kOp>
+void scan_line(std::byte* o, const std::byte* x, std::size_t n, std::int64_t os, std::int64_t xs) {
+  if constexpr (kOp == ScanOp::Sum || kOp == ScanOp::Prod) {
+    constexpr bool kProd = kOp == ScanOp::Prod;
+    acc_t<T> acc = kProd ? acc_t<T>(1) : acc_t<T>(0);
+    for (std::size_t j = 0; j < n; ++j, o += os, x += xs) {
+      acc = combine<T, kProd>(acc, *at<T>(x));
+      *at<T>(o) = finish<T>(acc, RedOp::Sum, 0);
+    }
+  } else {
+    if (n == 0) return;
+    calc_t<T> acc = ld(*at<T>(x));
+    for (std::size_t j = 0; j < n; ++j, o += os, x += xs) {
+      const calc_t<T> v = ld(*at<T>(x));
+      bool take = kOp == ScanOp::Max ? v > acc : v < acc;
+      if constexpr (dispatch::kIsFloatLike<T>) take = !std::isnan(acc) && (take || std::isnan(v));
+      if (take) acc = v;
+      *at<T>(o) = st<T>(acc);
+    }
+  }
+}
+
+template <ScanOp kOp>
+Prim scan_entry(Prim p, std::size_t dim) {
+  const CpuRef a = as_cpu(std::move(p));
+  const Shape& shape = a->shape();
+  CpuRef out = alloc_tensor(a->dtype(), shape);
+  Shape lines = shape;
+  const std::size_t n = shape[dim];
+  lines[dim] = 1;
+  visit_numeric(a->dtype(), "cumsum", [&](auto tag) {
+    using T = decltype(tag);
+    const auto e = static_cast<std::int64_t>(sizeof(T));
+    const auto plan = make_plan<2>(lines, {out->layout().strides.data(), a->layout().strides.data()},
+                                   {sizeof(T), sizeof(T)});
+    const std::int64_t os = out->stride(dim) * e, xs = a->stride(dim) * e;
+    for_each_row(plan, {out->data(), a->data()},
+                 [&](std::array<std::byte*, 2> ptr, std::size_t m, std::array<std::int64_t, 2> s) {
+                   for (std::size_t i = 0; i < m; ++i, ptr[0] += s[0], ptr[1] += s[1])
+                     scan_line<T, kOp>(ptr[0], ptr[1], n, os, xs);
+                 });
+  });
+  return out;
+}
+
 }  // namespace
 
 void register_reduce_ops(dispatch::Backend& b) {
@@ -148,6 +197,10 @@ void register_reduce_ops(dispatch::Backend& b) {
   b.set<OpCode::sum_dim>(&reduce_dim_entry<RedOp::Sum>);
   b.set<OpCode::prod_dim>(&reduce_dim_entry<RedOp::Prod>);
   b.set<OpCode::mean_dim>(&reduce_dim_entry<RedOp::Mean>);
+  b.set<OpCode::cumsum>(&scan_entry<ScanOp::Sum>);
+  b.set<OpCode::cumprod>(&scan_entry<ScanOp::Prod>);
+  b.set<OpCode::cummin>(&scan_entry<ScanOp::Min>);
+  b.set<OpCode::cummax>(&scan_entry<ScanOp::Max>);
 }
 
 }  // namespace tensor::cpu
