@@ -1,0 +1,989 @@
+// Op tests generated from the op table: every op of the elementwise, comparison and
+// reduction families x every dtype its kinds allow x several layouts, checked
+// against a scalar reference written here (double / int64, independent of the
+// kernels). Ops are called by OpCode through the public firewall functions
+// (tensor/detail.hpp), exactly as the Tensor<D, K> methods do.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "dispatch/backend.hpp"
+#include "dispatch/ops.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace tt;
+using tensor::dispatch::Family;
+using tensor::dispatch::kOps;
+using tensor::dispatch::OpInfo;
+using tensor::dispatch::Registry;
+
+constexpr std::size_t R = 4, C = 6;  // logical shape of every operand
+
+// ---- the reference model -----------------------------------------------------------
+
+struct Domain {
+  double lo = -3, hi = 3;
+  double quantum = 0;  // values snapped to multiples of this (0: continuous)
+  double min_abs = 0;  // |value| at least this
+};
+
+using FEl = std::function<double(const std::vector<double>&)>;                      // element inputs (+ scalar)
+using IEl = std::function<std::int64_t(const std::vector<std::int64_t>&, DType)>;  // ints/bools, result unwrapped
+using FLane = std::function<std::vector<double>(const std::vector<double>&)>;
+using ILane = std::function<std::vector<std::int64_t>(const std::vector<std::int64_t>&, DType)>;
+
+enum class LaneTol { Exact, Sum, Mean, Prod, Rel };
+
+struct Spec {
+  FEl f;
+  IEl i;
+  FLane fl;
+  ILane il;
+  bool scan = false;       // Dim family: output keeps the dim (cumsum, softmax)
+  bool transpose = false;  // the transpose op
+  bool bool_out = false;   // comparisons
+  Domain fd[2];
+  Domain sd[2] = {{-10, 10}, {-10, 10}};
+  std::optional<Domain> ud[2];  // unsigned; default: sd clipped to >= 0
+  std::vector<double> fs;        // scalar arguments for float tensors
+  std::vector<std::int64_t> ss;  // ... signed int tensors
+  std::vector<std::int64_t> us;  // ... unsigned int tensors
+  bool int_scalar = false;       // float tensors get the scalars as ints (powi)
+  double tol = 4;                // float results: |got - want| <= tol * eps * (|want| + floor) + abs
+  double floor = 0;
+  double abs = 0;
+  LaneTol lane_tol = LaneTol::Exact;
+  // Reductions: which inputs must raise ShapeError instead of giving a value.
+  enum class EmptyRule { None, TensorEmpty, IntLaneEmpty, IntTensorEmpty } empty = EmptyRule::None;
+};
+
+std::uint64_t U(std::int64_t v) { return static_cast<std::uint64_t>(v); }
+std::int64_t S(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+
+// Floor-mod on ints (result has the divisor's sign); plain % on unsigned.
+std::int64_t int_rem(std::int64_t a, std::int64_t b, DType t) {
+  if (is_un(t)) return S(U(a) % U(b));
+  std::int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+double float_rem(double a, double b) {
+  double r = std::fmod(a, b);
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+std::int64_t ipow(std::int64_t x, std::int64_t n) {
+  std::uint64_t r = 1;
+  for (std::int64_t k = 0; k < n; ++k) r *= U(x);
+  return S(r);
+}
+
+Spec unary_f(std::function<double(double)> g, Domain d = {}, double tol = 4, double floor = 0) {
+  Spec s;
+  s.f = [g](const std::vector<double>& v) { return g(v[0]); };
+  s.fd[0] = d;
+  s.tol = tol;
+  s.floor = floor;
+  return s;
+}
+Spec transc(std::function<double(double)> g, Domain d = {}) { return unary_f(std::move(g), d, 16, 1); }
+Spec binary_f(std::function<double(double, double)> g, Domain a = {}, Domain b = {}, double tol = 4, double floor = 0) {
+  Spec s;
+  s.f = [g](const std::vector<double>& v) { return g(v[0], v[1]); };
+  s.fd[0] = a;
+  s.fd[1] = b;
+  s.tol = tol;
+  s.floor = floor;
+  return s;
+}
+// Comparisons: the same predicate on floats, ints and bools (as 0/1).
+Spec compare(std::function<bool(double, double)> p) {
+  Spec s;
+  s.bool_out = true;
+  s.f = [p](const std::vector<double>& v) { return p(v[0], v[1]) ? 1.0 : 0.0; };
+  s.i = [p](const std::vector<std::int64_t>& v, DType) -> std::int64_t {
+    return p(static_cast<double>(v[0]), static_cast<double>(v[1])) ? 1 : 0;
+  };
+  // Small integer-valued sets so that ties happen.
+  s.fd[0] = s.fd[1] = {-3, 3, 0.5};
+  s.sd[0] = s.sd[1] = {-3, 3};
+  s.ud[0] = s.ud[1] = Domain{0, 6};
+  s.fs = {1.0, -0.5};
+  s.ss = {1, -2};
+  s.us = {1, 3};
+  return s;
+}
+
+std::vector<double> cum(const std::vector<double>& v, std::function<double(double, double)> op) {
+  std::vector<double> out(v.size());
+  for (std::size_t k = 0; k < v.size(); ++k) out[k] = k ? op(out[k - 1], v[k]) : v[k];
+  return out;
+}
+std::vector<std::int64_t> cumi(const std::vector<std::int64_t>& v, std::function<std::int64_t(std::int64_t, std::int64_t)> op) {
+  std::vector<std::int64_t> out(v.size());
+  for (std::size_t k = 0; k < v.size(); ++k) out[k] = k ? op(out[k - 1], v[k]) : v[k];
+  return out;
+}
+double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+double nan_min(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
+
+std::map<std::string, Spec> make_specs() {
+  std::map<std::string, Spec> m;
+  const Domain pos{0.1, 5}, nonzero{-3, 3, 0, 0.5}, halves{-4, 4, 0.25};
+
+  // ---- Unary
+  m["detach"] = unary_f([](double x) { return x; }, {}, 0);
+  {
+    Spec s;
+    s.transpose = true;
+    s.f = [](const std::vector<double>& v) { return v[0]; };
+    s.i = [](const std::vector<std::int64_t>& v, DType) { return v[0]; };
+    s.tol = 0;
+    m["transpose"] = s;
+  }
+  {
+    Spec s = unary_f([](double x) { return -x; }, {}, 0);
+    s.i = [](const std::vector<std::int64_t>& v, DType) { return S(0 - U(v[0])); };
+    m["neg"] = s;
+  }
+  m["recip"] = unary_f([](double x) { return 1.0 / x; }, nonzero, 4);
+  {
+    Spec s;
+    s.i = [](const std::vector<std::int64_t>& v, DType) { return S(U(v[0]) * U(v[0])); };
+    s.ud[0] = Domain{0, 15};
+    m["square"] = s;
+  }
+  m["sqrt"] = transc([](double x) { return std::sqrt(x); }, {0, 5});
+  m["exp"] = transc([](double x) { return std::exp(x); });
+  m["log"] = transc([](double x) { return std::log(x); }, pos);
+  m["log1p"] = transc([](double x) { return std::log1p(x); }, {-0.5, 5});
+  {
+    Spec s = unary_f([](double x) { return std::fabs(x); }, {}, 0);
+    s.i = [](const std::vector<std::int64_t>& v, DType t) { return is_un(t) ? v[0] : (v[0] < 0 ? S(0 - U(v[0])) : v[0]); };
+    m["abs"] = s;
+  }
+  m["cos"] = transc([](double x) { return std::cos(x); });
+  m["sin"] = transc([](double x) { return std::sin(x); });
+  m["tan"] = transc([](double x) { return std::tan(x); }, {-1.2, 1.2});
+  m["cosh"] = transc([](double x) { return std::cosh(x); });
+  m["sinh"] = transc([](double x) { return std::sinh(x); });
+  m["tanh"] = transc([](double x) { return std::tanh(x); });
+  m["acos"] = transc([](double x) { return std::acos(x); }, {-0.95, 0.95});
+  m["acosh"] = transc([](double x) { return std::acosh(x); }, {1.05, 5});
+  m["asin"] = transc([](double x) { return std::asin(x); }, {-0.95, 0.95});
+  m["asinh"] = transc([](double x) { return std::asinh(x); });
+  m["atan"] = transc([](double x) { return std::atan(x); });
+  m["atanh"] = transc([](double x) { return std::atanh(x); }, {-0.9, 0.9});
+  m["round"] = unary_f([](double x) { return std::nearbyint(x); }, halves, 0);  // ties to even
+  m["floor"] = unary_f([](double x) { return std::floor(x); }, halves, 0);
+  m["ceil"] = unary_f([](double x) { return std::ceil(x); }, halves, 0);
+  m["trunc"] = unary_f([](double x) { return std::trunc(x); }, halves, 0);
+  m["erf"] = transc([](double x) { return std::erf(x); });
+  {
+    Spec s = unary_f([](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, halves, 0);
+    s.i = [](const std::vector<std::int64_t>& v, DType) -> std::int64_t { return v[0] > 0 ? 1 : v[0] < 0 ? -1 : 0; };
+    s.sd[0] = {-3, 3};
+    m["sign"] = s;
+  }
+  {
+    Spec s;
+    s.i = [](const std::vector<std::int64_t>& v, DType) { return S(~U(v[0])); };
+    m["bitwise_not"] = s;
+  }
+  {
+    Spec s;
+    s.i = [](const std::vector<std::int64_t>& v, DType) -> std::int64_t { return v[0] ? 0 : 1; };
+    m["bool_not"] = s;
+  }
+  m["relu"] = unary_f([](double x) { return x > 0 ? x : 0.0; }, halves, 0);
+  m["gelu"] = transc([](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); });
+  m["sigmoid"] = transc(sigmoid);
+  m["log_sigmoid"] = transc([](double x) { return -std::log1p(std::exp(-x)); });
+
+  // ---- Binary
+  {
+    Spec s = binary_f([](double a, double b) { return a + b; });
+    s.i = [](const std::vector<std::int64_t>& v, DType) { return S(U(v[0]) + U(v[1])); };
+    m["add"] = s;
+  }
+  {
+    Spec s = binary_f([](double a, double b) { return a - b; });
+    s.i = [](const std::vector<std::int64_t>& v, DType) { return S(U(v[0]) - U(v[1])); };
+    s.ud[0] = Domain{16, 30};
+    s.ud[1] = Domain{0, 15};
+    m["sub"] = s;
+  }
+  {
+    Spec s = binary_f([](double a, double b) { return a * b; });
+    s.i = [](const std::vector<std::int64_t>& v, DType) { return S(U(v[0]) * U(v[1])); };
+    s.ud[0] = s.ud[1] = Domain{0, 15};
+    m["mul"] = s;
+  }
+  {
+    Spec s = binary_f([](double a, double b) { return a / b; }, {}, nonzero);
+    s.i = [](const std::vector<std::int64_t>& v, DType t) { return is_un(t) ? S(U(v[0]) / U(v[1])) : v[0] / v[1]; };
+    s.sd[1] = {-5, 5, 0, 1};
+    s.ud[1] = Domain{1, 5};
+    m["div"] = s;
+  }
+  {
+    Spec s = binary_f(float_rem, {-5, 5}, nonzero, 4, 1);
+    s.i = [](const std::vector<std::int64_t>& v, DType t) { return int_rem(v[0], v[1], t); };
+    s.sd[1] = {-5, 5, 0, 1};
+    s.ud[1] = Domain{1, 5};
+    m["remainder"] = s;
+  }
+  m["powf"] = binary_f([](double a, double b) { return std::pow(a, b); }, {0.1, 3}, {-2, 2}, 16, 1);
+  m["atan2"] = binary_f([](double a, double b) { return std::atan2(a, b); }, {}, {}, 16, 1);
+  m["hypot"] = binary_f([](double a, double b) { return std::hypot(a, b); }, {}, {}, 16, 1);
+  {
+    auto bits = [](std::function<std::uint64_t(std::uint64_t, std::uint64_t)> g) {
+      Spec s;
+      s.i = [g](const std::vector<std::int64_t>& v, DType) { return S(g(U(v[0]), U(v[1]))); };
+      return s;
+    };
+    m["bitwise_and"] = bits([](std::uint64_t a, std::uint64_t b) { return a & b; });
+    m["bitwise_or"] = bits([](std::uint64_t a, std::uint64_t b) { return a | b; });
+    m["bitwise_xor"] = bits([](std::uint64_t a, std::uint64_t b) { return a ^ b; });
+    Spec shl;
+    shl.i = [](const std::vector<std::int64_t>& v, DType) { return S(U(v[0]) << v[1]); };
+    shl.sd[1] = {0, 3};
+    m["bitwise_left_shift"] = shl;
+    Spec shr;  // arithmetic for signed dtypes (values are sign-extended), logical for unsigned
+    shr.i = [](const std::vector<std::int64_t>& v, DType) { return v[0] >> v[1]; };
+    shr.sd[1] = {0, 3};
+    m["bitwise_right_shift"] = shr;
+  }
+  {
+    auto logic = [](std::function<bool(bool, bool)> g) {
+      Spec s;
+      s.i = [g](const std::vector<std::int64_t>& v, DType) -> std::int64_t { return g(v[0] != 0, v[1] != 0) ? 1 : 0; };
+      return s;
+    };
+    m["bool_and"] = logic([](bool a, bool b) { return a && b; });
+    m["bool_or"] = logic([](bool a, bool b) { return a || b; });
+    m["bool_xor"] = logic([](bool a, bool b) { return a != b; });
+  }
+  m["prelu"] = binary_f([](double x, double a) { return x < 0 ? x * a : x; }, {}, {0, 1});
+  m["relu_backward"] = binary_f([](double out, double g) { return out > 0 ? g : 0.0; }, halves, {}, 0);
+  {
+    // Derivative of the tanh form of GELU, times grad (the constants of the exact
+    // form: the library may use 6-digit constants, hence the absolute allowance).
+    Spec s = binary_f(
+        [](double x, double g) {
+          const double k = std::sqrt(2.0 / M_PI), u = k * (x + 0.044715 * x * x * x), t = std::tanh(u);
+          return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x));
+        },
+        {}, {}, 32, 1);
+    s.abs = 1e-5;
+    m["gelu_backward"] = s;
+  }
+  m["sigmoid_backward"] = binary_f([](double y, double g) { return y * (1 - y) * g; }, {0, 1}, {}, 16, 1);
+  m["log_sigmoid_backward"] = binary_f([](double x, double g) { return g * sigmoid(-x); }, {}, {}, 32, 1);
+
+  // ---- Scalar (the scalar is the last element input)
+  auto scalar_arith = [](FEl f, IEl i) {
+    Spec s;
+    s.f = std::move(f);
+    s.i = std::move(i);
+    s.fs = {1.5, -2.5};
+    s.ss = {3, -2};
+    s.us = {3};
+    s.ud[0] = Domain{3, 20};
+    return s;
+  };
+  m["add_scalar"] = scalar_arith([](const std::vector<double>& v) { return v[0] + v[1]; },
+                                 [](const std::vector<std::int64_t>& v, DType) { return S(U(v[0]) + U(v[1])); });
+  m["sub_scalar"] = scalar_arith([](const std::vector<double>& v) { return v[0] - v[1]; },
+                                 [](const std::vector<std::int64_t>& v, DType) { return S(U(v[0]) - U(v[1])); });
+  m["mul_scalar"] = scalar_arith([](const std::vector<double>& v) { return v[0] * v[1]; },
+                                 [](const std::vector<std::int64_t>& v, DType) { return S(U(v[0]) * U(v[1])); });
+  m["div_scalar"] = scalar_arith([](const std::vector<double>& v) { return v[0] / v[1]; },
+                                 [](const std::vector<std::int64_t>& v, DType t) {
+                                   return is_un(t) ? S(U(v[0]) / U(v[1])) : v[0] / v[1];
+                                 });
+  {
+    Spec s = scalar_arith([](const std::vector<double>& v) { return float_rem(v[0], v[1]); },
+                          [](const std::vector<std::int64_t>& v, DType t) { return int_rem(v[0], v[1], t); });
+    s.floor = 1;
+    m["remainder_scalar"] = s;
+  }
+  {
+    Spec s;
+    s.f = [](const std::vector<double>& v) { return std::pow(v[0], v[1]); };
+    s.i = [](const std::vector<std::int64_t>& v, DType) { return ipow(v[0], v[1]); };
+    s.fd[0] = {-2, 2, 0, 0.5};
+    s.sd[0] = {-4, 4};
+    s.ud[0] = Domain{0, 5};
+    s.fs = {3, 2, 0, -1, -2};
+    s.ss = s.us = {3, 2, 1, 0};
+    s.tol = 8;
+    s.int_scalar = true;
+    m["powi_scalar"] = s;
+    s.fs = {3, 5};
+    s.ss = s.us = {3};
+    m["powi_scalar_impl"] = s;
+  }
+  {
+    Spec s;
+    s.f = [](const std::vector<double>& v) { return std::pow(v[0], v[1]); };
+    s.fd[0] = {0.1, 3};
+    s.fs = {2.5, 2.0, -0.5};
+    s.tol = 16;
+    s.floor = 1;
+    m["powf_scalar"] = s;
+    s.fs = {2.5, 1.5};
+    m["powf_scalar_impl"] = s;
+  }
+  {
+    Spec s;
+    s.f = [](const std::vector<double>& v) { return std::max(v[0], v[1]); };
+    s.i = [](const std::vector<std::int64_t>& v, DType) { return std::max(v[0], v[1]); };
+    s.fs = {0.5, -1.5};
+    s.ss = {2, -1};
+    s.us = {5};
+    s.ud[0] = Domain{0, 10};
+    s.tol = 0;
+    m["clamp_min"] = s;
+    s.f = [](const std::vector<double>& v) { return std::min(v[0], v[1]); };
+    s.i = [](const std::vector<std::int64_t>& v, DType) { return std::min(v[0], v[1]); };
+    m["clamp_max"] = s;
+  }
+  {
+    auto bits = [](std::function<std::uint64_t(std::uint64_t, std::uint64_t)> g, std::vector<std::int64_t> sc) {
+      Spec s;
+      s.i = [g](const std::vector<std::int64_t>& v, DType) { return S(g(U(v[0]), U(v[1]))); };
+      s.ss = sc;
+      s.us = {6};
+      return s;
+    };
+    m["bitwise_and_scalar"] = bits([](std::uint64_t a, std::uint64_t b) { return a & b; }, {6, -3});
+    m["bitwise_or_scalar"] = bits([](std::uint64_t a, std::uint64_t b) { return a | b; }, {6, -3});
+    m["bitwise_xor_scalar"] = bits([](std::uint64_t a, std::uint64_t b) { return a ^ b; }, {6, -3});
+    m["bitwise_left_shift_scalar"] = bits([](std::uint64_t a, std::uint64_t b) { return a << b; }, {1, 2});
+    m["bitwise_left_shift_scalar"].us = {1, 2};
+    Spec shr;
+    shr.i = [](const std::vector<std::int64_t>& v, DType) { return v[0] >> v[1]; };
+    shr.ss = shr.us = {1, 2};
+    m["bitwise_right_shift_scalar"] = shr;
+  }
+  {
+    Spec s;
+    s.f = [](const std::vector<double>& v) { return v[0] < 0 ? v[0] * v[1] : v[0]; };
+    s.fs = {0.25, 0.01};
+    m["leaky_relu"] = s;
+  }
+
+  // ---- Compare / CompareScalar (same predicates)
+  const std::pair<const char*, std::function<bool(double, double)>> preds[] = {
+      {"equal", [](double a, double b) { return a == b; }},
+      {"not_equal", [](double a, double b) { return a != b; }},
+      {"greater", [](double a, double b) { return a > b; }},
+      {"greater_equal", [](double a, double b) { return a >= b; }},
+      {"lower", [](double a, double b) { return a < b; }},
+      {"lower_equal", [](double a, double b) { return a <= b; }},
+  };
+  for (const auto& [n, p] : preds) {
+    m[n] = compare(p);
+    m[std::string(n) + "_elem"] = compare(p);
+  }
+
+  // ---- Reduce / Dim: lane functions
+  auto fsum = [](const std::vector<double>& v) { return std::vector<double>{std::accumulate(v.begin(), v.end(), 0.0)}; };
+  auto isum = [](const std::vector<std::int64_t>& v, DType) {
+    std::uint64_t s = 0;
+    for (auto x : v) s += U(x);
+    return std::vector<std::int64_t>{S(s)};
+  };
+  auto fprod = [](const std::vector<double>& v) {
+    double p = 1;
+    for (double x : v) p *= x;
+    return std::vector<double>{p};
+  };
+  auto iprod = [](const std::vector<std::int64_t>& v, DType) {
+    std::uint64_t p = 1;  // wrapping: the product modulo 2^width, whatever the accumulator
+    for (auto x : v) p *= U(x);
+    return std::vector<std::int64_t>{S(p)};
+  };
+  auto fmean = [](const std::vector<double>& v) {
+    return std::vector<double>{std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size())};
+  };
+  auto imean = [](const std::vector<std::int64_t>& v, DType) {  // integer division toward zero
+    std::int64_t s = 0;
+    for (auto x : v) s += x;
+    return std::vector<std::int64_t>{s / static_cast<std::int64_t>(v.size())};
+  };
+  auto fext = [](bool mx, bool ab) {
+    return [mx, ab](const std::vector<double>& v) {
+      double r = ab ? std::fabs(v[0]) : v[0];
+      for (double x : v) r = mx ? nan_max(r, ab ? std::fabs(x) : x) : nan_min(r, x);
+      return std::vector<double>{r};
+    };
+  };
+  auto iext = [](bool mx, bool ab) {
+    return [mx, ab](const std::vector<std::int64_t>& v, DType t) {
+      auto a = [&](std::int64_t x) { return ab && !is_un(t) && x < 0 ? -x : x; };
+      std::int64_t r = a(v[0]);
+      for (auto x : v) r = mx ? std::max(r, a(x)) : std::min(r, a(x));
+      return std::vector<std::int64_t>{r};
+    };
+  };
+  auto red = [](FLane fl, ILane il, LaneTol lt, Domain fd = {}, Domain sd = {-10, 10}) {
+    Spec s;
+    s.fl = std::move(fl);
+    s.il = std::move(il);
+    s.lane_tol = lt;
+    s.fd[0] = fd;
+    s.sd[0] = sd;
+    return s;
+  };
+  const Domain prod_f{-1.5, 1.5, 0, 0.5}, prod_i{-2, 2, 0, 1};
+  for (const char* suffix : {"", "_dim"}) {
+    const std::string sfx = suffix;
+    m["sum" + sfx] = red(fsum, isum, LaneTol::Sum);
+    m["prod" + sfx] = red(fprod, iprod, LaneTol::Prod, prod_f, prod_i);
+    m["mean" + sfx] = red(fmean, imean, LaneTol::Mean);
+    m["mean" + sfx].empty = sfx.empty() ? Spec::EmptyRule::IntTensorEmpty : Spec::EmptyRule::IntLaneEmpty;
+    m["max" + sfx] = red(fext(true, false), iext(true, false), LaneTol::Exact);
+    m["min" + sfx] = red(fext(false, false), iext(false, false), LaneTol::Exact);
+    m["max_abs" + sfx] = red(fext(true, true), iext(true, true), LaneTol::Exact);
+    for (const char* e : {"max", "min", "max_abs"}) m[e + sfx].empty = Spec::EmptyRule::TensorEmpty;
+  }
+  auto scan = [](FLane fl, ILane il, LaneTol lt, Domain fd = {}, Domain sd = {-10, 10}) {
+    Spec s;
+    s.fl = std::move(fl);
+    s.il = std::move(il);
+    s.scan = true;
+    s.lane_tol = lt;
+    s.fd[0] = fd;
+    s.sd[0] = sd;
+    return s;
+  };
+  m["cumsum"] = scan([](const std::vector<double>& v) { return cum(v, [](double a, double b) { return a + b; }); },
+                     [](const std::vector<std::int64_t>& v, DType) {
+                       return cumi(v, [](std::int64_t a, std::int64_t b) { return S(U(a) + U(b)); });
+                     },
+                     LaneTol::Sum);
+  m["cumprod"] = scan([](const std::vector<double>& v) { return cum(v, [](double a, double b) { return a * b; }); },
+                      [](const std::vector<std::int64_t>& v, DType) {
+                        return cumi(v, [](std::int64_t a, std::int64_t b) { return S(U(a) * U(b)); });
+                      },
+                      LaneTol::Prod, prod_f, prod_i);
+  m["cummin"] = scan([](const std::vector<double>& v) { return cum(v, nan_min); },
+                     [](const std::vector<std::int64_t>& v, DType) {
+                       return cumi(v, [](std::int64_t a, std::int64_t b) { return std::min(a, b); });
+                     },
+                     LaneTol::Exact);
+  m["cummax"] = scan([](const std::vector<double>& v) { return cum(v, nan_max); },
+                     [](const std::vector<std::int64_t>& v, DType) {
+                       return cumi(v, [](std::int64_t a, std::int64_t b) { return std::max(a, b); });
+                     },
+                     LaneTol::Exact);
+  auto softmax = [](double sign, bool log) {
+    return [sign, log](const std::vector<double>& v) {
+      double mx = -INFINITY;
+      for (double x : v) mx = std::max(mx, sign * x);
+      double s = 0;
+      for (double x : v) s += std::exp(sign * x - mx);
+      std::vector<double> out;
+      for (double x : v) out.push_back(log ? sign * x - mx - std::log(s) : std::exp(sign * x - mx) / s);
+      return out;
+    };
+  };
+  m["softmax"] = scan(softmax(1, false), nullptr, LaneTol::Rel);
+  m["log_softmax"] = scan(softmax(1, true), nullptr, LaneTol::Rel);
+  m["softmin"] = scan(softmax(-1, false), nullptr, LaneTol::Rel);
+  return m;
+}
+
+const std::map<std::string, Spec>& specs() {
+  static const std::map<std::string, Spec> s = make_specs();
+  return s;
+}
+
+// Ops of the harness families that have no reference here yet, each with the
+// reason. Adding a row to the op table without a reference fails
+// OpTable.EveryHarnessOpHasAReference until it is referenced or listed here.
+const std::map<std::string, std::string>& not_yet_referenced() {
+  static const std::map<std::string, std::string> m = {};
+  return m;
+}
+
+bool harness_family(Family f) {
+  return f == Family::Unary || f == Family::Binary || f == Family::Scalar || f == Family::Compare ||
+         f == Family::CompareScalar || f == Family::Reduce || f == Family::Dim;
+}
+
+// ---- inputs in every layout ---------------------------------------------------------
+
+enum class Layout { Contiguous, Transposed, Strided, Flipped, NegStep, Broadcast, ImplicitBroadcast, ZeroCols, ZeroRows };
+const char* layout_name(Layout l) {
+  static const char* k[] = {"contiguous", "transposed", "sliced-step2", "flipped", "negative-step",
+                            "broadcast",  "implicit-broadcast", "zero-size[R,0]", "zero-size[0,C]"};
+  return k[static_cast<int>(l)];
+}
+
+Host gen(DType t, std::vector<std::size_t> shape, const Domain& d, std::mt19937& rng) {
+  Host h;
+  h.shape = std::move(shape);
+  h.dtype = t;
+  const std::size_t n = h.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    if (is_fl(t)) {
+      double v;
+      do {
+        v = std::uniform_real_distribution<double>(d.lo, d.hi)(rng);
+        if (d.quantum > 0) v = std::round(v / d.quantum) * d.quantum;
+      } while (std::fabs(v) < d.min_abs);
+      h.f.push_back(round_to(t, v));
+    } else if (is_bo(t)) {
+      h.i.push_back(std::bernoulli_distribution(0.5)(rng) ? 1 : 0);
+    } else {
+      std::int64_t v;
+      do {
+        v = std::uniform_int_distribution<std::int64_t>(static_cast<std::int64_t>(d.lo), static_cast<std::int64_t>(d.hi))(rng);
+      } while (std::fabs(static_cast<double>(v)) < d.min_abs);
+      h.i.push_back(v);
+    }
+  }
+  return h;
+}
+
+void copy_elem(const Host& from, std::size_t fk, Host& to, std::size_t tk) {
+  if (from.floaty()) to.f[tk] = from.f[fk];
+  else to.i[tk] = from.i[fk];
+}
+Host like(const Host& h, std::vector<std::size_t> shape) {
+  Host o;
+  o.shape = std::move(shape);
+  o.dtype = h.dtype;
+  if (h.floaty()) o.f.assign(o.size(), 0.0);
+  else o.i.assign(o.size(), 0);
+  return o;
+}
+
+struct Operand {
+  Host logical;
+  H t;
+};
+
+Operand make_operand(Layout L, int role, DType dt, const Domain& d, std::mt19937& rng) {
+  Operand o;
+  switch (L) {
+    case Layout::Contiguous:
+      o.logical = gen(dt, {R, C}, d, rng);
+      o.t = upload(o.logical);
+      break;
+    case Layout::Transposed: {
+      o.logical = gen(dt, {R, C}, d, rng);
+      Host base = like(o.logical, {C, R});
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < C; ++c) copy_elem(o.logical, r * C + c, base, c * R + r);
+      o.t = H(detail::unary(OpCode::transpose, upload(base).share()));
+      break;
+    }
+    case Layout::Strided: {
+      o.logical = gen(dt, {R, C}, d, rng);
+      Host base = gen(dt, {R + 1, 2 * C}, d, rng);  // junk around the selected elements
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < C; ++c) copy_elem(o.logical, r * C + c, base, (r + 1) * 2 * C + 2 * c);
+      const Slice s[] = {Slice::range(1, R + 1), Slice::range(0, 2 * C, 2)};
+      o.t = H(detail::slice(upload(base).share(), s));
+      break;
+    }
+    case Layout::Flipped: {
+      o.logical = gen(dt, {R, C}, d, rng);
+      Host base = like(o.logical, {R, C});
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < C; ++c) copy_elem(o.logical, r * C + c, base, (R - 1 - r) * C + (C - 1 - c));
+      const std::int64_t ax[] = {0, 1};
+      o.t = H(detail::axes(OpCode::flip, upload(base).share(), ax));
+      break;
+    }
+    case Layout::NegStep: {
+      o.logical = gen(dt, {R, C}, d, rng);
+      Host base = like(o.logical, {R, C});
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < C; ++c) copy_elem(o.logical, r * C + c, base, r * C + (C - 1 - c));
+      const Slice s[] = {Slice::all(), Slice{0, std::nullopt, -1}};
+      o.t = H(detail::slice(upload(base).share(), s));
+      break;
+    }
+    case Layout::Broadcast: {
+      const std::vector<std::size_t> small = role == 0 ? std::vector<std::size_t>{1, C} : std::vector<std::size_t>{R, 1};
+      Host h = gen(dt, small, d, rng);
+      o.logical = like(h, {R, C});
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < C; ++c) copy_elem(h, role == 0 ? c : r, o.logical, r * C + c);
+      const std::int64_t dims[] = {static_cast<std::int64_t>(R), static_cast<std::int64_t>(C)};
+      o.t = H(detail::reshape(OpCode::expand, upload(h).share(), dims));
+      break;
+    }
+    case Layout::ImplicitBroadcast:
+      o.logical = gen(dt, role == 0 ? std::vector<std::size_t>{R, 1} : std::vector<std::size_t>{1, C}, d, rng);
+      o.t = upload(o.logical);
+      break;
+    case Layout::ZeroCols:
+      o.logical = gen(dt, {R, 0}, d, rng);
+      o.t = upload(o.logical);
+      break;
+    case Layout::ZeroRows:
+      o.logical = gen(dt, {0, C}, d, rng);
+      o.t = upload(o.logical);
+      break;
+  }
+  return o;
+}
+
+// ---- expected results ----------------------------------------------------------------
+
+struct Expected {
+  Host value;
+  std::vector<double> tol;  // per element, floats only
+  bool error = false;       // ShapeError expected
+};
+
+double eps_of(DType t) { return epsilon(t); }
+
+Expected elementwise(const Spec& sp, const std::vector<Host>& in, std::optional<double> sf, std::optional<std::int64_t> si) {
+  Expected e;
+  std::vector<std::size_t> shape = {1, 1};  // broadcast: a dim other than 1 wins
+  for (const Host& h : in)
+    for (std::size_t k = 0; k < 2; ++k)
+      if (h.shape[k] != 1) shape[k] = h.shape[k];
+  const DType in_t = in[0].dtype;
+  e.value.shape = shape;
+  e.value.dtype = sp.bool_out ? DType::Bool : in_t;
+  const double eps = eps_of(in_t);
+  for (std::size_t r = 0; r < shape[0]; ++r)
+    for (std::size_t c = 0; c < shape[1]; ++c) {
+      auto idx = [&](const Host& h) { return (h.shape[0] == 1 ? 0 : r) * h.shape[1] + (h.shape[1] == 1 ? 0 : c); };
+      if (is_fl(in_t)) {
+        std::vector<double> args;
+        for (const Host& h : in) args.push_back(h.f[idx(h)]);
+        if (sf) args.push_back(*sf);
+        const double v = sp.f(args);
+        if (sp.bool_out) {
+          e.value.i.push_back(v != 0);
+        } else {
+          e.value.f.push_back(v);
+          e.tol.push_back(sp.tol * eps * (std::fabs(v) + sp.floor) + sp.abs);
+        }
+      } else {
+        std::vector<std::int64_t> args;
+        for (const Host& h : in) args.push_back(h.i[idx(h)]);
+        if (si) args.push_back(*si);
+        const std::int64_t v = sp.i(args, in_t);
+        e.value.i.push_back(sp.bool_out ? (v != 0) : wrap(in_t, v));
+      }
+    }
+  return e;
+}
+
+Expected transposed(const Host& in) {
+  Expected e;
+  e.value = like(in, {in.shape[1], in.shape[0]});
+  for (std::size_t r = 0; r < in.shape[0]; ++r)
+    for (std::size_t c = 0; c < in.shape[1]; ++c) copy_elem(in, r * in.shape[1] + c, e.value, c * in.shape[0] + r);
+  e.tol.assign(e.value.f.size(), 0.0);
+  return e;
+}
+
+// Reductions and scans along `dim` (nullopt: the whole tensor, row-major, result [1]).
+Expected lanes(const Spec& sp, const Host& in, std::optional<std::size_t> dim) {
+  Expected e;
+  const DType t = in.dtype;
+  const bool fl = is_fl(t);
+  using R_ = Spec::EmptyRule;
+  const bool tensor_empty = in.size() == 0;
+  const std::size_t lane_len = dim ? in.shape[*dim] : in.size();
+  if ((sp.empty == R_::TensorEmpty && tensor_empty) || (!fl && sp.empty == R_::IntTensorEmpty && tensor_empty) ||
+      (!fl && sp.empty == R_::IntLaneEmpty && lane_len == 0)) {
+    e.error = true;
+    return e;
+  }
+  std::vector<std::vector<std::size_t>> lane_idx;  // source flat indices of each lane
+  std::vector<std::size_t> out_shape;
+  if (!dim) {
+    lane_idx.emplace_back(in.size());
+    std::iota(lane_idx[0].begin(), lane_idx[0].end(), std::size_t{0});
+    out_shape = {sp.scan ? in.size() : 1};
+  } else {
+    const std::size_t d = *dim, o = 1 - d;
+    out_shape = in.shape;
+    if (!sp.scan) out_shape[d] = 1;
+    for (std::size_t j = 0; j < in.shape[o]; ++j) {
+      std::vector<std::size_t> l;
+      for (std::size_t k = 0; k < in.shape[d]; ++k) l.push_back(d == 1 ? j * in.shape[1] + k : k * in.shape[1] + j);
+      lane_idx.push_back(l);
+    }
+  }
+  e.value = like(in, out_shape);
+  const double eps = eps_of(t);
+  for (std::size_t j = 0; j < lane_idx.size(); ++j) {
+    const auto& li = lane_idx[j];
+    std::vector<std::size_t> dst;  // destination flat indices
+    if (!dim) {
+      dst = sp.scan ? li : std::vector<std::size_t>{0};
+    } else if (sp.scan) {
+      dst = li;
+    } else {
+      dst = {j};  // the output has size 1 in dim: lane j is row j (dim 1) or column j (dim 0)
+    }
+    if (fl) {
+      std::vector<double> v;
+      double sabs = 0;
+      for (auto k : li) { v.push_back(in.f[k]); sabs += std::fabs(in.f[k]); }
+      const std::vector<double> r = sp.fl(v);
+      const double n = static_cast<double>(v.size());
+      for (std::size_t k = 0; k < r.size(); ++k) {
+        e.value.f[dst[k]] = r[k];
+        double tol = 0;
+        switch (sp.lane_tol) {
+          case LaneTol::Exact: break;
+          case LaneTol::Sum: tol = (n + 2) * eps * sabs; break;
+          case LaneTol::Mean: tol = (n + 2) * eps * sabs / std::max(n, 1.0) + 2 * eps * std::fabs(r[k]); break;
+          case LaneTol::Prod: tol = (n + 2) * eps * std::fabs(r[k]); break;
+          case LaneTol::Rel: tol = 16 * eps * (std::fabs(r[k]) + 1); break;
+        }
+        if (sp.lane_tol == LaneTol::Prod && sp.scan) {
+          // every prefix product is bounded by the lane's magnitudes
+          double mx = 1;
+          for (double x : v) mx *= std::max(1.0, std::fabs(x));
+          tol = (n + 2) * eps * mx;
+        }
+        e.tol.resize(e.value.f.size(), 0.0);
+        e.tol[dst[k]] = tol;
+      }
+    } else {
+      std::vector<std::int64_t> v;
+      for (auto k : li) v.push_back(in.i[k]);
+      const std::vector<std::int64_t> r = sp.il(v, t);
+      for (std::size_t k = 0; k < r.size(); ++k) e.value.i[dst[k]] = wrap(t, r[k]);
+    }
+  }
+  if (fl) e.tol.resize(e.value.f.size(), 0.0);
+  return e;
+}
+
+// ---- comparing ------------------------------------------------------------------------
+
+std::string fmt_shape(const std::vector<std::size_t>& s) {
+  std::ostringstream o;
+  o << "[";
+  for (std::size_t k = 0; k < s.size(); ++k) o << (k ? ", " : "") << s[k];
+  return o.str() + "]";
+}
+
+::testing::AssertionResult same(const Expected& want, const Host& got) {
+  if (got.shape != want.value.shape)
+    return ::testing::AssertionFailure() << "shape: want " << fmt_shape(want.value.shape) << " got " << fmt_shape(got.shape);
+  if (got.dtype != want.value.dtype)
+    return ::testing::AssertionFailure() << "dtype: want " << name(want.value.dtype) << " got " << name(got.dtype);
+  int bad = 0;
+  std::ostringstream msg;
+  const std::size_t n = want.value.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    bool ok;
+    if (want.value.floaty()) {
+      const double w = want.value.f[k], g = got.f[k];
+      ok = (std::isnan(w) && std::isnan(g)) || w == g || std::fabs(w - g) <= want.tol[k];
+      if (!ok && bad < 4) msg << " [" << k << "] want " << w << " got " << g << " (tol " << want.tol[k] << ");";
+    } else {
+      ok = want.value.i[k] == got.i[k];
+      if (!ok && bad < 4) msg << " [" << k << "] want " << want.value.i[k] << " got " << got.i[k] << ";";
+    }
+    bad += !ok;
+  }
+  if (bad) return ::testing::AssertionFailure() << bad << "/" << n << " elements differ:" << msg.str();
+  return ::testing::AssertionSuccess();
+}
+
+// ---- the harness ------------------------------------------------------------------------
+
+std::vector<DType> dtypes_for(std::uint8_t kinds) {
+  std::vector<DType> out;
+  if (kinds & tensor::dispatch::kKindF) out.insert(out.end(), {DType::F64, DType::F32, DType::F16, DType::BF16});
+  if (kinds & tensor::dispatch::kKindI)
+    out.insert(out.end(), {DType::I64, DType::I32, DType::I16, DType::I8, DType::U64, DType::U32, DType::U16, DType::U8});
+  if (kinds & tensor::dispatch::kKindB) out.insert(out.end(), {DType::Bool, DType::BoolU8});
+  return out;
+}
+
+// Ops that raised NotImplemented, with the dtypes, for the summary.
+std::map<std::string, std::set<std::string>>& not_implemented() {
+  static std::map<std::string, std::set<std::string>> m;
+  return m;
+}
+
+class Summary : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    const auto& m = not_implemented();
+    std::printf("\n[ops summary] %zu op(s) raised NotImplemented on cpu and were skipped:\n", m.size());
+    for (const auto& [op, dts] : m) {
+      std::string d;
+      for (const auto& x : dts) d += (d.empty() ? "" : ",") + x;
+      std::printf("  %-28s (%s)\n", op.c_str(), d.c_str());
+    }
+  }
+};
+[[maybe_unused]] const auto* const kSummary = ::testing::AddGlobalTestEnvironment(new Summary);
+
+class GeneratedOp : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(GeneratedOp, MatchesScalarReference) {
+  const OpInfo& info = kOps[GetParam()];
+  const OpCode op = static_cast<OpCode>(GetParam());
+  const std::string op_name(info.name);
+  const auto it = specs().find(op_name);
+  if (it == specs().end()) GTEST_SKIP() << op_name << " is listed as not yet referenced";
+  const Spec& sp = it->second;
+  const Device dev = Device::cpu();
+  // A required entry the backend left empty raises NotImplemented through the
+  // forwarder; that is reported in the summary like any other NotImplemented.
+  const bool has_entry = Registry::instance().get(kCpuDeviceType).has(op);
+
+  const Family fam = info.family;
+  const bool binaryish = fam == Family::Binary || fam == Family::Compare;
+  const bool scalar_fam = fam == Family::Scalar || fam == Family::CompareScalar;
+  std::vector<Layout> layouts = {Layout::Contiguous, Layout::Transposed, Layout::Strided, Layout::Flipped,
+                                 Layout::NegStep,    Layout::Broadcast,  Layout::ZeroCols, Layout::ZeroRows};
+  if (binaryish) layouts.push_back(Layout::ImplicitBroadcast);
+
+  std::mt19937 rng(1234u + static_cast<unsigned>(GetParam()));
+  int combos = 0;
+  std::set<std::string> ni;
+  for (DType dt : dtypes_for(info.kinds)) {
+    if (!dev.supports_dtype(dt)) continue;
+    const bool fl = is_fl(dt);
+    if (fl ? !(sp.f || sp.fl) : !(sp.i || sp.il)) {
+      ADD_FAILURE() << op_name << ": the op table allows " << name(dt) << " but the reference has no "
+                    << (fl ? "float" : "int/bool") << " form";
+      continue;
+    }
+    const bool un = is_un(dt);
+    std::vector<std::optional<Scalar>> scalars{std::nullopt};
+    if (scalar_fam) {
+      scalars.clear();
+      if (is_bo(dt)) {
+        scalars = {Scalar(true), Scalar(false)};
+      } else if (fl) {
+        for (double s : sp.fs)
+          scalars.emplace_back(sp.int_scalar ? Scalar(static_cast<std::int64_t>(s)) : Scalar(s));
+      } else {
+        for (std::int64_t s : (un ? sp.us : sp.ss)) scalars.emplace_back(Scalar(s));
+      }
+    }
+    for (Layout L : layouts) {
+      std::vector<std::optional<std::int64_t>> dims{std::nullopt};
+      if (fam == Family::Dim) dims = {0, 1, -1};
+      for (const auto& dim : dims)
+        for (const auto& sc : scalars) {
+          SCOPED_TRACE(op_name + " dtype=" + name(dt) + " layout=" + layout_name(L) +
+                       (dim ? " dim=" + std::to_string(*dim) : std::string()) +
+                       (sc ? " scalar=" + std::to_string(sc->to_double()) : std::string()));
+          const int arity = binaryish ? 2 : 1;
+          std::vector<Operand> ops;
+          for (int k = 0; k < arity; ++k) {
+            Domain d = fl ? sp.fd[k] : un ? (sp.ud[k] ? *sp.ud[k] : Domain{std::max(0.0, sp.sd[k].lo), sp.sd[k].hi,
+                                                                          0, sp.sd[k].min_abs})
+                                          : sp.sd[k];
+            ops.push_back(make_operand(L, k, dt, d, rng));
+          }
+          std::vector<Host> in;
+          for (auto& o : ops) in.push_back(o.logical);
+          Expected want;
+          if (sp.transpose) {
+            want = transposed(in[0]);
+          } else if (fam == Family::Reduce) {
+            want = lanes(sp, in[0], std::nullopt);
+          } else if (fam == Family::Dim) {
+            want = lanes(sp, in[0], static_cast<std::size_t>(*dim < 0 ? *dim + 2 : *dim));
+          } else {
+            std::optional<double> sf;
+            std::optional<std::int64_t> si;
+            if (sc) {
+              if (fl) sf = sc->to_double();
+              else if (is_bo(dt)) si = sc->to_bool() ? 1 : 0;
+              else si = sc->to_int64();
+            }
+            want = elementwise(sp, in, sf, si);
+          }
+          try {
+            H out;
+            switch (fam) {
+              case Family::Unary: out = H(detail::unary(op, ops[0].t.share())); break;
+              case Family::Binary: out = H(detail::binary(op, ops[0].t.share(), ops[1].t.share())); break;
+              case Family::Scalar: out = H(detail::scalar(op, ops[0].t.share(), *sc)); break;
+              case Family::Compare: out = H(detail::compare(op, ops[0].t.share(), ops[1].t.share())); break;
+              case Family::CompareScalar: out = H(detail::compare_scalar(op, ops[0].t.share(), *sc)); break;
+              case Family::Reduce: out = H(detail::reduce(op, ops[0].t.share())); break;
+              case Family::Dim: out = H(detail::reduce_dim(op, ops[0].t.share(), *dim)); break;
+              default: FAIL() << "family not driven by the harness";
+            }
+            if (want.error) {
+              ADD_FAILURE() << "expected ShapeError, got a result of shape " << out.shape().to_string();
+              continue;
+            }
+            const Host got = out.read();
+            EXPECT_TRUE(same(want, got));
+            // The inputs are untouched (ops take their operands by value; shared ones must not change).
+            for (std::size_t k = 0; k < ops.size(); ++k) {
+              Expected in_want{in[k], std::vector<double>(in[k].f.size(), 0.0), false};
+              EXPECT_TRUE(same(in_want, ops[k].t.read())) << "operand " << k << " changed";
+            }
+            ++combos;
+          } catch (const tensor::NotImplemented&) {
+            ni.insert(name(dt));
+            not_implemented()[op_name].insert(name(dt));
+          } catch (const tensor::ShapeError& e) {
+            if (!want.error) ADD_FAILURE() << "unexpected ShapeError: " << e.what();
+            else EXPECT_NE(std::string(e.what()).find(op_name), std::string::npos) << e.what();
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << "unexpected exception: " << e.what();
+          }
+        }
+    }
+  }
+  RecordProperty("checked_combinations", combos);
+  if (!has_entry) {
+    EXPECT_EQ(combos, 0) << op_name << " has no cpu entry, yet calls succeeded";
+  }
+  if (combos == 0 && !ni.empty())
+    GTEST_SKIP() << op_name << " raised NotImplemented on cpu" << (has_entry ? "" : " (required entry missing)");
+}
+
+std::vector<std::size_t> harness_ops() {
+  std::vector<std::size_t> out;
+  for (std::size_t k = 0; k < kOps.size(); ++k)
+    if (harness_family(kOps[k].family)) out.push_back(k);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(OpTable, GeneratedOp, ::testing::ValuesIn(harness_ops()),
+                         [](const ::testing::TestParamInfo<std::size_t>& p) { return std::string(kOps[p.param].name); });
+
+TEST(OpTable, EveryHarnessOpHasAReference) {
+  std::set<std::string> table;
+  for (const OpInfo& o : kOps) {
+    if (!harness_family(o.family)) continue;
+    const std::string n(o.name);
+    table.insert(n);
+    const bool ref = specs().count(n) != 0, listed = not_yet_referenced().count(n) != 0;
+    EXPECT_TRUE(ref || listed) << "op '" << n << "' (family " << tensor::dispatch::family_name(o.family)
+                               << ") has no reference in ops_test.cpp and is not in not_yet_referenced()";
+    EXPECT_FALSE(ref && listed) << "op '" << n << "' has a reference: remove it from not_yet_referenced()";
+  }
+  for (const auto& [n, spec] : specs()) EXPECT_TRUE(table.count(n)) << "reference for '" << n << "' matches no op-table row";
+  for (const auto& [n, why] : not_yet_referenced()) EXPECT_TRUE(table.count(n)) << "stale not-yet entry '" << n << "'";
+}
+
+}  // namespace
