@@ -1,0 +1,256 @@
+// Edge cases from the reference catalogue (backend-surface.md, "30+ edge cases")
+// that the CPU backend covers, with hand-written expectations. Ops that raise
+// NotImplemented are skipped (and say so).
+#include "test_util.hpp"
+
+namespace {
+
+using namespace tt;
+
+const Device kCpu = Device::cpu();
+
+template <class T>
+Tensor<1> f1(std::vector<T> v) { return Tensor<1>::from_data(TensorData::from<T>(v), kCpu); }
+template <class T>
+Tensor<1, Int> i1(std::vector<T> v) { return Tensor<1, Int>::from_data(TensorData::from<T>(v), kCpu); }
+template <class T>
+Tensor<2> f2(std::vector<T> v, std::size_t r, std::size_t c) {
+  return Tensor<2>::from_data(TensorData::from<T>(v, {r, c}), kCpu);
+}
+template <class T, std::size_t D, class K>
+std::vector<T> vals(const Tensor<D, K>& t) { return t.into_data().template to_vec<T>(); }
+
+#define SKIP_IF_NOT_IMPLEMENTED(stmt)                                          \
+  try {                                                                        \
+    (void)(stmt);                                                              \
+  } catch (const NotImplemented& e) {                                          \
+    GTEST_SKIP() << "NotImplemented on cpu: " << e.what();                     \
+  }
+
+// 5. Sum of empty = 0, prod of empty = 1; sum_dim of [3,0] along 1 gives zeros.
+TEST(EdgeCases, EmptyReductions) {
+  const auto e = Tensor<2>::zeros({3, 0}, kCpu);
+  EXPECT_EQ(vals<float>(e.sum()), std::vector<float>{0});
+  EXPECT_EQ(vals<float>(e.prod()), std::vector<float>{1});
+  EXPECT_EQ(e.sum_dim(1).shape(), Shape({3, 1}));
+  EXPECT_EQ(vals<float>(e.sum_dim(1)), (std::vector<float>{0, 0, 0}));
+  EXPECT_EQ(vals<float>(e.prod_dim(1)), (std::vector<float>{1, 1, 1}));
+  const auto ei = Tensor<2, Int>::zeros({3, 0}, kCpu);
+  EXPECT_EQ(vals<std::int32_t>(ei.sum()), std::vector<std::int32_t>{0});
+  EXPECT_EQ(vals<std::int32_t>(ei.prod()), std::vector<std::int32_t>{1});
+  // 8. sum_dim over a non-empty axis of a [0,3] tensor is empty [0,1].
+  const auto z = Tensor<2>::zeros({0, 3}, kCpu);
+  EXPECT_EQ(z.sum_dim(1).shape(), Shape({0, 1}));
+  EXPECT_EQ(z.sum_dim(0).shape(), Shape({1, 3}));
+  EXPECT_EQ(vals<float>(z.sum_dim(0)), (std::vector<float>{0, 0, 0}));
+}
+
+// 6. Mean of empty float = NaN, int mean of empty raises.
+TEST(EdgeCases, MeanOfEmpty) {
+  const auto e = Tensor<2>::zeros({3, 0}, kCpu);
+  const auto m = vals<float>(e.mean());
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_TRUE(std::isnan(m[0])) << m[0];
+  const auto md = vals<float>(e.mean_dim(1));
+  ASSERT_EQ(md.size(), 3u);
+  for (float x : md) EXPECT_TRUE(std::isnan(x)) << x;
+  const auto ei = Tensor<2, Int>::zeros({3, 0}, kCpu);
+  EXPECT_THROWS(ShapeError, ei.mean(), "mean", "[3, 0]");
+  EXPECT_THROWS(ShapeError, ei.mean_dim(1), "mean_dim", "[3, 0]");
+  EXPECT_EQ(ei.mean_dim(0).shape(), Shape({1, 0}));  // no empty lane: fine
+}
+
+// 32. mean must not overflow an intermediate sum in narrow types.
+TEST(EdgeCases, MeanOfArange1024) {
+  const auto a = Tensor<1, Int>::arange(0, 1024, kCpu);
+  EXPECT_EQ(vals<float>(a.float_().mean()), std::vector<float>{511.5f});
+  EXPECT_EQ(vals<double>(a.float_cast(DType::F64).mean()), std::vector<double>{511.5});
+  EXPECT_EQ(vals<std::int32_t>(a.mean()), std::vector<std::int32_t>{511});  // integer division
+  // f16 holds 511.5 exactly, but not the sum 523776 (max 65504).
+  const Host h16 = read(a.float_cast(DType::F16).mean());
+  ASSERT_EQ(h16.f.size(), 1u);
+  EXPECT_EQ(h16.f[0], 511.5) << "f16 mean of 0..1023";
+  const Host h16d = read(a.float_cast(DType::F16).reshape(std::array<std::int64_t, 2>{1, 1024}).mean_dim(1));
+  ASSERT_EQ(h16d.f.size(), 1u);
+  EXPECT_EQ(h16d.f[0], 511.5) << "f16 mean_dim of 0..1023";
+  // bf16 rounds 511.5 to 512.
+  const Host hb = read(a.float_cast(DType::BF16).mean());
+  ASSERT_EQ(hb.f.size(), 1u);
+  EXPECT_EQ(hb.f[0], 512.0) << "bf16 mean of 0..1023";
+}
+
+// 10. Remainder follows the sign of the divisor.
+TEST(EdgeCases, RemainderSignRules) {
+  const auto a = f1<float>({-3, -2, -1, 1, 2, 3});
+  const auto b = f1<float>({2, 3, 1, 2, 1, 3});
+  EXPECT_EQ(vals<float>(a % b), (std::vector<float>{1, 1, 0, 1, 0, 0}));
+  EXPECT_EQ(vals<float>(f1<float>({1, 2, 3, 4, 5}).remainder_scalar(-1.5)),
+            (std::vector<float>{-0.5f, -1.0f, 0.0f, -0.5f, -1.0f}));
+  const auto ia = i1<std::int32_t>({-3, -2, -1, 1, 2, 3});
+  EXPECT_EQ(vals<std::int32_t>(ia.remainder_scalar(2)), (std::vector<std::int32_t>{1, 0, 1, 1, 0, 1}));
+  EXPECT_EQ(vals<std::int32_t>(ia % i1<std::int32_t>({2, 2, 2, 2, 2, 2})), (std::vector<std::int32_t>{1, 0, 1, 1, 0, 1}));
+  EXPECT_EQ(vals<std::int32_t>(ia.remainder_scalar(-2)), (std::vector<std::int32_t>{-1, 0, -1, -1, 0, -1}));
+  // Integer division truncates toward zero.
+  EXPECT_EQ(vals<std::int32_t>(ia.div_scalar(2)), (std::vector<std::int32_t>{-1, -1, 0, 0, 1, 1}));
+}
+
+// Documented: integer x / 0 = 0 and x % 0 = 0 (no trap), for every int dtype.
+TEST(EdgeCases, IntegerDivisionByZeroIsZero) {
+  for (DType t : {DType::I64, DType::I32, DType::I16, DType::I8, DType::U64, DType::U32, DType::U16, DType::U8}) {
+    SCOPED_TRACE(name(t));
+    const auto a = Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({7, 0, 5}).convert(t), kCpu);
+    ASSERT_EQ(a.dtype(), t);
+    const auto z = Tensor<1, Int>::zeros({3}, kCpu, t);
+    EXPECT_EQ(read(a / z).i, (std::vector<std::int64_t>{0, 0, 0}));
+    EXPECT_EQ(read(a % z).i, (std::vector<std::int64_t>{0, 0, 0}));
+    EXPECT_EQ(read(a.div_scalar(0)).i, (std::vector<std::int64_t>{0, 0, 0}));
+    EXPECT_EQ(read(a.remainder_scalar(0)).i, (std::vector<std::int64_t>{0, 0, 0}));
+    EXPECT_EQ(read(a).i, (std::vector<std::int64_t>{7, 0, 5}));
+  }
+}
+
+// 19. Slices: reversed range is empty, step 0 raises, negative step reverses.
+TEST(EdgeCases, Slices) {
+  const auto a = f1<float>({0, 1, 2, 3, 4, 5});
+  EXPECT_EQ(a.slice({Slice::range(2, 1)}).shape(), Shape({0}));
+  EXPECT_EQ(a.slice({Slice::range(1, 1)}).shape(), Shape({0}));
+  EXPECT_THROWS(IndexError, a.slice({Slice::range(0, 6, 0)}), "slice", "step");
+  const auto m = f2<float>({0, 1, 2, 3, 4, 5}, 2, 3);
+  EXPECT_EQ(vals<float>(m.slice({Slice::all(), Slice{0, std::nullopt, -1}})), (std::vector<float>{2, 1, 0, 5, 4, 3}));
+  EXPECT_EQ(vals<float>(a.slice({Slice::range(0, 6, -2)})), (std::vector<float>{5, 3, 1}));
+  EXPECT_EQ(vals<float>(a.slice({Slice::range(1, 5, -1)})), (std::vector<float>{4, 3, 2, 1}));
+  EXPECT_EQ(vals<float>(a.slice({Slice::range(-3, -1)})), (std::vector<float>{3, 4}));
+  EXPECT_EQ(vals<float>(a.slice({Slice::range(0, 6, 4)})), (std::vector<float>{0, 4}));
+  // The negative-step result is a correct tensor for further ops.
+  EXPECT_EQ(vals<float>(a.slice({Slice{0, std::nullopt, -1}}) + a), (std::vector<float>{5, 5, 5, 5, 5, 5}));
+}
+
+// 20. narrow with length 0 raises.
+TEST(EdgeCases, NarrowLengthZeroRaises) {
+  const auto a = f2<float>({0, 1, 2, 3, 4, 5}, 2, 3);
+  EXPECT_THROWS(IndexError, a.narrow(1, 0, 0), "narrow", "0");
+  EXPECT_EQ(vals<float>(a.narrow(1, 1, 2)), (std::vector<float>{1, 2, 4, 5}));
+}
+
+// 12-14. round half to even, trunc toward zero, float->int truncates, sign(-0.0) = +0.0.
+TEST(EdgeCases, RoundingAndSign) {
+  EXPECT_EQ(vals<float>(f1<float>({1.5, 2.5, 3.5, 4.5, 5.5, 6.5}).round()), (std::vector<float>{2, 2, 4, 4, 6, 6}));
+  EXPECT_EQ(vals<float>(f1<float>({-1.7f, -2.9f, -3.1f, -4.5f}).trunc()), (std::vector<float>{-1, -2, -3, -4}));
+  EXPECT_EQ(vals<std::int32_t>(f1<float>({4.4f, 5.5f, 6.6f}).int_cast(DType::I32)), (std::vector<std::int32_t>{4, 5, 6}));
+  EXPECT_EQ(vals<float>(f1<float>({-0.2f, -1, 2, 3, 0, -5}).sign()), (std::vector<float>{-1, -1, 1, 1, 0, -1}));
+  const auto s = vals<float>(f1<float>({-0.0f}).sign());
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(s[0]), 0u) << "sign(-0.0) must be +0.0";
+}
+
+// 15. abs(INT_MIN) wraps to INT_MIN.
+TEST(EdgeCases, AbsOfIntMinWraps) {
+  const auto a = i1<std::int32_t>({INT32_MIN, -5, 5});
+  EXPECT_EQ(vals<std::int32_t>(a.abs()), (std::vector<std::int32_t>{INT32_MIN, 5, 5}));
+  const auto b = i1<std::int8_t>({-128, -1});
+  EXPECT_EQ(vals<std::int8_t>(b.abs()), (std::vector<std::int8_t>{-128, 1}));
+}
+
+// 16. cummax/cummin propagate NaN forward; 32. cumsum on a transposed view.
+TEST(EdgeCases, CumulativeScans) {
+  std::vector<float> cm;
+  SKIP_IF_NOT_IMPLEMENTED(cm = vals<float>(f1<float>({1, NAN, 5, 2}).cummax(0)));
+  ASSERT_EQ(cm.size(), 4u);
+  EXPECT_EQ(cm[0], 1);
+  for (int k = 1; k < 4; ++k) EXPECT_TRUE(std::isnan(cm[k])) << k << ": " << cm[k];
+  const auto cn = vals<float>(f1<float>({NAN, 1, 5}).cummin(0));
+  for (float x : cn) EXPECT_TRUE(std::isnan(x)) << x;
+  const auto t = f2<float>({1, 2, 3, 4}, 2, 2).transpose();  // [[1,3],[2,4]]
+  EXPECT_EQ(vals<float>(t.cumsum(1)), (std::vector<float>{1, 4, 2, 6}));
+}
+
+// 9. any of empty = false, all of empty = true; all_dim over an empty axis is true.
+TEST(EdgeCases, AnyAllOfEmpty) {
+  const auto e = Tensor<2>::zeros({3, 0}, kCpu);
+  std::vector<bool> any;
+  SKIP_IF_NOT_IMPLEMENTED(any = vals<bool>(e.any()));
+  EXPECT_EQ(any, std::vector<bool>{false});
+  EXPECT_EQ(vals<bool>(e.all()), std::vector<bool>{true});
+  EXPECT_EQ(vals<bool>(e.all_dim(1)), (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(vals<bool>(e.any_dim(1)), (std::vector<bool>{false, false, false}));
+  const auto b = Tensor<2, Bool>::from_data(TensorData::from<bool>({true, false, true, true}, {2, 2}), kCpu);
+  EXPECT_EQ(vals<bool>(b.all_dim(1)), (std::vector<bool>{false, true}));
+  EXPECT_EQ(vals<bool>(b.any()), std::vector<bool>{true});
+}
+
+// 17. sort puts NaN last ascending.
+TEST(EdgeCases, SortNaNLast) {
+  const auto a = f2<float>({-0.5f, NAN, 0, 0.94f, -0.3f, NAN}, 3, 2);
+  const auto s = vals<float>(a.sort(0));
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_EQ(s[0], -0.5f);
+  EXPECT_EQ(s[1], 0.94f);
+  EXPECT_EQ(s[2], -0.3f);
+  EXPECT_TRUE(std::isnan(s[3]));
+  EXPECT_EQ(s[4], 0.0f);
+  EXPECT_TRUE(std::isnan(s[5]));
+}
+
+// 21. cat ignores empty tensors; 22. repeat with a 0 factor gives an empty dim.
+TEST(EdgeCases, CatAndRepeatWithEmpty) {
+  const auto a = f2<float>({1, 2, 3}, 1, 3);
+  const auto e = Tensor<2>::zeros({1, 0}, kCpu);
+  EXPECT_EQ(vals<float>(cat<2, Float>({a, e}, 1)), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(vals<float>(cat<2, Float>({e, a}, 1)), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ((cat<2, Float>({e, e}, 1).shape()), Shape({1, 0}));
+  EXPECT_EQ(Tensor<3>::ones({2, 3, 4}, kCpu).repeat_dim(1, 0).shape(), Shape({2, 0, 4}));
+  EXPECT_EQ(vals<float>(a.repeat_dim(0, 2)), (std::vector<float>{1, 2, 3, 1, 2, 3}));
+}
+
+// 24. mask_where with NaN input; mask_fill on -inf tensors.
+TEST(EdgeCases, MasksWithNaNAndInf) {
+  const auto x = f1<float>({NAN, 1, NAN, -INFINITY});
+  const auto m = Tensor<1, Bool>::from_data(TensorData::from<bool>({true, false, false, true}), kCpu);
+  const auto w = vals<float>(x.mask_where(m, f1<float>({7, 8, 9, 10})));
+  EXPECT_EQ(w[0], 7);
+  EXPECT_EQ(w[1], 1);
+  EXPECT_TRUE(std::isnan(w[2]));
+  EXPECT_EQ(w[3], 10);
+  const auto f = vals<float>(f1<float>({-INFINITY, -INFINITY, 2}).mask_fill(
+      Tensor<1, Bool>::from_data(TensorData::from<bool>({false, true, true}), kCpu), 5.0));
+  EXPECT_EQ(f, (std::vector<float>{-INFINITY, 5, 5}));
+}
+
+// 25. Comparison with infinities.
+TEST(EdgeCases, ComparisonWithInfinities) {
+  const auto a = f1<float>({0, 1, 2, INFINITY, 4, -INFINITY});
+  const auto b = f1<float>({1, 1, 1, INFINITY, 3, -INFINITY});
+  EXPECT_EQ(vals<bool>(a.equal(b)), (std::vector<bool>{false, true, false, true, false, true}));
+  EXPECT_EQ(vals<bool>(a.not_equal(b)), (std::vector<bool>{true, false, true, false, true, false}));
+  EXPECT_EQ(vals<bool>(f1<float>({NAN, 1}).equal(f1<float>({NAN, 1}))), (std::vector<bool>{false, true}));
+  EXPECT_EQ(vals<bool>(f1<float>({NAN, INFINITY, -INFINITY, 1}).is_nan()), (std::vector<bool>{true, false, false, false}));
+  EXPECT_EQ(vals<bool>(f1<float>({NAN, INFINITY, -INFINITY, 1}).is_inf()), (std::vector<bool>{false, true, true, false}));
+  // is_inf must not overflow in f16: +-60000 is finite.
+  const auto h = Tensor<1>::from_data(TensorData::from<float>({60000, -60000}).convert(DType::F16), kCpu);
+  EXPECT_EQ(vals<bool>(h.is_inf()), (std::vector<bool>{false, false}));
+}
+
+// 31. Negative base with integral float exponent; 32. arange_step with step 0 raises.
+TEST(EdgeCases, PowAndArange) {
+  EXPECT_EQ(vals<float>(f1<float>({-2, -3}).powf(f1<float>({3, 3}))), (std::vector<float>{-8, -27}));
+  EXPECT_EQ(vals<float>(f1<float>({-2}).powf_scalar(4.0)), std::vector<float>{16});
+  EXPECT_THROWS(IndexError, (Tensor<1, Int>::arange_step(0, 5, 0, kCpu)), "arange_step", "step");
+  EXPECT_EQ(vals<std::int32_t>(Tensor<1, Int>::arange_step(5, 0, -2, kCpu)), (std::vector<std::int32_t>{5, 3, 1}));
+}
+
+// 1-4. argmax/argmin ties and NaN (skipped while argmax is not implemented).
+TEST(EdgeCases, ArgmaxTiesAndNaN) {
+  const auto a = f2<float>({3, 3, -2, -2}, 1, 4);
+  std::vector<std::int32_t> am;
+  SKIP_IF_NOT_IMPLEMENTED(am = vals<std::int32_t>(a.argmax(1)));
+  EXPECT_EQ(am, std::vector<std::int32_t>{0});
+  EXPECT_EQ(vals<std::int32_t>(a.argmin(1)), std::vector<std::int32_t>{2});
+  const auto n = f2<float>({1, NAN, -3}, 1, 3);
+  EXPECT_EQ(vals<std::int32_t>(n.argmax(1)), std::vector<std::int32_t>{1});
+  EXPECT_EQ(vals<std::int32_t>(n.argmin(1)), std::vector<std::int32_t>{1});
+  const auto mx = vals<float>(n.max_dim(1));
+  EXPECT_TRUE(std::isnan(mx[0]));
+  EXPECT_THROWS(ShapeError, Tensor<2>::zeros({0, 0}, kCpu).max_dim(1), "max_dim");
+}
+
+}  // namespace
