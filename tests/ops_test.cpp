@@ -23,7 +23,7 @@ using tensor::dispatch::kOps;
 using tensor::dispatch::OpInfo;
 using tensor::dispatch::Registry;
 
-constexpr std::size_t R = 4, C = 6;  // logical shape of every operand
+constexpr std::size_t kRows = 4, kCols = 6;  // logical shape of the operands (Large*: 33 x 67)
 
 // ---- the reference model -----------------------------------------------------------
 
@@ -523,10 +523,13 @@ bool harness_family(Family f) {
 
 // ---- inputs in every layout ---------------------------------------------------------
 
-enum class Layout { Contiguous, Transposed, Strided, Flipped, NegStep, Broadcast, ImplicitBroadcast, ZeroCols, ZeroRows };
+enum class Layout {
+  Contiguous, Transposed, Strided, Flipped, NegStep, Broadcast, ImplicitBroadcast, ZeroCols, ZeroRows, Large, LargeTransposed
+};
 const char* layout_name(Layout l) {
   static const char* k[] = {"contiguous", "transposed", "sliced-step2", "flipped", "negative-step",
-                            "broadcast",  "implicit-broadcast", "zero-size[R,0]", "zero-size[0,C]"};
+                            "broadcast",  "implicit-broadcast", "zero-size[R,0]", "zero-size[0,C]",
+                            "large-33x67", "large-33x67-transposed"};
   return k[static_cast<int>(l)];
 }
 
@@ -575,12 +578,16 @@ struct Operand {
 };
 
 Operand make_operand(Layout L, int role, DType dt, const Domain& d, std::mt19937& rng) {
+  const bool big = L == Layout::Large || L == Layout::LargeTransposed;
+  const std::size_t R = big ? 33 : kRows, C = big ? 67 : kCols;  // odd sizes: SIMD tails
   Operand o;
   switch (L) {
+    case Layout::Large:
     case Layout::Contiguous:
       o.logical = gen(dt, {R, C}, d, rng);
       o.t = upload(o.logical);
       break;
+    case Layout::LargeTransposed:
     case Layout::Transposed: {
       o.logical = gen(dt, {R, C}, d, rng);
       Host base = like(o.logical, {C, R});
@@ -857,6 +864,8 @@ TEST_P(GeneratedOp, MatchesScalarReference) {
   std::vector<Layout> layouts = {Layout::Contiguous, Layout::Transposed, Layout::Strided, Layout::Flipped,
                                  Layout::NegStep,    Layout::Broadcast,  Layout::ZeroCols, Layout::ZeroRows};
   if (binaryish) layouts.push_back(Layout::ImplicitBroadcast);
+  const bool elementwise_fam = fam != Family::Reduce && fam != Family::Dim;
+  if (elementwise_fam) layouts.insert(layouts.end(), {Layout::Large, Layout::LargeTransposed});
 
   std::mt19937 rng(1234u + static_cast<unsigned>(GetParam()));
   int combos = 0;
@@ -891,13 +900,18 @@ TEST_P(GeneratedOp, MatchesScalarReference) {
                        (dim ? " dim=" + std::to_string(*dim) : std::string()) +
                        (sc ? " scalar=" + std::to_string(sc->to_double()) : std::string()));
           const int arity = binaryish ? 2 : 1;
-          std::vector<Operand> ops;
-          for (int k = 0; k < arity; ++k) {
-            Domain d = fl ? sp.fd[k] : un ? (sp.ud[k] ? *sp.ud[k] : Domain{std::max(0.0, sp.sd[k].lo), sp.sd[k].hi,
-                                                                          0, sp.sd[k].min_abs})
-                                          : sp.sd[k];
-            ops.push_back(make_operand(L, k, dt, d, rng));
-          }
+          const std::mt19937 rng_before = rng;  // to rebuild identical, uniquely owned operands
+          auto build = [&](std::mt19937& g) {
+            std::vector<Operand> v;
+            for (int k = 0; k < arity; ++k) {
+              Domain d = fl ? sp.fd[k] : un ? (sp.ud[k] ? *sp.ud[k] : Domain{std::max(0.0, sp.sd[k].lo), sp.sd[k].hi,
+                                                                            0, sp.sd[k].min_abs})
+                                            : sp.sd[k];
+              v.push_back(make_operand(L, k, dt, d, g));
+            }
+            return v;
+          };
+          std::vector<Operand> ops = build(rng);
           std::vector<Host> in;
           for (auto& o : ops) in.push_back(o.logical);
           Expected want;
@@ -917,18 +931,23 @@ TEST_P(GeneratedOp, MatchesScalarReference) {
             }
             want = elementwise(sp, in, sf, si);
           }
-          try {
-            H out;
+          // Calls the op; operands whose bit is set in `give` are handed over (then
+          // uniquely owned, so the backend may write into them), the others shared.
+          auto call = [&](std::vector<Operand>& v, unsigned give) {
+            auto arg = [&](std::size_t k) { return (give >> k) & 1u ? v[k].t.take() : v[k].t.share(); };
             switch (fam) {
-              case Family::Unary: out = H(detail::unary(op, ops[0].t.share())); break;
-              case Family::Binary: out = H(detail::binary(op, ops[0].t.share(), ops[1].t.share())); break;
-              case Family::Scalar: out = H(detail::scalar(op, ops[0].t.share(), *sc)); break;
-              case Family::Compare: out = H(detail::compare(op, ops[0].t.share(), ops[1].t.share())); break;
-              case Family::CompareScalar: out = H(detail::compare_scalar(op, ops[0].t.share(), *sc)); break;
-              case Family::Reduce: out = H(detail::reduce(op, ops[0].t.share())); break;
-              case Family::Dim: out = H(detail::reduce_dim(op, ops[0].t.share(), *dim)); break;
-              default: FAIL() << "family not driven by the harness";
+              case Family::Unary: return H(detail::unary(op, arg(0)));
+              case Family::Binary: { auto a = arg(0); return H(detail::binary(op, std::move(a), arg(1))); }
+              case Family::Scalar: return H(detail::scalar(op, arg(0), *sc));
+              case Family::Compare: { auto a = arg(0); return H(detail::compare(op, std::move(a), arg(1))); }
+              case Family::CompareScalar: return H(detail::compare_scalar(op, arg(0), *sc));
+              case Family::Reduce: return H(detail::reduce(op, arg(0)));
+              case Family::Dim: return H(detail::reduce_dim(op, arg(0), *dim));
+              default: throw std::logic_error("family not driven by the harness");
             }
+          };
+          try {
+            H out = call(ops, 0);
             if (want.error) {
               ADD_FAILURE() << "expected ShapeError, got a result of shape " << out.shape().to_string();
               continue;
@@ -941,6 +960,19 @@ TEST_P(GeneratedOp, MatchesScalarReference) {
               EXPECT_TRUE(same(in_want, ops[k].t.read())) << "operand " << k << " changed";
             }
             ++combos;
+            // Ownership variants: the same values, operands handed over (unique), so
+            // in-place paths (write into lhs, into rhs with reversed kernels, views) run.
+            for (unsigned give = 1; give < (1u << arity); ++give) {
+              std::mt19937 again = rng_before;
+              std::vector<Operand> fresh = build(again);
+              SCOPED_TRACE("operands handed over: mask " + std::to_string(give));
+              EXPECT_TRUE(same(want, call(fresh, give).read()));
+              for (std::size_t k = 0; k < fresh.size(); ++k) {
+                if ((give >> k) & 1u) {
+                  EXPECT_THROW(fresh[k].t.shape(), tensor::Error) << "operand " << k << " not consumed";
+                }
+              }
+            }
           } catch (const tensor::NotImplemented&) {
             ni.insert(name(dt));
             not_implemented()[op_name].insert(name(dt));

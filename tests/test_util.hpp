@@ -215,6 +215,8 @@ class H {
   ~H() { detail::release(h_); }
 
   detail::Handle share() const { return detail::retain(h_); }
+  // Gives the reference away (the op may then reuse a uniquely owned buffer).
+  detail::Handle take() { return std::exchange(h_, detail::Handle{}); }
   Shape shape() const { return detail::shape(h_); }
   DType dtype() const { return detail::dtype(h_); }
   Host read() const { return decode(detail::into_data(share()).get()); }
