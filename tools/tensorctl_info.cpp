@@ -91,7 +91,8 @@ void print_op_coverage(std::ostream& os, const td::Backend& b) {
 void print_cpu_details(std::ostream& os) {
   std::string compiled;
   for (std::int64_t t : tensor::cpu::compiled_targets()) compiled += std::string(compiled.empty() ? "" : " ") + hwy::TargetName(t);
-  TextTable t({"cpu", ""}, 2);
+  os << "  cpu backend:\n";
+  TextTable t({"", ""}, 4);
   t.add({"Highway target", tensor::cpu::current_target_name()});
   t.add({"compiled+supported targets", compiled.empty() ? "(none)" : compiled});
   t.add({"BLIS architecture", tensor::cpu::blis_arch()});
