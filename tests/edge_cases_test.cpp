@@ -79,6 +79,39 @@ TEST(EdgeCases, MeanOfArange1024) {
   EXPECT_EQ(hb.f[0], 512.0) << "bf16 mean of 0..1023";
 }
 
+// The same rule for narrow ints: mean (all elements) must agree with mean_dim,
+// i.e. not wrap an intermediate sum in the tensor's own dtype.
+TEST(EdgeCases, IntMeanDoesNotWrapInNarrowTypes) {
+  const auto a8 = i1<std::int8_t>({100, 100, 100});
+  EXPECT_EQ(vals<std::int8_t>(a8.mean_dim(0)), std::vector<std::int8_t>{100});
+  EXPECT_EQ(vals<std::int8_t>(a8.mean()), std::vector<std::int8_t>{100});
+  const auto a16 = i1<std::int16_t>({30000, 30000});
+  EXPECT_EQ(vals<std::int16_t>(a16.mean_dim(0)), std::vector<std::int16_t>{30000});
+  EXPECT_EQ(vals<std::int16_t>(a16.mean()), std::vector<std::int16_t>{30000});
+  // The sum itself does wrap: it is an i8 result.
+  EXPECT_EQ(vals<std::int8_t>(a8.sum()), std::vector<std::int8_t>{44});
+}
+
+// 64-bit integers stay exact beyond 2^53 (no detour through double).
+TEST(EdgeCases, LargeIntegersAreExact) {
+  const std::int64_t v = (std::int64_t{1} << 53) + 1;
+  const auto t = i1<std::int64_t>({v, -v});
+  EXPECT_EQ(vals<std::int64_t>(t.add_scalar(std::int64_t{1})), (std::vector<std::int64_t>{v + 1, -v + 1}));
+  EXPECT_EQ(vals<bool>(t.equal_elem(std::int64_t{1} << 53)), (std::vector<bool>{false, false}));
+  EXPECT_EQ(vals<bool>(t.greater_elem(std::int64_t{1} << 53)), (std::vector<bool>{true, false}));
+  EXPECT_EQ(vals<std::int64_t>(t + t), (std::vector<std::int64_t>{2 * v, -2 * v}));
+  EXPECT_EQ(vals<std::int64_t>(t.sum()), std::vector<std::int64_t>{0});
+  EXPECT_EQ(vals<std::int64_t>(t.remainder_scalar(std::int64_t{2})), (std::vector<std::int64_t>{1, 1}));
+  EXPECT_EQ(vals<std::int64_t>((Tensor<1, Int>::full({1}, Scalar(v), kCpu, DType::I64))), std::vector<std::int64_t>{v});
+  const std::uint64_t big = (std::uint64_t{1} << 63) + 5;
+  const auto u = i1<std::uint64_t>({big, 3});
+  EXPECT_EQ(vals<bool>(u.greater_elem(std::uint64_t{4})), (std::vector<bool>{true, false}));
+  EXPECT_EQ(vals<std::uint64_t>(u.div_scalar(std::uint64_t{2})), (std::vector<std::uint64_t>{big / 2, 1}));
+  EXPECT_EQ(vals<std::uint64_t>(u.remainder_scalar(std::uint64_t{7})), (std::vector<std::uint64_t>{big % 7, 3}));
+  EXPECT_EQ(vals<std::uint64_t>(u.sum()), std::vector<std::uint64_t>{big + 3});
+  EXPECT_EQ(vals<bool>(i1<std::uint64_t>({~std::uint64_t{0}}).equal_elem(~std::uint64_t{0})), std::vector<bool>{true});
+}
+
 // 10. Remainder follows the sign of the divisor.
 TEST(EdgeCases, RemainderSignRules) {
   const auto a = f1<float>({-3, -2, -1, 1, 2, 3});
