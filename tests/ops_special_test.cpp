@@ -434,4 +434,31 @@ TEST(Layout, ReshapeExpandPermuteFlipUnfold) {
   EXPECT_EQ(z.into_data().to_vec<float>(), (std::vector<float>{0, 0, 0, 0, 0, 0}));
 }
 
+// Handing over a view that is the only owner of its buffer must not let an op
+// write through broadcast (stride-0) or strided elements it does not own alone.
+TEST(Ownership, UniqueViewsAreNotWrittenThroughWrongly) {
+  auto row = [] { return Tensor<2>::from_data(TensorData::from<float>({1, 2, 3}, {1, 3}), kCpu); };
+  const std::array<std::int64_t, 2> to{2, 3};
+  const auto m = Tensor<2, Bool>::from_data(TensorData::from<bool>({true, false, false, false, false, false}, {2, 3}), kCpu);
+  auto e1 = row().expand(to);
+  EXPECT_EQ(std::move(e1).mask_fill(m, 9.0).into_data().to_vec<float>(), (std::vector<float>{9, 2, 3, 1, 2, 3}));
+  auto e2 = row().expand(to);
+  const auto w = Tensor<2>::from_data(TensorData::from<float>({5, 6, 7, 8, 9, 10}, {2, 3}), kCpu);
+  EXPECT_EQ(std::move(e2).mask_where(m, w).into_data().to_vec<float>(), (std::vector<float>{5, 2, 3, 1, 2, 3}));
+  auto e3 = row().expand(to);
+  const auto seven = Tensor<2>::full({1, 1}, 7.0, kCpu);
+  EXPECT_EQ(std::move(e3).slice_assign({Slice::range(0, 1), Slice::range(0, 1)}, seven).into_data().to_vec<float>(),
+            (std::vector<float>{7, 2, 3, 1, 2, 3}));
+  // A strided view that shares its buffer with another live view.
+  auto whole = Tensor<1>::from_data(TensorData::from<float>({1, 2, 3, 4, 5, 6}), kCpu);
+  const auto evens = whole.slice({Slice::range(0, 6, 2)});
+  const auto r = std::move(whole).slice_assign({Slice::range(1, 6, 2)}, Tensor<1>::zeros({3}, kCpu));
+  EXPECT_EQ(r.into_data().to_vec<float>(), (std::vector<float>{1, 0, 3, 0, 5, 0}));
+  EXPECT_EQ(evens.into_data().to_vec<float>(), (std::vector<float>{1, 3, 5}));
+  // A unique window view (unfold overlaps its elements).
+  auto u = Tensor<1>::from_data(TensorData::from<float>({0, 1, 2, 3, 4}), kCpu).unfold(0, 2, 1);
+  EXPECT_EQ((std::move(u) + Tensor<2>::ones({4, 2}, kCpu)).into_data().to_vec<float>(),
+            (std::vector<float>{1, 2, 2, 3, 3, 4, 4, 5}));
+}
+
 }  // namespace
