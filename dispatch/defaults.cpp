@@ -31,6 +31,12 @@ auto call(OpCode op, DeviceId device, A&&... args) {
 DType bool_dt(DeviceId d) { return to_dtype(device_settings(d).bool_dtype); }
 DType int_dt(DeviceId d) { return to_dtype(device_settings(d).int_dtype); }
 
+// The widest signed int / float dtype the device computes with (defaults that
+// need headroom use these instead of assuming 64-bit support).
+bool arith(DeviceId d, DType t) { return dtype_usage(d, t).contains(DTypeUsage::Arithmetic); }
+DType wide_int(DeviceId d) { return arith(d, DType::I64) ? DType::I64 : DType::I32; }
+DType wide_float(DeviceId d) { return arith(d, DType::F64) ? DType::F64 : DType::F32; }
+
 TensorData read_prim(Prim p) {
   const DeviceId d = p->device();
   return call<Family::IntoData>(OpCode::into_data, d, std::move(p)).get();
@@ -253,10 +259,10 @@ Prim d_powi(Prim a, Prim b) {
     const DType dt = a->dtype();
     return bin(OpCode::powf, std::move(a), call<Family::Cast>(OpCode::into_float, d, std::move(b), dt));
   }
-  // Int base: compute in f64 (exact for results below 2^53), cast back.
+  // Int base: compute in the widest float (f64 is exact below 2^53), cast back.
   const DType it = a->dtype();
-  Prim fa = call<Family::Cast>(OpCode::into_float, d, std::move(a), DType::F64);
-  Prim fb = call<Family::Cast>(OpCode::into_float, d, std::move(b), DType::F64);
+  Prim fa = call<Family::Cast>(OpCode::into_float, d, std::move(a), wide_float(d));
+  Prim fb = call<Family::Cast>(OpCode::into_float, d, std::move(b), wide_float(d));
   return call<Family::Cast>(OpCode::into_int, d, bin(OpCode::powf, std::move(fa), std::move(fb)), it);
 }
 
@@ -275,7 +281,7 @@ Prim d_powi_scalar_impl(Prim x, Scalar s) {
   if (is_float_prim(x)) return sc(OpCode::powf_scalar_impl, std::move(x), Scalar(static_cast<double>(s.to_int64())));
   const DeviceId d = x->device();
   const DType it = x->dtype();
-  Prim f = call<Family::Cast>(OpCode::into_float, d, std::move(x), DType::F64);
+  Prim f = call<Family::Cast>(OpCode::into_float, d, std::move(x), wide_float(d));
   f = sc(OpCode::powf_scalar_impl, std::move(f), Scalar(static_cast<double>(s.to_int64())));
   return call<Family::Cast>(OpCode::into_int, d, std::move(f), it);
 }
@@ -325,12 +331,21 @@ Prim d_clamp(Prim x, Scalar lo, Scalar hi) {
 
 // ---- reductions -------------------------------------------------------------------
 
+// Sums in a wide type (f32/f64, i64/u64) so narrow dtypes cannot overflow the
+// intermediate sum, then divides and casts back.
 Prim d_mean(Prim x) {
   const std::size_t n = x->shape().num_elements();
   const DeviceId d = x->device();
+  const DType dt = x->dtype();
+  const DType wide = is_float(dt)                                ? (dt == DType::F64 ? DType::F64 : DType::F32)
+                     : is_unsigned_int(dt) && arith(d, DType::U64) ? DType::U64
+                     : is_unsigned_int(dt)                         ? DType::U32
+                                                                   : wide_int(d);
+  if (dt != wide) x = call<Family::Cast>(OpCode::cast, d, std::move(x), wide);
   Prim s = call<Family::Reduce>(OpCode::sum, d, std::move(x));
-  if (is_float_prim(s)) return sc(OpCode::div_scalar, std::move(s), Scalar(static_cast<double>(n)));
-  return sc(OpCode::div_scalar, std::move(s), Scalar(static_cast<std::int64_t>(n)));
+  s = is_float(dt) ? sc(OpCode::div_scalar, std::move(s), Scalar(static_cast<double>(n)))
+                   : sc(OpCode::div_scalar, std::move(s), Scalar(static_cast<std::uint64_t>(n)));
+  return dt == wide ? s : call<Family::Cast>(OpCode::cast, d, std::move(s), dt);
 }
 
 Prim gather_at(Prim x, std::size_t dim, Prim idx) {
@@ -352,12 +367,12 @@ Prim d_min(Prim x) { return rdim(OpCode::min_dim, flat(std::move(x)), 0); }
 Prim d_max_abs_dim(Prim x, std::size_t dim) { return rdim(OpCode::max_dim, un(OpCode::abs, std::move(x)), dim); }
 Prim d_max_abs(Prim x) { return rdim(OpCode::max_abs_dim, flat(std::move(x)), 0); }
 
-// Count of nonzero elements along `dim` (or everything when dim == npos), as I64.
+// Count of nonzero elements along `dim` (or everything when dim == npos), in the widest int.
 Prim nonzero_count(Prim x, std::size_t dim) {
   const DeviceId d = x->device();
   Prim nz = is_bool(x->dtype()) ? std::move(x)
                                 : call<Family::CompareScalar>(OpCode::not_equal_elem, d, std::move(x), Scalar(0), bool_dt(d));
-  Prim n = call<Family::Cast>(OpCode::into_int, d, std::move(nz), DType::I64);
+  Prim n = call<Family::Cast>(OpCode::into_int, d, std::move(nz), wide_int(d));
   if (dim == static_cast<std::size_t>(-1)) return call<Family::Reduce>(OpCode::sum, d, std::move(n));
   return rdim(OpCode::sum_dim, std::move(n), dim);
 }
@@ -430,7 +445,10 @@ PrimPair sort_impl(Prim x, std::size_t dim, bool desc, DType out_dt) {
   auto [values, idx] = host_sort(read_prim(std::move(x)), dim, desc);
   return {upload(std::move(values), d), upload(TensorData::from(idx, s).convert(out_dt), d)};
 }
-Prim d_sort(Prim x, std::size_t dim, bool desc) { return sort_impl(std::move(x), dim, desc, DType::I64).first; }
+Prim d_sort(Prim x, std::size_t dim, bool desc) {
+  const DType idx = int_dt(x->device());
+  return sort_impl(std::move(x), dim, desc, idx).first;
+}
 PrimPair d_sort_wi(Prim x, std::size_t dim, bool desc, DType out) { return sort_impl(std::move(x), dim, desc, out); }
 Prim d_argsort(Prim x, std::size_t dim, bool desc, DType out) { return sort_impl(std::move(x), dim, desc, out).second; }
 
