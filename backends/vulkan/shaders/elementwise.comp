@@ -114,8 +114,9 @@ float unary_f(int op, float a) {
     case EW_SINH: return abs(a) < 0.25 ? a * (1.0 + a * a / 6.0 * (1.0 + a * a / 20.0)) : sinh(a);
     case EW_COSH: return cosh(a);
     case EW_TANH: return tanh_f(a);
-    case EW_ASIN: return asin(a);
-    case EW_ACOS: return acos(a);
+    // Through atan: some drivers' asin/acos are far less precise (lavapipe: 2e-4).
+    case EW_ASIN: return abs(a) > 1.0 ? nan_f() : atan(a, sqrt((1.0 - a) * (1.0 + a)));
+    case EW_ACOS: return abs(a) > 1.0 ? nan_f() : atan(sqrt((1.0 - a) * (1.0 + a)), a);
     case EW_ATAN: return atan(a);
     case EW_ASINH: { float z = abs(a); float r = z > 1e18 ? log(z) + 0.6931471805599453 : log1p_f(z + z * z / (1.0 + sqrt(1.0 + z * z))); return a < 0.0 ? -r : r; }
     case EW_ACOSH: return a < 1.0 ? nan_f() : (a > 1e18 ? log(a) + 0.6931471805599453 : log1p_f((a - 1.0) + sqrt((a - 1.0) * (a + 1.0))));
