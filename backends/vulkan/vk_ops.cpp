@@ -764,6 +764,9 @@ void register_ops(dispatch::Backend& b) {
 
   b.set<O::sum>(&reduce_all_entry<RD_SUM>);
   b.set<O::prod>(&reduce_all_entry<RD_PROD>);
+  // Native so that int means divide the exact (64-bit) sum: the default sum/n would
+  // wrap narrow ints first.
+  b.set<O::mean>(&reduce_all_entry<RD_MEAN>);
   b.set<O::sum_dim>(&reduce_dim_entry<RD_SUM>);
   b.set<O::prod_dim>(&reduce_dim_entry<RD_PROD>);
   b.set<O::mean_dim>(&reduce_dim_entry<RD_MEAN>);

@@ -266,6 +266,8 @@ TEST_F(VulkanDirect, MeanOfAnEmptyFloatAxisIsNaNAndIntMeanUsesTheExactSum) {
   EXPECT_TRUE(std::isnan(m[0]) && std::isnan(m[1]));
   auto big = upload(TensorData::from<std::int32_t>({2000000000, 2000000000, -7}, Shape{3}), kVk);
   EXPECT_EQ(d::read(d::reduce_dim(OpCode::mean_dim, big, 0)).to_vec<std::int32_t>(), (std::vector<std::int32_t>{1333333331}));
+  auto i8 = upload(TensorData::from<std::int8_t>({100, 100, 100}, Shape{3}), kVk);
+  EXPECT_EQ(d::read(d::reduce(OpCode::mean, i8)).to_vec<std::int8_t>(), (std::vector<std::int8_t>{100}));
   auto neg = upload(TensorData::from<std::int32_t>({-2000000000, -2000000000, -7}, Shape{3}), kVk);
   EXPECT_EQ(d::read(d::reduce_dim(OpCode::mean_dim, neg, 0)).to_vec<std::int32_t>(), (std::vector<std::int32_t>{-1333333335}));
 }
