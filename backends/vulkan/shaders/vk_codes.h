@@ -1,0 +1,95 @@
+// Op and dtype codes shared by the GLSL shaders and the C++ side (plain #defines so
+// both languages can include it). Dtype codes are tensor::DType's values.
+#ifndef TENSOR_VK_CODES_H
+#define TENSOR_VK_CODES_H
+
+#define DT_F32 1
+#define DT_I32 5
+#define DT_I16 6
+#define DT_I8 7
+#define DT_U32 9
+#define DT_U16 10
+#define DT_U8 11
+#define DT_BOOL 12
+#define DT_BOOLU8 13
+#define DT_BOOLU32 14
+
+// Elementwise family (elementwise.comp). Operands: out, a, b, c.
+#define EW_COPY 0      // out = cast(a) (also a plain strided copy when dtypes match)
+#define EW_ADD 1
+#define EW_SUB 2
+#define EW_MUL 3
+#define EW_DIV 4
+#define EW_REM 5
+#define EW_POW 6
+#define EW_ATAN2 7
+#define EW_AND 8       // bitwise (ints)
+#define EW_OR 9
+#define EW_XOR 10
+#define EW_SHL 11
+#define EW_SHR 12
+#define EW_BOOL_AND 13
+#define EW_BOOL_OR 14
+#define EW_EQ 20       // comparisons write the out bool dtype
+#define EW_GT 21
+#define EW_GE 22
+#define EW_LT 23
+#define EW_LE 24
+#define EW_MASK_FILL 30   // b = mask, scalar s0
+#define EW_MASK_WHERE 31  // b = mask, c = value
+#define EW_RECIP 40       // unary from here on
+#define EW_EXP 41
+#define EW_LOG 42
+#define EW_LOG1P 43
+#define EW_SQRT 44
+#define EW_SIN 45
+#define EW_COS 46
+#define EW_TAN 47
+#define EW_SINH 48
+#define EW_COSH 49
+#define EW_TANH 50
+#define EW_ASIN 51
+#define EW_ACOS 52
+#define EW_ATAN 53
+#define EW_ASINH 54
+#define EW_ACOSH 55
+#define EW_ATANH 56
+#define EW_ROUND 57
+#define EW_FLOOR 58
+#define EW_CEIL 59
+#define EW_TRUNC 60
+#define EW_ERF 61
+#define EW_ABS 62
+#define EW_NOT 63         // bitwise not (ints)
+#define EW_BOOL_NOT 64
+
+// Reduction family (reduce.comp).
+#define RD_SUM 0
+#define RD_PROD 1
+#define RD_MEAN 2
+#define RD_ARGMAX 3
+#define RD_ARGMIN 4
+
+// Scan family (scan.comp).
+#define SC_CUMSUM 0
+#define SC_CUMPROD 1
+#define SC_CUMMAX 2
+#define SC_CUMMIN 3
+
+// Index family (index.comp).
+#define IX_GATHER 0
+#define IX_SELECT 1
+#define IX_SCATTER_ADD 2   // one invocation per line along dim; values accumulate into out
+#define IX_SELECT_ADD 3
+
+// Parameter block layout (uint words) of the strided families.
+#define P_N 0
+#define P_RANK 1
+#define P_SHAPE 2          // 8 words
+#define P_OPND 10          // operand k at P_OPND + 9k: offset, 8 strides
+#define P_S0 46            // scalar 0 (raw bits, 2 words)
+#define P_S1 48
+#define P_EXTRA 50         // family-specific words
+#define P_WORDS 64
+
+#endif

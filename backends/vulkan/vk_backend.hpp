@@ -1,0 +1,17 @@
+// The Vulkan compute backend's entry point (used by backends/backends.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "dispatch/backend.hpp"
+
+namespace tensor::vulkan {
+
+// Discovers Vulkan devices with a compute queue and registers the backend; when
+// there is no loader or no device it records why (note_absent) and registers nothing.
+void install_vulkan_backend(dispatch::Registry& registry);
+
+// Validation-layer messages (warnings and errors) seen since start; tests assert 0.
+std::uint64_t validation_message_count();
+
+}  // namespace tensor::vulkan

@@ -1,0 +1,648 @@
+// Vulkan device state: instance/device setup, pooled memory, command batching and
+// pipelines (see vk_context.hpp).
+#include "backends/vulkan/vk_context.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "tensor/error.hpp"
+
+namespace tensor::vulkan {
+namespace {
+
+alignas(4) const std::uint32_t kElementwiseSpv[] =
+#include "elementwise.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kReduceSpv[] =
+#include "reduce.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kScanSpv[] =
+#include "scan.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kMatmulSpv[] =
+#include "matmul.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kIndexSpv[] =
+#include "index.comp.spv.inc"
+    ;
+
+struct Spirv { const std::uint32_t* code; std::size_t bytes; const char* name; };
+const Spirv kShaders[] = {
+    {kElementwiseSpv, sizeof(kElementwiseSpv), "elementwise"},
+    {kReduceSpv, sizeof(kReduceSpv), "reduce"},
+    {kScanSpv, sizeof(kScanSpv), "scan"},
+    {kMatmulSpv, sizeof(kMatmulSpv), "matmul"},
+    {kIndexSpv, sizeof(kIndexSpv), "index"},
+};
+
+constexpr std::uint32_t kMaxDispatchesPerBatch = 64;
+constexpr VkDeviceSize kParamArenaBytes = 64 * 1024;
+constexpr VkDeviceSize kParamSlotBytes = 512;  // P_WORDS * 4 rounded up
+constexpr std::uint32_t kBindings = 5;
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+bool overlaps(const Batch::Region& r, VkBuffer buf, VkDeviceSize off, VkDeviceSize size) {
+  return r.buf == buf && r.off < off + size && off < r.off + r.size;
+}
+
+}  // namespace
+
+const char* vk_result_name(VkResult r) {
+  switch (r) {
+#define TENSOR_VK_CASE(x) case x: return #x;
+    TENSOR_VK_CASE(VK_SUCCESS) TENSOR_VK_CASE(VK_NOT_READY) TENSOR_VK_CASE(VK_TIMEOUT)
+    TENSOR_VK_CASE(VK_INCOMPLETE) TENSOR_VK_CASE(VK_ERROR_OUT_OF_HOST_MEMORY)
+    TENSOR_VK_CASE(VK_ERROR_OUT_OF_DEVICE_MEMORY) TENSOR_VK_CASE(VK_ERROR_INITIALIZATION_FAILED)
+    TENSOR_VK_CASE(VK_ERROR_DEVICE_LOST) TENSOR_VK_CASE(VK_ERROR_MEMORY_MAP_FAILED)
+    TENSOR_VK_CASE(VK_ERROR_LAYER_NOT_PRESENT) TENSOR_VK_CASE(VK_ERROR_EXTENSION_NOT_PRESENT)
+    TENSOR_VK_CASE(VK_ERROR_FEATURE_NOT_PRESENT) TENSOR_VK_CASE(VK_ERROR_INCOMPATIBLE_DRIVER)
+    TENSOR_VK_CASE(VK_ERROR_TOO_MANY_OBJECTS) TENSOR_VK_CASE(VK_ERROR_FORMAT_NOT_SUPPORTED)
+    TENSOR_VK_CASE(VK_ERROR_FRAGMENTED_POOL) TENSOR_VK_CASE(VK_ERROR_OUT_OF_POOL_MEMORY)
+    TENSOR_VK_CASE(VK_ERROR_INVALID_SHADER_NV) TENSOR_VK_CASE(VK_ERROR_UNKNOWN)
+#undef TENSOR_VK_CASE
+    default: return "VkResult(?)";
+  }
+}
+
+void check_vk(VkResult r, const char* what) {
+  if (r != VK_SUCCESS) throw ExecutionError(fmt::format("[vulkan] {} failed; expected VK_SUCCESS; got {} ({})", what,
+                                                        vk_result_name(r), static_cast<int>(r)));
+}
+
+// ---- Buffer / Pool ---------------------------------------------------------------
+
+void Buffer::release_ref() const {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    Pool* pool = block_->host ? &ctx_->host_pool_ : &ctx_->device_pool_;
+    pool->release(block_, offset_, size_, request_);
+    delete this;
+  }
+}
+
+void Pool::init(Context* ctx, std::uint32_t memory_type, bool map, bool host, VkDeviceSize block_size) {
+  ctx_ = ctx;
+  type_ = memory_type;
+  map_ = map;
+  host_ = host;
+  block_size_ = block_size;
+}
+
+Block* Pool::new_block(VkDeviceSize size) {
+  auto b = std::make_unique<Block>();
+  b->size = size;
+  b->host = host_;
+  VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bi.size = size;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  check_vk(vkCreateBuffer(ctx_->device_, &bi, nullptr, &b->buffer), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(ctx_->device_, b->buffer, &req);
+  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  ai.allocationSize = req.size;
+  ai.memoryTypeIndex = type_;
+  VkResult r = vkAllocateMemory(ctx_->device_, &ai, nullptr, &b->memory);
+  if (r != VK_SUCCESS) {
+    vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
+    throw ExecutionError(fmt::format("[vulkan] out of device memory allocating a block of {} bytes; expected VK_SUCCESS; got {}",
+                                     size, vk_result_name(r)));
+  }
+  r = vkBindBufferMemory(ctx_->device_, b->buffer, b->memory, 0);
+  if (r == VK_SUCCESS && map_) r = vkMapMemory(ctx_->device_, b->memory, 0, VK_WHOLE_SIZE, 0, reinterpret_cast<void**>(&b->mapped));
+  if (r != VK_SUCCESS) {
+    vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
+    vkFreeMemory(ctx_->device_, b->memory, nullptr);
+    check_vk(r, "vkBindBufferMemory/vkMapMemory");
+  }
+  b->free.emplace(0, size);
+  reserved_ += size;
+  blocks_.push_back(std::move(b));
+  return blocks_.back().get();
+}
+
+void Pool::free_block(Block* b) {
+  if (b->mapped) vkUnmapMemory(ctx_->device_, b->memory);
+  vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
+  vkFreeMemory(ctx_->device_, b->memory, nullptr);
+  reserved_ -= b->size;
+  blocks_.erase(std::find_if(blocks_.begin(), blocks_.end(), [&](const auto& p) { return p.get() == b; }));
+}
+
+BufRef Pool::allocate(VkDeviceSize bytes) {
+  const VkDeviceSize align = ctx_->align_;
+  const VkDeviceSize need = (std::max<VkDeviceSize>(bytes, 4) + align - 1) / align * align;
+  const auto& lim = ctx_->props_.limits;
+  if (need > lim.maxStorageBufferRange)
+    throw ExecutionError(fmt::format("[vulkan] tensor too large for one storage buffer; expected at most {} bytes "
+                                     "(maxStorageBufferRange); got {} bytes", lim.maxStorageBufferRange, bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  Block* block = nullptr;
+  VkDeviceSize offset = 0;
+  if (need <= block_size_) {
+    for (auto& b : blocks_) {
+      if (b->size != block_size_) continue;
+      for (auto it = b->free.begin(); it != b->free.end(); ++it) {
+        if (it->second >= need) {
+          block = b.get();
+          offset = it->first;
+          const VkDeviceSize rest = it->second - need;
+          b->free.erase(it);
+          if (rest) block->free.emplace(offset + need, rest);
+          break;
+        }
+      }
+      if (block) break;
+    }
+    if (!block) {
+      block = new_block(block_size_);
+      block->free.clear();
+      if (need < block_size_) block->free.emplace(need, block_size_ - need);
+    }
+  } else {
+    block = new_block(need);  // dedicated
+    block->free.clear();
+  }
+  block->live++;
+  in_use_ += need;
+  peak_ = std::max(peak_, in_use_);
+  return BufRef::adopt(new Buffer(ctx_, block, offset, need, bytes));
+}
+
+void Pool::release(Block* block, VkDeviceSize offset, VkDeviceSize size, VkDeviceSize) {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_use_ -= size;
+  block->live--;
+  if (block->size != block_size_) {  // dedicated: give it back at once
+    free_block(block);
+    return;
+  }
+  auto it = block->free.emplace(offset, size).first;
+  if (it != block->free.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second == it->first) {
+      prev->second += it->second;
+      block->free.erase(it);
+      it = prev;
+    }
+  }
+  auto next = std::next(it);
+  if (next != block->free.end() && it->first + it->second == next->first) {
+    it->second += next->second;
+    block->free.erase(next);
+  }
+}
+
+void Pool::cleanup() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Block*> empty;
+  for (auto& b : blocks_)
+    if (b->live == 0) empty.push_back(b.get());
+  for (Block* b : empty) free_block(b);
+}
+
+void Pool::destroy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!blocks_.empty()) free_block(blocks_.back().get());
+}
+
+// ---- Context ----------------------------------------------------------------------
+
+Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue_family, std::uint16_t index)
+    : instance_(instance), phys_(phys), queue_family_(queue_family), index_(index) {
+  vkGetPhysicalDeviceProperties(phys_, &props_);
+  vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
+  // The shaders keep every element in 32-bit words (8/16-bit ones packed and stored
+  // with atomics) and compute in 32 bits, so these need no optional feature. 64-bit
+  // and half dtypes are not implemented in this backend yet.
+  const DTypeUsageSet g = DTypeUsageSet::general();
+  for (DType t : {DType::F32, DType::I32, DType::I16, DType::I8, DType::U32, DType::U16, DType::U8, DType::Bool,
+                  DType::BoolU8, DType::BoolU32})
+    usage_[static_cast<int>(t)] = g;
+  if (const char* mask = std::getenv("TENSOR_VK_DTYPE_MASK")) {
+    const unsigned long bits = std::strtoul(mask, nullptr, 16);
+    for (int i = 0; i < kDTypeCount; ++i)
+      if (bits & (1ul << i)) usage_[i] = DTypeUsageSet{};
+  }
+}
+
+Context::~Context() = default;  // contexts live for the whole process
+
+void Context::ensure_init() {
+  std::call_once(init_once_, [&] {
+    try {
+      init_device();
+    } catch (const std::exception& e) {
+      init_failed_ = true;
+      init_error_ = e.what();
+    }
+  });
+  if (init_failed_)
+    throw ExecutionError(fmt::format("[vulkan] device {} ({}) could not be initialised: {}", index_, name(), init_error_));
+}
+
+std::string Context::cache_path() const {
+  std::string dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/libtensor";
+  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache/libtensor";
+  else return {};
+  std::string uuid;
+  for (std::uint8_t b : props_.pipelineCacheUUID) uuid += fmt::format("{:02x}", b);
+  return fmt::format("{}/vk-pipelines-{}-{:x}-{:x}-{:x}.bin", dir, uuid, props_.vendorID, props_.deviceID,
+                     props_.driverVersion);
+}
+
+void Context::init_device() {
+  const float prio = 1.0f;
+  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qi.queueFamilyIndex = queue_family_;
+  qi.queueCount = 1;
+  qi.pQueuePriorities = &prio;
+  VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  di.queueCreateInfoCount = 1;
+  di.pQueueCreateInfos = &qi;
+  check_vk(vkCreateDevice(phys_, &di, nullptr, &device_), "vkCreateDevice");
+  vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+
+  align_ = std::max<VkDeviceSize>(256, props_.limits.minStorageBufferOffsetAlignment);
+
+  // Memory types: host-visible device memory used directly (UMA, lavapipe), else
+  // device-local memory with a host-visible staging pool.
+  VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bi.size = 4096;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  VkBuffer probe;
+  check_vk(vkCreateBuffer(device_, &bi, nullptr, &probe), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(device_, probe, &req);
+  vkDestroyBuffer(device_, probe, nullptr);
+  auto find = [&](VkMemoryPropertyFlags want) -> int {
+    for (std::uint32_t i = 0; i < mem_props_.memoryTypeCount; ++i)
+      if ((req.memoryTypeBits & (1u << i)) && (mem_props_.memoryTypes[i].propertyFlags & want) == want) return static_cast<int>(i);
+    return -1;
+  };
+  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const int uma = find(host | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  const int dev = find(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  const int hst = find(host);
+  if (hst < 0) throw ExecutionError("[vulkan] no host-visible coherent memory type");
+  staging_ = uma < 0 || env_flag("TENSOR_VK_FORCE_STAGING");
+
+  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &m3;
+  vkGetPhysicalDeviceProperties2(phys_, &p2);
+  VkDeviceSize block = 64ull << 20;
+  block = std::min<VkDeviceSize>(block, props_.limits.maxStorageBufferRange);
+  block = std::min<VkDeviceSize>(block, m3.maxMemoryAllocationSize);
+  block = block / align_ * align_;
+  if (staging_) {
+    device_pool_.init(this, static_cast<std::uint32_t>(dev >= 0 ? dev : hst), false, false, block);
+  } else {
+    device_pool_.init(this, static_cast<std::uint32_t>(uma), true, false, block);
+  }
+  host_pool_.init(this, static_cast<std::uint32_t>(hst), true, true, std::min<VkDeviceSize>(block, 16ull << 20));
+
+  // One set layout for every family: binding 0 = parameters, 1..4 = tensors.
+  VkDescriptorSetLayoutBinding binds[kBindings];
+  for (std::uint32_t i = 0; i < kBindings; ++i)
+    binds[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  li.bindingCount = kBindings;
+  li.pBindings = binds;
+  check_vk(vkCreateDescriptorSetLayout(device_, &li, nullptr, &set_layout_), "vkCreateDescriptorSetLayout");
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &set_layout_;
+  check_vk(vkCreatePipelineLayout(device_, &pli, nullptr, &pipeline_layout_), "vkCreatePipelineLayout");
+
+  for (int i = 0; i < static_cast<int>(ShaderFamily::Count); ++i) {
+    VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    si.codeSize = kShaders[i].bytes;
+    si.pCode = kShaders[i].code;
+    check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i]), "vkCreateShaderModule");
+  }
+
+  // Pipeline cache from disk, keyed by pipelineCacheUUID and driver version.
+  std::vector<char> blob;
+  const bool use_disk = !(std::getenv("TENSOR_VK_PIPELINE_CACHE") && std::strcmp(std::getenv("TENSOR_VK_PIPELINE_CACHE"), "0") == 0);
+  const std::string path = use_disk ? cache_path() : std::string();
+  if (!path.empty()) {
+    std::ifstream in(path, std::ios::binary);
+    if (in) blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  ci.initialDataSize = blob.size();
+  ci.pInitialData = blob.empty() ? nullptr : blob.data();
+  if (vkCreatePipelineCache(device_, &ci, nullptr, &cache_) != VK_SUCCESS) {
+    ci.initialDataSize = 0;  // a corrupt or foreign file: start empty
+    ci.pInitialData = nullptr;
+    check_vk(vkCreatePipelineCache(device_, &ci, nullptr, &cache_), "vkCreatePipelineCache");
+  } else {
+    cache_loaded_ = !blob.empty();
+  }
+}
+
+void Context::save_pipeline_cache() {
+  if (!device_ || !cache_) return;
+  const std::string path = cache_path();
+  if (path.empty() || (std::getenv("TENSOR_VK_PIPELINE_CACHE") && std::strcmp(std::getenv("TENSOR_VK_PIPELINE_CACHE"), "0") == 0))
+    return;
+  std::size_t size = 0;
+  if (vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0) return;
+  std::vector<char> data(size);
+  if (vkGetPipelineCacheData(device_, cache_, &size, data.data()) != VK_SUCCESS) return;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const std::string tmp = fmt::format("{}.{}.tmp", path, static_cast<long>(reinterpret_cast<std::uintptr_t>(this) & 0xFFFFFF));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return;
+    out.write(data.data(), static_cast<std::streamsize>(size));
+    if (!out) return;
+  }
+  std::filesystem::rename(tmp, path, ec);  // atomic: concurrent processes never see half a file
+}
+
+VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec) {
+  std::string key = kShaders[static_cast<int>(family)].name;
+  for (std::uint32_t v : spec) key += fmt::format("_{}", v);
+  std::lock_guard<std::mutex> lock(pipeline_mu_);
+  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+  if (family == ShaderFamily::Matmul) {
+    const std::uint32_t shared = 2 * 16 * 17 * 4;
+    if (shared > props_.limits.maxComputeSharedMemorySize)
+      throw ExecutionError(fmt::format("[matmul] tile needs {} bytes of shared memory; expected at most {} "
+                                       "(maxComputeSharedMemorySize)", shared, props_.limits.maxComputeSharedMemorySize));
+  }
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (std::uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
+  VkSpecializationInfo si{static_cast<std::uint32_t>(spec.size()), entries.data(), spec.size() * 4, spec.data()};
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = modules_[static_cast<int>(family)];
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = &si;
+  ci.layout = pipeline_layout_;
+  VkPipeline p;
+  check_vk(vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p), "vkCreateComputePipelines");
+  if (pipelines_.empty()) {
+    static bool registered = false;
+    if (!registered) {
+      registered = true;
+      std::atexit([] {
+        for (std::size_t i = 0; i < context_count(); ++i)
+          if (Context* c = context(static_cast<std::uint16_t>(i))) c->save_pipeline_cache();
+      });
+    }
+  }
+  pipelines_.emplace(key, p);
+  return p;
+}
+
+std::unique_ptr<Batch> Context::make_batch() {
+  auto b = std::make_unique<Batch>();
+  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pi.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+  pi.queueFamilyIndex = queue_family_;
+  check_vk(vkCreateCommandPool(device_, &pi, nullptr, &b->pool), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = b->pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  check_vk(vkAllocateCommandBuffers(device_, &ai, &b->cmd), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  check_vk(vkCreateFence(device_, &fi, nullptr, &b->fence), "vkCreateFence");
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxDispatchesPerBatch * kBindings};
+  VkDescriptorPoolCreateInfo di{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  di.maxSets = kMaxDispatchesPerBatch;
+  di.poolSizeCount = 1;
+  di.pPoolSizes = &ps;
+  check_vk(vkCreateDescriptorPool(device_, &di, nullptr, &b->descriptors), "vkCreateDescriptorPool");
+  b->params = host_pool_.allocate(kParamArenaBytes);
+  return b;
+}
+
+Batch& Context::begin_batch() {
+  if (current_) return *current_;
+  if (lost_) throw ExecutionError("[vulkan] device lost; expected a working device; got VK_ERROR_DEVICE_LOST earlier");
+  retire_locked(false, 0);
+  std::unique_ptr<Batch> b;
+  if (!spare_.empty()) {
+    b = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    b = make_batch();
+  }
+  check_vk(vkResetCommandPool(device_, b->pool, 0), "vkResetCommandPool");
+  check_vk(vkResetDescriptorPool(device_, b->descriptors, 0), "vkResetDescriptorPool");
+  b->params_used = 0;
+  b->dispatches = 0;
+  b->keep.clear();
+  b->written.clear();
+  b->read.clear();
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check_vk(vkBeginCommandBuffer(b->cmd, &bi), "vkBeginCommandBuffer");
+  current_ = std::move(b);
+  // Orders this batch after everything submitted before it (cross-batch dependencies).
+  barrier_locked(*current_);
+  return *current_;
+}
+
+void Context::barrier_locked(Batch& b) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT;
+  vkCmdPipelineBarrier(b.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0,
+                       nullptr);
+  b.written.clear();
+  b.read.clear();
+}
+
+void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& spec, const std::vector<std::uint32_t>& params,
+                       const std::vector<Binding>& bindings, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
+  VkPipeline pipe = pipeline(family, spec);
+  std::lock_guard<std::mutex> lock(mu_);
+  Batch* b = &begin_batch();
+  const VkDeviceSize pbytes = params.size() * 4;
+  if (b->params_used + kParamSlotBytes > kParamArenaBytes || pbytes > kParamSlotBytes) {
+    submit_locked();
+    b = &begin_batch();
+  }
+  const VkDeviceSize poff = b->params_used;
+  std::memcpy(b->params->mapped() + poff, params.data(), pbytes);
+  b->params_used += kParamSlotBytes;
+
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = b->descriptors;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &set_layout_;
+  VkDescriptorSet set;
+  check_vk(vkAllocateDescriptorSets(device_, &ai, &set), "vkAllocateDescriptorSets");
+  VkDescriptorBufferInfo infos[kBindings];
+  infos[0] = {b->params->vk(), b->params->offset() + poff, kParamSlotBytes};
+  for (std::uint32_t i = 1; i < kBindings; ++i) {
+    const Buffer* buf = i - 1 < bindings.size() ? bindings[i - 1].buffer : nullptr;
+    infos[i] = buf ? VkDescriptorBufferInfo{buf->vk(), buf->offset(), buf->size()} : infos[0];
+  }
+  VkWriteDescriptorSet writes[kBindings];
+  for (std::uint32_t i = 0; i < kBindings; ++i) {
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(device_, kBindings, writes, 0, nullptr);
+
+  // A barrier only when this dispatch touches what an earlier one in this batch
+  // wrote (RAW, WAW) or writes what one read (WAR) since the last barrier.
+  bool need = false;
+  for (const Binding& bd : bindings) {
+    if (!bd.buffer) continue;
+    for (const auto& r : b->written) need = need || overlaps(r, bd.buffer->vk(), bd.buffer->offset(), bd.buffer->size());
+    if (bd.write)
+      for (const auto& r : b->read) need = need || overlaps(r, bd.buffer->vk(), bd.buffer->offset(), bd.buffer->size());
+  }
+  if (need) barrier_locked(*b);
+  for (const Binding& bd : bindings) {
+    if (!bd.buffer) continue;
+    (bd.write ? b->written : b->read).push_back({bd.buffer->vk(), bd.buffer->offset(), bd.buffer->size()});
+    bd.buffer->add_ref();
+    b->keep.push_back(BufRef::adopt(const_cast<Buffer*>(bd.buffer)));
+  }
+  vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+  vkCmdBindDescriptorSets(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &set, 0, nullptr);
+  vkCmdDispatch(b->cmd, gx, gy, gz);
+  if (++b->dispatches >= kMaxDispatchesPerBatch) submit_locked();
+}
+
+void Context::keep(BufRef buf) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (current_) current_->keep.push_back(std::move(buf));
+}
+
+void Context::submit_locked() {
+  if (!current_) return;
+  Batch& b = *current_;
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(b.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  check_vk(vkEndCommandBuffer(b.cmd), "vkEndCommandBuffer");
+  check_vk(vkResetFences(device_, 1, &b.fence), "vkResetFences");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &b.cmd;
+  const VkResult r = vkQueueSubmit(queue_, 1, &si, b.fence);
+  if (r == VK_ERROR_DEVICE_LOST) lost_ = true;
+  if (r != VK_SUCCESS) {
+    b.keep.clear();
+    spare_.push_back(std::move(current_));
+    check_vk(r, "vkQueueSubmit");
+  }
+  b.ticket = next_ticket_++;
+  in_flight_.push_back(std::move(current_));
+}
+
+void Context::retire_locked(bool block, std::uint64_t ticket) {
+  while (!in_flight_.empty()) {
+    Batch& b = *in_flight_.front();
+    VkResult r;
+    if (block && b.ticket <= ticket) r = vkWaitForFences(device_, 1, &b.fence, VK_TRUE, UINT64_MAX);
+    else r = vkGetFenceStatus(device_, b.fence);
+    if (r == VK_NOT_READY || r == VK_TIMEOUT) return;
+    if (r != VK_SUCCESS) {
+      if (r == VK_ERROR_DEVICE_LOST) lost_ = true;
+      check_vk(r, "vkWaitForFences");
+    }
+    completed_ticket_ = b.ticket;
+    b.keep.clear();
+    spare_.push_back(std::move(in_flight_.front()));
+    in_flight_.pop_front();
+  }
+}
+
+std::uint64_t Context::flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  submit_locked();
+  return next_ticket_ - 1;
+}
+
+void Context::wait(std::uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lost_) throw ExecutionError("[vulkan] device lost; expected a working device; got VK_ERROR_DEVICE_LOST");
+  retire_locked(true, ticket);
+}
+
+BufRef Context::allocate(std::size_t bytes) {
+  ensure_init();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retire_locked(false, 0);  // give finished batches' buffers back first
+  }
+  return device_pool_.allocate(bytes);
+}
+
+MemoryStats Context::memory_stats() {
+  ensure_init();
+  return {device_pool_.in_use(), device_pool_.reserved(), device_pool_.peak()};
+}
+
+void Context::memory_cleanup() {
+  ensure_init();
+  sync();
+  device_pool_.cleanup();
+  host_pool_.cleanup();
+}
+
+void Context::upload(const BufRef& dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (std::byte* p = dst->mapped()) {
+    std::memcpy(p, src, bytes);
+    return;
+  }
+  BufRef staging = host_pool_.allocate(bytes);
+  std::memcpy(staging->mapped(), src, bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  Batch& b = begin_batch();
+  barrier_locked(b);
+  VkBufferCopy region{staging->offset(), dst->offset(), bytes};
+  vkCmdCopyBuffer(b.cmd, staging->vk(), dst->vk(), 1, &region);
+  b.written.push_back({dst->vk(), dst->offset(), dst->size()});
+  b.keep.push_back(std::move(staging));
+  b.keep.push_back(dst);
+}
+
+BufRef Context::prepare_readback(const BufRef& src, std::size_t& offset, std::size_t bytes) {
+  if (src->mapped() || bytes == 0) return src;
+  BufRef staging = host_pool_.allocate(bytes);
+  const VkDeviceSize from = src->offset() + offset;
+  offset = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  Batch& b = begin_batch();
+  barrier_locked(b);
+  VkBufferCopy region{from, staging->offset(), bytes};
+  vkCmdCopyBuffer(b.cmd, src->vk(), staging->vk(), 1, &region);
+  b.read.push_back({src->vk(), src->offset(), src->size()});
+  b.keep.push_back(src);
+  b.keep.push_back(staging);
+  return staging;
+}
+
+}  // namespace tensor::vulkan

@@ -1,0 +1,215 @@
+// Per-physical-device state of the Vulkan backend: instance and device setup, the
+// pooled buffer suballocator, command batching with a fence per submission, and
+// lazily created pipelines with an on-disk VkPipelineCache.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dispatch/primitive.hpp"
+#include "tensor/device.hpp"
+#include "tensor/dtype.hpp"
+
+namespace tensor::vulkan {
+
+class Context;
+
+// Throws ExecutionError naming the call and the VkResult unless r == VK_SUCCESS.
+void check_vk(VkResult r, const char* what);
+const char* vk_result_name(VkResult r);
+
+// One VkDeviceMemory + one VkBuffer covering it; suballocated by a free list.
+struct Block {
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  std::byte* mapped = nullptr;
+  std::map<VkDeviceSize, VkDeviceSize> free;  // offset -> size, coalesced
+  std::size_t live = 0;                        // allocations not yet released
+  bool host = false;                           // staging pool block
+};
+
+// A counted suballocation; released back to its pool when the last reference goes
+// (the command batches that use it hold references until their fence signals).
+class Buffer {
+ public:
+  Buffer(Context* ctx, Block* block, VkDeviceSize offset, VkDeviceSize size, VkDeviceSize request)
+      : ctx_(ctx), block_(block), offset_(offset), size_(size), request_(request) {}
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  VkBuffer vk() const { return block_->buffer; }
+  VkDeviceSize offset() const { return offset_; }
+  VkDeviceSize size() const { return size_; }
+  VkDeviceSize request() const { return request_; }
+  // Host address of byte 0 (null when the memory is not host-visible).
+  std::byte* mapped() const { return block_->mapped ? block_->mapped + offset_ : nullptr; }
+  Context* context() const { return ctx_; }
+  bool unique() const { return refs_.load(std::memory_order_acquire) == 1; }
+
+  void add_ref() const { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release_ref() const;
+
+ private:
+  Context* ctx_;
+  Block* block_;
+  VkDeviceSize offset_, size_, request_;
+  mutable std::atomic<std::uint32_t> refs_{1};
+};
+using BufRef = dispatch::Ref<Buffer>;
+
+// Suballocator over big blocks of one memory type.
+class Pool {
+ public:
+  void init(Context* ctx, std::uint32_t memory_type, bool map, bool host, VkDeviceSize block_size);
+  BufRef allocate(VkDeviceSize bytes);
+  void release(Block* block, VkDeviceSize offset, VkDeviceSize size, VkDeviceSize request);
+  // Frees blocks without live allocations.
+  void cleanup();
+  void destroy();
+  std::uint64_t in_use() const { return in_use_; }
+  std::uint64_t reserved() const { return reserved_; }
+  std::uint64_t peak() const { return peak_; }
+
+ private:
+  Block* new_block(VkDeviceSize size);
+  void free_block(Block* b);
+  Context* ctx_ = nullptr;
+  std::uint32_t type_ = 0;
+  bool map_ = false, host_ = false;
+  VkDeviceSize block_size_ = 0;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::mutex mu_;
+  std::uint64_t in_use_ = 0, reserved_ = 0, peak_ = 0;
+};
+
+// One storage-buffer binding of a dispatch: a buffer and whether the dispatch writes it.
+struct Binding {
+  const Buffer* buffer = nullptr;
+  bool write = false;
+};
+
+struct Pipeline {
+  VkPipeline pipeline = VK_NULL_HANDLE;
+};
+
+// Command recording state of one submission.
+struct Batch {
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  VkDescriptorPool descriptors = VK_NULL_HANDLE;
+  BufRef params;                   // host-visible parameter arena
+  VkDeviceSize params_used = 0;
+  std::vector<BufRef> keep;        // buffers used by the recorded work
+  std::uint32_t dispatches = 0;
+  std::uint64_t ticket = 0;
+  // Regions written / read since the last barrier (buffer, offset, size).
+  struct Region { VkBuffer buf; VkDeviceSize off, size; };
+  std::vector<Region> written, read;
+};
+
+enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Count };
+
+class Context {
+ public:
+  Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue_family, std::uint16_t index);
+  ~Context();
+
+  // Device-level facts (valid before init()).
+  std::string name() const { return props_.deviceName; }
+  DTypeUsageSet dtype_usage(DType t) const { return usage_[static_cast<int>(t)]; }
+  const VkPhysicalDeviceLimits& limits() const { return props_.limits; }
+  DeviceId id() const { return {kVulkanDeviceType, index_}; }
+
+  // Creates the logical device, queue, pools and pipeline cache on first use.
+  void ensure_init();
+
+  // Memory. Throws ExecutionError when the request cannot be served.
+  BufRef allocate(std::size_t bytes);
+  MemoryStats memory_stats();
+  void memory_cleanup();
+  // Host <-> buffer transfers (direct on host-visible memory, staging otherwise).
+  void upload(const BufRef& dst, const void* src, std::size_t bytes);
+  // Makes bytes [offset, offset + bytes) of `src` host-readable after the next wait:
+  // returns `src` itself when mapped, else a staging buffer (data at its byte 0) and
+  // records the copy. `offset` is updated to where the data will be.
+  BufRef prepare_readback(const BufRef& src, std::size_t& offset, std::size_t bytes);
+
+  // Records one compute dispatch. `params` (uint words) go to binding 0, the bindings
+  // to 1..4 (unused ones get the parameter buffer). groups: x, y, z.
+  void dispatch(ShaderFamily family, const std::vector<std::uint32_t>& spec, const std::vector<std::uint32_t>& params,
+                const std::vector<Binding>& bindings, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz);
+  // Keeps a buffer alive until the current batch completes.
+  void keep(BufRef b);
+  // Submits the recording batch (if any); returns the ticket of the last submission.
+  std::uint64_t flush();
+  // Waits until every submission up to `ticket` completed; ExecutionError on device loss.
+  void wait(std::uint64_t ticket);
+  void sync() { wait(flush()); }
+
+  // Start-up cost bookkeeping for the pipeline cache.
+  bool pipeline_cache_loaded() const { return cache_loaded_; }
+
+ private:
+  friend class Pool;
+  friend class Buffer;
+  void init_device();
+  void save_pipeline_cache();
+  VkPipeline pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec);
+  Batch& begin_batch();
+  void submit_locked();
+  void retire_locked(bool block_until_ticket, std::uint64_t ticket);
+  void barrier_locked(Batch& b);
+  std::unique_ptr<Batch> make_batch();
+  std::string cache_path() const;
+
+  VkInstance instance_;
+  VkPhysicalDevice phys_;
+  VkPhysicalDeviceProperties props_{};
+  VkPhysicalDeviceMemoryProperties mem_props_{};
+  std::uint32_t queue_family_;
+  std::uint16_t index_;
+  DTypeUsageSet usage_[kDTypeCount]{};
+
+  std::once_flag init_once_;
+  bool init_failed_ = false;
+  std::string init_error_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  bool staging_ = false;  // device memory is not host-visible (or forced)
+  Pool device_pool_, host_pool_;
+  VkDeviceSize align_ = 256;
+
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  bool cache_loaded_ = false;
+  VkShaderModule modules_[static_cast<int>(ShaderFamily::Count)]{};
+  std::unordered_map<std::string, VkPipeline> pipelines_;
+  std::mutex pipeline_mu_;
+
+  std::mutex mu_;  // recording, submission
+  std::unique_ptr<Batch> current_;
+  std::deque<std::unique_ptr<Batch>> in_flight_;
+  std::vector<std::unique_ptr<Batch>> spare_;
+  std::uint64_t next_ticket_ = 1;
+  std::uint64_t completed_ticket_ = 0;
+  bool lost_ = false;
+};
+
+// The context of vulkan device `index` (null when the index is unknown).
+Context* context(std::uint16_t index);
+std::size_t context_count();
+
+}  // namespace tensor::vulkan

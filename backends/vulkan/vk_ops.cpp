@@ -1,0 +1,781 @@
+// The Vulkan op entries: creation and transfer, views, and the shader families
+// (elementwise, reductions, scans, matmul, indexing). Inputs were validated by
+// Dispatch; entries trust shapes, dims and dtypes.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
+#include <type_traits>
+
+#include "backends/vulkan/shaders/vk_codes.h"
+#include "backends/vulkan/vk_ops.hpp"
+#include "backends/vulkan/vk_tensor.hpp"
+#include "dispatch/element.hpp"
+#include "tensor/error.hpp"
+
+namespace tensor::vulkan {
+
+VkLayout contiguous_layout(const Shape& shape) {
+  VkLayout l;
+  std::int64_t s = 1;
+  for (std::size_t d = shape.rank(); d-- > 0;) {
+    l.strides[d] = s;
+    s *= static_cast<std::int64_t>(shape[d]);
+  }
+  return l;
+}
+
+bool VulkanTensor::is_contiguous() const {
+  std::int64_t s = 1;
+  for (std::size_t d = rank(); d-- > 0;) {
+    if (shape_[d] == 1) continue;
+    if (layout_.strides[d] != s) return false;
+    s *= static_cast<std::int64_t>(shape_[d]);
+  }
+  return true;
+}
+
+namespace {
+
+using dispatch::Prim;
+
+VkRef as_vk(Prim&& p) { return dispatch::prim_cast<VulkanTensor>(std::move(p)); }
+
+Context& ctx_of(DeviceId d) {
+  Context* c = context(d.index_id);
+  if (!c) throw DeviceError(DeviceError::Kind::Unavailable, fmt::format("[vulkan] no vulkan device {}", d.index_id));
+  c->ensure_init();
+  return *c;
+}
+
+void check_storage_dtype(const Context& c, DType t, const char* op) {
+  if (!c.dtype_usage(t).contains(DTypeUsage::Storage))
+    throw DTypeError(fmt::format("[{}] dtype not supported on this device; expected a dtype vulkan:{} can store; got {} on vulkan:{}",
+                                 op, c.id().index_id, dtype_name(t), c.id().index_id));
+}
+
+VkRef alloc(DeviceId dev, DType dt, const Shape& shape) {
+  Context& c = ctx_of(dev);
+  check_storage_dtype(c, dt, "vulkan");
+  const std::size_t n = shape.num_elements();
+  if (n > 0x7FFFFFFFull)
+    throw ExecutionError(fmt::format("[vulkan] tensor has too many elements; expected at most 2^31 - 1; got {}", n));
+  BufRef buf = c.allocate(n * dtype_size(dt));
+  return VkRef::make(dt, shape, dev, std::move(buf), contiguous_layout(shape));
+}
+
+VkRef make_view(VkRef t, const Shape& shape, const VkLayout& l) {
+  if (t->unique_ref()) {
+    t->set_view(shape, l);
+    return t;
+  }
+  return VkRef::make(t->dtype(), shape, t->device(), t->buffer(), l);
+}
+
+// One operand of a strided launch.
+struct Operand {
+  const Buffer* buf = nullptr;
+  std::int64_t offset = 0;
+  std::array<std::int64_t, kMaxRank> strides{};
+};
+Operand operand(const VulkanTensor& t, const Shape& out) {
+  Operand o{t.buffer().get(), t.offset(), {}};
+  for (std::size_t d = 0; d < t.rank(); ++d) o.strides[d] = t.shape()[d] == out[d] ? t.stride(d) : 0;
+  return o;
+}
+
+struct Params {
+  std::vector<std::uint32_t> w = std::vector<std::uint32_t>(P_WORDS, 0u);
+  void shape(const Shape& s, std::size_t n) {
+    w[P_N] = static_cast<std::uint32_t>(n);
+    w[P_RANK] = static_cast<std::uint32_t>(s.rank());
+    for (std::size_t d = 0; d < s.rank(); ++d) w[P_SHAPE + d] = static_cast<std::uint32_t>(s[d]);
+  }
+  void operand(int k, const Operand& o, std::size_t rank) {
+    w[P_OPND + 9 * k] = static_cast<std::uint32_t>(o.offset);
+    for (std::size_t d = 0; d < rank; ++d) w[P_OPND + 9 * k + 1 + d] = static_cast<std::uint32_t>(o.strides[d]);
+  }
+  void extra(int i, std::int64_t v) { w[P_EXTRA + i] = static_cast<std::uint32_t>(v); }
+};
+
+void groups_for(std::size_t groups, std::uint32_t& gx, std::uint32_t& gy) {
+  gx = static_cast<std::uint32_t>(std::min<std::size_t>(groups, 65535));
+  gy = static_cast<std::uint32_t>((groups + gx - 1) / gx);
+}
+
+std::uint32_t code(DType t) { return static_cast<std::uint32_t>(t); }
+
+// ---- elementwise -----------------------------------------------------------------
+
+void launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, const Shape& shape, const Operand& out,
+               const Operand& a, const Operand* b, const Operand* c, std::uint32_t s0, std::uint32_t s1) {
+  const std::size_t n = shape.num_elements();
+  if (n == 0) return;
+  Context& ctx = *out.buf->context();
+  Params p;
+  p.shape(shape, n);
+  p.operand(0, out, shape.rank());
+  p.operand(1, a, shape.rank());
+  if (b) p.operand(2, *b, shape.rank());
+  if (c) p.operand(3, *c, shape.rank());
+  p.w[P_S0] = s0;
+  p.w[P_S1] = s1;
+  std::uint32_t gx, gy;
+  groups_for((n + 255) / 256, gx, gy);
+  ctx.dispatch(ShaderFamily::Elementwise, {static_cast<std::uint32_t>(op), code(dta), code(dtb), code(dto), bscalar ? 1u : 0u},
+               p.w, {{a.buf, false}, {b ? b->buf : nullptr, false}, {c ? c->buf : nullptr, false}, {out.buf, true}}, gx, gy, 1);
+}
+
+bool reusable(const VulkanTensor& t, const Shape& shape, DType dt) {
+  return t.can_mut() && t.is_dense_from_zero() && t.shape() == shape && dtype_size(t.dtype()) == dtype_size(dt);
+}
+VkRef output_for(VkRef& a, VkRef* b, const Shape& shape, DType dt) {
+  if (reusable(*a, shape, dt)) { a->set_dtype(dt); return a; }
+  if (b && reusable(**b, shape, dt)) { (*b)->set_dtype(dt); return *b; }
+  return alloc(a->device(), dt, shape);
+}
+
+Shape broadcast(const Shape& a, const Shape& b) {
+  Shape out = a;
+  for (std::size_t d = 0; d < a.rank(); ++d)
+    if (a[d] == 1) out[d] = b[d];
+  return out;
+}
+
+// A Scalar as the raw 32-bit pattern of an element of `dt` (the CPU's scalar_as).
+std::uint32_t scalar_raw(DType dt, Scalar s) {
+  return dispatch::visit_dtype(dt, [&](auto tag) -> std::uint32_t {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, dispatch::BoolU32>) {
+      return s.to_bool() ? 1u : 0u;
+    } else if constexpr (std::is_same_v<T, float>) {
+      const float f = dispatch::convert_value<float>(s.to_double());
+      std::uint32_t r;
+      std::memcpy(&r, &f, 4);
+      return r;
+    } else if constexpr (std::is_integral_v<T> && sizeof(T) <= 4) {
+      T v;
+      if (s.is_float()) v = dispatch::convert_value<T>(s.to_double());
+      else if (s.kind() == Scalar::Kind::UInt) v = dispatch::convert_value<T>(s.to_uint64());
+      else v = dispatch::convert_value<T>(s.to_int64());
+      return static_cast<std::uint32_t>(static_cast<std::make_unsigned_t<T>>(v));
+    } else {
+      throw DTypeError(fmt::format("[vulkan] scalar of unsupported dtype; got {}", dtype_name(dt)));
+    }
+  });
+}
+
+template <int OP>
+Prim unary_entry(Prim pa) {
+  VkRef a = as_vk(std::move(pa));
+  const Shape s = a->shape();
+  const DType dt = a->dtype();
+  VkRef out = output_for(a, nullptr, s, dt);
+  launch_ew(OP, dt, dt, dt, false, s, operand(*out, s), operand(*a, s), nullptr, nullptr, 0, 0);
+  return out;
+}
+
+template <int OP>
+Prim binary_entry(Prim pa, Prim pb) {
+  VkRef a = as_vk(std::move(pa));
+  VkRef b = as_vk(std::move(pb));
+  const Shape s = broadcast(a->shape(), b->shape());
+  const DType dt = a->dtype();
+  VkRef out = output_for(a, &b, s, dt);
+  const Operand ob = operand(*b, s);
+  launch_ew(OP, dt, dt, dt, false, s, operand(*out, s), operand(*a, s), &ob, nullptr, 0, 0);
+  return out;
+}
+
+template <int OP>
+Prim scalar_entry(Prim pa, Scalar sc) {
+  VkRef a = as_vk(std::move(pa));
+  const Shape s = a->shape();
+  const DType dt = a->dtype();
+  const std::uint32_t raw = scalar_raw(dt, sc);
+  VkRef out = output_for(a, nullptr, s, dt);
+  launch_ew(OP, dt, dt, dt, true, s, operand(*out, s), operand(*a, s), nullptr, nullptr, raw, 0);
+  return out;
+}
+
+template <int OP>
+Prim compare_entry(Prim pa, Prim pb, DType out_dt) {
+  VkRef a = as_vk(std::move(pa));
+  VkRef b = as_vk(std::move(pb));
+  const Shape s = broadcast(a->shape(), b->shape());
+  VkRef out = alloc(a->device(), out_dt, s);
+  const Operand ob = operand(*b, s);
+  launch_ew(OP, a->dtype(), a->dtype(), out_dt, false, s, operand(*out, s), operand(*a, s), &ob, nullptr, 0, 0);
+  return out;
+}
+
+template <int OP>
+Prim compare_scalar_entry(Prim pa, Scalar sc, DType out_dt) {
+  VkRef a = as_vk(std::move(pa));
+  const Shape s = a->shape();
+  VkRef out = alloc(a->device(), out_dt, s);
+  launch_ew(OP, a->dtype(), a->dtype(), out_dt, true, s, operand(*out, s), operand(*a, s), nullptr, nullptr,
+            scalar_raw(a->dtype(), sc), 0);
+  return out;
+}
+
+Prim mask_fill_entry(Prim pa, Prim pm, Scalar sc) {
+  VkRef a = as_vk(std::move(pa));
+  VkRef m = as_vk(std::move(pm));
+  const Shape s = a->shape();
+  const DType dt = a->dtype();
+  VkRef out = output_for(a, nullptr, s, dt);
+  const Operand om = operand(*m, s);
+  launch_ew(EW_MASK_FILL, dt, m->dtype(), dt, false, s, operand(*out, s), operand(*a, s), &om, nullptr, 0,
+            scalar_raw(dt, sc));
+  return out;
+}
+
+Prim mask_where_entry(Prim pa, Prim pm, Prim pv) {
+  VkRef a = as_vk(std::move(pa));
+  VkRef m = as_vk(std::move(pm));
+  VkRef v = as_vk(std::move(pv));
+  const Shape s = a->shape();
+  const DType dt = a->dtype();
+  VkRef out = output_for(a, &v, s, dt);
+  const Operand om = operand(*m, s), ov = operand(*v, s);
+  launch_ew(EW_MASK_WHERE, dt, m->dtype(), dt, false, s, operand(*out, s), operand(*a, s), &om, &ov, 0, 0);
+  return out;
+}
+
+// `t` converted to `to` (contiguous, fresh), or a strided copy when dtypes match.
+VkRef convert(const VkRef& t, DType to) {
+  const Shape s = t->shape();
+  VkRef out = alloc(t->device(), to, s);
+  launch_ew(EW_COPY, t->dtype(), t->dtype(), to, false, s, operand(*out, s), operand(*t, s), nullptr, nullptr, 0, 0);
+  return out;
+}
+VkRef to_contiguous(VkRef t) {
+  if (t->is_contiguous()) return t;
+  return convert(t, t->dtype());
+}
+
+Prim cast_entry(Prim pa, DType to) {
+  VkRef a = as_vk(std::move(pa));
+  check_storage_dtype(a->ctx(), to, "cast");
+  if (a->dtype() == to) return a;
+  return convert(a, to);
+}
+
+// ---- creation and transfer -------------------------------------------------------------
+
+Prim from_data_entry(TensorData data, DeviceId dev) {
+  Context& c = ctx_of(dev);
+  check_storage_dtype(c, data.dtype(), "from_data");
+  VkRef t = alloc(dev, data.dtype(), data.shape());
+  if (is_bool(data.dtype()) && dtype_size(data.dtype()) == 1) {
+    for (std::byte& b : data.bytes()) b = b != std::byte{0} ? std::byte{1} : std::byte{0};  // kernels read 0/1
+  }
+  c.upload(t->buffer(), data.bytes().data(), data.bytes().size());
+  return t;
+}
+
+Prim empty_entry(const Shape& shape, DeviceId dev, DType dt) {
+  VkRef t = alloc(dev, dt, shape);
+  if (is_bool(dt)) {  // reading an "uninitialised" bool tensor stays defined
+    std::vector<std::byte> zeros(shape.num_elements() * dtype_size(dt));
+    t->ctx().upload(t->buffer(), zeros.data(), zeros.size());
+  }
+  return t;
+}
+
+std::future<TensorData> into_data_entry(Prim p) {
+  VkRef t = to_contiguous(as_vk(std::move(p)));
+  Context* c = &t->ctx();
+  const std::size_t bytes = t->shape().num_elements() * dtype_size(t->dtype());
+  std::size_t off = static_cast<std::size_t>(t->offset()) * dtype_size(t->dtype());
+  BufRef host = c->prepare_readback(t->buffer(), off, bytes);
+  const std::uint64_t ticket = c->flush();
+  return std::async(std::launch::deferred, [c, ticket, host, off, bytes, shape = t->shape(), dt = t->dtype()] {
+    c->wait(ticket);
+    std::vector<std::byte> out(bytes);
+    if (bytes) std::memcpy(out.data(), host->mapped() + off, bytes);
+    return TensorData(std::move(out), shape, dt);
+  });
+}
+
+Prim to_device_entry(Prim p, DeviceId dev) {
+  VkRef t = as_vk(std::move(p));
+  TensorData d = into_data_entry(std::move(t)).get();
+  return from_data_entry(std::move(d), dev);
+}
+
+// Host-generated random values (xoshiro256** per device), uploaded.
+struct Rng {
+  std::uint64_t s[4] = {0x9e3779b97f4a7c15ull, 0xbf58476d1ce4e5b9ull, 0x94d049bb133111ebull, 0x2545f4914f6cdd1dull};
+  static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  void seed(std::uint64_t v) {
+    for (auto& w : s) {
+      std::uint64_t z = (v += 0x9e3779b97f4a7c15ull);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      w = z ^ (z >> 31);
+    }
+  }
+  std::uint64_t next() {
+    const std::uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45);
+    return r;
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+};
+std::mutex g_rng_mu;
+std::map<std::uint16_t, Rng> g_rngs;
+
+Prim random_entry(const Shape& shape, const Distribution& dist, DeviceId dev, DType dt) {
+  const std::size_t n = shape.num_elements();
+  std::vector<double> v(n);
+  {
+    std::lock_guard<std::mutex> lock(g_rng_mu);
+    Rng& r = g_rngs[dev.index_id];
+    for (std::size_t i = 0; i < n; ++i) {
+      switch (dist.kind) {
+        case Distribution::Kind::Default: v[i] = r.uniform(); break;
+        case Distribution::Kind::Uniform: v[i] = dist.a + (dist.b - dist.a) * r.uniform(); break;
+        case Distribution::Kind::Bernoulli: v[i] = r.uniform() < dist.a ? 1.0 : 0.0; break;
+        case Distribution::Kind::Normal: {
+          const double u1 = 1.0 - r.uniform(), u2 = r.uniform();
+          v[i] = dist.a + dist.b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+          break;
+        }
+      }
+      if (is_int(dt) && dist.kind != Distribution::Kind::Bernoulli) v[i] = std::floor(v[i]);
+    }
+  }
+  return from_data_entry(TensorData::from(v, shape).convert(dt), dev);
+}
+
+// ---- layout ---------------------------------------------------------------------------------
+
+Prim reshape_entry(Prim p, const Shape& shape) {
+  VkRef t = to_contiguous(as_vk(std::move(p)));
+  VkLayout l = contiguous_layout(shape);
+  l.offset = t->offset();
+  return make_view(std::move(t), shape, l);
+}
+
+Prim expand_entry(Prim p, const Shape& shape) {
+  VkRef t = as_vk(std::move(p));
+  const std::size_t lead = shape.rank() - t->rank();
+  VkLayout l;
+  l.offset = t->offset();
+  for (std::size_t d = lead; d < shape.rank(); ++d) l.strides[d] = t->shape()[d - lead] == shape[d] ? t->stride(d - lead) : 0;
+  return make_view(std::move(t), shape, l);
+}
+
+Prim swap_dims_entry(Prim p, std::size_t d0, std::size_t d1) {
+  VkRef t = as_vk(std::move(p));
+  Shape shape = t->shape();
+  VkLayout l = t->layout();
+  std::swap(shape[d0], shape[d1]);
+  std::swap(l.strides[d0], l.strides[d1]);
+  return make_view(std::move(t), shape, l);
+}
+
+Prim permute_entry(Prim p, dispatch::Axes axes) {
+  VkRef t = as_vk(std::move(p));
+  Shape shape = t->shape();
+  VkLayout l = t->layout();
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    shape[i] = t->shape()[axes[i]];
+    l.strides[i] = t->stride(axes[i]);
+  }
+  return make_view(std::move(t), shape, l);
+}
+
+Prim flip_entry(Prim p, dispatch::Axes axes) {
+  VkRef t = as_vk(std::move(p));
+  const Shape shape = t->shape();
+  VkLayout l = t->layout();
+  for (const std::size_t d : axes) {
+    if (shape[d] <= 1) continue;
+    l.offset += static_cast<std::int64_t>(shape[d] - 1) * l.strides[d];
+    l.strides[d] = -l.strides[d];
+  }
+  return make_view(std::move(t), shape, l);
+}
+
+void slice_layout(const VulkanTensor& t, dispatch::DimSlices slices, Shape& shape, VkLayout& l) {
+  shape = t.shape();
+  l = t.layout();
+  bool empty = false;
+  for (const auto& s : slices) empty = empty || s.len == 0;
+  for (std::size_t d = 0; d < slices.size(); ++d) {
+    if (!empty) l.offset += slices[d].start * l.strides[d];
+    l.strides[d] *= slices[d].step;
+    shape[d] = slices[d].len;
+  }
+}
+
+Prim slice_entry(Prim p, dispatch::DimSlices slices) {
+  VkRef t = as_vk(std::move(p));
+  Shape shape;
+  VkLayout l;
+  slice_layout(*t, slices, shape, l);
+  return make_view(std::move(t), shape, l);
+}
+
+// In place when `a` is unique and contiguous, else into a contiguous copy of `a`.
+Prim slice_assign_entry(Prim p, dispatch::DimSlices slices, Prim pv) {
+  VkRef t = as_vk(std::move(p));
+  VkRef v = as_vk(std::move(pv));
+  if (!(t->can_mut() && t->is_contiguous())) t = convert(t, t->dtype());
+  Shape shape;
+  VkLayout l;
+  slice_layout(*t, slices, shape, l);
+  if (shape.num_elements() == 0) return t;
+  Operand dst{t->buffer().get(), l.offset, l.strides};
+  launch_ew(EW_COPY, v->dtype(), v->dtype(), t->dtype(), false, shape, dst, operand(*v, shape), nullptr, nullptr, 0, 0);
+  return t;
+}
+
+Prim unfold_entry(Prim p, std::size_t dim, std::size_t size, std::size_t step) {
+  VkRef t = as_vk(std::move(p));
+  Shape shape = t->shape();
+  VkLayout l = t->layout();
+  const std::size_t n = shape[dim];
+  shape[dim] = n >= size ? (n - size) / step + 1 : 0;
+  shape.push_back(size);
+  l.strides[shape.rank() - 1] = t->stride(dim);
+  l.strides[dim] = t->stride(dim) * static_cast<std::int64_t>(step);
+  return make_view(std::move(t), shape, l);
+}
+
+// ---- reductions and scans ----------------------------------------------------------------------
+
+VkRef reduce_dim(VkRef a, std::size_t dim, int op, DType out_dt) {
+  Shape out_shape = a->shape();
+  const std::size_t n = out_shape[dim];
+  out_shape[dim] = 1;
+  VkRef out = alloc(a->device(), out_dt, out_shape);
+  const std::size_t count = out_shape.num_elements();
+  if (count == 0) return out;
+  Params p;
+  p.shape(out_shape, count);
+  p.operand(0, operand(*out, out_shape), out_shape.rank());
+  Operand oa{a->buffer().get(), a->offset(), a->layout().strides};
+  p.operand(1, oa, out_shape.rank());
+  p.extra(0, static_cast<std::int64_t>(n));
+  p.extra(1, a->stride(dim));
+  std::uint32_t gx, gy;
+  groups_for(count, gx, gy);
+  a->ctx().dispatch(ShaderFamily::Reduce, {static_cast<std::uint32_t>(op), code(a->dtype()), code(out_dt)}, p.w,
+                    {{a->buffer().get(), false}, {nullptr, false}, {nullptr, false}, {out->buffer().get(), true}}, gx, gy, 1);
+  return out;
+}
+
+template <int OP>
+Prim reduce_dim_entry(Prim p, std::size_t dim) {
+  VkRef a = as_vk(std::move(p));
+  const DType dt = a->dtype();
+  return reduce_dim(std::move(a), dim, OP, dt);
+}
+
+template <int OP>
+Prim reduce_all_entry(Prim p) {
+  VkRef a = to_contiguous(as_vk(std::move(p)));
+  const Shape flat{a->shape().num_elements()};
+  VkLayout l = contiguous_layout(flat);
+  l.offset = a->offset();
+  a = make_view(std::move(a), flat, l);
+  const DType dt = a->dtype();
+  return reduce_dim(std::move(a), 0, OP, dt);
+}
+
+template <int OP>
+Prim arg_entry(Prim p, std::size_t dim, DType out_dt) {
+  return reduce_dim(as_vk(std::move(p)), dim, OP, out_dt);
+}
+
+template <int OP>
+Prim scan_entry(Prim p, std::size_t dim) {
+  VkRef a = as_vk(std::move(p));
+  const Shape shape = a->shape();
+  VkRef out = alloc(a->device(), a->dtype(), shape);
+  Shape lines = shape;
+  lines[dim] = 1;
+  const std::size_t count = lines.num_elements();
+  if (count == 0 || shape[dim] == 0) return out;
+  Params pr;
+  pr.shape(lines, count);
+  Operand oo{out->buffer().get(), 0, out->layout().strides};
+  Operand oa{a->buffer().get(), a->offset(), a->layout().strides};
+  pr.operand(0, oo, lines.rank());
+  pr.operand(1, oa, lines.rank());
+  pr.extra(0, static_cast<std::int64_t>(shape[dim]));
+  pr.extra(1, a->stride(dim));
+  pr.extra(2, out->stride(dim));
+  std::uint32_t gx, gy;
+  groups_for((count + 63) / 64, gx, gy);
+  a->ctx().dispatch(ShaderFamily::Scan, {static_cast<std::uint32_t>(OP), code(a->dtype())}, pr.w,
+                    {{a->buffer().get(), false}, {nullptr, false}, {nullptr, false}, {out->buffer().get(), true}}, gx, gy, 1);
+  return out;
+}
+
+// ---- matmul -------------------------------------------------------------------------------------
+
+Prim matmul_entry(Prim pa, Prim pb) {
+  VkRef a = as_vk(std::move(pa));
+  VkRef b = as_vk(std::move(pb));
+  const DType dt = a->dtype();
+  if (dtype_size(dt) != 4) {
+    // 8/16-bit ints: the product wraps the same way when computed in i32 and narrowed.
+    const DType wide = is_signed_int(dt) ? DType::I32 : DType::U32;
+    Prim r = matmul_entry(convert(a, wide), convert(b, wide));
+    return convert(as_vk(std::move(r)), dt);
+  }
+  const std::size_t r = a->rank();
+  const std::size_t M = a->shape()[r - 2], K = a->shape()[r - 1], N = b->shape()[r - 1];
+  Shape out_shape = a->shape();
+  for (std::size_t d = 0; d + 2 < r; ++d) out_shape[d] = std::max(a->shape()[d], b->shape()[d]);
+  out_shape[r - 1] = N;
+  VkRef out = alloc(a->device(), dt, out_shape);
+  if (out_shape.num_elements() == 0) return out;
+  if (K == 0) {
+    std::vector<std::byte> zeros(out_shape.num_elements() * 4);
+    out->ctx().upload(out->buffer(), zeros.data(), zeros.size());
+    return out;
+  }
+  Shape batch;
+  for (std::size_t d = 0; d + 2 < r; ++d) batch.push_back(out_shape[d]);
+  const std::size_t nb = batch.num_elements();
+  Operand oo{out->buffer().get(), 0, {}}, oa{a->buffer().get(), a->offset(), {}}, ob{b->buffer().get(), b->offset(), {}};
+  for (std::size_t d = 0; d + 2 < r; ++d) {
+    oo.strides[d] = out->stride(d);
+    oa.strides[d] = a->shape()[d] == batch[d] ? a->stride(d) : 0;
+    ob.strides[d] = b->shape()[d] == batch[d] ? b->stride(d) : 0;
+  }
+  for (std::size_t base = 0; base < nb; base += 65535) {
+    Params p;
+    p.shape(batch, nb);
+    p.operand(0, oo, batch.rank());
+    p.operand(1, oa, batch.rank());
+    p.operand(2, ob, batch.rank());
+    p.extra(0, static_cast<std::int64_t>(M));
+    p.extra(1, static_cast<std::int64_t>(N));
+    p.extra(2, static_cast<std::int64_t>(K));
+    p.extra(3, a->stride(r - 2));
+    p.extra(4, a->stride(r - 1));
+    p.extra(5, b->stride(r - 2));
+    p.extra(6, b->stride(r - 1));
+    p.extra(7, static_cast<std::int64_t>(N));
+    p.extra(8, static_cast<std::int64_t>(base));
+    const auto gz = static_cast<std::uint32_t>(std::min<std::size_t>(65535, nb - base));
+    a->ctx().dispatch(ShaderFamily::Matmul, {code(dt)}, p.w,
+                      {{a->buffer().get(), false}, {b->buffer().get(), false}, {nullptr, false}, {out->buffer().get(), true}},
+                      static_cast<std::uint32_t>((N + 15) / 16), static_cast<std::uint32_t>((M + 15) / 16), gz);
+  }
+  return out;
+}
+
+// ---- indexing -----------------------------------------------------------------------------------
+
+void launch_index(int op, DType dt, DType idx_dt, const Shape& space, std::size_t count, const Operand& out,
+                  const Operand& src, const Operand& idx, std::size_t rank, std::initializer_list<std::int64_t> extra) {
+  if (count == 0) return;
+  Params p;
+  p.shape(space, count);
+  p.operand(0, out, rank);
+  p.operand(1, src, rank);
+  p.operand(2, idx, rank);
+  int i = 0;
+  for (std::int64_t e : extra) p.extra(i++, e);
+  std::uint32_t gx, gy;
+  groups_for((count + 63) / 64, gx, gy);
+  out.buf->context()->dispatch(ShaderFamily::Index, {static_cast<std::uint32_t>(op), code(dt), code(idx_dt)}, p.w,
+                               {{src.buf, false}, {idx.buf, false}, {nullptr, false}, {out.buf, true}}, gx, gy, 1);
+}
+
+Prim gather_entry(Prim pa, std::size_t dim, Prim pi) {
+  VkRef a = as_vk(std::move(pa));
+  VkRef idx = as_vk(std::move(pi));
+  const Shape s = idx->shape();
+  VkRef out = alloc(a->device(), a->dtype(), s);
+  Operand src{a->buffer().get(), a->offset(), a->layout().strides};
+  src.strides[dim] = 0;
+  launch_index(IX_GATHER, a->dtype(), idx->dtype(), s, s.num_elements(), operand(*out, s), src, operand(*idx, s), s.rank(),
+               {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(a->shape()[dim]), a->stride(dim)});
+  return out;
+}
+
+Prim select_entry(Prim pa, std::size_t dim, Prim pi) {
+  VkRef a = as_vk(std::move(pa));
+  VkRef idx = as_vk(std::move(pi));
+  Shape s = a->shape();
+  s[dim] = idx->shape()[0];
+  VkRef out = alloc(a->device(), a->dtype(), s);
+  Operand src{a->buffer().get(), a->offset(), a->layout().strides};
+  src.strides[dim] = 0;
+  Operand oi{idx->buffer().get(), idx->offset(), {}};
+  oi.strides[0] = idx->stride(0);
+  launch_index(IX_SELECT, a->dtype(), idx->dtype(), s, s.num_elements(), operand(*out, s), src, oi, s.rank(),
+               {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(a->shape()[dim]), a->stride(dim)});
+  return out;
+}
+
+// Accumulating writes go into a unique dense `a` or a fresh contiguous copy of it.
+VkRef writable_copy(VkRef a) {
+  if (a->can_mut() && a->is_dense_from_zero()) return a;
+  return convert(a, a->dtype());
+}
+
+Prim scatter_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
+  VkRef out = writable_copy(as_vk(std::move(pa)));
+  VkRef idx = as_vk(std::move(pi));
+  VkRef v = as_vk(std::move(pv));
+  Shape lines = idx->shape();
+  const std::size_t len = lines[dim];
+  lines[dim] = 1;
+  if (len == 0) return out;
+  Operand oo{out->buffer().get(), 0, out->layout().strides};
+  Operand ov{v->buffer().get(), v->offset(), v->layout().strides};
+  Operand oi{idx->buffer().get(), idx->offset(), idx->layout().strides};
+  launch_index(IX_SCATTER_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
+               {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
+                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(dim)});
+  return out;
+}
+
+Prim select_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
+  VkRef out = writable_copy(as_vk(std::move(pa)));
+  VkRef idx = as_vk(std::move(pi));
+  VkRef v = as_vk(std::move(pv));
+  Shape lines = v->shape();
+  const std::size_t len = lines[dim];
+  lines[dim] = 1;
+  if (len == 0) return out;
+  Operand oo{out->buffer().get(), 0, out->layout().strides};
+  Operand ov{v->buffer().get(), v->offset(), v->layout().strides};
+  Operand oi{idx->buffer().get(), idx->offset(), {}};
+  launch_index(IX_SELECT_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
+               {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
+                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(0)});
+  return out;
+}
+
+}  // namespace
+
+void seed_device(DeviceId device, std::uint64_t seed) {
+  std::lock_guard<std::mutex> lock(g_rng_mu);
+  g_rngs[device.index_id].seed(seed);
+}
+
+void register_ops(dispatch::Backend& b) {
+  using O = OpCode;
+  b.set<O::from_data>(&from_data_entry);
+  b.set<O::empty>(&empty_entry);
+  b.set<O::random>(&random_entry);
+  b.set<O::into_data>(&into_data_entry);
+  b.set<O::to_device>(&to_device_entry);
+  b.set<O::cast>(&cast_entry);
+  b.set<O::into_int>(&cast_entry);
+  b.set<O::into_float>(&cast_entry);
+
+  b.set<O::reshape>(&reshape_entry);
+  b.set<O::expand>(&expand_entry);
+  b.set<O::swap_dims>(&swap_dims_entry);
+  b.set<O::permute>(&permute_entry);
+  b.set<O::flip>(&flip_entry);
+  b.set<O::slice>(&slice_entry);
+  b.set<O::slice_assign>(&slice_assign_entry);
+  b.set<O::unfold>(&unfold_entry);
+
+  b.set<O::gather>(&gather_entry);
+  b.set<O::select>(&select_entry);
+  b.set<O::scatter_add>(&scatter_add_entry);
+  b.set<O::scatter_or>(&scatter_add_entry);
+  b.set<O::select_add>(&select_add_entry);
+  b.set<O::select_or>(&select_add_entry);
+  b.set<O::mask_fill>(&mask_fill_entry);
+  b.set<O::mask_where>(&mask_where_entry);
+
+  b.set<O::equal>(&compare_entry<EW_EQ>);
+  b.set<O::greater>(&compare_entry<EW_GT>);
+  b.set<O::greater_equal>(&compare_entry<EW_GE>);
+  b.set<O::lower>(&compare_entry<EW_LT>);
+  b.set<O::lower_equal>(&compare_entry<EW_LE>);
+  b.set<O::equal_elem>(&compare_scalar_entry<EW_EQ>);
+  b.set<O::greater_elem>(&compare_scalar_entry<EW_GT>);
+  b.set<O::greater_equal_elem>(&compare_scalar_entry<EW_GE>);
+  b.set<O::lower_elem>(&compare_scalar_entry<EW_LT>);
+  b.set<O::lower_equal_elem>(&compare_scalar_entry<EW_LE>);
+
+  b.set<O::add>(&binary_entry<EW_ADD>);
+  b.set<O::sub>(&binary_entry<EW_SUB>);
+  b.set<O::mul>(&binary_entry<EW_MUL>);
+  b.set<O::div>(&binary_entry<EW_DIV>);
+  b.set<O::remainder>(&binary_entry<EW_REM>);
+  b.set<O::powf>(&binary_entry<EW_POW>);
+  b.set<O::atan2>(&binary_entry<EW_ATAN2>);
+  b.set<O::add_scalar>(&scalar_entry<EW_ADD>);
+  b.set<O::sub_scalar>(&scalar_entry<EW_SUB>);
+  b.set<O::mul_scalar>(&scalar_entry<EW_MUL>);
+  b.set<O::div_scalar>(&scalar_entry<EW_DIV>);
+  b.set<O::remainder_scalar>(&scalar_entry<EW_REM>);
+  b.set<O::powf_scalar_impl>(&scalar_entry<EW_POW>);
+  b.set<O::matmul>(&matmul_entry);
+
+  b.set<O::recip>(&unary_entry<EW_RECIP>);
+  b.set<O::sqrt>(&unary_entry<EW_SQRT>);
+  b.set<O::exp>(&unary_entry<EW_EXP>);
+  b.set<O::log>(&unary_entry<EW_LOG>);
+  b.set<O::log1p>(&unary_entry<EW_LOG1P>);
+  b.set<O::abs>(&unary_entry<EW_ABS>);
+  b.set<O::cos>(&unary_entry<EW_COS>);
+  b.set<O::sin>(&unary_entry<EW_SIN>);
+  b.set<O::tan>(&unary_entry<EW_TAN>);
+  b.set<O::cosh>(&unary_entry<EW_COSH>);
+  b.set<O::sinh>(&unary_entry<EW_SINH>);
+  b.set<O::tanh>(&unary_entry<EW_TANH>);
+  b.set<O::acos>(&unary_entry<EW_ACOS>);
+  b.set<O::acosh>(&unary_entry<EW_ACOSH>);
+  b.set<O::asin>(&unary_entry<EW_ASIN>);
+  b.set<O::asinh>(&unary_entry<EW_ASINH>);
+  b.set<O::atan>(&unary_entry<EW_ATAN>);
+  b.set<O::atanh>(&unary_entry<EW_ATANH>);
+  b.set<O::round>(&unary_entry<EW_ROUND>);
+  b.set<O::floor>(&unary_entry<EW_FLOOR>);
+  b.set<O::ceil>(&unary_entry<EW_CEIL>);
+  b.set<O::trunc>(&unary_entry<EW_TRUNC>);
+  b.set<O::erf>(&unary_entry<EW_ERF>);
+
+  b.set<O::bitwise_and>(&binary_entry<EW_AND>);
+  b.set<O::bitwise_or>(&binary_entry<EW_OR>);
+  b.set<O::bitwise_xor>(&binary_entry<EW_XOR>);
+  b.set<O::bitwise_left_shift>(&binary_entry<EW_SHL>);
+  b.set<O::bitwise_right_shift>(&binary_entry<EW_SHR>);
+  b.set<O::bitwise_and_scalar>(&scalar_entry<EW_AND>);
+  b.set<O::bitwise_or_scalar>(&scalar_entry<EW_OR>);
+  b.set<O::bitwise_xor_scalar>(&scalar_entry<EW_XOR>);
+  b.set<O::bitwise_left_shift_scalar>(&scalar_entry<EW_SHL>);
+  b.set<O::bitwise_right_shift_scalar>(&scalar_entry<EW_SHR>);
+  b.set<O::bitwise_not>(&unary_entry<EW_NOT>);
+  b.set<O::bool_not>(&unary_entry<EW_BOOL_NOT>);
+  b.set<O::bool_and>(&binary_entry<EW_BOOL_AND>);
+  b.set<O::bool_or>(&binary_entry<EW_BOOL_OR>);
+
+  b.set<O::sum>(&reduce_all_entry<RD_SUM>);
+  b.set<O::prod>(&reduce_all_entry<RD_PROD>);
+  // Native so that int means divide the exact (64-bit) sum: the default sum/n would
+  // wrap narrow ints first.
+  b.set<O::mean>(&reduce_all_entry<RD_MEAN>);
+  b.set<O::sum_dim>(&reduce_dim_entry<RD_SUM>);
+  b.set<O::prod_dim>(&reduce_dim_entry<RD_PROD>);
+  b.set<O::mean_dim>(&reduce_dim_entry<RD_MEAN>);
+  b.set<O::argmax>(&arg_entry<RD_ARGMAX>);
+  b.set<O::argmin>(&arg_entry<RD_ARGMIN>);
+  b.set<O::cumsum>(&scan_entry<SC_CUMSUM>);
+  b.set<O::cumprod>(&scan_entry<SC_CUMPROD>);
+  b.set<O::cummax>(&scan_entry<SC_CUMMAX>);
+  b.set<O::cummin>(&scan_entry<SC_CUMMIN>);
+}
+
+}  // namespace tensor::vulkan

@@ -1,0 +1,358 @@
+// Vulkan backend against the CPU backend: every native Vulkan op of the elementwise,
+// reduction, cast and layout families x every dtype the device reports x layouts
+// (contiguous, transposed, step-sliced, flipped, broadcast, zero-size), plus direct
+// checks of the ops the CPU lacks, memory accounting and the dtype mask. The
+// validation layer is on (TENSOR_VK_VALIDATION=1) and any message fails the test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <tensor/tensor.hpp>
+
+#include "backends/vulkan/vk_backend.hpp"
+#include "dispatch/dispatch.hpp"
+#include "dispatch/element.hpp"
+
+namespace {
+
+using namespace tensor;
+namespace d = tensor::dispatch;
+using DT = d::DispatchTensor;
+using Kind = d::Kind;
+
+const DeviceId kCpu{kCpuDeviceType, 0};
+const DeviceId kVk{kVulkanDeviceType, 0};
+
+bool have_vulkan() { return d::device_count(kVulkanDeviceType) > 0; }
+
+class VulkanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+    before_ = vulkan::validation_message_count();
+  }
+  void TearDown() override {
+    if (have_vulkan()) {
+      d::sync(kVk);
+      EXPECT_EQ(vulkan::validation_message_count(), before_) << "validation layer reported problems (see stderr)";
+    }
+  }
+  std::uint64_t before_ = 0;
+};
+
+std::vector<DType> device_dtypes() {
+  std::vector<DType> out;
+  for (int i = 0; i < kDTypeCount; ++i) {
+    const DType t = static_cast<DType>(i);
+    if (t != DType::QFloat && d::supports_dtype(kVk, t) && d::supports_dtype(kCpu, t)) out.push_back(t);
+  }
+  return out;
+}
+
+// Small exact-ish values: k/4 for floats (zeros included), small ints.
+TensorData make_data(DType dt, const Shape& s, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<double> v(s.num_elements());
+  for (double& x : v) {
+    if (is_float(dt)) x = static_cast<double>(static_cast<int>(rng() % 25) - 12) / 4.0;
+    else if (is_bool(dt)) x = static_cast<double>(rng() % 2);
+    else if (is_unsigned_int(dt)) x = static_cast<double>(rng() % 13);
+    else x = static_cast<double>(static_cast<int>(rng() % 13) - 6);
+  }
+  return TensorData::from(v, s).convert(dt);
+}
+
+struct LayoutCase {
+  const char* name;
+  Shape base;
+  std::function<DT(DT)> view;
+};
+std::vector<LayoutCase> layouts() {
+  return {
+      {"contiguous", Shape{3, 5}, [](DT t) { return t; }},
+      {"transposed", Shape{5, 3}, [](DT t) { return d::swap_dims(std::move(t), 0, 1); }},
+      {"sliced", Shape{6, 11},
+       [](DT t) {
+         const Slice s[2] = {Slice::range(0, 6, 2), Slice::range(1, 11, 2)};
+         return d::slice(std::move(t), s);
+       }},
+      {"flipped", Shape{3, 5},
+       [](DT t) {
+         const std::int64_t ax[2] = {0, 1};
+         return d::axes(OpCode::flip, std::move(t), ax);
+       }},
+      {"broadcast", Shape{1, 5},
+       [](DT t) {
+         const std::int64_t to[2] = {3, 5};
+         return d::reshape(OpCode::expand, std::move(t), to);
+       }},
+      {"zero_size", Shape{0, 5}, [](DT t) { return t; }},
+  };
+}
+
+// Compares two reads: exact for ints and bools (bools by truth value), tolerant for floats.
+::testing::AssertionResult same(const TensorData& cpu, const TensorData& vk) {
+  if (!(cpu.shape() == vk.shape())) return ::testing::AssertionFailure() << "shape " << cpu.shape().to_string() << " vs " << vk.shape().to_string();
+  if (is_bool(cpu.dtype()) && is_bool(vk.dtype())) {
+    if (cpu.to_vec<bool>() != vk.to_vec<bool>()) return ::testing::AssertionFailure() << "bool values differ: cpu " << cpu.to_string() << " vk " << vk.to_string();
+    return ::testing::AssertionSuccess();
+  }
+  if (cpu.dtype() != vk.dtype()) return ::testing::AssertionFailure() << "dtype " << dtype_name(cpu.dtype()) << " vs " << dtype_name(vk.dtype());
+  if (!is_float(cpu.dtype())) {
+    if (cpu.bytes() != vk.bytes()) return ::testing::AssertionFailure() << "cpu " << cpu.to_string() << "\nvk  " << vk.to_string();
+    return ::testing::AssertionSuccess();
+  }
+  const auto a = cpu.convert(DType::F64).to_vec<double>(), b = vk.convert(DType::F64).to_vec<double>();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::isinf(a[i]) || std::isinf(b[i])) {
+      if (a[i] == b[i]) continue;
+    } else if (std::fabs(a[i] - b[i]) <= 2e-5 + 2e-5 * std::fabs(a[i])) {
+      continue;
+    }
+    return ::testing::AssertionFailure() << "element " << i << ": cpu " << a[i] << " vk " << b[i] << "\ncpu " << cpu.to_string()
+                                         << "\nvk  " << vk.to_string();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Runs `op` on both devices; failures and NotImplemented on the CPU skip the case.
+void check_op(const std::string& what, const std::function<DT(DeviceId)>& op) {
+  TensorData want;
+  try {
+    want = d::read(op(kCpu));
+  } catch (const std::exception&) {
+    return;  // the CPU backend lacks this op (or rejects the case): nothing to compare
+  }
+  TensorData got;
+  try {
+    got = d::read(op(kVk));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": vulkan threw: " << e.what();
+    return;
+  }
+  EXPECT_TRUE(same(want, got)) << what;
+}
+
+Kind kind_of(DType t) { return d::kind_of_dtype(t); }
+bool kind_ok(OpCode op, DType t) {
+  const std::uint8_t bit = is_float(t) ? d::kKindF : is_int(t) ? d::kKindI : d::kKindB;
+  return (d::op_info(op).kinds & bit) != 0;
+}
+bool native(OpCode op) { return d::Registry::instance().get(kVulkanDeviceType).is_native(op); }
+
+DT upload(const TensorData& data, DeviceId dev) { return d::from_data(data, dev, kind_of(data.dtype())); }
+
+using VulkanOps = VulkanTest;
+using VulkanDirect = VulkanTest;
+using VulkanMemory = VulkanTest;
+using VulkanMask = VulkanTest;
+
+TEST_F(VulkanOps, EveryNativeElementwiseAndReductionOpMatchesCpu) {
+  int cases = 0;
+  for (DType dt : device_dtypes()) {
+    for (const LayoutCase& lc : layouts()) {
+      const TensorData da = make_data(dt, lc.base, 1);
+      const Shape vshape = d::read(lc.view(upload(da, kCpu))).shape();
+      const TensorData db = make_data(dt, vshape, 2);
+      const Scalar sc = is_float(dt) ? Scalar(1.5) : Scalar(2);
+      auto A = [&](DeviceId dev) { return lc.view(upload(da, dev)); };
+      auto B = [&](DeviceId dev) { return upload(db, dev); };
+      for (std::size_t i = 0; i < d::kOps.size(); ++i) {
+        const OpCode op = static_cast<OpCode>(i);
+        if (!kind_ok(op, dt) || !native(op)) continue;
+        const std::string what = std::string(d::op_name(op)) + " " + std::string(dtype_name(dt)) + " " + lc.name;
+        switch (d::op_family(op)) {
+          case d::Family::Unary: check_op(what, [&](DeviceId v) { return d::unary(op, A(v)); }); break;
+          case d::Family::Binary: check_op(what, [&](DeviceId v) { return d::binary(op, A(v), B(v)); }); break;
+          case d::Family::Scalar: check_op(what, [&](DeviceId v) { return d::scalar(op, A(v), sc); }); break;
+          case d::Family::Compare: check_op(what, [&](DeviceId v) { return d::compare(op, A(v), B(v)); }); break;
+          case d::Family::CompareScalar: check_op(what, [&](DeviceId v) { return d::compare_scalar(op, A(v), sc); }); break;
+          case d::Family::Reduce: check_op(what, [&](DeviceId v) { return d::reduce(op, A(v)); }); break;
+          case d::Family::Dim:
+            for (std::int64_t dim : {0, 1}) check_op(what + " dim " + std::to_string(dim), [&](DeviceId v) { return d::reduce_dim(op, A(v), dim); });
+            break;
+          case d::Family::Cast:
+            for (DType to : device_dtypes()) {
+              if (to == dt) continue;
+              check_op(what + " -> " + std::string(dtype_name(to)), [&](DeviceId v) { return d::cast(op, A(v), to); });
+            }
+            break;
+          default: continue;
+        }
+        ++cases;
+      }
+      // Masks and slice_assign (layout ops, any dtype).
+      const TensorData dm = make_data(DType::Bool, vshape, 3);
+      check_op(std::string("mask_fill ") + std::string(dtype_name(dt)) + " " + lc.name,
+               [&](DeviceId v) { return d::mask_fill(A(v), upload(dm, v), sc); });
+      check_op(std::string("mask_where ") + std::string(dtype_name(dt)) + " " + lc.name,
+               [&](DeviceId v) { return d::mask_where(A(v), upload(dm, v), B(v)); });
+      check_op(std::string("contiguous read ") + lc.name, [&](DeviceId v) { return A(v); });
+      if (vshape.num_elements() > 0) {
+        const TensorData dv = make_data(dt, Shape{2, 2}, 4);
+        const Slice s[2] = {Slice::range(0, 3, 2), Slice::range(1, 5, 3)};
+        check_op(std::string("slice_assign ") + std::string(dtype_name(dt)) + " " + lc.name,
+                 [&](DeviceId v) { return d::slice_assign(A(v), s, upload(dv, v)); });
+        std::vector<DT> parts;
+        check_op(std::string("cat ") + std::string(dtype_name(dt)) + " " + lc.name, [&](DeviceId v) {
+          std::vector<DT> p;
+          p.push_back(A(v));
+          p.push_back(B(v));
+          return d::cat(std::move(p), 1);
+        });
+      }
+    }
+  }
+  EXPECT_GT(cases, 100);
+}
+
+TEST_F(VulkanOps, MatmulMatchesCpuForStridedAndBatchedOperands) {
+  for (DType dt : device_dtypes()) {
+    if (is_bool(dt)) continue;
+    const TensorData a = make_data(dt, Shape{2, 1, 19, 21}, 5);
+    const TensorData b = make_data(dt, Shape{1, 3, 21, 17}, 6);
+    const TensorData bt = make_data(dt, Shape{1, 3, 17, 21}, 7);
+    check_op("matmul batched " + std::string(dtype_name(dt)),
+             [&](DeviceId v) { return d::matmul(upload(a, v), upload(b, v)); });
+    check_op("matmul transposed rhs " + std::string(dtype_name(dt)),
+             [&](DeviceId v) { return d::matmul(upload(a, v), d::swap_dims(upload(bt, v), 2, 3)); });
+    const TensorData e = make_data(dt, Shape{1, 1, 0, 21}, 8);
+    check_op("matmul empty " + std::string(dtype_name(dt)), [&](DeviceId v) { return d::matmul(upload(e, v), upload(b, v)); });
+    const TensorData k0a = make_data(dt, Shape{1, 1, 4, 0}, 8), k0b = make_data(dt, Shape{1, 1, 0, 3}, 8);
+    check_op("matmul k=0 " + std::string(dtype_name(dt)), [&](DeviceId v) { return d::matmul(upload(k0a, v), upload(k0b, v)); });
+  }
+}
+
+TEST_F(VulkanDirect, ArgmaxTakesLowestIndexOnTiesAndNaNWins) {
+  const float nan = std::nanf("");
+  auto t = upload(TensorData::from<float>({1, 3, 3, 2, nan, 5, nan, 0}, Shape{2, 4}), kVk);
+  EXPECT_EQ(d::read(d::dim_index(OpCode::argmax, t, 1)).convert(DType::I64).to_vec<std::int64_t>(), (std::vector<std::int64_t>{1, 0}));
+  EXPECT_EQ(d::read(d::dim_index(OpCode::argmin, t, 1)).convert(DType::I64).to_vec<std::int64_t>(), (std::vector<std::int64_t>{0, 0}));
+  auto big = upload(TensorData::from<std::int32_t>(std::vector<std::int32_t>(1000, 7), Shape{1000}), kVk);
+  EXPECT_EQ(d::read(d::dim_index(OpCode::argmax, big, 0)).convert(DType::I64).to_vec<std::int64_t>(), (std::vector<std::int64_t>{0}));
+}
+
+TEST_F(VulkanDirect, ScansRunAlongTheDimAndPropagateNaN) {
+  const float nan = std::nanf("");
+  auto t = upload(TensorData::from<float>({1, 2, 3, 4, nan, 1}, Shape{2, 3}), kVk);
+  auto v = [](DT x) { return d::read(std::move(x)).to_vec<float>(); };
+  const auto cs = v(d::reduce_dim(OpCode::cumsum, t, 1));
+  EXPECT_EQ(cs[2], 6.0f);
+  EXPECT_TRUE(std::isnan(cs[4]) && std::isnan(cs[5]));
+  const auto cm = v(d::reduce_dim(OpCode::cummax, t, 1));
+  EXPECT_EQ((std::vector<float>{cm[0], cm[1], cm[2], cm[3]}), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_TRUE(std::isnan(cm[4]) && std::isnan(cm[5]));
+  const auto cp = v(d::reduce_dim(OpCode::cumprod, t, 0));
+  EXPECT_EQ(cp[0], 1.0f);
+  EXPECT_EQ(cp[3], 4.0f);
+  EXPECT_EQ(cp[2], 3.0f);
+  EXPECT_EQ(cp[5], 3.0f);
+  auto i = upload(TensorData::from<std::int8_t>({100, 100, -3, 5}, Shape{4}), kVk);
+  EXPECT_EQ(d::read(d::reduce_dim(OpCode::cumsum, i, 0)).to_vec<std::int8_t>(), (std::vector<std::int8_t>{100, -56, -59, -54}));
+  EXPECT_EQ(d::read(d::reduce_dim(OpCode::cummin, i, 0)).to_vec<std::int8_t>(), (std::vector<std::int8_t>{100, 100, -3, -3}));
+}
+
+TEST_F(VulkanDirect, MeanOfAnEmptyFloatAxisIsNaNAndIntMeanUsesTheExactSum) {
+  auto e = upload(TensorData::from<float>({}, Shape{2, 0}), kVk);
+  const auto m = d::read(d::reduce_dim(OpCode::mean_dim, e, 1)).to_vec<float>();
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_TRUE(std::isnan(m[0]) && std::isnan(m[1]));
+  auto big = upload(TensorData::from<std::int32_t>({2000000000, 2000000000, -7}, Shape{3}), kVk);
+  EXPECT_EQ(d::read(d::reduce_dim(OpCode::mean_dim, big, 0)).to_vec<std::int32_t>(), (std::vector<std::int32_t>{1333333331}));
+  auto i8 = upload(TensorData::from<std::int8_t>({100, 100, 100}, Shape{3}), kVk);
+  EXPECT_EQ(d::read(d::reduce(OpCode::mean, i8)).to_vec<std::int8_t>(), (std::vector<std::int8_t>{100}));
+  auto neg = upload(TensorData::from<std::int32_t>({-2000000000, -2000000000, -7}, Shape{3}), kVk);
+  EXPECT_EQ(d::read(d::reduce_dim(OpCode::mean_dim, neg, 0)).to_vec<std::int32_t>(), (std::vector<std::int32_t>{-1333333335}));
+}
+
+TEST_F(VulkanDirect, GatherSelectAndTheirAccumulatingForms) {
+  auto a = upload(TensorData::from<float>({0, 1, 2, 3, 4, 5}, Shape{2, 3}), kVk);
+  auto idx = upload(TensorData::from<std::int32_t>({2, 0, 1, 1}, Shape{2, 2}), kVk);
+  EXPECT_EQ(d::read(d::gather(a, 1, idx)).to_vec<float>(), (std::vector<float>{2, 0, 4, 4}));
+  auto sel = upload(TensorData::from<std::int32_t>({2, 2, 0}, Shape{3}), kVk);
+  EXPECT_EQ(d::read(d::select(d::unary(OpCode::transpose, a), 0, sel)).to_vec<float>(), (std::vector<float>{2, 5, 2, 5, 0, 3}));
+  auto vals = upload(TensorData::from<float>({10, 20, 30, 40}, Shape{2, 2}), kVk);
+  EXPECT_EQ(d::read(d::scatter(OpCode::scatter, a, 1, idx, vals, IndexingUpdateOp::Add)).to_vec<float>(),
+            (std::vector<float>{20, 1, 12, 3, 74, 5}));
+  auto sv = upload(TensorData::from<float>({1, 1, 1, 2, 2, 2, 3, 3, 3}, Shape{3, 3}), kVk);
+  auto rows = upload(TensorData::from<std::int32_t>({1, 1, 0}, Shape{3}), kVk);
+  EXPECT_EQ(d::read(d::select_assign(OpCode::select_assign, a, 0, rows, sv, IndexingUpdateOp::Add)).to_vec<float>(),
+            (std::vector<float>{3, 4, 5, 6, 7, 8}));
+  // The source is unchanged (it was not uniquely owned).
+  EXPECT_EQ(d::read(a).to_vec<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST_F(VulkanDirect, PublicApiRoundTripAndDeviceName) {
+  Device dev = Device::parse("vulkan");
+  EXPECT_EQ(dev.backend_name().rfind("dispatch<vulkan<", 0), 0u) << dev.backend_name();
+  auto a = Tensor<2>::from_data(TensorData::from<float>({1, 2, 3, 4, 5, 6}, {2, 3}), dev);
+  auto b = Tensor<2>::ones({3, 2}, dev);
+  auto c = (a.matmul(b) + 1.0f).exp();
+  auto s = c.sum_dim(1).into_data().to_vec<float>();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_NEAR(s[0], 2 * std::exp(7.0f), 1e-2);
+  EXPECT_EQ(a.transpose().slice({Slice::range(0, 3, 2)}).into_data().to_vec<float>(), (std::vector<float>{1, 4, 3, 6}));
+  EXPECT_EQ(dev.settings().bool_dtype, BoolDType::U8);
+}
+
+TEST_F(VulkanMemory, StatsReturnToBaselineAfterManyTensors) {
+  d::sync(kVk);
+  const MemoryStats base = d::memory_stats(kVk);
+  {
+    std::vector<DT> keep;
+    for (int i = 0; i < 300; ++i) {
+      DT t = upload(make_data(DType::F32, Shape{static_cast<std::size_t>(17 + i), 33}, i), kVk);
+      keep.push_back(d::scalar(OpCode::add_scalar, t, Scalar(1.0)));
+      if (i % 3 == 0) keep.pop_back();
+    }
+    d::sync(kVk);
+    EXPECT_GT(d::memory_stats(kVk).bytes_in_use, base.bytes_in_use);
+  }
+  d::sync(kVk);
+  const MemoryStats after = d::memory_stats(kVk);
+  EXPECT_EQ(after.bytes_in_use, base.bytes_in_use);
+  EXPECT_GE(after.peak_bytes_in_use, after.bytes_in_use);
+  d::memory_cleanup(kVk);
+  EXPECT_LE(d::memory_stats(kVk).bytes_reserved, after.bytes_reserved);
+}
+
+TEST_F(VulkanMemory, ATensorBeyondTheStorageBufferLimitIsAnExecutionError) {
+  // 2^31 f32 elements: beyond maxStorageBufferRange on every device; never allocated.
+  EXPECT_THROW(d::create(OpCode::empty, Shape{std::size_t{1} << 31}, kVk, Kind::Float, DType::F32), ExecutionError);
+  EXPECT_THROW(d::create(OpCode::empty, Shape{std::size_t{1} << 28, 2}, kVk, Kind::Float, DType::F32), ExecutionError);
+  // The device still works afterwards.
+  EXPECT_EQ(d::read(upload(TensorData::from<float>({1, 2}), kVk)).to_vec<float>(), (std::vector<float>{1, 2}));
+}
+
+TEST_F(VulkanMask, MaskedDTypesRaiseDTypeErrorNamingOpDtypeAndDevice) {
+  if (!std::getenv("TENSOR_VK_DTYPE_MASK")) GTEST_SKIP() << "run with TENSOR_VK_DTYPE_MASK (meson test vulkan_dtype_mask)";
+  EXPECT_FALSE(d::dtype_usage(kVk, DType::F32).contains(DTypeUsage::Storage));
+  try {
+    upload(TensorData::from<float>({1, 2}), kVk);
+    ADD_FAILURE() << "no error";
+  } catch (const DTypeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("from_data"), std::string::npos) << m;
+    EXPECT_NE(m.find("f32"), std::string::npos) << m;
+    EXPECT_NE(m.find("vulkan:0"), std::string::npos) << m;
+  }
+  DT u = upload(TensorData::from<std::uint32_t>({1, 2}), kVk);
+  try {
+    d::cast(OpCode::into_float, u, DType::F32);
+    ADD_FAILURE() << "no error";
+  } catch (const DTypeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("into_float"), std::string::npos) << m;
+    EXPECT_NE(m.find("f32"), std::string::npos) << m;
+  }
+  EXPECT_THROW(d::create(OpCode::zeros, Shape{2}, kVk, Kind::Int, DType::I32), DTypeError);
+}
+
+}  // namespace
