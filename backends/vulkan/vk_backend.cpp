@@ -1,5 +1,9 @@
 // Vulkan backend registration: instance (with the validation layer and a counting
 // debug messenger when TENSOR_VK_VALIDATION=1), device discovery, device-level entries.
+
+// Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
+// remaining members zeroed by the language; that is the intended idiom here.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include "backends/vulkan/vk_backend.hpp"
 
 #include <fmt/format.h>

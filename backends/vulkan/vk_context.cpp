@@ -1,5 +1,9 @@
 // Vulkan device state: instance/device setup, pooled memory, command batching and
 // pipelines (see vk_context.hpp).
+
+// Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
+// remaining members zeroed by the language; that is the intended idiom here.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include "backends/vulkan/vk_context.hpp"
 
 #include <fmt/format.h>
