@@ -14,6 +14,8 @@ namespace {
 std::string name_entry(DeviceId) { return "cpu"; }
 void flush_entry(DeviceId) {}
 std::size_t device_count_entry() { return 1; }
+// burn-flex's defaults: F32, I32, one-byte native bools.
+DeviceSettings default_settings_entry(DeviceId) { return {FloatDType::F32, IntDType::I32, BoolDType::Native}; }
 
 // Every float and int dtype and the one-byte bools are general; BoolU32 and QFloat
 // are not CPU storages.
@@ -45,6 +47,7 @@ std::unique_ptr<dispatch::Backend> make_cpu_backend() {
   b->set<dispatch::DeviceOp::flush>(&flush_entry);
   b->set<dispatch::DeviceOp::dtype_usage>(&dtype_usage_entry);
   b->set<dispatch::DeviceOp::device_count>(&device_count_entry);
+  b->set<dispatch::DeviceOp::default_settings>(&default_settings_entry);
   return b;
 }
 

@@ -1,0 +1,113 @@
+// CPU unary ops and scans: float math through every float dtype and layout, int abs
+// and bitwise not, rounding rules, and cumulative ops with NaN propagation.
+#include <cmath>
+
+#include "cpu_test_util.hpp"
+
+namespace tensor::cpu::test {
+namespace {
+
+Prim unary(OpCode op, Prim p) { return entry<Family::Unary>(op)(std::move(p)); }
+
+std::vector<double> as_f64(const Prim& p) {
+  return entry<Family::IntoData>(OpCode::into_data)(p).get().convert(DType::F64).to_vec<double>();
+}
+
+TEST(CpuUnary, FloatMathEveryFloatDtypeAndLayout) {
+  struct Case {
+    OpCode op;
+    double (*ref)(double);
+  };
+  const Case cases[] = {{OpCode::exp, [](double x) { return std::exp(x); }},
+                        {OpCode::sqrt, [](double x) { return std::sqrt(std::fabs(x)); }},
+                        {OpCode::tanh, [](double x) { return std::tanh(x); }},
+                        {OpCode::floor, [](double x) { return std::floor(x); }},
+                        {OpCode::recip, [](double x) { return 1.0 / x; }},
+                        {OpCode::abs, [](double x) { return std::fabs(x); }}};
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    const double tol = dt == DType::F64 ? 1e-12 : dt == DType::F32 ? 1e-6 : dt == DType::F16 ? 2e-3 : 1e-2;
+    for (const Case& c : cases)
+      for (Lay lay : kLayouts) {
+        const std::size_t rows = rows_of(lay, 3);
+        auto gen = [&](std::size_t i, std::size_t j) {
+          const double x = 0.25 * static_cast<double>(i * 5 + j) - 1.9;
+          return c.op == OpCode::sqrt ? std::fabs(x) : x;
+        };
+        const auto v = logical_values<double>(lay, rows, 4, gen);
+        // The values as the dtype holds them, laid out in `lay` in that dtype.
+        std::vector<double> held;
+        Prim in;
+        dispatch::visit_dtype(dt, [&](auto tag) {
+          using T = decltype(tag);
+          if constexpr (dispatch::kIsFloatLike<T>) {
+            std::vector<T> tv;
+            for (double x : v) {
+              tv.push_back(dispatch::convert_value<T>(x));
+              held.push_back(static_cast<double>(dispatch::load_elem(tv.back())));
+            }
+            in = build(lay, tv, rows, 4, dt);
+          }
+        });
+        const auto got = as_f64(unary(c.op, std::move(in)));
+        ASSERT_EQ(got.size(), held.size());
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          const double want = c.ref(held[i]);
+          ASSERT_NEAR(got[i], want, tol * (1 + std::fabs(want)))
+              << dispatch::op_name(c.op) << " " << dtype_name(dt) << " " << lay_name(lay) << " at " << i;
+        }
+      }
+  }
+}
+
+TEST(CpuUnary, StridedInputsAndInPlace) {
+  // Through a transposed f32 view, and in place into a unique dense operand.
+  const Prim a = from_vec(std::vector<float>{1, 4, 9, 16, 25, 36}, Shape{2, 3});
+  EXPECT_EQ(to_f32(unary(OpCode::sqrt, swap_dims(a, 0, 1))), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  Prim b = from_vec(std::vector<float>{-1.5f, 2.5f, -0.5f, 0.5f, 3.5f}, Shape{5});
+  const Storage* sb = cpu_of(b).storage();
+  const Prim r = unary(OpCode::round, std::move(b));
+  EXPECT_EQ(cpu_of(r).storage(), sb);
+  EXPECT_EQ(to_f32(r), (std::vector<float>{-2, 2, -0, 0, 4}));
+  EXPECT_EQ(to_f32(unary(OpCode::trunc, from_vec(std::vector<float>{-1.7f, -2.9f, 3.1f, 4.5f}, Shape{4}))),
+            (std::vector<float>{-1, -2, 3, 4}));
+}
+
+TEST(CpuUnary, IntAbsAndBitwiseNot) {
+  const Prim a = from_vec(std::vector<std::int32_t>{INT32_MIN, -3, 0, 7}, Shape{4});
+  EXPECT_EQ(to_vec<std::int32_t>(unary(OpCode::abs, a)), (std::vector<std::int32_t>{INT32_MIN, 3, 0, 7}));
+  EXPECT_EQ(to_vec<std::int32_t>(unary(OpCode::bitwise_not, a)), (std::vector<std::int32_t>{INT32_MAX, 2, -1, -8}));
+  const Prim u = from_vec(std::vector<std::uint8_t>{0, 255, 15}, Shape{3});
+  EXPECT_EQ(to_vec<std::uint8_t>(unary(OpCode::bitwise_not, u)), (std::vector<std::uint8_t>{255, 0, 240}));
+  const Prim i8 = from_vec(std::vector<std::int8_t>{-128, -1}, Shape{2});
+  EXPECT_EQ(to_vec<std::int8_t>(unary(OpCode::abs, i8)), (std::vector<std::int8_t>{-128, 1}));
+}
+
+TEST(CpuUnary, PowfScalarImpl) {
+  const Prim a = from_vec(std::vector<float>{4, 9, 2}, Shape{3});
+  const auto r = to_f32(entry<Family::Scalar>(OpCode::powf_scalar_impl)(a, Scalar(0.5)));
+  EXPECT_FLOAT_EQ(r[0], 2.0f);
+  EXPECT_FLOAT_EQ(r[1], 3.0f);
+  EXPECT_FLOAT_EQ(r[2], std::sqrt(2.0f));
+}
+
+TEST(CpuScan, CumulativeOps) {
+  const auto scan = [](OpCode op, Prim p, std::size_t dim) { return entry<Family::Dim>(op)(std::move(p), dim); };
+  // cumsum on a transposed view: [[1,3],[2,4]] along dim 1 = [[1,4],[2,6]].
+  const Prim t = swap_dims(from_vec(std::vector<float>{1, 2, 3, 4}, Shape{2, 2}), 0, 1);
+  EXPECT_EQ(to_f32(scan(OpCode::cumsum, t, 1)), (std::vector<float>{1, 4, 2, 6}));
+  EXPECT_EQ(to_f32(scan(OpCode::cumsum, t, 0)), (std::vector<float>{1, 3, 3, 7}));
+  EXPECT_EQ(to_f32(scan(OpCode::cumprod, t, 1)), (std::vector<float>{1, 3, 2, 8}));
+  const auto mx = to_f32(scan(OpCode::cummax, from_vec(std::vector<float>{1, NAN, 5, 2}, Shape{4}), 0));
+  EXPECT_EQ(mx[0], 1.0f);
+  for (int i = 1; i < 4; ++i) EXPECT_TRUE(std::isnan(mx[i]));
+  const auto mn = to_f32(scan(OpCode::cummin, from_vec(std::vector<float>{NAN, 1, -5}, Shape{3}), 0));
+  for (float x : mn) EXPECT_TRUE(std::isnan(x));
+  EXPECT_EQ(to_vec<std::int16_t>(scan(OpCode::cummin, from_vec(std::vector<std::int16_t>{3, 1, 2, -4}, Shape{4}), 0)),
+            (std::vector<std::int16_t>{3, 1, 1, -4}));
+  EXPECT_EQ(to_vec<std::int8_t>(scan(OpCode::cumsum, from_vec(std::vector<std::int8_t>{100, 100, -56}, Shape{3}), 0)),
+            (std::vector<std::int8_t>{100, -56, -112}));
+  EXPECT_EQ(cpu_of(scan(OpCode::cumsum, from_vec(std::vector<float>{}, Shape{2, 0}), 1)).shape(), (Shape{2, 0}));
+}
+
+}  // namespace
+}  // namespace tensor::cpu::test
