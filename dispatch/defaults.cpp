@@ -571,6 +571,8 @@ bool d_supports(DeviceId d, DType t) {
 }
 bool d_false(DeviceId) { return false; }
 MemoryStats d_memory(DeviceId) { return {}; }
+// burn's defaults for GPU-style devices: F32, I32, bools stored as U8.
+DeviceSettings d_default_settings(DeviceId) { return {FloatDType::F32, IntDType::I32, BoolDType::U8}; }
 
 template <OpCode op>
 void fill(Backend& b, FamilyFn<op_family(op)> fn) {
@@ -659,6 +661,7 @@ void install_defaults(Backend& b) {
   fill<D::supports_dtype>(b, d_supports);
   fill<D::ad_enabled>(b, d_false);
   fill<D::memory_stats>(b, d_memory);
+  fill<D::default_settings>(b, d_default_settings);
   fill<D::memory_cleanup>(b, d_noop);
   fill<D::graph_prepare>(b, d_noop);
   fill<D::graph_start_capture>(b, d_graph_unsupported);

@@ -100,7 +100,8 @@ using DimSlices = std::span<const DimSlice>;
   X(DevSupports, bool (*)(DeviceId, DType))                                             \
   X(DevFlag, bool (*)(DeviceId))                                                        \
   X(DevCount, std::size_t (*)())                                                        \
-  X(DevMemory, MemoryStats (*)(DeviceId))
+  X(DevMemory, MemoryStats (*)(DeviceId))                                              \
+  X(DevSettings, DeviceSettings (*)(DeviceId))
 
 enum class Family : std::uint8_t {
 #define TENSOR_X(name, sig) name,

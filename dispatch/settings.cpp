@@ -50,9 +50,7 @@ const DeviceSettings* publish(std::atomic<const DeviceSettings*>& sl, const Devi
 }  // namespace
 
 DeviceSettings backend_default_settings(DeviceId device) {
-  DeviceSettings s;
-  s.bool_dtype = device.type_id == kCpuDeviceType ? BoolDType::Native : BoolDType::U8;
-  return s;
+  return backend_of(device).get<DeviceOp::default_settings>()(device);
 }
 
 const DeviceSettings& device_settings(DeviceId device) {

@@ -13,7 +13,7 @@ const DeviceSettings& device_settings(DeviceId device);
 // SettingsStatus::Ok, AlreadyInitialized or UnsupportedDType (entry left unset).
 SettingsResult set_default_dtypes(DeviceId device, FloatDType f, IntDType i, BoolDType b);
 
-// Backend defaults for a device type (F32, I32, and Native bool on cpu, U8 elsewhere).
+// The backend's defaults for a device (its default_settings entry).
 DeviceSettings backend_default_settings(DeviceId device);
 
 }  // namespace tensor::dispatch

@@ -90,6 +90,7 @@ void seed(DeviceId, std::uint64_t s) { cpu().get<DeviceOp::seed>()(kCpu, s); }
 void flush(DeviceId) {}
 DTypeUsageSet usage(DeviceId, DType t) { return cpu().get<DeviceOp::dtype_usage>()(kCpu, t); }
 std::size_t count() { return 1; }
+DeviceSettings settings(DeviceId) { return cpu().get<DeviceOp::default_settings>()(kCpu); }
 
 }  // namespace
 
@@ -103,6 +104,7 @@ tensor::Device device() {
     b->set<DeviceOp::flush>(&flush);
     b->set<DeviceOp::dtype_usage>(&usage);
     b->set<DeviceOp::device_count>(&count);
+    b->set<DeviceOp::default_settings>(&settings);
     Registry::instance().register_backend(std::move(b));
   });
   return tensor::Device(kMini);
