@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/vulkan/vk_context.hpp"
+#include "backends/vulkan/vk_loader.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "tensor/error.hpp"
 
@@ -76,6 +77,7 @@ void cleanup_entry(DeviceId d) {
 // Creates the instance and finds the devices; returns why not on failure.
 std::string discover() {
   Global& g = global();
+  if (std::string why = open_loader(); !why.empty()) return why;
   const bool validation = env_is("TENSOR_VK_VALIDATION", "1");
   std::vector<const char*> layers, exts;
   if (validation) {
@@ -112,6 +114,8 @@ std::string discover() {
   if (!layers.empty()) ci.pNext = &mi;  // also covers vkCreateInstance itself
   VkResult r = vkCreateInstance(&ci, nullptr, &g.instance);
   if (r != VK_SUCCESS) return fmt::format("vkCreateInstance failed ({})", vk_result_name(r));
+  if (std::string missing = load_instance_functions(g.instance); !missing.empty())
+    return fmt::format("the Vulkan loader lacks {}", missing);
   if (!layers.empty()) {
     auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
         vkGetInstanceProcAddr(g.instance, "vkCreateDebugUtilsMessengerEXT"));

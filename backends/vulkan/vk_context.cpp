@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backends/vulkan/shaders/vk_codes.h"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -23,26 +24,48 @@ namespace {
 alignas(4) const std::uint32_t kElementwiseSpv[] =
 #include "elementwise.comp.spv.inc"
     ;
+alignas(4) const std::uint32_t kElementwiseWideSpv[] =
+#include "elementwise.comp.wide.spv.inc"
+    ;
 alignas(4) const std::uint32_t kReduceSpv[] =
 #include "reduce.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kReduceWideSpv[] =
+#include "reduce.comp.wide.spv.inc"
     ;
 alignas(4) const std::uint32_t kScanSpv[] =
 #include "scan.comp.spv.inc"
     ;
+alignas(4) const std::uint32_t kScanWideSpv[] =
+#include "scan.comp.wide.spv.inc"
+    ;
 alignas(4) const std::uint32_t kMatmulSpv[] =
 #include "matmul.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kMatmulWideSpv[] =
+#include "matmul.comp.wide.spv.inc"
     ;
 alignas(4) const std::uint32_t kIndexSpv[] =
 #include "index.comp.spv.inc"
     ;
+alignas(4) const std::uint32_t kIndexWideSpv[] =
+#include "index.comp.wide.spv.inc"
+    ;
+alignas(4) const std::uint32_t kRowsSpv[] =
+#include "rows.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kRowsWideSpv[] =
+#include "rows.comp.wide.spv.inc"
+    ;
 
-struct Spirv { const std::uint32_t* code; std::size_t bytes; const char* name; };
+struct Spirv { const std::uint32_t* code; std::size_t bytes; const std::uint32_t* wide; std::size_t wide_bytes; const char* name; };
 const Spirv kShaders[] = {
-    {kElementwiseSpv, sizeof(kElementwiseSpv), "elementwise"},
-    {kReduceSpv, sizeof(kReduceSpv), "reduce"},
-    {kScanSpv, sizeof(kScanSpv), "scan"},
-    {kMatmulSpv, sizeof(kMatmulSpv), "matmul"},
-    {kIndexSpv, sizeof(kIndexSpv), "index"},
+    {kElementwiseSpv, sizeof(kElementwiseSpv), kElementwiseWideSpv, sizeof(kElementwiseWideSpv), "elementwise"},
+    {kReduceSpv, sizeof(kReduceSpv), kReduceWideSpv, sizeof(kReduceWideSpv), "reduce"},
+    {kScanSpv, sizeof(kScanSpv), kScanWideSpv, sizeof(kScanWideSpv), "scan"},
+    {kMatmulSpv, sizeof(kMatmulSpv), kMatmulWideSpv, sizeof(kMatmulWideSpv), "matmul"},
+    {kIndexSpv, sizeof(kIndexSpv), kIndexWideSpv, sizeof(kIndexWideSpv), "index"},
+    {kRowsSpv, sizeof(kRowsSpv), kRowsWideSpv, sizeof(kRowsWideSpv), "rows"},
 };
 
 constexpr std::uint32_t kMaxDispatchesPerBatch = 64;
@@ -226,12 +249,19 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
   vkGetPhysicalDeviceProperties(phys_, &props_);
   vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
   // The shaders keep every element in 32-bit words (8/16-bit ones packed and stored
-  // with atomics) and compute in 32 bits, so these need no optional feature. 64-bit
-  // and half dtypes are not implemented in this backend yet.
+  // with atomics) and compute in 32 bits, so these need no optional feature; f16 and
+  // bf16 are 16-bit storage computed in f32 (exact conversions in the shader), as on
+  // the CPU. The 64-bit dtypes run in the WIDE shader variants, which need
+  // shaderInt64 and shaderFloat64 (both, since one module serves f64 and i64/u64).
+  VkPhysicalDeviceFeatures f{};
+  vkGetPhysicalDeviceFeatures(phys_, &f);
+  wide_ok_ = f.shaderInt64 && f.shaderFloat64;
   const DTypeUsageSet g = DTypeUsageSet::general();
-  for (DType t : {DType::F32, DType::I32, DType::I16, DType::I8, DType::U32, DType::U16, DType::U8, DType::Bool,
-                  DType::BoolU8, DType::BoolU32})
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I16, DType::I8, DType::U32, DType::U16, DType::U8,
+                  DType::Bool, DType::BoolU8, DType::BoolU32})
     usage_[static_cast<int>(t)] = g;
+  if (wide_ok_)
+    for (DType t : {DType::F64, DType::I64, DType::U64}) usage_[static_cast<int>(t)] = g;
   if (const char* mask = std::getenv("TENSOR_VK_DTYPE_MASK")) {
     const unsigned long bits = std::strtoul(mask, nullptr, 16);
     for (int i = 0; i < kDTypeCount; ++i)
@@ -271,9 +301,13 @@ void Context::init_device() {
   qi.queueFamilyIndex = queue_family_;
   qi.queueCount = 1;
   qi.pQueuePriorities = &prio;
+  VkPhysicalDeviceFeatures enabled{};
+  enabled.shaderInt64 = wide_ok_ ? VK_TRUE : VK_FALSE;
+  enabled.shaderFloat64 = wide_ok_ ? VK_TRUE : VK_FALSE;
   VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
+  di.pEnabledFeatures = &enabled;
   check_vk(vkCreateDevice(phys_, &di, nullptr, &device_), "vkCreateDevice");
   vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
 
@@ -333,7 +367,12 @@ void Context::init_device() {
     VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     si.codeSize = kShaders[i].bytes;
     si.pCode = kShaders[i].code;
-    check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i]), "vkCreateShaderModule");
+    check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][0]), "vkCreateShaderModule");
+    if (wide_ok_) {  // the 64-bit modules declare Int64/Float64: only where enabled
+      si.codeSize = kShaders[i].wide_bytes;
+      si.pCode = kShaders[i].wide;
+      check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][1]), "vkCreateShaderModule");
+    }
   }
 
   // Pipeline cache from disk, keyed by pipelineCacheUUID and driver version.
@@ -377,13 +416,17 @@ void Context::save_pipeline_cache() {
   std::filesystem::rename(tmp, path, ec);  // atomic: concurrent processes never see half a file
 }
 
-VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec) {
+VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide) {
+  if (wide && !wide_ok_)
+    throw DTypeError(fmt::format("[vulkan] a 64-bit dtype needs shaderInt64 and shaderFloat64; device {} ({}) lacks them",
+                                 index_, name()));
   std::string key = kShaders[static_cast<int>(family)].name;
+  if (wide) key += "64";
   for (std::uint32_t v : spec) key += fmt::format("_{}", v);
   std::lock_guard<std::mutex> lock(pipeline_mu_);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   if (family == ShaderFamily::Matmul) {
-    const std::uint32_t shared = 2 * 16 * 17 * 4;
+    const std::uint32_t shared = 2 * 16 * 17 * (wide ? 8 : 4);
     if (shared > props_.limits.maxComputeSharedMemorySize)
       throw ExecutionError(fmt::format("[matmul] tile needs {} bytes of shared memory; expected at most {} "
                                        "(maxComputeSharedMemorySize)", shared, props_.limits.maxComputeSharedMemorySize));
@@ -394,7 +437,7 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  ci.stage.module = modules_[static_cast<int>(family)];
+  ci.stage.module = modules_[static_cast<int>(family)][wide ? 1 : 0];
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
   ci.layout = pipeline_layout_;
@@ -434,6 +477,7 @@ std::unique_ptr<Batch> Context::make_batch() {
   di.pPoolSizes = &ps;
   check_vk(vkCreateDescriptorPool(device_, &di, nullptr, &b->descriptors), "vkCreateDescriptorPool");
   b->params = host_pool_.allocate(kParamArenaBytes);
+  b->errors = host_pool_.allocate(kMaxDispatchesPerBatch * 8);
   return b;
 }
 
@@ -452,6 +496,8 @@ Batch& Context::begin_batch() {
   check_vk(vkResetDescriptorPool(device_, b->descriptors, 0), "vkResetDescriptorPool");
   b->params_used = 0;
   b->dispatches = 0;
+  b->checks.clear();
+  std::memset(b->errors->mapped(), 0, kMaxDispatchesPerBatch * 8);
   b->keep.clear();
   b->written.clear();
   b->read.clear();
@@ -477,8 +523,9 @@ void Context::barrier_locked(Batch& b) {
 }
 
 void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& spec, const std::vector<std::uint32_t>& params,
-                       const std::vector<Binding>& bindings, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
-  VkPipeline pipe = pipeline(family, spec);
+                       const std::vector<Binding>& bindings, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz, bool wide,
+                       const std::string* check) {
+  VkPipeline pipe = pipeline(family, spec, wide);
   std::lock_guard<std::mutex> lock(mu_);
   Batch* b = &begin_batch();
   const VkDeviceSize pbytes = params.size() * 4;
@@ -489,6 +536,11 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
   const VkDeviceSize poff = b->params_used;
   std::memcpy(b->params->mapped() + poff, params.data(), pbytes);
   b->params_used += kParamSlotBytes;
+  if (check) {  // this dispatch's error slot (one per dispatch of the batch)
+    const auto slot = static_cast<std::uint32_t>(b->checks.size());
+    std::memcpy(b->params->mapped() + poff + P_ERR * 4, &slot, 4);
+    b->checks.push_back(*check);
+  }
 
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
   ai.descriptorPool = b->descriptors;
@@ -502,6 +554,9 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
     const Buffer* buf = i - 1 < bindings.size() ? bindings[i - 1].buffer : nullptr;
     infos[i] = buf ? VkDescriptorBufferInfo{buf->vk(), buf->offset(), buf->size()} : infos[0];
   }
+  // The error flags (binding 3 of checked dispatches) are only ever set, never read
+  // on the device, so they need no hazard tracking.
+  if (check) infos[3] = {b->errors->vk(), b->errors->offset(), b->errors->size()};
   VkWriteDescriptorSet writes[kBindings];
   for (std::uint32_t i = 0; i < kBindings; ++i) {
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
@@ -576,6 +631,7 @@ void Context::retire_locked(bool block, std::uint64_t ticket) {
       check_vk(r, "vkWaitForFences");
     }
     completed_ticket_ = b.ticket;
+    collect_errors_locked(b);
     b.keep.clear();
     spare_.push_back(std::move(in_flight_.front()));
     in_flight_.pop_front();
@@ -588,10 +644,41 @@ std::uint64_t Context::flush() {
   return next_ticket_ - 1;
 }
 
+void Context::collect_errors_locked(Batch& b) {
+  if (b.checks.empty() || !pending_error_.empty()) return;
+  const auto* words = reinterpret_cast<const std::uint32_t*>(b.errors->mapped());
+  for (std::size_t i = 0; i < b.checks.size(); ++i) {
+    if (words[2 * i] == 0) continue;
+    pending_error_ = fmt::format("{}; got {}", b.checks[i], static_cast<std::int32_t>(words[2 * i + 1]));
+    return;
+  }
+}
+
 void Context::wait(std::uint64_t ticket) {
   std::lock_guard<std::mutex> lock(mu_);
   if (lost_) throw ExecutionError("[vulkan] device lost; expected a working device; got VK_ERROR_DEVICE_LOST");
   retire_locked(true, ticket);
+  if (!pending_error_.empty()) {
+    // Reported once, at the first wait after the faulty op completed (its output
+    // holds zeros where an index was out of range).
+    std::string e = std::move(pending_error_);
+    pending_error_.clear();
+    throw IndexError(e);
+  }
+}
+
+void Context::copy(const Buffer& src, const Buffer& dst, std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Batch& b = begin_batch();
+  barrier_locked(b);
+  VkBufferCopy region{src.offset(), dst.offset(), bytes};
+  vkCmdCopyBuffer(b.cmd, src.vk(), dst.vk(), 1, &region);
+  b.written.push_back({dst.vk(), dst.offset(), dst.size()});
+  src.add_ref();
+  dst.add_ref();
+  b.keep.push_back(BufRef::adopt(const_cast<Buffer*>(&src)));
+  b.keep.push_back(BufRef::adopt(const_cast<Buffer*>(&dst)));
+  if (++b.dispatches >= kMaxDispatchesPerBatch) submit_locked();
 }
 
 BufRef Context::allocate(std::size_t bytes) {

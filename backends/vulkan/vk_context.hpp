@@ -3,8 +3,6 @@
 // lazily created pipelines with an on-disk VkPipelineCache.
 #pragma once
 
-#include <vulkan/vulkan.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/vulkan/vk_loader.hpp"
 #include "dispatch/primitive.hpp"
 #include "tensor/device.hpp"
 #include "tensor/dtype.hpp"
@@ -112,6 +111,8 @@ struct Batch {
   BufRef params;                   // host-visible parameter arena
   VkDeviceSize params_used = 0;
   std::vector<BufRef> keep;        // buffers used by the recorded work
+  BufRef errors;                   // host-visible flag words of index dispatches (2 per slot)
+  std::vector<std::string> checks; // per error slot: the message prefix of its op
   std::uint32_t dispatches = 0;
   std::uint64_t ticket = 0;
   // Regions written / read since the last barrier (buffer, offset, size).
@@ -119,7 +120,9 @@ struct Batch {
   std::vector<Region> written, read;
 };
 
-enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Count };
+// Shader families; each has a narrow and a WIDE (64-bit) SPIR-V module. Rows holds
+// the one-workgroup-per-row kernels (softmax, log_softmax, sort, cross).
+enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Rows, Count };
 
 class Context {
  public:
@@ -148,8 +151,17 @@ class Context {
 
   // Records one compute dispatch. `params` (uint words) go to binding 0, the bindings
   // to 1..4 (unused ones get the parameter buffer). groups: x, y, z.
+  // `wide`: use the 64-bit module (some dtype of the dispatch is 64-bit). `check`:
+  // the dispatch may flag out-of-range indices (index family, binding 3 = the error
+  // slot given in params word P_ERR); a flagged dispatch makes the next wait throw
+  // IndexError("<check>; got <index>").
   void dispatch(ShaderFamily family, const std::vector<std::uint32_t>& spec, const std::vector<std::uint32_t>& params,
-                const std::vector<Binding>& bindings, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz);
+                const std::vector<Binding>& bindings, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz,
+                bool wide = false, const std::string* check = nullptr);
+  // Records a plain buffer copy (the benchmark's bandwidth reference).
+  void copy(const Buffer& src, const Buffer& dst, std::size_t bytes);
+  // Whether the 64-bit shader variants can run (shaderInt64 and shaderFloat64).
+  bool wide_supported() const { return wide_ok_; }
   // Keeps a buffer alive until the current batch completes.
   void keep(BufRef b);
   // Submits the recording batch (if any); returns the ticket of the last submission.
@@ -166,7 +178,8 @@ class Context {
   friend class Buffer;
   void init_device();
   void save_pipeline_cache();
-  VkPipeline pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec);
+  VkPipeline pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide);
+  void collect_errors_locked(Batch& b);
   Batch& begin_batch();
   void submit_locked();
   void retire_locked(bool block_until_ticket, std::uint64_t ticket);
@@ -181,6 +194,7 @@ class Context {
   std::uint32_t queue_family_;
   std::uint16_t index_;
   DTypeUsageSet usage_[kDTypeCount]{};
+  bool wide_ok_ = false;  // shaderInt64 && shaderFloat64: the WIDE modules exist
 
   std::once_flag init_once_;
   bool init_failed_ = false;
@@ -195,7 +209,7 @@ class Context {
   VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool cache_loaded_ = false;
-  VkShaderModule modules_[static_cast<int>(ShaderFamily::Count)]{};
+  VkShaderModule modules_[static_cast<int>(ShaderFamily::Count)][2]{};
   std::unordered_map<std::string, VkPipeline> pipelines_;
   std::mutex pipeline_mu_;
 
@@ -206,6 +220,7 @@ class Context {
   std::uint64_t next_ticket_ = 1;
   std::uint64_t completed_ticket_ = 0;
   bool lost_ = false;
+  std::string pending_error_;  // an index error seen in a retired batch, thrown at the next wait
 };
 
 // The context of vulkan device `index` (null when the index is unknown).

@@ -3,6 +3,7 @@
 // Dispatch; entries trust shapes, dims and dtypes.
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <future>
@@ -99,7 +100,18 @@ struct Params {
     for (std::size_t d = 0; d < rank; ++d) w[P_OPND + 9 * k + 1 + d] = static_cast<std::uint32_t>(o.strides[d]);
   }
   void extra(int i, std::int64_t v) { w[P_EXTRA + i] = static_cast<std::uint32_t>(v); }
+  void scalar(int word, std::uint64_t raw) {
+    w[word] = static_cast<std::uint32_t>(raw);
+    w[word + 1] = static_cast<std::uint32_t>(raw >> 32);
+  }
 };
+
+// Whether a dispatch touching these dtypes needs the 64-bit (WIDE) shader variant.
+bool wide(std::initializer_list<DType> ts) {
+  for (DType t : ts)
+    if (dtype_size(t) == 8) return true;
+  return false;
+}
 
 void groups_for(std::size_t groups, std::uint32_t& gx, std::uint32_t& gy) {
   gx = static_cast<std::uint32_t>(std::min<std::size_t>(groups, 65535));
@@ -111,7 +123,7 @@ std::uint32_t code(DType t) { return static_cast<std::uint32_t>(t); }
 // ---- elementwise -----------------------------------------------------------------
 
 void launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, const Shape& shape, const Operand& out,
-               const Operand& a, const Operand* b, const Operand* c, std::uint32_t s0, std::uint32_t s1) {
+               const Operand& a, const Operand* b, const Operand* c, std::uint64_t s0, std::uint64_t s1) {
   const std::size_t n = shape.num_elements();
   if (n == 0) return;
   Context& ctx = *out.buf->context();
@@ -121,12 +133,13 @@ void launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, const Shap
   p.operand(1, a, shape.rank());
   if (b) p.operand(2, *b, shape.rank());
   if (c) p.operand(3, *c, shape.rank());
-  p.w[P_S0] = s0;
-  p.w[P_S1] = s1;
+  p.scalar(P_S0, s0);
+  p.scalar(P_S1, s1);
   std::uint32_t gx, gy;
   groups_for((n + 255) / 256, gx, gy);
   ctx.dispatch(ShaderFamily::Elementwise, {static_cast<std::uint32_t>(op), code(dta), code(dtb), code(dto), bscalar ? 1u : 0u},
-               p.w, {{a.buf, false}, {b ? b->buf : nullptr, false}, {c ? c->buf : nullptr, false}, {out.buf, true}}, gx, gy, 1);
+               p.w, {{a.buf, false}, {b ? b->buf : nullptr, false}, {c ? c->buf : nullptr, false}, {out.buf, true}}, gx, gy, 1,
+               wide({dta, dtb, dto}));
 }
 
 bool reusable(const VulkanTensor& t, const Shape& shape, DType dt) {
@@ -145,25 +158,24 @@ Shape broadcast(const Shape& a, const Shape& b) {
   return out;
 }
 
-// A Scalar as the raw 32-bit pattern of an element of `dt` (the CPU's scalar_as).
-std::uint32_t scalar_raw(DType dt, Scalar s) {
-  return dispatch::visit_dtype(dt, [&](auto tag) -> std::uint32_t {
+// A Scalar as the raw bit pattern of an element of `dt` (the CPU's scalar_as).
+std::uint64_t scalar_raw(DType dt, Scalar s) {
+  return dispatch::visit_dtype(dt, [&](auto tag) -> std::uint64_t {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, dispatch::BoolU32>) {
       return s.to_bool() ? 1u : 0u;
+    } else if constexpr (dispatch::kIsHalf<T>) {
+      return dispatch::convert_value<T>(s.to_double()).bits;
     } else if constexpr (std::is_same_v<T, float>) {
-      const float f = dispatch::convert_value<float>(s.to_double());
-      std::uint32_t r;
-      std::memcpy(&r, &f, 4);
-      return r;
-    } else if constexpr (std::is_integral_v<T> && sizeof(T) <= 4) {
+      return std::bit_cast<std::uint32_t>(dispatch::convert_value<float>(s.to_double()));
+    } else if constexpr (std::is_same_v<T, double>) {
+      return std::bit_cast<std::uint64_t>(s.to_double());
+    } else {
       T v;
       if (s.is_float()) v = dispatch::convert_value<T>(s.to_double());
       else if (s.kind() == Scalar::Kind::UInt) v = dispatch::convert_value<T>(s.to_uint64());
       else v = dispatch::convert_value<T>(s.to_int64());
-      return static_cast<std::uint32_t>(static_cast<std::make_unsigned_t<T>>(v));
-    } else {
-      throw DTypeError(fmt::format("[vulkan] scalar of unsupported dtype; got {}", dtype_name(dt)));
+      return static_cast<std::uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
     }
   });
 }
@@ -195,7 +207,7 @@ Prim scalar_entry(Prim pa, Scalar sc) {
   VkRef a = as_vk(std::move(pa));
   const Shape s = a->shape();
   const DType dt = a->dtype();
-  const std::uint32_t raw = scalar_raw(dt, sc);
+  const std::uint64_t raw = scalar_raw(dt, sc);
   VkRef out = output_for(a, nullptr, s, dt);
   launch_ew(OP, dt, dt, dt, true, s, operand(*out, s), operand(*a, s), nullptr, nullptr, raw, 0);
   return out;
@@ -451,6 +463,37 @@ Prim unfold_entry(Prim p, std::size_t dim, std::size_t size, std::size_t step) {
 
 // ---- reductions and scans ----------------------------------------------------------------------
 
+// The dtype partial sums/products are kept in between the two passes of a split
+// reduction: the shader's accumulator (f32 / f64, 32- / 64-bit wrapping ints).
+DType accumulator_dtype(DType dt) {
+  if (is_float(dt)) return dt == DType::F64 ? DType::F64 : DType::F32;
+  if (dtype_size(dt) == 8) return dt;
+  return is_signed_int(dt) ? DType::I32 : DType::U32;
+}
+
+// Lines at least this long, when there are only a few of them, are reduced by many
+// workgroups (a chunk each) and then a second pass, instead of one workgroup each.
+constexpr std::size_t kSplitMin = 16384;
+constexpr std::size_t kSplitChunk = 4096;
+
+void launch_reduce(Context& c, int op, DType dta, DType dto, const Shape& space, std::size_t count, const Operand& out,
+                   const Operand& in, std::size_t n, std::int64_t stride, std::size_t chunk, bool pairs_in,
+                   const Buffer* pair_idx_in, const Buffer* pair_idx_out) {
+  Params p;
+  p.shape(space, count);
+  p.operand(0, out, space.rank());
+  p.operand(1, in, space.rank());
+  p.extra(0, static_cast<std::int64_t>(n));
+  p.extra(1, stride);
+  p.extra(2, static_cast<std::int64_t>(chunk));
+  p.extra(3, pairs_in ? 1 : 0);
+  p.extra(4, pair_idx_out ? 1 : 0);
+  std::uint32_t gx, gy;
+  groups_for(count, gx, gy);
+  c.dispatch(ShaderFamily::Reduce, {static_cast<std::uint32_t>(op), code(dta), code(dto)}, p.w,
+             {{in.buf, false}, {pair_idx_in, false}, {pair_idx_out, true}, {out.buf, true}}, gx, gy, 1, wide({dta, dto}));
+}
+
 VkRef reduce_dim(VkRef a, std::size_t dim, int op, DType out_dt) {
   Shape out_shape = a->shape();
   const std::size_t n = out_shape[dim];
@@ -458,17 +501,38 @@ VkRef reduce_dim(VkRef a, std::size_t dim, int op, DType out_dt) {
   VkRef out = alloc(a->device(), out_dt, out_shape);
   const std::size_t count = out_shape.num_elements();
   if (count == 0) return out;
-  Params p;
-  p.shape(out_shape, count);
-  p.operand(0, operand(*out, out_shape), out_shape.rank());
-  Operand oa{a->buffer().get(), a->offset(), a->layout().strides};
-  p.operand(1, oa, out_shape.rank());
-  p.extra(0, static_cast<std::int64_t>(n));
-  p.extra(1, a->stride(dim));
-  std::uint32_t gx, gy;
-  groups_for(count, gx, gy);
-  a->ctx().dispatch(ShaderFamily::Reduce, {static_cast<std::uint32_t>(op), code(a->dtype()), code(out_dt)}, p.w,
-                    {{a->buffer().get(), false}, {nullptr, false}, {nullptr, false}, {out->buffer().get(), true}}, gx, gy, 1);
+  Context& c = a->ctx();
+  const DType dt = a->dtype();
+  const Operand oa{a->buffer().get(), a->offset(), a->layout().strides};
+  const bool arg = op == RD_ARGMAX || op == RD_ARGMIN;
+  if (count == 1 && n >= kSplitMin && op != RD_MEAN) {
+    // Pass 1: one workgroup per chunk of the line into partials; pass 2 reduces them.
+    const std::size_t groups = (n + kSplitChunk - 1) / kSplitChunk;
+    const Shape ps{groups};
+    const DType pdt = arg ? dt : accumulator_dtype(dt);
+    VkRef part = alloc(a->device(), pdt, ps);
+    VkRef part_idx = arg ? alloc(a->device(), DType::U32, ps) : VkRef();
+    launch_reduce(c, op, dt, arg ? out_dt : pdt, ps, groups, operand(*part, ps), oa, n, a->stride(dim), kSplitChunk, false,
+                  nullptr, arg ? part_idx->buffer().get() : nullptr);
+    const Operand op_in{part->buffer().get(), 0, {}};
+    if (arg) {
+      const Shape one{1};
+      launch_reduce(c, op, dt, out_dt, one, 1, Operand{out->buffer().get(), 0, {}}, op_in, groups, 1, groups, true,
+                    part_idx->buffer().get(), nullptr);
+      return out;
+    }
+    // Sum/prod of the partials in the accumulator dtype, then narrowed (ints wrap).
+    VkRef total = pdt == out_dt ? out : alloc(a->device(), pdt, out_shape);
+    const Shape one{1};
+    launch_reduce(c, op, pdt, pdt, one, 1, Operand{total->buffer().get(), 0, {}}, op_in, groups, 1, groups, false, nullptr,
+                  nullptr);
+    if (total.get() == out.get()) return out;
+    launch_ew(EW_COPY, pdt, pdt, out_dt, false, out_shape, operand(*out, out_shape), operand(*total, out_shape), nullptr,
+              nullptr, 0, 0);
+    return out;
+  }
+  launch_reduce(c, op, dt, out_dt, out_shape, count, operand(*out, out_shape), oa, n, a->stride(dim), 0, false, nullptr,
+                nullptr);
   return out;
 }
 
@@ -516,7 +580,8 @@ Prim scan_entry(Prim p, std::size_t dim) {
   std::uint32_t gx, gy;
   groups_for((count + 63) / 64, gx, gy);
   a->ctx().dispatch(ShaderFamily::Scan, {static_cast<std::uint32_t>(OP), code(a->dtype())}, pr.w,
-                    {{a->buffer().get(), false}, {nullptr, false}, {nullptr, false}, {out->buffer().get(), true}}, gx, gy, 1);
+                    {{a->buffer().get(), false}, {nullptr, false}, {nullptr, false}, {out->buffer().get(), true}}, gx, gy, 1,
+                    wide({a->dtype()}));
   return out;
 }
 
@@ -526,12 +591,6 @@ Prim matmul_entry(Prim pa, Prim pb) {
   VkRef a = as_vk(std::move(pa));
   VkRef b = as_vk(std::move(pb));
   const DType dt = a->dtype();
-  if (dtype_size(dt) != 4) {
-    // 8/16-bit ints: the product wraps the same way when computed in i32 and narrowed.
-    const DType wide = is_signed_int(dt) ? DType::I32 : DType::U32;
-    Prim r = matmul_entry(convert(a, wide), convert(b, wide));
-    return convert(as_vk(std::move(r)), dt);
-  }
   const std::size_t r = a->rank();
   const std::size_t M = a->shape()[r - 2], K = a->shape()[r - 1], N = b->shape()[r - 1];
   Shape out_shape = a->shape();
@@ -540,7 +599,7 @@ Prim matmul_entry(Prim pa, Prim pb) {
   VkRef out = alloc(a->device(), dt, out_shape);
   if (out_shape.num_elements() == 0) return out;
   if (K == 0) {
-    std::vector<std::byte> zeros(out_shape.num_elements() * 4);
+    std::vector<std::byte> zeros(out_shape.num_elements() * dtype_size(dt));
     out->ctx().upload(out->buffer(), zeros.data(), zeros.size());
     return out;
   }
@@ -571,15 +630,17 @@ Prim matmul_entry(Prim pa, Prim pb) {
     const auto gz = static_cast<std::uint32_t>(std::min<std::size_t>(65535, nb - base));
     a->ctx().dispatch(ShaderFamily::Matmul, {code(dt)}, p.w,
                       {{a->buffer().get(), false}, {b->buffer().get(), false}, {nullptr, false}, {out->buffer().get(), true}},
-                      static_cast<std::uint32_t>((N + 15) / 16), static_cast<std::uint32_t>((M + 15) / 16), gz);
+                      static_cast<std::uint32_t>((N + 15) / 16), static_cast<std::uint32_t>((M + 15) / 16), gz, wide({dt}));
   }
   return out;
 }
 
 // ---- indexing -----------------------------------------------------------------------------------
 
+// `check`: the IndexError text for an index outside [0, limit) ("; got <index>" follows).
 void launch_index(int op, DType dt, DType idx_dt, const Shape& space, std::size_t count, const Operand& out,
-                  const Operand& src, const Operand& idx, std::size_t rank, std::initializer_list<std::int64_t> extra) {
+                  const Operand& src, const Operand& idx, std::size_t rank, std::initializer_list<std::int64_t> extra,
+                  const std::string& check) {
   if (count == 0) return;
   Params p;
   p.shape(space, count);
@@ -591,7 +652,13 @@ void launch_index(int op, DType dt, DType idx_dt, const Shape& space, std::size_
   std::uint32_t gx, gy;
   groups_for((count + 63) / 64, gx, gy);
   out.buf->context()->dispatch(ShaderFamily::Index, {static_cast<std::uint32_t>(op), code(dt), code(idx_dt)}, p.w,
-                               {{src.buf, false}, {idx.buf, false}, {nullptr, false}, {out.buf, true}}, gx, gy, 1);
+                               {{src.buf, false}, {idx.buf, false}, {nullptr, false}, {out.buf, true}}, gx, gy, 1,
+                               wide({dt, idx_dt}), &check);
+}
+
+std::string index_check(const char* op, std::size_t dim, std::size_t size) {
+  return fmt::format("[{}] index out of range; expected indices in 0..{} along dim {} (size {})", op,
+                     static_cast<std::int64_t>(size) - 1, dim, size);
 }
 
 Prim gather_entry(Prim pa, std::size_t dim, Prim pi) {
@@ -602,7 +669,8 @@ Prim gather_entry(Prim pa, std::size_t dim, Prim pi) {
   Operand src{a->buffer().get(), a->offset(), a->layout().strides};
   src.strides[dim] = 0;
   launch_index(IX_GATHER, a->dtype(), idx->dtype(), s, s.num_elements(), operand(*out, s), src, operand(*idx, s), s.rank(),
-               {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(a->shape()[dim]), a->stride(dim)});
+               {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(a->shape()[dim]), a->stride(dim)},
+               index_check("gather", dim, a->shape()[dim]));
   return out;
 }
 
@@ -617,7 +685,8 @@ Prim select_entry(Prim pa, std::size_t dim, Prim pi) {
   Operand oi{idx->buffer().get(), idx->offset(), {}};
   oi.strides[0] = idx->stride(0);
   launch_index(IX_SELECT, a->dtype(), idx->dtype(), s, s.num_elements(), operand(*out, s), src, oi, s.rank(),
-               {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(a->shape()[dim]), a->stride(dim)});
+               {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(a->shape()[dim]), a->stride(dim)},
+               index_check("select", dim, a->shape()[dim]));
   return out;
 }
 
@@ -627,6 +696,7 @@ VkRef writable_copy(VkRef a) {
   return convert(a, a->dtype());
 }
 
+template <bool kOr>
 Prim scatter_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
   VkRef out = writable_copy(as_vk(std::move(pa)));
   VkRef idx = as_vk(std::move(pi));
@@ -640,10 +710,12 @@ Prim scatter_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
   Operand oi{idx->buffer().get(), idx->offset(), idx->layout().strides};
   launch_index(IX_SCATTER_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
                {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
-                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(dim)});
+                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(dim)},
+               index_check(kOr ? "scatter_or" : "scatter_add", dim, out->shape()[dim]));
   return out;
 }
 
+template <bool kOr>
 Prim select_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
   VkRef out = writable_copy(as_vk(std::move(pa)));
   VkRef idx = as_vk(std::move(pi));
@@ -657,7 +729,106 @@ Prim select_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
   Operand oi{idx->buffer().get(), idx->offset(), {}};
   launch_index(IX_SELECT_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
                {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
-                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(0)});
+                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(0)},
+               index_check(kOr ? "select_or" : "select_add", dim, out->shape()[dim]));
+  return out;
+}
+
+// ---- fill, rows (softmax, sort, cross) ---------------------------------------------------------
+
+Prim full_entry(const Shape& shape, Scalar v, DeviceId dev, DType dt) {
+  VkRef out = alloc(dev, dt, shape);
+  launch_ew(EW_FILL, dt, dt, dt, false, shape, operand(*out, shape), operand(*out, shape), nullptr, nullptr,
+            scalar_raw(dt, v), 0);
+  return out;
+}
+Prim zeros_entry(const Shape& shape, DeviceId dev, DType dt) { return full_entry(shape, Scalar(0), dev, dt); }
+Prim ones_entry(const Shape& shape, DeviceId dev, DType dt) { return full_entry(shape, Scalar(1), dev, dt); }
+
+// One workgroup per line along `dim` (rows family). `x` is the second output (sort indices).
+void launch_rows(int op, const VulkanTensor& a, std::size_t dim, const VulkanTensor* out, const VulkanTensor* x,
+                 DType xdt, std::initializer_list<std::int64_t> tail) {
+  Shape lines = a.shape();
+  const std::size_t n = lines[dim];
+  lines[dim] = 1;
+  const std::size_t count = lines.num_elements();
+  if (count == 0 || n == 0) return;
+  const VulkanTensor& o = out ? *out : *x;
+  Params p;
+  p.shape(lines, count);
+  p.operand(0, Operand{o.buffer().get(), o.offset(), o.layout().strides}, lines.rank());
+  p.operand(1, Operand{a.buffer().get(), a.offset(), a.layout().strides}, lines.rank());
+  if (x) p.operand(2, Operand{x->buffer().get(), x->offset(), x->layout().strides}, lines.rank());
+  p.extra(0, static_cast<std::int64_t>(n));
+  p.extra(1, a.stride(dim));
+  p.extra(2, o.stride(dim));
+  p.extra(3, x ? x->stride(dim) : 0);
+  int i = 4;
+  for (std::int64_t e : tail) p.extra(i++, e);
+  std::uint32_t gx, gy;
+  groups_for(count, gx, gy);
+  a.ctx().dispatch(ShaderFamily::Rows, {static_cast<std::uint32_t>(op), code(a.dtype()), code(xdt)}, p.w,
+                   {{a.buffer().get(), false}, {nullptr, false}, {x ? x->buffer().get() : nullptr, true},
+                    {out ? out->buffer().get() : nullptr, true}},
+                   gx, gy, 1, wide({a.dtype(), xdt}));
+}
+
+template <int OP>
+Prim softmax_entry(Prim p, std::size_t dim) {
+  VkRef a = as_vk(std::move(p));
+  VkRef out = alloc(a->device(), a->dtype(), a->shape());
+  launch_rows(OP, *a, dim, out.get(), nullptr, a->dtype(), {});
+  return out;
+}
+
+// Sorted values and/or indices along `dim` (stable; NaN last ascending, first descending).
+dispatch::PrimPair sort_impl(Prim p, std::size_t dim, bool desc, DType idx_dt, bool values, bool indices) {
+  VkRef a = as_vk(std::move(p));
+  const std::size_t n = a->shape()[dim];
+  std::size_t np = 1;
+  while (np < n) np <<= 1;
+  if (np > RW_SORT_CAP)
+    throw NotImplemented(fmt::format("[sort] vulkan sorts lines of at most {} elements; expected dim {} of size <= {}; "
+                                     "got {}", RW_SORT_CAP, dim, RW_SORT_CAP, n));
+  VkRef vals = values ? alloc(a->device(), a->dtype(), a->shape()) : VkRef();
+  VkRef idx = indices ? alloc(a->device(), idx_dt, a->shape()) : VkRef();
+  launch_rows(RW_SORT, *a, dim, vals.get(), idx.get(), idx_dt,
+              {(desc ? 1 : 0) | (values ? 2 : 0) | (indices ? 4 : 0), static_cast<std::int64_t>(np)});
+  return {Prim(std::move(vals)), Prim(std::move(idx))};
+}
+Prim sort_entry(Prim p, std::size_t dim, bool desc) {
+  return sort_impl(std::move(p), dim, desc, DType::I32, true, false).first;
+}
+dispatch::PrimPair sort_wi_entry(Prim p, std::size_t dim, bool desc, DType out) {
+  return sort_impl(std::move(p), dim, desc, out, true, true);
+}
+Prim argsort_entry(Prim p, std::size_t dim, bool desc, DType out) {
+  return sort_impl(std::move(p), dim, desc, out, false, true).second;
+}
+
+Prim cross_entry(Prim pa, Prim pb, std::size_t dim) {
+  VkRef a = as_vk(std::move(pa));
+  VkRef b = as_vk(std::move(pb));
+  const Shape s = broadcast(a->shape(), b->shape());
+  VkRef out = alloc(a->device(), a->dtype(), s);
+  Shape lines = s;
+  lines[dim] = 1;
+  const std::size_t count = lines.num_elements();
+  if (count == 0) return out;
+  const Operand oa = operand(*a, s), ob = operand(*b, s), oo = operand(*out, s);
+  Params p;
+  p.shape(lines, count);
+  p.operand(0, oo, lines.rank());
+  p.operand(1, oa, lines.rank());
+  p.operand(2, ob, lines.rank());
+  p.extra(1, oa.strides[dim]);
+  p.extra(2, oo.strides[dim]);
+  p.extra(3, ob.strides[dim]);
+  std::uint32_t gx, gy;
+  groups_for((count + 255) / 256, gx, gy);
+  a->ctx().dispatch(ShaderFamily::Rows, {RW_CROSS, code(a->dtype()), code(a->dtype())}, p.w,
+                    {{a->buffer().get(), false}, {b->buffer().get(), false}, {nullptr, false}, {out->buffer().get(), true}},
+                    gx, gy, 1, wide({a->dtype()}));
   return out;
 }
 
@@ -690,10 +861,10 @@ void register_ops(dispatch::Backend& b) {
 
   b.set<O::gather>(&gather_entry);
   b.set<O::select>(&select_entry);
-  b.set<O::scatter_add>(&scatter_add_entry);
-  b.set<O::scatter_or>(&scatter_add_entry);
-  b.set<O::select_add>(&select_add_entry);
-  b.set<O::select_or>(&select_add_entry);
+  b.set<O::scatter_add>(&scatter_add_entry<false>);
+  b.set<O::scatter_or>(&scatter_add_entry<true>);
+  b.set<O::select_add>(&select_add_entry<false>);
+  b.set<O::select_or>(&select_add_entry<true>);
   b.set<O::mask_fill>(&mask_fill_entry);
   b.set<O::mask_where>(&mask_where_entry);
 
@@ -772,6 +943,15 @@ void register_ops(dispatch::Backend& b) {
   b.set<O::mean_dim>(&reduce_dim_entry<RD_MEAN>);
   b.set<O::argmax>(&arg_entry<RD_ARGMAX>);
   b.set<O::argmin>(&arg_entry<RD_ARGMIN>);
+  b.set<O::full>(&full_entry);
+  b.set<O::zeros>(&zeros_entry);
+  b.set<O::ones>(&ones_entry);
+  b.set<O::softmax>(&softmax_entry<RW_SOFTMAX>);
+  b.set<O::log_softmax>(&softmax_entry<RW_LOG_SOFTMAX>);
+  b.set<O::sort>(&sort_entry);
+  b.set<O::sort_with_indices>(&sort_wi_entry);
+  b.set<O::argsort>(&argsort_entry);
+  b.set<O::cross>(&cross_entry);
   b.set<O::cumsum>(&scan_entry<SC_CUMSUM>);
   b.set<O::cumprod>(&scan_entry<SC_CUMPROD>);
   b.set<O::cummax>(&scan_entry<SC_CUMMAX>);

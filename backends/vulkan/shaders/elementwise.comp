@@ -21,46 +21,57 @@ layout(std430, set = 0, binding = 2) readonly buffer B { uint b_data[]; };
 layout(std430, set = 0, binding = 3) readonly buffer C { uint c_data[]; };
 layout(std430, set = 0, binding = 4) buffer O { uint o_data[]; };
 
-uint ld_a(int dt, int i) { return extract_raw(a_data[word_of(dt, i)], dt, i); }
-uint ld_b(int dt, int i) { return extract_raw(b_data[word_of(dt, i)], dt, i); }
-uint ld_c(int dt, int i) { return extract_raw(c_data[word_of(dt, i)], dt, i); }
-void st_o(int dt, int i, uint r) {
-  int s = dt_size(dt);
-  if (s == 4) { o_data[i] = r; return; }
-  uint sh = s == 1 ? uint(i & 3) * 8u : uint(i & 1) * 16u;
-  uint m = mask_of(dt) << sh;
-  int w = word_of(dt, i);
-  atomicAnd(o_data[w], ~m);
-  atomicOr(o_data[w], (r << sh) & m);
+DEFINE_LOAD(ld_a, a_data)
+DEFINE_LOAD(ld_b, b_data)
+DEFINE_LOAD(ld_c, c_data)
+DEFINE_STORE(st_o, o_data)
+
+#ifdef WIDE
+#include "math64.glsl"
+FT nan_g() { return nan_d(); }
+FT inf_g() { return inf_d(); }
+#else
+FT nan_g() { return uintBitsToFloat(kNaN); }
+FT inf_g() { return uintBitsToFloat(0x7F800000u); }
+#endif
+
+bool is_odd_integer(FT b) { return floor(b) == b && floor(b * FT(0.5)) != b * FT(0.5); }
+bool neg_zero(FT a) {
+#ifdef WIDE
+  return a == FT(0) && signbit_d(a);
+#else
+  return a == 0.0 && (floatBitsToUint(a) & 0x80000000u) != 0u;
+#endif
 }
 
-float nan_f() { return uintBitsToFloat(kNaN); }
-
-bool is_odd_integer(float b) { return floor(b) == b && abs(b) < 16777216.0 && (int(abs(b)) & 1) == 1; }
-
-// std::pow semantics (C99 Annex F) on top of exp2/log2.
-float pow_f(float a, float b) {
-  if (b == 0.0 || a == 1.0) return 1.0;
-  if (isnan(a) || isnan(b)) return nan_f();
+// std::pow semantics (C99 Annex F) on top of exp/log.
+FT pow_g(FT a, FT b) {
+  if (b == FT(0) || a == FT(1)) return FT(1);
+  if (isnan(a) || isnan(b)) return nan_g();
   if (isinf(b)) {
-    float aa = abs(a);
-    if (aa == 1.0) return 1.0;
-    return ((aa > 1.0) == (b > 0.0)) ? uintBitsToFloat(0x7F800000u) : 0.0;
+    FT aa = abs(a);
+    if (aa == FT(1)) return FT(1);
+    return ((aa > FT(1)) == (b > FT(0))) ? inf_g() : FT(0);
   }
   bool odd = is_odd_integer(b);
-  if (a == 0.0 || isinf(a)) {
-    bool big = (a == 0.0) ? (b < 0.0) : (b > 0.0);
-    float mag = big ? uintBitsToFloat(0x7F800000u) : 0.0;
-    return (odd && sign(a) < 0.0) || (odd && a == 0.0 && (floatBitsToUint(a) & 0x80000000u) != 0u) ? -mag : mag;
+  if (a == FT(0) || isinf(a)) {
+    bool big = (a == FT(0)) ? (b < FT(0)) : (b > FT(0));
+    FT mag = big ? inf_g() : FT(0);
+    return (odd && (a < FT(0) || neg_zero(a))) ? -mag : mag;
   }
-  float r = exp2(b * log2(abs(a)));
-  if (a < 0.0) {
-    if (floor(b) != b) return nan_f();
+#ifdef WIDE
+  FT r = exp_d(b * log_d(abs(a)));
+#else
+  FT r = exp2(b * log2(abs(a)));
+#endif
+  if (a < FT(0)) {
+    if (floor(b) != b) return nan_g();
     if (odd) r = -r;
   }
   return r;
 }
 
+#ifndef WIDE
 float erf_f(float x) {
   float z = abs(x);
   if (z < 0.5) {
@@ -90,18 +101,49 @@ float tanh_f(float x) {
   float t = (1.0 - e) / (1.0 + e);
   return x < 0.0 ? -t : t;
 }
+#endif
 
 // fmod with the divisor's sign (floor-mod), like the CPU backend.
-float rem_f(float a, float b) {
-  if (isnan(a) || isnan(b) || isinf(a) || b == 0.0) return nan_f();
-  if (isinf(b)) return (a == 0.0 || (a < 0.0) == (b < 0.0)) ? a : b;
-  float r = a - b * trunc(a / b);
-  if (abs(r) >= abs(b)) r = 0.0;
-  if (r != 0.0 && ((r < 0.0) != (b < 0.0))) r += b;
+FT rem_g(FT a, FT b) {
+  if (isnan(a) || isnan(b) || isinf(a) || b == FT(0)) return nan_g();
+  if (isinf(b)) return (a == FT(0) || (a < FT(0)) == (b < FT(0))) ? a : b;
+  FT r = a - b * trunc(a / b);
+  if (abs(r) >= abs(b)) r = FT(0);
+  if (r != FT(0) && ((r < FT(0)) != (b < FT(0)))) r += b;
   return r;
 }
 
-float unary_f(int op, float a) {
+#ifdef WIDE
+FT unary_g(int op, FT a) {
+  switch (op) {
+    case EW_RECIP: return FT(1) / a;
+    case EW_EXP: return exp_d(a);
+    case EW_LOG: return log_d(a);
+    case EW_LOG1P: return log1p_d(a);
+    case EW_SQRT: return sqrt(a);
+    case EW_SIN: return sin_d(a);
+    case EW_COS: return cos_d(a);
+    case EW_TAN: return tan_d(a);
+    case EW_SINH: { FT e = expm1_d(abs(a)); FT r = 0.5LF * (e + e / (e + 1.0LF)); return a < 0.0LF ? -r : r; }
+    case EW_COSH: { FT e = exp_d(abs(a)); return 0.5LF * (e + 1.0LF / e); }
+    case EW_TANH: { FT e = expm1_d(-2.0LF * abs(a)); FT t = -e / (2.0LF + e); return a < 0.0LF ? -t : t; }
+    case EW_ASIN: return abs(a) > 1.0LF ? nan_g() : atan2_d(a, sqrt((1.0LF - a) * (1.0LF + a)));
+    case EW_ACOS: return abs(a) > 1.0LF ? nan_g() : atan2_d(sqrt((1.0LF - a) * (1.0LF + a)), a);
+    case EW_ATAN: return atan_d(a);
+    case EW_ASINH: { FT z = abs(a); FT r = z > 1e150LF ? log_d(z) + kLn2Hi + kLn2Lo : log1p_d(z + z * z / (1.0LF + sqrt(1.0LF + z * z))); return a < 0.0LF ? -r : r; }
+    case EW_ACOSH: return a < 1.0LF ? nan_g() : (a > 1e150LF ? log_d(a) + kLn2Hi + kLn2Lo : log1p_d((a - 1.0LF) + sqrt((a - 1.0LF) * (a + 1.0LF))));
+    case EW_ATANH: return 0.5LF * log1p_d(2.0LF * a / (1.0LF - a));
+    case EW_ROUND: return roundEven(a);
+    case EW_FLOOR: return floor(a);
+    case EW_CEIL: return ceil(a);
+    case EW_TRUNC: return trunc(a);
+    case EW_ERF: return erf_d(a);
+    case EW_ABS: return abs(a);
+  }
+  return a;
+}
+#else
+FT unary_g(int op, FT a) {
   switch (op) {
     case EW_RECIP: return 1.0 / a;
     case EW_EXP: return exp(a);
@@ -115,11 +157,11 @@ float unary_f(int op, float a) {
     case EW_COSH: return cosh(a);
     case EW_TANH: return tanh_f(a);
     // Through atan: some drivers' asin/acos are far less precise (lavapipe: 2e-4).
-    case EW_ASIN: return abs(a) > 1.0 ? nan_f() : atan(a, sqrt((1.0 - a) * (1.0 + a)));
-    case EW_ACOS: return abs(a) > 1.0 ? nan_f() : atan(sqrt((1.0 - a) * (1.0 + a)), a);
+    case EW_ASIN: return abs(a) > 1.0 ? nan_g() : atan(a, sqrt((1.0 - a) * (1.0 + a)));
+    case EW_ACOS: return abs(a) > 1.0 ? nan_g() : atan(sqrt((1.0 - a) * (1.0 + a)), a);
     case EW_ATAN: return atan(a);
     case EW_ASINH: { float z = abs(a); float r = z > 1e18 ? log(z) + 0.6931471805599453 : log1p_f(z + z * z / (1.0 + sqrt(1.0 + z * z))); return a < 0.0 ? -r : r; }
-    case EW_ACOSH: return a < 1.0 ? nan_f() : (a > 1e18 ? log(a) + 0.6931471805599453 : log1p_f((a - 1.0) + sqrt((a - 1.0) * (a + 1.0))));
+    case EW_ACOSH: return a < 1.0 ? nan_g() : (a > 1e18 ? log(a) + 0.6931471805599453 : log1p_f((a - 1.0) + sqrt((a - 1.0) * (a + 1.0))));
     case EW_ATANH: return 0.5 * log1p_f(2.0 * a / (1.0 - a));
     case EW_ROUND: return roundEven(a);
     case EW_FLOOR: return floor(a);
@@ -130,61 +172,66 @@ float unary_f(int op, float a) {
   }
   return a;
 }
+#endif
 
-float binary_f(int op, float a, float b) {
+FT binary_g(int op, FT a, FT b) {
   switch (op) {
     case EW_ADD: return a + b;
     case EW_SUB: return a - b;
     case EW_MUL: return a * b;
     case EW_DIV: return a / b;
-    case EW_REM: return rem_f(a, b);
-    case EW_POW: return pow_f(a, b);
+    case EW_REM: return rem_g(a, b);
+    case EW_POW: return pow_g(a, b);
+#ifdef WIDE
+    case EW_ATAN2: return atan2_d(a, b);
+#else
     case EW_ATAN2: return atan(a, b);
+#endif
   }
   return a;
 }
 
-// Wrapping int arithmetic on 32-bit patterns; narrower dtypes truncate on store.
-uint binary_i(int op, int a, int b, int bits) {
+// Wrapping int arithmetic on 32/64-bit patterns; narrower dtypes truncate on store.
+UT binary_i(int op, IT a, IT b, int bits) {
   switch (op) {
-    case EW_ADD: return uint(a) + uint(b);
-    case EW_SUB: return uint(a) - uint(b);
-    case EW_MUL: return uint(a) * uint(b);
+    case EW_ADD: return UT(a) + UT(b);
+    case EW_SUB: return UT(a) - UT(b);
+    case EW_MUL: return UT(a) * UT(b);
     case EW_DIV:
-      if (b == 0) return 0u;
-      if (b == -1) return 0u - uint(a);
-      return uint(a / b);
+      if (b == IT(0)) return UT(0);
+      if (b == IT(-1)) return UT(0) - UT(a);
+      return UT(a / b);
     case EW_REM: {
-      if (b == 0 || b == -1) return 0u;
-      int r = a - (a / b) * b;
-      if (r != 0 && ((r < 0) != (b < 0))) r += b;
-      return uint(r);
+      if (b == IT(0) || b == IT(-1)) return UT(0);
+      IT r = a - (a / b) * b;
+      if (r != IT(0) && ((r < IT(0)) != (b < IT(0)))) r += b;
+      return UT(r);
     }
-    case EW_AND: return uint(a & b);
-    case EW_OR: return uint(a | b);
-    case EW_XOR: return uint(a ^ b);
-    case EW_SHL: return (b < 0 || b >= bits) ? 0u : (uint(a) << uint(b));
-    case EW_SHR: return (b < 0 || b >= bits) ? (a < 0 ? 0xFFFFFFFFu : 0u) : uint(a >> uint(b));
+    case EW_AND: return UT(a & b);
+    case EW_OR: return UT(a | b);
+    case EW_XOR: return UT(a ^ b);
+    case EW_SHL: return (b < IT(0) || b >= IT(bits)) ? UT(0) : (UT(a) << UT(b));
+    case EW_SHR: return (b < IT(0) || b >= IT(bits)) ? (a < IT(0) ? ~UT(0) : UT(0)) : UT(a >> UT(b));
   }
-  return uint(a);
+  return UT(a);
 }
-uint binary_u(int op, uint a, uint b, int bits) {
+UT binary_u(int op, UT a, UT b, int bits) {
   switch (op) {
     case EW_ADD: return a + b;
     case EW_SUB: return a - b;
     case EW_MUL: return a * b;
-    case EW_DIV: return b == 0u ? 0u : a / b;
-    case EW_REM: return b == 0u ? 0u : a % b;
+    case EW_DIV: return b == UT(0) ? UT(0) : a / b;
+    case EW_REM: return b == UT(0) ? UT(0) : a % b;
     case EW_AND: return a & b;
     case EW_OR: return a | b;
     case EW_XOR: return a ^ b;
-    case EW_SHL: return b >= uint(bits) ? 0u : (a << b);
-    case EW_SHR: return b >= uint(bits) ? 0u : (a >> b);
+    case EW_SHL: return b >= UT(bits) ? UT(0) : (a << b);
+    case EW_SHR: return b >= UT(bits) ? UT(0) : (a >> b);
   }
   return a;
 }
 
-bool compare_f(int op, float a, float b) {
+bool compare_f(int op, FT a, FT b) {
   switch (op) {
     case EW_EQ: return a == b;
     case EW_GT: return a > b;
@@ -194,7 +241,7 @@ bool compare_f(int op, float a, float b) {
   }
   return false;
 }
-bool compare_i(int op, int a, int b) {
+bool compare_i(int op, IT a, IT b) {
   switch (op) {
     case EW_EQ: return a == b;
     case EW_GT: return a > b;
@@ -204,7 +251,7 @@ bool compare_i(int op, int a, int b) {
   }
   return false;
 }
-bool compare_u(int op, uint a, uint b) {
+bool compare_u(int op, UT a, UT b) {
   switch (op) {
     case EW_EQ: return a == b;
     case EW_GT: return a > b;
@@ -219,40 +266,44 @@ void main() {
   int i = global_linear_id(256u);
   if (i >= int(P[P_N])) return;
   int io = operand_index(0, i);
+  if (OP == EW_FILL) {
+    st_o(DTO, io, scalar_param(P_S0) & mask_of(DTO));
+    return;
+  }
   int ia = operand_index(1, i);
-  uint ra = ld_a(DTA, ia);
-  uint rb = 0u;
-  if (OP >= EW_ADD && OP < EW_RECIP) rb = BSCALAR != 0 ? P[P_S0] : ld_b(DTB, operand_index(2, i));
-  uint r;
+  RAW ra = ld_a(DTA, ia);
+  RAW rb = RAW(0);
+  if (OP >= EW_ADD && OP < EW_RECIP) rb = BSCALAR != 0 ? scalar_param(P_S0) : ld_b(DTB, operand_index(2, i));
+  RAW r;
   const int kind = dt_kind(DTA);
   const int bits = dt_size(DTA) * 8;
   if (OP == EW_COPY) {
     r = convert_raw(ra, DTA, DTO);
   } else if (OP == EW_MASK_FILL) {
-    r = (rb & mask_of(DTB)) != 0u ? P[P_S1] : ra;
+    r = (rb & mask_of(DTB)) != RAW(0) ? scalar_param(P_S1) : ra;
   } else if (OP == EW_MASK_WHERE) {
-    r = (rb & mask_of(DTB)) != 0u ? ld_c(DTA, operand_index(3, i)) : ra;
+    r = (rb & mask_of(DTB)) != RAW(0) ? ld_c(DTA, operand_index(3, i)) : ra;
   } else if (OP == EW_BOOL_AND) {
-    r = (ra != 0u && rb != 0u) ? 1u : 0u;
+    r = (ra != RAW(0) && rb != RAW(0)) ? RAW(1) : RAW(0);
   } else if (OP == EW_BOOL_OR) {
-    r = (ra != 0u || rb != 0u) ? 1u : 0u;
+    r = (ra != RAW(0) || rb != RAW(0)) ? RAW(1) : RAW(0);
   } else if (OP == EW_BOOL_NOT) {
-    r = ra == 0u ? 1u : 0u;
+    r = ra == RAW(0) ? RAW(1) : RAW(0);
   } else if (OP >= EW_EQ && OP <= EW_LE) {
     bool c;
     if (kind == 0) c = compare_f(OP, as_f(ra, DTA), as_f(rb, DTA));
     else if (kind == 1) c = compare_i(OP, as_i(ra, DTA), as_i(rb, DTA));
-    else c = compare_u(OP, ra, rb);
-    r = c ? 1u : 0u;
+    else c = compare_u(OP, as_u(ra, DTA), as_u(rb, DTA));
+    r = c ? RAW(1) : RAW(0);
   } else if (OP >= EW_RECIP) {
-    if (kind == 0) r = floatBitsToUint(unary_f(OP, as_f(ra, DTA)));
+    if (kind == 0) r = from_f(unary_g(OP, as_f(ra, DTA)), DTA);
     else if (OP == EW_NOT) r = ~ra;
-    else if (OP == EW_ABS && kind == 1) { int v = as_i(ra, DTA); r = v < 0 ? 0u - uint(v) : uint(v); }
+    else if (OP == EW_ABS && kind == 1) { IT v = as_i(ra, DTA); r = RAW(v < IT(0) ? UT(0) - UT(v) : UT(v)); }
     else r = ra;
   } else {
-    if (kind == 0) r = floatBitsToUint(binary_f(OP, as_f(ra, DTA), as_f(rb, DTA)));
-    else if (kind == 1) r = binary_i(OP, as_i(ra, DTA), as_i(rb, DTA), bits);
-    else r = binary_u(OP, ra, rb, bits);
+    if (kind == 0) r = from_f(binary_g(OP, as_f(ra, DTA), as_f(rb, DTA)), DTA);
+    else if (kind == 1) r = RAW(binary_i(OP, as_i(ra, DTA), as_i(rb, DTA), bits));
+    else r = RAW(binary_u(OP, as_u(ra, DTA), as_u(rb, DTA), bits));
   }
   st_o(DTO, io, r & mask_of(DTO));
 }

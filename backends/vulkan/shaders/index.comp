@@ -1,6 +1,9 @@
 // The index family: gather/select read the source at an index taken from an index
-// tensor (out of range reads 0); scatter_add/select_add run one invocation per
-// line along the dim so that colliding indices accumulate without races.
+// tensor; scatter_add/select_add run one invocation per line along the dim so that
+// colliding indices accumulate without races. An index out of range reads 0 / is
+// skipped and raises this dispatch's flag in the error buffer (binding 3, slot
+// P_ERR: flag word, then the offending index), which the host turns into an
+// IndexError naming the op at the next wait.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "vk_codes.h"
@@ -14,27 +17,30 @@ layout(constant_id = 2) const int DTI = DT_I32;   // index dtype
 
 layout(std430, set = 0, binding = 1) readonly buffer A { uint a_data[]; };
 layout(std430, set = 0, binding = 2) readonly buffer I { uint i_data[]; };
+layout(std430, set = 0, binding = 3) buffer E { uint e_data[]; };
 layout(std430, set = 0, binding = 4) buffer O { uint o_data[]; };
 
-uint ld_a(int dt, int i) { return extract_raw(a_data[word_of(dt, i)], dt, i); }
-uint ld_o(int dt, int i) { return extract_raw(o_data[word_of(dt, i)], dt, i); }
-int ld_i(int i) {
-  uint r = extract_raw(i_data[word_of(DTI, i)], DTI, i);
-  return dt_kind(DTI) == 1 ? as_i(r, DTI) : (r > 0x7FFFFFFFu ? -1 : int(r));
-}
-void st_o(int dt, int i, uint r) {
-  int s = dt_size(dt);
-  if (s == 4) { o_data[i] = r; return; }
-  uint sh = s == 1 ? uint(i & 3) * 8u : uint(i & 1) * 16u;
-  uint m = mask_of(dt) << sh;
-  int w = word_of(dt, i);
-  atomicAnd(o_data[w], ~m);
-  atomicOr(o_data[w], (r << sh) & m);
+DEFINE_LOAD(ld_a, a_data)
+DEFINE_LOAD(ld_o, o_data)
+DEFINE_LOAD(ld_idx, i_data)
+DEFINE_STORE(st_o, o_data)
+
+// The index at element i of the index tensor, or -1 - (value clamped to int) when
+// it lies outside [0, limit) (after recording the error).
+int ld_i(int i, int limit) {
+  RAW r = ld_idx(DTI, i);
+  IT v = dt_kind(DTI) == 1 ? as_i(r, DTI) : IT(as_u(r, DTI));
+  bool neg_u = dt_kind(DTI) != 1 && dt_size(DTI) >= 4 && (as_u(r, DTI) >> (dt_size(DTI) * 8 - 1)) != UT(0);
+  if (!neg_u && v >= IT(0) && v < IT(limit)) return int(v);
+  int slot = int(P[P_ERR]);
+  int shown = neg_u ? 2147483647 : (v > IT(2147483647) ? 2147483647 : (v < IT(-2147483647) ? -2147483647 : int(v)));
+  if (atomicCompSwap(e_data[2 * slot], 0u, 1u) == 0u) e_data[2 * slot + 1] = uint(shown);
+  return -1;
 }
 
-uint accumulate(uint x, uint y) {
-  if (dt_is_bool(DTA)) return (x != 0u || y != 0u) ? 1u : 0u;
-  if (dt_kind(DTA) == 0) return floatBitsToUint(uintBitsToFloat(x) + uintBitsToFloat(y));
+RAW accumulate(RAW x, RAW y) {
+  if (dt_is_bool(DTA)) return (x != RAW(0) || y != RAW(0)) ? RAW(1) : RAW(0);
+  if (dt_kind(DTA) == 0) return from_f(as_f(x, DTA) + as_f(y, DTA), DTA);
   return x + y;
 }
 
@@ -52,7 +58,7 @@ void main() {
     int base = operand_index(1, i);   // source with stride 0 along dim
     int idx;
     if (OP == IX_GATHER) {
-      idx = ld_i(operand_index(2, i));
+      idx = ld_i(operand_index(2, i), limit);
     } else {
       int rem = i, c = 0;
       for (int d = int(P[P_RANK]) - 1; d >= 0; --d) {
@@ -60,9 +66,9 @@ void main() {
         if (d == dim) c = rem % n;
         rem /= n;
       }
-      idx = ld_i(int(P[P_OPND + 18]) + c * int(P[P_OPND + 19]));
+      idx = ld_i(int(P[P_OPND + 18]) + c * int(P[P_OPND + 19]), limit);
     }
-    uint r = (idx >= 0 && idx < limit) ? ld_a(DTA, base + idx * dstride) : 0u;
+    RAW r = idx >= 0 ? ld_a(DTA, base + idx * dstride) : RAW(0);
     st_o(DTA, io, r);
   } else {
     int len = int(P[P_EXTRA + 3]);
@@ -72,8 +78,8 @@ void main() {
     int vbase = operand_index(1, i);
     int ibase = operand_index(2, i);
     for (int j = 0; j < len; ++j) {
-      int idx = ld_i(OP == IX_SCATTER_ADD ? ibase + j * istride : ibase + j * istride);
-      if (idx < 0 || idx >= limit) continue;
+      int idx = ld_i(ibase + j * istride, limit);
+      if (idx < 0) continue;
       int io = obase + idx * dstride;
       st_o(DTA, io, accumulate(ld_o(DTA, io), ld_a(DTA, vbase + j * vstride)) & mask_of(DTA));
     }

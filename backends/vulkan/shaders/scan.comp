@@ -13,34 +13,30 @@ layout(constant_id = 1) const int DTA = DT_F32;
 layout(std430, set = 0, binding = 1) readonly buffer A { uint a_data[]; };
 layout(std430, set = 0, binding = 4) buffer O { uint o_data[]; };
 
-uint ld_a(int dt, int i) { return extract_raw(a_data[word_of(dt, i)], dt, i); }
-void st_o(int dt, int i, uint r) {
-  int s = dt_size(dt);
-  if (s == 4) { o_data[i] = r; return; }
-  uint sh = s == 1 ? uint(i & 3) * 8u : uint(i & 1) * 16u;
-  uint m = mask_of(dt) << sh;
-  int w = word_of(dt, i);
-  atomicAnd(o_data[w], ~m);
-  atomicOr(o_data[w], (r << sh) & m);
-}
+DEFINE_LOAD(ld_a, a_data)
+DEFINE_STORE(st_o, o_data)
 
-uint step_(uint acc, uint v) {
+// Sums and products run in the compute encoding (f32/f64 raw, or wrapping UT) and
+// round at each store, like the CPU backend; max/min compare the stored values.
+RAW step_(RAW acc, RAW v) {
   const int kind = dt_kind(DTA);
   if (kind == 0) {
-    float a = uintBitsToFloat(acc), b = uintBitsToFloat(v);
-    if (OP == SC_CUMSUM) return floatBitsToUint(a + b);
-    if (OP == SC_CUMPROD) return floatBitsToUint(a * b);
+    if (OP == SC_CUMSUM || OP == SC_CUMPROD) {
+      FT a = as_f(acc, CT_F), b = as_f(v, DTA);
+      return from_f(OP == SC_CUMSUM ? a + b : a * b, CT_F);
+    }
+    FT a = as_f(acc, DTA), b = as_f(v, DTA);
     if (isnan(a)) return acc;
     if (isnan(b)) return v;
     return (OP == SC_CUMMAX ? b > a : b < a) ? v : acc;
   }
   if (OP == SC_CUMSUM) return acc + v;
-  if (OP == SC_CUMPROD) return acc * v;
+  if (OP == SC_CUMPROD) return RAW(UT(acc) * UT(kind == 1 ? UT(as_i(v, DTA)) : as_u(v, DTA)));
   if (kind == 1) {
-    int a = as_i(acc, DTA), b = as_i(v, DTA);
+    IT a = as_i(acc, DTA), b = as_i(v, DTA);
     return (OP == SC_CUMMAX ? b > a : b < a) ? v : acc;
   }
-  return (OP == SC_CUMMAX ? v > acc : v < acc) ? v : acc;
+  return (OP == SC_CUMMAX ? as_u(v, DTA) > as_u(acc, DTA) : as_u(v, DTA) < as_u(acc, DTA)) ? v : acc;
 }
 
 void main() {
@@ -51,10 +47,14 @@ void main() {
   int so = int(P[P_EXTRA + 2]);
   int ia = operand_index(1, l);
   int io = operand_index(0, l);
-  uint acc = 0u;
+  const bool arith = OP == SC_CUMSUM || OP == SC_CUMPROD;
+  const int kind = dt_kind(DTA);
+  RAW acc = RAW(0);
   for (int j = 0; j < n; ++j) {
-    uint v = ld_a(DTA, ia + j * sa);
-    acc = j == 0 ? v : step_(acc, v);
-    st_o(DTA, io + j * so, acc & mask_of(DTA));
+    RAW v = ld_a(DTA, ia + j * sa);
+    if (j == 0) acc = (arith && kind == 0) ? from_f(as_f(v, DTA), CT_F) : v;
+    else acc = step_(acc, v);
+    RAW res = (arith && kind == 0) ? from_f(as_f(acc, CT_F), DTA) : acc;
+    st_o(DTA, io + j * so, res & mask_of(DTA));
   }
 }

@@ -3,10 +3,15 @@
 #ifndef TENSOR_VK_CODES_H
 #define TENSOR_VK_CODES_H
 
+#define DT_F64 0
 #define DT_F32 1
+#define DT_F16 2
+#define DT_BF16 3
+#define DT_I64 4
 #define DT_I32 5
 #define DT_I16 6
 #define DT_I8 7
+#define DT_U64 8
 #define DT_U32 9
 #define DT_U16 10
 #define DT_U8 11
@@ -35,6 +40,7 @@
 #define EW_GE 22
 #define EW_LT 23
 #define EW_LE 24
+#define EW_FILL 29        // out = the scalar s0 (full/zeros/ones)
 #define EW_MASK_FILL 30   // b = mask, scalar s0
 #define EW_MASK_WHERE 31  // b = mask, c = value
 #define EW_RECIP 40       // unary from here on
@@ -82,6 +88,14 @@
 #define IX_SCATTER_ADD 2   // one invocation per line along dim; values accumulate into out
 #define IX_SELECT_ADD 3
 
+// Rows family (rows.comp): one workgroup per line along a dim (softmax, sort), or
+// one invocation per line (cross).
+#define RW_SOFTMAX 0
+#define RW_LOG_SOFTMAX 1
+#define RW_SORT 2          // bitonic sort of a line in shared memory, (value, index) keys
+#define RW_CROSS 3
+#define RW_SORT_CAP 1024   // longest line the shared-memory sort takes
+
 // Parameter block layout (uint words) of the strided families.
 #define P_N 0
 #define P_RANK 1
@@ -90,6 +104,7 @@
 #define P_S0 46            // scalar 0 (raw bits, 2 words)
 #define P_S1 48
 #define P_EXTRA 50         // family-specific words
+#define P_ERR 63           // index family: this dispatch's slot in the error-flag buffer
 #define P_WORDS 64
 
 #endif
