@@ -404,7 +404,7 @@ std::pair<TensorData, std::vector<std::int64_t>> host_sort(const TensorData& dat
   const std::size_t n = s[dim];
   std::size_t inner = 1;
   for (std::size_t i = dim + 1; i < s.rank(); ++i) inner *= s[i];
-  const std::size_t outer = n ? s.num_elements() / (n * inner) : 0;
+  const std::size_t outer = n && inner ? s.num_elements() / (n * inner) : 0;  // zero-size: nothing to sort
   TensorData out = data;
   std::vector<std::int64_t> idx(s.num_elements());
   visit_dtype(data.dtype(), [&](auto t) {

@@ -420,13 +420,13 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
   if (wide && !wide_ok_)
     throw DTypeError(fmt::format("[vulkan] a 64-bit dtype needs shaderInt64 and shaderFloat64; device {} ({}) lacks them",
                                  index_, name()));
-  std::string key = kShaders[static_cast<int>(family)].name;
-  if (wide) key += "64";
-  for (std::uint32_t v : spec) key += fmt::format("_{}", v);
+  // Key: family, variant and the specialization constants (each < 256), packed.
+  std::uint64_t key = static_cast<std::uint64_t>(family) | (wide ? 16u : 0u);
+  for (std::size_t i = 0; i < spec.size(); ++i) key |= static_cast<std::uint64_t>(spec[i] & 0xFFu) << (8 * i + 8);
   std::lock_guard<std::mutex> lock(pipeline_mu_);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   if (family == ShaderFamily::Matmul) {
-    const std::uint32_t shared = 2 * 16 * 17 * (wide ? 8 : 4);
+    const std::uint32_t shared = 16 * (64 + 64) * (wide ? 8 : 4);  // matmul.comp's sa + sb
     if (shared > props_.limits.maxComputeSharedMemorySize)
       throw ExecutionError(fmt::format("[matmul] tile needs {} bytes of shared memory; expected at most {} "
                                        "(maxComputeSharedMemorySize)", shared, props_.limits.maxComputeSharedMemorySize));

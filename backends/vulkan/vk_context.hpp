@@ -210,7 +210,7 @@ class Context {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool cache_loaded_ = false;
   VkShaderModule modules_[static_cast<int>(ShaderFamily::Count)][2]{};
-  std::unordered_map<std::string, VkPipeline> pipelines_;
+  std::unordered_map<std::uint64_t, VkPipeline> pipelines_;  // see pipeline()
   std::mutex pipeline_mu_;
 
   std::mutex mu_;  // recording, submission

@@ -122,6 +122,18 @@ std::uint32_t code(DType t) { return static_cast<std::uint32_t>(t); }
 
 // ---- elementwise -----------------------------------------------------------------
 
+// Whether the operand's strides are the row-major strides of `shape` (size-1 dims
+// ignored): then element i sits at offset + i.
+bool dense(const Operand& o, const Shape& shape) {
+  std::int64_t s = 1;
+  for (std::size_t d = shape.rank(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    if (o.strides[d] != s) return false;
+    s *= static_cast<std::int64_t>(shape[d]);
+  }
+  return true;
+}
+
 void launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, const Shape& shape, const Operand& out,
                const Operand& a, const Operand* b, const Operand* c, std::uint64_t s0, std::uint64_t s1) {
   const std::size_t n = shape.num_elements();
@@ -135,9 +147,11 @@ void launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, const Shap
   if (c) p.operand(3, *c, shape.rank());
   p.scalar(P_S0, s0);
   p.scalar(P_S1, s1);
+  const bool contig = dense(out, shape) && dense(a, shape) && (!b || dense(*b, shape)) && (!c || dense(*c, shape));
   std::uint32_t gx, gy;
   groups_for((n + 255) / 256, gx, gy);
-  ctx.dispatch(ShaderFamily::Elementwise, {static_cast<std::uint32_t>(op), code(dta), code(dtb), code(dto), bscalar ? 1u : 0u},
+  ctx.dispatch(ShaderFamily::Elementwise,
+               {static_cast<std::uint32_t>(op), code(dta), code(dtb), code(dto), bscalar ? 1u : 0u, contig ? 1u : 0u},
                p.w, {{a.buf, false}, {b ? b->buf : nullptr, false}, {c ? c->buf : nullptr, false}, {out.buf, true}}, gx, gy, 1,
                wide({dta, dtb, dto}));
 }
@@ -630,7 +644,7 @@ Prim matmul_entry(Prim pa, Prim pb) {
     const auto gz = static_cast<std::uint32_t>(std::min<std::size_t>(65535, nb - base));
     a->ctx().dispatch(ShaderFamily::Matmul, {code(dt)}, p.w,
                       {{a->buffer().get(), false}, {b->buffer().get(), false}, {nullptr, false}, {out->buffer().get(), true}},
-                      static_cast<std::uint32_t>((N + 15) / 16), static_cast<std::uint32_t>((M + 15) / 16), gz, wide({dt}));
+                      static_cast<std::uint32_t>((N + 63) / 64), static_cast<std::uint32_t>((M + 63) / 64), gz, wide({dt}));
   }
   return out;
 }

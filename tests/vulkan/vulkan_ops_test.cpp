@@ -436,8 +436,10 @@ TEST_F(VulkanDirect, SixtyFourBitDTypesAreReportedWhereTheDeviceHasThemAndAreExa
   for (OpCode op : {OpCode::exp, OpCode::sin, OpCode::cos, OpCode::tanh, OpCode::atan, OpCode::erf, OpCode::sqrt}) {
     const auto got = d::read(d::unary(op, t)).to_vec<double>();
     const auto want = d::read(d::unary(op, c)).to_vec<double>();
-    for (std::size_t i = 0; i < x.size(); ++i)
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(got[i]) && std::isnan(want[i])) continue;
       EXPECT_NEAR(got[i], want[i], 1e-13 * std::max(1.0, std::fabs(want[i]))) << d::op_name(op) << "(" << x[i] << ")";
+    }
   }
   const std::vector<double> pos = {0.1, 1.0 / 3.0, 2.5, 7.25, 1e-8, 30.0, 1e300};
   const auto lg = d::read(d::unary(OpCode::log, upload(TensorData::from(pos, Shape{pos.size()}), kVk))).to_vec<double>();

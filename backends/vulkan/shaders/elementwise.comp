@@ -13,6 +13,7 @@ layout(constant_id = 1) const int DTA = DT_F32;   // a (and c, and b unless a ma
 layout(constant_id = 2) const int DTB = DT_F32;   // b (the mask dtype for mask ops)
 layout(constant_id = 3) const int DTO = DT_F32;   // out
 layout(constant_id = 4) const int BSCALAR = 0;    // b is the scalar s0
+layout(constant_id = 5) const int CONTIG = 0;     // every operand is dense in the output's order: index = offset + i
 
 #include "common.glsl"
 
@@ -262,18 +263,20 @@ bool compare_u(int op, UT a, UT b) {
   return false;
 }
 
+int index_of(int k, int i) { return CONTIG != 0 ? int(P[P_OPND + 9 * k]) + i : operand_index(k, i); }
+
 void main() {
   int i = global_linear_id(256u);
   if (i >= int(P[P_N])) return;
-  int io = operand_index(0, i);
+  int io = index_of(0, i);
   if (OP == EW_FILL) {
     st_o(DTO, io, scalar_param(P_S0) & mask_of(DTO));
     return;
   }
-  int ia = operand_index(1, i);
+  int ia = index_of(1, i);
   RAW ra = ld_a(DTA, ia);
   RAW rb = RAW(0);
-  if (OP >= EW_ADD && OP < EW_RECIP) rb = BSCALAR != 0 ? scalar_param(P_S0) : ld_b(DTB, operand_index(2, i));
+  if (OP >= EW_ADD && OP < EW_RECIP) rb = BSCALAR != 0 ? scalar_param(P_S0) : ld_b(DTB, index_of(2, i));
   RAW r;
   const int kind = dt_kind(DTA);
   const int bits = dt_size(DTA) * 8;
@@ -282,7 +285,7 @@ void main() {
   } else if (OP == EW_MASK_FILL) {
     r = (rb & mask_of(DTB)) != RAW(0) ? scalar_param(P_S1) : ra;
   } else if (OP == EW_MASK_WHERE) {
-    r = (rb & mask_of(DTB)) != RAW(0) ? ld_c(DTA, operand_index(3, i)) : ra;
+    r = (rb & mask_of(DTB)) != RAW(0) ? ld_c(DTA, index_of(3, i)) : ra;
   } else if (OP == EW_BOOL_AND) {
     r = (ra != RAW(0) && rb != RAW(0)) ? RAW(1) : RAW(0);
   } else if (OP == EW_BOOL_OR) {
