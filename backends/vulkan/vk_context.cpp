@@ -168,10 +168,11 @@ void Pool::free_block(Block* b) {
 BufRef Pool::allocate(VkDeviceSize bytes) {
   const VkDeviceSize align = ctx_->align_;
   const VkDeviceSize need = (std::max<VkDeviceSize>(bytes, 4) + align - 1) / align * align;
-  const auto& lim = ctx_->props_.limits;
-  if (need > lim.maxStorageBufferRange)
-    throw ExecutionError(fmt::format("[vulkan] tensor too large for one storage buffer; expected at most {} bytes "
-                                     "(maxStorageBufferRange); got {} bytes", lim.maxStorageBufferRange, bytes));
+  // Beyond maxStorageBufferRange a tensor still fits one allocation; kernels that
+  // cannot bind it in pieces refuse it at dispatch time (Context::dispatch).
+  if (need > ctx_->max_alloc_)
+    throw ExecutionError(fmt::format("[vulkan] tensor too large for one allocation; expected at most {} bytes "
+                                     "(maxMemoryAllocationSize); got {} bytes", ctx_->max_alloc_, bytes));
   std::lock_guard<std::mutex> lock(mu_);
   Block* block = nullptr;
   VkDeviceSize offset = 0;
@@ -333,12 +334,18 @@ void Context::init_device() {
   const int dev = find(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   const int hst = find(host);
   if (hst < 0) throw ExecutionError("[vulkan] no host-visible coherent memory type");
-  staging_ = uma < 0 || env_flag("TENSOR_VK_FORCE_STAGING");
+  // Tensors live in host-visible memory only on integrated / software devices: a
+  // discrete GPU's host-visible device-local heap is often a 256 MiB BAR window, and
+  // reads through it are slow, so there tensors are device-local with staging.
+  const bool integrated = props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
+                          props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  staging_ = uma < 0 || !integrated || env_flag("TENSOR_VK_FORCE_STAGING");
 
   VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &m3;
   vkGetPhysicalDeviceProperties2(phys_, &p2);
+  max_alloc_ = m3.maxMemoryAllocationSize;
   VkDeviceSize block = 64ull << 20;
   block = std::min<VkDeviceSize>(block, props_.limits.maxStorageBufferRange);
   block = std::min<VkDeviceSize>(block, m3.maxMemoryAllocationSize);
@@ -525,6 +532,18 @@ void Context::barrier_locked(Batch& b) {
 void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& spec, const std::vector<std::uint32_t>& params,
                        const std::vector<Binding>& bindings, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz, bool wide,
                        const std::string* check) {
+  // Effective byte ranges of the bindings (buffer-absolute).
+  VkDeviceSize off[kBindings - 1]{}, len[kBindings - 1]{};
+  for (std::size_t i = 0; i < bindings.size() && i < kBindings - 1; ++i) {
+    const Binding& bd = bindings[i];
+    if (!bd.buffer) continue;
+    off[i] = bd.buffer->offset() + bd.offset;
+    len[i] = bd.range ? bd.range : bd.buffer->size() - bd.offset;
+    if (len[i] > props_.limits.maxStorageBufferRange)
+      throw ExecutionError(fmt::format("[vulkan] the {} kernel cannot take a tensor of {} bytes; expected at most {} bytes "
+                                       "(maxStorageBufferRange; only contiguous elementwise ops split larger tensors)",
+                                       kShaders[static_cast<int>(family)].name, len[i], props_.limits.maxStorageBufferRange));
+  }
   VkPipeline pipe = pipeline(family, spec, wide);
   std::lock_guard<std::mutex> lock(mu_);
   Batch* b = &begin_batch();
@@ -552,7 +571,7 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
   infos[0] = {b->params->vk(), b->params->offset() + poff, kParamSlotBytes};
   for (std::uint32_t i = 1; i < kBindings; ++i) {
     const Buffer* buf = i - 1 < bindings.size() ? bindings[i - 1].buffer : nullptr;
-    infos[i] = buf ? VkDescriptorBufferInfo{buf->vk(), buf->offset(), buf->size()} : infos[0];
+    infos[i] = buf ? VkDescriptorBufferInfo{buf->vk(), off[i - 1], len[i - 1]} : infos[0];
   }
   // The error flags (binding 3 of checked dispatches) are only ever set, never read
   // on the device, so they need no hazard tracking.
@@ -571,16 +590,18 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
   // A barrier only when this dispatch touches what an earlier one in this batch
   // wrote (RAW, WAW) or writes what one read (WAR) since the last barrier.
   bool need = false;
-  for (const Binding& bd : bindings) {
+  for (std::size_t i = 0; i < bindings.size(); ++i) {
+    const Binding& bd = bindings[i];
     if (!bd.buffer) continue;
-    for (const auto& r : b->written) need = need || overlaps(r, bd.buffer->vk(), bd.buffer->offset(), bd.buffer->size());
+    for (const auto& r : b->written) need = need || overlaps(r, bd.buffer->vk(), off[i], len[i]);
     if (bd.write)
-      for (const auto& r : b->read) need = need || overlaps(r, bd.buffer->vk(), bd.buffer->offset(), bd.buffer->size());
+      for (const auto& r : b->read) need = need || overlaps(r, bd.buffer->vk(), off[i], len[i]);
   }
   if (need) barrier_locked(*b);
-  for (const Binding& bd : bindings) {
+  for (std::size_t i = 0; i < bindings.size(); ++i) {
+    const Binding& bd = bindings[i];
     if (!bd.buffer) continue;
-    (bd.write ? b->written : b->read).push_back({bd.buffer->vk(), bd.buffer->offset(), bd.buffer->size()});
+    (bd.write ? b->written : b->read).push_back({bd.buffer->vk(), off[i], len[i]});
     bd.buffer->add_ref();
     b->keep.push_back(BufRef::adopt(const_cast<Buffer*>(bd.buffer)));
   }

@@ -93,9 +93,13 @@ class Pool {
 };
 
 // One storage-buffer binding of a dispatch: a buffer and whether the dispatch writes it.
+// `offset`/`range` (bytes, relative to the buffer; range 0 = to its end) bind a
+// sub-range, so tensors beyond maxStorageBufferRange can be processed in pieces.
 struct Binding {
   const Buffer* buffer = nullptr;
   bool write = false;
+  VkDeviceSize offset = 0;
+  VkDeviceSize range = 0;
 };
 
 struct Pipeline {
@@ -133,6 +137,10 @@ class Context {
   std::string name() const { return props_.deviceName; }
   DTypeUsageSet dtype_usage(DType t) const { return usage_[static_cast<int>(t)]; }
   const VkPhysicalDeviceLimits& limits() const { return props_.limits; }
+  // Largest range one storage-buffer binding may cover, and the alignment of
+  // binding offsets (valid after ensure_init()).
+  VkDeviceSize max_binding() const { return props_.limits.maxStorageBufferRange; }
+  VkDeviceSize binding_align() const { return align_; }
   DeviceId id() const { return {kVulkanDeviceType, index_}; }
 
   // Creates the logical device, queue, pools and pipeline cache on first use.
@@ -204,6 +212,7 @@ class Context {
   bool staging_ = false;  // device memory is not host-visible (or forced)
   Pool device_pool_, host_pool_;
   VkDeviceSize align_ = 256;
+  VkDeviceSize max_alloc_ = 0;  // maxMemoryAllocationSize
 
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;

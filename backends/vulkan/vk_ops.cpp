@@ -139,21 +139,55 @@ void launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, const Shap
   const std::size_t n = shape.num_elements();
   if (n == 0) return;
   Context& ctx = *out.buf->context();
-  Params p;
-  p.shape(shape, n);
-  p.operand(0, out, shape.rank());
-  p.operand(1, a, shape.rank());
-  if (b) p.operand(2, *b, shape.rank());
-  if (c) p.operand(3, *c, shape.rank());
-  p.scalar(P_S0, s0);
-  p.scalar(P_S1, s1);
   const bool contig = dense(out, shape) && dense(a, shape) && (!b || dense(*b, shape)) && (!c || dense(*c, shape));
-  std::uint32_t gx, gy;
-  groups_for((n + 255) / 256, gx, gy);
-  ctx.dispatch(ShaderFamily::Elementwise,
-               {static_cast<std::uint32_t>(op), code(dta), code(dtb), code(dto), bscalar ? 1u : 0u, contig ? 1u : 0u},
-               p.w, {{a.buf, false}, {b ? b->buf : nullptr, false}, {c ? c->buf : nullptr, false}, {out.buf, true}}, gx, gy, 1,
-               wide({dta, dtb, dto}));
+  const std::vector<std::uint32_t> spec = {static_cast<std::uint32_t>(op), code(dta), code(dtb), code(dto),
+                                           bscalar ? 1u : 0u, contig ? 1u : 0u};
+  const Operand* ops[4] = {&out, &a, b, c};
+  const DType dts[4] = {dto, dta, dtb, dta};
+  const VkDeviceSize limit = ctx.max_binding();
+  bool big = false;
+  for (const Operand* o : ops) big = big || (o && o->buf->size() > limit);
+  if (!big || !contig) {  // (a non-contiguous big tensor is refused by Context::dispatch)
+    Params p;
+    p.shape(shape, n);
+    for (int k = 0; k < 4; ++k)
+      if (ops[k]) p.operand(k, *ops[k], shape.rank());
+    p.scalar(P_S0, s0);
+    p.scalar(P_S1, s1);
+    std::uint32_t gx, gy;
+    groups_for((n + 255) / 256, gx, gy);
+    ctx.dispatch(ShaderFamily::Elementwise, spec, p.w,
+                 {{a.buf, false}, {b ? b->buf : nullptr, false}, {c ? c->buf : nullptr, false}, {out.buf, true}}, gx, gy, 1,
+                 wide({dta, dtb, dto}));
+    return;
+  }
+  // Tensors beyond maxStorageBufferRange: contiguous operands are processed in
+  // pieces, each operand bound from an aligned byte offset at or below its piece.
+  const VkDeviceSize align = ctx.binding_align();
+  const std::size_t piece = static_cast<std::size_t>((limit - 2 * align) / 8) / 256 * 256;
+  for (std::size_t start = 0; start < n; start += piece) {
+    const std::size_t len = std::min(piece, n - start);
+    const Shape flat{len};
+    Params p;
+    p.shape(flat, len);
+    std::vector<Binding> binds(4);
+    for (int k = 0; k < 4; ++k) {
+      if (!ops[k]) continue;
+      const std::size_t es = dtype_size(dts[k]);
+      const VkDeviceSize first = (static_cast<VkDeviceSize>(ops[k]->offset) + start) * es;
+      const VkDeviceSize at = first / align * align;
+      const VkDeviceSize bytes = std::min<VkDeviceSize>(ops[k]->buf->size() - at, (first - at) + len * es + 8);
+      Operand local{ops[k]->buf, static_cast<std::int64_t>((first - at) / es), {}};
+      local.strides[0] = 1;
+      p.operand(k, local, 1);
+      binds[k == 0 ? 3 : k - 1] = Binding{ops[k]->buf, k == 0, at, (bytes + 3) / 4 * 4};
+    }
+    p.scalar(P_S0, s0);
+    p.scalar(P_S1, s1);
+    std::uint32_t gx, gy;
+    groups_for((len + 255) / 256, gx, gy);
+    ctx.dispatch(ShaderFamily::Elementwise, spec, p.w, binds, gx, gy, 1, wide({dta, dtb, dto}));
+  }
 }
 
 bool reusable(const VulkanTensor& t, const Shape& shape, DType dt) {
@@ -801,13 +835,53 @@ dispatch::PrimPair sort_impl(Prim p, std::size_t dim, bool desc, DType idx_dt, b
   const std::size_t n = a->shape()[dim];
   std::size_t np = 1;
   while (np < n) np <<= 1;
-  if (np > RW_SORT_CAP)
-    throw NotImplemented(fmt::format("[sort] vulkan sorts lines of at most {} elements; expected dim {} of size <= {}; "
-                                     "got {}", RW_SORT_CAP, dim, RW_SORT_CAP, n));
   VkRef vals = values ? alloc(a->device(), a->dtype(), a->shape()) : VkRef();
   VkRef idx = indices ? alloc(a->device(), idx_dt, a->shape()) : VkRef();
-  launch_rows(RW_SORT, *a, dim, vals.get(), idx.get(), idx_dt,
-              {(desc ? 1 : 0) | (values ? 2 : 0) | (indices ? 4 : 0), static_cast<std::int64_t>(np)});
+  const std::int64_t flags = (desc ? 1 : 0) | (values ? 2 : 0) | (indices ? 4 : 0);
+  if (np <= RW_SORT_CAP) {
+    launch_rows(RW_SORT, *a, dim, vals.get(), idx.get(), idx_dt, {flags, static_cast<std::int64_t>(np)});
+    return {Prim(std::move(vals)), Prim(std::move(idx))};
+  }
+  // Long lines: the bitonic network over global scratch, one dispatch per stage.
+  Shape lines = a->shape();
+  lines[dim] = 1;
+  const std::size_t count = lines.num_elements();
+  const std::size_t total = count * np;
+  if (count == 0) return {Prim(std::move(vals)), Prim(std::move(idx))};
+  if (total > 0x7FFFFFFFull)
+    throw ExecutionError(fmt::format("[sort] padded sort workspace too large; expected at most 2^31 - 1 elements; got {}", total));
+  VkRef keys = alloc(a->device(), a->dtype(), Shape{total});
+  VkRef ids = alloc(a->device(), DType::U32, Shape{total});
+  Context& c = a->ctx();
+  const VulkanTensor& dst = vals ? *vals : *idx;
+  auto stage = [&](int op, std::int64_t k, std::int64_t j, std::vector<Binding> binds) {
+    Params p;
+    p.shape(lines, total);
+    p.operand(0, Operand{dst.buffer().get(), dst.offset(), dst.layout().strides}, lines.rank());
+    p.operand(1, Operand{a->buffer().get(), a->offset(), a->layout().strides}, lines.rank());
+    if (idx) p.operand(2, Operand{idx->buffer().get(), idx->offset(), idx->layout().strides}, lines.rank());
+    p.extra(0, static_cast<std::int64_t>(n));
+    p.extra(1, a->stride(dim));
+    p.extra(2, vals ? vals->stride(dim) : 0);
+    p.extra(3, idx ? idx->stride(dim) : 0);
+    p.extra(4, flags);
+    p.extra(5, static_cast<std::int64_t>(np));
+    p.extra(6, k);
+    p.extra(7, j);
+    std::uint32_t gx, gy;
+    groups_for((total + 255) / 256, gx, gy);
+    c.dispatch(ShaderFamily::Rows, {static_cast<std::uint32_t>(op), code(a->dtype()), code(idx_dt)}, p.w, binds, gx, gy, 1,
+               wide({a->dtype(), idx_dt}));
+  };
+  stage(RW_GSORT_INIT, 0, 0,
+        {{a->buffer().get(), false}, {nullptr, false}, {ids->buffer().get(), true}, {keys->buffer().get(), true}});
+  for (std::size_t k = 2; k <= np; k <<= 1)
+    for (std::size_t j = k >> 1; j > 0; j >>= 1)
+      stage(RW_GSORT_STEP, static_cast<std::int64_t>(k), static_cast<std::int64_t>(j),
+            {{nullptr, false}, {nullptr, false}, {ids->buffer().get(), true}, {keys->buffer().get(), true}});
+  stage(RW_GSORT_OUT, 0, 0,
+        {{keys->buffer().get(), false}, {ids->buffer().get(), false}, {idx ? idx->buffer().get() : nullptr, true},
+         {vals ? vals->buffer().get() : nullptr, true}});
   return {Prim(std::move(vals)), Prim(std::move(idx))};
 }
 Prim sort_entry(Prim p, std::size_t dim, bool desc) {

@@ -32,6 +32,7 @@ layout(std430, set = 0, binding = 4) buffer O { uint o_data[]; };
 
 DEFINE_LOAD(ld_a, a_data)
 DEFINE_LOAD(ld_b, b_data)
+DEFINE_LOAD(ld_o, o_data)
 DEFINE_STORE(st_o, o_data)
 DEFINE_STORE(st_x, x_data)
 
@@ -68,7 +69,49 @@ bool before(RAW va, uint ia, RAW vb, uint ib, bool desc) {
 // 2 = b (cross) or the index output (sort). Extra: line length, a / out / b (or
 // index out) strides along the dim, flags (sort: bit 0 descending, bit 1 write
 // values, bit 2 write indices; padded length).
+// Global sort stages. Params: P_N = lines * np invocations, operand 1 = the input
+// lines (INIT) with its shape in P_SHAPE; extra: n, input stride along the dim,
+// out stride, index-out stride, flags, np, k, j.
+void global_sort() {
+  int g = global_linear_id(256u);
+  if (g >= int(P[P_N])) return;
+  int n = int(P[P_EXTRA]);
+  int np = int(P[P_EXTRA + 5]);
+  int line = g / np, i = g - line * np;
+  int base = line * np;
+  if (OP == RW_GSORT_INIT) {
+    int ia = operand_index(1, line) + i * int(P[P_EXTRA + 1]);
+    st_o(DTA, base + i, i < n ? ld_a(DTA, ia) : RAW(0));
+    x_data[base + i] = i < n ? uint(i) : 0xFFFFFFFFu;
+    return;
+  }
+  bool desc = (P[P_EXTRA + 4] & 1u) != 0u;
+  if (OP == RW_GSORT_STEP) {
+    int k = int(P[P_EXTRA + 6]), j = int(P[P_EXTRA + 7]);
+    int l = i ^ j;
+    if (l <= i) return;
+    RAW vi = ld_o(DTA, base + i), vl = ld_o(DTA, base + l);
+    uint ii = x_data[base + i], il = x_data[base + l];
+    bool up = (i & k) == 0;
+    if (up ? before(vl, il, vi, ii, desc) : before(vi, ii, vl, il, desc)) {
+      st_o(DTA, base + i, vl); st_o(DTA, base + l, vi);
+      x_data[base + i] = il; x_data[base + l] = ii;
+    }
+    return;
+  }
+  // OUT: a = sorted keys, b = their indices (scratch); o = values, x = indices.
+  if (i >= n) return;
+  uint flags = P[P_EXTRA + 4];
+  int io = operand_index(0, line), ix = operand_index(2, line);
+  if ((flags & 2u) != 0u) st_o(DTA, io + i * int(P[P_EXTRA + 2]), ld_a(DTA, base + i));
+  if ((flags & 4u) != 0u) st_x(DTO, ix + i * int(P[P_EXTRA + 3]), RAW(b_data[base + i]) & mask_of(DTO));
+}
+
 void main() {
+  if (OP == RW_GSORT_INIT || OP == RW_GSORT_STEP || OP == RW_GSORT_OUT) {
+    global_sort();
+    return;
+  }
   if (OP == RW_CROSS) {
     int l = global_linear_id(256u);
     if (l >= int(P[P_N])) return;

@@ -95,6 +95,11 @@
 #define RW_SORT 2          // bitonic sort of a line in shared memory, (value, index) keys
 #define RW_CROSS 3
 #define RW_SORT_CAP 1024   // longest line the shared-memory sort takes
+// Longer lines: a bitonic network over global scratch (keys in the data dtype,
+// indices u32, each line padded to a power of two), one dispatch per stage.
+#define RW_GSORT_INIT 4
+#define RW_GSORT_STEP 5
+#define RW_GSORT_OUT 6
 
 // Parameter block layout (uint words) of the strided families.
 #define P_N 0

@@ -1,0 +1,122 @@
+#!/bin/sh
+# Vulkan check on a real GPU machine (NVIDIA, no network, maybe no Vulkan loader,
+# maybe no compiler, meson or ninja): runs the Vulkan op tests and the Vulkan
+# benchmark against the GPU and prints one table. Budget: under 8 minutes.
+#
+#   tools/vulkan_device_check.sh prepare [BUILD_DIR]    on the development machine
+#   tools/vulkan_device_check.sh run                    on the GPU machine
+#
+# `prepare` (needs a finished build, default build-vk) packs into build-vkcheck/
+# (ignored by git, so it travels as a carried path): the stripped test and bench
+# binaries, libtensor.so, the shared libraries they need that a bare machine may
+# lack (hwy, fmt, blis, gomp, stdc++ ...; glibc is assumed), and the Vulkan loader
+# libvulkan.so.1. Keep it under the 64 MiB carry limit (it prints the size).
+#
+# `run` uses, in order:
+#   * binaries: build-vkcheck/ if present, else it builds with meson/ninja/glslc
+#     into build-vkcheck-src/ when those tools exist, else it stops with a message;
+#   * loader: $TENSOR_VK_LOADER_DIR (unpacked libvulkan1 .deb: the first
+#     libvulkan.so.1 found under it), else build-vkcheck/lib/libvulkan.so.1, else
+#     the system's (the backend dlopens it: TENSOR_VK_LOADER names the file);
+#   * driver: $VK_DRIVER_FILES if set, else the first NVIDIA ICD json of
+#     /usr/local/nvidia/share/vulkan/icd.d, /usr/share/vulkan/icd.d,
+#     /etc/vulkan/icd.d (exported as VK_DRIVER_FILES and VK_ICD_FILENAMES).
+# The validation layer is used only when TENSOR_VK_VALIDATION=1 is set by the
+# caller (GPU machines usually lack it, and then every test would count that).
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+pack="$here/build-vkcheck"
+
+prepare() {
+  build=${1:-"$here/build-vk"}
+  case $build in /*) ;; *) build="$here/$build" ;; esac
+  for f in tests/vulkan/vulkan_ops_test tests/vulkan/vk_bench libtensor.so; do
+    [ -e "$build/$f" ] || { echo "prepare: $build/$f missing (build first: ninja -C $build)"; exit 1; }
+  done
+  rm -rf "$pack" && mkdir -p "$pack/lib" "$pack/bin"
+  cp "$build/tests/vulkan/vulkan_ops_test" "$build/tests/vulkan/vk_bench" "$pack/bin/"
+  cp -L "$build/libtensor.so" "$pack/lib/libtensor.so.0"
+  # Non-glibc libraries the binaries resolve to here.
+  for b in "$pack/bin/vulkan_ops_test" "$pack/bin/vk_bench" "$pack/lib/libtensor.so.0"; do
+    ldd "$b" | awk '/=> \// {print $3}'
+  done | sort -u | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libtensor.so*) ;;
+      *) cp -L "$lib" "$pack/lib/" ;;
+    esac
+  done
+  loader=$(ldconfig -p 2>/dev/null | awk '/libvulkan.so.1 .*x86-64/ {print $NF; exit}')
+  [ -n "$loader" ] && cp -L "$loader" "$pack/lib/libvulkan.so.1"
+  strip --strip-unneeded "$pack"/bin/* "$pack"/lib/* 2>/dev/null
+  echo "prepared $pack ($(du -sh "$pack" | cut -f1)); carry it: build-vkcheck"
+}
+
+find_icd() {
+  for d in /usr/local/nvidia/share/vulkan/icd.d /usr/share/vulkan/icd.d /etc/vulkan/icd.d; do
+    for f in "$d"/nvidia_icd*.json; do
+      [ -f "$f" ] && { echo "$f"; return; }
+    done
+  done
+}
+
+run() {
+  start=$(date +%s)
+  bin="$pack/bin"
+  if [ ! -x "$bin/vulkan_ops_test" ]; then
+    if command -v meson >/dev/null && command -v ninja >/dev/null && command -v glslc >/dev/null; then
+      echo "no build-vkcheck/: building with meson (a few minutes)"
+      meson setup "$here/build-vkcheck-src" "$here" --wrap-mode=nodownload -Dbuildtype=release >/dev/null &&
+        ninja -C "$here/build-vkcheck-src" tests/vulkan/vulkan_ops_test tests/vulkan/vk_bench >/dev/null ||
+        { echo "build failed"; exit 1; }
+      bin="$here/build-vkcheck-src/tests/vulkan"
+    else
+      echo "no build-vkcheck/ and no meson/ninja/glslc here: run 'tools/vulkan_device_check.sh prepare' on the"
+      echo "development machine and carry build-vkcheck with the tree"
+      exit 2
+    fi
+  fi
+  export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  loader=system
+  if [ -n "${TENSOR_VK_LOADER_DIR:-}" ]; then
+    f=$(find "$TENSOR_VK_LOADER_DIR" -name 'libvulkan.so.1*' \( -type f -o -type l \) 2>/dev/null | sort | head -n 1)
+    [ -n "$f" ] && { export TENSOR_VK_LOADER="$f"; loader="$f"; }
+  elif [ -e "$pack/lib/libvulkan.so.1" ]; then
+    export TENSOR_VK_LOADER="$pack/lib/libvulkan.so.1"
+    loader="$TENSOR_VK_LOADER (carried)"
+  fi
+  if [ -z "${VK_DRIVER_FILES:-}" ]; then
+    icd=$(find_icd)
+    [ -n "$icd" ] && export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
+  fi
+  export XDG_CACHE_HOME="${TMPDIR:-/tmp}/libtensor-vkcheck-cache"
+  out="${TMPDIR:-/tmp}/vkcheck.$$"
+  mkdir -p "$out"
+
+  timeout 330 "$bin/vulkan_ops_test" --gtest_brief=1 >"$out/tests.txt" 2>&1
+  trc=$?
+  timeout 170 "$bin/vk_bench" >"$out/bench.txt" 2>&1
+  brc=$?
+
+  failed=$(grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/tests.txt" | sort -u | wc -l)
+  summary=$(grep -E '^\[  PASSED  \]|tests? ran' "$out/tests.txt" | tr '\n' ' ')
+  echo
+  echo "==================== libtensor Vulkan device check ===================="
+  printf '%-14s %s\n' "device" "$(grep -m1 '^device:' "$out/bench.txt" | cut -c9-)"
+  printf '%-14s %s\n' "loader" "$loader"
+  printf '%-14s %s\n' "driver json" "${VK_DRIVER_FILES:-(loader default)}"
+  printf '%-14s %s\n' "validation" "${TENSOR_VK_VALIDATION:-off}"
+  printf '%-14s rc=%s  %s\n' "op tests" "$trc" "$summary"
+  [ "$failed" -gt 0 ] && grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/tests.txt" | sort -u | sed 's/^/               /'
+  [ "$trc" -ne 0 ] && [ "$failed" -eq 0 ] && tail -n 5 "$out/tests.txt" | sed 's/^/               /'
+  printf '%-14s rc=%s\n' "benchmark" "$brc"
+  grep -v '^device:' "$out/bench.txt" | sed 's/^/  /'
+  echo "elapsed        $(( $(date +%s) - start )) s   (full logs: $out)"
+  echo "========================================================================"
+  [ "$trc" -eq 0 ] && [ "$brc" -eq 0 ]
+}
+
+case ${1:-run} in
+  prepare) shift; prepare "$@" ;;
+  run) run ;;
+  *) echo "usage: $0 prepare [BUILD_DIR] | run"; exit 2 ;;
+esac
