@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -82,9 +83,12 @@ std::string discover() {
   std::vector<const char*> layers, exts;
   if (validation) {
     std::uint32_t n = 0;
-    vkEnumerateInstanceLayerProperties(&n, nullptr);
-    std::vector<VkLayerProperties> props(n);
-    vkEnumerateInstanceLayerProperties(&n, props.data());
+    std::vector<VkLayerProperties> props;
+    if (vkEnumerateInstanceLayerProperties(&n, nullptr) == VK_SUCCESS) {
+      props.resize(n);
+      if (vkEnumerateInstanceLayerProperties(&n, props.data()) != VK_SUCCESS) props.clear();
+      props.resize(std::min<std::size_t>(props.size(), n));
+    }
     bool found = false;
     for (const auto& p : props) found = found || std::strcmp(p.layerName, "VK_LAYER_KHRONOS_validation") == 0;
     if (found) {
@@ -119,13 +123,20 @@ std::string discover() {
   if (!layers.empty()) {
     auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
         vkGetInstanceProcAddr(g.instance, "vkCreateDebugUtilsMessengerEXT"));
-    if (create) create(g.instance, &mi, nullptr, &g.messenger);
+    if (create && create(g.instance, &mi, nullptr, &g.messenger) != VK_SUCCESS) {
+      g_validation_messages.fetch_add(1);  // asked for validation but cannot see its messages
+      std::fprintf(stderr, "[vulkan validation] vkCreateDebugUtilsMessengerEXT failed\n");
+    }
   }
   std::uint32_t n = 0;
   r = vkEnumeratePhysicalDevices(g.instance, &n, nullptr);
   if (r != VK_SUCCESS) return fmt::format("vkEnumeratePhysicalDevices failed ({})", vk_result_name(r));
   std::vector<VkPhysicalDevice> phys(n);
-  if (n) vkEnumeratePhysicalDevices(g.instance, &n, phys.data());
+  if (n) {
+    r = vkEnumeratePhysicalDevices(g.instance, &n, phys.data());
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) return fmt::format("vkEnumeratePhysicalDevices failed ({})", vk_result_name(r));
+    phys.resize(n);
+  }
   for (VkPhysicalDevice p : phys) {
     std::uint32_t qn = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(p, &qn, nullptr);
