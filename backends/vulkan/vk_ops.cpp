@@ -553,14 +553,17 @@ VkRef reduce_dim(VkRef a, std::size_t dim, int op, DType out_dt) {
   const DType dt = a->dtype();
   const Operand oa{a->buffer().get(), a->offset(), a->layout().strides};
   const bool arg = op == RD_ARGMAX || op == RD_ARGMIN;
-  if (count == 1 && n >= kSplitMin && op != RD_MEAN) {
+  // Int means stay on one workgroup: its exact 64-bit sum does not split.
+  if (count == 1 && n >= kSplitMin && (op != RD_MEAN || is_float(dt))) {
+    const bool mean = op == RD_MEAN;  // float mean: split sum, then divide in the accumulator dtype
     // Pass 1: one workgroup per chunk of the line into partials; pass 2 reduces them.
     const std::size_t groups = (n + kSplitChunk - 1) / kSplitChunk;
     const Shape ps{groups};
     const DType pdt = arg ? dt : accumulator_dtype(dt);
     VkRef part = alloc(a->device(), pdt, ps);
     VkRef part_idx = arg ? alloc(a->device(), DType::U32, ps) : VkRef();
-    launch_reduce(c, op, dt, arg ? out_dt : pdt, ps, groups, operand(*part, ps), oa, n, a->stride(dim), kSplitChunk, false,
+    const int op1 = mean ? RD_SUM : op;
+    launch_reduce(c, op1, dt, arg ? out_dt : pdt, ps, groups, operand(*part, ps), oa, n, a->stride(dim), kSplitChunk, false,
                   nullptr, arg ? part_idx->buffer().get() : nullptr);
     const Operand op_in{part->buffer().get(), 0, {}};
     if (arg) {
@@ -572,8 +575,11 @@ VkRef reduce_dim(VkRef a, std::size_t dim, int op, DType out_dt) {
     // Sum/prod of the partials in the accumulator dtype, then narrowed (ints wrap).
     VkRef total = pdt == out_dt ? out : alloc(a->device(), pdt, out_shape);
     const Shape one{1};
-    launch_reduce(c, op, pdt, pdt, one, 1, Operand{total->buffer().get(), 0, {}}, op_in, groups, 1, groups, false, nullptr,
+    launch_reduce(c, op1, pdt, pdt, one, 1, Operand{total->buffer().get(), 0, {}}, op_in, groups, 1, groups, false, nullptr,
                   nullptr);
+    if (mean)
+      launch_ew(EW_DIV, pdt, pdt, pdt, true, out_shape, operand(*total, out_shape), operand(*total, out_shape), nullptr, nullptr,
+                scalar_raw(pdt, Scalar(static_cast<double>(n))), 0);
     if (total.get() == out.get()) return out;
     launch_ew(EW_COPY, pdt, pdt, out_dt, false, out_shape, operand(*out, out_shape), operand(*total, out_shape), nullptr,
               nullptr, 0, 0);

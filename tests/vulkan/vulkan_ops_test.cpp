@@ -413,7 +413,7 @@ TEST_F(VulkanOps, WholeTensorReductionsOfLongLinesUseManyWorkgroupsAndMatchTheCp
     for (std::size_t n : {std::size_t{16384}, std::size_t{100003}}) {
       const TensorData data = make_data(dt, Shape{n}, 41);
       const std::string what = std::string(dtype_name(dt)) + " n=" + std::to_string(n);
-      for (OpCode op : {OpCode::sum, OpCode::max, OpCode::min, OpCode::max_abs})
+      for (OpCode op : {OpCode::sum, OpCode::mean, OpCode::max, OpCode::min, OpCode::max_abs})
         check_op(std::string(d::op_name(op)) + " " + what, [&](DeviceId v) { return d::reduce(op, upload(data, v)); });
       for (OpCode op : {OpCode::argmax, OpCode::argmin})
         check_op(std::string(d::op_name(op)) + " " + what, [&](DeviceId v) { return d::dim_index(op, upload(data, v), 0); });
