@@ -1,5 +1,5 @@
 // Sum/product reductions on the CPU (all elements, or along one dim kept as size 1),
-// mean_dim, and running scans (cumsum, cumprod, cummin, cummax). Floats accumulate
+// mean_dim, running scans (cumsum, cumprod, cummin, cummax) and argmax/argmin. Floats accumulate
 // in double; ints in uint64 (wrapping, truncated back).
 #include <cmath>
 #include <vector>
@@ -189,6 +189,42 @@ Prim scan_entry(Prim p, std::size_t dim) {
   return out;
 }
 
+// ---- argmax / argmin along a dim: lowest index on ties, the first NaN wins ---------
+template <bool kMax>
+Prim arg_entry(Prim p, std::size_t dim, DType out_dtype) {
+  const CpuRef a = as_cpu(std::move(p));
+  Shape out_shape = a->shape();
+  const std::size_t n = out_shape[dim];
+  out_shape[dim] = 1;
+  CpuRef out = alloc_tensor(out_dtype, out_shape);
+  visit_numeric(a->dtype(), kMax ? "argmax" : "argmin", [&](auto tag) {
+    using T = decltype(tag);
+    const auto plan = make_plan<2>(out_shape, {out->layout().strides.data(), a->layout().strides.data()},
+                                   {out->elem_size(), sizeof(T)});
+    const std::int64_t xs = a->stride(dim) * static_cast<std::int64_t>(sizeof(T));
+    visit_numeric(out_dtype, "argmax", [&](auto otag) {
+      using O = decltype(otag);
+      for_each_row(plan, {out->data(), a->data()},
+                   [&](std::array<std::byte*, 2> ptr, std::size_t m, std::array<std::int64_t, 2> s) {
+                     for (std::size_t i = 0; i < m; ++i, ptr[0] += s[0], ptr[1] += s[1]) {
+                       std::size_t best = 0;
+                       const std::byte* x = ptr[1];
+                       calc_t<T> bv = n ? ld(*at<T>(x)) : calc_t<T>{};
+                       for (std::size_t j = 1; j < n; ++j) {
+                         x += xs;
+                         const calc_t<T> v = ld(*at<T>(x));
+                         bool take = kMax ? v > bv : v < bv;
+                         if constexpr (dispatch::kIsFloatLike<T>) take = !std::isnan(bv) && (take || std::isnan(v));
+                         if (take) { bv = v; best = j; }
+                       }
+                       *at<O>(ptr[0]) = dispatch::convert_value<O>(static_cast<std::int64_t>(best));
+                     }
+                   });
+    });
+  });
+  return out;
+}
+
 }  // namespace
 
 void register_reduce_ops(dispatch::Backend& b) {
@@ -197,6 +233,8 @@ void register_reduce_ops(dispatch::Backend& b) {
   b.set<OpCode::sum_dim>(&reduce_dim_entry<RedOp::Sum>);
   b.set<OpCode::prod_dim>(&reduce_dim_entry<RedOp::Prod>);
   b.set<OpCode::mean_dim>(&reduce_dim_entry<RedOp::Mean>);
+  b.set<OpCode::argmax>(&arg_entry<true>);
+  b.set<OpCode::argmin>(&arg_entry<false>);
   b.set<OpCode::cumsum>(&scan_entry<ScanOp::Sum>);
   b.set<OpCode::cumprod>(&scan_entry<ScanOp::Prod>);
   b.set<OpCode::cummin>(&scan_entry<ScanOp::Min>);
