@@ -503,11 +503,12 @@ Prim d_hard_sigmoid(Prim x, Scalar alpha, Scalar beta) {
   return call<Family::Clamp>(OpCode::clamp, d, std::move(y), Scalar(0.0), Scalar(1.0));
 }
 Prim d_log_sigmoid(Prim x) {
-  // -(m + log(exp(-m) + exp(-x - m))), m = max(-x, 0)
-  Prim nx = un(OpCode::neg, std::move(x));
-  Prim m = sc(OpCode::clamp_min, nx, Scalar(0.0));
-  Prim t = bin(OpCode::add, un(OpCode::exp, un(OpCode::neg, m)), un(OpCode::exp, bin(OpCode::sub, std::move(nx), m)));
-  return un(OpCode::neg, bin(OpCode::add, std::move(m), un(OpCode::log, std::move(t))));
+  // min(x, 0) - log1p(exp(-|x|)): never exponentiates a large positive number, and
+  // keeps log_sigmoid(-inf) = -inf (burn's -(m + log(exp(-m) + exp(-x - m))) form
+  // with m = max(-x, 0) gives NaN there: inf - inf inside the exp).
+  Prim m = sc(OpCode::clamp_max, x, Scalar(0.0));
+  Prim t = un(OpCode::log1p, un(OpCode::exp, un(OpCode::neg, un(OpCode::abs, std::move(x)))));
+  return bin(OpCode::sub, std::move(m), std::move(t));
 }
 Prim d_softmax(Prim x, std::size_t dim) {
   Prim m = rdim(OpCode::max_dim, x, dim);

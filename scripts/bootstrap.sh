@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages libtensor's build, tests and tools need (idempotent, non-interactive, run as root).
+# Installs the Debian 12 packages libtensor's build, tests and tools need, and the digits data set
+# (idempotent, non-interactive, run as root).
 #
 # Only packages that are missing are installed, and `apt-get update` runs only
 # when something is missing, so a second run does nothing and needs no network.
@@ -36,8 +37,19 @@ for p in "${PACKAGES[@]}"; do
   installed "$p" || missing+=("$p")
 done
 
+# Data the tests and `tensorctl demo` read: the digits CSV from Debian's python3-sklearn,
+# extracted into .cache/ without installing that package (idempotent).
+fetch_data() {
+  local here
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  if [[ -f "$here/fetch-digits.sh" ]]; then
+    bash "$here/fetch-digits.sh"
+  fi
+}
+
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "bootstrap: all ${#PACKAGES[@]} packages already installed; nothing to do"
+  echo "bootstrap: all ${#PACKAGES[@]} packages already installed"
+  fetch_data
   exit 0
 fi
 
@@ -57,3 +69,4 @@ if [[ ${#still[@]} -ne 0 ]]; then
   exit 1
 fi
 echo "bootstrap: installed ${missing[*]}"
+fetch_data

@@ -286,4 +286,245 @@ TEST(EdgeCases, ArgmaxTiesAndNaN) {
   EXPECT_THROWS(ShapeError, Tensor<2>::zeros({0, 0}, kCpu).max_dim(1), "max_dim");
 }
 
+// ---- one named test per catalogue edge case for indexing, extrema, sort, activations ----
+
+template <class T>
+Tensor<2, Int> i2(std::vector<T> v, std::size_t r, std::size_t c) {
+  return Tensor<2, Int>::from_data(TensorData::from<T>(v, {r, c}), kCpu);
+}
+
+// 1. Ties go to the lowest index: argmax/argmin and the _with_indices forms.
+TEST(EdgeCases, ArgmaxTiesLowestIndex) {
+  const auto a = f2<float>({3, 3, -2, -2}, 1, 4);
+  EXPECT_EQ(vals<std::int32_t>(a.argmax(1)), std::vector<std::int32_t>{0});
+  EXPECT_EQ(vals<std::int32_t>(a.argmin(1)), std::vector<std::int32_t>{2});
+  const auto [mv, mi] = a.max_dim_with_indices(1);
+  EXPECT_EQ(vals<float>(mv), std::vector<float>{3});
+  EXPECT_EQ(vals<std::int32_t>(mi), std::vector<std::int32_t>{0});
+  const auto [nv, ni] = a.min_dim_with_indices(1);
+  EXPECT_EQ(vals<float>(nv), std::vector<float>{-2});
+  EXPECT_EQ(vals<std::int32_t>(ni), std::vector<std::int32_t>{2});
+  const auto b = i2<std::int32_t>({1, 3, 3, 2, 2, 0}, 2, 3);
+  EXPECT_EQ(vals<std::int32_t>(b.argmax(1)), (std::vector<std::int32_t>{1, 0}));
+  EXPECT_EQ(vals<std::int32_t>(b.argmin(1)), (std::vector<std::int32_t>{0, 2}));
+  EXPECT_EQ(vals<std::int32_t>(b.max_dim_with_indices(1).second), (std::vector<std::int32_t>{1, 0}));
+  EXPECT_EQ(vals<std::int32_t>(b.min_dim_with_indices(1).second), (std::vector<std::int32_t>{0, 2}));
+  // The same along dim 0 of the transposed view (a strided lane).
+  EXPECT_EQ(vals<std::int32_t>(b.transpose().argmax(0)), (std::vector<std::int32_t>{1, 0}));
+}
+
+// 2. argmax and argmin both point at a NaN.
+TEST(EdgeCases, ArgmaxArgminPropagateNaN) {
+  const auto n = f2<float>({1, NAN, -3}, 1, 3);
+  EXPECT_EQ(vals<std::int32_t>(n.argmax(1)), std::vector<std::int32_t>{1});
+  EXPECT_EQ(vals<std::int32_t>(n.argmin(1)), std::vector<std::int32_t>{1});
+  EXPECT_EQ(vals<std::int32_t>(n.max_dim_with_indices(1).second), std::vector<std::int32_t>{1});
+  EXPECT_EQ(vals<std::int32_t>(n.min_dim_with_indices(1).second), std::vector<std::int32_t>{1});
+}
+
+// 3. An all-NaN lane gives index 0 (the first NaN), along either dim.
+TEST(EdgeCases, AllNaNLaneGivesFirstIndex) {
+  const auto r = f2<float>({NAN, NAN, NAN}, 1, 3);
+  EXPECT_EQ(vals<std::int32_t>(r.argmax(1)), std::vector<std::int32_t>{0});
+  EXPECT_EQ(vals<std::int32_t>(r.argmin(1)), std::vector<std::int32_t>{0});
+  const auto c = f2<float>({NAN, 1, NAN, 2, -3, 4}, 3, 2);
+  EXPECT_EQ(vals<std::int32_t>(c.argmax(0)), (std::vector<std::int32_t>{0, 2}));
+  EXPECT_EQ(vals<std::int32_t>(c.argmin(0)), (std::vector<std::int32_t>{0, 0}));
+}
+
+// 4. max_dim / min_dim / max_abs_dim propagate NaN; max_abs_dim returns |a|.
+TEST(EdgeCases, MaxMinDimPropagateNaN) {
+  const auto n = f2<float>({1, NAN, 3}, 1, 3);
+  EXPECT_TRUE(std::isnan(vals<float>(n.max_dim(1))[0]));
+  EXPECT_TRUE(std::isnan(vals<float>(n.min_dim(1))[0]));
+  EXPECT_TRUE(std::isnan(vals<float>(n.max())[0]));
+  EXPECT_TRUE(std::isnan(vals<float>(n.min())[0]));
+  const auto m = vals<float>(f2<float>({1, NAN, -3, 1, -4, 3}, 2, 3).max_abs_dim(1));
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_TRUE(std::isnan(m[0]));
+  EXPECT_EQ(m[1], 4.0f);
+  EXPECT_EQ(vals<float>(f1<float>({1, -7, 3}).max_abs()), std::vector<float>{7});
+  EXPECT_EQ(vals<std::int32_t>(i1<std::int32_t>({1, -7, 3}).max_abs()), std::vector<std::int32_t>{7});
+}
+
+// 5 (and §0). prod is a real product: zeros and negatives, empty = 1.
+TEST(EdgeCases, ProdHandlesZerosAndNegatives) {
+  EXPECT_EQ(vals<float>(f1<float>({-5, 1, 2, 3, 4, 5}).prod()), std::vector<float>{-600});
+  EXPECT_EQ(vals<float>(f1<float>({-5, 0, 2}).prod()), std::vector<float>{0});
+  EXPECT_EQ(vals<std::int32_t>(i1<std::int32_t>({-5, 1, 2, 3, 4, 5}).prod()), std::vector<std::int32_t>{-600});
+  EXPECT_EQ(vals<float>(f2<float>({-5, 1, 2, 3, 4, 5}, 2, 3).prod_dim(1)), (std::vector<float>{-10, 60}));
+  EXPECT_EQ(vals<float>(Tensor<1>::zeros({0}, kCpu).prod()), std::vector<float>{1});
+}
+
+// 7. Extrema of an empty tensor or over an empty axis raise, even when the result would be empty.
+TEST(EdgeCases, ExtremaOfEmptyRaise) {
+  const auto e = Tensor<2>::zeros({3, 0}, kCpu);
+  EXPECT_THROWS(ShapeError, e.max(), "max");
+  EXPECT_THROWS(ShapeError, e.min(), "min");
+  EXPECT_THROWS(ShapeError, e.max_abs(), "max_abs");
+  EXPECT_THROWS(ShapeError, e.max_dim(1), "max_dim");
+  EXPECT_THROWS(ShapeError, e.argmax(1), "argmax");
+  EXPECT_THROWS(ShapeError, e.min_dim_with_indices(1), "min_dim_with_indices");
+  EXPECT_THROWS(ShapeError, Tensor<2>::zeros({0, 0}, kCpu).max_dim(1), "max_dim");
+}
+
+// 9. any/all of empty for int and bool tensors too.
+TEST(EdgeCases, AnyAllOfEmptyIntAndBool) {
+  const auto ei = Tensor<2, Int>::zeros({3, 0}, kCpu);
+  EXPECT_EQ(vals<bool>(ei.any()), std::vector<bool>{false});
+  EXPECT_EQ(vals<bool>(ei.all()), std::vector<bool>{true});
+  EXPECT_EQ(vals<bool>(ei.all_dim(1)), (std::vector<bool>{true, true, true}));
+  const auto eb = Tensor<2, Bool>::from_data(TensorData::from<bool>({}, {0, 2}), kCpu);
+  EXPECT_EQ(vals<bool>(eb.any()), std::vector<bool>{false});
+  EXPECT_EQ(vals<bool>(eb.all()), std::vector<bool>{true});
+  EXPECT_EQ(vals<bool>(eb.any_dim(0)), (std::vector<bool>{false, false}));
+  // NaN is nonzero.
+  EXPECT_EQ(vals<bool>(f1<float>({0, NAN}).any()), std::vector<bool>{true});
+  EXPECT_EQ(vals<bool>(f1<float>({-0.0f, 1}).all()), std::vector<bool>{false});
+}
+
+// 14. sign(-0.0) is +0.0 bit-exactly, also in f64 and f16; NaN gives 0 (as the default does).
+TEST(EdgeCases, SignOfNegativeZeroIsPositiveZero) {
+  EXPECT_EQ(vals<float>(f1<float>({-0.2f, -1, 2, 3, 0, -5}).sign()), (std::vector<float>{-1, -1, 1, 1, 0, -1}));
+  const auto s = vals<float>(f1<float>({-0.0f}).sign());
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(s.at(0)), 0u);
+  const auto d = vals<double>(Tensor<1>::from_data(TensorData::from<double>({-0.0}), kCpu).sign());
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(d.at(0)), 0u);
+  const Host h = read(Tensor<1>::from_data(TensorData::from<float>({-0.0f, -3}).convert(DType::F16), kCpu).sign());
+  EXPECT_FALSE(std::signbit(h.f.at(0)));
+  EXPECT_EQ(h.f.at(1), -1.0);
+  EXPECT_EQ(vals<float>(f1<float>({NAN}).sign()), std::vector<float>{0});
+}
+
+// 17. Descending sort_with_indices returns exact (stable) indices; NaN first descending.
+TEST(EdgeCases, SortDescendingWithIndicesExact) {
+  const auto t = f1<float>({0.5f, 1.2f, -0.21f, 0.f, 2.1f, 0.94f, -0.3f, 2.3f, 199.412f, 4.f, 0.99f, 3.f, -8.1f});
+  const auto [v, i] = t.sort_with_indices(0, true);
+  EXPECT_EQ(vals<float>(v), (std::vector<float>{199.412f, 4.f, 3.f, 2.3f, 2.1f, 1.2f, 0.99f, 0.94f, 0.5f, 0.f, -0.21f,
+                                                -0.3f, -8.1f}));
+  EXPECT_EQ(vals<std::int32_t>(i), (std::vector<std::int32_t>{8, 9, 11, 7, 4, 1, 10, 5, 0, 3, 2, 6, 12}));
+  EXPECT_EQ(vals<std::int32_t>(t.argsort(0, true)), (std::vector<std::int32_t>{8, 9, 11, 7, 4, 1, 10, 5, 0, 3, 2, 6, 12}));
+  const auto d = vals<float>(f1<float>({1, NAN, 3}).sort_descending(0));
+  EXPECT_TRUE(std::isnan(d.at(0)));
+  EXPECT_EQ(d.at(1), 3);
+  EXPECT_EQ(d.at(2), 1);
+  // Ties keep their order in both directions.
+  EXPECT_EQ(vals<std::int32_t>(i1<std::int32_t>({2, 1, 2, 1}).argsort(0, true)), (std::vector<std::int32_t>{0, 2, 1, 3}));
+  EXPECT_EQ(vals<std::int32_t>(i1<std::int32_t>({2, 1, 2, 1}).argsort(0)), (std::vector<std::int32_t>{1, 3, 0, 2}));
+}
+
+// 17. Ascending sort_with_indices along dim 0 puts NaN last, with their indices.
+TEST(EdgeCases, SortWithIndicesNaNLast) {
+  const auto a = f2<float>({-0.5f, NAN, 0, 0.94f, -0.3f, NAN}, 3, 2);
+  const auto [v, i] = a.sort_with_indices(0);
+  const auto s = vals<float>(v);
+  EXPECT_EQ(s[0], -0.5f);
+  EXPECT_EQ(s[1], 0.94f);
+  EXPECT_EQ(s[2], -0.3f);
+  EXPECT_TRUE(std::isnan(s[3]));
+  EXPECT_EQ(s[4], 0.0f);
+  EXPECT_TRUE(std::isnan(s[5]));
+  EXPECT_EQ(vals<std::int32_t>(i), (std::vector<std::int32_t>{0, 1, 2, 0, 1, 2}));
+}
+
+// 18. topk with k == dim size works; k > dim size raises.
+TEST(EdgeCases, TopKWithKEqualToDimSize) {
+  const auto t = f2<float>({1, 5, 3, 4, 2, 6}, 2, 3);
+  EXPECT_EQ(vals<float>(t.topk(3, 1)), (std::vector<float>{5, 3, 1, 6, 4, 2}));
+  const auto [v, i] = t.topk_with_indices(3, 1);
+  EXPECT_EQ(vals<float>(v), (std::vector<float>{5, 3, 1, 6, 4, 2}));
+  EXPECT_EQ(vals<std::int32_t>(i), (std::vector<std::int32_t>{1, 2, 0, 2, 0, 1}));
+  EXPECT_EQ(vals<std::int32_t>(t.argtopk(2, 0)), (std::vector<std::int32_t>{1, 0, 1, 0, 1, 0}));
+  EXPECT_EQ(vals<std::int32_t>(i2<std::int32_t>({3, 1, 3}, 1, 3).argtopk(2, 1)), (std::vector<std::int32_t>{0, 2}));
+  EXPECT_THROWS(IndexError, t.topk(4, 1), "topk", "k");
+  EXPECT_THROWS(IndexError, t.argtopk(3, 0), "argtopk", "k");
+}
+
+// 21. cat ignores empty tensors for int and bool as well.
+TEST(EdgeCases, CatIgnoresEmptyTensors) {
+  const auto a = i2<std::int32_t>({1, 2, 3}, 1, 3);
+  const auto e = Tensor<2, Int>::zeros({1, 0}, kCpu);
+  EXPECT_EQ(vals<std::int32_t>(cat<2, Int>({e, a, e}, 1)), (std::vector<std::int32_t>{1, 2, 3}));
+  EXPECT_EQ(vals<std::int32_t>(cat<2, Int>({a, e, a}, 1)), (std::vector<std::int32_t>{1, 2, 3, 1, 2, 3}));
+  const auto b = Tensor<2, Bool>::from_data(TensorData::from<bool>({true, false}, {1, 2}), kCpu);
+  const auto eb = Tensor<2, Bool>::from_data(TensorData::from<bool>({}, {1, 0}), kCpu);
+  EXPECT_EQ(vals<bool>(cat<2, Bool>({eb, b}, 1)), (std::vector<bool>{true, false}));
+  EXPECT_EQ((cat<2, Bool>({eb, eb}, 1).shape()), Shape({1, 0}));
+  // Along dim 0 with a transposed part.
+  const auto t = f2<float>({1, 2, 3, 4}, 2, 2).transpose();
+  EXPECT_EQ(vals<float>(cat<2, Float>({t, f2<float>({9, 8}, 1, 2)}, 0)), (std::vector<float>{1, 3, 2, 4, 9, 8}));
+}
+
+// 22. repeat by 0 gives an empty dim.
+TEST(EdgeCases, RepeatWithZeroFactor) {
+  const auto o = Tensor<3>::ones({2, 3, 4}, kCpu);
+  EXPECT_EQ(o.repeat_dim(1, 0).shape(), Shape({2, 0, 4}));
+  EXPECT_EQ(o.repeat_dim(1, 0).repeat_dim(2, 2).shape(), Shape({2, 0, 8}));
+  EXPECT_EQ(vals<std::int32_t>(i2<std::int32_t>({1, 2, 3, 4}, 2, 2).transpose().repeat_dim(1, 2)),
+            (std::vector<std::int32_t>{1, 3, 1, 3, 2, 4, 2, 4}));
+}
+
+// 25. is_nan / is_inf do not overflow: +-60000 in f16 is finite.
+TEST(EdgeCases, IsInfDoesNotOverflowF16) {
+  const auto h = Tensor<1>::from_data(TensorData::from<float>({60000, -60000, INFINITY, NAN}).convert(DType::F16), kCpu);
+  EXPECT_EQ(vals<bool>(h.is_inf()), (std::vector<bool>{false, false, true, false}));
+  EXPECT_EQ(vals<bool>(h.is_nan()), (std::vector<bool>{false, false, false, true}));
+  const auto b = Tensor<1>::from_data(TensorData::from<float>({3e38f, -3e38f}).convert(DType::BF16), kCpu);
+  EXPECT_EQ(vals<bool>(b.is_inf()), (std::vector<bool>{false, false}));
+}
+
+// 26. Overflow-safe activations.
+TEST(EdgeCases, OverflowSafeActivations) {
+  constexpr float kMax = std::numeric_limits<float>::max();
+  const auto m = f1<float>({kMax, -kMax});
+  EXPECT_EQ(vals<float>(activation::sigmoid(m)), (std::vector<float>{1, 0}));
+  EXPECT_EQ(vals<float>(activation::hard_sigmoid(m, 0.2, 0.5)), (std::vector<float>{1, 0}));
+  EXPECT_EQ(vals<float>(activation::log_sigmoid(f1<float>({300, -300}))), (std::vector<float>{0, -300}));
+  EXPECT_EQ(vals<float>(activation::log_sigmoid(m)), (std::vector<float>{0, -kMax}));
+  EXPECT_EQ(vals<float>(activation::log_sigmoid(f1<float>({-INFINITY}))), std::vector<float>{-INFINITY});
+  // softmax of huge logits stays finite.
+  const auto s = vals<float>(activation::softmax(f2<float>({1000, 1000, -1000}, 1, 3), 1));
+  EXPECT_EQ(s, (std::vector<float>{0.5f, 0.5f, 0.0f}));
+  const auto ls = vals<float>(activation::log_softmax(f2<float>({1000, 0}, 1, 2), 1));
+  EXPECT_EQ(ls[0], 0.0f);
+  EXPECT_EQ(ls[1], -1000.0f);
+}
+
+// Clamp keeps NaN (the default's mask rule), for every clamp form.
+TEST(EdgeCases, ClampKeepsNaN) {
+  const auto a = f1<float>({NAN, -5, 5});
+  const auto c = vals<float>(a.clamp(-1, 1));
+  EXPECT_TRUE(std::isnan(c[0]));
+  EXPECT_EQ(c[1], -1);
+  EXPECT_EQ(c[2], 1);
+  EXPECT_TRUE(std::isnan(vals<float>(a.clamp_min(0))[0]));
+  EXPECT_TRUE(std::isnan(vals<float>(a.clamp_max(0))[0]));
+  EXPECT_TRUE(std::isnan(vals<float>(activation::relu(a))[0]));
+}
+
+// Out-of-range indices raise IndexError naming the op, the index and the bound, and
+// leave every input unchanged (also when the input is handed over).
+TEST(EdgeCases, IndexOutOfRangeRaisesAndLeavesInputs) {
+  const auto a = f2<float>({1, 2, 3, 4, 5, 6}, 2, 3);
+  const auto bad = i2<std::int64_t>({0, 3, 1, 0, 0, 0}, 2, 3);
+  EXPECT_THROWS(IndexError, a.gather(1, bad), "gather", "3", "< 3");
+  EXPECT_THROWS(IndexError, a.gather(1, i2<std::int8_t>({0, -1, 1, 0, 0, 0}, 2, 3)), "gather", "-1");
+  EXPECT_THROWS(IndexError, a.select(0, i1<std::int32_t>({1, 2})), "select", "2", "< 2");
+  EXPECT_THROWS(IndexError, a.scatter(1, bad, a), "scatter", "3");
+  EXPECT_THROWS(IndexError, a.scatter(1, bad, a, IndexingUpdateOp::Assign), "scatter", "3");
+  EXPECT_THROWS(IndexError, a.select_assign(0, i1<std::uint8_t>({0, 7}), a), "select_assign", "7");
+  const auto b = Tensor<2, Bool>::from_data(TensorData::from<bool>({true, false, true, false, true, false}, {2, 3}), kCpu);
+  EXPECT_THROWS(IndexError, b.scatter(1, bad, b), "scatter_or", "3");
+  EXPECT_THROWS(IndexError, b.select_assign(1, i1<std::int16_t>({-2}), b.slice({Slice::all(), Slice::range(0, 1)})),
+                "select_or", "-2");
+  EXPECT_EQ(vals<float>(a), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(vals<std::int64_t>(bad), (std::vector<std::int64_t>{0, 3, 1, 0, 0, 0}));
+  EXPECT_EQ(vals<bool>(b), (std::vector<bool>{true, false, true, false, true, false}));
+  // A handed-over (uniquely owned) input: the error comes before any write.
+  auto u = f2<float>({1, 2, 3, 4, 5, 6}, 2, 3);
+  const auto alias = u;  // keeps the buffer observable
+  EXPECT_THROWS(IndexError, std::move(u).scatter(1, bad, alias), "scatter");
+  EXPECT_EQ(vals<float>(alias), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
 }  // namespace

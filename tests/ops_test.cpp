@@ -1,5 +1,7 @@
-// Op tests generated from the op table: every op of the elementwise, comparison and
-// reduction families x every dtype its kinds allow x several layouts, checked
+// Op tests generated from the op table: every op of the elementwise, comparison,
+// reduction and structured (indexing, sort/top-k, extrema with indices, any/all,
+// cat, repeat_dim, clamp, predicates, cross) families x every dtype its kinds
+// allow x several layouts, checked
 // against a scalar reference written here (double / int64, independent of the
 // kernels). Ops are called by OpCode through the public firewall functions
 // (tensor/detail.hpp), exactly as the Tensor<D, K> methods do.
@@ -31,6 +33,7 @@ struct Domain {
   double lo = -3, hi = 3;
   double quantum = 0;  // values snapped to multiples of this (0: continuous)
   double min_abs = 0;  // |value| at least this
+  double special = 0;  // floats: probability of NaN, +inf or -inf instead
 };
 
 using FEl = std::function<double(const std::vector<double>&)>;                      // element inputs (+ scalar)
@@ -541,6 +544,11 @@ Host gen(DType t, std::vector<std::size_t> shape, const Domain& d, std::mt19937&
   for (std::size_t k = 0; k < n; ++k) {
     if (is_fl(t)) {
       double v;
+      if (d.special > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < d.special) {
+        const double kSpecials[] = {NAN, INFINITY, -INFINITY};
+        h.f.push_back(kSpecials[std::uniform_int_distribution<int>(0, 2)(rng)]);
+        continue;
+      }
       do {
         v = std::uniform_real_distribution<double>(d.lo, d.hi)(rng);
         if (d.quantum > 0) v = std::round(v / d.quantum) * d.quantum;
@@ -1003,18 +1011,729 @@ std::vector<std::size_t> harness_ops() {
 INSTANTIATE_TEST_SUITE_P(OpTable, GeneratedOp, ::testing::ValuesIn(harness_ops()),
                          [](const ::testing::TestParamInfo<std::size_t>& p) { return std::string(kOps[p.param].name); });
 
+// ---- structured families --------------------------------------------------------------
+// Ops whose result is not one value per input element (indexing, sort and top-k,
+// extrema with indices, any/all, cat, repeat_dim) or that take other arguments
+// (clamp, predicates, cross): each op x dtype x layout against a reference written
+// here on the row-major host values. Index tensors take a random int dtype; every
+// index op also gets an out-of-range index (IndexError naming the op, inputs unchanged).
+
+bool structured_family(Family f) {
+  switch (f) {
+    case Family::Clamp: case Family::Predicate: case Family::Cross: case Family::DimIndex: case Family::DimWithIndices:
+    case Family::AnyAll: case Family::AnyAllDim: case Family::Sort: case Family::SortWithIndices: case Family::Argsort:
+    case Family::TopK: case Family::TopKWithIndices: case Family::ArgTopK: case Family::Gather: case Family::Scatter:
+    case Family::ScatterUpdate: case Family::Select: case Family::SelectAssign: case Family::SelectUpdate: case Family::Cat:
+    case Family::RepeatDim:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The structured ops that have a reference below.
+const std::set<std::string>& structured_refs() {
+  static const std::set<std::string> s = {
+      "clamp", "hard_sigmoid", "is_nan", "is_inf", "cross", "argmax", "argmin", "max_dim_with_indices",
+      "min_dim_with_indices", "any", "all", "any_dim", "all_dim", "sort", "sort_with_indices", "argsort", "topk",
+      "topk_with_indices", "argtopk", "gather", "scatter_add", "scatter_or", "scatter", "select", "select_add",
+      "select_or", "select_assign", "cat", "repeat_dim"};
+  return s;
+}
+
+struct Trial {
+  std::string label;
+  std::vector<Operand> ops;                                // the call's tensor arguments, in order
+  std::function<std::vector<H>(std::vector<H>&)> call;     // takes the handles it passes on
+  std::vector<Expected> want;                              // one per result
+  enum class Err { None, Index, Shape } err = Err::None;
+};
+
+Expected exact(Host h) {
+  Expected e;
+  e.tol.assign(h.f.size(), 0.0);
+  e.value = std::move(h);
+  return e;
+}
+Expected near(Host h, double ulps) {
+  Expected e = exact(std::move(h));
+  for (std::size_t k = 0; k < e.tol.size(); ++k) e.tol[k] = ulps * eps_of(e.value.dtype) * (std::fabs(e.value.f[k]) + 1);
+  return e;
+}
+
+DType idx_out() { return to_dtype(Device::cpu().settings().int_dtype); }
+DType bool_out() { return to_dtype(Device::cpu().settings().bool_dtype); }
+
+Host host_like(DType t, std::vector<std::size_t> shape) {
+  Host h;
+  h.dtype = t;
+  h.shape = std::move(shape);
+  if (is_fl(t)) h.f.assign(h.size(), 0.0);
+  else h.i.assign(h.size(), 0);
+  return h;
+}
+
+// Flat indices of lane j along `dim` of a 2-D shape (dim 1: row j; dim 0: column j).
+std::vector<std::size_t> lane_of(const std::vector<std::size_t>& shape, std::size_t dim, std::size_t j) {
+  std::vector<std::size_t> out;
+  for (std::size_t k = 0; k < shape[dim]; ++k) out.push_back(dim == 1 ? j * shape[1] + k : k * shape[1] + j);
+  return out;
+}
+
+// A tensor holding the 2-D `logical` values in layout L (a view for the strided
+// layouts, else contiguous).
+H in_layout(const Host& logical, Layout L) {
+  const std::size_t R = logical.shape[0], C = logical.shape[1];
+  if (logical.size() == 0) return upload(logical);
+  switch (L) {
+    case Layout::Transposed:
+    case Layout::LargeTransposed: {
+      Host base = like(logical, {C, R});
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < C; ++c) copy_elem(logical, r * C + c, base, c * R + r);
+      return H(detail::unary(OpCode::transpose, upload(base).share()));
+    }
+    case Layout::Strided: {
+      Host base = like(logical, {R + 1, 2 * C});
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < C; ++c) copy_elem(logical, r * C + c, base, (r + 1) * 2 * C + 2 * c);
+      const Slice s[] = {Slice::range(1, static_cast<std::int64_t>(R) + 1), Slice::range(0, 2 * static_cast<std::int64_t>(C), 2)};
+      return H(detail::slice(upload(base).share(), s));
+    }
+    case Layout::Flipped: {
+      Host base = like(logical, {R, C});
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < C; ++c) copy_elem(logical, r * C + c, base, (R - 1 - r) * C + (C - 1 - c));
+      const std::int64_t ax[] = {0, 1};
+      return H(detail::axes(OpCode::flip, upload(base).share(), ax));
+    }
+    case Layout::NegStep: {
+      Host base = like(logical, {R, C});
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t c = 0; c < C; ++c) copy_elem(logical, r * C + c, base, r * C + (C - 1 - c));
+      const Slice s[] = {Slice::all(), Slice{0, std::nullopt, -1}};
+      return H(detail::slice(upload(base).share(), s));
+    }
+    default:
+      return upload(logical);
+  }
+}
+Operand operand_of(Host h, Layout L) {
+  Operand o;
+  o.t = in_layout(h, L);
+  o.logical = std::move(h);
+  return o;
+}
+// 1-D index tensor: contiguous, or reversed through a flip view for the flipped layout.
+Operand index_vector(const Host& idx, Layout L) {
+  Operand o;
+  o.logical = idx;
+  if (L != Layout::Flipped || idx.size() < 2) {
+    o.t = upload(idx);
+    return o;
+  }
+  Host base = idx;
+  std::reverse(base.i.begin(), base.i.end());
+  const std::int64_t ax[] = {0};
+  o.t = H(detail::axes(OpCode::flip, upload(base).share(), ax));
+  return o;
+}
+
+Domain data_domain(DType t, bool ties, double special = 0) {
+  if (is_fl(t)) return {-3, 3, ties ? 0.5 : 0.25, 0, special};
+  if (is_un(t)) return {0, ties ? 6.0 : 10.0};
+  return {ties ? -3.0 : -10.0, ties ? 3.0 : 10.0};
+}
+
+DType random_index_dtype(std::mt19937& rng) {
+  static const DType k[] = {DType::I64, DType::I32, DType::I16, DType::I8, DType::U64, DType::U32, DType::U16, DType::U8};
+  return k[std::uniform_int_distribution<int>(0, 7)(rng)];
+}
+
+// An index tensor of `shape` with values in [0, bound).
+Host index_host(DType it, std::vector<std::size_t> shape, std::size_t bound, std::mt19937& rng) {
+  Host h = host_like(it, std::move(shape));
+  for (auto& v : h.i) v = std::uniform_int_distribution<std::int64_t>(0, static_cast<std::int64_t>(bound) - 1)(rng);
+  return h;
+}
+
+// The same index tensor with one entry out of range (bound, or -1 for signed dtypes).
+Host poisoned(Host idx, std::size_t bound, std::mt19937& rng) {
+  const std::size_t at = std::uniform_int_distribution<std::size_t>(0, idx.size() - 1)(rng);
+  idx.i[at] = !is_un(idx.dtype) && (rng() & 1u) ? -1 : static_cast<std::int64_t>(bound);
+  return idx;
+}
+
+enum class RU { Assign, Add, Mul, Min, Max, Or };
+IndexingUpdateOp rule_of(RU u) {
+  switch (u) {
+    case RU::Assign: return IndexingUpdateOp::Assign;
+    case RU::Mul: return IndexingUpdateOp::Mul;
+    case RU::Min: return IndexingUpdateOp::Min;
+    case RU::Max: return IndexingUpdateOp::Max;
+    default: return IndexingUpdateOp::Add;  // Add, and Or (ignored by scatter_or / select_or)
+  }
+}
+const char* ru_name(RU u) {
+  static const char* k[] = {"assign", "add", "mul", "min", "max", "or"};
+  return k[static_cast<int>(u)];
+}
+
+// out[k] = out[k] (rule) v[vk], rounded/wrapped to the dtype as the kernels store it.
+void ref_update(Host& out, std::size_t k, const Host& v, std::size_t vk, RU u) {
+  const DType t = out.dtype;
+  if (is_fl(t)) {
+    const double a = out.f[k], b = v.f[vk];
+    double r = b;
+    if (u == RU::Add) r = a + b;
+    else if (u == RU::Mul) r = a * b;
+    else if (u == RU::Min) r = std::min(a, b);
+    else if (u == RU::Max) r = std::max(a, b);
+    out.f[k] = round_to(t, r);
+  } else if (is_bo(t)) {
+    out.i[k] = (out.i[k] != 0 || v.i[vk] != 0) ? 1 : 0;
+  } else {
+    const std::int64_t a = out.i[k], b = v.i[vk];
+    const bool less = is_un(t) ? U(b) < U(a) : b < a;
+    std::int64_t r = b;
+    if (u == RU::Add) r = S(U(a) + U(b));
+    else if (u == RU::Mul) r = S(U(a) * U(b));
+    else if (u == RU::Min) r = less ? b : a;
+    else if (u == RU::Max) r = (!less && b != a) ? b : a;
+    out.i[k] = wrap(t, r);
+  }
+}
+
+// Stable order of a lane: NaN is the largest value (last ascending, first descending).
+std::vector<std::size_t> ref_order(const std::vector<double>& keys, bool desc) {
+  std::vector<std::size_t> p(keys.size());
+  std::iota(p.begin(), p.end(), std::size_t{0});
+  std::stable_sort(p.begin(), p.end(), [&](std::size_t i, std::size_t j) {
+    const double a = keys[i], b = keys[j];
+    const bool na = std::isnan(a), nb = std::isnan(b);
+    if (na || nb) return desc ? (na && !nb) : (!na && nb);
+    return desc ? b < a : a < b;
+  });
+  return p;
+}
+
+// Position of the extremum of a lane: ties keep the lowest index, the first NaN wins.
+std::size_t ref_arg(const std::vector<double>& keys, bool mx) {
+  std::size_t best = 0;
+  for (std::size_t j = 1; j < keys.size(); ++j) {
+    if (std::isnan(keys[best])) break;
+    if (std::isnan(keys[j]) || (mx ? keys[j] > keys[best] : keys[j] < keys[best])) best = j;
+  }
+  return best;
+}
+
+std::vector<double> keys_of(const Host& h, const std::vector<std::size_t>& lane) {
+  std::vector<double> k;
+  for (std::size_t x : lane) k.push_back(h.at(x));
+  return k;
+}
+
+std::vector<std::size_t> shape_with(std::vector<std::size_t> s, std::size_t dim, std::size_t n) {
+  s[dim] = n;
+  return s;
+}
+
+std::vector<Trial> make_trials(OpCode op, Family fam, DType dt, Layout L, std::mt19937& rng) {
+  std::vector<Trial> out;
+  const std::string opn(tensor::dispatch::op_name(op));
+  const bool contiguous = L == Layout::Contiguous;
+  auto first = [](std::vector<H>& a) { return a[0].take(); };
+  switch (fam) {
+    case Family::Gather: {
+      for (std::size_t dim : {0, 1}) {
+        Operand a = make_operand(L, 0, dt, data_domain(dt, false), rng);
+        const std::size_t bound = a.logical.shape[dim];
+        const DType it = random_index_dtype(rng);
+        std::vector<std::vector<std::size_t>> shapes = {a.logical.shape};
+        if (contiguous && bound > 0) shapes.push_back(shape_with(a.logical.shape, dim, 2));
+        for (const auto& ishape : shapes) {
+          Host idx = index_host(it, ishape, bound, rng);
+          Host want = host_like(dt, ishape);
+          for (std::size_t r = 0; r < ishape[0]; ++r)
+            for (std::size_t c = 0; c < ishape[1]; ++c) {
+              const auto k = static_cast<std::size_t>(idx.i[r * ishape[1] + c]);
+              copy_elem(a.logical, dim == 0 ? k * a.logical.shape[1] + c : r * a.logical.shape[1] + k, want, r * ishape[1] + c);
+            }
+          const auto d = static_cast<std::int64_t>(dim);
+          auto call = [d](std::vector<H>& h) { auto x = h[0].take(); return std::vector<H>{H(detail::gather(std::move(x), d, h[1].take()))}; };
+          Trial t{"dim=" + std::to_string(dim) + " idx=" + name(it), {a, operand_of(idx, ishape == a.logical.shape ? L : Layout::Contiguous)}, call, {exact(want)}};
+          if (ishape == a.logical.shape && L == Layout::Broadcast) t.ops[1] = operand_of(idx, Layout::Contiguous);
+          out.push_back(t);
+          if (contiguous && idx.size() > 0) {
+            Trial e{t.label + " out-of-range", {a, operand_of(poisoned(idx, bound, rng), L)}, call, {}, Trial::Err::Index};
+            out.push_back(e);
+          }
+        }
+      }
+      break;
+    }
+    case Family::Select: {
+      for (std::size_t dim : {0, 1}) {
+        Operand a = make_operand(L, 0, dt, data_domain(dt, false), rng);
+        const std::size_t bound = a.logical.shape[dim];
+        const DType it = random_index_dtype(rng);
+        Host idx = index_host(it, {bound ? std::size_t{5} : 0}, bound, rng);
+        Host want = host_like(dt, shape_with(a.logical.shape, dim, idx.size()));
+        const std::size_t lanes = a.logical.shape[1 - dim];
+        for (std::size_t j = 0; j < lanes; ++j) {
+          const auto src = lane_of(a.logical.shape, dim, j), dst = lane_of(want.shape, dim, j);
+          for (std::size_t k = 0; k < idx.size(); ++k) copy_elem(a.logical, src[static_cast<std::size_t>(idx.i[k])], want, dst[k]);
+        }
+        const auto d = static_cast<std::int64_t>(dim);
+        auto call = [d](std::vector<H>& h) { auto x = h[0].take(); return std::vector<H>{H(detail::select(std::move(x), d, h[1].take()))}; };
+        Trial t{"dim=" + std::to_string(dim) + " idx=" + name(it), {a, index_vector(idx, L)}, call, {exact(want)}};
+        out.push_back(t);
+        if (contiguous && idx.size() > 0)
+          out.push_back(Trial{t.label + " out-of-range", {a, index_vector(poisoned(idx, bound, rng), L)}, call, {}, Trial::Err::Index});
+      }
+      break;
+    }
+    case Family::Scatter:
+    case Family::ScatterUpdate: {
+      std::vector<RU> rules;
+      if (op == OpCode::scatter_or) rules = {RU::Or};
+      else if (op == OpCode::scatter_add) rules = {RU::Add};
+      else rules = {RU::Assign, RU::Add, RU::Mul, RU::Min, RU::Max};
+      for (std::size_t dim : {0, 1})
+        for (RU u : rules) {
+          Operand a = make_operand(L, 0, dt, data_domain(dt, false), rng);
+          const std::size_t bound = a.logical.shape[dim], other = a.logical.shape[1 - dim];
+          const DType it = random_index_dtype(rng);
+          std::vector<std::vector<std::size_t>> shapes = {a.logical.shape};
+          if (contiguous && bound > 0 && other > 1) shapes.push_back(shape_with(shape_with(a.logical.shape, 1 - dim, other - 1), dim, 3));
+          for (const auto& ishape : shapes) {
+            const bool same_shape = ishape == a.logical.shape;
+            Host idx = index_host(it, ishape, bound, rng);
+            Host v = gen(dt, ishape, data_domain(dt, false), rng);
+            Host want = a.logical;
+            const std::size_t C = a.logical.shape[1];
+            for (std::size_t r = 0; r < ishape[0]; ++r)
+              for (std::size_t c = 0; c < ishape[1]; ++c) {
+                const std::size_t q = r * ishape[1] + c;
+                const auto k = static_cast<std::size_t>(idx.i[q]);
+                ref_update(want, dim == 0 ? k * C + c : r * C + k, v, q, u);
+              }
+            const auto d = static_cast<std::int64_t>(dim);
+            const IndexingUpdateOp rule = rule_of(u);
+            auto call = [op, d, rule](std::vector<H>& h) {
+              auto x = h[0].take();
+              auto i = h[1].take();
+              return std::vector<H>{H(detail::scatter(op, std::move(x), d, std::move(i), h[2].take(), rule))};
+            };
+            const Layout li = same_shape && L != Layout::Broadcast ? L : Layout::Contiguous;
+            Trial t{"dim=" + std::to_string(dim) + " rule=" + ru_name(u) + " idx=" + name(it) + (same_shape ? "" : " smaller-indices"),
+                    {a, operand_of(idx, li), operand_of(v, li)}, call, {near(want, 2)}};
+            out.push_back(t);
+            if (contiguous && idx.size() > 0)
+              out.push_back(Trial{t.label + " out-of-range", {a, operand_of(poisoned(idx, bound, rng), li), t.ops[2]}, call, {},
+                                  Trial::Err::Index});
+          }
+        }
+      break;
+    }
+    case Family::SelectAssign:
+    case Family::SelectUpdate: {
+      std::vector<RU> rules;
+      if (op == OpCode::select_or) rules = {RU::Or};
+      else if (op == OpCode::select_add) rules = {RU::Add};
+      else rules = {RU::Assign, RU::Add, RU::Mul, RU::Min, RU::Max};
+      for (std::size_t dim : {0, 1})
+        for (RU u : rules) {
+          Operand a = make_operand(L, 0, dt, data_domain(dt, false), rng);
+          const std::size_t bound = a.logical.shape[dim];
+          const DType it = random_index_dtype(rng);
+          Host idx = index_host(it, {bound ? std::size_t{5} : 0}, bound, rng);
+          Host v = gen(dt, shape_with(a.logical.shape, dim, idx.size()), data_domain(dt, false), rng);
+          Host want = a.logical;
+          for (std::size_t j = 0; j < a.logical.shape[1 - dim]; ++j) {
+            const auto dst = lane_of(want.shape, dim, j), src = lane_of(v.shape, dim, j);
+            for (std::size_t k = 0; k < idx.size(); ++k) ref_update(want, dst[static_cast<std::size_t>(idx.i[k])], v, src[k], u);
+          }
+          const auto d = static_cast<std::int64_t>(dim);
+          const IndexingUpdateOp rule = rule_of(u);
+          auto call = [op, d, rule](std::vector<H>& h) {
+            auto x = h[0].take();
+            auto i = h[1].take();
+            return std::vector<H>{H(detail::select_assign(op, std::move(x), d, std::move(i), h[2].take(), rule))};
+          };
+          Trial t{"dim=" + std::to_string(dim) + " rule=" + ru_name(u) + " idx=" + name(it),
+                  {a, index_vector(idx, L), operand_of(v, L)}, call, {near(want, 2)}};
+          out.push_back(t);
+          if (contiguous && idx.size() > 0)
+            out.push_back(Trial{t.label + " out-of-range", {a, index_vector(poisoned(idx, bound, rng), L), t.ops[2]}, call, {},
+                                Trial::Err::Index});
+        }
+      break;
+    }
+    case Family::Cat: {
+      for (std::size_t dim : {0, 1}) {
+        Operand a = make_operand(L, 0, dt, data_domain(dt, false), rng);
+        Host b = gen(dt, shape_with(a.logical.shape, dim, 2), data_domain(dt, false), rng);
+        Host e = gen(dt, shape_with(a.logical.shape, dim, 0), data_domain(dt, false), rng);
+        auto concat = [&](const std::vector<const Host*>& parts) {
+          std::size_t total = 0;
+          for (const Host* p : parts) total += p->shape[dim];
+          Host w = host_like(dt, shape_with(a.logical.shape, dim, total));
+          std::size_t off = 0;
+          for (const Host* p : parts) {
+            for (std::size_t r = 0; r < p->shape[0]; ++r)
+              for (std::size_t c = 0; c < p->shape[1]; ++c)
+                copy_elem(*p, r * p->shape[1] + c, w, dim == 0 ? (off + r) * w.shape[1] + c : r * w.shape[1] + off + c);
+            off += p->shape[dim];
+          }
+          return w;
+        };
+        const auto d = static_cast<std::int64_t>(dim);
+        auto call = [d](std::vector<H>& h) {
+          std::vector<detail::Handle> parts;
+          for (H& x : h) parts.push_back(x.take());
+          return std::vector<H>{H(detail::cat(std::move(parts), d))};
+        };
+        out.push_back(Trial{"dim=" + std::to_string(dim) + " [a, empty, b]", {a, operand_of(e, Layout::Contiguous), operand_of(b, Layout::Contiguous)},
+                            call, {exact(concat({&a.logical, &e, &b}))}});
+        out.push_back(Trial{"dim=" + std::to_string(dim) + " [b, a]", {operand_of(b, Layout::Contiguous), a}, call,
+                            {exact(concat({&b, &a.logical}))}});
+      }
+      break;
+    }
+    case Family::RepeatDim: {
+      for (std::size_t dim : {0, 1})
+        for (std::size_t times : {0, 2, 3}) {
+          Operand a = make_operand(L, 0, dt, data_domain(dt, false), rng);
+          const std::size_t n = a.logical.shape[dim];
+          Host want = host_like(dt, shape_with(a.logical.shape, dim, n * times));
+          for (std::size_t r = 0; r < want.shape[0]; ++r)
+            for (std::size_t c = 0; c < want.shape[1]; ++c)
+              copy_elem(a.logical, dim == 0 ? (r % n) * a.logical.shape[1] + c : r * a.logical.shape[1] + c % n, want,
+                        r * want.shape[1] + c);
+          const auto d = static_cast<std::int64_t>(dim);
+          auto call = [d, times, first](std::vector<H>& h) { return std::vector<H>{H(detail::repeat_dim(first(h), d, times))}; };
+          out.push_back(Trial{"dim=" + std::to_string(dim) + " times=" + std::to_string(times), {a}, call, {exact(want)}});
+        }
+      break;
+    }
+    case Family::Sort:
+    case Family::SortWithIndices:
+    case Family::Argsort:
+    case Family::TopK:
+    case Family::TopKWithIndices:
+    case Family::ArgTopK: {
+      const bool topk = fam == Family::TopK || fam == Family::TopKWithIndices || fam == Family::ArgTopK;
+      for (std::int64_t d : {0, 1, -1})
+        for (bool desc : {false, true}) {
+          if (topk && !desc) continue;  // top-k is always descending
+          const auto dim = static_cast<std::size_t>(d < 0 ? d + 2 : d);
+          Operand a = make_operand(L, 0, dt, data_domain(dt, true, 0.1), rng);
+          const std::size_t n = a.logical.shape[dim];
+          std::vector<std::size_t> ks = {n};
+          if (topk && n > 0) ks = {1, std::min<std::size_t>(3, n), n};
+          for (std::size_t k : ks) {
+            Host vals = host_like(dt, shape_with(a.logical.shape, dim, k));
+            Host idxs = host_like(idx_out(), vals.shape);
+            for (std::size_t j = 0; j < a.logical.shape[1 - dim]; ++j) {
+              const auto src = lane_of(a.logical.shape, dim, j), dst = lane_of(vals.shape, dim, j);
+              const auto order = ref_order(keys_of(a.logical, src), desc);
+              for (std::size_t q = 0; q < k; ++q) {
+                copy_elem(a.logical, src[order[q]], vals, dst[q]);
+                idxs.i[dst[q]] = static_cast<std::int64_t>(order[q]);
+              }
+            }
+            std::function<std::vector<H>(std::vector<H>&)> call;
+            std::vector<Expected> want;
+            switch (fam) {
+              case Family::Sort:
+                call = [d, desc, first](std::vector<H>& h) { return std::vector<H>{H(detail::sort(first(h), d, desc))}; };
+                want = {exact(vals)};
+                break;
+              case Family::SortWithIndices:
+                call = [d, desc, first](std::vector<H>& h) {
+                  auto [v, i] = detail::sort_with_indices(first(h), d, desc);
+                  return std::vector<H>{H(v), H(i)};
+                };
+                want = {exact(vals), exact(idxs)};
+                break;
+              case Family::Argsort:
+                call = [d, desc, first](std::vector<H>& h) { return std::vector<H>{H(detail::argsort(first(h), d, desc))}; };
+                want = {exact(idxs)};
+                break;
+              case Family::TopK:
+                call = [d, k, first](std::vector<H>& h) { return std::vector<H>{H(detail::topk(first(h), d, k))}; };
+                want = {exact(vals)};
+                break;
+              case Family::TopKWithIndices:
+                call = [d, k, first](std::vector<H>& h) {
+                  auto [v, i] = detail::topk_with_indices(first(h), d, k);
+                  return std::vector<H>{H(v), H(i)};
+                };
+                want = {exact(vals), exact(idxs)};
+                break;
+              default:
+                call = [d, k, first](std::vector<H>& h) { return std::vector<H>{H(detail::argtopk(first(h), d, k))}; };
+                want = {exact(idxs)};
+                break;
+            }
+            out.push_back(Trial{"dim=" + std::to_string(d) + (desc ? " descending" : "") + (topk ? " k=" + std::to_string(k) : ""),
+                                {a}, call, want});
+          }
+        }
+      break;
+    }
+    case Family::DimIndex:
+    case Family::DimWithIndices: {
+      const bool mx = op == OpCode::argmax || op == OpCode::max_dim_with_indices;
+      for (std::int64_t d : {0, 1, -1}) {
+        const auto dim = static_cast<std::size_t>(d < 0 ? d + 2 : d);
+        Operand a = make_operand(L, 0, dt, data_domain(dt, true, 0.05), rng);
+        Host vals = host_like(dt, shape_with(a.logical.shape, dim, 1));
+        Host idxs = host_like(idx_out(), vals.shape);
+        for (std::size_t j = 0; j < a.logical.shape[1 - dim]; ++j) {
+          const auto src = lane_of(a.logical.shape, dim, j);
+          if (src.empty()) continue;
+          const std::size_t b = ref_arg(keys_of(a.logical, src), mx);
+          copy_elem(a.logical, src[b], vals, j);
+          idxs.i[j] = static_cast<std::int64_t>(b);
+        }
+        Trial t{"dim=" + std::to_string(d), {a}, nullptr, {}};
+        if (fam == Family::DimIndex) {
+          t.call = [op, d, first](std::vector<H>& h) { return std::vector<H>{H(detail::dim_index(op, first(h), d))}; };
+          t.want = {exact(idxs)};
+        } else {
+          t.call = [op, d, first](std::vector<H>& h) {
+            auto [v, i] = detail::dim_with_indices(op, first(h), d);
+            return std::vector<H>{H(v), H(i)};
+          };
+          t.want = {exact(vals), exact(idxs)};
+        }
+        if (a.logical.size() == 0) t.err = Trial::Err::Shape;  // extrema of nothing raise
+        out.push_back(t);
+      }
+      break;
+    }
+    case Family::AnyAll:
+    case Family::AnyAllDim: {
+      const bool all = op == OpCode::all || op == OpCode::all_dim;
+      const Domain dom = is_fl(dt) ? Domain{-0.6, 0.6, 0.5, 0, 0.05} : is_un(dt) ? Domain{0, 1} : Domain{-1, 1};
+      std::vector<std::int64_t> dims = {0, 1, -1};
+      if (fam == Family::AnyAll) dims = {0};
+      for (std::int64_t d : dims) {
+        // All-nonzero data too, so that all() sees both answers.
+        for (bool dense : {false, true}) {
+          Domain use = dom;
+          if (dense) use = is_fl(dt) ? Domain{0.5, 2, 0.5, 0, 0.05} : Domain{1, 3};
+          Operand a = make_operand(L, 0, dt, use, rng);
+          auto nz = [&](std::size_t x) { return a.logical.floaty() ? a.logical.f[x] != 0 : a.logical.i[x] != 0; };
+          Host want;
+          if (fam == Family::AnyAll) {
+            want = host_like(bool_out(), {1});
+            bool acc = all;
+            for (std::size_t x = 0; x < a.logical.size(); ++x) acc = all ? acc && nz(x) : acc || nz(x);
+            want.i[0] = acc;
+          } else {
+            const auto dim = static_cast<std::size_t>(d < 0 ? d + 2 : d);
+            want = host_like(bool_out(), shape_with(a.logical.shape, dim, 1));
+            for (std::size_t j = 0; j < a.logical.shape[1 - dim]; ++j) {
+              bool acc = all;
+              for (std::size_t x : lane_of(a.logical.shape, dim, j)) acc = all ? acc && nz(x) : acc || nz(x);
+              want.i[j] = acc;
+            }
+          }
+          Trial t{(fam == Family::AnyAll ? std::string() : "dim=" + std::to_string(d)) + (dense ? " nonzero-data" : ""), {a}, nullptr,
+                  {exact(want)}};
+          if (fam == Family::AnyAll) t.call = [op, first](std::vector<H>& h) { return std::vector<H>{H(detail::any_all(op, first(h)))}; };
+          else t.call = [op, d, first](std::vector<H>& h) { return std::vector<H>{H(detail::any_all_dim(op, first(h), d))}; };
+          out.push_back(t);
+        }
+      }
+      break;
+    }
+    case Family::Clamp: {
+      std::vector<std::pair<Scalar, Scalar>> args;
+      if (op == OpCode::hard_sigmoid) args = {{Scalar(0.2), Scalar(0.5)}, {Scalar(1.0 / 6.0), Scalar(0.5)}};
+      else if (is_fl(dt)) args = {{Scalar(-1.0), Scalar(1.5)}, {Scalar(0.5), Scalar(0.5)}};
+      else if (is_un(dt)) args = {{Scalar(std::int64_t{2}), Scalar(std::int64_t{7})}};
+      else args = {{Scalar(std::int64_t{-3}), Scalar(std::int64_t{4})}};
+      for (const auto& [p, q] : args) {
+        Operand a = make_operand(L, 0, dt, is_fl(dt) ? Domain{-4, 4, 0, 0, 0.1} : data_domain(dt, false), rng);
+        Host want = a.logical;
+        double ulps = 0;
+        for (std::size_t x = 0; x < want.size(); ++x) {
+          if (op == OpCode::hard_sigmoid) {
+            const double v = p.to_double() * want.f[x] + q.to_double();
+            want.f[x] = std::isnan(v) ? v : v < 0 ? 0.0 : v > 1 ? 1.0 : round_to(dt, v);
+            ulps = 4;
+          } else if (is_fl(dt)) {
+            const double lo = round_to(dt, p.to_double()), hi = round_to(dt, q.to_double()), v = want.f[x];
+            want.f[x] = v < lo ? lo : v > hi ? hi : v;
+          } else {
+            const std::int64_t lo = p.to_int64(), hi = q.to_int64(), v = want.i[x];
+            want.i[x] = v < lo ? lo : v > hi ? hi : v;
+          }
+        }
+        auto call = [op, p, q, first](std::vector<H>& h) { return std::vector<H>{H(detail::clamp(op, first(h), p, q))}; };
+        out.push_back(Trial{"args=" + std::to_string(p.to_double()) + "," + std::to_string(q.to_double()), {a}, call,
+                            {ulps > 0 ? near(want, ulps) : exact(want)}});
+      }
+      break;
+    }
+    case Family::Predicate: {
+      Operand a = make_operand(L, 0, dt, Domain{-3, 3, 0, 0, 0.3}, rng);
+      Host want = host_like(bool_out(), a.logical.shape);
+      for (std::size_t x = 0; x < want.size(); ++x)
+        want.i[x] = op == OpCode::is_nan ? std::isnan(a.logical.f[x]) : std::isinf(a.logical.f[x]);
+      auto call = [op, first](std::vector<H>& h) { return std::vector<H>{H(detail::predicate(op, first(h)))}; };
+      out.push_back(Trial{"", {a}, call, {exact(want)}});
+      break;
+    }
+    case Family::Cross: {
+      for (std::size_t dim : {0, 1}) {
+        const std::size_t other = L == Layout::ZeroCols || L == Layout::ZeroRows ? 0 : dim == 0 ? kCols : kRows;
+        const std::vector<std::size_t> shape = dim == 0 ? std::vector<std::size_t>{3, other} : std::vector<std::size_t>{other, 3};
+        Host ah = gen(dt, shape, Domain{-3, 3}, rng), bh = gen(dt, shape, Domain{-3, 3}, rng);
+        Operand a, b = operand_of(bh, L);
+        if (L == Layout::Broadcast && other > 0) {
+          // a: one 3-vector broadcast along the other dim.
+          Host small = gen(dt, dim == 0 ? std::vector<std::size_t>{3, 1} : std::vector<std::size_t>{1, 3}, Domain{-3, 3}, rng);
+          for (std::size_t r = 0; r < shape[0]; ++r)
+            for (std::size_t c = 0; c < shape[1]; ++c) copy_elem(small, dim == 0 ? r : c, ah, r * shape[1] + c);
+          const std::int64_t dims[] = {static_cast<std::int64_t>(shape[0]), static_cast<std::int64_t>(shape[1])};
+          a.logical = ah;
+          a.t = H(detail::reshape(OpCode::expand, upload(small).share(), dims));
+        } else {
+          a = operand_of(ah, L);
+        }
+        Host want = host_like(dt, shape);
+        std::vector<double> tol(want.size());
+        const double eps = eps_of(dt);
+        for (std::size_t j = 0; j < other; ++j) {
+          const auto l = lane_of(shape, dim, j);
+          const double x[3] = {ah.f[l[0]], ah.f[l[1]], ah.f[l[2]]}, y[3] = {bh.f[l[0]], bh.f[l[1]], bh.f[l[2]]};
+          for (int c = 0; c < 3; ++c) {
+            const int p = (c + 1) % 3, q = (c + 2) % 3;
+            want.f[l[static_cast<std::size_t>(c)]] = x[p] * y[q] - x[q] * y[p];
+            tol[l[static_cast<std::size_t>(c)]] = 4 * eps * (std::fabs(x[p] * y[q]) + std::fabs(x[q] * y[p]));
+          }
+        }
+        const auto d = static_cast<std::int64_t>(dim);
+        auto call = [d](std::vector<H>& h) { auto x = h[0].take(); return std::vector<H>{H(detail::cross(std::move(x), h[1].take(), d))}; };
+        out.push_back(Trial{"dim=" + std::to_string(dim), {a, b}, call, {Expected{want, tol, false}}});
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return out;
+}
+
+bool long_lanes(Family f) {
+  switch (f) {
+    case Family::Sort: case Family::SortWithIndices: case Family::Argsort: case Family::TopK: case Family::TopKWithIndices:
+    case Family::ArgTopK: case Family::DimIndex: case Family::DimWithIndices: case Family::AnyAllDim:
+      return true;
+    default:
+      return false;
+  }
+}
+
+class StructuredOp : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(StructuredOp, MatchesReference) {
+  const OpInfo& info = kOps[GetParam()];
+  const OpCode op = static_cast<OpCode>(GetParam());
+  const std::string op_name(info.name);
+  if (!structured_refs().count(op_name)) GTEST_SKIP() << op_name << " is listed as not yet referenced";
+  const Device dev = Device::cpu();
+  std::vector<Layout> layouts = {Layout::Contiguous, Layout::Transposed, Layout::Strided, Layout::Flipped,
+                                 Layout::NegStep,    Layout::Broadcast,  Layout::ZeroCols, Layout::ZeroRows};
+  if (long_lanes(info.family)) {
+    layouts.push_back(Layout::Large);
+    layouts.push_back(Layout::LargeTransposed);
+  }
+  std::mt19937 rng(4321u + static_cast<unsigned>(GetParam()));
+  int combos = 0;
+  for (DType dt : dtypes_for(info.kinds)) {
+    if (!dev.supports_dtype(dt)) continue;
+    for (Layout L : layouts) {
+      const std::mt19937 before = rng;
+      std::vector<Trial> trials = make_trials(op, info.family, dt, L, rng);
+      ASSERT_FALSE(trials.empty()) << op_name << " made no trials";
+      for (std::size_t ti = 0; ti < trials.size(); ++ti) {
+        Trial& tr = trials[ti];
+        SCOPED_TRACE(op_name + " dtype=" + name(dt) + " layout=" + layout_name(L) + " " + tr.label);
+        std::vector<H> args;
+        for (Operand& o : tr.ops) args.push_back(o.t);
+        try {
+          std::vector<H> got = tr.call(args);
+          if (tr.err != Trial::Err::None) {
+            ADD_FAILURE() << "expected " << (tr.err == Trial::Err::Index ? "IndexError" : "ShapeError") << ", got a result";
+          } else {
+            EXPECT_EQ(got.size(), tr.want.size());
+            for (std::size_t k = 0; k < std::min(got.size(), tr.want.size()); ++k)
+              EXPECT_TRUE(same(tr.want[k], got[k].read())) << "result " << k;
+            ++combos;
+          }
+        } catch (const tensor::IndexError& e) {
+          if (tr.err != Trial::Err::Index) ADD_FAILURE() << "unexpected IndexError: " << e.what();
+          else EXPECT_NE(std::string(e.what()).find("[" + op_name + "]"), std::string::npos) << e.what();
+        } catch (const tensor::ShapeError& e) {
+          if (tr.err != Trial::Err::Shape) ADD_FAILURE() << "unexpected ShapeError: " << e.what();
+          else EXPECT_NE(std::string(e.what()).find(op_name), std::string::npos) << e.what();
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "unexpected exception: " << e.what();
+        }
+        // Shared operands are never changed, whether the op succeeded or raised.
+        for (std::size_t k = 0; k < tr.ops.size(); ++k)
+          EXPECT_TRUE(same(exact(tr.ops[k].logical), tr.ops[k].t.read())) << "operand " << k << " changed";
+        if (tr.err != Trial::Err::None) continue;
+        // The first operand handed over (uniquely owned: in-place paths may run).
+        std::mt19937 again = before;
+        std::vector<Trial> fresh = make_trials(op, info.family, dt, L, again);
+        std::vector<H> owned;
+        for (std::size_t k = 0; k < fresh[ti].ops.size(); ++k)
+          owned.push_back(k == 0 ? H(fresh[ti].ops[k].t.take()) : fresh[ti].ops[k].t);
+        try {
+          std::vector<H> got = fresh[ti].call(owned);
+          for (std::size_t k = 0; k < std::min(got.size(), tr.want.size()); ++k)
+            EXPECT_TRUE(same(tr.want[k], got[k].read())) << "first operand handed over: result " << k;
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "first operand handed over: unexpected exception: " << e.what();
+        }
+      }
+    }
+  }
+  RecordProperty("checked_combinations", combos);
+  EXPECT_GT(combos, 0) << op_name << " checked nothing";
+}
+
+std::vector<std::size_t> structured_ops() {
+  std::vector<std::size_t> out;
+  for (std::size_t k = 0; k < kOps.size(); ++k)
+    if (structured_family(kOps[k].family)) out.push_back(k);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(OpTable, StructuredOp, ::testing::ValuesIn(structured_ops()),
+                         [](const ::testing::TestParamInfo<std::size_t>& p) { return std::string(kOps[p.param].name); });
+
 TEST(OpTable, EveryHarnessOpHasAReference) {
   std::set<std::string> table;
   for (const OpInfo& o : kOps) {
-    if (!harness_family(o.family)) continue;
+    if (!harness_family(o.family) && !structured_family(o.family)) continue;
     const std::string n(o.name);
     table.insert(n);
-    const bool ref = specs().count(n) != 0, listed = not_yet_referenced().count(n) != 0;
+    const bool ref = harness_family(o.family) ? specs().count(n) != 0 : structured_refs().count(n) != 0;
+    const bool listed = not_yet_referenced().count(n) != 0;
     EXPECT_TRUE(ref || listed) << "op '" << n << "' (family " << tensor::dispatch::family_name(o.family)
                                << ") has no reference in ops_test.cpp and is not in not_yet_referenced()";
     EXPECT_FALSE(ref && listed) << "op '" << n << "' has a reference: remove it from not_yet_referenced()";
   }
   for (const auto& [n, spec] : specs()) EXPECT_TRUE(table.count(n)) << "reference for '" << n << "' matches no op-table row";
+  for (const auto& n : structured_refs()) EXPECT_TRUE(table.count(n)) << "reference for '" << n << "' matches no op-table row";
   for (const auto& [n, why] : not_yet_referenced()) EXPECT_TRUE(table.count(n)) << "stale not-yet entry '" << n << "'";
 }
 

@@ -1,5 +1,5 @@
 // Binary-shaped elementwise ops on the CPU: arithmetic (tensor and scalar forms),
-// bitwise, comparisons, logical ops and masks. One functor per op on one engine.
+// bitwise, comparisons, logical ops, masks and cross. One functor per op on one engine.
 #include <cmath>
 #include <type_traits>
 
@@ -351,6 +351,37 @@ Prim mask_where_entry(Prim pa, Prim pm, Prim pv) {
   return out;
 }
 
+// ---- cross product of 3-vectors along `dim` (operands broadcast; floats only) -----
+Prim cross_entry(Prim pa, Prim pb, std::size_t dim) {
+  const CpuRef a = as_cpu(std::move(pa));
+  const CpuRef b = as_cpu(std::move(pb));
+  const Shape shape = broadcast_shape(a->shape(), b->shape());
+  CpuRef out = alloc_tensor(a->dtype(), shape);
+  const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
+  Shape lines = shape;
+  lines[dim] = 1;
+  const auto plan = make_plan<3>(lines, {o.strides.data(), x.strides.data(), y.strides.data()}, {o.size, x.size, y.size});
+  dispatch::visit_dtype(a->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (dispatch::kIsFloatLike<T>) {
+      const auto e = static_cast<std::int64_t>(sizeof(T));
+      const std::int64_t os = o.strides[dim] * e, xs = x.strides[dim] * e, ys = y.strides[dim] * e;
+      for_each_row(plan, {o.ptr, x.ptr, y.ptr}, [&](std::array<std::byte*, 3> p, std::size_t n, std::array<std::int64_t, 3> s) {
+        for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2]) {
+          const calc_t<T> a0 = ld(*at<T>(p[1])), a1 = ld(*at<T>(p[1] + xs)), a2 = ld(*at<T>(p[1] + 2 * xs));
+          const calc_t<T> b0 = ld(*at<T>(p[2])), b1 = ld(*at<T>(p[2] + ys)), b2 = ld(*at<T>(p[2] + 2 * ys));
+          *at<T>(p[0]) = st<T>(a1 * b2 - a2 * b1);
+          *at<T>(p[0] + os) = st<T>(a2 * b0 - a0 * b2);
+          *at<T>(p[0] + 2 * os) = st<T>(a0 * b1 - a1 * b0);
+        }
+      });
+    } else {
+      throw DTypeError("[cross] expected a float dtype; got " + std::string(dtype_name(a->dtype())));
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 void register_binary_ops(dispatch::Backend& b) {
@@ -395,6 +426,7 @@ void register_binary_ops(dispatch::Backend& b) {
 
   b.set<OpCode::mask_fill>(&mask_fill_entry);
   b.set<OpCode::mask_where>(&mask_where_entry);
+  b.set<OpCode::cross>(&cross_entry);
 }
 
 }  // namespace tensor::cpu

@@ -43,6 +43,9 @@ std::unique_ptr<dispatch::Backend> make_cpu_backend() {
   register_unary_ops(*b);
   register_matmul_ops(*b);
   register_reduce_ops(*b);
+  register_index_ops(*b);
+  register_sort_ops(*b);
+  register_activation_ops(*b);
   b->set<dispatch::DeviceOp::name>(&name_entry);
   b->set<dispatch::DeviceOp::flush>(&flush_entry);
   b->set<dispatch::DeviceOp::dtype_usage>(&dtype_usage_entry);

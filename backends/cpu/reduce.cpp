@@ -1,6 +1,7 @@
-// Sum/product reductions on the CPU (all elements, or along one dim kept as size 1),
-// mean_dim, and running scans (cumsum, cumprod, cummin, cummax). Floats accumulate
-// in double; ints in uint64 (wrapping, truncated back).
+// Reductions on the CPU (all elements, or along one dim kept as size 1): sum, prod,
+// mean, mean_dim, running scans (cumsum, cumprod, cummin, cummax), extrema (max, min,
+// max_abs, their _dim and _with_indices forms, argmax/argmin) and any/all. Sums
+// accumulate in double (floats) or uint64 (ints, wrapping, truncated back).
 #include <cmath>
 #include <vector>
 
@@ -189,6 +190,249 @@ Prim scan_entry(Prim p, std::size_t dim) {
   return out;
 }
 
+// ---- lanes: every element visited as (lane, j), j ascending within a lane ---------
+
+// Calls f(lane, j, ptr) for every element of `a` (rank >= 1), where lane is the
+// row-major position of the element with `dim` dropped. Lanes are walked one at a
+// time when `dim` is memory-contiguous, else slice by slice (j outer), so the
+// inner loop always runs along contiguous memory.
+template <class F>
+void walk_lanes(const CpuTensor& a, std::size_t dim, F&& f) {
+  const Shape& shape = a.shape();
+  if (shape.num_elements() == 0) return;
+  const std::size_t n = shape[dim];
+  Shape lines = shape;
+  lines[dim] = 1;
+  const std::size_t e = a.elem_size();
+  const auto plan = make_plan<1>(lines, {a.layout().strides.data()}, {e});
+  const std::int64_t xs = a.stride(dim) * static_cast<std::int64_t>(e);
+  if (a.stride(dim) == 1 || a.stride(dim) == -1 || lines.num_elements() == 1) {
+    std::size_t lane = 0;
+    for_each_row(plan, {a.data()}, [&](std::array<std::byte*, 1> p, std::size_t m, std::array<std::int64_t, 1> s) {
+      for (std::size_t r = 0; r < m; ++r, p[0] += s[0], ++lane) {
+        const std::byte* x = p[0];
+        for (std::size_t j = 0; j < n; ++j, x += xs) f(lane, j, x);
+      }
+    });
+    return;
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    std::size_t lane = 0;
+    for_each_row(plan, {a.data() + static_cast<std::int64_t>(j) * xs},
+                 [&](std::array<std::byte*, 1> p, std::size_t m, std::array<std::int64_t, 1> s) {
+                   for (std::size_t r = 0; r < m; ++r, p[0] += s[0], ++lane) f(lane, j, p[0]);
+                 });
+  }
+}
+
+// ---- extrema: max / min / max_abs, with or without the index -----------------------
+// Ties keep the lowest index; a NaN wins over every number and the first NaN stays.
+enum class Ext { Max, Min, MaxAbs };
+
+template <Ext kE, class T>
+inline calc_t<T> ext_key(T v) {
+  const calc_t<T> x = ld(v);
+  if constexpr (kE != Ext::MaxAbs) {
+    return x;
+  } else if constexpr (std::is_integral_v<calc_t<T>>) {
+    if constexpr (std::is_signed_v<calc_t<T>>) {  // abs wraps at the minimum, like the abs op
+      using U = wide_unsigned_t<calc_t<T>>;
+      return x < 0 ? static_cast<calc_t<T>>(U{0} - static_cast<U>(x)) : x;
+    } else {
+      return x;
+    }
+  } else {
+    return std::fabs(x);
+  }
+}
+
+template <Ext kE, class C>
+inline bool better(C v, C best) {
+  bool take = kE == Ext::Min ? v < best : v > best;
+  if constexpr (std::is_floating_point_v<C>) take = !std::isnan(best) && (take || std::isnan(v));
+  return take;
+}
+
+// Extremum of every lane along `dim` into `vals` (the key: |a| for MaxAbs) and/or
+// `idxs` (lane position), both contiguous of the kept-dim shape.
+template <Ext kE>
+void extremum_lanes(const CpuTensor& a, std::size_t dim, CpuTensor* vals, CpuTensor* idxs, const char* op) {
+  Shape lines = a.shape();
+  lines[dim] = 1;
+  const std::size_t count = lines.num_elements();
+  visit_numeric(a.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    using C = calc_t<T>;
+    std::vector<C> best(count);
+    std::vector<std::int64_t> where(count, 0);
+    walk_lanes(a, dim, [&](std::size_t lane, std::size_t j, const std::byte* p) {
+      const C v = ext_key<kE>(*at<T>(p));
+      if (j == 0 || better<kE>(v, best[lane])) {
+        best[lane] = v;
+        where[lane] = static_cast<std::int64_t>(j);
+      }
+    });
+    if (vals) {
+      T* o = at<T>(vals->data());
+      for (std::size_t i = 0; i < count; ++i) o[i] = st<T>(best[i]);
+    }
+    if (idxs) {
+      visit_numeric(idxs->dtype(), op, [&](auto otag) {
+        using O = decltype(otag);
+        O* o = at<O>(idxs->data());
+        for (std::size_t i = 0; i < count; ++i) o[i] = dispatch::convert_value<O>(where[i]);
+      });
+    }
+  });
+}
+
+Shape kept(Shape s, std::size_t dim) {
+  s[dim] = 1;
+  return s;
+}
+
+template <Ext kE>
+Prim ext_dim_entry(Prim p, std::size_t dim) {
+  const CpuRef a = as_cpu(std::move(p));
+  CpuRef v = alloc_tensor(a->dtype(), kept(a->shape(), dim));
+  extremum_lanes<kE>(*a, dim, v.get(), nullptr, "max_dim");
+  return v;
+}
+
+template <Ext kE>
+dispatch::PrimPair ext_dim_with_indices_entry(Prim p, std::size_t dim, DType out) {
+  const CpuRef a = as_cpu(std::move(p));
+  CpuRef v = alloc_tensor(a->dtype(), kept(a->shape(), dim));
+  CpuRef i = alloc_tensor(out, kept(a->shape(), dim));
+  extremum_lanes<kE>(*a, dim, v.get(), i.get(), "max_dim_with_indices");
+  return {std::move(v), std::move(i)};
+}
+
+template <Ext kE>
+Prim arg_entry(Prim p, std::size_t dim, DType out) {
+  const CpuRef a = as_cpu(std::move(p));
+  CpuRef i = alloc_tensor(out, kept(a->shape(), dim));
+  extremum_lanes<kE>(*a, dim, nullptr, i.get(), kE == Ext::Max ? "argmax" : "argmin");
+  return i;
+}
+
+// Whole tensor: rows of the collapsed plan in row-major order, one running value.
+template <Ext kE>
+Prim ext_all_entry(Prim p) {
+  const CpuRef a = as_cpu(std::move(p));
+  CpuRef out = alloc_tensor(a->dtype(), Shape{1});
+  visit_numeric(a->dtype(), "max", [&](auto tag) {
+    using T = decltype(tag);
+    using C = calc_t<T>;
+    C best = ext_key<kE>(*at<T>(a->data()));
+    const auto plan = make_plan<1>(a->shape(), {a->layout().strides.data()}, {sizeof(T)});
+    for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
+      if constexpr (std::is_floating_point_v<C>) {
+        if (std::isnan(best)) return;
+      }
+      const std::byte* x = ptr[0];
+      for (std::size_t i = 0; i < n; ++i, x += s[0]) {
+        const C v = ext_key<kE>(*at<T>(x));
+        if (better<kE>(v, best)) best = v;
+      }
+    });
+    *at<T>(out->data()) = st<T>(best);
+  });
+  return out;
+}
+
+// ---- any / all: nonzero test on every dtype (NaN is nonzero); empty: any false, all true
+template <class T>
+inline bool nonzero(T v) {
+  if constexpr (std::is_same_v<T, BoolU32>) return v.v != 0;
+  else if constexpr (std::is_same_v<T, bool>) return v;
+  else return ld(v) != calc_t<T>(0);
+}
+
+template <class TO>
+void store_bools(CpuTensor& out, const std::vector<std::uint8_t>& flags) {
+  TO* o = at<TO>(out.data());
+  for (std::size_t i = 0; i < flags.size(); ++i) o[i] = static_cast<TO>(flags[i]);
+}
+void write_bools(CpuTensor& out, const std::vector<std::uint8_t>& flags) {
+  if (out.elem_size() == 4) store_bools<std::uint32_t>(out, flags);
+  else store_bools<std::uint8_t>(out, flags);
+}
+
+template <bool kAll>
+Prim any_all_entry(Prim p, DType out_dtype) {
+  const CpuRef a = as_cpu(std::move(p));
+  CpuRef out = alloc_tensor(out_dtype, Shape{1});
+  bool acc = kAll;
+  dispatch::visit_dtype(a->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto plan = make_plan<1>(a->shape(), {a->layout().strides.data()}, {sizeof(T)});
+    for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
+      if (acc != kAll) return;  // decided
+      const std::byte* x = ptr[0];
+      for (std::size_t i = 0; i < n; ++i, x += s[0])
+        if (nonzero(*at<T>(x)) != kAll) {
+          acc = !kAll;
+          return;
+        }
+    });
+  });
+  write_bools(*out, std::vector<std::uint8_t>{static_cast<std::uint8_t>(acc)});
+  return out;
+}
+
+template <bool kAll>
+Prim any_all_dim_entry(Prim p, std::size_t dim, DType out_dtype) {
+  const CpuRef a = as_cpu(std::move(p));
+  const Shape out_shape = kept(a->shape(), dim);
+  CpuRef out = alloc_tensor(out_dtype, out_shape);
+  std::vector<std::uint8_t> flags(out_shape.num_elements(), kAll ? 1 : 0);
+  dispatch::visit_dtype(a->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    walk_lanes(*a, dim, [&](std::size_t lane, std::size_t, const std::byte* x) {
+      if (nonzero(*at<T>(x)) != kAll) flags[lane] = kAll ? 0 : 1;
+    });
+  });
+  write_bools(*out, flags);
+  return out;
+}
+
+// ---- mean of every element: exact wide sums (128-bit ints; double, compensated for
+// f64), then one division (ints truncate toward zero) --------------------------------
+Prim mean_entry(Prim p) {
+  const CpuRef a = as_cpu(std::move(p));
+  CpuRef out = alloc_tensor(a->dtype(), Shape{1});
+  const std::size_t count = a->shape().num_elements();
+  visit_numeric(a->dtype(), "mean", [&](auto tag) {
+    using T = decltype(tag);
+    const auto plan = make_plan<1>(a->shape(), {a->layout().strides.data()}, {sizeof(T)});
+    if constexpr (dispatch::kIsFloatLike<T>) {
+      double sum = 0, comp = 0;  // Neumaier: comp collects the low-order bits sum drops
+      for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
+        const std::byte* x = ptr[0];
+        for (std::size_t i = 0; i < n; ++i, x += s[0]) {
+          const double v = static_cast<double>(ld(*at<T>(x)));
+          const double t = sum + v;
+          comp += std::fabs(sum) >= std::fabs(v) ? (sum - t) + v : (v - t) + sum;
+          sum = t;
+        }
+      });
+      const double total = std::isfinite(sum) ? sum + comp : sum;  // inf/NaN: comp is NaN
+      *at<T>(out->data()) = dispatch::convert_value<T>(total / static_cast<double>(count));
+    } else {
+      __extension__ typedef __int128 I128;
+      I128 sum = 0;
+      for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
+        const std::byte* x = ptr[0];
+        for (std::size_t i = 0; i < n; ++i, x += s[0]) sum += static_cast<I128>(*at<T>(x));
+      });
+      // count > 0: dispatch rejects the int mean of nothing. The mean lies within T's range.
+      *at<T>(out->data()) = static_cast<T>(sum / static_cast<I128>(count));
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 void register_reduce_ops(dispatch::Backend& b) {
@@ -197,6 +441,21 @@ void register_reduce_ops(dispatch::Backend& b) {
   b.set<OpCode::sum_dim>(&reduce_dim_entry<RedOp::Sum>);
   b.set<OpCode::prod_dim>(&reduce_dim_entry<RedOp::Prod>);
   b.set<OpCode::mean_dim>(&reduce_dim_entry<RedOp::Mean>);
+  b.set<OpCode::mean>(&mean_entry);
+  b.set<OpCode::argmax>(&arg_entry<Ext::Max>);
+  b.set<OpCode::argmin>(&arg_entry<Ext::Min>);
+  b.set<OpCode::max>(&ext_all_entry<Ext::Max>);
+  b.set<OpCode::min>(&ext_all_entry<Ext::Min>);
+  b.set<OpCode::max_abs>(&ext_all_entry<Ext::MaxAbs>);
+  b.set<OpCode::max_dim>(&ext_dim_entry<Ext::Max>);
+  b.set<OpCode::min_dim>(&ext_dim_entry<Ext::Min>);
+  b.set<OpCode::max_abs_dim>(&ext_dim_entry<Ext::MaxAbs>);
+  b.set<OpCode::max_dim_with_indices>(&ext_dim_with_indices_entry<Ext::Max>);
+  b.set<OpCode::min_dim_with_indices>(&ext_dim_with_indices_entry<Ext::Min>);
+  b.set<OpCode::any>(&any_all_entry<false>);
+  b.set<OpCode::all>(&any_all_entry<true>);
+  b.set<OpCode::any_dim>(&any_all_dim_entry<false>);
+  b.set<OpCode::all_dim>(&any_all_dim_entry<true>);
   b.set<OpCode::cumsum>(&scan_entry<ScanOp::Sum>);
   b.set<OpCode::cumprod>(&scan_entry<ScanOp::Prod>);
   b.set<OpCode::cummin>(&scan_entry<ScanOp::Min>);

@@ -1,5 +1,6 @@
-// Unary elementwise ops on the CPU (float math, abs, bitwise not) and powf_scalar_impl,
-// one functor each on the elementwise engine; halves compute through float.
+// Unary elementwise ops on the CPU (float math, abs, neg, sign, bitwise not, clamp,
+// is_nan / is_inf) and powf_scalar_impl, one functor each on the elementwise engine;
+// halves compute through float.
 #include <cmath>
 
 #include "backends/cpu/cpu_ops.hpp"
@@ -70,6 +71,23 @@ struct BitNotOp {
   }
 };
 
+// -a; ints wrap (neg(INT_MIN) = INT_MIN, unsigned: 2^n - a).
+struct NegOp {
+  static constexpr int kKinds = kFloat | kInt;
+  template <class C> static C f(C a) {
+    if constexpr (kIsInt<C>) return static_cast<C>(wide_unsigned_t<C>{0} - static_cast<wide_unsigned_t<C>>(a));
+    else return -a;
+  }
+};
+// -1, 0 or 1; sign(-0.0) = +0.0 and sign(NaN) = 0, as the default composition gives.
+struct SignOp {
+  static constexpr int kKinds = kFloat | kInt;
+  template <class C> static C f(C a) {
+    if constexpr (std::is_unsigned_v<C>) return a > 0 ? C(1) : C(0);
+    else return a > C(0) ? C(1) : a < C(0) ? C(-1) : C(0);
+  }
+};
+
 template <class T, class Op>
 struct UnFn {
   T operator()(T a) const { return st<T>(Op::f(ld(a))); }
@@ -122,6 +140,77 @@ Prim powf_scalar_entry(Prim pa, Scalar s) {
   return out;
 }
 
+// ---- clamp family: bounds converted to the tensor's dtype; NaN stays NaN -----------
+enum class ClampKind { Min, Max, Both };
+
+template <class T, ClampKind kK>
+struct ClampFn {
+  calc_t<T> lo, hi;
+  T operator()(T a) const {
+    const calc_t<T> v = ld(a);
+    if (kK != ClampKind::Max && v < lo) return st<T>(lo);
+    if (kK != ClampKind::Min && v > hi) return st<T>(hi);
+    return a;
+  }
+};
+
+template <ClampKind kK>
+Prim clamp_impl(Prim pa, Scalar lo, Scalar hi) {
+  CpuRef a = as_cpu(std::move(pa));
+  const Shape shape = a->shape();
+  const DType dt = a->dtype();
+  CpuRef out = reusable(*a, shape, a->elem_size()) ? a : alloc_tensor(dt, shape);
+  const auto plan = make_plan<2>(shape, {out->layout().strides.data(), a->layout().strides.data()},
+                                 {out->elem_size(), a->elem_size()});
+  dispatch::visit_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (dispatch::kIsFloatLike<T> || kIsInt<T>) {
+      ClampFn<T, kK> fn{ld(scalar_as<T>(lo)), ld(scalar_as<T>(hi))};
+      map1<T, T>(plan, out->data(), a->data(), fn);
+    } else {
+      throw DTypeError("[clamp] expected a float or int dtype; got " + std::string(dtype_name(dt)));
+    }
+  });
+  return out;
+}
+Prim clamp_min_entry(Prim a, Scalar lo) { return clamp_impl<ClampKind::Min>(std::move(a), lo, lo); }
+Prim clamp_max_entry(Prim a, Scalar hi) { return clamp_impl<ClampKind::Max>(std::move(a), hi, hi); }
+Prim clamp_entry(Prim a, Scalar lo, Scalar hi) { return clamp_impl<ClampKind::Both>(std::move(a), lo, hi); }
+
+// ---- is_nan / is_inf: a bool per element, computed on the loaded value (no abs or
+// arithmetic that could overflow a narrow dtype) ----------------------------------
+struct IsNanOp { template <class C> static bool f(C a) { return std::isnan(a); } };
+struct IsInfOp { template <class C> static bool f(C a) { return std::isinf(a); } };
+
+template <class TO, class T, class Op>
+struct PredFn {
+  TO operator()(T a) const { return static_cast<TO>(Op::f(ld(a)) ? 1 : 0); }
+};
+
+template <class Op>
+Prim predicate_entry(Prim pa, DType out_dtype) {
+  const CpuRef a = as_cpu(std::move(pa));
+  const Shape& shape = a->shape();
+  CpuRef out = alloc_tensor(out_dtype, shape);
+  const auto plan = make_plan<2>(shape, {out->layout().strides.data(), a->layout().strides.data()},
+                                 {out->elem_size(), a->elem_size()});
+  dispatch::visit_dtype(a->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (dispatch::kIsFloatLike<T>) {
+      auto run = [&](auto otag) {
+        using TO = decltype(otag);
+        PredFn<TO, T, Op> fn;
+        map1<TO, T>(plan, out->data(), a->data(), fn);
+      };
+      if (out->elem_size() == 4) run(std::uint32_t{});
+      else run(std::uint8_t{});
+    } else {
+      throw DTypeError("[is_nan] expected a float dtype; got " + std::string(dtype_name(a->dtype())));
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 void register_unary_ops(dispatch::Backend& b) {
@@ -131,6 +220,13 @@ void register_unary_ops(dispatch::Backend& b) {
   b.set<OpCode::abs>(&unary_entry<AbsOp>);
   b.set<OpCode::bitwise_not>(&unary_entry<BitNotOp>);
   b.set<OpCode::powf_scalar_impl>(&powf_scalar_entry);
+  b.set<OpCode::neg>(&unary_entry<NegOp>);
+  b.set<OpCode::sign>(&unary_entry<SignOp>);
+  b.set<OpCode::clamp_min>(&clamp_min_entry);
+  b.set<OpCode::clamp_max>(&clamp_max_entry);
+  b.set<OpCode::clamp>(&clamp_entry);
+  b.set<OpCode::is_nan>(&predicate_entry<IsNanOp>);
+  b.set<OpCode::is_inf>(&predicate_entry<IsInfOp>);
 }
 
 }  // namespace tensor::cpu

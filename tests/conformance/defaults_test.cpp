@@ -196,6 +196,21 @@ Case case_for(OpCode op) {
         return single(cat(std::move(parts), 1));
       };
       break;
+    case Family::ScatterUpdate:  // the default has the Add rule only
+      c.run = [=](OpCode o, DeviceId d, const Inputs& i) {
+        const std::vector<std::int32_t> idx = {0, 4, 4, 1, 2, 3, 3, 3, 0, 1, 2, 2, 1, 0, 4, 4, 0, 0, 0, 1};
+        return single(scatter(o, up(d, i.a, i.kind), 1, up(d, TensorData::from(idx, Shape{4, 5}), Kind::Int),
+                              up(d, i.b, i.kind), IndexingUpdateOp::Add));
+      };
+      break;
+    case Family::SelectUpdate:  // the default has the Add rule only
+      c.run = [=](OpCode o, DeviceId d, const Inputs& i) {
+        const std::vector<std::int64_t> idx = {3, 0, 3};
+        const TensorData v = i.kind == Kind::Float ? floats(Shape{3, 5}, 7, false) : ints(Shape{3, 5}, 8);
+        return single(select_assign(o, up(d, i.a, i.kind), 0, up(d, TensorData::from(idx, Shape{3}), Kind::Int),
+                                    up(d, v, i.kind), IndexingUpdateOp::Add));
+      };
+      break;
     case Family::Create:
       c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return single(create(o, Shape{2, 3}, d, i.kind, std::nullopt)); };
       break;
@@ -231,8 +246,8 @@ Case case_for(OpCode op) {
 
 // Defaulted ops with no native CPU override worth comparing, or whose default is
 // an error by design (gather_nd, scatter_nd: "not implemented" on both).
-const std::set<std::string> kNoRecipe = {"set_require_grad", "is_require_grad", "scatter", "select_assign", "gather_nd",
-                                         "scatter_nd", "grid_sample_2d", "tr_execute"};
+const std::set<std::string> kNoRecipe = {"set_require_grad", "is_require_grad", "gather_nd", "scatter_nd",
+                                         "grid_sample_2d", "tr_execute"};
 
 std::vector<OpCode> compared_ops() {
   const Backend& cpu = Registry::instance().get(kCpuDeviceType);

@@ -134,6 +134,34 @@ TEST(CpuLayout, ToContiguousCopiesAnyLayout) {
       for (std::size_t k = 0; k < 2; ++k) EXPECT_EQ(got[i * 10 + j * 2 + k], v[k * 15 + i * 5 + (4 - j)]);
 }
 
+TEST(CpuLayout, BlockedTransposeCopyEveryElementSize) {
+  // Large enough for the blocked path, with ragged edges and a batch dim.
+  const std::size_t b = 3, r = 37, c = 45;
+  auto check = [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> v(b * r * c);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<T>(i % 251);
+    const Prim a = from_vec(v, Shape{b, r, c});
+    const CpuRef t = to_contiguous(as_cpu(swap_dims(a, 1, 2)));  // [b, c, r]
+    ASSERT_TRUE(t->is_dense_from_zero());
+    const auto got = to_vec<T>(Prim(t));
+    for (std::size_t k = 0; k < b; ++k)
+      for (std::size_t j = 0; j < c; ++j)
+        for (std::size_t i = 0; i < r; ++i) ASSERT_EQ(got[(k * c + j) * r + i], v[(k * r + i) * c + j]);
+    // Batch dim moved inward too: [c, b, r].
+    const std::vector<std::size_t> axes{2, 0, 1};
+    const CpuRef p = to_contiguous(as_cpu(entry<Family::Axes>(OpCode::permute)(a, axes)));
+    const auto gp = to_vec<T>(Prim(p));
+    for (std::size_t j = 0; j < c; ++j)
+      for (std::size_t k = 0; k < b; ++k)
+        for (std::size_t i = 0; i < r; ++i) ASSERT_EQ(gp[(j * b + k) * r + i], v[(k * r + i) * c + j]);
+  };
+  check(std::uint8_t{});
+  check(std::int16_t{});
+  check(float{});
+  check(double{});
+}
+
 TEST(CpuLayout, SliceAssignWritesInPlaceOrCopies) {
   const auto assign = entry<Family::SliceAssign>(OpCode::slice_assign);
   Prim a = from_vec(std::vector<float>{0, 0, 0, 0, 0, 0}, Shape{6});

@@ -109,5 +109,25 @@ TEST(CpuScan, CumulativeOps) {
   EXPECT_EQ(cpu_of(scan(OpCode::cumsum, from_vec(std::vector<float>{}, Shape{2, 0}), 1)).shape(), (Shape{2, 0}));
 }
 
+TEST(CpuArg, ArgmaxArgminTiesNaNAndLayouts) {
+  const auto arg = [](OpCode op, Prim p, std::size_t dim, DType out) {
+    return entry<Family::DimIndex>(op)(std::move(p), dim, out);
+  };
+  const Prim a = from_vec(std::vector<float>{3, 3, -2, -2}, Shape{1, 4});
+  EXPECT_EQ(to_vec<std::int64_t>(arg(OpCode::argmax, a, 1, DType::I64)), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(to_vec<std::int32_t>(arg(OpCode::argmin, a, 1, DType::I32)), (std::vector<std::int32_t>{2}));
+  const Prim n = from_vec(std::vector<float>{1, NAN, -3}, Shape{1, 3});
+  EXPECT_EQ(to_vec<std::int64_t>(arg(OpCode::argmax, n, 1, DType::I64)), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(to_vec<std::int64_t>(arg(OpCode::argmin, n, 1, DType::I64)), (std::vector<std::int64_t>{1}));
+  // [[NaN,1],[NaN,2],[-3,4]] along dim 0: argmax [0,2], argmin [0,0].
+  const Prim c = from_vec(std::vector<double>{NAN, 1, NAN, 2, -3, 4}, Shape{3, 2});
+  EXPECT_EQ(to_vec<std::int64_t>(arg(OpCode::argmax, c, 0, DType::I64)), (std::vector<std::int64_t>{0, 2}));
+  EXPECT_EQ(to_vec<std::int64_t>(arg(OpCode::argmin, c, 0, DType::I64)), (std::vector<std::int64_t>{0, 0}));
+  // Ints, through a transposed view: [[1,3,3],[2,2,0]] -> max [1,0], min [0,2].
+  const Prim i = swap_dims(from_vec(std::vector<std::int16_t>{1, 2, 3, 2, 3, 0}, Shape{3, 2}), 0, 1);
+  EXPECT_EQ(to_vec<std::int32_t>(arg(OpCode::argmax, i, 1, DType::I32)), (std::vector<std::int32_t>{1, 0}));
+  EXPECT_EQ(to_vec<std::int32_t>(arg(OpCode::argmin, i, 1, DType::I32)), (std::vector<std::int32_t>{0, 2}));
+}
+
 }  // namespace
 }  // namespace tensor::cpu::test

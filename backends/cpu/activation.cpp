@@ -1,0 +1,157 @@
+// Activations on the CPU: relu, leaky_relu, gelu (exact erf form), sigmoid and
+// log_sigmoid (overflow-safe), hard_sigmoid as elementwise functors, and softmax /
+// log_softmax / softmin along a dim (max, then sum of exp, per lane; numerically
+// stable). Float dtypes only; halves compute through float.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/elementwise.hpp"
+
+namespace tensor::cpu {
+namespace {
+
+using dispatch::Prim;
+
+// max(a, 0); NaN stays NaN and -0.0 becomes +0.0 (as the default mask_fill does).
+struct ReluOp {
+  template <class C> static C f(C a, C, C) { return a <= C(0) ? C(0) : a; }
+};
+struct LeakyReluOp {
+  template <class C> static C f(C a, C slope, C) { return a < C(0) ? a * slope : a; }
+};
+struct GeluOp {
+  template <class C> static C f(C a, C, C) {
+    return a * ((std::erf(a * C(0.70710678118654752440)) + C(1)) * C(0.5));
+  }
+};
+// Never evaluates exp of a large positive number: sigmoid(+-MAX) = 1, 0.
+struct SigmoidOp {
+  template <class C> static C f(C a, C, C) {
+    if (a >= C(0)) return C(1) / (C(1) + std::exp(-a));
+    const C e = std::exp(a);
+    return e / (C(1) + e);
+  }
+};
+// min(a, 0) - log1p(exp(-|a|)): log_sigmoid(300) = 0, log_sigmoid(-300) = -300, -inf -> -inf.
+struct LogSigmoidOp {
+  template <class C> static C f(C a, C, C) { return (a < C(0) ? a : C(0)) - std::log1p(std::exp(-std::fabs(a))); }
+};
+// clamp(alpha * a + beta, 0, 1), NaN kept.
+struct HardSigmoidOp {
+  template <class C> static C f(C a, C alpha, C beta) {
+    const C v = alpha * a + beta;
+    return v < C(0) ? C(0) : v > C(1) ? C(1) : v;
+  }
+};
+
+template <class T, class Op>
+struct ActFn {
+  calc_t<T> p, q;
+  T operator()(T a) const { return st<T>(Op::f(ld(a), p, q)); }
+};
+
+template <class Op>
+Prim act_impl(Prim pa, double p, double q) {
+  CpuRef a = as_cpu(std::move(pa));
+  const Shape shape = a->shape();
+  const DType dt = a->dtype();
+  CpuRef out = reusable(*a, shape, a->elem_size()) ? a : alloc_tensor(dt, shape);
+  const auto plan = make_plan<2>(shape, {out->layout().strides.data(), a->layout().strides.data()},
+                                 {out->elem_size(), a->elem_size()});
+  dispatch::visit_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (dispatch::kIsFloatLike<T>) {
+      ActFn<T, Op> fn{static_cast<calc_t<T>>(p), static_cast<calc_t<T>>(q)};
+      map1<T, T>(plan, out->data(), a->data(), fn);
+    } else {
+      throw DTypeError("[activation] expected a float dtype; got " + std::string(dtype_name(dt)));
+    }
+  });
+  return out;
+}
+
+template <class Op>
+Prim act_entry(Prim a) { return act_impl<Op>(std::move(a), 0.0, 0.0); }
+Prim leaky_relu_entry(Prim a, Scalar slope) { return act_impl<LeakyReluOp>(std::move(a), slope.to_double(), 0.0); }
+Prim hard_sigmoid_entry(Prim a, Scalar alpha, Scalar beta) {
+  return act_impl<HardSigmoidOp>(std::move(a), alpha.to_double(), beta.to_double());
+}
+
+// ---- softmax family along a dim ---------------------------------------------------------
+
+enum class Soft { Max, LogMax, Min };
+
+// One lane of n values (already gathered, contiguous, in compute precision) into
+// `out` (element stride os bytes). The max propagates NaN, so a lane with a NaN is
+// all NaN, as the default composition gives.
+template <Soft kS, class T, class C>
+void soft_lane(C* x, std::size_t n, std::byte* out, std::int64_t os) {
+  if constexpr (kS == Soft::Min)
+    for (std::size_t j = 0; j < n; ++j) x[j] = -x[j];
+  C mx = -std::numeric_limits<C>::infinity();
+  for (std::size_t j = 0; j < n; ++j) {
+    if (std::isnan(x[j]) || x[j] > mx) mx = x[j];
+    if (std::isnan(mx)) break;
+  }
+  double sum = 0;  // in double: long lanes of small terms keep their precision
+  for (std::size_t j = 0; j < n; ++j) {
+    x[j] -= mx;
+    sum += static_cast<double>(std::exp(x[j]));
+  }
+  if constexpr (kS == Soft::LogMax) {
+    const C lse = static_cast<C>(std::log(sum));
+    for (std::size_t j = 0; j < n; ++j, out += os) *at<T>(out) = st<T>(x[j] - lse);
+  } else {
+    const C inv = static_cast<C>(1.0 / sum);
+    for (std::size_t j = 0; j < n; ++j, out += os) *at<T>(out) = st<T>(std::exp(x[j]) * inv);
+  }
+}
+
+template <Soft kS>
+Prim soft_entry(Prim pa, std::size_t dim) {
+  const CpuRef a = as_cpu(std::move(pa));
+  const Shape& shape = a->shape();
+  CpuRef out = alloc_tensor(a->dtype(), shape);
+  const std::size_t n = shape[dim];
+  Shape lines = shape;
+  lines[dim] = 1;
+  if (shape.num_elements() == 0) return out;
+  dispatch::visit_dtype(a->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (dispatch::kIsFloatLike<T>) {
+      using C = calc_t<T>;
+      const auto e = static_cast<std::int64_t>(sizeof(T));
+      const auto plan = make_plan<2>(lines, {out->layout().strides.data(), a->layout().strides.data()}, {sizeof(T), sizeof(T)});
+      const std::int64_t os = out->stride(dim) * e, xs = a->stride(dim) * e;
+      std::vector<C> lane(n);
+      for_each_row(plan, {out->data(), a->data()}, [&](std::array<std::byte*, 2> p, std::size_t m, std::array<std::int64_t, 2> s) {
+        for (std::size_t r = 0; r < m; ++r, p[0] += s[0], p[1] += s[1]) {
+          const std::byte* x = p[1];
+          for (std::size_t j = 0; j < n; ++j, x += xs) lane[j] = ld(*at<T>(x));
+          soft_lane<kS, T>(lane.data(), n, p[0], os);
+        }
+      });
+    } else {
+      throw DTypeError("[softmax] expected a float dtype; got " + std::string(dtype_name(a->dtype())));
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+void register_activation_ops(dispatch::Backend& b) {
+  b.set<OpCode::relu>(&act_entry<ReluOp>);
+  b.set<OpCode::gelu>(&act_entry<GeluOp>);
+  b.set<OpCode::sigmoid>(&act_entry<SigmoidOp>);
+  b.set<OpCode::log_sigmoid>(&act_entry<LogSigmoidOp>);
+  b.set<OpCode::leaky_relu>(&leaky_relu_entry);
+  b.set<OpCode::hard_sigmoid>(&hard_sigmoid_entry);
+  b.set<OpCode::softmax>(&soft_entry<Soft::Max>);
+  b.set<OpCode::log_softmax>(&soft_entry<Soft::LogMax>);
+  b.set<OpCode::softmin>(&soft_entry<Soft::Min>);
+}
+
+}  // namespace tensor::cpu

@@ -1,0 +1,173 @@
+// Sorting along a dim on the CPU: sort, argsort, sort_with_indices and the top-k
+// family (a partial sort per lane, no host round trip). The order is the one of
+// dispatch's host sort: stable (equal keys keep their index order), NaN counts as
+// the largest value, so it goes last ascending and first descending.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/elementwise.hpp"
+
+namespace tensor::cpu {
+namespace {
+
+using dispatch::Prim;
+using dispatch::PrimPair;
+
+// Strict order on (key, source index): a total order, so sort and partial_sort
+// give the stable-sort result.
+template <class C>
+struct LaneOrder {
+  const C* keys;
+  bool desc;
+  bool operator()(std::uint32_t i, std::uint32_t j) const {
+    const C a = keys[i], b = keys[j];
+    if constexpr (std::is_floating_point_v<C>) {
+      const bool na = std::isnan(a), nb = std::isnan(b);
+      if (na || nb) {
+        if (na && nb) return i < j;
+        return desc ? na : nb;
+      }
+    }
+    if (a < b) return !desc;
+    if (b < a) return desc;
+    return i < j;
+  }
+};
+
+// Sorts every lane along `dim` and keeps the first k of each (k = n: all). Writes
+// the source elements to `vals` and their lane positions to `idxs` (either may be null).
+void sort_lanes(const CpuTensor& a, std::size_t dim, bool desc, std::size_t k, CpuTensor* vals, CpuTensor* idxs) {
+  const Shape& shape = a.shape();
+  const std::size_t n = shape[dim];
+  Shape lines = shape;
+  lines[dim] = 1;
+  if (lines.num_elements() == 0 || k == 0) return;
+  const DType out_idx = idxs ? idxs->dtype() : DType::I64;
+  dispatch::visit_dtype(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, BoolU32>) {
+      throw DTypeError("[sort] expected a float or int tensor; got " + std::string(dtype_name(a.dtype())));
+    } else {
+      using C = calc_t<T>;
+      dispatch::visit_dtype(out_idx, [&](auto otag) {
+        using O = decltype(otag);
+        if constexpr (std::is_integral_v<O> && !std::is_same_v<O, bool>) {
+          const auto e = static_cast<std::int64_t>(sizeof(T));
+          // Operands: values out, indices out, source; outputs missing use the source's strides (unused).
+          const CpuTensor& vo = vals ? *vals : a;
+          const CpuTensor& io = idxs ? *idxs : a;
+          const auto plan = make_plan<3>(lines, {vo.layout().strides.data(), io.layout().strides.data(), a.layout().strides.data()},
+                                         {sizeof(T), sizeof(O), sizeof(T)});
+          const std::int64_t vs = vals ? vals->stride(dim) * e : 0;
+          const std::int64_t is = idxs ? idxs->stride(dim) * static_cast<std::int64_t>(sizeof(O)) : 0;
+          const std::int64_t xs = a.stride(dim) * e;
+          std::vector<T> raw(n);
+          std::vector<C> keys(n);
+          std::vector<std::uint32_t> perm(n);
+          const LaneOrder<C> order{keys.data(), desc};
+          for_each_row(plan, {vals ? vals->data() : a.data(), idxs ? idxs->data() : a.data(), a.data()},
+                       [&](std::array<std::byte*, 3> p, std::size_t m, std::array<std::int64_t, 3> s) {
+                         for (std::size_t r = 0; r < m; ++r, p[0] += s[0], p[1] += s[1], p[2] += s[2]) {
+                           const std::byte* x = p[2];
+                           for (std::size_t j = 0; j < n; ++j, x += xs) {
+                             raw[j] = *at<T>(x);
+                             keys[j] = ld(raw[j]);
+                           }
+                           std::iota(perm.begin(), perm.end(), std::uint32_t{0});
+                           if (k < n) std::partial_sort(perm.begin(), perm.begin() + static_cast<std::ptrdiff_t>(k), perm.end(), order);
+                           else std::sort(perm.begin(), perm.end(), order);
+                           if (vals) {
+                             std::byte* o = p[0];
+                             for (std::size_t j = 0; j < k; ++j, o += vs) *at<T>(o) = raw[perm[j]];
+                           }
+                           if (idxs) {
+                             std::byte* o = p[1];
+                             for (std::size_t j = 0; j < k; ++j, o += is) *at<O>(o) = static_cast<O>(perm[j]);
+                           }
+                         }
+                       });
+        } else {
+          throw DTypeError("[sort] index dtype must be an int dtype; got " + std::string(dtype_name(out_idx)));
+        }
+      });
+    }
+  });
+}
+
+// Lanes longer than 2^32 elements would overflow the permutation type.
+void check_lane(const CpuTensor& a, std::size_t dim, const char* op) {
+  if (a.shape()[dim] > 0xffffffffu)
+    throw ShapeError(std::string("[") + op + "] dim too long to sort; expected at most 2^32 - 1 elements; got " +
+                     std::to_string(a.shape()[dim]));
+}
+
+Shape first_k(Shape s, std::size_t dim, std::size_t k) {
+  s[dim] = k;
+  return s;
+}
+
+Prim sort_entry(Prim p, std::size_t dim, bool desc) {
+  const CpuRef a = as_cpu(std::move(p));
+  check_lane(*a, dim, "sort");
+  CpuRef v = alloc_tensor(a->dtype(), a->shape());
+  sort_lanes(*a, dim, desc, a->shape()[dim], v.get(), nullptr);
+  return v;
+}
+
+PrimPair sort_with_indices_entry(Prim p, std::size_t dim, bool desc, DType out) {
+  const CpuRef a = as_cpu(std::move(p));
+  check_lane(*a, dim, "sort_with_indices");
+  CpuRef v = alloc_tensor(a->dtype(), a->shape());
+  CpuRef i = alloc_tensor(out, a->shape());
+  sort_lanes(*a, dim, desc, a->shape()[dim], v.get(), i.get());
+  return {std::move(v), std::move(i)};
+}
+
+Prim argsort_entry(Prim p, std::size_t dim, bool desc, DType out) {
+  const CpuRef a = as_cpu(std::move(p));
+  check_lane(*a, dim, "argsort");
+  CpuRef i = alloc_tensor(out, a->shape());
+  sort_lanes(*a, dim, desc, a->shape()[dim], nullptr, i.get());
+  return i;
+}
+
+Prim topk_entry(Prim p, std::size_t dim, std::size_t k) {
+  const CpuRef a = as_cpu(std::move(p));
+  check_lane(*a, dim, "topk");
+  CpuRef v = alloc_tensor(a->dtype(), first_k(a->shape(), dim, k));
+  sort_lanes(*a, dim, true, k, v.get(), nullptr);
+  return v;
+}
+
+PrimPair topk_with_indices_entry(Prim p, std::size_t dim, std::size_t k, DType out) {
+  const CpuRef a = as_cpu(std::move(p));
+  check_lane(*a, dim, "topk_with_indices");
+  CpuRef v = alloc_tensor(a->dtype(), first_k(a->shape(), dim, k));
+  CpuRef i = alloc_tensor(out, first_k(a->shape(), dim, k));
+  sort_lanes(*a, dim, true, k, v.get(), i.get());
+  return {std::move(v), std::move(i)};
+}
+
+Prim argtopk_entry(Prim p, std::size_t dim, std::size_t k, DType out) {
+  const CpuRef a = as_cpu(std::move(p));
+  check_lane(*a, dim, "argtopk");
+  CpuRef i = alloc_tensor(out, first_k(a->shape(), dim, k));
+  sort_lanes(*a, dim, true, k, nullptr, i.get());
+  return i;
+}
+
+}  // namespace
+
+void register_sort_ops(dispatch::Backend& b) {
+  b.set<OpCode::sort>(&sort_entry);
+  b.set<OpCode::sort_with_indices>(&sort_with_indices_entry);
+  b.set<OpCode::argsort>(&argsort_entry);
+  b.set<OpCode::topk>(&topk_entry);
+  b.set<OpCode::topk_with_indices>(&topk_with_indices_entry);
+  b.set<OpCode::argtopk>(&argtopk_entry);
+}
+
+}  // namespace tensor::cpu

@@ -1,0 +1,371 @@
+// tensorctl check: every op of the table on a device against the CPU backend.
+#include "tools/op_check.hpp"
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+
+#include "dispatch/dispatch.hpp"
+#include "tensor/error.hpp"
+
+namespace tensorctl {
+
+using namespace tensor;
+using namespace tensor::dispatch;
+
+namespace {
+
+constexpr DeviceId kCpu{kCpuDeviceType, 0};
+constexpr std::size_t kRows = 7, kCols = 13;
+
+const DType kAllDTypes[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::I16,
+                            DType::I8,  DType::U64, DType::U32, DType::U16,  DType::U8,  DType::Bool};
+
+// Value range per op for float inputs, so every reference is finite and defined.
+std::pair<double, double> domain(std::string_view op) {
+  static const std::map<std::string_view, std::pair<double, double>> kDomains = {
+      {"log", {0.1, 3.0}},     {"sqrt", {0.0, 4.0}},   {"log1p", {-0.5, 3.0}}, {"recip", {0.5, 2.0}},
+      {"acosh", {1.1, 3.0}},   {"atanh", {-0.9, 0.9}}, {"asin", {-0.9, 0.9}},  {"acos", {-0.9, 0.9}},
+      {"powf", {0.5, 2.0}},    {"powf_scalar", {0.5, 2.0}}, {"powf_scalar_impl", {0.5, 2.0}}, {"powi", {0.5, 2.0}},
+      {"div", {0.5, 2.0}},     {"remainder", {0.5, 3.0}}, {"prod", {0.5, 1.5}}, {"prod_dim", {0.5, 1.5}},
+      {"cumprod", {0.5, 1.5}}, {"exp", {-3.0, 3.0}},  {"cosh", {-3.0, 3.0}},  {"sinh", {-3.0, 3.0}}};
+  const auto it = kDomains.find(op);
+  return it == kDomains.end() ? std::pair{-2.0, 2.0} : it->second;
+}
+
+TensorData random_data(const Shape& s, DType dt, std::string_view op, std::mt19937_64& rng) {
+  std::vector<double> v(s.num_elements());
+  if (is_bool(dt)) {
+    for (double& x : v) x = static_cast<double>(rng() & 1u);
+  } else if (is_float(dt)) {
+    auto [lo, hi] = domain(op);
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (double& x : v) x = u(rng);
+  } else {
+    const bool positive = op == "div" || op == "remainder" || is_unsigned_int(dt);
+    std::uniform_int_distribution<int> u(positive ? 1 : -6, 6);
+    for (double& x : v) x = u(rng);
+  }
+  return TensorData::from(v, s).convert(dt);
+}
+
+Kind kind_for(DType dt) { return kind_of_dtype(dt); }
+bool is_int_dtype(DType t) { return is_int(t); }
+
+enum class Layout { Contiguous, Transposed, Sliced, Flipped };
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::Contiguous: return "contiguous";
+    case Layout::Transposed: return "transposed";
+    case Layout::Sliced: return "sliced";
+    case Layout::Flipped: return "flipped";
+  }
+  return "?";
+}
+
+// Uploads `logical` (2-D) so that the device tensor is a view with that layout.
+DispatchTensor place(DeviceId d, const TensorData& logical, Layout layout) {
+  const Kind k = kind_for(logical.dtype());
+  const Shape s = logical.shape();
+  const std::size_t w = dtype_size(logical.dtype());
+  const auto& src = logical.bytes();
+  auto copy_el = [&](std::vector<std::byte>& dst, std::size_t to, std::size_t from) {
+    std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(from * w), w, dst.begin() + static_cast<std::ptrdiff_t>(to * w));
+  };
+  if (s.rank() != 2 || layout == Layout::Contiguous) return from_data(logical, d, k);
+  const std::size_t r = s[0], c = s[1];
+  if (layout == Layout::Transposed) {
+    std::vector<std::byte> t(src.size());
+    for (std::size_t i = 0; i < r; ++i)
+      for (std::size_t j = 0; j < c; ++j) copy_el(t, j * r + i, i * c + j);
+    return swap_dims(from_data(TensorData(std::move(t), Shape{c, r}, logical.dtype()), d, k), 0, 1);
+  }
+  if (layout == Layout::Flipped) {
+    std::vector<std::byte> t(src.size());
+    for (std::size_t i = 0; i < r; ++i)
+      for (std::size_t j = 0; j < c; ++j) copy_el(t, (r - 1 - i) * c + j, i * c + j);
+    const std::int64_t ax[] = {0};
+    return axes(OpCode::flip, from_data(TensorData(std::move(t), s, logical.dtype()), d, k), ax);
+  }
+  // Sliced: the rows sit at even positions of a twice-as-tall buffer.
+  std::vector<std::byte> t(src.size() * 2);
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < c; ++j) copy_el(t, (2 * i) * c + j, i * c + j);
+  const tensor::Slice sl[] = {{0, std::nullopt, 2}};
+  return slice(from_data(TensorData(std::move(t), Shape{2 * r, c}, logical.dtype()), d, k), sl);
+}
+
+double tolerance(DType dt) {
+  switch (dt) {
+    case DType::F64: return 1e-9;
+    case DType::F32: return 2e-4;
+    case DType::F16: return 4e-3;
+    case DType::BF16: return 3e-2;
+    default: return 0.0;
+  }
+}
+
+// Compares result `got` (device) with `want` (cpu); fills max errors; empty = equal.
+std::string compare(const TensorData& want, const TensorData& got, bool values, CheckResult& r) {
+  if (want.dtype() != got.dtype())
+    return "dtype " + std::string(dtype_name(got.dtype())) + ", cpu gives " + std::string(dtype_name(want.dtype()));
+  if (!(want.shape() == got.shape())) return "shape " + got.shape().to_string() + ", cpu gives " + want.shape().to_string();
+  if (!values) return {};
+  const auto w = want.convert(DType::F64).to_vec<double>();
+  const auto g = got.convert(DType::F64).to_vec<double>();
+  const double tol = tolerance(want.dtype());
+  std::string bad;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (std::isnan(w[i]) && std::isnan(g[i])) continue;
+    const double abs = std::fabs(w[i] - g[i]);
+    if (std::isinf(w[i]) || std::isinf(g[i])) {
+      if (w[i] != g[i] && bad.empty()) bad = "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " vs " + std::to_string(w[i]);
+      continue;
+    }
+    const double rel = abs / std::max(std::fabs(w[i]), 1e-30);
+    r.max_abs = std::max(r.max_abs, abs);
+    r.max_rel = std::max(r.max_rel, std::fabs(w[i]) > 1e-6 ? rel : 0.0);
+    if (abs > tol * (1.0 + std::fabs(w[i])) && bad.empty())
+      bad = "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " vs cpu " + std::to_string(w[i]);
+  }
+  return bad;
+}
+
+std::vector<DispatchTensor> one(DispatchTensor t) {
+  std::vector<DispatchTensor> v;
+  v.push_back(std::move(t));
+  return v;
+}
+std::vector<DispatchTensor> two(std::pair<DispatchTensor, DispatchTensor> p) {
+  std::vector<DispatchTensor> v;
+  v.push_back(std::move(p.first));
+  v.push_back(std::move(p.second));
+  return v;
+}
+
+// The inputs of one case, as host data (identical for both devices).
+struct Inputs {
+  TensorData a, b, idx, mask;
+  DType dtype;
+};
+
+// Runs `op` on device `d`; `a` is placed with `layout`, other operands contiguous.
+// Returns the outputs; `values` false when only dtype/shape are defined (empty).
+std::vector<DispatchTensor> run_op(OpCode op, DeviceId d, const Inputs& in, Layout layout, bool& values) {
+  values = true;
+  const Kind k = kind_for(in.dtype);
+  auto A = [&] { return place(d, in.a, layout); };
+  auto B = [&] { return from_data(in.b, d, k); };
+  auto I = [&] { return from_data(in.idx, d, Kind::Int); };
+  auto M = [&] { return from_data(in.mask, d, Kind::Bool); };
+  const bool is_int = is_int_dtype(in.dtype);
+  switch (op_family(op)) {
+    case Family::Unary: return one(unary(op, A()));
+    case Family::Binary: return one(binary(op, A(), B()));
+    case Family::Scalar: {
+      Scalar s = is_int ? Scalar(3) : Scalar(0.75);
+      if (op == OpCode::powi_scalar || op == OpCode::powi_scalar_impl) s = Scalar(3);
+      if (op == OpCode::bitwise_left_shift_scalar || op == OpCode::bitwise_right_shift_scalar) s = Scalar(2);
+      return one(scalar(op, A(), s));
+    }
+    case Family::Clamp:
+      return one(clamp(op, A(), is_int ? Scalar(-2) : Scalar(-0.5), is_int ? Scalar(3) : Scalar(0.75)));
+    case Family::Compare: return one(compare(op, A(), B()));
+    case Family::CompareScalar: return one(compare_scalar(op, A(), is_bool(in.dtype) ? Scalar(true) : Scalar(1)));
+    case Family::Predicate: return one(predicate(op, A()));
+    case Family::Matmul: {
+      const Kind kk = k;
+      return one(matmul(A(), from_data(in.b, d, kk)));
+    }
+    case Family::Cross: return one(cross(A(), B(), 1));
+    case Family::PowI: return one(powi(A(), I()));
+    case Family::Reduce: return one(reduce(op, A()));
+    case Family::Dim: return one(reduce_dim(op, A(), 1));
+    case Family::DimIndex: return one(dim_index(op, A(), 1));
+    case Family::DimWithIndices: return two(dim_with_indices(op, A(), 1));
+    case Family::AnyAll: return one(any_all(op, A()));
+    case Family::AnyAllDim: return one(any_all_dim(op, A(), 0));
+    case Family::Cast: {
+      DType to = op == OpCode::into_float ? DType::F32 : op == OpCode::into_int ? DType::I32 : in.dtype;
+      if (op == OpCode::cast) {
+        // Another dtype of the same kind that the device supports.
+        for (DType t : kAllDTypes)
+          if (t != in.dtype && kind_for(t) == k && dispatch::supports_dtype(d, t)) { to = t; break; }
+      }
+      return one(cast(op, A(), to));
+    }
+    case Family::Reshape: {
+      if (op == OpCode::reshape) {
+        const std::int64_t dims[] = {-1};
+        return one(reshape(op, A(), dims));
+      }
+      const std::int64_t dims[] = {3, static_cast<std::int64_t>(kRows), static_cast<std::int64_t>(kCols)};
+      return one(reshape(op, A(), dims));
+    }
+    case Family::SwapDims: return one(swap_dims(A(), 0, 1));
+    case Family::Axes: {
+      const std::int64_t ax[] = {1, 0};
+      return one(axes(op, A(), op == OpCode::flip ? std::span<const std::int64_t>(ax, 1) : std::span<const std::int64_t>(ax, 2)));
+    }
+    case Family::Slice: {
+      const tensor::Slice sl[] = {{1, std::nullopt, 2}, {0, std::nullopt, -2}};
+      return one(slice(A(), sl));
+    }
+    case Family::SliceAssign: {
+      const tensor::Slice sl[] = {{1, 4, 1}, {2, 7, 2}};
+      const TensorData v = in.b;  // [3,3] block
+      return one(slice_assign(A(), sl, from_data(v, d, k)));
+    }
+    case Family::RepeatDim: return one(repeat_dim(A(), 0, 3));
+    case Family::Cat: {
+      std::vector<DispatchTensor> parts;
+      parts.push_back(A());
+      parts.push_back(B());
+      return one(dispatch::cat(std::move(parts), 1));
+    }
+    case Family::Unfold: return one(unfold(A(), 1, 4, 3));
+    case Family::Gather: return one(gather(A(), 1, I()));
+    case Family::Scatter: return one(scatter(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
+    case Family::ScatterUpdate: return one(scatter(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
+    case Family::Select: return one(select(A(), 1, I()));
+    case Family::SelectAssign: return one(select_assign(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
+    case Family::SelectUpdate: return one(select_assign(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
+    case Family::MaskWhere: return one(mask_where(A(), M(), B()));
+    case Family::MaskFill: return one(mask_fill(A(), M(), is_bool(in.dtype) ? Scalar(true) : Scalar(5)));
+    case Family::MaskSelect: return one(mask_select(A(), M()));
+    case Family::Argwhere: return one(argwhere(A()));
+    case Family::Sort: return one(dispatch::sort(A(), 1, false));
+    case Family::SortWithIndices: return two(sort_with_indices(A(), 1, true));
+    case Family::Argsort: return one(argsort(A(), 0, false));
+    case Family::TopK: return one(topk(A(), 1, 4));
+    case Family::TopKWithIndices: return two(topk_with_indices(A(), 1, 3));
+    case Family::ArgTopK: return one(argtopk(A(), 0, 2));
+    case Family::Create:
+      values = op != OpCode::empty;
+      return one(create(op, Shape{kRows, kCols}, d, k, in.dtype));
+    case Family::Full: return one(full(Shape{kRows, kCols}, is_bool(in.dtype) ? Scalar(true) : Scalar(3), d, k, in.dtype));
+    case Family::Range: return one(arange(-4, 9, 1, d, in.dtype));
+    case Family::RangeStep: return one(arange(-4, 29, 3, d, in.dtype));
+    case Family::FromData: return one(from_data(in.a, d, k));
+    case Family::IntoData: return one(A());
+    case Family::ToDevice: return one(to_device(A(), d));
+    default: break;
+  }
+  throw NotImplemented("[check] no recipe");
+}
+
+// Which dtypes an op is checked for.
+std::vector<DType> dtypes_for(OpCode op) {
+  std::vector<DType> out;
+  const std::uint8_t k = op_info(op).kinds;
+  for (DType t : kAllDTypes) {
+    const Kind kk = kind_for(t);
+    if ((kk == Kind::Float && (k & kKindF)) || (kk == Kind::Int && (k & kKindI)) || (kk == Kind::Bool && (k & kKindB)))
+      out.push_back(t);
+  }
+  return out;
+}
+
+bool has_recipe(Family f) {
+  switch (f) {
+    case Family::GridSample: case Family::GatherNd: case Family::ScatterNd: case Family::SetFlag: case Family::Query:
+    case Family::Transaction:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// Families whose result does not depend on the input layout: one case is enough.
+bool layout_free(Family f) {
+  switch (f) {
+    case Family::Create: case Family::Full: case Family::Range: case Family::RangeStep: case Family::FromData:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+CheckSummary run_checks(const CheckOptions& opt, const std::function<void(const CheckResult&)>& report) {
+  CheckSummary sum;
+  std::mt19937_64 rng(opt.seed);
+  for (std::size_t i = 0; i < kOps.size(); ++i) {
+    const auto op = static_cast<OpCode>(i);
+    const std::string name(op_name(op));
+    if (!opt.op_pattern.empty() && name.find(opt.op_pattern) == std::string::npos) continue;
+    if (!has_recipe(op_family(op))) continue;
+    for (DType dt : dtypes_for(op)) {
+      if (opt.dtype && *opt.dtype != dt) continue;
+      // Shapes per family: matmul needs [R,C] x [C,5]; slice_assign a [3,3] value; indices in range.
+      const Shape sa = op == OpCode::cross ? Shape{kRows, 3} : Shape{kRows, kCols};
+      Inputs in{random_data(sa, dt, name, rng), {}, {}, {}, dt};
+      in.b = random_data(op == OpCode::matmul ? Shape{kCols, 5} : op == OpCode::slice_assign ? Shape{3, 3}
+                         : op == OpCode::cross ? Shape{kRows, 3}
+                         : op_family(op) == Family::Select || op_family(op) == Family::SelectAssign ||
+                                 op_family(op) == Family::SelectUpdate
+                             ? Shape{kRows, 4}
+                             : Shape{kRows, kCols},
+                         dt, name, rng);
+      {
+        const bool sel = op_family(op) == Family::Select || op_family(op) == Family::SelectAssign ||
+                         op_family(op) == Family::SelectUpdate;
+        const Shape is = sel ? Shape{4} : Shape{kRows, kCols};
+        std::vector<std::int64_t> idx(is.num_elements());
+        for (auto& x : idx) x = static_cast<std::int64_t>(rng() % (op == OpCode::powi ? 4 : kCols));
+        in.idx = TensorData::from(idx, is).convert(DType::I32);
+        std::vector<bool> m(kRows * kCols);
+        for (std::size_t j = 0; j < m.size(); ++j) m[j] = (rng() & 3u) == 0;
+        in.mask = TensorData::from(m, Shape{kRows, kCols});
+      }
+      const DTypeUsageSet usage = dispatch::dtype_usage(opt.device, dt);
+      for (Layout layout : {Layout::Contiguous, Layout::Transposed, Layout::Sliced, Layout::Flipped}) {
+        if (layout_free(op_family(op)) && layout != Layout::Contiguous) continue;
+        CheckResult r{name, std::string(dtype_name(dt)), layout_name(layout), 0, 0, CheckStatus::Pass, {}};
+        if (!usage.contains(DTypeUsage::Storage)) {
+          // No silent fallback: the op must refuse the dtype with a DTypeError.
+          r.status = CheckStatus::Unsupported;
+          try {
+            bool v = true;
+            auto outs = run_op(op, opt.device, in, layout, v);
+            for (auto& o : outs) read(std::move(o));
+            r.status = CheckStatus::Fail;
+            r.note = "device reports no support for this dtype but the op ran";
+          } catch (const DTypeError&) {
+          } catch (const Error& e) {
+            r.note = e.what();
+          }
+        } else {
+          try {
+            bool values = true;
+            std::vector<TensorData> want, got;
+            for (auto& o : run_op(op, kCpu, in, layout, values)) want.push_back(read(std::move(o)));
+            for (auto& o : run_op(op, opt.device, in, layout, values)) got.push_back(read(std::move(o)));
+            for (std::size_t o = 0; o < want.size() && r.note.empty(); ++o) r.note = compare(want[o], got[o], values, r);
+            if (!r.note.empty()) r.status = CheckStatus::Fail;
+          } catch (const DTypeError& e) {
+            // Storage without Arithmetic: compute ops may refuse the dtype, and must.
+            if (usage.contains(DTypeUsage::Arithmetic)) {
+              r.status = CheckStatus::Fail;
+              r.note = e.what();
+            } else {
+              r.status = CheckStatus::Unsupported;
+            }
+          } catch (const Error& e) {
+            r.status = CheckStatus::Fail;
+            r.note = e.what();
+          }
+        }
+        if (r.status == CheckStatus::Pass) ++sum.passed;
+        else if (r.status == CheckStatus::Fail) ++sum.failed;
+        else ++sum.unsupported;
+        report(r);
+      }
+    }
+  }
+  return sum;
+}
+
+}  // namespace tensorctl
