@@ -711,8 +711,8 @@ void launch_index(int op, DType dt, DType idx_dt, const Shape& space, std::size_
 }
 
 std::string index_check(const char* op, std::size_t dim, std::size_t size) {
-  return fmt::format("[{}] index out of range; expected indices in 0..{} along dim {} (size {})", op,
-                     static_cast<std::int64_t>(size) - 1, dim, size);
+  // The CPU backend's message (backends/cpu/index.cpp); the shader supplies the index.
+  return fmt::format("[{}] index out of range for dim {}; expected 0 <= index < {}", op, dim, size);
 }
 
 Prim gather_entry(Prim pa, std::size_t dim, Prim pi) {
