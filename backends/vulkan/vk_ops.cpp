@@ -527,19 +527,41 @@ constexpr std::size_t kSplitChunk = 4096;
 void launch_reduce(Context& c, int op, DType dta, DType dto, const Shape& space, std::size_t count, const Operand& out,
                    const Operand& in, std::size_t n, std::int64_t stride, std::size_t chunk, bool pairs_in,
                    const Buffer* pair_idx_in, const Buffer* pair_idx_out) {
-  Params p;
-  p.shape(space, count);
-  p.operand(0, out, space.rank());
-  p.operand(1, in, space.rank());
-  p.extra(0, static_cast<std::int64_t>(n));
-  p.extra(1, stride);
-  p.extra(2, static_cast<std::int64_t>(chunk));
-  p.extra(3, pairs_in ? 1 : 0);
-  p.extra(4, pair_idx_out ? 1 : 0);
-  std::uint32_t gx, gy;
-  groups_for(count, gx, gy);
-  c.dispatch(ShaderFamily::Reduce, {static_cast<std::uint32_t>(op), code(dta), code(dto)}, p.w,
-             {{in.buf, false}, {pair_idx_in, false}, {pair_idx_out, true}, {out.buf, true}}, gx, gy, 1, wide({dta, dto}));
+  const VkDeviceSize limit = c.max_binding();
+  const std::size_t es = dtype_size(dta);
+  // Chunked passes over an input beyond maxStorageBufferRange: pieces of whole
+  // chunks, each binding its part of the input from an aligned offset.
+  const bool pieces = chunk > 0 && in.buf->size() > limit && stride > 0;
+  const std::size_t per_piece =
+      pieces ? static_cast<std::size_t>((limit - 2 * c.binding_align()) / (chunk * static_cast<std::size_t>(stride) * es))
+             : count;
+  for (std::size_t g0 = 0; g0 < count; g0 += per_piece) {
+    const std::size_t groups = std::min(per_piece, count - g0);
+    Params p;
+    p.shape(space, groups);
+    p.operand(0, out, space.rank());
+    Binding in_bind{in.buf, false};
+    if (pieces) {
+      const VkDeviceSize first = (static_cast<VkDeviceSize>(in.offset) + g0 * chunk * static_cast<std::size_t>(stride)) * es;
+      const VkDeviceSize at = first / c.binding_align() * c.binding_align();
+      const VkDeviceSize span = (first - at) + groups * chunk * static_cast<std::size_t>(stride) * es + 8;
+      in_bind.offset = at;
+      in_bind.range = std::min<VkDeviceSize>(in.buf->size() - at, (span + 3) / 4 * 4);
+      p.operand(1, Operand{in.buf, static_cast<std::int64_t>((first - at) / es), {}}, space.rank());
+    } else {
+      p.operand(1, in, space.rank());
+    }
+    p.extra(0, static_cast<std::int64_t>(n));
+    p.extra(1, stride);
+    p.extra(2, static_cast<std::int64_t>(chunk));
+    p.extra(3, pairs_in ? 1 : 0);
+    p.extra(4, pair_idx_out ? 1 : 0);
+    p.extra(5, static_cast<std::int64_t>(g0));
+    std::uint32_t gx, gy;
+    groups_for(groups, gx, gy);
+    c.dispatch(ShaderFamily::Reduce, {static_cast<std::uint32_t>(op), code(dta), code(dto)}, p.w,
+               {in_bind, {pair_idx_in, false}, {pair_idx_out, true}, {out.buf, true}}, gx, gy, 1, wide({dta, dto}));
+  }
 }
 
 VkRef reduce_dim(VkRef a, std::size_t dim, int op, DType out_dt) {

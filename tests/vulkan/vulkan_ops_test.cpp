@@ -545,10 +545,17 @@ TEST_F(VulkanMemory, TensorsBeyondTheStorageBufferRangeWorkInContiguousElementwi
   const auto hv = d::read(d::slice(h, std::vector<Slice>{Slice::range(static_cast<std::int64_t>(n) - 3, static_cast<std::int64_t>(n))}))
                       .convert(DType::F32).to_vec<float>();
   EXPECT_EQ(hv, (std::vector<float>{5.5f, 5.5f, 5.5f}));
+  // Whole-tensor reductions split too (chunked passes bind their part of the input).
+  const double total = 5.5 * static_cast<double>(n);
+  EXPECT_NEAR(d::read(d::reduce(OpCode::sum, z)).to_vec<float>()[0], total, total * 1e-6);
+  const std::vector<Slice> last{Slice::range(static_cast<std::int64_t>(n) - 2, static_cast<std::int64_t>(n) - 1)};
+  DT peak = d::slice_assign(z, last, d::full(Shape{1}, Scalar(9.0), kVk, Kind::Float, DType::F32));
+  EXPECT_EQ(d::read(d::dim_index(OpCode::argmax, peak, 0)).convert(DType::I64).to_vec<std::int64_t>()[0],
+            static_cast<std::int64_t>(n) - 2);
   // Kernels that do not split say so clearly.
   try {
-    d::read(d::reduce(OpCode::sum, x));
-    ADD_FAILURE() << "sum of a tensor beyond maxStorageBufferRange did not throw";
+    d::read(d::reduce_dim(OpCode::cumsum, x, 0));
+    ADD_FAILURE() << "cumsum of a tensor beyond maxStorageBufferRange did not throw";
   } catch (const ExecutionError& e) {
     EXPECT_NE(std::string(e.what()).find("maxStorageBufferRange"), std::string::npos) << e.what();
   }

@@ -78,10 +78,13 @@ void main() {
   int chunk = int(P[P_EXTRA + 2]);          // > 0: split mode (one line, P_N groups)
   bool pairs_in = P[P_EXTRA + 3] != 0u;     // arg: indices of the values come from b
   bool pairs_out = P[P_EXTRA + 4] != 0u;    // arg: write value to o and index to x
+  // first: the line index of this group's first element; a big line is dispatched
+  // in pieces (group base P_EXTRA + 5), each binding its part of the input.
+  int gb = int(P[P_EXTRA + 5]);
   int base, first = 0;
   if (chunk > 0) {
-    first = o * chunk;
-    base = int(P[P_OPND + 9]) + first * sd;
+    first = (gb + o) * chunk;
+    base = int(P[P_OPND + 9]) + o * chunk * sd;
     n = min(chunk, n - first);
   } else {
     base = operand_index(1, o);
@@ -130,7 +133,7 @@ void main() {
     barrier();
   }
   if (t != 0u) return;
-  int io = chunk > 0 ? o : operand_index(0, o);
+  int io = chunk > 0 ? gb + o : operand_index(0, o);
   RAW r = s_v[0];
   if (arg) {
     if (pairs_out) {
