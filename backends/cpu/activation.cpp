@@ -50,6 +50,10 @@ template <class T, class Op>
 struct ActFn {
   calc_t<T> p, q;
   T operator()(T a) const { return st<T>(Op::f(ld(a), p, q)); }
+  // Contiguous rows of sigmoid: the Highway kernel (same overflow-safe formula).
+  void vv(T* o, const T* x, std::size_t n) const requires(std::is_same_v<Op, SigmoidOp>) {
+    unary_simd(simd::UnOp::Sigmoid, o, x, n);
+  }
 };
 
 template <class Op>

@@ -88,9 +88,21 @@ struct SignOp {
   }
 };
 
+// The Highway kernel behind an op (unary_hwy.hpp), -1 for none.
+template <class Op> inline constexpr int kSimdUn = -1;
+#define TENSOR_X(Name, K) template <> inline constexpr int kSimdUn<Name##Op> = static_cast<int>(simd::UnOp::K);
+TENSOR_X(Exp, Exp) TENSOR_X(Log, Log) TENSOR_X(Log1p, Log1p) TENSOR_X(Sin, Sin) TENSOR_X(Cos, Cos)
+TENSOR_X(Tanh, Tanh) TENSOR_X(Sqrt, Sqrt) TENSOR_X(Erf, Erf) TENSOR_X(Recip, Recip) TENSOR_X(Floor, Floor)
+TENSOR_X(Ceil, Ceil) TENSOR_X(Trunc, Trunc) TENSOR_X(Round, Round) TENSOR_X(Abs, Abs) TENSOR_X(Neg, Neg)
+#undef TENSOR_X
+
 template <class T, class Op>
 struct UnFn {
   T operator()(T a) const { return st<T>(Op::f(ld(a))); }
+  // Contiguous float rows (halves through f32 blocks).
+  void vv(T* o, const T* x, std::size_t n) const requires(kSimdUn<Op> >= 0 && dispatch::kIsFloatLike<T>) {
+    unary_simd(static_cast<simd::UnOp>(kSimdUn<Op>), o, x, n);
+  }
 };
 
 template <class Op>
