@@ -417,8 +417,8 @@ Prim any_all_dim_entry(Prim p, std::size_t dim, DType out_dtype) {
   return out;
 }
 
-// ---- mean of every element: exact wide sums (128-bit ints; double, compensated for
-// f64), then one division (ints truncate toward zero) --------------------------------
+// ---- mean of every element: exact wide sums (128-bit ints; double for floats,
+// compensated for f64), then one division (ints truncate toward zero) ---------------
 Prim mean_entry(Prim p) {
   const CpuRef a = as_cpu(std::move(p));
   CpuRef out = alloc_tensor(a->dtype(), Shape{1});
@@ -426,7 +426,14 @@ Prim mean_entry(Prim p) {
   visit_numeric(a->dtype(), "mean", [&](auto tag) {
     using T = decltype(tag);
     const auto plan = make_plan<1>(a->shape(), {a->layout().strides.data()}, {sizeof(T)});
-    if constexpr (dispatch::kIsFloatLike<T>) {
+    if constexpr (dispatch::kIsFloatLike<T> && !std::is_same_v<T, double>) {
+      // f32 and narrower: a double sum of them is exact up to 2^29 same-magnitude terms.
+      double sum = 0;
+      for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
+        sum += static_cast<double>(reduce_row<T, false>(ptr[0], n, s[0]));
+      });
+      *at<T>(out->data()) = dispatch::convert_value<T>(sum / static_cast<double>(count));
+    } else if constexpr (dispatch::kIsFloatLike<T>) {
       double sum = 0, comp = 0;  // Neumaier: comp collects the low-order bits sum drops
       for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
         const std::byte* x = ptr[0];

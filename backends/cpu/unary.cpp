@@ -83,8 +83,9 @@ struct NegOp {
 struct SignOp {
   static constexpr int kKinds = kFloat | kInt;
   template <class C> static C f(C a) {
-    if constexpr (std::is_unsigned_v<C>) return a > 0 ? C(1) : C(0);
-    else return a > C(0) ? C(1) : a < C(0) ? C(-1) : C(0);
+    // Branch-free: (a > 0) - (a < 0); NaN compares false both ways.
+    if constexpr (std::is_unsigned_v<C>) return static_cast<C>(a > 0);
+    else return static_cast<C>(static_cast<int>(a > C(0)) - static_cast<int>(a < C(0)));
   }
 };
 
@@ -158,11 +159,12 @@ enum class ClampKind { Min, Max, Both };
 template <class T, ClampKind kK>
 struct ClampFn {
   calc_t<T> lo, hi;
+  // lo > v ? lo : v and hi < v ? hi : v: max/min instructions (a NaN v stays), no branches.
   T operator()(T a) const {
-    const calc_t<T> v = ld(a);
-    if (kK != ClampKind::Max && v < lo) return st<T>(lo);
-    if (kK != ClampKind::Min && v > hi) return st<T>(hi);
-    return a;
+    calc_t<T> v = ld(a);
+    if constexpr (kK != ClampKind::Max) v = lo > v ? lo : v;
+    if constexpr (kK != ClampKind::Min) v = hi < v ? hi : v;
+    return st<T>(v);
   }
 };
 
