@@ -29,6 +29,11 @@ constexpr std::array kCommands = {
     Command{"info", "", "devices, backends, dtype usage, settings, op coverage, SIMD/BLIS/OpenMP", &run_info},
     Command{"bench", "[--device D] [--quick]", "benchmarks (SPEC 8), each beside a reference measured in the same run",
             &run_bench},
+    Command{"ops", "[--device D] [--markdown]", "op coverage per device: native / default / missing / unsupported", &run_ops},
+    Command{"check", "[--device D] [--op PATTERN] [--dtype T] [--seed S]", "every op on D against the CPU backend",
+            &run_check},
+    Command{"demo", "[--data PATH] [--epochs N] [--quiet]", "the main job: train a digit classifier on TENSOR_DEVICE",
+            &run_demo},
 };
 
 void print_usage(std::ostream& os) {
