@@ -263,7 +263,8 @@ Prim d_powi(Prim a, Prim b) {
   const DType it = a->dtype();
   Prim fa = call<Family::Cast>(OpCode::into_float, d, std::move(a), wide_float(d));
   Prim fb = call<Family::Cast>(OpCode::into_float, d, std::move(b), wide_float(d));
-  return call<Family::Cast>(OpCode::into_int, d, bin(OpCode::powf, std::move(fa), std::move(fb)), it);
+  // Round before truncating: a float pow may land just below the exact integer.
+  return call<Family::Cast>(OpCode::into_int, d, un(OpCode::round, bin(OpCode::powf, std::move(fa), std::move(fb))), it);
 }
 
 Prim d_powi_scalar(Prim x, Scalar s) {
@@ -283,7 +284,7 @@ Prim d_powi_scalar_impl(Prim x, Scalar s) {
   const DType it = x->dtype();
   Prim f = call<Family::Cast>(OpCode::into_float, d, std::move(x), wide_float(d));
   f = sc(OpCode::powf_scalar_impl, std::move(f), Scalar(static_cast<double>(s.to_int64())));
-  return call<Family::Cast>(OpCode::into_int, d, std::move(f), it);
+  return call<Family::Cast>(OpCode::into_int, d, un(OpCode::round, std::move(f)), it);
 }
 Prim d_powf_scalar(Prim x, Scalar s) {
   const double e = s.to_double();

@@ -27,6 +27,13 @@ struct Command {
 // file to tools/meson.build. (ops, check, bench and demo are planned, SPEC §7.)
 constexpr std::array kCommands = {
     Command{"info", "", "devices, backends, dtype usage, settings, op coverage, SIMD/BLIS/OpenMP", &run_info},
+    Command{"bench", "[--device D] [--quick]", "benchmarks (SPEC 8), each beside a reference measured in the same run",
+            &run_bench},
+    Command{"ops", "[--device D] [--markdown]", "op coverage per device: native / default / missing / unsupported", &run_ops},
+    Command{"check", "[--device D] [--op PATTERN] [--dtype T] [--seed S]", "every op on D against the CPU backend",
+            &run_check},
+    Command{"demo", "[--data PATH] [--epochs N] [--quiet]", "the main job: train a digit classifier on TENSOR_DEVICE",
+            &run_demo},
 };
 
 void print_usage(std::ostream& os) {
@@ -37,7 +44,7 @@ void print_usage(std::ostream& os) {
   for (const auto& c : kCommands) w = std::max(w, c.name.size() + (c.synopsis.empty() ? 0 : c.synopsis.size() + 1));
   for (const auto& c : kCommands) {
     std::string head(c.name);
-    if (!c.synopsis.empty()) head += " " + std::string(c.synopsis);
+    if (!c.synopsis.empty()) head.append(" ").append(c.synopsis);  // (GCC 12 -O3 flags operator+ with -Wrestrict)
     os << "  " << head << std::string(w - head.size() + 2, ' ') << c.summary << '\n';
   }
   os << "\nenvironment:\n"

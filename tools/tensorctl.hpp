@@ -23,6 +23,10 @@ inline constexpr int kExitUsage = 2;
 
 // Subcommands (one file each: tensorctl_<name>.cpp).
 int run_info(Args args);
+int run_ops(Args args);
+int run_check(Args args);
+int run_demo(Args args);
+int run_bench(Args args);
 
 // Columns padded to their widest cell, separated by two spaces, indented.
 class TextTable {

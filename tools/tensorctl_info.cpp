@@ -28,7 +28,10 @@ using tensor::DTypeUsage;
 std::string yes_no(bool b) { return b ? "yes" : "no"; }
 
 std::string id_string(DeviceId d) {
-  return "(" + std::to_string(d.type_id) + "," + std::to_string(d.index_id) + ")";
+  // Appended piecewise: GCC 12 at -O3 flags "(" + std::string with a false -Wrestrict.
+  std::string s = "(";
+  s.append(std::to_string(d.type_id)).append(",").append(std::to_string(d.index_id)).append(")");
+  return s;
 }
 
 // Names joined by ", ", wrapped at ~88 columns under an indent.

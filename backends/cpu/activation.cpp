@@ -2,8 +2,11 @@
 // log_sigmoid (overflow-safe), hard_sigmoid as elementwise functors, and softmax /
 // log_softmax / softmin along a dim (max, then sum of exp, per lane; numerically
 // stable). Float dtypes only; halves compute through float.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.hpp"
@@ -14,12 +17,21 @@ namespace {
 
 using dispatch::Prim;
 
+// c ? x : y without a branch (compares against constants otherwise compile to jumps,
+// which mispredict on data of mixed sign).
+template <class C>
+inline C pick(bool c, C x, C y) {
+  using B = std::conditional_t<sizeof(C) == 4, std::uint32_t, std::uint64_t>;
+  const B m = B{0} - static_cast<B>(c);
+  return std::bit_cast<C>(static_cast<B>((std::bit_cast<B>(x) & m) | (std::bit_cast<B>(y) & ~m)));
+}
+
 // max(a, 0); NaN stays NaN and -0.0 becomes +0.0 (as the default mask_fill does).
 struct ReluOp {
-  template <class C> static C f(C a, C, C) { return a <= C(0) ? C(0) : a; }
+  template <class C> static C f(C a, C, C) { return pick(a <= C(0), C(0), a); }
 };
 struct LeakyReluOp {
-  template <class C> static C f(C a, C slope, C) { return a < C(0) ? a * slope : a; }
+  template <class C> static C f(C a, C slope, C) { return pick(a < C(0), a * slope, a); }
 };
 struct GeluOp {
   template <class C> static C f(C a, C, C) {
@@ -42,7 +54,7 @@ struct LogSigmoidOp {
 struct HardSigmoidOp {
   template <class C> static C f(C a, C alpha, C beta) {
     const C v = alpha * a + beta;
-    return v < C(0) ? C(0) : v > C(1) ? C(1) : v;
+    return pick(v < C(0), C(0), pick(v > C(1), C(1), v));
   }
 };
 
@@ -50,6 +62,10 @@ template <class T, class Op>
 struct ActFn {
   calc_t<T> p, q;
   T operator()(T a) const { return st<T>(Op::f(ld(a), p, q)); }
+  // Contiguous rows of sigmoid: the Highway kernel (same overflow-safe formula).
+  void vv(T* o, const T* x, std::size_t n) const requires(std::is_same_v<Op, SigmoidOp>) {
+    unary_simd(simd::UnOp::Sigmoid, o, x, n);
+  }
 };
 
 template <class Op>

@@ -13,6 +13,8 @@ namespace {
 
 std::string name_entry(DeviceId) { return "cpu"; }
 void flush_entry(DeviceId) {}
+// Unmaps the cached large buffers (Storage::allocate keeps freed ones for reuse).
+void memory_cleanup_entry(DeviceId) { buffer_cache_clear(); }
 std::size_t device_count_entry() { return 1; }
 // burn-flex's defaults: F32, I32, one-byte native bools.
 DeviceSettings default_settings_entry(DeviceId) { return {FloatDType::F32, IntDType::I32, BoolDType::Native}; }
@@ -48,6 +50,7 @@ std::unique_ptr<dispatch::Backend> make_cpu_backend() {
   register_activation_ops(*b);
   b->set<dispatch::DeviceOp::name>(&name_entry);
   b->set<dispatch::DeviceOp::flush>(&flush_entry);
+  b->set<dispatch::DeviceOp::memory_cleanup>(&memory_cleanup_entry);
   b->set<dispatch::DeviceOp::dtype_usage>(&dtype_usage_entry);
   b->set<dispatch::DeviceOp::device_count>(&device_count_entry);
   b->set<dispatch::DeviceOp::default_settings>(&default_settings_entry);

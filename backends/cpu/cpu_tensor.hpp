@@ -19,12 +19,18 @@ inline constexpr DeviceId kCpuDevice{kCpuDeviceType, 0};
 
 // Header and bytes in one 64-byte-aligned allocation; the bytes start 64 bytes in,
 // so they are 64-byte aligned too. Counted intrusively (dispatch::Ref<Storage>).
+// Small buffers come from malloc (its thread cache is far cheaper than aligned
+// operator new); large ones are 2 MiB-aligned mappings (transparent huge pages)
+// that go back to a bounded, size-bucketed cache when freed, so a large op that
+// allocates its output reuses pages that are already faulted in.
 class Storage {
  public:
   static constexpr std::size_t kAlign = 64;
 
   // A fresh buffer of `bytes` bytes (uninitialised), refcount 1.
   static dispatch::Ref<Storage> allocate(std::size_t bytes);
+  // As allocate(), with every byte zero (skips the memset for fresh mappings).
+  static dispatch::Ref<Storage> allocate_zeroed(std::size_t bytes);
 
   std::byte* data() { return reinterpret_cast<std::byte*>(this) + kAlign; }
   const std::byte* data() const { return reinterpret_cast<const std::byte*>(this) + kAlign; }
@@ -38,11 +44,14 @@ class Storage {
   Storage& operator=(const Storage&) = delete;
 
  private:
-  explicit Storage(std::size_t bytes) : bytes_(bytes) {}
+  Storage(std::size_t bytes, std::size_t mapped, void* raw) : bytes_(bytes), mapped_(mapped), raw_(raw) {}
   ~Storage() = default;
+  static dispatch::Ref<Storage> allocate_impl(std::size_t bytes, bool zeroed);
 
   mutable std::atomic<std::uint32_t> refs_{1};
   std::size_t bytes_;
+  std::size_t mapped_;  // bytes of the mapping (large buffers), 0 for malloc'd ones
+  void* raw_;           // what malloc returned (small buffers)
 };
 static_assert(sizeof(Storage) <= Storage::kAlign);
 
@@ -110,5 +119,20 @@ CpuRef to_contiguous(CpuRef src);
 void copy_strided(const CpuTensor& src, std::byte* dst);
 // Copies the elements of `src` to `dst` laid out with `dst_strides` (elements, src's rank).
 void copy_strided_to(const CpuTensor& src, std::byte* dst, const std::int64_t* dst_strides);
+
+// When the elements of `t` (any permutation of dims, flips included) occupy exactly
+// one dense block of memory, its lowest address; else null. Order-free reductions
+// then read that block directly.
+const std::byte* dense_block(const CpuTensor& t);
+
+// The cache of freed large buffers (Storage::allocate), for tests and tools.
+struct BufferCacheStats {
+  std::size_t entries = 0, bytes = 0;  // held now
+  std::size_t hits = 0, misses = 0;    // large allocations served from it / mapped fresh
+  std::size_t limit = 0;               // bound on `bytes`
+};
+BufferCacheStats buffer_cache_stats();
+// Unmaps every cached buffer (the device's memory_cleanup).
+void buffer_cache_clear();
 
 }  // namespace tensor::cpu

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_tensor.hpp"
 #include "backends/cpu/strided.hpp"
+#include "backends/cpu/unary_hwy.hpp"
 #include "dispatch/element.hpp"
 #include "tensor/scalar.hpp"
 
@@ -133,6 +134,26 @@ void map3(const Plan<4>& plan, std::byte* out, const std::byte* a, const std::by
                  for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2], p[3] += s[3])
                    *at<TO>(p[0]) = f(*at<TA>(p[1]), *at<TB>(p[2]), *at<TC>(p[3]));
                });
+}
+
+// A contiguous run through the Highway unary kernels: f32/f64 directly, halves
+// converted through f32 in blocks that stay in L1 (o may alias x).
+template <class T>
+void unary_simd(simd::UnOp op, T* o, const T* x, std::size_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd::unary_f32(op, x, o, n);
+  } else if constexpr (std::is_same_v<T, double>) {
+    simd::unary_f64(op, x, o, n);
+  } else {
+    constexpr std::size_t kBlock = 512;
+    float buf[kBlock];
+    for (std::size_t i = 0; i < n; i += kBlock) {
+      const std::size_t m = n - i < kBlock ? n - i : kBlock;
+      for (std::size_t k = 0; k < m; ++k) buf[k] = dispatch::load_elem(x[i + k]);
+      simd::unary_f32(op, buf, buf, m);
+      for (std::size_t k = 0; k < m; ++k) o[i + k] = dispatch::store_elem<T>(buf[k]);
+    }
+  }
 }
 
 // Output shape of broadcasting operands of equal rank (dispatch checked compatibility).

@@ -153,6 +153,7 @@ Prim select_entry(Prim pa, std::size_t dim, Prim pi) {
   check_indices(*idx, a->shape()[dim], dim, "select");
   const std::vector<std::size_t> ks = read_indices(*idx, "select");
   CpuRef out = alloc_tensor(a->dtype(), with_dim(a->shape(), dim, ks.size()));
+  if (out->shape().num_elements() == 0) return out;
   const std::size_t e = a->elem_size();
   const auto plan = make_plan<2>(with_dim(a->shape(), dim, 1), {out->layout().strides.data(), a->layout().strides.data()},
                                  {e, e});
@@ -275,6 +276,7 @@ Prim select_assign_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim 
   check_indices(*idx, a->shape()[dim], dim, op);
   const std::vector<std::size_t> ks = read_indices(*idx, op);
   CpuRef out = writable(std::move(a));
+  if (v->shape().num_elements() == 0) return out;
   const std::size_t e = out->elem_size();
   const auto plan = make_plan<2>(with_dim(out->shape(), dim, 1), {out->layout().strides.data(), v->layout().strides.data()},
                                  {e, e});

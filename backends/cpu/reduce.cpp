@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/reduce_hwy.hpp"
 
 namespace tensor::cpu {
 namespace {
@@ -89,12 +90,21 @@ Prim reduce_all_entry(Prim p) {
     using T = decltype(tag);
     using A = acc_t<T>;
     A acc = kProd ? A(1) : A(0);
+    const std::size_t count = a->shape().num_elements();
+    // Any permutation / flip of a dense buffer: the order does not matter, read it straight.
+    if (const std::byte* block = count ? dense_block(*a) : nullptr) {
+      if constexpr (!kProd && std::is_same_v<T, float>) acc = simd::sum_f32(at<float>(block), count);
+      else if constexpr (!kProd && std::is_same_v<T, double>) acc = simd::sum_f64(at<double>(block), count);
+      else acc = reduce_row<T, kProd>(block, count, sizeof(T));
+      *at<T>(out->data()) = finish<T>(acc, kOp, count);
+      return;
+    }
     const auto plan = make_plan<1>(a->shape(), {a->layout().strides.data()}, {sizeof(T)});
     for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
       const A r = reduce_row<T, kProd>(ptr[0], n, s[0]);
       acc = kProd ? acc * r : acc + r;
     });
-    *at<T>(out->data()) = finish<T>(acc, kOp, a->shape().num_elements());
+    *at<T>(out->data()) = finish<T>(acc, kOp, count);
   });
   return out;
 }
@@ -324,6 +334,16 @@ Prim ext_all_entry(Prim p) {
   visit_numeric(a->dtype(), "max", [&](auto tag) {
     using T = decltype(tag);
     using C = calc_t<T>;
+    // f32/f64 max/min over a dense buffer (any dim order): Highway, NaN-propagating.
+    if constexpr (kE != Ext::MaxAbs && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+      if (const std::byte* block = dense_block(*a)) {
+        const std::size_t n = a->shape().num_elements();
+        const T* x = at<T>(block);
+        if constexpr (std::is_same_v<T, float>) *at<T>(out->data()) = kE == Ext::Max ? simd::max_f32(x, n) : simd::min_f32(x, n);
+        else *at<T>(out->data()) = kE == Ext::Max ? simd::max_f64(x, n) : simd::min_f64(x, n);
+        return;
+      }
+    }
     C best = ext_key<kE>(*at<T>(a->data()));
     const auto plan = make_plan<1>(a->shape(), {a->layout().strides.data()}, {sizeof(T)});
     for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
@@ -397,8 +417,8 @@ Prim any_all_dim_entry(Prim p, std::size_t dim, DType out_dtype) {
   return out;
 }
 
-// ---- mean of every element: exact wide sums (128-bit ints; double, compensated for
-// f64), then one division (ints truncate toward zero) --------------------------------
+// ---- mean of every element: exact wide sums (128-bit ints; double for floats,
+// compensated for f64), then one division (ints truncate toward zero) ---------------
 Prim mean_entry(Prim p) {
   const CpuRef a = as_cpu(std::move(p));
   CpuRef out = alloc_tensor(a->dtype(), Shape{1});
@@ -406,7 +426,14 @@ Prim mean_entry(Prim p) {
   visit_numeric(a->dtype(), "mean", [&](auto tag) {
     using T = decltype(tag);
     const auto plan = make_plan<1>(a->shape(), {a->layout().strides.data()}, {sizeof(T)});
-    if constexpr (dispatch::kIsFloatLike<T>) {
+    if constexpr (dispatch::kIsFloatLike<T> && !std::is_same_v<T, double>) {
+      // f32 and narrower: a double sum of them is exact up to 2^29 same-magnitude terms.
+      double sum = 0;
+      for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
+        sum += static_cast<double>(reduce_row<T, false>(ptr[0], n, s[0]));
+      });
+      *at<T>(out->data()) = dispatch::convert_value<T>(sum / static_cast<double>(count));
+    } else if constexpr (dispatch::kIsFloatLike<T>) {
       double sum = 0, comp = 0;  // Neumaier: comp collects the low-order bits sum drops
       for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
         const std::byte* x = ptr[0];

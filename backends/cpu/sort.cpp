@@ -3,8 +3,10 @@
 // dispatch's host sort: stable (equal keys keep their index order), NaN counts as
 // the largest value, so it goes last ascending and first descending.
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <numeric>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.hpp"
@@ -16,26 +18,35 @@ namespace {
 using dispatch::Prim;
 using dispatch::PrimPair;
 
-// Strict order on (key, source index): a total order, so sort and partial_sort
-// give the stable-sort result.
-template <class C>
-struct LaneOrder {
-  const C* keys;
-  bool desc;
-  bool operator()(std::uint32_t i, std::uint32_t j) const {
-    const C a = keys[i], b = keys[j];
-    if constexpr (std::is_floating_point_v<C>) {
-      const bool na = std::isnan(a), nb = std::isnan(b);
-      if (na || nb) {
-        if (na && nb) return i < j;
-        return desc ? na : nb;
-      }
-    }
-    if (a < b) return !desc;
-    if (b < a) return desc;
-    return i < j;
+// Each element becomes one unsigned integer: its value mapped to an order-preserving
+// key (NaN the largest, -0.0 equal to +0.0; complemented for descending), shifted
+// above its 32-bit lane position. Integer order on these is exactly the stable
+// order, and sort / partial_sort on plain integers avoid comparator branches.
+__extension__ typedef unsigned __int128 U128;
+
+template <class T> struct KeyOf { using type = std::uint32_t; using packed = std::uint64_t; };
+template <> struct KeyOf<double> { using type = std::uint64_t; using packed = U128; };
+template <> struct KeyOf<std::int64_t> { using type = std::uint64_t; using packed = U128; };
+template <> struct KeyOf<std::uint64_t> { using type = std::uint64_t; using packed = U128; };
+
+template <class T>
+inline typename KeyOf<T>::type order_key(T raw) {
+  using K = typename KeyOf<T>::type;
+  constexpr K kSign = K{1} << (sizeof(K) * 8 - 1);
+  if constexpr (dispatch::kIsFloatLike<T>) {
+    using F = std::conditional_t<sizeof(K) == 4, float, double>;
+    F x = static_cast<F>(ld(raw));
+    if (std::isnan(x)) return ~K{0};
+    if (x == F(0)) x = F(0);  // -0.0 sorts with +0.0
+    const K bits = std::bit_cast<K>(x);
+    return (bits & kSign) ? ~bits : (bits | kSign);
+  } else if constexpr (std::is_signed_v<T>) {
+    using S = std::make_signed_t<K>;
+    return static_cast<K>(static_cast<S>(raw)) ^ kSign;  // sign-extend, then flip the sign bit
+  } else {
+    return static_cast<K>(raw);
   }
-};
+}
 
 // Sorts every lane along `dim` and keeps the first k of each (k = n: all). Writes
 // the source elements to `vals` and their lane positions to `idxs` (either may be null).
@@ -51,7 +62,8 @@ void sort_lanes(const CpuTensor& a, std::size_t dim, bool desc, std::size_t k, C
     if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, BoolU32>) {
       throw DTypeError("[sort] expected a float or int tensor; got " + std::string(dtype_name(a.dtype())));
     } else {
-      using C = calc_t<T>;
+      using K = typename KeyOf<T>::type;
+      using P = typename KeyOf<T>::packed;
       dispatch::visit_dtype(out_idx, [&](auto otag) {
         using O = decltype(otag);
         if constexpr (std::is_integral_v<O> && !std::is_same_v<O, bool>) {
@@ -65,27 +77,25 @@ void sort_lanes(const CpuTensor& a, std::size_t dim, bool desc, std::size_t k, C
           const std::int64_t is = idxs ? idxs->stride(dim) * static_cast<std::int64_t>(sizeof(O)) : 0;
           const std::int64_t xs = a.stride(dim) * e;
           std::vector<T> raw(n);
-          std::vector<C> keys(n);
-          std::vector<std::uint32_t> perm(n);
-          const LaneOrder<C> order{keys.data(), desc};
+          std::vector<P> packed(n);
+          const K flip = desc ? ~K{0} : K{0};
           for_each_row(plan, {vals ? vals->data() : a.data(), idxs ? idxs->data() : a.data(), a.data()},
                        [&](std::array<std::byte*, 3> p, std::size_t m, std::array<std::int64_t, 3> s) {
                          for (std::size_t r = 0; r < m; ++r, p[0] += s[0], p[1] += s[1], p[2] += s[2]) {
                            const std::byte* x = p[2];
                            for (std::size_t j = 0; j < n; ++j, x += xs) {
                              raw[j] = *at<T>(x);
-                             keys[j] = ld(raw[j]);
+                             packed[j] = (static_cast<P>(order_key(raw[j]) ^ flip) << 32) | static_cast<P>(j);
                            }
-                           std::iota(perm.begin(), perm.end(), std::uint32_t{0});
-                           if (k < n) std::partial_sort(perm.begin(), perm.begin() + static_cast<std::ptrdiff_t>(k), perm.end(), order);
-                           else std::sort(perm.begin(), perm.end(), order);
+                           if (k < n) std::partial_sort(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(k), packed.end());
+                           else std::sort(packed.begin(), packed.end());
                            if (vals) {
                              std::byte* o = p[0];
-                             for (std::size_t j = 0; j < k; ++j, o += vs) *at<T>(o) = raw[perm[j]];
+                             for (std::size_t j = 0; j < k; ++j, o += vs) *at<T>(o) = raw[static_cast<std::uint32_t>(packed[j])];
                            }
                            if (idxs) {
                              std::byte* o = p[1];
-                             for (std::size_t j = 0; j < k; ++j, o += is) *at<O>(o) = static_cast<O>(perm[j]);
+                             for (std::size_t j = 0; j < k; ++j, o += is) *at<O>(o) = static_cast<O>(static_cast<std::uint32_t>(packed[j]));
                            }
                          }
                        });

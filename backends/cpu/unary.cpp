@@ -83,14 +83,27 @@ struct NegOp {
 struct SignOp {
   static constexpr int kKinds = kFloat | kInt;
   template <class C> static C f(C a) {
-    if constexpr (std::is_unsigned_v<C>) return a > 0 ? C(1) : C(0);
-    else return a > C(0) ? C(1) : a < C(0) ? C(-1) : C(0);
+    // Branch-free: (a > 0) - (a < 0); NaN compares false both ways.
+    if constexpr (std::is_unsigned_v<C>) return static_cast<C>(a > 0);
+    else return static_cast<C>(static_cast<int>(a > C(0)) - static_cast<int>(a < C(0)));
   }
 };
+
+// The Highway kernel behind an op (unary_hwy.hpp), -1 for none.
+template <class Op> inline constexpr int kSimdUn = -1;
+#define TENSOR_X(Name, K) template <> inline constexpr int kSimdUn<Name##Op> = static_cast<int>(simd::UnOp::K);
+TENSOR_X(Exp, Exp) TENSOR_X(Log, Log) TENSOR_X(Log1p, Log1p) TENSOR_X(Sin, Sin) TENSOR_X(Cos, Cos)
+TENSOR_X(Tanh, Tanh) TENSOR_X(Sqrt, Sqrt) TENSOR_X(Erf, Erf) TENSOR_X(Recip, Recip) TENSOR_X(Floor, Floor)
+TENSOR_X(Ceil, Ceil) TENSOR_X(Trunc, Trunc) TENSOR_X(Round, Round) TENSOR_X(Abs, Abs) TENSOR_X(Neg, Neg)
+#undef TENSOR_X
 
 template <class T, class Op>
 struct UnFn {
   T operator()(T a) const { return st<T>(Op::f(ld(a))); }
+  // Contiguous float rows (halves through f32 blocks).
+  void vv(T* o, const T* x, std::size_t n) const requires(kSimdUn<Op> >= 0 && dispatch::kIsFloatLike<T>) {
+    unary_simd(static_cast<simd::UnOp>(kSimdUn<Op>), o, x, n);
+  }
 };
 
 template <class Op>
@@ -146,11 +159,12 @@ enum class ClampKind { Min, Max, Both };
 template <class T, ClampKind kK>
 struct ClampFn {
   calc_t<T> lo, hi;
+  // lo > v ? lo : v and hi < v ? hi : v: max/min instructions (a NaN v stays), no branches.
   T operator()(T a) const {
-    const calc_t<T> v = ld(a);
-    if (kK != ClampKind::Max && v < lo) return st<T>(lo);
-    if (kK != ClampKind::Min && v > hi) return st<T>(hi);
-    return a;
+    calc_t<T> v = ld(a);
+    if constexpr (kK != ClampKind::Max) v = lo > v ? lo : v;
+    if constexpr (kK != ClampKind::Min) v = hi < v ? hi : v;
+    return st<T>(v);
   }
 };
 

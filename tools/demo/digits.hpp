@@ -46,7 +46,7 @@ struct Options {
   std::size_t epochs = 30;
   std::size_t batch = 64;
   std::size_t hidden = 64;
-  float learning_rate = 0.1f;
+  float learning_rate = 0.3f;
   std::uint64_t seed = 42;
   bool progress = true;  // a progress bar on a terminal, plain lines otherwise
 };

@@ -1,0 +1,345 @@
+// The SPEC §8 benchmark suite through the public API: each case's median beside a
+// reference measured in the same run (a direct BLIS call, STREAM-style copy/triad,
+// a plain read), interleaved rep by rep so machine noise hits both alike.
+#include "tools/bench/bench_cpu.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tensor/error.hpp>
+#include <tensor/tensor.hpp>
+
+#if TENSOR_BENCH_HAVE_BLIS
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#include <blis.h>
+#pragma GCC diagnostic pop
+#endif
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace tensor_bench {
+namespace {
+
+using namespace tensor;
+using Clock = std::chrono::steady_clock;
+
+double seconds_of(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Pair {
+  double ours = 0, ref = 0;
+};
+
+// Medians of `ours` and `ref` timed alternately `reps` times after one warm-up
+// each; `between` runs untimed after each rep of `ours` (to restore inputs).
+template <class Ours, class Ref, class Between>
+Pair measure(int reps, Ours&& ours, Ref&& ref, Between&& between) {
+  ref();
+  ours();
+  between();
+  std::vector<double> a, b;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    ref();
+    b.push_back(seconds_of(t0));
+    t0 = Clock::now();
+    ours();
+    a.push_back(seconds_of(t0));
+    between();
+  }
+  return {median(a), median(b)};
+}
+template <class Ours, class Ref>
+Pair measure(int reps, Ours&& ours, Ref&& ref) {
+  return measure(reps, ours, ref, [] {});
+}
+
+int threads() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// As measure(), with ref(nt) timed on one thread and on every core; the reference
+// is the faster of the two medians, `ours` the median over both passes.
+template <class Ours, class Ref, class Between>
+Pair measure_best(int reps, Ours&& ours, Ref&& ref, Between&& between) {
+  const Pair one = measure(reps, ours, [&] { ref(1); }, between);
+  if (threads() == 1) return one;
+  const Pair all = measure(reps, ours, [&] { ref(threads()); }, between);
+  return {std::min(one.ours, all.ours), std::min(one.ref, all.ref)};
+}
+template <class Ours, class Ref>
+Pair measure_best(int reps, Ours&& ours, Ref&& ref) {
+  return measure_best(reps, ours, ref, [] {});
+}
+
+// ---- references: STREAM-style loops over plain arrays ------------------------------
+// Each runs on `nt` threads; callers take the faster of one thread and every core
+// (on a shared 2-core machine a busy sibling core can make the parallel loop slower).
+void ref_copy(const float* x, float* z, std::int64_t n, int nt) {
+#pragma omp parallel for simd schedule(static) num_threads(nt)
+  for (std::int64_t i = 0; i < n; ++i) z[i] = x[i];
+}
+void ref_triad(const float* x, const float* y, float* z, std::int64_t n, int nt) {
+#pragma omp parallel for simd schedule(static) num_threads(nt)
+  for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 3.0f * y[i];
+}
+float ref_read(const float* x, std::int64_t n, int nt) {
+  float s = 0;
+#pragma omp parallel for simd reduction(+ : s) schedule(static) num_threads(nt)
+  for (std::int64_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+
+volatile float g_sink = 0;  // keeps reference results alive
+
+// ---- the table ----------------------------------------------------------------
+struct Row {
+  std::string name, value, ref_name, ref_value, ratio, target, note;
+};
+
+std::string fmt_time(double s) {
+  char b[32];
+  if (s >= 1e-3) std::snprintf(b, sizeof b, "%.2f ms", s * 1e3);
+  else if (s >= 1e-6) std::snprintf(b, sizeof b, "%.1f us", s * 1e6);
+  else std::snprintf(b, sizeof b, "%.0f ns", s * 1e9);
+  return b;
+}
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+void print_rows(const std::vector<Row>& rows) {
+  const std::vector<std::string> head = {"case", "median", "reference", "ref median", "ours/ref", "target", "note"};
+  std::vector<std::size_t> w(head.size());
+  auto cells = [](const Row& r) {
+    return std::vector<std::string>{r.name, r.value, r.ref_name, r.ref_value, r.ratio, r.target, r.note};
+  };
+  for (std::size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+  for (const Row& r : rows) {
+    const auto c = cells(r);
+    for (std::size_t i = 0; i < c.size(); ++i) w[i] = std::max(w[i], c[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& c) {
+    std::string s;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      s += c[i];
+      if (i + 1 < c.size()) s.append(w[i] - c[i].size() + 2, ' ');
+    }
+    std::printf("%s\n", s.c_str());
+  };
+  line(head);
+  for (const Row& r : rows) line(cells(r));
+  std::fflush(stdout);
+}
+
+// A time-ratio row: ours/ref, with a target ratio (lower is better).
+Row ratio_row(std::string name, double ours, std::string ref_name, double ref, double target, std::string note) {
+  Row r{std::move(name), fmt_time(ours), std::move(ref_name), fmt_time(ref), fmt("%.2f", ours / ref),
+        fmt("<= %.2f", target), std::move(note)};
+  if (ours / ref > target) r.note = "BELOW TARGET; " + r.note;
+  return r;
+}
+
+// ---- cases ----------------------------------------------------------------------
+struct Bench {
+  Device dev;
+  bool quick;
+  std::vector<Row> rows;
+
+  int reps(int full) const { return quick ? std::max(3, full / 3) : full; }
+  void sync() const { dev.sync(); }
+
+  void elementwise() {
+    const std::size_t n = quick ? (4u << 20) : (16u << 20);
+    const auto in = static_cast<std::int64_t>(n);
+    const std::string tag = quick ? " 4M" : " 16M";
+    const double gb = static_cast<double>(n) * 4 / 1e9;  // GB per stream
+    std::vector<float> x(n, 1.0f), y(n, 2.0f), z(n, 0.0f);
+    ref_copy(x.data(), z.data(), in, threads());  // first touch
+    auto a = Tensor<1>::full({n}, 1.0f, dev);
+    const auto b = Tensor<1>::full({n}, 2.0f, dev);
+    std::optional<Tensor<1>> c;
+    const int r = reps(11);
+
+    for (const bool is_add : {true, false}) {
+      const std::string op = is_add ? "add" : "mul";
+      auto run_inplace = [&] { a = is_add ? std::move(a) + b : std::move(a) * b; sync(); };
+      auto run_alloc = [&] { c = is_add ? a + b : a * b; sync(); };
+      const Pair ip = measure_best(r, run_inplace, [&](int nt) { ref_triad(x.data(), y.data(), z.data(), in, nt); });
+      rows.push_back(ratio_row(op + " f32" + tag + " in place", ip.ours, "triad z=x+3y", ip.ref, 1.11,
+                               fmt("%.1f GB/s", 3 * gb / ip.ours) + fmt(" vs %.1f", 3 * gb / ip.ref)));
+      const Pair al = measure(r, run_alloc, run_inplace);
+      rows.push_back(ratio_row(op + " f32" + tag + " allocating", al.ours, op + " in place", al.ref, 1.3, ""));
+    }
+    c.reset();
+    a = Tensor<1>::full({n}, 0.5f, dev);
+    {  // exp: in place (restored by log, untimed) and allocating, vs a copy.
+      const Pair ip = measure_best(
+          r, [&] { a = std::move(a).exp(); sync(); }, [&](int nt) { ref_copy(x.data(), z.data(), in, nt); },
+          [&] { a = std::move(a).log(); sync(); });
+      rows.push_back(ratio_row("exp f32" + tag + " in place", ip.ours, "copy z=x", ip.ref, 1.11,
+                               fmt("%.1f GB/s", 2 * gb / ip.ours) + fmt(" vs %.1f", 2 * gb / ip.ref)));
+      const Pair al = measure_best(r, [&] { c = a.exp(); sync(); }, [&](int nt) { ref_copy(x.data(), z.data(), in, nt); });
+      rows.push_back(ratio_row("exp f32" + tag + " allocating", al.ours, "copy z=x", al.ref, 1.3 * 1.11, ""));
+    }
+    c.reset();
+    {  // Reductions vs a plain vectorised read of the same bytes.
+      auto ref = [&](int nt) { g_sink = ref_read(x.data(), in, nt); };
+      const Pair s = measure_best(r, [&] { auto t = b.sum(); sync(); }, ref);
+      rows.push_back(ratio_row("sum f32" + tag, s.ours, "read sum(x)", s.ref, 1.18,
+                               fmt("%.1f GB/s", gb / s.ours) + fmt(" vs %.1f", gb / s.ref)));
+      const Pair m = measure_best(r, [&] { auto t = b.max(); sync(); }, ref);
+      rows.push_back(ratio_row("max f32" + tag, m.ours, "read sum(x)", m.ref, 1.18,
+                               fmt("%.1f GB/s", gb / m.ours) + fmt(" vs %.1f", gb / m.ref)));
+    }
+  }
+
+  void transpose() {
+    const std::size_t n = quick ? 2048 : 4096;
+    const std::string tag = quick ? " 2048^2" : " 4096^2";
+    const auto in = static_cast<std::int64_t>(n * n);
+    std::vector<float> x(n * n, 1.0f), z(n * n, 0.0f);
+    ref_copy(x.data(), z.data(), in, threads());
+    const auto a = Tensor<2>::full({n, n}, 1.0f, dev);
+    std::optional<Tensor<1>> c;
+    const std::array<std::int64_t, 1> flat{in};
+    const Pair p = measure_best(reps(7), [&] { c = a.transpose().reshape(flat); sync(); },
+                                [&](int nt) { ref_copy(x.data(), z.data(), in, nt); });
+    Row row = ratio_row("transpose->contiguous f32" + tag, p.ours, "copy of the same bytes", p.ref, 10e-3 / p.ref, "");
+    row.target = quick ? "(10 ms at 4096^2)" : "<= 10 ms";
+    if (!quick && p.ours > 10e-3) row.note = "BELOW TARGET";
+    else row.note.clear();
+    rows.push_back(row);
+    // Summing a transposed (or flipped) view that covers its buffer reads it directly.
+    const double gb = static_cast<double>(in) * 4 / 1e9;
+    const Pair s = measure_best(reps(7), [&] { auto t = a.transpose().sum(); sync(); },
+                                [&](int nt) { g_sink = ref_read(x.data(), in, nt); });
+    rows.push_back(ratio_row("sum of a transposed view" + tag, s.ours, "read sum(x)", s.ref, 1.18,
+                             fmt("%.1f GB/s", gb / s.ours)));
+  }
+
+  void overhead() {
+    const auto a = Tensor<1>::full({4}, 1.0f, dev), b = Tensor<1>::full({4}, 2.0f, dev);
+    const int iters = quick ? 20000 : 200000;
+    std::optional<Tensor<1>> c;
+    // Reference: the least an allocating op can do, a heap block and four adds.
+    std::vector<float> xa(4, 1.0f), xb(4, 2.0f);
+    auto ours = [&] {
+      for (int i = 0; i < iters; ++i) c = a + b;
+    };
+    auto ref = [&] {
+      for (int i = 0; i < iters; ++i) {
+        auto* o = new float[4];
+        for (int j = 0; j < 4; ++j) o[j] = xa[j] + xb[j];
+        g_sink = o[3];
+        delete[] o;
+      }
+    };
+    const Pair p = measure(reps(9), ours, ref);
+    sync();
+    const double per = p.ours / iters, per_ref = p.ref / iters;
+    Row row{"per-op overhead: a + b, two [4] f32", fmt_time(per), "new float[4] + 4 adds", fmt_time(per_ref),
+            fmt("%.1f", per / per_ref), "<= 100 ns", per > 100e-9 ? "BELOW TARGET" : ""};
+    rows.push_back(row);
+  }
+
+  void matmul() {
+    std::vector<std::size_t> sizes = {64, 128, 256, 512, 1024, 2048};
+    if (quick) sizes = {64, 256};
+    for (const std::size_t n : sizes) {
+      const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+      const int r = reps(n <= 256 ? 21 : n <= 1024 ? 9 : 5);
+      const auto a = Tensor<2>::full({n, n}, 0.5f, dev), b = Tensor<2>::full({n, n}, 0.25f, dev);
+      std::optional<Tensor<2>> c;
+      auto ours = [&] { c = a.matmul(b); sync(); };
+#if TENSOR_BENCH_HAVE_BLIS
+      // Reference: the faster of a direct bli_sgemm on one thread and on every core.
+      std::vector<float> x(n * n, 0.5f), y(n * n, 0.25f), z(n * n);
+      float one = 1, zero = 0;
+      const auto dn = static_cast<dim_t>(n);
+      auto direct = [&](int nt) {
+        rntm_t rntm = BLIS_RNTM_INITIALIZER;
+        bli_rntm_set_num_threads(nt, &rntm);
+        bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dn, dn, dn, &one, x.data(), dn, 1, y.data(), dn, 1, &zero,
+                     z.data(), dn, 1, nullptr, &rntm);
+      };
+      const Pair p1 = measure(r, ours, [&] { direct(1); });
+      const Pair pn = threads() > 1 ? measure(r, ours, [&] { direct(threads()); }) : p1;
+      const double ref = std::min(p1.ref, pn.ref);
+      const double mine = std::min(p1.ours, pn.ours);
+      rows.push_back(ratio_row("matmul f32 n=" + std::to_string(n), mine,
+                               std::string("bli_sgemm (") + (p1.ref <= pn.ref ? "1 thread" : "all threads") + ")", ref,
+                               1.0 / 0.95, fmt("%.1f GFLOP/s", flop / mine / 1e9) + fmt(" vs %.1f", flop / ref / 1e9)));
+#else
+      const Pair p = measure(r, ours, [] {});
+      rows.push_back(Row{"matmul f32 n=" + std::to_string(n), fmt_time(p.ours), "(no BLIS)", "", "", "",
+                         fmt("%.1f GFLOP/s", flop / p.ours / 1e9)});
+#endif
+    }
+  }
+};
+
+}  // namespace
+
+bool parse_args(int argc, const char* const* argv, Options& opt) {
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--device" && i + 1 < argc) {
+      opt.device = argv[++i];
+    } else if (a.rfind("--device=", 0) == 0) {
+      opt.device = a.substr(9);
+    } else if (a == "--quick") {
+      opt.quick = true;
+    } else {
+      std::fprintf(stderr, "bench: unknown argument '%s'; expected [--device D] [--quick]\n", a.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+int run(const Options& opt) {
+  Device dev;
+  try {
+    dev = Device::parse(opt.device);
+  } catch (const tensor::Error& e) {
+    std::fprintf(stderr, "bench: %s\n", e.what());
+    return 2;
+  }
+  const auto t0 = Clock::now();
+  std::printf("libtensor bench on %s (%s), %d OpenMP threads; medians, references measured in the same run%s\n",
+              dev.to_string().c_str(), dev.backend_name().c_str(), threads(), opt.quick ? " (quick)" : "");
+  std::fflush(stdout);
+  Bench b{dev, opt.quick, {}};
+  b.overhead();
+  b.elementwise();
+  b.transpose();
+  b.matmul();
+  print_rows(b.rows);
+  std::printf("total %.1f s\n", seconds_of(t0));
+  return 0;
+}
+
+}  // namespace tensor_bench
