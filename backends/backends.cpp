@@ -14,7 +14,7 @@ void install_builtin_backends(Registry& registry) {
 #if TENSOR_HAVE_VULKAN
   vulkan::install_vulkan_backend(registry);
 #else
-  registry.note_absent("vulkan", "not compiled in (configure found no Vulkan loader or glslc)");
+  registry.note_absent("vulkan", "not compiled in (Vulkan disabled at configure time, or no Vulkan headers or glslc)");
 #endif
 }
 

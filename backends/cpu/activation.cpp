@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.hpp"
@@ -100,10 +101,11 @@ Prim hard_sigmoid_entry(Prim a, Scalar alpha, Scalar beta) {
 enum class Soft { Max, LogMax, Min };
 
 // One lane of n values (already gathered, contiguous, in compute precision) into
-// `out` (element stride os bytes). The max propagates NaN, so a lane with a NaN is
-// all NaN, as the default composition gives.
+// `out` (element stride os bytes); `e` is scratch of n values. The max propagates
+// NaN, so a lane with a NaN is all NaN, as the default composition gives. exp runs
+// once per element, through the Highway kernel.
 template <Soft kS, class T, class C>
-void soft_lane(C* x, std::size_t n, std::byte* out, std::int64_t os) {
+void soft_lane(C* x, C* e, std::size_t n, std::byte* out, std::int64_t os) {
   if constexpr (kS == Soft::Min)
     for (std::size_t j = 0; j < n; ++j) x[j] = -x[j];
   C mx = -std::numeric_limits<C>::infinity();
@@ -111,17 +113,16 @@ void soft_lane(C* x, std::size_t n, std::byte* out, std::int64_t os) {
     if (std::isnan(x[j]) || x[j] > mx) mx = x[j];
     if (std::isnan(mx)) break;
   }
+  for (std::size_t j = 0; j < n; ++j) x[j] -= mx;
+  unary_simd(simd::UnOp::Exp, e, x, n);
   double sum = 0;  // in double: long lanes of small terms keep their precision
-  for (std::size_t j = 0; j < n; ++j) {
-    x[j] -= mx;
-    sum += static_cast<double>(std::exp(x[j]));
-  }
+  for (std::size_t j = 0; j < n; ++j) sum += static_cast<double>(e[j]);
   if constexpr (kS == Soft::LogMax) {
     const C lse = static_cast<C>(std::log(sum));
     for (std::size_t j = 0; j < n; ++j, out += os) *at<T>(out) = st<T>(x[j] - lse);
   } else {
     const C inv = static_cast<C>(1.0 / sum);
-    for (std::size_t j = 0; j < n; ++j, out += os) *at<T>(out) = st<T>(std::exp(x[j]) * inv);
+    for (std::size_t j = 0; j < n; ++j, out += os) *at<T>(out) = st<T>(e[j] * inv);
   }
 }
 
@@ -129,10 +130,25 @@ template <Soft kS>
 Prim soft_entry(Prim pa, std::size_t dim) {
   const CpuRef a = as_cpu(std::move(pa));
   const Shape& shape = a->shape();
-  CpuRef out = alloc_tensor(a->dtype(), shape);
   const std::size_t n = shape[dim];
   Shape lines = shape;
   lines[dim] = 1;
+  const std::size_t last = shape.rank() - 1;
+  if (dim != last && a->stride(dim) != 1 && a->stride(dim) != -1 && lines.num_elements() > 1 && n > 1) {
+    // Lanes far apart in memory: swap `dim` with the last dim through the blocked
+    // transposing copy, run contiguous lanes, and transpose the result back.
+    Shape ss = shape;
+    Layout sl = a->layout();
+    std::swap(ss[dim], ss[last]);
+    std::swap(sl.strides[dim], sl.strides[last]);
+    const CpuRef r = as_cpu(soft_entry<kS>(to_contiguous(make_view(a, ss, sl)), last));
+    CpuRef out = alloc_tensor(a->dtype(), shape);
+    Layout ol = contiguous_layout(shape);
+    std::swap(ol.strides[dim], ol.strides[last]);
+    copy_strided_to(*r, out->data(), ol.strides.data());
+    return out;
+  }
+  CpuRef out = alloc_tensor(a->dtype(), shape);
   if (shape.num_elements() == 0) return out;
   dispatch::visit_dtype(a->dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -141,12 +157,12 @@ Prim soft_entry(Prim pa, std::size_t dim) {
       const auto e = static_cast<std::int64_t>(sizeof(T));
       const auto plan = make_plan<2>(lines, {out->layout().strides.data(), a->layout().strides.data()}, {sizeof(T), sizeof(T)});
       const std::int64_t os = out->stride(dim) * e, xs = a->stride(dim) * e;
-      std::vector<C> lane(n);
+      std::vector<C> lane(n), scratch(n);
       for_each_row(plan, {out->data(), a->data()}, [&](std::array<std::byte*, 2> p, std::size_t m, std::array<std::int64_t, 2> s) {
         for (std::size_t r = 0; r < m; ++r, p[0] += s[0], p[1] += s[1]) {
           const std::byte* x = p[1];
           for (std::size_t j = 0; j < n; ++j, x += xs) lane[j] = ld(*at<T>(x));
-          soft_lane<kS, T>(lane.data(), n, p[0], os);
+          soft_lane<kS, T>(lane.data(), scratch.data(), n, p[0], os);
         }
       });
     } else {

@@ -117,17 +117,27 @@ Prim gather_entry(Prim pa, std::size_t dim, Prim pi) {
     using I = decltype(itag);
     visit_width(e, [&](auto wtag) {
       using W = decltype(wtag);
-      for_each_row(plan, {out->data(), idx->data(), a->data()},
-                   [&](std::array<std::byte*, 3> p, std::size_t n, std::array<std::int64_t, 3> s) {
-                     for (std::size_t r = 0; r < n; ++r, p[0] += s[0], p[1] += s[1], p[2] += s[2]) {
-                       std::byte* o = p[0];
-                       const std::byte* x = p[1];
-                       for (std::size_t j = 0; j < m; ++j, o += os, x += is) {
-                         const auto k = static_cast<std::int64_t>(*at<I>(x));
-                         std::memcpy(o, p[2] + k * as, sizeof(W));
+      if (out->stride(dim) == 1 || lines.num_elements() == 1) {  // lanes are contiguous: one lane at a time
+        for_each_row(plan, {out->data(), idx->data(), a->data()},
+                     [&](std::array<std::byte*, 3> p, std::size_t n, std::array<std::int64_t, 3> s) {
+                       for (std::size_t r = 0; r < n; ++r, p[0] += s[0], p[1] += s[1], p[2] += s[2]) {
+                         std::byte* o = p[0];
+                         const std::byte* x = p[1];
+                         for (std::size_t j = 0; j < m; ++j, o += os, x += is) {
+                           const auto k = static_cast<std::int64_t>(*at<I>(x));
+                           std::memcpy(o, p[2] + k * as, sizeof(W));
+                         }
                        }
-                     }
-                   });
+                     });
+        return;
+      }
+      // Otherwise one slice (fixed position along dim) at a time, so rows run along memory.
+      for (std::size_t j = 0; j < m; ++j)
+        for_each_row(plan, {out->data() + static_cast<std::int64_t>(j) * os, idx->data() + static_cast<std::int64_t>(j) * is, a->data()},
+                     [&](std::array<std::byte*, 3> p, std::size_t n, std::array<std::int64_t, 3> s) {
+                       for (std::size_t r = 0; r < n; ++r, p[0] += s[0], p[1] += s[1], p[2] += s[2])
+                         std::memcpy(p[0], p[2] + static_cast<std::int64_t>(*at<I>(p[1])) * as, sizeof(W));
+                     });
     });
   });
   return out;
@@ -158,6 +168,21 @@ Prim select_entry(Prim pa, std::size_t dim, Prim pi) {
   const auto plan = make_plan<2>(with_dim(a->shape(), dim, 1), {out->layout().strides.data(), a->layout().strides.data()},
                                  {e, e});
   const auto se = static_cast<std::int64_t>(e);
+  if (out->stride(dim) == 1 && out->shape().num_elements() > ks.size()) {
+    // Selecting along the innermost dim: gather each output row, rather than copying
+    // one strided column per index.
+    const std::int64_t as = a->stride(dim) * se;
+    visit_width(e, [&](auto wtag) {
+      using W = decltype(wtag);
+      for_each_row(plan, {out->data(), a->data()}, [&](std::array<std::byte*, 2> p, std::size_t n, std::array<std::int64_t, 2> s) {
+        for (std::size_t r = 0; r < n; ++r, p[0] += s[0], p[1] += s[1]) {
+          W* o = at<W>(p[0]);
+          for (std::size_t k = 0; k < ks.size(); ++k) std::memcpy(o + k, p[1] + static_cast<std::int64_t>(ks[k]) * as, sizeof(W));
+        }
+      });
+    });
+    return out;
+  }
   for (std::size_t k = 0; k < ks.size(); ++k)
     copy_block(plan, out->data() + static_cast<std::int64_t>(k) * out->stride(dim) * se,
                a->data() + static_cast<std::int64_t>(ks[k]) * a->stride(dim) * se, e);
@@ -241,6 +266,7 @@ Prim scatter_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim pv, Up
   const Shape& shape = idx->shape();
   const std::size_t m = shape[dim];
   const std::size_t e = out->elem_size(), ie = idx->elem_size();
+  const std::size_t lanes = with_dim(shape, dim, 1).num_elements();
   const auto plan = make_plan<3>(with_dim(shape, dim, 1),
                                  {out->layout().strides.data(), idx->layout().strides.data(), v->layout().strides.data()},
                                  {e, ie, e});
@@ -252,17 +278,30 @@ Prim scatter_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim pv, Up
     constexpr Upd kU = decltype(ut)::value;
     visit_index(idx->dtype(), op, [&](auto itag) {
       using I = decltype(itag);
-      for_each_row(plan, {out->data(), idx->data(), v->data()},
-                   [&](std::array<std::byte*, 3> p, std::size_t n, std::array<std::int64_t, 3> s) {
-                     for (std::size_t r = 0; r < n; ++r, p[0] += s[0], p[1] += s[1], p[2] += s[2]) {
-                       const std::byte* x = p[1];
-                       const std::byte* y = p[2];
-                       for (std::size_t j = 0; j < m; ++j, x += is, y += vs) {
-                         T* o = at<T>(p[0] + static_cast<std::int64_t>(*at<I>(x)) * os);
-                         *o = st<T>(apply<kU>(ld(*o), ld(*at<T>(y))));
+      if (idx->stride(dim) == 1 || idx->stride(dim) == -1 || lanes == 1) {  // one lane at a time
+        for_each_row(plan, {out->data(), idx->data(), v->data()},
+                     [&](std::array<std::byte*, 3> p, std::size_t n, std::array<std::int64_t, 3> s) {
+                       for (std::size_t r = 0; r < n; ++r, p[0] += s[0], p[1] += s[1], p[2] += s[2]) {
+                         const std::byte* x = p[1];
+                         const std::byte* y = p[2];
+                         for (std::size_t j = 0; j < m; ++j, x += is, y += vs) {
+                           T* o = at<T>(p[0] + static_cast<std::int64_t>(*at<I>(x)) * os);
+                           *o = st<T>(apply<kU>(ld(*o), ld(*at<T>(y))));
+                         }
                        }
-                     }
-                   });
+                     });
+        return;
+      }
+      // One slice along dim at a time (rows run along memory); within each lane the
+      // updates still happen in order along dim.
+      for (std::size_t j = 0; j < m; ++j)
+        for_each_row(plan, {out->data(), idx->data() + static_cast<std::int64_t>(j) * is, v->data() + static_cast<std::int64_t>(j) * vs},
+                     [&](std::array<std::byte*, 3> p, std::size_t n, std::array<std::int64_t, 3> s) {
+                       for (std::size_t r = 0; r < n; ++r, p[0] += s[0], p[1] += s[1], p[2] += s[2]) {
+                         T* o = at<T>(p[0] + static_cast<std::int64_t>(*at<I>(p[1])) * os);
+                         *o = st<T>(apply<kU>(ld(*o), ld(*at<T>(p[2]))));
+                       }
+                     });
     });
   });
   return out;

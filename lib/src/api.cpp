@@ -20,10 +20,12 @@ Primitive* prim_of(const Handle& h) {
   return p;
 }
 
-DispatchTensor take(Handle& h) {
+// Never throws: every handle argument is owned by a DispatchTensor before anything
+// can fail, so an error in one argument cannot leak another. An empty (moved-from)
+// handle becomes an empty DispatchTensor, which every forwarder rejects by name.
+DispatchTensor take(Handle& h) noexcept {
   DispatchTensor t;
   t.prim = prim_of(h);
-  if (!t.prim) throw Error("[tensor] use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
   std::memcpy(&t.device, h.bytes + 8, sizeof t.device);
   t.kind = static_cast<Kind>(h.bytes[12]);
   h = Handle{};

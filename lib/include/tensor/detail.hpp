@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <utility>
@@ -57,10 +58,11 @@ enum class Kind : std::uint8_t { Float, Int, Bool, QFloat };
 // Moving is a bit copy that empties the source; copying goes through retain().
 struct Handle {
   alignas(8) unsigned char bytes[16] = {};
+  // The first word is the primitive pointer: null means no tensor.
   bool empty() const {
-    for (unsigned char b : bytes)
-      if (b != 0) return false;
-    return true;
+    std::uint64_t w;
+    std::memcpy(&w, bytes, sizeof w);
+    return w == 0;
   }
 };
 

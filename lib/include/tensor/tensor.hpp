@@ -379,9 +379,8 @@ class Tensor {
   template <std::size_t, TensorKind> friend class Tensor;
   template <std::size_t D2, class K2> friend detail::Handle detail::copy(const Tensor<D2, K2>& t);
 
-  void reset() noexcept {
-    if (!h_.empty()) detail::release(h_);
-  }
+  // release() accepts an empty handle; one call is less code per temporary than a test and a call.
+  void reset() noexcept { detail::release(h_); }
   static void throw_rank(const char* op, const Shape& s) {
     throw ShapeError(std::string("[") + op + "] rank mismatch; expected rank " + std::to_string(D) + "; got shape " +
                      s.to_string());
