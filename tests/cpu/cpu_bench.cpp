@@ -8,14 +8,7 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "cpu_test_util.hpp"
 
-#if TENSOR_HAVE_BLIS
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wpedantic"
-#pragma GCC diagnostic ignored "-Wtype-limits"
-#include <blis.h>
-#pragma GCC diagnostic pop
-#endif
+#include "backends/cpu/blis.hpp"
 
 using namespace tensor;
 using namespace tensor::cpu;
