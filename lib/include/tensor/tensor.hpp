@@ -25,15 +25,15 @@
 namespace tensor {
 
 // Tensor kinds.
-struct Float { static constexpr detail::Kind kKind = detail::Kind::Float; };
-struct Int { static constexpr detail::Kind kKind = detail::Kind::Int; };
-struct Bool { static constexpr detail::Kind kKind = detail::Kind::Bool; };
+struct TENSOR_API Float { static constexpr detail::Kind kKind = detail::Kind::Float; };
+struct TENSOR_API Int { static constexpr detail::Kind kKind = detail::Kind::Int; };
+struct TENSOR_API Bool { static constexpr detail::Kind kKind = detail::Kind::Bool; };
 
 template <class K> concept TensorKind = std::is_same_v<K, Float> || std::is_same_v<K, Int> || std::is_same_v<K, Bool>;
 template <class K> concept Numeric = std::is_same_v<K, Float> || std::is_same_v<K, Int>;
 
 template <std::size_t D, TensorKind K = Float>
-class Tensor;
+class TENSOR_API Tensor;
 
 namespace detail {
 template <std::size_t D, class K> Tensor<D, K> adopt(Handle h);
@@ -42,10 +42,12 @@ template <std::size_t D, class K> Handle copy(const Tensor<D, K>& t);
 }  // namespace detail
 
 // Defines a const& and an && overload of a method: the && one passes the handle
-// on, so a uniquely owned buffer can be reused.
-#define TENSOR_METHOD_REQ(req, R, name, params, call)                                      \
-  R name params const& requires(req) { Handle self = detail::retain(h_); return R(call); } \
-  R name params&& requires(req) { Handle self = std::exchange(h_, Handle{}); return R(call); }
+// on, so a uniquely owned buffer can be reused. Methods are compiled once, in
+// libtensor.so (see the extern templates at the end): noinline keeps user
+// translation units from compiling their bodies again (SPEC §8, compile time).
+#define TENSOR_METHOD_REQ(req, R, name, params, call)                                                     \
+  [[gnu::noinline]] R name params const& requires(req) { Handle self = detail::retain(h_); return R(call); } \
+  [[gnu::noinline]] R name params&& requires(req) { Handle self = std::exchange(h_, Handle{}); return R(call); }
 #define TENSOR_METHOD(...) TENSOR_METHOD_REQ(true, __VA_ARGS__)
 #define TENSOR_NUM_METHOD(...) TENSOR_METHOD_REQ(!kIsBool, __VA_ARGS__)
 #define TENSOR_FLOAT_METHOD(...) TENSOR_METHOD_REQ(kIsFloat, __VA_ARGS__)
@@ -53,7 +55,7 @@ template <std::size_t D, class K> Handle copy(const Tensor<D, K>& t);
 #define TENSOR_BOOL_METHOD(...) TENSOR_METHOD_REQ(kIsBool, __VA_ARGS__)
 
 template <std::size_t D, TensorKind K>
-class Tensor {
+class TENSOR_API Tensor {
   static_assert(D >= 1 && D <= kMaxRank, "Tensor rank must be between 1 and kMaxRank");
   using Handle = detail::Handle;
   static constexpr bool kIsFloat = std::is_same_v<K, Float>;
@@ -304,7 +306,7 @@ class Tensor {
     static_assert(D2 >= D, "expand cannot lower the rank");
     return Tensor<D2, K>(detail::reshape(OpCode::expand, detail::retain(h_), dims));
   }
-  Tensor<D + 1, K> unsqueeze_dim(std::int64_t dim) const {
+  Tensor<D + 1, K> unsqueeze_dim(std::int64_t dim) const requires(D < kMaxRank) {
     Shape s = shape();
     const auto r = static_cast<std::int64_t>(D + 1);
     const std::int64_t d = dim < 0 ? dim + r : dim;
@@ -330,7 +332,7 @@ class Tensor {
                 narrow_(std::move(self), dim, start, length))
   TENSOR_METHOD(Tensor, repeat_dim, (std::int64_t d, std::size_t times), detail::repeat_dim(std::move(self), d, times))
   // Windows of `size` every `step` along `dim`, as a new last dim.
-  Tensor<D + 1, K> unfold(std::int64_t dim, std::size_t size, std::size_t step) const {
+  Tensor<D + 1, K> unfold(std::int64_t dim, std::size_t size, std::size_t step) const requires(D < kMaxRank) {
     return Tensor<D + 1, K>(detail::unfold(detail::retain(h_), dim, size, step));
   }
 
@@ -357,20 +359,30 @@ class Tensor {
   Tensor<2, Int> argwhere() const requires kIsBool { return Tensor<2, Int>(detail::argwhere(detail::retain(h_))); }
 
   // ---- operators ----
-  friend Tensor operator+(Tensor a, const Tensor& b) { return std::move(a).add(b); }
-  friend Tensor operator-(Tensor a, const Tensor& b) { return std::move(a).sub(b); }
-  friend Tensor operator*(Tensor a, const Tensor& b) { return std::move(a).mul(b); }
-  friend Tensor operator/(Tensor a, const Tensor& b) { return std::move(a).div(b); }
-  friend Tensor operator%(Tensor a, const Tensor& b) { return std::move(a).remainder(b); }
-  friend Tensor operator+(Tensor a, Scalar s) { return std::move(a).add_scalar(s); }
-  friend Tensor operator-(Tensor a, Scalar s) { return std::move(a).sub_scalar(s); }
-  friend Tensor operator*(Tensor a, Scalar s) { return std::move(a).mul_scalar(s); }
-  friend Tensor operator/(Tensor a, Scalar s) { return std::move(a).div_scalar(s); }
-  friend Tensor operator%(Tensor a, Scalar s) { return std::move(a).remainder_scalar(s); }
-  friend Tensor operator+(Scalar s, Tensor a) { return std::move(a).add_scalar(s); }
-  friend Tensor operator*(Scalar s, Tensor a) { return std::move(a).mul_scalar(s); }
-  friend Tensor operator-(Scalar s, Tensor a) { return std::move(a).neg().add_scalar(s); }
-  friend Tensor operator-(Tensor a) { return std::move(a).neg(); }
+  // Each operator has a const& and an && form (no by-value parameter: fewer
+  // temporaries in user code); the && form lets the backend reuse the buffer.
+#define TENSOR_OPERATOR(sym, method, Rhs)                                             \
+  friend Tensor operator sym(const Tensor& a, Rhs b) { return a.method(b); }          \
+  friend Tensor operator sym(Tensor&& a, Rhs b) { return std::move(a).method(b); }
+  TENSOR_OPERATOR(+, add, const Tensor&)
+  TENSOR_OPERATOR(-, sub, const Tensor&)
+  TENSOR_OPERATOR(*, mul, const Tensor&)
+  TENSOR_OPERATOR(/, div, const Tensor&)
+  TENSOR_OPERATOR(%, remainder, const Tensor&)
+  TENSOR_OPERATOR(+, add_scalar, Scalar)
+  TENSOR_OPERATOR(-, sub_scalar, Scalar)
+  TENSOR_OPERATOR(*, mul_scalar, Scalar)
+  TENSOR_OPERATOR(/, div_scalar, Scalar)
+  TENSOR_OPERATOR(%, remainder_scalar, Scalar)
+#undef TENSOR_OPERATOR
+  friend Tensor operator+(Scalar s, const Tensor& a) { return a.add_scalar(s); }
+  friend Tensor operator+(Scalar s, Tensor&& a) { return std::move(a).add_scalar(s); }
+  friend Tensor operator*(Scalar s, const Tensor& a) { return a.mul_scalar(s); }
+  friend Tensor operator*(Scalar s, Tensor&& a) { return std::move(a).mul_scalar(s); }
+  friend Tensor operator-(Scalar s, const Tensor& a) { return a.neg().add_scalar(s); }
+  friend Tensor operator-(Scalar s, Tensor&& a) { return std::move(a).neg().add_scalar(s); }
+  friend Tensor operator-(const Tensor& a) { return a.neg(); }
+  friend Tensor operator-(Tensor&& a) { return std::move(a).neg(); }
 
   // The handle, for code that works below the typed API (tools, tests).
   const Handle& handle() const { return h_; }
@@ -427,6 +439,16 @@ namespace detail {
 template <std::size_t D, class K>
 Handle copy(const Tensor<D, K>& t) { return retain(t.h_); }
 }  // namespace detail
+
+// Ranks 1-4 of every kind are instantiated once, in libtensor.so
+// (lib/src/tensor_instances.cpp); user code calls those members instead of
+// compiling its own copies. Higher ranks are instantiated where used: declaring
+// them here too would cost every user file more than they save.
+#define TENSOR_INSTANCES(X) \
+  X class Tensor<1, Float>; X class Tensor<2, Float>; X class Tensor<3, Float>; X class Tensor<4, Float>; \
+  X class Tensor<1, Int>; X class Tensor<2, Int>; X class Tensor<3, Int>; X class Tensor<4, Int>;         \
+  X class Tensor<1, Bool>; X class Tensor<2, Bool>; X class Tensor<3, Bool>; X class Tensor<4, Bool>;
+TENSOR_INSTANCES(extern template)
 
 // Concatenates tensors of one rank along `dim` (empty tensors are skipped).
 template <std::size_t D, TensorKind K>
