@@ -207,6 +207,33 @@ DispatchTensor cast(OpCode op, DispatchTensor a, DType dtype) {
 
 // ---- elementwise -------------------------------------------------------------------
 
+namespace {
+
+__extension__ typedef __int128 Wide;  // holds every i64 and u64 value
+
+// An integer scalar against an int tensor: where it lies relative to the dtype's
+// range (-1 below, 0 inside, +1 above) and the nearest value inside the range.
+// Clamp bounds and comparands are compared as numbers, so they must not wrap into
+// the dtype as an arithmetic scalar does (u8 clamp(-5, 300) is clamp(0, 255)).
+struct FittedScalar {
+  int side = 0;
+  Scalar value;
+};
+FittedScalar fit_to_int_dtype(Scalar s, DType t) {
+  if (!is_int(t) || (s.kind() != Scalar::Kind::Int && s.kind() != Scalar::Kind::UInt)) return {0, s};
+  const Wide v = s.kind() == Scalar::Kind::Int ? Wide{s.to_int64()} : Wide{s.to_uint64()};
+  const unsigned bits = static_cast<unsigned>(dtype_size(t) * 8);
+  const bool un = is_unsigned_int(t);
+  const Wide lo = un ? 0 : -(Wide{1} << (bits - 1));
+  const Wide hi = un ? (Wide{1} << bits) - 1 : (Wide{1} << (bits - 1)) - 1;
+  auto as_scalar = [&](Wide w) { return un ? Scalar(static_cast<std::uint64_t>(w)) : Scalar(static_cast<std::int64_t>(w)); };
+  if (v < lo) return {-1, as_scalar(lo)};
+  if (v > hi) return {1, as_scalar(hi)};
+  return {0, s};
+}
+
+}  // namespace
+
 DispatchTensor unary(OpCode op, DispatchTensor a) {
   check_first(op, a);
   if (op == OpCode::transpose && a.shape().rank() < 2) return a;  // nothing to swap
@@ -224,6 +251,7 @@ DispatchTensor binary(OpCode op, DispatchTensor a, DispatchTensor b) {
 
 DispatchTensor scalar(OpCode op, DispatchTensor a, Scalar s) {
   check_first(op, a);
+  if (op == OpCode::clamp_min || op == OpCode::clamp_max) s = fit_to_int_dtype(s, a.dtype()).value;
   const Kind k = a.kind;
   return {entry<Family::Scalar>(op, a.device)(a.take(), s), k};
 }
@@ -232,6 +260,8 @@ DispatchTensor clamp(OpCode op, DispatchTensor a, Scalar lo, Scalar hi) {
   check_first(op, a);
   if (op == OpCode::clamp && lo.to_double() > hi.to_double())
     throw IndexError(fmt::format("[clamp] bounds reversed; expected min <= max; got {} and {}", lo.to_double(), hi.to_double()));
+  lo = fit_to_int_dtype(lo, a.dtype()).value;
+  hi = fit_to_int_dtype(hi, a.dtype()).value;
   const Kind k = a.kind;
   return {entry<Family::Clamp>(op, a.device)(a.take(), lo, hi), k};
 }
@@ -246,6 +276,17 @@ DispatchTensor compare(OpCode op, DispatchTensor a, DispatchTensor b) {
 
 DispatchTensor compare_scalar(OpCode op, DispatchTensor a, Scalar s) {
   check_first(op, a);
+  // An integer comparand outside the dtype's range: the same answer from an
+  // in-range comparison (below the range: x < s and x == s are false, x > s true).
+  if (const FittedScalar f = fit_to_int_dtype(s, a.dtype()); f.side != 0) {
+    const bool below = f.side < 0;
+    const bool is_true = op == OpCode::not_equal_elem || (below ? op == OpCode::greater_elem || op == OpCode::greater_equal_elem
+                                                                 : op == OpCode::lower_elem || op == OpCode::lower_equal_elem);
+    // x >= min and x <= max always hold; x < min and x > max never do.
+    op = below ? (is_true ? OpCode::greater_equal_elem : OpCode::lower_elem)
+               : (is_true ? OpCode::lower_equal_elem : OpCode::greater_elem);
+    s = f.value;
+  }
   const DeviceId d = a.device;
   return {entry<Family::CompareScalar>(op, d)(a.take(), s, bool_out(d)), Kind::Bool};
 }

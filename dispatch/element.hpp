@@ -3,6 +3,7 @@
 // NaN -> 0, wrapping int->int), so no conversion is undefined behaviour.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -33,6 +34,18 @@ template <class T> inline T store_elem(compute_t<T> v) {
   if constexpr (kIsHalf<T>) return T(v); else return v;
 }
 
+// double -> float rounded to odd: an inexact result is truncated toward zero and
+// gets its last bit set. Rounding that float to f16 or bf16 (at least 2 fewer
+// significand bits) then gives the correctly rounded result of the double, which
+// rounding to nearest float first would not (1 + 2^-11 + 2^-40 would tie to 1).
+inline float round_to_odd_float(double d) {
+  float f = static_cast<float>(d);
+  if (std::isnan(d) || static_cast<double>(f) == d) return f;
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) --bits;  // rounded away from zero: step back
+  return std::bit_cast<float>(bits | 1u);
+}
+
 // Converts one value with Rust `as` semantics. Bool targets mean "nonzero".
 template <class To, class From>
 inline To convert_value(From from) {
@@ -46,9 +59,7 @@ inline To convert_value(From from) {
     return convert_value<To>(static_cast<float>(from));
   } else if constexpr (kIsHalf<To>) {
     if constexpr (std::is_same_v<From, double>) {
-      // Double rounding through float can differ in the last bit only for values
-      // exactly halfway in f16 after float rounding; acceptable for storage types.
-      return To(static_cast<float>(from));
+      return To(round_to_odd_float(from));  // no double rounding through float
     } else {
       return To(static_cast<float>(from));
     }

@@ -265,6 +265,19 @@ INSTANTIATE_TEST_SUITE_P(AllPairs, Cast, ::testing::ValuesIn(cast_pairs()),
                            return clean(name(p.param.first)) + "_to_" + clean(name(p.param.second));
                          });
 
+// f64 -> f16/bf16 rounds the double once (to nearest, ties to even); going through
+// the nearest float first would drop the 2^-40 and turn these into ties that round down.
+TEST(Cast, F64ToHalfRoundsOnce) {
+  const double t40 = std::ldexp(1.0, -40);
+  Host h{{4}, DType::F64, {1 + std::ldexp(1.0, -11) + t40, -(1 + std::ldexp(1.0, -11) + t40),
+                           1 + std::ldexp(1.0, -8) + t40, 1 + std::ldexp(1.0, -11) - t40}, {}};
+  const auto x = make<1, Float>(h);
+  // f16 keeps 10 fraction bits: 1 + 2^-11 + 2^-40 is above the midpoint of 1 and 1 + 2^-10.
+  EXPECT_EQ(read(x.cast(DType::F16)).f, (std::vector<double>{1.0009765625, -1.0009765625, 1.00390625, 1.0}));
+  // bf16 keeps 7: 1 + 2^-8 + 2^-40 is above the midpoint of 1 and 1 + 2^-7.
+  EXPECT_EQ(read(x.cast(DType::BF16)).f, (std::vector<double>{1.0, -1.0, 1.0078125, 1.0}));
+}
+
 // ---- clamp, relu --------------------------------------------------------------------
 
 TEST(Clamp, FloatAndIntAcrossDTypes) {
@@ -286,6 +299,44 @@ TEST(Clamp, FloatAndIntAcrossDTypes) {
   }
   Host h{{2}, DType::F32, {1, 2}, {}};
   EXPECT_THROWS(IndexError, (make<1, Float>(h).clamp(2.0, 1.0)), "clamp", "2", "1");
+}
+
+// Integer bounds and comparands outside the dtype's range act as numbers: they never
+// wrap into the dtype (u8: -5 is not 251; i8: 1000 is not -24).
+TEST(Clamp, OutOfRangeIntBoundsSaturate) {
+  for (DType t : {DType::U64, DType::U32, DType::U16, DType::U8}) {
+    const auto x = make<1, Int>(Host{{4}, t, {}, {0, 2, 9, 200}});
+    EXPECT_EQ(read(x.clamp(-5, 10)).i, (std::vector<std::int64_t>{0, 2, 9, 10})) << name(t);
+    EXPECT_EQ(read(x.clamp_min(-5)).i, (std::vector<std::int64_t>{0, 2, 9, 200})) << name(t);
+    EXPECT_EQ(read(x.clamp_max(-5)).i, (std::vector<std::int64_t>{0, 0, 0, 0})) << name(t);
+    EXPECT_EQ(read(x.clamp(3, std::int64_t{1} << 40)).i, (std::vector<std::int64_t>{3, 3, 9, 200})) << name(t);
+  }
+  for (DType t : {DType::I32, DType::I16, DType::I8}) {
+    const auto x = make<1, Int>(Host{{4}, t, {}, {-100, -2, 3, 100}});
+    EXPECT_EQ(read(x.clamp(-1000, 1000)).i, (std::vector<std::int64_t>{-100, -2, 3, 100})) << name(t);
+    EXPECT_EQ(read(x.clamp_max(std::int64_t{1} << 40)).i, (std::vector<std::int64_t>{-100, -2, 3, 100})) << name(t);
+    EXPECT_EQ(read(x.clamp_min(-(std::int64_t{1} << 40))).i, (std::vector<std::int64_t>{-100, -2, 3, 100})) << name(t);
+  }
+  const auto i64 = make<1, Int>(Host{{2}, DType::I64, {}, {-7, 7}});
+  EXPECT_EQ(read(i64.clamp_max(std::numeric_limits<std::uint64_t>::max())).i, (std::vector<std::int64_t>{-7, 7}));
+}
+
+TEST(Compare, OutOfRangeIntComparandsCompareAsNumbers) {
+  for (DType t : {DType::U8, DType::U16, DType::I8, DType::I16}) {
+    const auto x = make<1, Int>(Host{{3}, t, {}, {0, 5, 100}});
+    auto bools = [](const Tensor<1, Bool>& b) { return read(b).i; };
+    using V = std::vector<std::int64_t>;
+    for (std::int64_t s : {std::int64_t{-1000}, std::int64_t{100000}}) {
+      const std::int64_t all = s < 0 ? 1 : 0;  // every element is above s
+      SCOPED_TRACE(std::string(name(t)) + " s=" + std::to_string(s));
+      EXPECT_EQ(bools(x.greater_elem(s)), V(3, all));
+      EXPECT_EQ(bools(x.greater_equal_elem(s)), V(3, all));
+      EXPECT_EQ(bools(x.lower_elem(s)), V(3, 1 - all));
+      EXPECT_EQ(bools(x.lower_equal_elem(s)), V(3, 1 - all));
+      EXPECT_EQ(bools(x.equal_elem(s)), V(3, 0));
+      EXPECT_EQ(bools(x.not_equal_elem(s)), V(3, 1));
+    }
+  }
 }
 
 TEST(Transpose, SwapsTheLastTwoDims) {
