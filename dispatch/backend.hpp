@@ -4,8 +4,10 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,9 +73,10 @@ class Registry {
   // Throws Error when the type id is taken or out of range.
   void register_backend(std::unique_ptr<Backend> backend);
 
-  // Null when no backend is registered for the type.
+  // Null when no backend is registered for the type. Safe against a concurrent
+  // register_backend: a slot is published only once its backend is complete.
   const Backend* find(std::uint16_t type_id) const {
-    return type_id < kMaxTypes ? backends_[type_id].get() : nullptr;
+    return type_id < kMaxTypes ? backends_[type_id].load(std::memory_order_acquire) : nullptr;
   }
   // Throws DeviceError listing available devices when absent.
   const Backend& get(std::uint16_t type_id) const;
@@ -81,12 +84,16 @@ class Registry {
   std::vector<const Backend*> backends() const;
 
   // Why a built-in backend is absent (e.g. "vulkan: no Vulkan loader"), for tensorctl info.
+  // Noted only by install_builtin_backends, before the registry is handed out.
   void note_absent(std::string backend, std::string reason);
   const std::vector<std::pair<std::string, std::string>>& absent() const { return absent_; }
 
  private:
   Registry() = default;
-  std::array<std::unique_ptr<Backend>, kMaxTypes> backends_{};
+  // Registered backends live as long as the process (tensors in static storage may
+  // outlive main), so the slots hold plain pointers that are never freed.
+  std::array<std::atomic<Backend*>, kMaxTypes> backends_{};
+  std::mutex register_mutex_;  // one registration at a time
   std::vector<std::pair<std::string, std::string>> absent_;
 };
 

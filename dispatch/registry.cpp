@@ -18,10 +18,11 @@ Registry& Registry::instance() {
 }
 
 void Registry::register_backend(std::unique_ptr<Backend> backend) {
+  const std::lock_guard<std::mutex> lock(register_mutex_);
   const std::uint16_t t = backend->type_id();
   if (t >= kMaxTypes) throw Error(fmt::format("[register_backend] device type {} out of range (max {})", t, kMaxTypes - 1));
-  if (backends_[t]) throw Error(fmt::format("[register_backend] device type {} already taken by '{}'", t,
-                                            backends_[t]->short_name()));
+  if (const Backend* taken = find(t))
+    throw Error(fmt::format("[register_backend] device type {} already taken by '{}'", t, taken->short_name()));
   Backend& b = *backend;
   for (std::size_t i = 0; i < kOps.size(); ++i) b.native_[i] = b.ops_[i] != nullptr;
   install_defaults(b);
@@ -37,7 +38,7 @@ void Registry::register_backend(std::unique_ptr<Backend> backend) {
     for (DeviceOp d : b.missing_dev_) names += std::string(names.empty() ? "" : ", ") + std::string(device_op_info(d).name);
     throw Error(fmt::format("[register_backend] backend '{}' lacks required device entries: {}", b.short_name(), names));
   }
-  backends_[t] = std::move(backend);
+  backends_[t].store(backend.release(), std::memory_order_release);
 }
 
 const Backend& Registry::get(std::uint16_t type_id) const {
@@ -49,15 +50,15 @@ const Backend& Registry::get(std::uint16_t type_id) const {
 }
 
 const Backend* Registry::find_by_name(std::string_view short_name) const {
-  for (const auto& b : backends_)
-    if (b && b->short_name() == short_name) return b.get();
+  for (const Backend* b : backends())
+    if (b->short_name() == short_name) return b;
   return nullptr;
 }
 
 std::vector<const Backend*> Registry::backends() const {
   std::vector<const Backend*> out;
-  for (const auto& b : backends_)
-    if (b) out.push_back(b.get());
+  for (std::uint16_t t = 0; t < kMaxTypes; ++t)
+    if (const Backend* b = find(t)) out.push_back(b);
   return out;
 }
 

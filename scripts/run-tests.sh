@@ -9,17 +9,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-BUILD_DIR="${BUILD_DIR:-build}"
-JOBS="${JOBS:-$(nproc)}"
-
-[[ "${SKIP_BOOTSTRAP:-0}" == 1 ]] || bash scripts/bootstrap.sh
-
-if [[ -f "$BUILD_DIR/meson-private/coredata.dat" ]]; then
-  echo "run-tests: reusing configured build dir $BUILD_DIR"
-else
-  # shellcheck disable=SC2086  # MESON_ARGS is a list of words on purpose
-  meson setup "$BUILD_DIR" --wrap-mode=nodownload ${MESON_ARGS:-}
-fi
-meson compile -C "$BUILD_DIR" -j "$JOBS"
+# shellcheck source=scripts/build-tree.sh
+source scripts/build-tree.sh
+build_tree run-tests
 # shellcheck disable=SC2086
 meson test -C "$BUILD_DIR" --print-errorlogs ${TEST_ARGS:-}
