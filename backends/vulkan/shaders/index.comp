@@ -1,6 +1,8 @@
 // The index family: gather/select read the source at an index taken from an index
-// tensor; scatter_add/select_add run one invocation per line along the dim so that
-// colliding indices accumulate without races. An index out of range reads 0 / is
+// tensor; the accumulating ops (scatter / select_assign with every update rule,
+// scatter_or / select_or on bools) run one invocation per line along the dim, which
+// walks that line's indices in order: colliding indices combine in index order
+// without atomics (none exist for most dtypes) and the result is deterministic. An index out of range reads 0 / is
 // skipped and raises this dispatch's flag in the error buffer (binding 3, slot
 // P_ERR: flag word, then the offending index), which the host turns into an
 // IndexError naming the op at the next wait.
@@ -12,6 +14,7 @@ layout(local_size_x = 64) in;
 layout(constant_id = 0) const int OP = IX_GATHER;
 layout(constant_id = 1) const int DTA = DT_F32;
 layout(constant_id = 2) const int DTI = DT_I32;   // index dtype
+layout(constant_id = 3) const int UPD = UPD_ADD;  // update rule of IX_SCATTER_ADD / IX_SELECT_ADD
 
 #include "common.glsl"
 
@@ -38,10 +41,29 @@ int ld_i(int i, int limit) {
   return -1;
 }
 
-RAW accumulate(RAW x, RAW y) {
-  if (dt_is_bool(DTA)) return (x != RAW(0) || y != RAW(0)) ? RAW(1) : RAW(0);
-  if (dt_kind(DTA) == 0) return from_f(as_f(x, DTA) + as_f(y, DTA), DTA);
-  return x + y;
+// out op= value with the update rule (the CPU's apply in backends/cpu/index.cpp):
+// ints wrap; floats compute in FT and round to the dtype once; Min/Max keep `x`
+// unless `y` is strictly smaller/larger, and a NaN on either side wins (x's first).
+RAW update(RAW x, RAW y) {
+  if (dt_is_bool(DTA)) return (x != RAW(0) || y != RAW(0)) ? RAW(1) : RAW(0);  // dispatch sends bools only as Or
+  if (UPD == UPD_ASSIGN) return y;
+  int k = dt_kind(DTA);
+  if (UPD == UPD_ADD) return k == 0 ? from_f(as_f(x, DTA) + as_f(y, DTA), DTA) : x + y;
+  if (UPD == UPD_MUL) return k == 0 ? from_f(as_f(x, DTA) * as_f(y, DTA), DTA) : x * y;
+  bool take_y;
+  if (k == 0) {
+    FT a = as_f(x, DTA), b = as_f(y, DTA);
+    if (isnan(a)) return from_f(a, DTA);
+    if (isnan(b)) return from_f(b, DTA);
+    take_y = UPD == UPD_MIN ? b < a : b > a;
+  } else if (k == 1) {
+    IT a = as_i(x, DTA), b = as_i(y, DTA);
+    take_y = UPD == UPD_MIN ? b < a : b > a;
+  } else {
+    UT a = as_u(x, DTA), b = as_u(y, DTA);
+    take_y = UPD == UPD_MIN ? b < a : b > a;
+  }
+  return take_y ? y : x;
 }
 
 // Params: shape of the iteration space; operand 0 = out, 1 = source / values,
@@ -81,7 +103,7 @@ void main() {
       int idx = ld_i(ibase + j * istride, limit);
       if (idx < 0) continue;
       int io = obase + idx * dstride;
-      st_o(DTA, io, accumulate(ld_o(DTA, io), ld_a(DTA, vbase + j * vstride)) & mask_of(DTA));
+      st_o(DTA, io, update(ld_o(DTA, io), ld_a(DTA, vbase + j * vstride)) & mask_of(DTA));
     }
   }
 }
