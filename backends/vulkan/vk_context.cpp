@@ -259,6 +259,9 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
   // bf16 are 16-bit storage computed in f32 (exact conversions in the shader), as on
   // the CPU. The 64-bit dtypes run in the WIDE shader variants, which need
   // shaderInt64 and shaderFloat64 (both, since one module serves f64 and i64/u64).
+  // Optional fast paths (below): f16 elementwise kernels in native f16 on 16-bit
+  // storage, and the cooperative-matrix f16 matmul (F16 becomes Accelerated only
+  // once that path passed its self-test).
   VkPhysicalDeviceFeatures f{};
   vkGetPhysicalDeviceFeatures(phys_, &f);
   wide_ok_ = f.shaderInt64 && f.shaderFloat64;
@@ -287,12 +290,16 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
   VkPhysicalDevice16BitStorageFeatures st16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkanMemoryModelFeaturesKHR vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR};
+  mm_ext_ = has_ext(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   f2.pNext = &st16;
   void** tail = &st16.pNext;
   if (f16_ext_) { *tail = &f16; tail = &f16.pNext; }
   if (coop_facts_.extension) { *tail = &coop; tail = &coop.pNext; }
+  if (mm_ext_) { *tail = &vmm; tail = &vmm.pNext; }
   vkGetPhysicalDeviceFeatures2(phys_, &f2);
+  coop_facts_.memory_model = mm_ext_ && vmm.vulkanMemoryModel;
   const bool f16_storage = f16_ext_ && f16.shaderFloat16 && st16.storageBuffer16BitAccess;
   f16_ok_ = f16_storage && !env_flag("TENSOR_VK_DISABLE_F16ARITH");
   f16_on_.store(f16_ok_);
@@ -370,6 +377,7 @@ void Context::init_device() {
   VkPhysicalDevice16BitStorageFeatures st16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkanMemoryModelFeaturesKHR vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR};
   std::vector<const char*> dev_exts;
   if (want16) {
     st16.storageBuffer16BitAccess = VK_TRUE;
@@ -380,7 +388,10 @@ void Context::init_device() {
     if (coop) {
       cm.cooperativeMatrix = VK_TRUE;
       f16.pNext = &cm;
+      vmm.vulkanMemoryModel = VK_TRUE;
+      cm.pNext = &vmm;
       dev_exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+      dev_exts.push_back(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
     }
   }
   VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
@@ -563,12 +574,7 @@ void Context::set_coop_state(CoopState s, std::string reason) {
   std::lock_guard<std::mutex> lock(coop_mu_);
   coop_state_ = s;
   coop_reason_ = std::move(reason);
-  // Accelerated is reported only while the path is live (SPEC §3).
-  DTypeUsageSet& u = usage_[static_cast<int>(DType::F16)];
-  if (u.contains(DTypeUsage::Arithmetic)) {
-    u = DTypeUsageSet::general();
-    if (s == CoopState::Live && coop_on_.load()) u = u | DTypeUsage::Accelerated;
-  }
+  f16_accel_.store(s == CoopState::Live && coop_on_.load());
 }
 void Context::set_coop_enabled(bool on) {
   coop_on_.store(on);

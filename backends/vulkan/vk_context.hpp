@@ -143,7 +143,13 @@ class Context {
 
   // Device-level facts (valid before init()).
   std::string name() const { return props_.deviceName; }
-  DTypeUsageSet dtype_usage(DType t) const { return usage_[static_cast<int>(t)]; }
+  // F16 adds Accelerated while the cooperative-matrix matmul is live (SPEC §3).
+  DTypeUsageSet dtype_usage(DType t) const {
+    const DTypeUsageSet u = usage_[static_cast<int>(t)];
+    if (t == DType::F16 && u.contains(DTypeUsage::Arithmetic) && f16_accel_.load(std::memory_order_relaxed))
+      return u | DTypeUsage::Accelerated;
+    return u;
+  }
   const VkPhysicalDeviceLimits& limits() const { return props_.limits; }
   // Largest range one storage-buffer binding may cover, and the alignment of
   // binding offsets (valid after ensure_init()).
@@ -229,6 +235,7 @@ class Context {
   DTypeUsageSet usage_[kDTypeCount]{};
   bool wide_ok_ = false;  // shaderInt64 && shaderFloat64: the WIDE modules exist
   bool f16_ext_ = false;  // VK_KHR_shader_float16_int8 offered (enabled with f16_ok_)
+  bool mm_ext_ = false;   // VK_KHR_vulkan_memory_model offered (enabled with the coopmat path)
   bool f16_ok_ = false;   // shaderFloat16 && storageBuffer16BitAccess (and not disabled)
   std::atomic<bool> f16_on_{false};
   CoopFacts coop_facts_;
@@ -236,6 +243,7 @@ class Context {
   CoopState coop_state_ = CoopState::Unavailable;
   std::string coop_reason_;
   std::atomic<bool> coop_on_{true};
+  std::atomic<bool> f16_accel_{false};  // coop_state_ == Live && coop_on_
 
   std::once_flag init_once_;
   bool init_failed_ = false;

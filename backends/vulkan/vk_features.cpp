@@ -37,6 +37,7 @@ CoopDecision decide_coopmat(const CoopFacts& f) {
     return {false, fmt::format("vendor 0x{:x} is not on the cooperative-matrix allow-list", f.vendor_id)};
   if (!f.feature) return {false, "the cooperativeMatrix feature is not supported"};
   if (!f.f16_storage) return {false, "the device lacks shaderFloat16 or storageBuffer16BitAccess"};
+  if (!f.memory_model) return {false, "the device lacks VK_KHR_vulkan_memory_model / vulkanMemoryModel"};
   if (f.subgroup_size != kCoopSubgroup)
     return {false, fmt::format("subgroup size {}; the shader needs {}", f.subgroup_size, kCoopSubgroup)};
   if (!coopmat_has_tile(f.shapes))

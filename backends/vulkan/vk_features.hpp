@@ -34,6 +34,8 @@ struct CoopFacts {
   bool extension = false;      // VK_NV_cooperative_matrix offered by the device
   bool feature = false;        // VkPhysicalDeviceCooperativeMatrixFeaturesNV::cooperativeMatrix
   bool f16_storage = false;    // shaderFloat16 + storageBuffer16BitAccess (the shader needs both)
+  bool memory_model = false;   // VK_KHR_vulkan_memory_model + vulkanMemoryModel (glslang emits the
+                               // Vulkan memory model for every cooperative-matrix shader)
   std::uint32_t subgroup_size = 0;
   bool disabled = false;       // TENSOR_VK_DISABLE_COOPMAT=1
   std::vector<CoopShape> shapes;

@@ -40,6 +40,7 @@ vk::CoopFacts nvidia_like() {
   f.extension = true;
   f.feature = true;
   f.f16_storage = true;
+  f.memory_model = true;
   f.subgroup_size = 32;
   f.shapes = {{16, 8, 16, 0, 0, 0, 0, 3}, {16, 16, 16, 0, 0, 1, 1, 3}};
   return f;
@@ -63,6 +64,7 @@ TEST(CoopmatGate, EachMissingFactSaysWhy) {
       {[](vk::CoopFacts& f) { f.vendor_id = 0x10005; }, "vendor 0x10005 is not on"},
       {[](vk::CoopFacts& f) { f.feature = false; }, "cooperativeMatrix feature is not supported"},
       {[](vk::CoopFacts& f) { f.f16_storage = false; }, "lacks shaderFloat16 or storageBuffer16BitAccess"},
+      {[](vk::CoopFacts& f) { f.memory_model = false; }, "lacks VK_KHR_vulkan_memory_model / vulkanMemoryModel"},
       {[](vk::CoopFacts& f) { f.subgroup_size = 64; }, "subgroup size 64; the shader needs 32"},
       {[](vk::CoopFacts& f) { f.shapes.pop_back(); }, "no 16x16x16 f16 x f16 + f32 subgroup tile among the 1 reported"},
       // Same sizes but f16 accumulation, or workgroup scope: not the tile the shader uses.
