@@ -109,6 +109,17 @@ run() {
   corc=$?
   timeout 170 "$bin/vk_bench" >"$out/bench.txt" 2>&1
   brc=$?
+  # Start-up (first op) with an empty cache dir, then filled, then without our
+  # pipeline cache; the driver's own shader cache is off for all three
+  # (__GL_SHADER_DISK_CACHE=0 for NVIDIA, MESA_SHADER_CACHE_DISABLE for Mesa).
+  sdir="$out/startup-cache"
+  rm -rf "$sdir"
+  for mode in empty filled off; do
+    pc=1; [ $mode = off ] && pc=0
+    printf '%-7s ' "$mode" >>"$out/startup.txt"
+    XDG_CACHE_HOME="$sdir" TENSOR_VK_PIPELINE_CACHE=$pc __GL_SHADER_DISK_CACHE=0 MESA_SHADER_CACHE_DISABLE=true \
+      timeout 30 "$bin/vk_bench" --startup >>"$out/startup.txt" 2>&1
+  done
 
   failed=$(grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/tests.txt" | sort -u | wc -l)
   summary=$(grep -E '^\[  PASSED  \]|tests? ran' "$out/tests.txt" | tr '\n' ' ')
@@ -128,6 +139,8 @@ run() {
   done
   printf '%-14s rc=%s\n' "benchmark" "$brc"
   grep -v '^device:' "$out/bench.txt" | sed 's/^/  /'
+  echo "pipeline cache (cache dir empty / filled by the run before / TENSOR_VK_PIPELINE_CACHE=0):"
+  sed 's/^/  /' "$out/startup.txt"
   echo "elapsed        $(( $(date +%s) - start )) s   (full logs: $out)"
   echo "========================================================================"
   [ "$trc" -eq 0 ] && [ "$src" -eq 0 ] && [ "$crc" -eq 0 ] && [ "$corc" -eq 0 ] && [ "$brc" -eq 0 ]
