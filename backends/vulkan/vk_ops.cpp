@@ -854,7 +854,7 @@ VkRef matmul_tiled(VkRef a, VkRef b) {
 // `check`: the IndexError text for an index outside [0, limit) ("; got <index>" follows).
 void launch_index(int op, DType dt, DType idx_dt, const Shape& space, std::size_t count, const Operand& out,
                   const Operand& src, const Operand& idx, std::size_t rank, std::initializer_list<std::int64_t> extra,
-                  const std::string& check, int upd = UPD_ADD) {
+                  const std::string& check) {
   if (count == 0) return;
   Params p;
   p.shape(space, count);
@@ -865,8 +865,7 @@ void launch_index(int op, DType dt, DType idx_dt, const Shape& space, std::size_
   for (std::int64_t e : extra) p.extra(i++, e);
   std::uint32_t gx, gy;
   groups_for((count + 63) / 64, gx, gy);
-  out.buf->context()->dispatch(ShaderFamily::Index,
-                               {static_cast<std::uint32_t>(op), code(dt), code(idx_dt), static_cast<std::uint32_t>(upd)}, p.w,
+  out.buf->context()->dispatch(ShaderFamily::Index, {static_cast<std::uint32_t>(op), code(dt), code(idx_dt)}, p.w,
                                {{src.buf, false}, {idx.buf, false}, {nullptr, false}, {out.buf, true}}, gx, gy, 1,
                                wide({dt, idx_dt}), &check);
 }
@@ -937,8 +936,8 @@ Prim scatter_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim pv, in
   Operand oi{idx->buffer().get(), idx->offset(), idx->layout().strides};
   launch_index(IX_SCATTER_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
                {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
-                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(dim)},
-               index_check(op, dim, out->shape()[dim]), upd);
+                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(dim), upd},
+               index_check(op, dim, out->shape()[dim]));
   return out;
 }
 
@@ -956,8 +955,8 @@ Prim select_assign_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim 
   Operand oi{idx->buffer().get(), idx->offset(), {}};
   launch_index(IX_SELECT_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
                {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
-                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(0)},
-               index_check(op, dim, out->shape()[dim]), upd);
+                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(0), upd},
+               index_check(op, dim, out->shape()[dim]));
   return out;
 }
 

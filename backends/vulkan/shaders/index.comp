@@ -14,7 +14,6 @@ layout(local_size_x = 64) in;
 layout(constant_id = 0) const int OP = IX_GATHER;
 layout(constant_id = 1) const int DTA = DT_F32;
 layout(constant_id = 2) const int DTI = DT_I32;   // index dtype
-layout(constant_id = 3) const int UPD = UPD_ADD;  // update rule of IX_SCATTER_ADD / IX_SELECT_ADD
 
 #include "common.glsl"
 
@@ -44,31 +43,34 @@ int ld_i(int i, int limit) {
 // out op= value with the update rule (the CPU's apply in backends/cpu/index.cpp):
 // ints wrap; floats compute in FT and round to the dtype once; Min/Max keep `x`
 // unless `y` is strictly smaller/larger, and a NaN on either side wins (x's first).
-RAW update(RAW x, RAW y) {
+// `upd`: a parameter word rather than a specialization constant, so the five rules
+// share one pipeline per op and dtype (fewer pipelines to create at first use).
+RAW update(int upd, RAW x, RAW y) {
   if (dt_is_bool(DTA)) return (x != RAW(0) || y != RAW(0)) ? RAW(1) : RAW(0);  // dispatch sends bools only as Or
-  if (UPD == UPD_ASSIGN) return y;
+  if (upd == UPD_ASSIGN) return y;
   int k = dt_kind(DTA);
-  if (UPD == UPD_ADD) return k == 0 ? from_f(as_f(x, DTA) + as_f(y, DTA), DTA) : x + y;
-  if (UPD == UPD_MUL) return k == 0 ? from_f(as_f(x, DTA) * as_f(y, DTA), DTA) : x * y;
+  if (upd == UPD_ADD) return k == 0 ? from_f(as_f(x, DTA) + as_f(y, DTA), DTA) : x + y;
+  if (upd == UPD_MUL) return k == 0 ? from_f(as_f(x, DTA) * as_f(y, DTA), DTA) : x * y;
   bool take_y;
   if (k == 0) {
     FT a = as_f(x, DTA), b = as_f(y, DTA);
     if (isnan(a)) return from_f(a, DTA);
     if (isnan(b)) return from_f(b, DTA);
-    take_y = UPD == UPD_MIN ? b < a : b > a;
+    take_y = upd == UPD_MIN ? b < a : b > a;
   } else if (k == 1) {
     IT a = as_i(x, DTA), b = as_i(y, DTA);
-    take_y = UPD == UPD_MIN ? b < a : b > a;
+    take_y = upd == UPD_MIN ? b < a : b > a;
   } else {
     UT a = as_u(x, DTA), b = as_u(y, DTA);
-    take_y = UPD == UPD_MIN ? b < a : b > a;
+    take_y = upd == UPD_MIN ? b < a : b > a;
   }
   return take_y ? y : x;
 }
 
 // Params: shape of the iteration space; operand 0 = out, 1 = source / values,
 // 2 = indices. Extra: dim, size of dim in the indexed tensor, stride of the indexed
-// tensor along dim, (scatter) line length, values stride, index stride along dim.
+// tensor along dim, (scatter) line length, values stride, index stride along dim,
+// update rule (UPD_*).
 void main() {
   int i = global_linear_id(64u);
   if (i >= int(P[P_N])) return;
@@ -96,6 +98,7 @@ void main() {
     int len = int(P[P_EXTRA + 3]);
     int vstride = int(P[P_EXTRA + 4]);
     int istride = int(P[P_EXTRA + 5]);
+    int upd = int(P[P_EXTRA + 6]);
     int obase = operand_index(0, i);
     int vbase = operand_index(1, i);
     int ibase = operand_index(2, i);
@@ -103,7 +106,7 @@ void main() {
       int idx = ld_i(ibase + j * istride, limit);
       if (idx < 0) continue;
       int io = obase + idx * dstride;
-      st_o(DTA, io, update(ld_o(DTA, io), ld_a(DTA, vbase + j * vstride)) & mask_of(DTA));
+      st_o(DTA, io, update(upd, ld_o(DTA, io), ld_a(DTA, vbase + j * vstride)) & mask_of(DTA));
     }
   }
 }

@@ -87,7 +87,7 @@
 #define IX_SELECT 1
 #define IX_SCATTER_ADD 2   // one invocation per line along dim; values accumulate into out
 #define IX_SELECT_ADD 3
-// Update rules of the accumulating index ops (spec constant 3 of index.comp);
+// Update rules of the accumulating index ops (extra parameter word 6 of index.comp);
 // tensor::IndexingUpdateOp's order, then Or (bool scatter_or / select_or).
 #define UPD_ASSIGN 0
 #define UPD_ADD 1
