@@ -151,6 +151,29 @@ TEST_F(VulkanF16, CoopmatStateMatchesTheGateAndTheSwitch) {
   }
 }
 
+TEST_F(VulkanF16, FailedSelfTestDisablesThePathAndSaysWhy) {
+  // Where the path is unusable its shader module does not exist, so a forced self-test
+  // must fail (pipeline creation), record why, and leave the tiled path answering.
+  if (vk::decide_coopmat(ctx_->coop_facts()).usable) GTEST_SKIP() << "coopmat usable here: the real self-test ran";
+  const vk::CoopState state = ctx_->coop_state();
+  const std::string reason = ctx_->coop_reason();
+  ctx_->set_coop_state(vk::CoopState::Untested, "forced by the test");
+  std::vector<float> av(24 * 40), bv(40 * 8);
+  for (std::size_t i = 0; i < av.size(); ++i) av[i] = static_cast<float>(static_cast<int>(i % 9) - 4) / 2.0f;
+  for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = static_cast<float>(static_cast<int>(i % 5) - 2) / 4.0f;
+  const TensorData ta = TensorData::from(av, Shape{24, 40}).convert(DType::F16);
+  const TensorData tb = TensorData::from(bv, Shape{40, 8}).convert(DType::F16);
+  const TensorData got = d::read(d::matmul(upload(ta, kVk), upload(tb, kVk)));
+  EXPECT_EQ(ctx_->coop_state(), vk::CoopState::Failed);
+  EXPECT_NE(ctx_->coop_reason().find("self-test failed"), std::string::npos) << ctx_->coop_reason();
+  EXPECT_NE(ctx_->coop_reason().find("matmul_coop"), std::string::npos) << ctx_->coop_reason();
+  EXPECT_NE(ctx_->coop_reason().find("disabled"), std::string::npos) << ctx_->coop_reason();
+  EXPECT_FALSE(d::dtype_usage(kVk, DType::F16).contains(DTypeUsage::Accelerated));
+  const TensorData want = d::read(d::matmul(upload(ta, kCpu), upload(tb, kCpu)));
+  EXPECT_EQ(want.convert(DType::F32).to_vec<float>(), got.convert(DType::F32).to_vec<float>());
+  ctx_->set_coop_state(state, reason);
+}
+
 TEST_F(VulkanF16, ArithmeticSwitchFollowsTheDeviceAndTheEnvironment) {
   if (vk::env_flag("TENSOR_VK_DISABLE_F16ARITH")) {
     EXPECT_FALSE(ctx_->f16_arith_supported());
