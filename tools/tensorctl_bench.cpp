@@ -1,9 +1,20 @@
 // tensorctl bench [--device D] [--quick]: the SPEC §8 benchmark suite (tools/bench),
-// each figure beside its reference measured in the same run.
+// each figure beside its reference measured in the same run. On a Vulkan device the
+// Vulkan cases follow (tools/bench/bench_vulkan.cpp: matmul f32/f16 up to n = 4096,
+// 16M elementwise and reductions against a device copy, coopmat on vs off, native
+// f16 vs f32 compute, per-op overhead).
+#include <cstdio>
 #include <vector>
 
+#include <tensor/device.hpp>
+#include <tensor/error.hpp>
+
+#include "tensor/version.hpp"
 #include "tools/bench/bench_cpu.hpp"
 #include "tools/tensorctl.hpp"
+#if TENSOR_HAVE_VULKAN
+#include "tools/bench/bench_vulkan.hpp"
+#endif
 
 namespace tensorctl {
 
@@ -12,7 +23,18 @@ int run_bench(Args args) {
   for (const std::string& a : args) argv.push_back(a.c_str());
   tensor_bench::Options opt;
   if (!tensor_bench::parse_args(static_cast<int>(argv.size()), argv.data(), opt)) return kExitUsage;
-  return tensor_bench::run(opt);
+  const int rc = tensor_bench::run(opt);
+#if TENSOR_HAVE_VULKAN
+  if (rc == 0) {
+    const tensor::DeviceId id = tensor::Device::parse(opt.device).id();
+    if (id.type_id == tensor::kVulkanDeviceType) {
+      std::printf("\nVulkan cases\n");
+      std::fflush(stdout);
+      return tensor_bench::run_vulkan(id.index_id, opt.quick);
+    }
+  }
+#endif
+  return rc;
 }
 
 }  // namespace tensorctl

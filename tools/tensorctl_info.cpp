@@ -17,6 +17,10 @@
 #include "tensor/version.hpp"
 #include "tools/tensorctl.hpp"
 
+#if TENSOR_HAVE_VULKAN
+#include "backends/vulkan/vk_context.hpp"
+#endif
+
 namespace tensorctl {
 namespace {
 
@@ -103,6 +107,29 @@ void print_cpu_details(std::ostream& os) {
   t.print(os, /*with_header=*/false);
 }
 
+#if TENSOR_HAVE_VULKAN
+// The optional Vulkan paths and why each is (not) in use.
+void print_vulkan_details(std::ostream& os, DeviceId d) {
+  tensor::vulkan::Context* c = tensor::vulkan::context(d.index_id);
+  if (!c) return;
+  namespace vk = tensor::vulkan;
+  os << "  vulkan backend:\n";
+  TextTable t({"", ""}, 4);
+  t.add({"f16 arithmetic", c->f16_arith() ? "native f16 (shaderFloat16 + storageBuffer16BitAccess)"
+                           : c->f16_arith_supported() ? "f32 compute (native f16 switched off)"
+                                                      : "f32 compute (no shaderFloat16 + 16-bit storage, or TENSOR_VK_DISABLE_F16ARITH)"});
+  std::string state;
+  switch (c->coop_state()) {
+    case vk::CoopState::Unavailable: state = "unavailable: "; break;
+    case vk::CoopState::Untested: state = "usable, self-test at first f16 matmul: "; break;
+    case vk::CoopState::Live: state = c->coop_enabled() ? "live: " : "switched off: "; break;
+    case vk::CoopState::Failed: state = "off: "; break;
+  }
+  t.add({"cooperative-matrix f16 matmul", state + c->coop_reason()});
+  t.print(os, /*with_header=*/false);
+}
+#endif
+
 }  // namespace
 
 int run_info(Args args) {
@@ -139,6 +166,9 @@ int run_info(Args args) {
     print_dtype_table(os, d);
     print_op_coverage(os, b);
     if (d.type_id == tensor::kCpuDeviceType) print_cpu_details(os);
+#if TENSOR_HAVE_VULKAN
+    if (d.type_id == tensor::kVulkanDeviceType) print_vulkan_details(os, d);
+#endif
   }
   return kExitOk;
 }

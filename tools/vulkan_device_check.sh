@@ -7,8 +7,9 @@
 #   tools/vulkan_device_check.sh run                    on the GPU machine
 #
 # `prepare` (needs a finished build, default build-vk) packs into build-vkcheck/
-# (ignored by git, so it travels as a carried path): the stripped test and bench
-# binaries, libtensor.so, the shared libraries they need that a bare machine may
+# (ignored by git, so it travels as a carried path): the stripped test binaries
+# (op tests, scatter rules, the f16 / cooperative-matrix tests) and the bench
+# binary, libtensor.so, the shared libraries they need that a bare machine may
 # lack (hwy, fmt, blis, gomp, stdc++ ...; glibc is assumed), and the Vulkan loader
 # libvulkan.so.1. Keep it under the 64 MiB carry limit (it prints the size).
 #
@@ -28,18 +29,19 @@
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 pack="$here/build-vkcheck"
+tests="tests/vulkan/vulkan_ops_test tests/vulkan/vulkan_scatter_test tests/vulkan/vulkan_coopmat_test"
 
 prepare() {
   build=${1:-"$here/build-vk"}
   case $build in /*) ;; *) build="$here/$build" ;; esac
-  for f in tests/vulkan/vulkan_ops_test tests/vulkan/vk_bench libtensor.so; do
+  for f in $tests tests/vulkan/vk_bench libtensor.so; do
     [ -e "$build/$f" ] || { echo "prepare: $build/$f missing (build first: ninja -C $build)"; exit 1; }
   done
   rm -rf "$pack" && mkdir -p "$pack/lib" "$pack/bin"
-  cp "$build/tests/vulkan/vulkan_ops_test" "$build/tests/vulkan/vk_bench" "$pack/bin/"
+  for f in $tests tests/vulkan/vk_bench; do cp "$build/$f" "$pack/bin/"; done
   cp -L "$build/libtensor.so" "$pack/lib/libtensor.so.0"
   # Non-glibc libraries the binaries resolve to here.
-  for b in "$pack/bin/vulkan_ops_test" "$pack/bin/vk_bench" "$pack/lib/libtensor.so.0"; do
+  for b in "$pack"/bin/* "$pack/lib/libtensor.so.0"; do
     ldd "$b" | awk '/=> \// {print $3}'
   done | sort -u | while read -r lib; do
     case $(basename "$lib") in
@@ -68,7 +70,7 @@ run() {
     if command -v meson >/dev/null && command -v ninja >/dev/null && command -v glslc >/dev/null; then
       echo "no build-vkcheck/: building with meson (a few minutes)"
       meson setup "$here/build-vkcheck-src" "$here" --wrap-mode=nodownload -Dbuildtype=release >/dev/null &&
-        ninja -C "$here/build-vkcheck-src" tests/vulkan/vulkan_ops_test tests/vulkan/vk_bench >/dev/null ||
+        ninja -C "$here/build-vkcheck-src" $tests tests/vulkan/vk_bench >/dev/null ||
         { echo "build failed"; exit 1; }
       bin="$here/build-vkcheck-src/tests/vulkan"
     else
@@ -94,10 +96,30 @@ run() {
   out="${TMPDIR:-/tmp}/vkcheck.$$"
   mkdir -p "$out"
 
-  timeout 330 "$bin/vulkan_ops_test" --gtest_brief=1 --gtest_filter="${TENSOR_VKCHECK_FILTER:-*}" >"$out/tests.txt" 2>&1
+  timeout 300 "$bin/vulkan_ops_test" --gtest_brief=1 --gtest_filter="${TENSOR_VKCHECK_FILTER:-*}" >"$out/tests.txt" 2>&1
   trc=$?
+  # Scatter rules, and the f16 paths: coopmat gate, self-test and coopmat vs tiled vs
+  # cpu (the matmul case), native f16 kernels; then again with both switched off.
+  timeout 40 "$bin/vulkan_scatter_test" --gtest_brief=1 >"$out/scatter.txt" 2>&1
+  src=$?
+  timeout 40 "$bin/vulkan_coopmat_test" --gtest_brief=1 >"$out/coopmat.txt" 2>&1
+  crc=$?
+  TENSOR_VK_DISABLE_COOPMAT=1 TENSOR_VK_DISABLE_F16ARITH=1 timeout 40 "$bin/vulkan_coopmat_test" --gtest_brief=1 \
+    >"$out/coopmat_off.txt" 2>&1
+  corc=$?
   timeout 170 "$bin/vk_bench" >"$out/bench.txt" 2>&1
   brc=$?
+  # Start-up (first op) with an empty cache dir, then filled, then without our
+  # pipeline cache; the driver's own shader cache is off for all three
+  # (__GL_SHADER_DISK_CACHE=0 for NVIDIA, MESA_SHADER_CACHE_DISABLE for Mesa).
+  sdir="$out/startup-cache"
+  rm -rf "$sdir"
+  for mode in empty filled off; do
+    pc=1; [ $mode = off ] && pc=0
+    printf '%-7s ' "$mode" >>"$out/startup.txt"
+    XDG_CACHE_HOME="$sdir" TENSOR_VK_PIPELINE_CACHE=$pc __GL_SHADER_DISK_CACHE=0 MESA_SHADER_CACHE_DISABLE=true \
+      timeout 30 "$bin/vk_bench" --startup >>"$out/startup.txt" 2>&1
+  done
 
   failed=$(grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/tests.txt" | sort -u | wc -l)
   summary=$(grep -E '^\[  PASSED  \]|tests? ran' "$out/tests.txt" | tr '\n' ' ')
@@ -110,11 +132,18 @@ run() {
   printf '%-14s rc=%s  %s\n' "op tests" "$trc" "$summary"
   [ "$failed" -gt 0 ] && grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/tests.txt" | sort -u | sed 's/^/               /'
   [ "$trc" -ne 0 ] && [ "$failed" -eq 0 ] && tail -n 5 "$out/tests.txt" | sed 's/^/               /'
+  for t in scatter:$src coopmat:$crc coopmat_off:$corc; do
+    n=${t%%:*}
+    printf '%-14s rc=%s  %s\n' "$n" "${t#*:}" "$(grep -E '^\[  PASSED  \]|tests? ran' "$out/$n.txt" | tr '\n' ' ')"
+    grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/$n.txt" | sort -u | sed 's/^/               /'
+  done
   printf '%-14s rc=%s\n' "benchmark" "$brc"
   grep -v '^device:' "$out/bench.txt" | sed 's/^/  /'
+  echo "pipeline cache (cache dir empty / filled by the run before / TENSOR_VK_PIPELINE_CACHE=0):"
+  sed 's/^/  /' "$out/startup.txt"
   echo "elapsed        $(( $(date +%s) - start )) s   (full logs: $out)"
   echo "========================================================================"
-  [ "$trc" -eq 0 ] && [ "$brc" -eq 0 ]
+  [ "$trc" -eq 0 ] && [ "$src" -eq 0 ] && [ "$crc" -eq 0 ] && [ "$corc" -eq 0 ] && [ "$brc" -eq 0 ]
 }
 
 case ${1:-run} in

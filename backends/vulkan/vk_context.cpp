@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "backends/vulkan/shaders/vk_codes.h"
 #include "tensor/error.hpp"
@@ -57,6 +58,12 @@ alignas(4) const std::uint32_t kRowsSpv[] =
 alignas(4) const std::uint32_t kRowsWideSpv[] =
 #include "rows.comp.wide.spv.inc"
     ;
+alignas(4) const std::uint32_t kElementwiseF16Spv[] =
+#include "ew_f16.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kMatmulCoopSpv[] =
+#include "matmul_coop.comp.spv.inc"
+    ;
 
 struct Spirv { const std::uint32_t* code; std::size_t bytes; const std::uint32_t* wide; std::size_t wide_bytes; const char* name; };
 const Spirv kShaders[] = {
@@ -66,17 +73,15 @@ const Spirv kShaders[] = {
     {kMatmulSpv, sizeof(kMatmulSpv), kMatmulWideSpv, sizeof(kMatmulWideSpv), "matmul"},
     {kIndexSpv, sizeof(kIndexSpv), kIndexWideSpv, sizeof(kIndexWideSpv), "index"},
     {kRowsSpv, sizeof(kRowsSpv), kRowsWideSpv, sizeof(kRowsWideSpv), "rows"},
+    {kElementwiseF16Spv, sizeof(kElementwiseF16Spv), nullptr, 0, "elementwise_f16"},
+    {kMatmulCoopSpv, sizeof(kMatmulCoopSpv), nullptr, 0, "matmul_coop"},
 };
+static_assert(std::size(kShaders) == static_cast<std::size_t>(ShaderFamily::Count));
 
 constexpr std::uint32_t kMaxDispatchesPerBatch = 64;
 constexpr VkDeviceSize kParamArenaBytes = 64 * 1024;
 constexpr VkDeviceSize kParamSlotBytes = 512;  // P_WORDS * 4 rounded up
 constexpr std::uint32_t kBindings = 5;
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
 
 bool overlaps(const Batch::Region& r, VkBuffer buf, VkDeviceSize off, VkDeviceSize size) {
   return r.buf == buf && r.off < off + size && off < r.off + r.size;
@@ -254,6 +259,9 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
   // bf16 are 16-bit storage computed in f32 (exact conversions in the shader), as on
   // the CPU. The 64-bit dtypes run in the WIDE shader variants, which need
   // shaderInt64 and shaderFloat64 (both, since one module serves f64 and i64/u64).
+  // Optional fast paths (below): f16 elementwise kernels in native f16 on 16-bit
+  // storage, and the cooperative-matrix f16 matmul (F16 becomes Accelerated only
+  // once that path passed its self-test).
   VkPhysicalDeviceFeatures f{};
   vkGetPhysicalDeviceFeatures(phys_, &f);
   wide_ok_ = f.shaderInt64 && f.shaderFloat64;
@@ -263,6 +271,64 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
     usage_[static_cast<int>(t)] = g;
   if (wide_ok_)
     for (DType t : {DType::F64, DType::I64, DType::U64}) usage_[static_cast<int>(t)] = g;
+
+  // Optional paths: native f16 arithmetic and the cooperative-matrix matmul.
+  std::uint32_t ne = 0;
+  std::vector<VkExtensionProperties> exts;
+  if (vkEnumerateDeviceExtensionProperties(phys_, nullptr, &ne, nullptr) == VK_SUCCESS) {
+    exts.resize(ne);
+    if (vkEnumerateDeviceExtensionProperties(phys_, nullptr, &ne, exts.data()) != VK_SUCCESS) ne = 0;
+    exts.resize(ne);
+  }
+  auto has_ext = [&](const char* e) {
+    for (const auto& x : exts)
+      if (std::strcmp(x.extensionName, e) == 0) return true;
+    return false;
+  };
+  f16_ext_ = has_ext(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+  coop_facts_.extension = has_ext(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  VkPhysicalDevice16BitStorageFeatures st16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkanMemoryModelFeaturesKHR vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR};
+  mm_ext_ = has_ext(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  f2.pNext = &st16;
+  void** tail = &st16.pNext;
+  if (f16_ext_) { *tail = &f16; tail = &f16.pNext; }
+  if (coop_facts_.extension) { *tail = &coop; tail = &coop.pNext; }
+  if (mm_ext_) { *tail = &vmm; tail = &vmm.pNext; }
+  vkGetPhysicalDeviceFeatures2(phys_, &f2);
+  coop_facts_.memory_model = mm_ext_ && vmm.vulkanMemoryModel;
+  const bool f16_storage = f16_ext_ && f16.shaderFloat16 && st16.storageBuffer16BitAccess;
+  f16_ok_ = f16_storage && !env_flag("TENSOR_VK_DISABLE_F16ARITH");
+  f16_on_.store(f16_ok_);
+  VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &sub;
+  vkGetPhysicalDeviceProperties2(phys_, &p2);
+  coop_facts_.vendor_id = props_.vendorID;
+  coop_facts_.feature = coop_facts_.extension && coop.cooperativeMatrix;
+  coop_facts_.f16_storage = f16_storage;
+  coop_facts_.subgroup_size = sub.subgroupSize;
+  coop_facts_.disabled = env_flag("TENSOR_VK_DISABLE_COOPMAT");
+  if (coop_facts_.feature) {
+    auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+        vkGetInstanceProcAddr(instance_, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+    std::uint32_t n = 0;
+    if (query && query(phys_, &n, nullptr) == VK_SUCCESS && n) {
+      std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+      if (query(phys_, &n, props.data()) == VK_SUCCESS)
+        for (std::uint32_t i = 0; i < n; ++i)
+          coop_facts_.shapes.push_back({props[i].MSize, props[i].NSize, props[i].KSize, static_cast<int>(props[i].AType),
+                                        static_cast<int>(props[i].BType), static_cast<int>(props[i].CType),
+                                        static_cast<int>(props[i].DType), static_cast<int>(props[i].scope)});
+    }
+  }
+  const CoopDecision cd = decide_coopmat(coop_facts_);
+  coop_state_ = cd.usable ? CoopState::Untested : CoopState::Unavailable;
+  coop_reason_ = cd.reason;
+  // F16 is Accelerated only while the cooperative-matrix path is live (set_coop_state).
   if (const char* mask = std::getenv("TENSOR_VK_DTYPE_MASK")) {
     const unsigned long bits = std::strtoul(mask, nullptr, 16);
     for (int i = 0; i < kDTypeCount; ++i)
@@ -302,13 +368,38 @@ void Context::init_device() {
   qi.queueFamilyIndex = queue_family_;
   qi.queueCount = 1;
   qi.pQueuePriorities = &prio;
-  VkPhysicalDeviceFeatures enabled{};
-  enabled.shaderInt64 = wide_ok_ ? VK_TRUE : VK_FALSE;
-  enabled.shaderFloat64 = wide_ok_ ? VK_TRUE : VK_FALSE;
+  VkPhysicalDeviceFeatures2 enabled{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  enabled.features.shaderInt64 = wide_ok_ ? VK_TRUE : VK_FALSE;
+  enabled.features.shaderFloat64 = wide_ok_ ? VK_TRUE : VK_FALSE;
+  // 16-bit storage and f16 arithmetic serve both optional families.
+  const bool coop = coop_state() != CoopState::Unavailable;
+  const bool want16 = f16_ok_ || coop;
+  VkPhysicalDevice16BitStorageFeatures st16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkanMemoryModelFeaturesKHR vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR};
+  std::vector<const char*> dev_exts;
+  if (want16) {
+    st16.storageBuffer16BitAccess = VK_TRUE;
+    f16.shaderFloat16 = VK_TRUE;
+    enabled.pNext = &st16;
+    st16.pNext = &f16;
+    dev_exts.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    if (coop) {
+      cm.cooperativeMatrix = VK_TRUE;
+      f16.pNext = &cm;
+      vmm.vulkanMemoryModel = VK_TRUE;
+      cm.pNext = &vmm;
+      dev_exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+      dev_exts.push_back(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+    }
+  }
   VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  di.pNext = &enabled;
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
-  di.pEnabledFeatures = &enabled;
+  di.enabledExtensionCount = static_cast<std::uint32_t>(dev_exts.size());
+  di.ppEnabledExtensionNames = dev_exts.data();
   check_vk(vkCreateDevice(phys_, &di, nullptr, &device_), "vkCreateDevice");
   vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
 
@@ -371,11 +462,15 @@ void Context::init_device() {
   check_vk(vkCreatePipelineLayout(device_, &pli, nullptr, &pipeline_layout_), "vkCreatePipelineLayout");
 
   for (int i = 0; i < static_cast<int>(ShaderFamily::Count); ++i) {
+    // The optional families declare Float16 / StorageBuffer16BitAccess /
+    // CooperativeMatrixNV: their modules exist only where those are enabled.
+    if (i == static_cast<int>(ShaderFamily::ElementwiseF16) && !f16_ok_) continue;
+    if (i == static_cast<int>(ShaderFamily::MatmulCoop) && !coop) continue;
     VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     si.codeSize = kShaders[i].bytes;
     si.pCode = kShaders[i].code;
     check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][0]), "vkCreateShaderModule");
-    if (wide_ok_) {  // the 64-bit modules declare Int64/Float64: only where enabled
+    if (wide_ok_ && kShaders[i].wide) {  // the 64-bit modules declare Int64/Float64: only where enabled
       si.codeSize = kShaders[i].wide_bytes;
       si.pCode = kShaders[i].wide;
       check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][1]), "vkCreateShaderModule");
@@ -432,6 +527,9 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
   for (std::size_t i = 0; i < spec.size(); ++i) key |= static_cast<std::uint64_t>(spec[i] & 0xFFu) << (8 * i + 8);
   std::lock_guard<std::mutex> lock(pipeline_mu_);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+  if (!modules_[static_cast<int>(family)][wide ? 1 : 0])
+    throw ExecutionError(fmt::format("[vulkan] pipeline {}{}: its shader module is not available on device {} ({})",
+                                     kShaders[static_cast<int>(family)].name, wide ? " (wide)" : "", index_, name()));
   if (family == ShaderFamily::Matmul) {
     const std::uint32_t shared = 16 * (64 + 64) * (wide ? 8 : 4);  // matmul.comp's sa + sb
     if (shared > props_.limits.maxComputeSharedMemorySize)
@@ -462,6 +560,26 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
   }
   pipelines_.emplace(key, p);
   return p;
+}
+
+CoopState Context::coop_state() const {
+  std::lock_guard<std::mutex> lock(coop_mu_);
+  return coop_state_;
+}
+std::string Context::coop_reason() const {
+  std::lock_guard<std::mutex> lock(coop_mu_);
+  return coop_reason_;
+}
+void Context::set_coop_state(CoopState s, std::string reason) {
+  std::lock_guard<std::mutex> lock(coop_mu_);
+  coop_state_ = s;
+  coop_reason_ = std::move(reason);
+  f16_accel_.store(s == CoopState::Live && coop_on_.load());
+}
+void Context::set_coop_enabled(bool on) {
+  coop_on_.store(on);
+  std::string reason = coop_reason();
+  set_coop_state(coop_state(), std::move(reason));
 }
 
 std::unique_ptr<Batch> Context::make_batch() {

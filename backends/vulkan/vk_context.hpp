@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/vulkan/vk_features.hpp"
 #include "backends/vulkan/vk_loader.hpp"
 #include "dispatch/primitive.hpp"
 #include "tensor/device.hpp"
@@ -125,8 +126,15 @@ struct Batch {
 };
 
 // Shader families; each has a narrow and a WIDE (64-bit) SPIR-V module. Rows holds
-// the one-workgroup-per-row kernels (softmax, log_softmax, sort, cross).
-enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Rows, Count };
+// the one-workgroup-per-row kernels (softmax, log_softmax, sort, cross). The last
+// two are optional and narrow only: ElementwiseF16 (f16 arithmetic on 16-bit
+// storage, needs shaderFloat16 + storageBuffer16BitAccess) and MatmulCoop (the
+// VK_NV_cooperative_matrix f16 matmul); their modules exist only where usable.
+enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Rows, ElementwiseF16, MatmulCoop, Count };
+
+// State of the cooperative-matrix path: not usable on this device, usable but not
+// yet self-tested, live, or switched off by a failed self-test.
+enum class CoopState : std::uint8_t { Unavailable, Untested, Live, Failed };
 
 class Context {
  public:
@@ -135,7 +143,13 @@ class Context {
 
   // Device-level facts (valid before init()).
   std::string name() const { return props_.deviceName; }
-  DTypeUsageSet dtype_usage(DType t) const { return usage_[static_cast<int>(t)]; }
+  // F16 adds Accelerated while the cooperative-matrix matmul is live (SPEC §3).
+  DTypeUsageSet dtype_usage(DType t) const {
+    const DTypeUsageSet u = usage_[static_cast<int>(t)];
+    if (t == DType::F16 && u.contains(DTypeUsage::Arithmetic) && f16_accel_.load(std::memory_order_relaxed))
+      return u | DTypeUsage::Accelerated;
+    return u;
+  }
   const VkPhysicalDeviceLimits& limits() const { return props_.limits; }
   // Largest range one storage-buffer binding may cover, and the alignment of
   // binding offsets (valid after ensure_init()).
@@ -178,6 +192,23 @@ class Context {
   void wait(std::uint64_t ticket);
   void sync() { wait(flush()); }
 
+  // Native f16 arithmetic (ElementwiseF16): whether the device has what it needs, and
+  // whether it is used (on unless TENSOR_VK_DISABLE_F16ARITH=1; tests and the
+  // benchmark switch it to compare both paths; switching on needs support).
+  bool f16_arith_supported() const { return f16_ok_; }
+  bool f16_arith() const { return f16_on_.load(std::memory_order_relaxed); }
+  void set_f16_arith(bool on) { f16_on_.store(on && f16_ok_, std::memory_order_relaxed); }
+
+  // Cooperative-matrix f16 matmul: the device facts, the gate's decision, and the
+  // state after the first-use self-test (vk_ops.cpp runs it and records the result).
+  const CoopFacts& coop_facts() const { return coop_facts_; }
+  CoopState coop_state() const;
+  std::string coop_reason() const;
+  void set_coop_state(CoopState s, std::string reason);
+  // Tests and the benchmark: switch a live path off and on again (no-op otherwise).
+  void set_coop_enabled(bool on);
+  bool coop_enabled() const { return coop_on_.load(std::memory_order_relaxed); }
+
   // Start-up cost bookkeeping for the pipeline cache.
   bool pipeline_cache_loaded() const { return cache_loaded_; }
 
@@ -203,6 +234,16 @@ class Context {
   std::uint16_t index_;
   DTypeUsageSet usage_[kDTypeCount]{};
   bool wide_ok_ = false;  // shaderInt64 && shaderFloat64: the WIDE modules exist
+  bool f16_ext_ = false;  // VK_KHR_shader_float16_int8 offered (enabled with f16_ok_)
+  bool mm_ext_ = false;   // VK_KHR_vulkan_memory_model offered (enabled with the coopmat path)
+  bool f16_ok_ = false;   // shaderFloat16 && storageBuffer16BitAccess (and not disabled)
+  std::atomic<bool> f16_on_{false};
+  CoopFacts coop_facts_;
+  mutable std::mutex coop_mu_;
+  CoopState coop_state_ = CoopState::Unavailable;
+  std::string coop_reason_;
+  std::atomic<bool> coop_on_{true};
+  std::atomic<bool> f16_accel_{false};  // coop_state_ == Live && coop_on_
 
   std::once_flag init_once_;
   bool init_failed_ = false;

@@ -22,6 +22,7 @@
 // device handle, so one table serves every physical device.
 #define TENSOR_VK_INSTANCE_FNS(X)              \
   X(vkEnumeratePhysicalDevices)                \
+  X(vkEnumerateDeviceExtensionProperties)      \
   X(vkGetPhysicalDeviceProperties)             \
   X(vkGetPhysicalDeviceProperties2)            \
   X(vkGetPhysicalDeviceFeatures)               \

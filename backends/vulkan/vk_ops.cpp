@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "backends/vulkan/shaders/vk_codes.h"
+#include "backends/vulkan/vk_features.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "backends/vulkan/vk_tensor.hpp"
 #include "dispatch/element.hpp"
@@ -147,6 +148,22 @@ void launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, const Shap
   const VkDeviceSize limit = ctx.max_binding();
   bool big = false;
   for (const Operand* o : ops) big = big || (o && o->buf->size() > limit);
+  // f16 in, f16 out, on a device with f16 arithmetic: the 16-bit-storage variant.
+  const bool f16_path = dta == DType::F16 && dtb == DType::F16 && dto == DType::F16 && !big && ctx.f16_arith() &&
+                        (op == EW_ADD || op == EW_SUB || op == EW_MUL || op == EW_DIV || op == EW_COPY || op == EW_FILL);
+  if (f16_path) {
+    Params p;
+    p.shape(shape, n);
+    for (int k = 0; k < 3; ++k)
+      if (ops[k]) p.operand(k, *ops[k], shape.rank());
+    p.scalar(P_S0, s0);
+    std::uint32_t gx, gy;
+    groups_for((n + 255) / 256, gx, gy);
+    ctx.dispatch(ShaderFamily::ElementwiseF16,
+                 {static_cast<std::uint32_t>(op), bscalar ? 1u : 0u, contig ? 1u : 0u}, p.w,
+                 {{a.buf, false}, {b ? b->buf : nullptr, false}, {nullptr, false}, {out.buf, true}}, gx, gy, 1, false);
+    return;
+  }
   if (!big || !contig) {  // (a non-contiguous big tensor is refused by Context::dispatch)
     Params p;
     p.shape(shape, n);
@@ -663,9 +680,130 @@ Prim scan_entry(Prim p, std::size_t dim) {
 
 // ---- matmul -------------------------------------------------------------------------------------
 
+// ---- cooperative-matrix f16 matmul (matmul_coop.comp; gating in vk_features.hpp) ----
+
+std::size_t up16(std::size_t x) { return (x + kCoopTile - 1) / kCoopTile * kCoopTile; }
+
+// Dense f16 [nb, rp, cp] copy of the [..., r, c] operand `t` (batch dims broadcast to
+// `batch`), zeros in the padding.
+VkRef padded_f16(const VulkanTensor& t, const Shape& batch, std::size_t rp, std::size_t cp) {
+  const std::size_t rank = t.rank(), nb = batch.num_elements();
+  const std::size_t r = t.shape()[rank - 2], c = t.shape()[rank - 1];
+  VkRef p = alloc(t.device(), DType::F16, Shape{nb, rp, cp});
+  if (rp != r || cp != c) {
+    const Shape flat{nb * rp * cp};
+    launch_ew(EW_FILL, DType::F16, DType::F16, DType::F16, false, flat, operand(*p, flat), operand(*p, flat), nullptr, nullptr,
+              0, 0);
+  }
+  Shape s = batch;
+  s.push_back(r);
+  s.push_back(c);
+  Operand dst{p->buffer().get(), 0, {}}, src{t.buffer().get(), t.offset(), {}};
+  std::int64_t step = static_cast<std::int64_t>(rp * cp);
+  for (std::size_t d = batch.rank(); d-- > 0;) {
+    dst.strides[d] = step;
+    step *= static_cast<std::int64_t>(batch[d]);
+    src.strides[d] = t.shape()[d] == batch[d] ? t.stride(d) : 0;
+  }
+  dst.strides[rank - 2] = static_cast<std::int64_t>(cp);
+  dst.strides[rank - 1] = 1;
+  src.strides[rank - 2] = t.stride(rank - 2);
+  src.strides[rank - 1] = t.stride(rank - 1);
+  launch_ew(EW_COPY, DType::F16, DType::F16, DType::F16, false, s, dst, src, nullptr, nullptr, 0, 0);
+  return p;
+}
+
+// f16 x f16 -> f16 through cooperative matrices: pad, multiply with f32 accumulation,
+// round the [M, N] part to f16 once (the same rounding as the tiled path).
+VkRef matmul_coop(const VulkanTensor& a, const VulkanTensor& b, const Shape& out_shape) {
+  const std::size_t r = out_shape.rank();
+  const std::size_t M = a.shape()[r - 2], K = a.shape()[r - 1], N = b.shape()[r - 1];
+  const std::size_t Mp = up16(M), Kp = up16(K), Np = up16(N);
+  Shape batch;
+  for (std::size_t d = 0; d + 2 < r; ++d) batch.push_back(out_shape[d]);
+  const std::size_t nb = batch.num_elements();
+  VkRef pa = padded_f16(a, batch, Mp, Kp);
+  VkRef pb = padded_f16(b, batch, Kp, Np);
+  VkRef c32 = alloc(a.device(), DType::F32, Shape{nb, Mp, Np});
+  std::vector<std::uint32_t> w(P_WORDS, 0u);
+  w[0] = static_cast<std::uint32_t>(Mp);
+  w[1] = static_cast<std::uint32_t>(Np);
+  w[2] = static_cast<std::uint32_t>(Kp);
+  w[3] = static_cast<std::uint32_t>(Mp * Kp);
+  w[4] = static_cast<std::uint32_t>(Kp * Np);
+  w[5] = static_cast<std::uint32_t>(Mp * Np);
+  a.ctx().dispatch(ShaderFamily::MatmulCoop, {}, w,
+                   {{pa->buffer().get(), false}, {pb->buffer().get(), false}, {nullptr, false}, {c32->buffer().get(), true}},
+                   static_cast<std::uint32_t>((Np + 31) / 32), static_cast<std::uint32_t>((Mp + 31) / 32),
+                   static_cast<std::uint32_t>(nb));
+  VkRef out = alloc(a.device(), DType::F16, out_shape);
+  Operand src{c32->buffer().get(), 0, {}};
+  std::int64_t step = static_cast<std::int64_t>(Mp * Np);
+  for (std::size_t d = batch.rank(); d-- > 0;) {
+    src.strides[d] = step;
+    step *= static_cast<std::int64_t>(batch[d]);
+  }
+  src.strides[r - 2] = static_cast<std::int64_t>(Np);
+  src.strides[r - 1] = 1;
+  launch_ew(EW_COPY, DType::F32, DType::F32, DType::F16, false, out_shape, operand(*out, out_shape), src, nullptr, nullptr,
+            0, 0);
+  return out;
+}
+
+VkRef matmul_tiled(VkRef a, VkRef b);
+
+// First use of the cooperative-matrix path: a small f16 matmul with edge tiles on
+// both paths; a mismatch (or any failure) switches the path off for the process and
+// records why (tensorctl info shows it).
+void coop_self_test(Context& c) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (c.coop_state() != CoopState::Untested) return;
+  const std::size_t M = 40, K = 56, N = 24;
+  std::vector<float> av(M * K), bv(K * N);
+  for (std::size_t i = 0; i < av.size(); ++i) av[i] = static_cast<float>(static_cast<int>((i * 7 + 3) % 17) - 8) / 8.0f;
+  for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = static_cast<float>(static_cast<int>((i * 5 + 1) % 13) - 6) / 4.0f;
+  try {
+    VkRef a = as_vk(from_data_entry(TensorData::from(av, Shape{M, K}).convert(DType::F16), c.id()));
+    VkRef b = as_vk(from_data_entry(TensorData::from(bv, Shape{K, N}).convert(DType::F16), c.id()));
+    const std::vector<float> want =
+        into_data_entry(matmul_tiled(a, b)).get().convert(DType::F32).to_vec<float>();
+    const std::vector<float> got =
+        into_data_entry(matmul_coop(*a, *b, Shape{M, N})).get().convert(DType::F32).to_vec<float>();
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      // Products of k/8 and k/4 sum exactly in f32: both paths must agree to the last bit.
+      if (!(got[i] == want[i])) {
+        c.set_coop_state(CoopState::Failed, fmt::format("self-test mismatch at ({}, {}): coopmat {} vs tiled {}; disabled",
+                                                        i / N, i % N, got[i], want[i]));
+        return;
+      }
+    }
+    c.set_coop_state(CoopState::Live, c.coop_reason() + "; self-test passed");
+  } catch (const std::exception& e) {
+    c.set_coop_state(CoopState::Failed, fmt::format("self-test failed: {}; disabled", e.what()));
+  }
+}
+
+bool coop_ready(Context& c) {
+  if (c.coop_state() == CoopState::Untested) coop_self_test(c);
+  return c.coop_state() == CoopState::Live && c.coop_enabled();
+}
+
 Prim matmul_entry(Prim pa, Prim pb) {
   VkRef a = as_vk(std::move(pa));
   VkRef b = as_vk(std::move(pb));
+  if (a->dtype() == DType::F16 && a->shape().num_elements() && b->shape().num_elements() && coop_ready(a->ctx())) {
+    const std::size_t r = a->rank();
+    Shape out_shape = a->shape();
+    for (std::size_t d = 0; d + 2 < r; ++d) out_shape[d] = std::max(a->shape()[d], b->shape()[d]);
+    out_shape[r - 1] = b->shape()[r - 1];
+    if (out_shape.num_elements() && out_shape.num_elements() / (out_shape[r - 1] * out_shape[r - 2]) <= 65535)
+      return matmul_coop(*a, *b, out_shape);
+  }
+  return matmul_tiled(std::move(a), std::move(b));
+}
+
+VkRef matmul_tiled(VkRef a, VkRef b) {
   const DType dt = a->dtype();
   const std::size_t r = a->rank();
   const std::size_t M = a->shape()[r - 2], K = a->shape()[r - 1], N = b->shape()[r - 1];
@@ -772,8 +910,20 @@ VkRef writable_copy(VkRef a) {
   return convert(a, a->dtype());
 }
 
-template <bool kOr>
-Prim scatter_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
+int upd_code(IndexingUpdateOp u) {
+  switch (u) {
+    case IndexingUpdateOp::Assign: return UPD_ASSIGN;
+    case IndexingUpdateOp::Add: return UPD_ADD;
+    case IndexingUpdateOp::Mul: return UPD_MUL;
+    case IndexingUpdateOp::Min: return UPD_MIN;
+    case IndexingUpdateOp::Max: return UPD_MAX;
+  }
+  throw Error(fmt::format("[scatter] unknown update rule {}", static_cast<int>(u)));
+}
+
+// out = a; out[p with p[dim] = idx[p]] upd= v[p] for every p of idx, in order along dim
+// (one invocation per line, see index.comp).
+Prim scatter_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim pv, int upd) {
   VkRef out = writable_copy(as_vk(std::move(pa)));
   VkRef idx = as_vk(std::move(pi));
   VkRef v = as_vk(std::move(pv));
@@ -786,13 +936,13 @@ Prim scatter_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
   Operand oi{idx->buffer().get(), idx->offset(), idx->layout().strides};
   launch_index(IX_SCATTER_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
                {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
-                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(dim)},
-               index_check(kOr ? "scatter_or" : "scatter_add", dim, out->shape()[dim]));
+                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(dim), upd},
+               index_check(op, dim, out->shape()[dim]));
   return out;
 }
 
-template <bool kOr>
-Prim select_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
+// out = a; out[..., idx[k], ...] upd= v[..., k, ...] along dim, k in order.
+Prim select_assign_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim pv, int upd) {
   VkRef out = writable_copy(as_vk(std::move(pa)));
   VkRef idx = as_vk(std::move(pi));
   VkRef v = as_vk(std::move(pv));
@@ -805,9 +955,26 @@ Prim select_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
   Operand oi{idx->buffer().get(), idx->offset(), {}};
   launch_index(IX_SELECT_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
                {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
-                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(0)},
-               index_check(kOr ? "select_or" : "select_add", dim, out->shape()[dim]));
+                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(0), upd},
+               index_check(op, dim, out->shape()[dim]));
   return out;
+}
+
+template <bool kOr>
+Prim scatter_add_entry(Prim a, std::size_t dim, Prim i, Prim v) {
+  return scatter_impl(kOr ? "scatter_or" : "scatter_add", std::move(a), dim, std::move(i), std::move(v),
+                      kOr ? UPD_OR : UPD_ADD);
+}
+template <bool kOr>
+Prim select_add_entry(Prim a, std::size_t dim, Prim i, Prim v) {
+  return select_assign_impl(kOr ? "select_or" : "select_add", std::move(a), dim, std::move(i), std::move(v),
+                            kOr ? UPD_OR : UPD_ADD);
+}
+Prim scatter_entry(Prim a, std::size_t dim, Prim i, Prim v, IndexingUpdateOp u) {
+  return scatter_impl("scatter", std::move(a), dim, std::move(i), std::move(v), upd_code(u));
+}
+Prim select_assign_entry(Prim a, std::size_t dim, Prim i, Prim v, IndexingUpdateOp u) {
+  return select_assign_impl("select_assign", std::move(a), dim, std::move(i), std::move(v), upd_code(u));
 }
 
 // ---- fill, rows (softmax, sort, cross) ---------------------------------------------------------
@@ -981,6 +1148,8 @@ void register_ops(dispatch::Backend& b) {
   b.set<O::scatter_or>(&scatter_add_entry<true>);
   b.set<O::select_add>(&select_add_entry<false>);
   b.set<O::select_or>(&select_add_entry<true>);
+  b.set<O::scatter>(&scatter_entry);
+  b.set<O::select_assign>(&select_assign_entry);
   b.set<O::mask_fill>(&mask_fill_entry);
   b.set<O::mask_where>(&mask_where_entry);
 

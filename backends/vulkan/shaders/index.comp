@@ -1,6 +1,8 @@
 // The index family: gather/select read the source at an index taken from an index
-// tensor; scatter_add/select_add run one invocation per line along the dim so that
-// colliding indices accumulate without races. An index out of range reads 0 / is
+// tensor; the accumulating ops (scatter / select_assign with every update rule,
+// scatter_or / select_or on bools) run one invocation per line along the dim, which
+// walks that line's indices in order: colliding indices combine in index order
+// without atomics (none exist for most dtypes) and the result is deterministic. An index out of range reads 0 / is
 // skipped and raises this dispatch's flag in the error buffer (binding 3, slot
 // P_ERR: flag word, then the offending index), which the host turns into an
 // IndexError naming the op at the next wait.
@@ -38,15 +40,37 @@ int ld_i(int i, int limit) {
   return -1;
 }
 
-RAW accumulate(RAW x, RAW y) {
-  if (dt_is_bool(DTA)) return (x != RAW(0) || y != RAW(0)) ? RAW(1) : RAW(0);
-  if (dt_kind(DTA) == 0) return from_f(as_f(x, DTA) + as_f(y, DTA), DTA);
-  return x + y;
+// out op= value with the update rule (the CPU's apply in backends/cpu/index.cpp):
+// ints wrap; floats compute in FT and round to the dtype once; Min/Max keep `x`
+// unless `y` is strictly smaller/larger, and a NaN on either side wins (x's first).
+// `upd`: a parameter word rather than a specialization constant, so the five rules
+// share one pipeline per op and dtype (fewer pipelines to create at first use).
+RAW update(int upd, RAW x, RAW y) {
+  if (dt_is_bool(DTA)) return (x != RAW(0) || y != RAW(0)) ? RAW(1) : RAW(0);  // dispatch sends bools only as Or
+  if (upd == UPD_ASSIGN) return y;
+  int k = dt_kind(DTA);
+  if (upd == UPD_ADD) return k == 0 ? from_f(as_f(x, DTA) + as_f(y, DTA), DTA) : x + y;
+  if (upd == UPD_MUL) return k == 0 ? from_f(as_f(x, DTA) * as_f(y, DTA), DTA) : x * y;
+  bool take_y;
+  if (k == 0) {
+    FT a = as_f(x, DTA), b = as_f(y, DTA);
+    if (isnan(a)) return from_f(a, DTA);
+    if (isnan(b)) return from_f(b, DTA);
+    take_y = upd == UPD_MIN ? b < a : b > a;
+  } else if (k == 1) {
+    IT a = as_i(x, DTA), b = as_i(y, DTA);
+    take_y = upd == UPD_MIN ? b < a : b > a;
+  } else {
+    UT a = as_u(x, DTA), b = as_u(y, DTA);
+    take_y = upd == UPD_MIN ? b < a : b > a;
+  }
+  return take_y ? y : x;
 }
 
 // Params: shape of the iteration space; operand 0 = out, 1 = source / values,
 // 2 = indices. Extra: dim, size of dim in the indexed tensor, stride of the indexed
-// tensor along dim, (scatter) line length, values stride, index stride along dim.
+// tensor along dim, (scatter) line length, values stride, index stride along dim,
+// update rule (UPD_*).
 void main() {
   int i = global_linear_id(64u);
   if (i >= int(P[P_N])) return;
@@ -74,6 +98,7 @@ void main() {
     int len = int(P[P_EXTRA + 3]);
     int vstride = int(P[P_EXTRA + 4]);
     int istride = int(P[P_EXTRA + 5]);
+    int upd = int(P[P_EXTRA + 6]);
     int obase = operand_index(0, i);
     int vbase = operand_index(1, i);
     int ibase = operand_index(2, i);
@@ -81,7 +106,7 @@ void main() {
       int idx = ld_i(ibase + j * istride, limit);
       if (idx < 0) continue;
       int io = obase + idx * dstride;
-      st_o(DTA, io, accumulate(ld_o(DTA, io), ld_a(DTA, vbase + j * vstride)) & mask_of(DTA));
+      st_o(DTA, io, update(upd, ld_o(DTA, io), ld_a(DTA, vbase + j * vstride)) & mask_of(DTA));
     }
   }
 }

@@ -87,6 +87,14 @@
 #define IX_SELECT 1
 #define IX_SCATTER_ADD 2   // one invocation per line along dim; values accumulate into out
 #define IX_SELECT_ADD 3
+// Update rules of the accumulating index ops (extra parameter word 6 of index.comp);
+// tensor::IndexingUpdateOp's order, then Or (bool scatter_or / select_or).
+#define UPD_ASSIGN 0
+#define UPD_ADD 1
+#define UPD_MUL 2
+#define UPD_MIN 3
+#define UPD_MAX 4
+#define UPD_OR 5
 
 // Rows family (rows.comp): one workgroup per line along a dim (softmax, sort), or
 // one invocation per line (cross).

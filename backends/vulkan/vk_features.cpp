@@ -1,0 +1,49 @@
+// Gating decisions of the optional Vulkan fast paths (see vk_features.hpp).
+#include "backends/vulkan/vk_features.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tensor::vulkan {
+namespace {
+// VkComponentTypeNV / VkScopeNV values (vulkan_core.h), spelled out so this file needs
+// no Vulkan header.
+constexpr int kFloat16 = 0;  // VK_COMPONENT_TYPE_FLOAT16_NV
+constexpr int kFloat32 = 1;  // VK_COMPONENT_TYPE_FLOAT32_NV
+constexpr int kSubgroup = 3; // VK_SCOPE_SUBGROUP_NV
+}  // namespace
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+bool coopmat_vendor_allowed(std::uint32_t vendor_id) { return vendor_id == 0x10DE; }
+
+bool coopmat_has_tile(const std::vector<CoopShape>& shapes) {
+  for (const CoopShape& s : shapes)
+    if (s.m == kCoopTile && s.n == kCoopTile && s.k == kCoopTile && s.a == kFloat16 && s.b == kFloat16 &&
+        s.c == kFloat32 && s.d == kFloat32 && s.scope == kSubgroup)
+      return true;
+  return false;
+}
+
+CoopDecision decide_coopmat(const CoopFacts& f) {
+  if (f.disabled) return {false, "disabled by TENSOR_VK_DISABLE_COOPMAT"};
+  if (!f.extension) return {false, "the device does not offer VK_NV_cooperative_matrix"};
+  if (!coopmat_vendor_allowed(f.vendor_id))
+    return {false, fmt::format("vendor 0x{:x} is not on the cooperative-matrix allow-list", f.vendor_id)};
+  if (!f.feature) return {false, "the cooperativeMatrix feature is not supported"};
+  if (!f.f16_storage) return {false, "the device lacks shaderFloat16 or storageBuffer16BitAccess"};
+  if (!f.memory_model) return {false, "the device lacks VK_KHR_vulkan_memory_model / vulkanMemoryModel"};
+  if (f.subgroup_size != kCoopSubgroup)
+    return {false, fmt::format("subgroup size {}; the shader needs {}", f.subgroup_size, kCoopSubgroup)};
+  if (!coopmat_has_tile(f.shapes))
+    return {false, fmt::format("no {0}x{0}x{0} f16 x f16 + f32 subgroup tile among the {1} reported shapes", kCoopTile,
+                               f.shapes.size())};
+  return {true, fmt::format("VK_NV_cooperative_matrix, {0}x{0}x{0} f16 x f16 + f32 tiles", kCoopTile)};
+}
+
+}  // namespace tensor::vulkan

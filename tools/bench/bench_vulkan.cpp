@@ -1,0 +1,199 @@
+// The Vulkan benchmark cases (issue: matmul n = 256...4096 f32/f16, elementwise and
+// reductions on 16M, per-op overhead), each median beside a reference measured in
+// the same run: matmul GFLOP/s beside the CPU backend's (BLIS) and, for f16, beside
+// the other Vulkan path (cooperative matrices on vs off); elementwise and sum
+// bandwidth beside a plain buffer copy (vkCmdCopyBuffer) on the same device; native
+// f16 elementwise beside the f32-compute path; the per-op cost of a tiny add beside
+// the CPU backend's. Sizes shrink on lavapipe (software) so a run stays short.
+#include "tools/bench/bench_vulkan.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <tensor/tensor.hpp>
+
+#include "backends/vulkan/vk_context.hpp"
+#include "dispatch/dispatch.hpp"
+
+namespace tensor_bench {
+namespace {
+
+using namespace tensor;
+namespace d = tensor::dispatch;
+using DT = d::DispatchTensor;
+using Clock = std::chrono::steady_clock;
+
+const DeviceId kCpu{kCpuDeviceType, 0};
+
+// Median seconds of `reps` runs of f (after one warm-up run).
+double median_s(int reps, const std::function<void()>& f) {
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+DT filled(DeviceId dev, const Shape& s, DType dt, double v) { return d::full(s, Scalar(v), dev, d::Kind::Float, dt); }
+
+// Deterministic values in [-1, 1) (so f16 sums stay finite), on `dev`.
+DT pattern(DeviceId dev, const Shape& s, DType dt, unsigned seed) {
+  std::vector<float> v(s.num_elements());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>((static_cast<unsigned>(i) * 2654435761u + seed * 97u) % 2048u) / 1024.0f - 1.0f;
+  return d::from_data(TensorData::from(v, s).convert(dt), dev, d::Kind::Float);
+}
+
+void row(const std::string& name, const std::string& value, const std::string& ref, const std::string& ratio) {
+  std::printf("%-40s %18s   %-34s %s\n", name.c_str(), value.c_str(), ref.c_str(), ratio.c_str());
+}
+std::string fmt1(const char* f, double v) {
+  char b[96];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+double max_abs_diff(const TensorData& x, const TensorData& y) {
+  const auto a = x.convert(DType::F32).to_vec<float>(), b = y.convert(DType::F32).to_vec<float>();
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+}  // namespace
+
+int run_vulkan(std::uint16_t index, bool quick) {
+  const DeviceId dev{kVulkanDeviceType, index};
+  if (d::device_count(kVulkanDeviceType) <= index) {
+    std::printf("no Vulkan device %u: nothing to measure\n", static_cast<unsigned>(index));
+    return 0;
+  }
+  vulkan::Context& ctx = *vulkan::context(index);
+  ctx.ensure_init();
+  const std::string name = d::backend_name(dev);
+  const bool software = name.find("llvmpipe") != std::string::npos;
+  const bool small = software || quick;
+  std::printf("device: %s%s\n", name.c_str(), small ? " (software or --quick: reduced sizes)" : "");
+
+  // The f16 matmul's first use runs the cooperative-matrix self-test; do it up front
+  // so its state is known (and not timed).
+  {
+    DT a = filled(dev, Shape{32, 32}, DType::F16, 0.5), b = filled(dev, Shape{32, 32}, DType::F16, 0.25);
+    DT c = d::matmul(a, b);
+    d::sync(dev);
+  }
+  const bool coop_live = ctx.coop_state() == vulkan::CoopState::Live;
+  std::printf("f16 arithmetic: %s\n", ctx.f16_arith() ? "native f16" : "f32 compute");
+  std::printf("coopmat: %s%s\n",
+              coop_live ? "live, " : ctx.coop_state() == vulkan::CoopState::Failed ? "off, " : "unavailable, ",
+              ctx.coop_reason().c_str());
+  std::printf("%-40s %18s   %-34s %s\n", "case", "median", "reference (same run)", "ratio");
+
+  // ---- matmul ----
+  const std::vector<std::size_t> sizes = small ? std::vector<std::size_t>{256, 512, 1024}
+                                               : std::vector<std::size_t>{256, 512, 1024, 2048, 4096};
+  for (DType dt : {DType::F32, DType::F16}) {
+    if (!d::supports_dtype(dev, dt)) continue;
+    for (std::size_t n : sizes) {
+      const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+      const int reps = small ? (n >= 1024 ? 3 : 5) : (n >= 2048 ? 5 : 10);
+      DT a = filled(dev, Shape{n, n}, dt, 0.5), b = filled(dev, Shape{n, n}, dt, 0.25);
+      const std::string label = std::string("matmul ") + std::string(dtype_name(dt)) + " n=" + std::to_string(n);
+      const double tv = median_s(reps, [&] { DT c = d::matmul(a, b); d::sync(dev); });
+      if (dt == DType::F16 && coop_live) {  // the same matmul on the tiled path
+        ctx.set_coop_enabled(false);
+        const double tt = median_s(reps, [&] { DT c = d::matmul(a, b); d::sync(dev); });
+        ctx.set_coop_enabled(true);
+        row(label + " coopmat", fmt1("%.1f GFLOP/s", flop / tv * 1e-9), fmt1("tiled %.1f GFLOP/s", flop / tt * 1e-9),
+            fmt1("x%.2f", tt / tv));
+        continue;
+      }
+      std::string ref = "-", ratio;
+      if (n <= (small ? 1024u : 2048u)) {  // CPU reference (BLIS for f32); larger n would dominate the run
+        DT ca = filled(kCpu, Shape{n, n}, dt, 0.5), cb = filled(kCpu, Shape{n, n}, dt, 0.25);
+        const double tc = median_s(3, [&] { DT c = d::matmul(ca, cb); d::sync(kCpu); });
+        ref = fmt1("cpu %.1f GFLOP/s", flop / tc * 1e-9);
+        ratio = fmt1("x%.2f", tc / tv);
+      }
+      row(label + (dt == DType::F16 ? " tiled" : ""), fmt1("%.1f GFLOP/s", flop / tv * 1e-9), ref, ratio);
+    }
+  }
+  if (coop_live) {  // agreement of the two f16 paths and the CPU on one odd-sized product
+    const std::size_t m = 200, k = 264, n = 136;
+    DT a = pattern(dev, Shape{m, k}, DType::F16, 1), b = pattern(dev, Shape{k, n}, DType::F16, 2);
+    const TensorData on = d::read(d::matmul(a, b));
+    ctx.set_coop_enabled(false);
+    const TensorData off = d::read(d::matmul(a, b));
+    ctx.set_coop_enabled(true);
+    const TensorData cpu = d::read(d::matmul(d::to_device(a, kCpu), d::to_device(b, kCpu)));
+    row("f16 200x264x136: coopmat vs tiled", fmt1("max|d| %.3g", max_abs_diff(on, off)),
+        fmt1("coopmat vs cpu max|d| %.3g", max_abs_diff(on, cpu)), fmt1("tiled vs cpu %.3g", max_abs_diff(off, cpu)));
+  }
+
+  // ---- bandwidth: copy reference, elementwise, reductions ----
+  const std::size_t n = small ? (std::size_t{4} << 20) : (std::size_t{16} << 20);
+  // Appended piecewise: GCC 12 at -O3 flags " " + std::string with a false -Wrestrict.
+  std::string tag = " ";
+  tag.append(std::to_string(n >> 20)).append("M");
+  const double bytes = static_cast<double>(n) * 4.0;
+  const int reps = small ? 5 : 20;
+  vulkan::BufRef src = ctx.allocate(n * 4), dst = ctx.allocate(n * 4);
+  const double tcopy = median_s(reps, [&] { ctx.copy(*src, *dst, n * 4); ctx.sync(); });
+  const double copy_gbs = 2.0 * bytes / tcopy * 1e-9;  // read + write
+  const std::string copy_ref = fmt1("copy %.1f GB/s", copy_gbs);
+  row("buffer copy" + tag + " f32", fmt1("%.1f GB/s", copy_gbs), "(reference)", "");
+  auto pct = [&](double gbs) { return fmt1("%.0f%% of copy", 100.0 * gbs / copy_gbs); };
+  DT x = filled(dev, Shape{n}, DType::F32, 1.5), y = filled(dev, Shape{n}, DType::F32, 2.5);
+  const double tadd = median_s(reps, [&] { DT z = d::binary(OpCode::add, x, y); d::sync(dev); });
+  row("add" + tag + " f32 (allocating)", fmt1("%.1f GB/s", 3.0 * bytes / tadd * 1e-9), copy_ref, pct(3.0 * bytes / tadd * 1e-9));
+  const double texp = median_s(reps, [&] { DT z = d::unary(OpCode::exp, x); d::sync(dev); });
+  row("exp" + tag + " f32 (allocating)", fmt1("%.1f GB/s", 2.0 * bytes / texp * 1e-9), copy_ref, pct(2.0 * bytes / texp * 1e-9));
+  const double tsum = median_s(reps, [&] { DT z = d::reduce(OpCode::sum, x); d::sync(dev); });
+  row("sum" + tag + " f32", fmt1("%.1f GB/s", bytes / tsum * 1e-9), copy_ref, pct(bytes / tsum * 1e-9));
+  const double tmax = median_s(reps, [&] { DT z = d::reduce(OpCode::max, x); d::sync(dev); });
+  row("max" + tag + " f32", fmt1("%.1f GB/s", bytes / tmax * 1e-9), copy_ref, pct(bytes / tmax * 1e-9));
+  const std::int64_t rows_cols[2] = {static_cast<std::int64_t>(n >> 10), 1024};
+  DT x2 = d::reshape(OpCode::reshape, x, rows_cols);
+  const double tsd = median_s(reps, [&] { DT z = d::reduce_dim(OpCode::sum_dim, x2, 1); d::sync(dev); });
+  row("sum_dim rows of 1024" + tag + " f32", fmt1("%.1f GB/s", bytes / tsd * 1e-9), copy_ref, pct(bytes / tsd * 1e-9));
+  if (d::supports_dtype(dev, DType::F16)) {
+    DT h1 = filled(dev, Shape{n}, DType::F16, 1.5), h2 = filled(dev, Shape{n}, DType::F16, 2.5);
+    const bool native = ctx.f16_arith();
+    const double th = median_s(reps, [&] { DT z = d::binary(OpCode::mul, h1, h2); d::sync(dev); });
+    std::string ref = "(no native f16 on this device)", ratio;
+    if (native) {
+      ctx.set_f16_arith(false);
+      const double tf = median_s(reps, [&] { DT z = d::binary(OpCode::mul, h1, h2); d::sync(dev); });
+      ctx.set_f16_arith(true);
+      ref = fmt1("f32-compute path %.2f ms", tf * 1e3);
+      ratio = fmt1("x%.2f", tf / th);
+    }
+    row("mul" + tag + " f16 (" + (native ? "native f16" : "f32 compute") + ")", fmt1("%.2f ms", th * 1e3), ref, ratio);
+  }
+
+  // ---- per-op overhead ----
+  DT s1 = filled(dev, Shape{4}, DType::F32, 1.0), s2 = filled(dev, Shape{4}, DType::F32, 2.0);
+  const int ops = 1000;
+  const double tloop = median_s(5, [&] {
+    for (int i = 0; i < ops; ++i) { DT z = d::binary(OpCode::add, s1, s2); }
+    d::sync(dev);
+  });
+  const double tone = median_s(50, [&] { DT z = d::binary(OpCode::add, s1, s2); d::sync(dev); });
+  DT c1 = filled(kCpu, Shape{4}, DType::F32, 1.0), c2 = filled(kCpu, Shape{4}, DType::F32, 2.0);
+  const double tcpu = median_s(5, [&] { for (int i = 0; i < ops; ++i) { DT z = d::binary(OpCode::add, c1, c2); } });
+  row("add [4] f32, 1000 queued + 1 wait", fmt1("%.2f us/op", tloop / ops * 1e6), fmt1("cpu %.3f us/op", tcpu / ops * 1e6),
+      fmt1("x%.0f", tloop / tcpu));
+  row("add [4] f32 + wait (round trip)", fmt1("%.1f us", tone * 1e6), fmt1("cpu %.3f us", tcpu / ops * 1e6), "");
+  return 0;
+}
+
+}  // namespace tensor_bench
