@@ -1,4 +1,4 @@
-// tensorctl bench [--device D] [--quick]: the SPEC §8 benchmark suite (tools/bench),
+// tensorctl bench [--device D] [--quick] [--only GROUP]: the SPEC §8 benchmark suite (tools/bench),
 // each figure beside its reference measured in the same run.
 #include <vector>
 

@@ -116,8 +116,16 @@ struct BinFn {
   static constexpr bool kHwy = Op::kSimd >= 0 && (std::is_same_v<T, float> || std::is_same_v<T, double>);
   static constexpr auto kOp = static_cast<simd::BinOp>(Op::kSimd < 0 ? 0 : Op::kSimd);
 
+  // Runs shorter than this stay in a plain loop: the dynamic dispatch into Highway
+  // costs more than a few scalar lanes (per-op overhead of tiny tensors, SPEC §8).
+  static constexpr std::size_t kTiny = 8;
+
   T operator()(T a, T b) const { return st<T>(Op::f(ld(a), ld(b))); }
   void vv(T* o, const T* a, const T* b, std::size_t n) const requires(kHwy) {
+    if (n < kTiny) {
+      for (std::size_t i = 0; i < n; ++i) o[i] = Op::f(a[i], b[i]);
+      return;
+    }
     if constexpr (std::is_same_v<T, float>) simd::binary_f32(kOp, a, b, o, n);
     else simd::binary_f64(kOp, a, b, o, n);
   }
@@ -170,15 +178,27 @@ Prim binary_entry(Prim pa, Prim pb) {
   const Shape shape = broadcast_shape(a->shape(), b->shape());
   const DType dt = a->dtype();
   CpuRef out = output_for(a, &b, shape, dt);
-  const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
-  const auto plan = plan_of<3>(shape, {&o, &x, &y});
+  // Same shapes, all contiguous (the common case): one run, no broadcast plan.
+  Plan<3> plan;
+  if (a->shape() == shape && b->shape() == shape && a->is_contiguous() && b->is_contiguous() &&
+      out->is_contiguous()) {
+    const std::size_t n = shape.num_elements();
+    const auto e = static_cast<std::int64_t>(dtype_size(dt));
+    plan.empty = n == 0;
+    plan.rank = 1;
+    plan.dims[0] = n;
+    for (auto& s : plan.strides) s[0] = e;
+  } else {
+    const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
+    plan = plan_of<3>(shape, {&o, &x, &y});
+  }
   dispatch::visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
     constexpr bool kInt = kIsInt<T>;
     constexpr bool kFloat = dispatch::kIsFloatLike<T>;
     if constexpr ((kInt || kFloat) && !(kIntOnly && !kInt) && !(kFloatOnly && !kFloat)) {
       BinFn<T, Op> fn;
-      map2<T, T, T>(plan, o.ptr, x.ptr, y.ptr, fn);
+      map2<T, T, T>(plan, out->data(), a->data(), b->data(), fn);
     } else {
       throw DTypeError("[cpu] binary op on an unsupported dtype: " + std::string(dtype_name(dt)));
     }
