@@ -179,26 +179,28 @@ Prim binary_entry(Prim pa, Prim pb) {
   const DType dt = a->dtype();
   CpuRef out = output_for(a, &b, shape, dt);
   // Same shapes, all contiguous (the common case): one run, no broadcast plan.
-  Plan<3> plan;
-  if (a->shape() == shape && b->shape() == shape && a->is_contiguous() && b->is_contiguous() &&
-      out->is_contiguous()) {
-    const std::size_t n = shape.num_elements();
-    const auto e = static_cast<std::int64_t>(dtype_size(dt));
-    plan.empty = n == 0;
-    plan.rank = 1;
-    plan.dims[0] = n;
-    for (auto& s : plan.strides) s[0] = e;
-  } else {
-    const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
-    plan = plan_of<3>(shape, {&o, &x, &y});
-  }
+  const bool one_run = a->shape() == shape && b->shape() == shape && a->is_contiguous() && b->is_contiguous() &&
+                       out->is_contiguous();
   dispatch::visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
     constexpr bool kInt = kIsInt<T>;
     constexpr bool kFloat = dispatch::kIsFloatLike<T>;
     if constexpr ((kInt || kFloat) && !(kIntOnly && !kInt) && !(kFloatOnly && !kFloat)) {
       BinFn<T, Op> fn;
-      map2<T, T, T>(plan, out->data(), a->data(), b->data(), fn);
+      if (one_run) {
+        T* o = at<T>(out->data());
+        const T* x = at<T>(a->data());
+        const T* y = at<T>(b->data());
+        const std::size_t n = shape.num_elements();
+        if constexpr (requires { fn.vv(o, x, y, n); }) {
+          fn.vv(o, x, y, n);
+        } else {
+          for (std::size_t i = 0; i < n; ++i) o[i] = fn(x[i], y[i]);
+        }
+        return;
+      }
+      const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
+      map2<T, T, T>(plan_of<3>(shape, {&o, &x, &y}), o.ptr, x.ptr, y.ptr, fn);
     } else {
       throw DTypeError("[cpu] binary op on an unsupported dtype: " + std::string(dtype_name(dt)));
     }

@@ -116,7 +116,66 @@ BufferCache& cache() {
   return *c;
 }
 
+// Freed fixed-size heap blocks kept per thread (at most kCap), so that the objects
+// every op allocates and frees (the result primitive, small storage) skip malloc and
+// free: measured with callgrind, a + b on two [4] f32 spent ~30% of its instructions
+// in them. Blocks go back to the thread that frees them; a thread's blocks are freed
+// when it exits (after that, its frees go straight to free()).
+template <std::size_t kSize>
+class BlockStack {
+ public:
+  static void* take() {
+    if (!dead_) {
+      BlockStack& s = mine();
+      if (s.n_) return s.items_[--s.n_];
+    }
+    void* p = std::malloc(kSize);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  static void give(void* p) {
+    if (!dead_) {
+      BlockStack& s = mine();
+      if (s.n_ < kCap) {
+        s.items_[s.n_++] = p;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  ~BlockStack() {
+    dead_ = true;
+    for (std::size_t i = 0; i < n_; ++i) std::free(items_[i]);
+    n_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kCap = 16;
+  // initial-exec: a fixed offset from the thread pointer instead of a __tls_get_addr
+  // call per access (which cost more than malloc saves); 136 bytes per stack.
+  static BlockStack& mine() {
+    thread_local BlockStack s __attribute__((tls_model("initial-exec")));
+    return s;
+  }
+  void* items_[kCap];
+  std::size_t n_ = 0;
+  static thread_local bool dead_ __attribute__((tls_model("initial-exec")));
+};
+template <std::size_t kSize>
+thread_local bool BlockStack<kSize>::dead_ __attribute__((tls_model("initial-exec"))) = false;
+
+// Small storage blocks: the header line, up to 128 bytes of elements, and malloc's
+// 16-byte alignment slack to the next 64-byte line.
+constexpr std::size_t kSmallBlock = 256;
+using SmallBlocks = BlockStack<kSmallBlock>;
+using TensorBlocks = BlockStack<sizeof(CpuTensor)>;
+
 }  // namespace
+
+void* CpuTensor::operator new(std::size_t size) {
+  return size == sizeof(CpuTensor) ? TensorBlocks::take() : ::operator new(size);
+}
+void CpuTensor::operator delete(void* p) { TensorBlocks::give(p); }
 
 BufferCacheStats buffer_cache_stats() { return cache().stats(); }
 void buffer_cache_clear() { cache().clear(); }
@@ -125,7 +184,13 @@ StorageRef Storage::allocate_impl(std::size_t bytes, bool zeroed) {
   const std::size_t need = kAlign + bytes;
   if (need < kLargeBytes) {
     // malloc aligns to 16: over-allocate and start the header at the next 64-byte line.
-    void* raw = zeroed ? std::calloc(1, need + kAlign - 16) : std::malloc(need + kAlign - 16);
+    void* raw;
+    if (need + kAlign - 16 <= kSmallBlock) {
+      raw = SmallBlocks::take();
+      if (zeroed) std::memset(raw, 0, kSmallBlock);
+    } else {
+      raw = zeroed ? std::calloc(1, need + kAlign - 16) : std::malloc(need + kAlign - 16);
+    }
     if (!raw) throw std::bad_alloc();
     void* at = reinterpret_cast<void*>(round_up(reinterpret_cast<std::uintptr_t>(raw), kAlign));
     return StorageRef::adopt(::new (at) Storage(bytes, 0, raw));
@@ -146,10 +211,11 @@ StorageRef Storage::allocate_zeroed(std::size_t bytes) { return allocate_impl(by
 void Storage::release_ref() const {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     Storage* self = const_cast<Storage*>(this);
-    const std::size_t mapped = mapped_;
+    const std::size_t mapped = mapped_, bytes = bytes_;
     void* raw = raw_;
     self->~Storage();
     if (mapped) cache().give(self, mapped);
+    else if (kAlign + bytes + kAlign - 16 <= kSmallBlock) SmallBlocks::give(raw);
     else std::free(raw);
   }
 }
