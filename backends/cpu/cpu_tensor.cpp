@@ -333,6 +333,8 @@ void transpose_tile(std::byte* d, const std::byte* s, std::size_t rows, std::siz
       }
       return;
     }
+#else
+    (void)threads;
 #endif
     simd_rows(0, cols);
     return;

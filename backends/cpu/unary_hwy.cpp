@@ -261,7 +261,7 @@ constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
 
 // Transcendental ops cost tens of cycles per vector (compute-bound); the rest are a
 // load, one or two instructions and a store (memory-bound on large runs).
-bool is_math(UnOp op) {
+[[maybe_unused]] bool is_math(UnOp op) {
   switch (op) {
     case UnOp::Exp: case UnOp::Expm1: case UnOp::Log: case UnOp::Log1p: case UnOp::Sin: case UnOp::Cos:
     case UnOp::Tanh: case UnOp::Erf: case UnOp::Sigmoid:
