@@ -157,7 +157,9 @@ Prim matmul_entry(Prim pa, Prim pb) {
       const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
       const int threads = max_threads();
       if (count >= 2 && threads > 1 && work < kBatchParallelWork) {
-        // Many small products: one per thread, each on a single BLIS thread.
+        // Many small products: one per thread, each on a single BLIS thread. Static
+        // schedule: 1024 x 32^2 took 1.55-1.63 ms (0.91x two threads of bli_sgemm
+        // per matrix), 2.10 ms with schedule(dynamic, 1).
         std::vector<std::array<std::byte*, 3>> items;
         items.reserve(count);
         for_each_row(plan, {out->data(), a->data(), b->data()},
@@ -167,7 +169,7 @@ Prim matmul_entry(Prim pa, Prim pb) {
                      });
         const auto total = static_cast<std::int64_t>(items.size());
 #if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(threads)
 #endif
         for (std::int64_t i = 0; i < total; ++i) {
           const auto& p = items[static_cast<std::size_t>(i)];
