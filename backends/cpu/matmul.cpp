@@ -73,8 +73,9 @@ void gemm_loop(std::size_t m, std::size_t n, std::size_t k, const T* a, std::int
 // faster on two (23 vs 42 us), n = 256 1.9-2.1x; so BLIS gets every thread from 128^3.
 constexpr double kBlisThreadsWork = 128.0 * 128.0 * 128.0;
 // A batch of products runs one product per OpenMP thread (BLIS on one thread each)
-// when each product is below this many multiply-adds: above it BLIS's own threads
-// scale as well and keep each product's packed panels in one core's cache.
+// when each product is below this many multiply-adds (and the whole batch has at
+// least kBlisThreadsWork): above it BLIS's own threads scale as well and keep each
+// product's packed panels in one core's cache.
 constexpr double kBatchParallelWork = 512.0 * 512.0 * 512.0;
 
 int max_threads() {
@@ -156,7 +157,8 @@ Prim matmul_entry(Prim pa, Prim pb) {
       const std::size_t count = batch.num_elements();
       const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
       const int threads = max_threads();
-      if (count >= 2 && threads > 1 && work < kBatchParallelWork) {
+      if (count >= 2 && threads > 1 && work < kBatchParallelWork &&
+          work * static_cast<double>(count) >= kBlisThreadsWork) {
         // Many small products: one per thread, each on a single BLIS thread. Static
         // schedule: 1024 x 32^2 took 1.55-1.63 ms (0.91x two threads of bli_sgemm
         // per matrix), 2.10 ms with schedule(dynamic, 1).

@@ -253,7 +253,8 @@ T ref(UnOp op, T x) {
 // the second core is free, but 16 ms when the second thread is descheduled; exp 16M
 // on one thread is 7.2 ms (idle) = 1.2-1.8x a copy, i.e. compute-bound. So math ops
 // split from 1 M elements (>= 0.45 ms of work, where the join cost is small against
-// the halved time); memory-bound ones (abs, neg, sqrt, floor, ...) as binary ops (off).
+// the halved time): exp 16M then took 3.8-4.0 ms at a quieter moment (1.07-1.09x a
+// copy). Memory-bound ones (abs, neg, sqrt, floor, ...) as binary ops (off).
 constexpr std::size_t kParallelMathElems = std::size_t{1} << 20;
 constexpr std::size_t kParallelCheapElems = std::size_t{1} << 26;
 // Fresh outputs from this many bytes up are written with non-temporal stores (as binary_hwy.cpp).
