@@ -5,6 +5,7 @@
 // Threads: one large product runs on BLIS's own threads (rntm per call, so the
 // BLIS_NUM_THREADS / OMP_NUM_THREADS environment does not decide it); a batch of
 // small products runs one product per OpenMP thread with BLIS single-threaded.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -159,9 +160,11 @@ Prim matmul_entry(Prim pa, Prim pb) {
       const int threads = max_threads();
       if (count >= 2 && threads > 1 && work < kBatchParallelWork &&
           work * static_cast<double>(count) >= kBlisThreadsWork) {
-        // Many small products: one per thread, each on a single BLIS thread. Static
-        // schedule: 1024 x 32^2 took 1.55-1.63 ms (0.91x two threads of bli_sgemm
-        // per matrix), 2.10 ms with schedule(dynamic, 1).
+        // Many small products: one per thread, each on a single BLIS thread, in about
+        // 8 chunks per thread handed out as threads come free (schedule(dynamic, 1):
+        // 1024 x 32^2 took 2.10 ms; static 1.55-1.63 ms = 0.91x two threads of
+        // bli_sgemm per matrix when both cores were free, but 1.8-2.2x one thread when
+        // another process held a core, as the last static half waits for it).
         std::vector<std::array<std::byte*, 3>> items;
         items.reserve(count);
         for_each_row(plan, {out->data(), a->data(), b->data()},
@@ -170,8 +173,9 @@ Prim matmul_entry(Prim pa, Prim pb) {
                          items.push_back(p);
                      });
         const auto total = static_cast<std::int64_t>(items.size());
+        const std::int64_t chunk = std::max<std::int64_t>(1, total / (8 * threads));
 #if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(dynamic, chunk) num_threads(threads)
 #endif
         for (std::int64_t i = 0; i < total; ++i) {
           const auto& p = items[static_cast<std::size_t>(i)];
