@@ -69,10 +69,14 @@ void gemm_loop(std::size_t m, std::size_t n, std::size_t k, const T* a, std::int
 // BLIS threads for one product of m*n*k multiply-adds. Before, every product ran on
 // one BLIS thread (bli_sgemm reads BLIS_NUM_THREADS, unset = 1): n >= 128 was 1.5-1.9x
 // slower than bli_sgemm on both cores. Measured with `tensorctl bench` (square f32,
-// 2-core Zen 4 VM, load ~4): n = 64 is faster on one thread (2 threads: ours 0.94-0.96x
-// of a 2-thread bli_sgemm, which is itself slower than 1 thread), n = 128 runs 1.8x
-// faster on two (23 vs 42 us), n = 256 1.9-2.1x; so BLIS gets every thread from 128^3.
-constexpr double kBlisThreadsWork = 128.0 * 128.0 * 128.0;
+// 2-core Zen 4 VM): with the second core free (18:10 UTC, load 1.1) two threads win
+// from n = 64 (3.6-3.8 us vs 5.7-6.0 us) and reach 190-220 GFLOP/s from n = 128 (one
+// thread: 105-110); so BLIS gets every thread from 64^3 multiply-adds. With another
+// process on the second core, any 2-thread product (ours or a direct bli_sgemm alike)
+// can take 5-170x longer than on one thread (18:10 UTC: n = 128 7.95 ms instead of
+// 46 us), as a descheduled thread holds up BLIS's barriers; single stalls of ~8 ms
+// were seen even at load 0.4 (n = 64, ours and the direct 2-thread bli_sgemm alike).
+constexpr double kBlisThreadsWork = 64.0 * 64.0 * 64.0;
 // A batch of products runs one product per OpenMP thread (BLIS on one thread each)
 // when each product is below this many multiply-adds (and the whole batch has at
 // least kBlisThreadsWork): above it BLIS's own threads scale as well and keep each
