@@ -27,7 +27,7 @@ struct Command {
 // file to tools/meson.build. (ops, check, bench and demo are planned, SPEC §7.)
 constexpr std::array kCommands = {
     Command{"info", "", "devices, backends, dtype usage, settings, op coverage, SIMD/BLIS/OpenMP", &run_info},
-    Command{"bench", "[--device D] [--quick]", "benchmarks (SPEC 8), each beside a reference measured in the same run",
+    Command{"bench", "[--device D] [--quick] [--only GROUP]", "benchmarks (SPEC 8), each beside a reference measured in the same run",
             &run_bench},
     Command{"ops", "[--device D] [--markdown]", "op coverage per device: native / default / missing / unsupported", &run_ops},
     Command{"check", "[--device D] [--op PATTERN] [--dtype T] [--seed S]", "every op on D against the CPU backend",

@@ -1,8 +1,8 @@
-// tensorctl bench [--device D] [--quick]: the SPEC §8 benchmark suite (tools/bench),
-// each figure beside its reference measured in the same run. On a Vulkan device the
-// Vulkan cases follow (tools/bench/bench_vulkan.cpp: matmul f32/f16 up to n = 4096,
-// 16M elementwise and reductions against a device copy, coopmat on vs off, native
-// f16 vs f32 compute, per-op overhead).
+// tensorctl bench [--device D] [--quick] [--only GROUP]: the SPEC §8 benchmark suite
+// (tools/bench), each figure beside its reference measured in the same run. On a Vulkan
+// device the Vulkan cases follow (tools/bench/bench_vulkan.cpp: matmul f32/f16 up to
+// n = 4096, 16M elementwise and reductions against a device copy, coopmat on vs off,
+// native f16 vs f32 compute, per-op overhead).
 #include <cstdio>
 #include <vector>
 

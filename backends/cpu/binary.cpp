@@ -116,8 +116,16 @@ struct BinFn {
   static constexpr bool kHwy = Op::kSimd >= 0 && (std::is_same_v<T, float> || std::is_same_v<T, double>);
   static constexpr auto kOp = static_cast<simd::BinOp>(Op::kSimd < 0 ? 0 : Op::kSimd);
 
+  // Runs shorter than this stay in a plain loop: the dynamic dispatch into Highway
+  // costs more than a few scalar lanes (per-op overhead of tiny tensors, SPEC §8).
+  static constexpr std::size_t kTiny = 8;
+
   T operator()(T a, T b) const { return st<T>(Op::f(ld(a), ld(b))); }
   void vv(T* o, const T* a, const T* b, std::size_t n) const requires(kHwy) {
+    if (n < kTiny) {
+      for (std::size_t i = 0; i < n; ++i) o[i] = Op::f(a[i], b[i]);
+      return;
+    }
     if constexpr (std::is_same_v<T, float>) simd::binary_f32(kOp, a, b, o, n);
     else simd::binary_f64(kOp, a, b, o, n);
   }
@@ -170,15 +178,29 @@ Prim binary_entry(Prim pa, Prim pb) {
   const Shape shape = broadcast_shape(a->shape(), b->shape());
   const DType dt = a->dtype();
   CpuRef out = output_for(a, &b, shape, dt);
-  const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
-  const auto plan = plan_of<3>(shape, {&o, &x, &y});
+  // Same shapes, all contiguous (the common case): one run, no broadcast plan.
+  const bool one_run = a->shape() == shape && b->shape() == shape && a->is_contiguous() && b->is_contiguous() &&
+                       out->is_contiguous();
   dispatch::visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
     constexpr bool kInt = kIsInt<T>;
     constexpr bool kFloat = dispatch::kIsFloatLike<T>;
     if constexpr ((kInt || kFloat) && !(kIntOnly && !kInt) && !(kFloatOnly && !kFloat)) {
       BinFn<T, Op> fn;
-      map2<T, T, T>(plan, o.ptr, x.ptr, y.ptr, fn);
+      if (one_run) {
+        T* o = at<T>(out->data());
+        const T* x = at<T>(a->data());
+        const T* y = at<T>(b->data());
+        const std::size_t n = shape.num_elements();
+        if constexpr (requires { fn.vv(o, x, y, n); }) {
+          fn.vv(o, x, y, n);
+        } else {
+          for (std::size_t i = 0; i < n; ++i) o[i] = fn(x[i], y[i]);
+        }
+        return;
+      }
+      const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
+      map2<T, T, T>(plan_of<3>(shape, {&o, &x, &y}), o.ptr, x.ptr, y.ptr, fn);
     } else {
       throw DTypeError("[cpu] binary op on an unsupported dtype: " + std::string(dtype_name(dt)));
     }

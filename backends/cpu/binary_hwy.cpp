@@ -12,6 +12,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/binary_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -24,71 +25,71 @@ struct SubV { template <class V> HWY_INLINE V operator()(V a, V b) const { retur
 struct MulV { template <class V> HWY_INLINE V operator()(V a, V b) const { return hn::Mul(a, b); } };
 struct DivV { template <class V> HWY_INLINE V operator()(V a, V b) const { return hn::Div(a, b); } };
 
+// Stores `n` results get(tag, i) at out[i]. `stream`: non-temporal stores (the output
+// is large and fresh, so writing it through the cache would first read every line
+// from memory: 4 streams of traffic instead of 3); out is aligned to the vector first.
 // No HWY_RESTRICT: `out` may alias an input element for element (in-place ops).
-template <class T, class Op>
-HWY_INLINE void VecVec(const T* a, const T* b, T* out, size_t n) {
+template <class T, class Get>
+HWY_INLINE void Drive(T* out, size_t n, bool stream, const Get& get) {
   const hn::ScalableTag<T> d;
-  const size_t N = hn::Lanes(d);
-  const Op op;
-  size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    const auto r0 = op(hn::LoadU(d, a + i), hn::LoadU(d, b + i));
-    const auto r1 = op(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N));
-    hn::StoreU(r0, d, out + i);
-    hn::StoreU(r1, d, out + i + N);
-  }
-  for (; i + N <= n; i += N) hn::StoreU(op(hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
   const hn::CappedTag<T, 1> d1;
-  for (; i < n; ++i) hn::StoreU(op(hn::LoadU(d1, a + i), hn::LoadU(d1, b + i)), d1, out + i);
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  if (stream) {
+    for (; i < n && reinterpret_cast<uintptr_t>(out + i) % (N * sizeof(T)) != 0; ++i) hn::StoreU(get(d1, i), d1, out + i);
+    for (; i + 2 * N <= n; i += 2 * N) {
+      const auto r0 = get(d, i), r1 = get(d, i + N);
+      hn::Stream(r0, d, out + i);
+      hn::Stream(r1, d, out + i + N);
+    }
+    hwy::FlushStream();
+  } else {
+    for (; i + 2 * N <= n; i += 2 * N) {
+      const auto r0 = get(d, i), r1 = get(d, i + N);
+      hn::StoreU(r0, d, out + i);
+      hn::StoreU(r1, d, out + i + N);
+    }
+  }
+  for (; i + N <= n; i += N) hn::StoreU(get(d, i), d, out + i);
+  for (; i < n; ++i) hn::StoreU(get(d1, i), d1, out + i);
 }
 
 template <class T, class Op>
-HWY_INLINE void VecScalar(const T* a, T s, T* out, size_t n) {
-  const hn::ScalableTag<T> d;
-  const size_t N = hn::Lanes(d);
-  const Op op;
-  const auto vs = hn::Set(d, s);
-  size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    const auto r0 = op(hn::LoadU(d, a + i), vs);
-    const auto r1 = op(hn::LoadU(d, a + i + N), vs);
-    hn::StoreU(r0, d, out + i);
-    hn::StoreU(r1, d, out + i + N);
-  }
-  for (; i + N <= n; i += N) hn::StoreU(op(hn::LoadU(d, a + i), vs), d, out + i);
-  const hn::CappedTag<T, 1> d1;
-  const auto vs1 = hn::Set(d1, s);
-  for (; i < n; ++i) hn::StoreU(op(hn::LoadU(d1, a + i), vs1), d1, out + i);
+HWY_INLINE void VecVec(const T* a, const T* b, T* out, size_t n, bool stream) {
+  Drive(out, n, stream, [a, b](auto d, size_t i) { return Op()(hn::LoadU(d, a + i), hn::LoadU(d, b + i)); });
 }
 
 template <class T, class Op>
-HWY_INLINE void ScalarVec(T s, const T* b, T* out, size_t n) {
-  const hn::ScalableTag<T> d;
-  const size_t N = hn::Lanes(d);
-  const Op op;
-  const auto vs = hn::Set(d, s);
-  size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    const auto r0 = op(vs, hn::LoadU(d, b + i));
-    const auto r1 = op(vs, hn::LoadU(d, b + i + N));
-    hn::StoreU(r0, d, out + i);
-    hn::StoreU(r1, d, out + i + N);
-  }
-  for (; i + N <= n; i += N) hn::StoreU(op(vs, hn::LoadU(d, b + i)), d, out + i);
-  const hn::CappedTag<T, 1> d1;
-  const auto vs1 = hn::Set(d1, s);
-  for (; i < n; ++i) hn::StoreU(op(vs1, hn::LoadU(d1, b + i)), d1, out + i);
+HWY_INLINE void VecScalar(const T* a, T s, T* out, size_t n, bool stream) {
+  Drive(out, n, stream, [a, s](auto d, size_t i) { return Op()(hn::LoadU(d, a + i), hn::Set(d, s)); });
+}
+
+template <class T, class Op>
+HWY_INLINE void ScalarVec(T s, const T* b, T* out, size_t n, bool stream) {
+  Drive(out, n, stream, [b, s](auto d, size_t i) { return Op()(hn::Set(d, s), hn::LoadU(d, b + i)); });
 }
 
 // Non-template per-dtype wrappers (HWY_EXPORT takes plain names in 1.0.3).
 #define TENSOR_HWY_BINARY(X) X(Add, AddV) X(Sub, SubV) X(Mul, MulV) X(Div, DivV)
-#define TENSOR_X(name, op)                                                                                   \
-  void name##F32(const float* a, const float* b, float* o, size_t n) { VecVec<float, op>(a, b, o, n); }      \
-  void name##F64(const double* a, const double* b, double* o, size_t n) { VecVec<double, op>(a, b, o, n); }  \
-  void name##ScalarF32(const float* a, float s, float* o, size_t n) { VecScalar<float, op>(a, s, o, n); }    \
-  void name##ScalarF64(const double* a, double s, double* o, size_t n) { VecScalar<double, op>(a, s, o, n); } \
-  void name##RScalarF32(float s, const float* b, float* o, size_t n) { ScalarVec<float, op>(s, b, o, n); }   \
-  void name##RScalarF64(double s, const double* b, double* o, size_t n) { ScalarVec<double, op>(s, b, o, n); }
+#define TENSOR_X(name, op)                                                                            \
+  void name##F32(const float* a, const float* b, float* o, size_t n, bool st) {                       \
+    VecVec<float, op>(a, b, o, n, st);                                                                \
+  }                                                                                                   \
+  void name##F64(const double* a, const double* b, double* o, size_t n, bool st) {                    \
+    VecVec<double, op>(a, b, o, n, st);                                                               \
+  }                                                                                                   \
+  void name##ScalarF32(const float* a, float s, float* o, size_t n, bool st) {                        \
+    VecScalar<float, op>(a, s, o, n, st);                                                             \
+  }                                                                                                   \
+  void name##ScalarF64(const double* a, double s, double* o, size_t n, bool st) {                     \
+    VecScalar<double, op>(a, s, o, n, st);                                                            \
+  }                                                                                                   \
+  void name##RScalarF32(float s, const float* b, float* o, size_t n, bool st) {                       \
+    ScalarVec<float, op>(s, b, o, n, st);                                                             \
+  }                                                                                                   \
+  void name##RScalarF64(double s, const double* b, double* o, size_t n, bool st) {                    \
+    ScalarVec<double, op>(s, b, o, n, st);                                                            \
+  }
 TENSOR_HWY_BINARY(TENSOR_X)
 #undef TENSOR_X
 
@@ -114,26 +115,49 @@ HWY_EXPORT(TargetNameHere);
 
 namespace {
 
-// Runs (transposes) of at least this many elements are split across OpenMP threads.
-// Measured on the 2-core development machine (shared, so the sibling core is usually
-// busy): two threads were slower than one for every size up to 16 M elements (add
-// 14 vs 8.5 ms, sum 14 vs 3-6 ms, exp equal), so splitting starts only at 64 M.
+// Runs of at least this many elements are split across OpenMP threads (64 M: in
+// practice off). Measured with `tensorctl bench` on the 2-core Zen 4 VM, 17:15-17:45
+// UTC: on one thread in-place add f32 16M already streams 47.5 GB/s, 0.72x the time
+// of the STREAM triad reference on the faster of 1 and 2 threads (idle, load 0.45);
+// with the machine loaded by other builds (load 5-7) two threads made add 16M slower
+// (median 13-28 ms vs 9-13 ms), as a descheduled thread holds up the join.
 constexpr std::size_t kParallelBinaryElems = std::size_t{1} << 26;
+// Fresh outputs of at least this many bytes (half the 32 MiB L3) are written with
+// non-temporal stores. Measured (add f32 16M allocating vs in place, same run, load
+// ~5): 1.83x with cached stores, 1.09-1.25x with streaming stores. Below the bound the
+// output may still be in L3 for the next op, so stores go through the cache.
+constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
 
-// f(begin, count) over the whole run, or over one chunk per thread.
+// Whether [out, out + n) is large and overlaps neither input (nullptr: a scalar).
+template <class T>
+bool streams(const T* out, const T* a, const T* b, std::size_t n) {
+  if (n * sizeof(T) < kStreamBytes) return false;
+  const auto o = reinterpret_cast<std::uintptr_t>(out), bytes = n * sizeof(T);
+  auto overlaps = [&](const T* x) {
+    const auto p = reinterpret_cast<std::uintptr_t>(x);
+    return x && p < o + bytes && o < p + bytes;
+  };
+  return !overlaps(a) && !overlaps(b);
+}
+
+// f(begin, count) over the whole run, or over chunks of kChunkElems shared out to the
+// threads as they come free (dynamic, not one static half per thread: on a shared
+// machine one thread is often descheduled, and the other then takes its chunks).
+constexpr std::size_t kChunkElems = std::size_t{1} << 16;
 template <class F>
-void split(std::size_t n, F&& f) {
+void split(std::size_t n, std::size_t min_parallel, F&& f) {
 #if TENSOR_HAVE_OPENMP
-  const int threads = omp_get_max_threads();
-  if (n >= kParallelBinaryElems && threads > 1 && !omp_in_parallel()) {
-    const std::size_t step = (n / static_cast<std::size_t>(threads) + 16) / 16 * 16;
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < threads; ++c) {
-      const std::size_t b = std::min(n, static_cast<std::size_t>(c) * step), e = std::min(n, b + step);
-      if (e > b) f(b, e - b);
+  if (n >= min_parallel && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+    const auto chunks = static_cast<std::int64_t>((n + kChunkElems - 1) / kChunkElems);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::size_t b = static_cast<std::size_t>(c) * kChunkElems;
+      f(b, std::min(n, b + kChunkElems) - b);
     }
     return;
   }
+#else
+  (void)min_parallel;
 #endif
   f(std::size_t{0}, n);
 }
@@ -149,22 +173,28 @@ void split(std::size_t n, F&& f) {
   }
 
 void binary_f32(BinOp op, const float* a, const float* b, float* out, size_t n) {
-  split(n, [&](size_t i, size_t m) { TENSOR_SWITCH(F32, a + i, b + i, out + i, m) });
+  const bool st = streams(out, a, b, n);
+  split(n, kParallelBinaryElems, [&](size_t i, size_t m) { TENSOR_SWITCH(F32, a + i, b + i, out + i, m, st) });
 }
 void binary_f64(BinOp op, const double* a, const double* b, double* out, size_t n) {
-  split(n, [&](size_t i, size_t m) { TENSOR_SWITCH(F64, a + i, b + i, out + i, m) });
+  const bool st = streams(out, a, b, n);
+  split(n, kParallelBinaryElems, [&](size_t i, size_t m) { TENSOR_SWITCH(F64, a + i, b + i, out + i, m, st) });
 }
 void binary_scalar_f32(BinOp op, const float* a, float s, float* out, size_t n) {
-  split(n, [&](size_t i, size_t m) { TENSOR_SWITCH(ScalarF32, a + i, s, out + i, m) });
+  const bool st = streams(out, a, static_cast<const float*>(nullptr), n);
+  split(n, kParallelBinaryElems, [&](size_t i, size_t m) { TENSOR_SWITCH(ScalarF32, a + i, s, out + i, m, st) });
 }
 void binary_scalar_f64(BinOp op, const double* a, double s, double* out, size_t n) {
-  split(n, [&](size_t i, size_t m) { TENSOR_SWITCH(ScalarF64, a + i, s, out + i, m) });
+  const bool st = streams(out, a, static_cast<const double*>(nullptr), n);
+  split(n, kParallelBinaryElems, [&](size_t i, size_t m) { TENSOR_SWITCH(ScalarF64, a + i, s, out + i, m, st) });
 }
 void binary_rscalar_f32(BinOp op, float s, const float* b, float* out, size_t n) {
-  split(n, [&](size_t i, size_t m) { TENSOR_SWITCH(RScalarF32, s, b + i, out + i, m) });
+  const bool st = streams(out, static_cast<const float*>(nullptr), b, n);
+  split(n, kParallelBinaryElems, [&](size_t i, size_t m) { TENSOR_SWITCH(RScalarF32, s, b + i, out + i, m, st) });
 }
 void binary_rscalar_f64(BinOp op, double s, const double* b, double* out, size_t n) {
-  split(n, [&](size_t i, size_t m) { TENSOR_SWITCH(RScalarF64, s, b + i, out + i, m) });
+  const bool st = streams(out, static_cast<const double*>(nullptr), b, n);
+  split(n, kParallelBinaryElems, [&](size_t i, size_t m) { TENSOR_SWITCH(RScalarF64, s, b + i, out + i, m, st) });
 }
 #undef TENSOR_SWITCH
 

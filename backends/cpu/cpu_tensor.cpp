@@ -116,7 +116,66 @@ BufferCache& cache() {
   return *c;
 }
 
+// Freed fixed-size heap blocks kept per thread (at most kCap), so that the objects
+// every op allocates and frees (the result primitive, small storage) skip malloc and
+// free: measured with callgrind, a + b on two [4] f32 spent ~30% of its instructions
+// in them. Blocks go back to the thread that frees them; a thread's blocks are freed
+// when it exits (after that, its frees go straight to free()).
+template <std::size_t kSize>
+class BlockStack {
+ public:
+  static void* take() {
+    if (!dead_) {
+      BlockStack& s = mine();
+      if (s.n_) return s.items_[--s.n_];
+    }
+    void* p = std::malloc(kSize);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  static void give(void* p) {
+    if (!dead_) {
+      BlockStack& s = mine();
+      if (s.n_ < kCap) {
+        s.items_[s.n_++] = p;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  ~BlockStack() {
+    dead_ = true;
+    for (std::size_t i = 0; i < n_; ++i) std::free(items_[i]);
+    n_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kCap = 16;
+  // initial-exec: a fixed offset from the thread pointer instead of a __tls_get_addr
+  // call per access (which cost more than malloc saves); 136 bytes per stack.
+  static BlockStack& mine() {
+    thread_local BlockStack s __attribute__((tls_model("initial-exec")));
+    return s;
+  }
+  void* items_[kCap];
+  std::size_t n_ = 0;
+  static thread_local bool dead_ __attribute__((tls_model("initial-exec")));
+};
+template <std::size_t kSize>
+thread_local bool BlockStack<kSize>::dead_ __attribute__((tls_model("initial-exec"))) = false;
+
+// Small storage blocks: the header line, up to 128 bytes of elements, and malloc's
+// 16-byte alignment slack to the next 64-byte line.
+constexpr std::size_t kSmallBlock = 256;
+using SmallBlocks = BlockStack<kSmallBlock>;
+using TensorBlocks = BlockStack<sizeof(CpuTensor)>;
+
 }  // namespace
+
+void* CpuTensor::operator new(std::size_t size) {
+  return size == sizeof(CpuTensor) ? TensorBlocks::take() : ::operator new(size);
+}
+void CpuTensor::operator delete(void* p) { TensorBlocks::give(p); }
 
 BufferCacheStats buffer_cache_stats() { return cache().stats(); }
 void buffer_cache_clear() { cache().clear(); }
@@ -125,7 +184,13 @@ StorageRef Storage::allocate_impl(std::size_t bytes, bool zeroed) {
   const std::size_t need = kAlign + bytes;
   if (need < kLargeBytes) {
     // malloc aligns to 16: over-allocate and start the header at the next 64-byte line.
-    void* raw = zeroed ? std::calloc(1, need + kAlign - 16) : std::malloc(need + kAlign - 16);
+    void* raw;
+    if (need + kAlign - 16 <= kSmallBlock) {
+      raw = SmallBlocks::take();
+      if (zeroed) std::memset(raw, 0, kSmallBlock);
+    } else {
+      raw = zeroed ? std::calloc(1, need + kAlign - 16) : std::malloc(need + kAlign - 16);
+    }
     if (!raw) throw std::bad_alloc();
     void* at = reinterpret_cast<void*>(round_up(reinterpret_cast<std::uintptr_t>(raw), kAlign));
     return StorageRef::adopt(::new (at) Storage(bytes, 0, raw));
@@ -146,10 +211,11 @@ StorageRef Storage::allocate_zeroed(std::size_t bytes) { return allocate_impl(by
 void Storage::release_ref() const {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     Storage* self = const_cast<Storage*>(this);
-    const std::size_t mapped = mapped_;
+    const std::size_t mapped = mapped_, bytes = bytes_;
     void* raw = raw_;
     self->~Storage();
     if (mapped) cache().give(self, mapped);
+    else if (kAlign + bytes + kAlign - 16 <= kSmallBlock) SmallBlocks::give(raw);
     else std::free(raw);
   }
 }
@@ -219,16 +285,29 @@ void transpose_2d(std::byte* dst, const std::byte* src, std::size_t rows, std::s
   }
 }
 
-// Runs (transposes) of at least this many elements are split across OpenMP threads.
-// Measured on the 2-core development machine (shared, so the sibling core is usually
-// busy): two threads were slower than one for every size up to 16 M elements (add
-// 14 vs 8.5 ms, sum 14 vs 3-6 ms, exp equal), so splitting starts only at 64 M.
-constexpr std::size_t kParallelTransposeElems = std::size_t{1} << 26;
+// Transposes of at least this many elements are split across OpenMP threads.
+// Measured with `tensorctl bench` (transpose->contiguous f32 4096^2, 2-core Zen 4 VM,
+// load 6-7 from other builds, so noisy): one thread 7.0-11.2 ms = 1.22-1.29x a copy,
+// two threads 11.8-14.8 ms = 0.80-1.23x a copy (the copy reference is the faster of
+// 1 and 2 threads, and slows down alike). Two threads gain where a copy does (large,
+// memory-bound transposes), so from 4 M elements (16 MB f32, the streaming bound).
+// At a quieter moment 4096^2 took 3.7 ms on two threads (1.03x the copy).
+constexpr std::size_t kParallelTransposeElems = std::size_t{1} << 22;
 
-// One rows x cols transpose (dst contiguous along cols, src along rows): SIMD
-// register tiles for 4- and 8-byte elements, cache blocks otherwise.
+int parallel_threads(std::size_t elems) {
+#if TENSOR_HAVE_OPENMP
+  if (elems >= kParallelTransposeElems && !omp_in_parallel()) return omp_get_max_threads();
+#else
+  (void)elems;
+#endif
+  return 1;
+}
+
+// One rows x cols transpose (dst contiguous along cols, src along rows) on `threads`
+// threads: SIMD register tiles in cache blocks for 4- and 8-byte elements, plain
+// cache blocks otherwise.
 void transpose_tile(std::byte* d, const std::byte* s, std::size_t rows, std::size_t cols, std::int64_t drow,
-                    std::int64_t srow, std::int64_t scol, std::size_t e) {
+                    std::int64_t srow, std::int64_t scol, std::size_t e, int threads) {
   const auto ie = static_cast<std::int64_t>(e);
   // Kernel terms: src row p = our column j (stride scol), dst row q = our row i.
   auto simd_rows = [&](std::size_t j0, std::size_t j1) {
@@ -244,17 +323,19 @@ void transpose_tile(std::byte* d, const std::byte* s, std::size_t rows, std::siz
   };
   if ((e == 4 || e == 8) && scol % ie == 0 && drow % ie == 0) {
 #if TENSOR_HAVE_OPENMP
-    if (rows * cols >= kParallelTransposeElems && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+    if (threads > 1) {
       // Column bands of whole 64-element groups, one per thread.
-      const std::size_t bands = static_cast<std::size_t>(omp_get_max_threads());
+      const auto bands = static_cast<std::size_t>(threads);
       const std::size_t step = (cols + bands * 64 - 1) / (bands * 64) * 64;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads)
       for (std::size_t b = 0; b < bands; ++b) {
         const std::size_t j0 = std::min(cols, b * step), j1 = std::min(cols, j0 + step);
         if (j1 > j0) simd_rows(j0, j1);
       }
       return;
     }
+#else
+    (void)threads;
 #endif
     simd_rows(0, cols);
     return;
@@ -268,7 +349,9 @@ void transpose_tile(std::byte* d, const std::byte* s, std::size_t rows, std::siz
 }
 
 // The blocked path for plans whose two innermost dims are swapped between source
-// and destination; false when the plan has another shape (caller does rows).
+// and destination; false when the plan has another shape (caller does rows). A batch
+// of at least as many transposes as threads runs one transpose per thread; a single
+// large one (or a short batch) splits each transpose into column bands.
 bool copy_transposed(const Plan<2>& plan, std::byte* dst, const std::byte* src, std::size_t e) {
   if (plan.empty || plan.rank < 2) return false;
   const std::size_t r = plan.rank;
@@ -277,13 +360,33 @@ bool copy_transposed(const Plan<2>& plan, std::byte* dst, const std::byte* src, 
   const std::int64_t srow = plan.strides[1][r - 2], scol = plan.strides[1][r - 1];
   const std::size_t rows = plan.dims[r - 2], cols = plan.dims[r - 1];
   if (dcol != ie || srow != ie || scol == ie || rows < 8 || cols < 8) return false;
+  std::size_t batch = 1;
+  for (std::size_t d = 0; d + 2 < r; ++d) batch *= plan.dims[d];
+  const int threads = parallel_threads(batch * rows * cols);
   // Walk the outer dims (if any) with a plan of rank r - 2: a batch of 2-D transposes.
   Plan<2> outer = plan;
   outer.rank = r - 2;
+#if TENSOR_HAVE_OPENMP
+  if (threads > 1 && batch >= static_cast<std::size_t>(threads)) {
+    std::vector<std::array<std::byte*, 2>> items;
+    items.reserve(batch);
+    for_each_row(outer, {dst, const_cast<std::byte*>(src)},
+                 [&](std::array<std::byte*, 2> p, std::size_t n, std::array<std::int64_t, 2> s) {
+                   for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1]) items.push_back(p);
+                 });
+    const auto count = static_cast<std::int64_t>(items.size());
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (std::int64_t i = 0; i < count; ++i) {
+      const auto& p = items[static_cast<std::size_t>(i)];
+      transpose_tile(p[0], p[1], rows, cols, drow, srow, scol, e, 1);
+    }
+    return true;
+  }
+#endif
   for_each_row(outer, {dst, const_cast<std::byte*>(src)},
                [&](std::array<std::byte*, 2> p, std::size_t n, std::array<std::int64_t, 2> s) {
                  for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1])
-                   transpose_tile(p[0], p[1], rows, cols, drow, srow, scol, e);
+                   transpose_tile(p[0], p[1], rows, cols, drow, srow, scol, e, threads);
                });
   return true;
 }

@@ -95,6 +95,11 @@ class CpuTensor final : public dispatch::Primitive {
   // Relabels the element type (same element size only; used to reuse a buffer).
   void set_dtype(DType dtype) { dtype_ = dtype; }
 
+  // From a small per-thread stack of freed objects (one per op result: the per-op
+  // overhead of tiny tensors is mostly allocator calls).
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p);
+
  private:
   StorageRef storage_;
   Layout layout_;

@@ -1,14 +1,24 @@
 // Matrix product on the CPU, batched with broadcast batch dims: f32/f64 through BLIS's
 // typed gemm on the operands' own row/column strides (a transposed operand is not
 // copied), f16/bf16 through f32, ints through a plain wrapping loop.
+//
+// Threads: one large product runs on BLIS's own threads (rntm per call, so the
+// BLIS_NUM_THREADS / OMP_NUM_THREADS environment does not decide it); a batch of
+// small products runs one product per OpenMP thread with BLIS single-threaded.
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
 
 #include "backends/cpu/blis.hpp"
+
+#if TENSOR_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 namespace tensor::cpu {
 namespace {
@@ -56,23 +66,51 @@ void gemm_loop(std::size_t m, std::size_t n, std::size_t k, const T* a, std::int
   }
 }
 
+// BLIS threads for one product of m*n*k multiply-adds. Before, every product ran on
+// one BLIS thread (bli_sgemm reads BLIS_NUM_THREADS, unset = 1): n >= 128 was 1.5-1.9x
+// slower than bli_sgemm on both cores. Measured with `tensorctl bench` (square f32,
+// 2-core Zen 4 VM): with the second core free (18:10 UTC, load 1.1) two threads win
+// from n = 64 (3.6-3.8 us vs 5.7-6.0 us) and reach 190-220 GFLOP/s from n = 128 (one
+// thread: 105-110); so BLIS gets every thread from 64^3 multiply-adds. With another
+// process on the second core, any 2-thread product (ours or a direct bli_sgemm alike)
+// can take 5-170x longer than on one thread (18:10 UTC: n = 128 7.95 ms instead of
+// 46 us), as a descheduled thread holds up BLIS's barriers; single stalls of ~8 ms
+// were seen even at load 0.4 (n = 64, ours and the direct 2-thread bli_sgemm alike).
+constexpr double kBlisThreadsWork = 64.0 * 64.0 * 64.0;
+// A batch of products runs one product per OpenMP thread (BLIS on one thread each)
+// when each product is below this many multiply-adds (and the whole batch has at
+// least kBlisThreadsWork): above it BLIS's own threads scale as well and keep each
+// product's packed panels in one core's cache.
+constexpr double kBatchParallelWork = 512.0 * 512.0 * 512.0;
+
+int max_threads() {
+#if TENSOR_HAVE_OPENMP
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 template <class T>
 void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
-          MatStrides sc) {
+          MatStrides sc, int threads) {
 #if TENSOR_HAVE_BLIS
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     T one = 1, zero = 0;
     const auto dm = static_cast<dim_t>(m), dn = static_cast<dim_t>(n), dk = static_cast<dim_t>(k);
+    rntm_t rntm = BLIS_RNTM_INITIALIZER;
+    bli_rntm_set_num_threads(threads, &rntm);
     if constexpr (std::is_same_v<T, float>) {
-      bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<float*>(a), sa.rs, sa.cs,
-                const_cast<float*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs);
+      bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<float*>(a), sa.rs, sa.cs,
+                   const_cast<float*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs, nullptr, &rntm);
     } else {
-      bli_dgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<double*>(a), sa.rs, sa.cs,
-                const_cast<double*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs);
+      bli_dgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<double*>(a), sa.rs, sa.cs,
+                   const_cast<double*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs, nullptr, &rntm);
     }
     return;
   }
 #endif
+  (void)threads;
   gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
 }
 
@@ -121,10 +159,39 @@ Prim matmul_entry(Prim pa, Prim pb) {
     if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, dispatch::BoolU32> || dispatch::kIsHalf<T>) {
       throw DTypeError("[matmul] expected a float or int dtype; got " + std::string(dtype_name(dtype)));
     } else {
+      const std::size_t count = batch.num_elements();
+      const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+      const int threads = max_threads();
+      if (count >= 2 && threads > 1 && work < kBatchParallelWork &&
+          work * static_cast<double>(count) >= kBlisThreadsWork) {
+        // Many small products: one per thread, each on a single BLIS thread, in about
+        // 8 chunks per thread handed out as threads come free (schedule(dynamic, 1):
+        // 1024 x 32^2 took 2.10 ms; static 1.55-1.63 ms = 0.91x two threads of
+        // bli_sgemm per matrix when both cores were free, but 1.8-2.2x one thread when
+        // another process held a core, as the last static half waits for it).
+        std::vector<std::array<std::byte*, 3>> items;
+        items.reserve(count);
+        for_each_row(plan, {out->data(), a->data(), b->data()},
+                     [&](std::array<std::byte*, 3> p, std::size_t cnt, std::array<std::int64_t, 3> s) {
+                       for (std::size_t i = 0; i < cnt; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2])
+                         items.push_back(p);
+                     });
+        const auto total = static_cast<std::int64_t>(items.size());
+        const std::int64_t chunk = std::max<std::int64_t>(1, total / (8 * threads));
+#if TENSOR_HAVE_OPENMP
+#pragma omp parallel for schedule(dynamic, chunk) num_threads(threads)
+#endif
+        for (std::int64_t i = 0; i < total; ++i) {
+          const auto& p = items[static_cast<std::size_t>(i)];
+          gemm<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc, 1);
+        }
+        return;
+      }
+      const int blis_threads = work >= kBlisThreadsWork ? threads : 1;
       for_each_row(plan, {out->data(), a->data(), b->data()},
                    [&](std::array<std::byte*, 3> p, std::size_t cnt, std::array<std::int64_t, 3> s) {
                      for (std::size_t i = 0; i < cnt; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2])
-                       gemm<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc);
+                       gemm<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc, blis_threads);
                    });
     }
   });

@@ -25,28 +25,35 @@ template <class T> inline acc_t<T> widen(T v) {
   else return static_cast<std::uint64_t>(v);
 }
 
-template <class T, bool kProd> inline acc_t<T> combine(acc_t<T> acc, T v) {
-  if constexpr (kProd) return acc * widen(v);
+__extension__ typedef __int128 I128;
+
+// Accumulator of op kOp on T: int means sum exactly in 128 bits (a wrapping 64-bit sum
+// of int64 values would be wrong long before the mean leaves the range).
+template <class T, RedOp kOp>
+using dim_acc_t = std::conditional_t<kOp == RedOp::Mean && !dispatch::kIsFloatLike<T>, I128, acc_t<T>>;
+
+template <class T, bool kProd, class A = acc_t<T>> inline A combine(A acc, T v) {
+  if constexpr (std::is_same_v<A, I128>) return acc + static_cast<I128>(v);
+  else if constexpr (kProd) return acc * widen(v);
   else return acc + widen(v);
 }
 
 // Reduces n elements `stride` bytes apart; contiguous rows use four accumulators.
-template <class T, bool kProd>
-acc_t<T> reduce_row(const std::byte* p, std::size_t n, std::int64_t stride) {
-  using A = acc_t<T>;
+template <class T, bool kProd, class A = acc_t<T>>
+A reduce_row(const std::byte* p, std::size_t n, std::int64_t stride) {
   const A init = kProd ? A(1) : A(0);
   if (stride == static_cast<std::int64_t>(sizeof(T))) {
     const T* x = at<T>(p);
     A r[4] = {init, init, init, init};
     std::size_t i = 0;
     for (; i + 4 <= n; i += 4) {
-      for (int j = 0; j < 4; ++j) r[j] = combine<T, kProd>(r[j], x[i + j]);
+      for (int j = 0; j < 4; ++j) r[j] = combine<T, kProd, A>(r[j], x[i + j]);
     }
-    for (; i < n; ++i) r[0] = combine<T, kProd>(r[0], x[i]);
+    for (; i < n; ++i) r[0] = combine<T, kProd, A>(r[0], x[i]);
     return kProd ? (r[0] * r[1]) * (r[2] * r[3]) : (r[0] + r[1]) + (r[2] + r[3]);
   }
   A r = init;
-  for (std::size_t i = 0; i < n; ++i, p += stride) r = combine<T, kProd>(r, *at<T>(p));
+  for (std::size_t i = 0; i < n; ++i, p += stride) r = combine<T, kProd, A>(r, *at<T>(p));
   return r;
 }
 
@@ -67,6 +74,11 @@ T finish(acc_t<T> acc, RedOp op, std::size_t n) {
     }
     return static_cast<T>(acc);  // wrapping truncation
   }
+}
+// An int mean from its exact sum: truncated toward zero, within T's range.
+template <class T>
+T finish(I128 sum, RedOp, std::size_t n) {
+  return n == 0 ? T{0} : static_cast<T>(sum / static_cast<I128>(n));
 }
 
 template <class F>
@@ -123,7 +135,7 @@ Prim reduce_dim_entry(Prim p, std::size_t dim) {
   const std::size_t count = out_shape.num_elements();
   visit_numeric(a->dtype(), "sum_dim", [&](auto tag) {
     using T = decltype(tag);
-    using A = acc_t<T>;
+    using A = dim_acc_t<T, kOp>;
     std::vector<A> acc(count, kProd ? A(1) : A(0));
     const Layout acc_layout = contiguous_layout(out_shape);
     const auto plan = make_plan<2>(out_shape, {acc_layout.strides.data(), a->layout().strides.data()},
@@ -134,7 +146,7 @@ Prim reduce_dim_entry(Prim p, std::size_t dim) {
       for_each_row(plan, {acc_base, a->data()},
                    [&](std::array<std::byte*, 2> ptr, std::size_t m, std::array<std::int64_t, 2> s) {
                      for (std::size_t i = 0; i < m; ++i, ptr[0] += s[0], ptr[1] += s[1])
-                       *at<A>(ptr[0]) = reduce_row<T, kProd>(ptr[1], n, dstride);
+                       *at<A>(ptr[0]) = reduce_row<T, kProd, A>(ptr[1], n, dstride);
                    });
     } else {
       for (std::size_t k = 0; k < n; ++k) {
@@ -142,7 +154,7 @@ Prim reduce_dim_entry(Prim p, std::size_t dim) {
         for_each_row(plan, {acc_base, base},
                      [&](std::array<std::byte*, 2> ptr, std::size_t m, std::array<std::int64_t, 2> s) {
                        for (std::size_t i = 0; i < m; ++i, ptr[0] += s[0], ptr[1] += s[1])
-                         *at<A>(ptr[0]) = combine<T, kProd>(*at<A>(ptr[0]), *at<T>(ptr[1]));
+                         *at<A>(ptr[0]) = combine<T, kProd, A>(*at<A>(ptr[0]), *at<T>(ptr[1]));
                      });
       }
     }
@@ -447,7 +459,6 @@ Prim mean_entry(Prim p) {
       const double total = std::isfinite(sum) ? sum + comp : sum;  // inf/NaN: comp is NaN
       *at<T>(out->data()) = dispatch::convert_value<T>(total / static_cast<double>(count));
     } else {
-      __extension__ typedef __int128 I128;
       I128 sum = 0;
       for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
         const std::byte* x = ptr[0];

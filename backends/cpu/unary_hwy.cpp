@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #if TENSOR_HAVE_OPENMP
 #include <omp.h>
@@ -14,6 +15,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/unary_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 
@@ -135,62 +137,75 @@ struct TruncV : ExactOp { template <class D, class V> HWY_INLINE V operator()(D,
 struct RoundV : ExactOp { template <class D, class V> HWY_INLINE V operator()(D, V x) const { return hn::Round(x); } };
 
 // One vector (of tag d) at x -> out, falling back to libm when a lane is out of range.
+// `stream`: a non-temporal store (out aligned to the vector); a runtime flag, so each
+// op's formula is compiled once per tag.
 template <class D, class Op>
-HWY_INLINE void Step(D d, const TFromD<D>* x, TFromD<D>* out, UnOp op) {
+HWY_INLINE void Step(D d, const TFromD<D>* x, TFromD<D>* out, UnOp op, bool stream = false) {
   const Op f;
   const auto v = hn::LoadU(d, x);
+  auto store = [&](auto r) {
+    if (stream) hn::Stream(r, d, out);
+    else hn::StoreU(r, d, out);
+  };
   if constexpr (Op::kExact) {
-    hn::StoreU(f(d, v), d, out);
+    store(f(d, v));
   } else {
     if (HWY_LIKELY(hn::AllTrue(d, f.Ok(d, v)))) {
-      hn::StoreU(f(d, v), d, out);
+      store(f(d, v));
     } else {
       for (size_t k = 0; k < hn::Lanes(d); ++k) out[k] = unary_ref(op, x[k]);
     }
   }
 }
 
+// `stream`: the output is large and fresh (see binary_hwy.cpp): non-temporal stores
+// for whole vectors, once out is aligned.
 template <class T, class Op>
-HWY_INLINE void Run(const T* x, T* out, size_t n, UnOp op) {
+HWY_INLINE void Run(const T* x, T* out, size_t n, UnOp op, bool stream) {
   const hn::ScalableTag<T> d;
+  const hn::CappedTag<T, 1> d1;
   const size_t N = hn::Lanes(d);
   size_t i = 0;
-  for (; i + N <= n; i += N) Step<decltype(d), Op>(d, x + i, out + i, op);
-  const hn::CappedTag<T, 1> d1;
+  if (stream) {
+    for (; i < n && reinterpret_cast<uintptr_t>(out + i) % (N * sizeof(T)) != 0; ++i)
+      Step<decltype(d1), Op>(d1, x + i, out + i, op);
+  }
+  for (; i + N <= n; i += N) Step<decltype(d), Op>(d, x + i, out + i, op, stream);
+  if (stream) hwy::FlushStream();
   for (; i < n; ++i) Step<decltype(d1), Op>(d1, x + i, out + i, op);
 }
 
 template <class T>
-HWY_INLINE void Unary(UnOp op, const T* x, T* out, size_t n) {
+HWY_INLINE void Unary(UnOp op, const T* x, T* out, size_t n, bool stream) {
   switch (op) {
-    case UnOp::Exp: return Run<T, ExpV>(x, out, n, op);
-    case UnOp::Expm1: return Run<T, Expm1V>(x, out, n, op);
-    case UnOp::Log: return Run<T, LogV>(x, out, n, op);
-    case UnOp::Log1p: return Run<T, Log1pV>(x, out, n, op);
-    case UnOp::Sin: return Run<T, SinV>(x, out, n, op);
-    case UnOp::Cos: return Run<T, CosV>(x, out, n, op);
-    case UnOp::Tanh: return Run<T, TanhV>(x, out, n, op);
-    case UnOp::Sqrt: return Run<T, SqrtV>(x, out, n, op);
-    case UnOp::Abs: return Run<T, AbsV>(x, out, n, op);
-    case UnOp::Neg: return Run<T, NegV>(x, out, n, op);
+    case UnOp::Exp: return Run<T, ExpV>(x, out, n, op, stream);
+    case UnOp::Expm1: return Run<T, Expm1V>(x, out, n, op, stream);
+    case UnOp::Log: return Run<T, LogV>(x, out, n, op, stream);
+    case UnOp::Log1p: return Run<T, Log1pV>(x, out, n, op, stream);
+    case UnOp::Sin: return Run<T, SinV>(x, out, n, op, stream);
+    case UnOp::Cos: return Run<T, CosV>(x, out, n, op, stream);
+    case UnOp::Tanh: return Run<T, TanhV>(x, out, n, op, stream);
+    case UnOp::Sqrt: return Run<T, SqrtV>(x, out, n, op, stream);
+    case UnOp::Abs: return Run<T, AbsV>(x, out, n, op, stream);
+    case UnOp::Neg: return Run<T, NegV>(x, out, n, op, stream);
     case UnOp::Erf:
       if constexpr (sizeof(T) == 8) {
         for (size_t i = 0; i < n; ++i) out[i] = unary_ref(op, x[i]);
         return;
       } else {
-        return Run<T, ErfV>(x, out, n, op);
+        return Run<T, ErfV>(x, out, n, op, stream);
       }
-    case UnOp::Sigmoid: return Run<T, SigmoidV>(x, out, n, op);
-    case UnOp::Recip: return Run<T, RecipV>(x, out, n, op);
-    case UnOp::Floor: return Run<T, FloorV>(x, out, n, op);
-    case UnOp::Ceil: return Run<T, CeilV>(x, out, n, op);
-    case UnOp::Trunc: return Run<T, TruncV>(x, out, n, op);
-    case UnOp::Round: return Run<T, RoundV>(x, out, n, op);
+    case UnOp::Sigmoid: return Run<T, SigmoidV>(x, out, n, op, stream);
+    case UnOp::Recip: return Run<T, RecipV>(x, out, n, op, stream);
+    case UnOp::Floor: return Run<T, FloorV>(x, out, n, op, stream);
+    case UnOp::Ceil: return Run<T, CeilV>(x, out, n, op, stream);
+    case UnOp::Trunc: return Run<T, TruncV>(x, out, n, op, stream);
+    case UnOp::Round: return Run<T, RoundV>(x, out, n, op, stream);
   }
 }
 
-void UnaryF32(UnOp op, const float* x, float* out, size_t n) { Unary(op, x, out, n); }
-void UnaryF64(UnOp op, const double* x, double* out, size_t n) { Unary(op, x, out, n); }
+void UnaryF32(UnOp op, const float* x, float* out, size_t n, bool st) { Unary(op, x, out, n, st); }
+void UnaryF64(UnOp op, const double* x, double* out, size_t n, bool st) { Unary(op, x, out, n, st); }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace tensor::cpu::simd
@@ -232,27 +247,52 @@ T ref(UnOp op, T x) {
   return x;
 }
 
-// Runs (transposes) of at least this many elements are split across OpenMP threads.
-// Measured on the 2-core development machine (shared, so the sibling core is usually
-// busy): two threads were slower than one for every size up to 16 M elements (add
-// 14 vs 8.5 ms, sum 14 vs 3-6 ms, exp equal), so splitting starts only at 64 M.
-constexpr std::size_t kParallelUnaryElems = std::size_t{1} << 26;
+// Runs of at least this many elements are split across OpenMP threads, per op family.
+// Measured on the 2-core Zen 4 VM (a loop over the public API, median of 300 exp f32,
+// 17:45 UTC, load ~7 from other builds): exp 256K takes 111 us on one thread, 60 us on two when
+// the second core is free, but 16 ms when the second thread is descheduled; exp 16M
+// on one thread is 7.2 ms (idle) = 1.2-1.8x a copy, i.e. compute-bound. So math ops
+// split from 1 M elements (>= 0.45 ms of work, where the join cost is small against
+// the halved time): exp 16M then took 3.8-4.0 ms at a quieter moment (1.07-1.09x a
+// copy). Memory-bound ones (abs, neg, sqrt, floor, ...) as binary ops (off).
+constexpr std::size_t kParallelMathElems = std::size_t{1} << 20;
+constexpr std::size_t kParallelCheapElems = std::size_t{1} << 26;
+// Fresh outputs from this many bytes up are written with non-temporal stores (as binary_hwy.cpp).
+constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
+
+// Transcendental ops cost tens of cycles per vector (compute-bound); the rest are a
+// load, one or two instructions and a store (memory-bound on large runs).
+[[maybe_unused]] bool is_math(UnOp op) {
+  switch (op) {
+    case UnOp::Exp: case UnOp::Expm1: case UnOp::Log: case UnOp::Log1p: case UnOp::Sin: case UnOp::Cos:
+    case UnOp::Tanh: case UnOp::Erf: case UnOp::Sigmoid:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Chunks shared out dynamically, as split() in binary_hwy.cpp.
+constexpr std::size_t kChunkElems = std::size_t{1} << 16;
 
 template <class T, class K>
 void chunked(UnOp op, const T* x, T* out, std::size_t n, K kernel) {
+  const auto o = reinterpret_cast<std::uintptr_t>(out), p = reinterpret_cast<std::uintptr_t>(x);
+  const std::size_t bytes = n * sizeof(T);
+  const bool stream = bytes >= kStreamBytes && (p >= o + bytes || o >= p + bytes);
 #if TENSOR_HAVE_OPENMP
-  const int threads = omp_get_max_threads();
-  if (n >= kParallelUnaryElems && threads > 1 && !omp_in_parallel()) {
-    const std::size_t step = (n / static_cast<std::size_t>(threads) + 16) / 16 * 16;
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < threads; ++c) {
-      const std::size_t b = std::min(n, static_cast<std::size_t>(c) * step), e = std::min(n, b + step);
-      if (e > b) kernel(op, x + b, out + b, e - b);
+  if (n >= (is_math(op) ? kParallelMathElems : kParallelCheapElems) && omp_get_max_threads() > 1 &&
+      !omp_in_parallel()) {
+    const auto chunks = static_cast<std::int64_t>((n + kChunkElems - 1) / kChunkElems);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::size_t b = static_cast<std::size_t>(c) * kChunkElems;
+      kernel(op, x + b, out + b, std::min(n, b + kChunkElems) - b, stream);
     }
     return;
   }
 #endif
-  kernel(op, x, out, n);
+  kernel(op, x, out, n, stream);
 }
 
 }  // namespace

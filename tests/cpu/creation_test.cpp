@@ -2,6 +2,7 @@
 // zeros for every dtype, random distributions and seeding, arange, casts, device ops.
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "backends/cpu/cpu_info.hpp"
 #include "cpu_test_util.hpp"
@@ -21,6 +22,33 @@ TEST(CpuCreation, StorageIsAlignedAndFromDataCopies) {
   const Prim q = p;
   EXPECT_FALSE(cpu_of(p).can_mut());
   EXPECT_EQ(to_f32(p), v);
+}
+
+// Small tensors (their primitives and storage come from per-thread block stacks)
+// made on worker threads and freed on the main thread, and the other way round,
+// more of them than a stack holds; every value read back.
+TEST(CpuCreation, SmallTensorsMadeOnOneThreadFreedOnAnother) {
+  constexpr std::size_t kThreads = 4, kEach = 200;
+  std::vector<std::vector<Prim>> made(kThreads);
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < kThreads; ++t)
+    workers.emplace_back([&, t] {
+      for (std::size_t i = 0; i < kEach; ++i)
+        made[t].push_back(from_vec(std::vector<float>{float(t), float(i), 1, 2}, Shape{4}));
+    });
+  for (auto& w : workers) w.join();
+  for (std::size_t t = 0; t < kThreads; ++t)
+    for (std::size_t i = 0; i < kEach; ++i)
+      ASSERT_EQ(to_vec<float>(made[t][i]), (std::vector<float>{float(t), float(i), 1, 2}));
+  made.clear();  // freed here, made there
+  std::vector<Prim> mine;
+  for (std::size_t i = 0; i < kEach; ++i) mine.push_back(from_vec(std::vector<float>{float(i)}, Shape{1}));
+  std::thread freer([&] {
+    for (std::size_t i = 0; i < kEach; ++i) ASSERT_EQ(to_vec<float>(mine[i]), (std::vector<float>{float(i)}));
+    mine.clear();
+  });
+  freer.join();
+  EXPECT_TRUE(mine.empty());
 }
 
 TEST(CpuCreation, FullZerosOnesEveryDtype) {

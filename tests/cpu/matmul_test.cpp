@@ -107,6 +107,15 @@ TEST(CpuMatmul, FloatLayoutsAgainstNaiveReference) {
     // Bigger than BLIS's micro-tiles.
     check(typed(values(67 * 45, 13), Shape{67, 45}, dt), swap_dims(typed(values(33 * 45, 14), Shape{33, 45}, dt), 0, 1),
           tol, name + " 67x45x33");
+    // Large enough for BLIS's own threads (>= 128^3 multiply-adds), one operand transposed.
+    check(typed(values(150 * 130, 15), Shape{150, 130}, dt),
+          swap_dims(typed(values(140 * 130, 16), Shape{140, 130}, dt), 0, 1), tol, name + " 150x130x140");
+    // A short batch of tiny products (one thread), and a batch of small products big
+    // enough in total to run one per thread; the rhs broadcast over the batch.
+    check(typed(values(9 * 6 * 5, 17), Shape{9, 6, 5}, dt), typed(values(5 * 4, 18), Shape{1, 5, 4}, dt), tol,
+          name + " batch of 9");
+    check(typed(values(20 * 40 * 50, 19), Shape{20, 40, 50}, dt), typed(values(50 * 60, 20), Shape{1, 50, 60}, dt),
+          tol, name + " batch of 20 x 40x50x60");
   }
 }
 

@@ -1,6 +1,8 @@
 // CPU reductions: sum/prod of all elements and along a dim (every numeric dtype,
 // strided inputs, empty axes) and mean_dim's float/int rules.
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <numeric>
 
 #include "cpu_test_util.hpp"
@@ -85,6 +87,32 @@ TEST(CpuReduce, PrecisionSignsAndWrapping) {
   std::vector<float> ones(1 << 20, 0.1f);
   const auto s = to_f32(reduce(OpCode::sum, from_vec(ones, Shape{ones.size()})));
   EXPECT_NEAR(s[0], 0.1 * static_cast<double>(ones.size()), 1e-2);
+}
+
+// mean_dim of 64-bit ints sums exactly (a 64-bit sum would wrap): every value near
+// the top of the range, along a contiguous dim and along a strided one.
+TEST(CpuReduce, MeanDimOf64BitIntsDoesNotWrap) {
+  const std::int64_t hi = std::numeric_limits<std::int64_t>::max() - 6, lo = std::numeric_limits<std::int64_t>::min() + 5;
+  // [[hi, hi-2, hi-4], [lo, lo+1, lo+5]]: row means hi-2 and lo+2.
+  const std::vector<std::int64_t> v{hi, hi - 2, hi - 4, lo, lo + 1, lo + 5};
+  auto make = [](const std::vector<std::int64_t>& x, const Shape& s) {
+    return entry<Family::FromData>(OpCode::from_data)(TensorData::from(x, s), kCpuDevice);
+  };
+  auto read = [](const Prim& p) {
+    return entry<Family::IntoData>(OpCode::into_data)(p).get().to_vec<std::int64_t>();
+  };
+  EXPECT_EQ(read(reduce_dim(OpCode::mean_dim, make(v, Shape{2, 3}), 1)), (std::vector<std::int64_t>{hi - 2, lo + 2}));
+  // The same rows stored as columns of a [3, 2]: the reduced dim is strided.
+  const std::vector<std::int64_t> t{hi, lo, hi - 2, lo + 1, hi - 4, lo + 5};
+  EXPECT_EQ(read(reduce_dim(OpCode::mean_dim, make(t, Shape{3, 2}), 0)), (std::vector<std::int64_t>{hi - 2, lo + 2}));
+  // Column means mix signs: sums -2, -3, -1 -> -1, -1 (-1.5 toward zero), 0 (-0.5).
+  EXPECT_EQ(read(reduce_dim(OpCode::mean_dim, make(v, Shape{2, 3}), 0)), (std::vector<std::int64_t>{-1, -1, 0}));
+  // u64 near the top: (2^64 - 2 + 2^64 - 4) / 2 = 2^64 - 3.
+  const std::uint64_t um = std::numeric_limits<std::uint64_t>::max();
+  const Prim u = entry<Family::FromData>(OpCode::from_data)(
+      TensorData::from(std::vector<std::uint64_t>{um - 1, um - 3}, Shape{2}), kCpuDevice);
+  EXPECT_EQ(entry<Family::IntoData>(OpCode::into_data)(reduce_dim(OpCode::mean_dim, u, 0)).get().to_vec<std::uint64_t>(),
+            (std::vector<std::uint64_t>{um - 2}));
 }
 
 }  // namespace

@@ -99,7 +99,9 @@ void check_reductions(const std::string& target) {
 template <class U>
 void check_transpose(const std::string& target) {
   // Sizes around the 4/8/16-lane tiles, a negative source stride and padded rows.
-  for (const auto& [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {3, 17}, {16, 16}, {33, 20}, {40, 71}}) {
+  // 150 x 131 spans several 64-element cache blocks in both dims, with ragged edges.
+  for (const auto& [rows, cols] :
+       {std::pair<std::size_t, std::size_t>{1, 1}, {3, 17}, {16, 16}, {33, 20}, {40, 71}, {150, 131}}) {
     const std::int64_t ss = static_cast<std::int64_t>(cols) + 3, ds = static_cast<std::int64_t>(rows) + 5;
     std::vector<U> src(rows * static_cast<std::size_t>(ss)), dst(cols * static_cast<std::size_t>(ds), U(7));
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<U>(i * 2654435761u);
@@ -204,6 +206,25 @@ TEST(CpuToContiguous, LargeTransposeUsesTheTiledPath) {
   const Prim t = swap_dims(iota(Shape{300, 517}), 0, 1);
   const std::vector<double> want = logical(t);
   EXPECT_EQ(logical(Prim(to_contiguous(as_cpu(Prim(t))))), want);
+}
+
+// 2048^2 f32 (16 MB): the threaded, streaming-store path; a batch of four 1024^2
+// transposes: one transpose per thread. Checked element by element against iota's formula.
+TEST(CpuToContiguous, LargeAndBatchedTransposesOnThreads) {
+  auto src = [](std::size_t i) { return static_cast<float>((i * 37) % 101) - 50.0f; };
+  const std::size_t n = 2048;
+  const CpuRef c = to_contiguous(as_cpu(swap_dims(iota(Shape{n, n}), 0, 1)));
+  ASSERT_TRUE(c->is_contiguous());
+  const auto* x = reinterpret_cast<const float*>(c->data());
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) ASSERT_EQ(x[i * n + j], src(j * n + i)) << i << "," << j;
+  const std::size_t b = 4, m = 1024;
+  const CpuRef d = to_contiguous(as_cpu(permute(iota(Shape{b, m, m}), {0, 2, 1})));
+  const auto* y = reinterpret_cast<const float*>(d->data());
+  for (std::size_t k = 0; k < b; ++k)
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < m; ++j)
+        ASSERT_EQ(y[(k * m + i) * m + j], src((k * m + j) * m + i)) << k << "," << i << "," << j;
 }
 
 TEST(CpuReduce, SumMaxMinOverAPermutedBufferReadItDirectly) {

@@ -1,6 +1,7 @@
 // CPU unary ops and scans: float math through every float dtype and layout, int abs
 // and bitwise not, rounding rules, and cumulative ops with NaN propagation.
 #include <cmath>
+#include <limits>
 
 #include "cpu_test_util.hpp"
 
@@ -70,6 +71,45 @@ TEST(CpuUnary, StridedInputsAndInPlace) {
   EXPECT_EQ(to_f32(r), (std::vector<float>{-2, 2, -0, 0, 4}));
   EXPECT_EQ(to_f32(unary(OpCode::trunc, from_vec(std::vector<float>{-1.7f, -2.9f, 3.1f, 4.5f}, Shape{4}))),
             (std::vector<float>{-1, -2, 3, 4}));
+}
+
+// 4 M + 7 elements (16 MB): the math op splits across threads in chunks and a fresh
+// output takes streaming stores; lanes out of the vector formula's range (inf, NaN,
+// overflow) still go to libm. In place takes the same chunks without streaming.
+TEST(CpuUnary, LargeRunsOnThreadsAndStreamingStores) {
+  const std::size_t n = (std::size_t{4} << 20) + 7;
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(static_cast<double>(i % 1000) * 0.01 - 5);
+  v[3] = 100.0f;  // exp overflows to inf
+  v[n / 2] = std::numeric_limits<float>::quiet_NaN();
+  v[n - 1] = -std::numeric_limits<float>::infinity();
+  const Prim a = from_vec(v, Shape{n});
+  auto check = [&](const std::vector<float>& got, const char* what) {
+    ASSERT_EQ(got.size(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float want = std::exp(v[i]);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got[i])) << what << " " << i;
+      } else if (std::isinf(want)) {
+        ASSERT_EQ(got[i], want) << what << " " << i;
+      } else {
+        ASSERT_NEAR(got[i], want, 1e-6 * (1 + std::fabs(want))) << what << " " << i;
+      }
+    }
+  };
+  check(to_f32(unary(OpCode::exp, a)), "fresh");
+  Prim b = from_vec(v, Shape{n});
+  const Storage* sb = cpu_of(b).storage();
+  const Prim r = unary(OpCode::exp, std::move(b));
+  EXPECT_EQ(cpu_of(r).storage(), sb);
+  check(to_f32(r), "in place");
+  // A memory-bound op on the same sizes (one thread): abs.
+  const auto ab = to_f32(unary(OpCode::abs, a));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isnan(v[i])) {
+      ASSERT_EQ(ab[i], std::fabs(v[i])) << i;
+    }
+  }
 }
 
 TEST(CpuUnary, IntAbsAndBitwiseNot) {
