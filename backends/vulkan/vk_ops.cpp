@@ -772,8 +772,8 @@ VkRef writable_copy(VkRef a) {
   return convert(a, a->dtype());
 }
 
-template <bool kOr>
-Prim scatter_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
+// `name`: the op the caller asked for, in a deferred IndexError.
+Prim scatter_add_impl(const char* name, Prim pa, std::size_t dim, Prim pi, Prim pv) {
   VkRef out = writable_copy(as_vk(std::move(pa)));
   VkRef idx = as_vk(std::move(pi));
   VkRef v = as_vk(std::move(pv));
@@ -787,12 +787,15 @@ Prim scatter_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
   launch_index(IX_SCATTER_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
                {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
                 static_cast<std::int64_t>(len), v->stride(dim), idx->stride(dim)},
-               index_check(kOr ? "scatter_or" : "scatter_add", dim, out->shape()[dim]));
+               index_check(name, dim, out->shape()[dim]));
   return out;
 }
-
 template <bool kOr>
-Prim select_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
+Prim scatter_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
+  return scatter_add_impl(kOr ? "scatter_or" : "scatter_add", std::move(pa), dim, std::move(pi), std::move(pv));
+}
+
+Prim select_add_impl(const char* name, Prim pa, std::size_t dim, Prim pi, Prim pv) {
   VkRef out = writable_copy(as_vk(std::move(pa)));
   VkRef idx = as_vk(std::move(pi));
   VkRef v = as_vk(std::move(pv));
@@ -806,8 +809,25 @@ Prim select_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
   launch_index(IX_SELECT_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
                {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
                 static_cast<std::int64_t>(len), v->stride(dim), idx->stride(0)},
-               index_check(kOr ? "select_or" : "select_add", dim, out->shape()[dim]));
+               index_check(name, dim, out->shape()[dim]));
   return out;
+}
+template <bool kOr>
+Prim select_add_entry(Prim pa, std::size_t dim, Prim pi, Prim pv) {
+  return select_add_impl(kOr ? "select_or" : "select_add", std::move(pa), dim, std::move(pi), std::move(pv));
+}
+
+// scatter / select_assign: the Add rule only (as the defaults); an index error names
+// the op called, not the kernel's.
+Prim scatter_entry(Prim pa, std::size_t dim, Prim pi, Prim pv, IndexingUpdateOp rule) {
+  if (rule != IndexingUpdateOp::Add)
+    throw NotImplemented("[scatter] only the Add update is implemented on vulkan");
+  return scatter_add_impl("scatter", std::move(pa), dim, std::move(pi), std::move(pv));
+}
+Prim select_assign_entry(Prim pa, std::size_t dim, Prim pi, Prim pv, IndexingUpdateOp rule) {
+  if (rule != IndexingUpdateOp::Add)
+    throw NotImplemented("[select_assign] only the Add update is implemented on vulkan");
+  return select_add_impl("select_assign", std::move(pa), dim, std::move(pi), std::move(pv));
 }
 
 // ---- fill, rows (softmax, sort, cross) ---------------------------------------------------------
@@ -981,6 +1001,8 @@ void register_ops(dispatch::Backend& b) {
   b.set<O::scatter_or>(&scatter_add_entry<true>);
   b.set<O::select_add>(&select_add_entry<false>);
   b.set<O::select_or>(&select_add_entry<true>);
+  b.set<O::scatter>(&scatter_entry);
+  b.set<O::select_assign>(&select_assign_entry);
   b.set<O::mask_fill>(&mask_fill_entry);
   b.set<O::mask_where>(&mask_where_entry);
 
