@@ -55,13 +55,23 @@ Prim cmp(OpCode op, Prim a, Prim b) {
   const DeviceId d = a->device();
   return call<Family::Compare>(op, d, std::move(a), std::move(b), bool_dt(d));
 }
+// The mask ops give the tensor's shape (dispatch checks that mask and value broadcast to
+// it, and backends rely on that): a composition whose tensor is smaller than its mask or
+// value (prelu, hypot, relu_backward of broadcast operands) expands the tensor first.
+Prim widened(Prim x, const Shape& to) {
+  if (x->shape() == to) return x;
+  const DeviceId d = x->device();
+  return call<Family::Reshape>(OpCode::expand, d, std::move(x), to);
+}
 Prim mfill(Prim x, Prim mask, Scalar s) {
   const DeviceId d = x->device();
-  return call<Family::MaskFill>(OpCode::mask_fill, d, std::move(x), std::move(mask), s);
+  const Shape out = broadcast_shapes(OpCode::mask_fill, x->shape(), mask->shape());
+  return call<Family::MaskFill>(OpCode::mask_fill, d, widened(std::move(x), out), std::move(mask), s);
 }
 Prim mwhere(Prim x, Prim mask, Prim v) {
   const DeviceId d = x->device();
-  return call<Family::MaskWhere>(OpCode::mask_where, d, std::move(x), std::move(mask), std::move(v));
+  const Shape out = broadcast_shapes(OpCode::mask_where, broadcast_shapes(OpCode::mask_where, x->shape(), mask->shape()), v->shape());
+  return call<Family::MaskWhere>(OpCode::mask_where, d, widened(std::move(x), out), std::move(mask), std::move(v));
 }
 Prim rdim(OpCode op, Prim x, std::size_t dim) { const DeviceId d = x->device(); return call<Family::Dim>(op, d, std::move(x), dim); }
 Prim reshape_to(Prim x, const Shape& s) {
