@@ -1,7 +1,8 @@
 #!/bin/sh
 # Vulkan check on a real GPU machine (NVIDIA, no network, maybe no Vulkan loader,
-# maybe no compiler, meson or ninja): runs the Vulkan op tests and the Vulkan
-# benchmark against the GPU and prints one table. Budget: under 8 minutes.
+# maybe no compiler, meson or ninja): runs the Vulkan op tests (vulkan_ops_test and
+# the device-generic ops_test and edge_cases_test with TENSOR_TEST_DEVICE=vulkan) and
+# the Vulkan benchmark against the GPU and prints one table. Budget: under 8 minutes.
 #
 #   tools/vulkan_device_check.sh prepare [BUILD_DIR]    on the development machine
 #   tools/vulkan_device_check.sh run                    on the GPU machine
@@ -32,14 +33,15 @@ pack="$here/build-vkcheck"
 prepare() {
   build=${1:-"$here/build-vk"}
   case $build in /*) ;; *) build="$here/$build" ;; esac
-  for f in tests/vulkan/vulkan_ops_test tests/vulkan/vk_bench libtensor.so; do
+  for f in tests/vulkan/vulkan_ops_test tests/vulkan/vk_bench tests/ops_test tests/edge_cases_test libtensor.so; do
     [ -e "$build/$f" ] || { echo "prepare: $build/$f missing (build first: ninja -C $build)"; exit 1; }
   done
   rm -rf "$pack" && mkdir -p "$pack/lib" "$pack/bin"
-  cp "$build/tests/vulkan/vulkan_ops_test" "$build/tests/vulkan/vk_bench" "$pack/bin/"
+  cp "$build/tests/vulkan/vulkan_ops_test" "$build/tests/vulkan/vk_bench" "$build/tests/ops_test" \
+    "$build/tests/edge_cases_test" "$pack/bin/"
   cp -L "$build/libtensor.so" "$pack/lib/libtensor.so.0"
   # Non-glibc libraries the binaries resolve to here.
-  for b in "$pack/bin/vulkan_ops_test" "$pack/bin/vk_bench" "$pack/lib/libtensor.so.0"; do
+  for b in "$pack"/bin/* "$pack/lib/libtensor.so.0"; do
     ldd "$b" | awk '/=> \// {print $3}'
   done | sort -u | while read -r lib; do
     case $(basename "$lib") in
@@ -68,9 +70,13 @@ run() {
     if command -v meson >/dev/null && command -v ninja >/dev/null && command -v glslc >/dev/null; then
       echo "no build-vkcheck/: building with meson (a few minutes)"
       meson setup "$here/build-vkcheck-src" "$here" --wrap-mode=nodownload -Dbuildtype=release >/dev/null &&
-        ninja -C "$here/build-vkcheck-src" tests/vulkan/vulkan_ops_test tests/vulkan/vk_bench >/dev/null ||
-        { echo "build failed"; exit 1; }
-      bin="$here/build-vkcheck-src/tests/vulkan"
+        ninja -C "$here/build-vkcheck-src" tests/vulkan/vulkan_ops_test tests/vulkan/vk_bench tests/ops_test \
+          tests/edge_cases_test >/dev/null || { echo "build failed"; exit 1; }
+      bin="$here/build-vkcheck-src/bin"
+      mkdir -p "$bin"
+      for f in tests/vulkan/vulkan_ops_test tests/vulkan/vk_bench tests/ops_test tests/edge_cases_test; do
+        ln -sf "$here/build-vkcheck-src/$f" "$bin/"
+      done
     else
       echo "no build-vkcheck/ and no meson/ninja/glslc here: run 'tools/vulkan_device_check.sh prepare' on the"
       echo "development machine and carry build-vkcheck with the tree"
@@ -94,12 +100,18 @@ run() {
   out="${TMPDIR:-/tmp}/vkcheck.$$"
   mkdir -p "$out"
 
-  timeout 330 "$bin/vulkan_ops_test" --gtest_brief=1 --gtest_filter="${TENSOR_VKCHECK_FILTER:-*}" >"$out/tests.txt" 2>&1
-  trc=$?
-  timeout 170 "$bin/vk_bench" >"$out/bench.txt" 2>&1
+  # The op test binaries, one after the other, into one log.
+  trc=0
+  : >"$out/tests.txt"
+  for t in "vulkan_ops_test 150" "ops_test 170" "edge_cases_test 40"; do
+    set -- $t
+    TENSOR_TEST_DEVICE=vulkan timeout "$2" "$bin/$1" --gtest_brief=1 --gtest_filter="${TENSOR_VKCHECK_FILTER:-*}" \
+      >>"$out/tests.txt" 2>&1 || trc=$?
+  done
+  timeout 110 "$bin/vk_bench" >"$out/bench.txt" 2>&1
   brc=$?
 
-  failed=$(grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/tests.txt" | sort -u | wc -l)
+  failed=$(grep -E '^\[  FAILED  \] [A-Za-z/]+\.' "$out/tests.txt" | sort -u | wc -l)
   summary=$(grep -E '^\[  PASSED  \]|tests? ran' "$out/tests.txt" | tr '\n' ' ')
   echo
   echo "==================== libtensor Vulkan device check ===================="
@@ -108,7 +120,7 @@ run() {
   printf '%-14s %s\n' "driver json" "${VK_DRIVER_FILES:-(loader default)}"
   printf '%-14s %s\n' "validation" "${TENSOR_VK_VALIDATION:-off}"
   printf '%-14s rc=%s  %s\n' "op tests" "$trc" "$summary"
-  [ "$failed" -gt 0 ] && grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/tests.txt" | sort -u | sed 's/^/               /'
+  [ "$failed" -gt 0 ] && grep -E '^\[  FAILED  \] [A-Za-z/]+\.' "$out/tests.txt" | sort -u | sed 's/^/               /'
   [ "$trc" -ne 0 ] && [ "$failed" -eq 0 ] && tail -n 5 "$out/tests.txt" | sed 's/^/               /'
   printf '%-14s rc=%s\n' "benchmark" "$brc"
   grep -v '^device:' "$out/bench.txt" | sed 's/^/  /'
