@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,8 @@ std::vector<tensor::Device> devices();
 // "cpu", "mini_0", "vulkan_0": the device part of a test name.
 std::string test_name(const tensor::Device& dev);
 
-// Base of the device-parameterized fixtures: the current device, and on Vulkan a
-// check that the validation layer stayed silent during the test.
+// Used by the device-parameterized fixtures (SetUp: enter, TearDown: leave): the
+// current device, and on Vulkan a check that the validation layer stayed silent.
 class DeviceScope {
  public:
   void enter(const tensor::Device& dev);
@@ -35,3 +36,8 @@ class DeviceScope {
 };
 
 }  // namespace tt::conf
+
+namespace tensor {
+// gtest prints a device parameter as "vulkan:0" (found by argument-dependent lookup).
+inline void PrintTo(const Device& dev, std::ostream* os) { *os << dev.to_string(); }
+}  // namespace tensor
