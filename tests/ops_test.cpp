@@ -4,7 +4,9 @@
 // allow x several layouts, checked
 // against a scalar reference written here (double / int64, independent of the
 // kernels). Ops are called by OpCode through the public firewall functions
-// (tensor/detail.hpp), exactly as the Tensor<D, K> methods do.
+// (tensor/detail.hpp), exactly as the Tensor<D, K> methods do. Every test runs on
+// every device of tt::conf::devices() (cpu, the mini test backend, vulkan:0, any
+// backend registered later; TENSOR_TEST_DEVICE picks one) with the dtypes it supports.
 #include <algorithm>
 #include <cmath>
 #include <map>
