@@ -55,13 +55,23 @@ Prim cmp(OpCode op, Prim a, Prim b) {
   const DeviceId d = a->device();
   return call<Family::Compare>(op, d, std::move(a), std::move(b), bool_dt(d));
 }
+// The mask ops give the tensor's shape (dispatch checks that mask and value broadcast to
+// it, and backends rely on that): a composition whose tensor is smaller than its mask or
+// value (prelu, hypot, relu_backward of broadcast operands) expands the tensor first.
+Prim widened(Prim x, const Shape& to) {
+  if (x->shape() == to) return x;
+  const DeviceId d = x->device();
+  return call<Family::Reshape>(OpCode::expand, d, std::move(x), to);
+}
 Prim mfill(Prim x, Prim mask, Scalar s) {
   const DeviceId d = x->device();
-  return call<Family::MaskFill>(OpCode::mask_fill, d, std::move(x), std::move(mask), s);
+  const Shape out = broadcast_shapes(OpCode::mask_fill, x->shape(), mask->shape());
+  return call<Family::MaskFill>(OpCode::mask_fill, d, widened(std::move(x), out), std::move(mask), s);
 }
 Prim mwhere(Prim x, Prim mask, Prim v) {
   const DeviceId d = x->device();
-  return call<Family::MaskWhere>(OpCode::mask_where, d, std::move(x), std::move(mask), std::move(v));
+  const Shape out = broadcast_shapes(OpCode::mask_where, broadcast_shapes(OpCode::mask_where, x->shape(), mask->shape()), v->shape());
+  return call<Family::MaskWhere>(OpCode::mask_where, d, widened(std::move(x), out), std::move(mask), std::move(v));
 }
 Prim rdim(OpCode op, Prim x, std::size_t dim) { const DeviceId d = x->device(); return call<Family::Dim>(op, d, std::move(x), dim); }
 Prim reshape_to(Prim x, const Shape& s) {
@@ -163,19 +173,36 @@ Prim d_cat(std::vector<Prim> parts, std::size_t dim) {
 
 // ---- indexing -------------------------------------------------------------------
 
+// Runs `f`, an op implemented by another one; an IndexError names the op the user called.
+template <class F>
+Prim renamed_errors(std::string_view inner, std::string_view outer, F&& f) {
+  try {
+    return f();
+  } catch (const IndexError& e) {
+    std::string m = e.what();
+    const std::string tag = fmt::format("[{}]", inner);
+    if (m.rfind(tag, 0) == 0) m = fmt::format("[{}]{}", outer, m.substr(tag.size()));
+    throw IndexError(m);
+  }
+}
+
 Prim d_scatter(Prim x, std::size_t dim, Prim idx, Prim v, IndexingUpdateOp op) {
   if (op != IndexingUpdateOp::Add)
     throw NotImplemented(fmt::format("[scatter] only the Add update has a default; a backend must implement the others on {}",
                                      backend_of(x).short_name()));
   const DeviceId d = x->device();
-  return call<Family::Scatter>(OpCode::scatter_add, d, std::move(x), dim, std::move(idx), std::move(v));
+  return renamed_errors("scatter_add", "scatter", [&] {
+    return call<Family::Scatter>(OpCode::scatter_add, d, std::move(x), dim, std::move(idx), std::move(v));
+  });
 }
 Prim d_select_assign(Prim x, std::size_t dim, Prim idx, Prim v, IndexingUpdateOp op) {
   if (op != IndexingUpdateOp::Add)
     throw NotImplemented(fmt::format("[select_assign] only the Add update has a default; a backend must implement the others "
                                      "on {}", backend_of(x).short_name()));
   const DeviceId d = x->device();
-  return call<Family::SelectAssign>(OpCode::select_add, d, std::move(x), dim, std::move(idx), std::move(v));
+  return renamed_errors("select_add", "select_assign", [&] {
+    return call<Family::SelectAssign>(OpCode::select_add, d, std::move(x), dim, std::move(idx), std::move(v));
+  });
 }
 Prim d_gather_nd(Prim x, Prim) { throw NotImplemented(fmt::format("[gather_nd] not implemented on {}", backend_of(x).short_name())); }
 Prim d_scatter_nd(Prim x, Prim, Prim, IndexingUpdateOp) {
@@ -512,12 +539,14 @@ Prim d_log_sigmoid(Prim x) {
   return bin(OpCode::sub, std::move(m), std::move(t));
 }
 Prim d_softmax(Prim x, std::size_t dim) {
+  if (x->shape().num_elements() == 0) return x;  // max_dim of an empty lane would raise
   Prim m = rdim(OpCode::max_dim, x, dim);
   Prim e = un(OpCode::exp, bin(OpCode::sub, std::move(x), std::move(m)));
   Prim s = rdim(OpCode::sum_dim, e, dim);
   return bin(OpCode::div, std::move(e), std::move(s));
 }
 Prim d_log_softmax(Prim x, std::size_t dim) {
+  if (x->shape().num_elements() == 0) return x;
   Prim m = rdim(OpCode::max_dim, x, dim);
   Prim shifted = bin(OpCode::sub, std::move(x), std::move(m));
   Prim lse = un(OpCode::log, rdim(OpCode::sum_dim, un(OpCode::exp, shifted), dim));

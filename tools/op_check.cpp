@@ -1,6 +1,7 @@
 // tensorctl check: every op of the table on a device against the CPU backend.
 #include "tools/op_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -17,7 +18,7 @@ using namespace tensor::dispatch;
 namespace {
 
 constexpr DeviceId kCpu{kCpuDeviceType, 0};
-constexpr std::size_t kRows = 7, kCols = 13;
+constexpr std::size_t kRows = 7, kCols = 13;  // the shape every op is checked at, in every layout
 
 const DType kAllDTypes[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::I16,
                             DType::I8,  DType::U64, DType::U32, DType::U16,  DType::U8,  DType::Bool};
@@ -62,6 +63,32 @@ const char* layout_name(Layout l) {
     case Layout::Flipped: return "flipped";
   }
   return "?";
+}
+
+// A shape and the layouts it is checked in. Besides [7, 13] in every layout, on one
+// dtype per op (the full run stays under a minute on lavapipe): [3, 1025] transposed
+// (one past the Vulkan workgroup sizes, 256 for elementwise and row kernels and 64
+// for reductions, along strided lines) and [1024, 1024] contiguous (2^20 elements:
+// whole-tensor reductions split across workgroups).
+struct CaseShape {
+  std::size_t rows, cols;
+  std::vector<Layout> layouts;
+  const char* suffix;  // appended to the layout name
+};
+
+// The families checked at the large shapes too (elementwise, reductions, sorts, casts);
+// `huge`: at [1024, 1024] (elementwise and reductions).
+bool at_large_shapes(Family f, bool huge) {
+  switch (f) {
+    case Family::Unary: case Family::Binary: case Family::Scalar: case Family::Compare: case Family::Reduce:
+    case Family::Dim: case Family::DimIndex:
+      return true;
+    case Family::CompareScalar: case Family::DimWithIndices: case Family::AnyAll: case Family::AnyAllDim:
+    case Family::Sort: case Family::SortWithIndices: case Family::Argsort: case Family::Cast:
+      return !huge;
+    default:
+      return false;
+  }
 }
 
 // Uploads `logical` (2-D) so that the device tensor is a view with that layout.
@@ -150,6 +177,7 @@ struct Inputs {
   TensorData a, b, idx, mask;
   DType dtype;
   DType cast_to;  // target of `cast`: another dtype of the kind that the checked device supports
+  std::size_t rows = kRows, cols = kCols;
 };
 
 // Runs `op` on device `d`; `a` is placed with `layout`, other operands contiguous.
@@ -199,7 +227,7 @@ std::vector<DispatchTensor> run_op(OpCode op, DeviceId d, const Inputs& in, Layo
         const std::int64_t dims[] = {-1};
         return one(reshape(op, A(), dims));
       }
-      const std::int64_t dims[] = {3, static_cast<std::int64_t>(kRows), static_cast<std::int64_t>(kCols)};
+      const std::int64_t dims[] = {3, static_cast<std::int64_t>(in.rows), static_cast<std::int64_t>(in.cols)};
       return one(reshape(op, A(), dims));
     }
     case Family::SwapDims: return one(swap_dims(A(), 0, 1));
@@ -242,14 +270,14 @@ std::vector<DispatchTensor> run_op(OpCode op, DeviceId d, const Inputs& in, Layo
     case Family::ArgTopK: return one(argtopk(A(), 0, 2));
     case Family::Create:
       values = op != OpCode::empty;
-      return one(create(op, Shape{kRows, kCols}, d, k, in.dtype));
-    case Family::Full: return one(full(Shape{kRows, kCols}, is_bool(in.dtype) ? Scalar(true) : Scalar(3), d, k, in.dtype));
+      return one(create(op, Shape{in.rows, in.cols}, d, k, in.dtype));
+    case Family::Full: return one(full(Shape{in.rows, in.cols}, is_bool(in.dtype) ? Scalar(true) : Scalar(3), d, k, in.dtype));
     case Family::Range: return one(arange(-4, 9, 1, d, in.dtype));
     case Family::RangeStep: return one(arange(-4, 29, 3, d, in.dtype));
     case Family::FromData: return one(from_data(in.a, d, k));
     case Family::Random:  // generators differ per device: only dtype and shape are compared
       values = false;
-      return one(random(Shape{kRows, kCols}, Distribution{}, d, k, in.dtype));
+      return one(random(Shape{in.rows, in.cols}, Distribution{}, d, k, in.dtype));
     case Family::IntoData: return one(A());
     case Family::ToDevice: return one(to_device(A(), d));
     default: break;
@@ -289,86 +317,109 @@ bool layout_free(Family f) {
   }
 }
 
+// The dtype an op is checked at the large shapes: f32, else i32, else the first the device has.
+std::optional<DType> huge_dtype(const std::vector<DType>& dts, DeviceId d) {
+  for (DType p : {DType::F32, DType::I32})
+    if (std::find(dts.begin(), dts.end(), p) != dts.end() && dispatch::supports_dtype(d, p)) return p;
+  for (DType p : dts)
+    if (dispatch::supports_dtype(d, p)) return p;
+  return std::nullopt;
+}
+
+// The random inputs of one case of `op` at [R, C] (identical for both devices).
+Inputs make_inputs(OpCode op, DType dt, std::size_t R, std::size_t C, DeviceId device, std::mt19937_64& rng) {
+  const std::string name(op_name(op));
+  const Family f = op_family(op);
+  // Shapes per family: matmul needs [R,C] x [C,5]; slice_assign a [3,3] value; indices in range.
+  const bool sel = f == Family::Select || f == Family::SelectAssign || f == Family::SelectUpdate;
+  const Shape sa = op == OpCode::cross ? Shape{R, 3} : Shape{R, C};
+  Inputs in{random_data(sa, dt, name, rng), {}, {}, {}, dt, dt, R, C};
+  for (DType t : kAllDTypes)
+    if (t != dt && kind_for(t) == kind_for(dt) && dispatch::supports_dtype(device, t)) {
+      in.cast_to = t;
+      break;
+    }
+  in.b = random_data(op == OpCode::matmul ? Shape{C, 5} : op == OpCode::slice_assign ? Shape{3, 3}
+                     : op == OpCode::cross ? Shape{R, 3}
+                     : sel ? Shape{R, 4}
+                           : Shape{R, C},
+                     dt, name, rng);
+  const Shape is = sel ? Shape{4} : Shape{R, C};
+  std::vector<std::int64_t> idx(is.num_elements());
+  for (auto& x : idx) x = static_cast<std::int64_t>(rng() % (op == OpCode::powi ? 4 : C));
+  in.idx = TensorData::from(idx, is).convert(DType::I32);
+  std::vector<bool> m(R * C);
+  for (std::size_t j = 0; j < m.size(); ++j) m[j] = (rng() & 3u) == 0;
+  in.mask = TensorData::from(m, Shape{R, C});
+  return in;
+}
+
 }  // namespace
 
 CheckSummary run_checks(const CheckOptions& opt, const std::function<void(const CheckResult&)>& report) {
   CheckSummary sum;
   std::mt19937_64 rng(opt.seed);
+  const CaseShape small{kRows, kCols, {Layout::Contiguous, Layout::Transposed, Layout::Sliced, Layout::Flipped}, ""};
+  const CaseShape wide{3, 1025, {Layout::Transposed}, " [3,1025]"};
+  const CaseShape huge{1024, 1024, {Layout::Contiguous}, " [1024,1024]"};
   for (std::size_t i = 0; i < kOps.size(); ++i) {
     const auto op = static_cast<OpCode>(i);
+    const Family fam = op_family(op);
     const std::string name(op_name(op));
     if (!opt.op_pattern.empty() && name.find(opt.op_pattern) == std::string::npos) continue;
-    if (!has_recipe(op_family(op))) continue;
-    for (DType dt : dtypes_for(op)) {
+    if (!has_recipe(fam)) continue;
+    const std::vector<DType> dtypes = dtypes_for(op);
+    const std::optional<DType> large_dt = huge_dtype(dtypes, opt.device);
+    for (DType dt : dtypes) {
       if (opt.dtype && *opt.dtype != dt) continue;
-      // Shapes per family: matmul needs [R,C] x [C,5]; slice_assign a [3,3] value; indices in range.
-      const Shape sa = op == OpCode::cross ? Shape{kRows, 3} : Shape{kRows, kCols};
-      Inputs in{random_data(sa, dt, name, rng), {}, {}, {}, dt, dt};
-      for (DType t : kAllDTypes)
-        if (t != dt && kind_for(t) == kind_for(dt) && dispatch::supports_dtype(opt.device, t)) {
-          in.cast_to = t;
-          break;
-        }
-      in.b = random_data(op == OpCode::matmul ? Shape{kCols, 5} : op == OpCode::slice_assign ? Shape{3, 3}
-                         : op == OpCode::cross ? Shape{kRows, 3}
-                         : op_family(op) == Family::Select || op_family(op) == Family::SelectAssign ||
-                                 op_family(op) == Family::SelectUpdate
-                             ? Shape{kRows, 4}
-                             : Shape{kRows, kCols},
-                         dt, name, rng);
-      {
-        const bool sel = op_family(op) == Family::Select || op_family(op) == Family::SelectAssign ||
-                         op_family(op) == Family::SelectUpdate;
-        const Shape is = sel ? Shape{4} : Shape{kRows, kCols};
-        std::vector<std::int64_t> idx(is.num_elements());
-        for (auto& x : idx) x = static_cast<std::int64_t>(rng() % (op == OpCode::powi ? 4 : kCols));
-        in.idx = TensorData::from(idx, is).convert(DType::I32);
-        std::vector<bool> m(kRows * kCols);
-        for (std::size_t j = 0; j < m.size(); ++j) m[j] = (rng() & 3u) == 0;
-        in.mask = TensorData::from(m, Shape{kRows, kCols});
-      }
       const DTypeUsageSet usage = dispatch::dtype_usage(opt.device, dt);
-      for (Layout layout : {Layout::Contiguous, Layout::Transposed, Layout::Sliced, Layout::Flipped}) {
-        if (layout_free(op_family(op)) && layout != Layout::Contiguous) continue;
-        CheckResult r{name, std::string(dtype_name(dt)), layout_name(layout), 0, 0, CheckStatus::Pass, {}};
-        if (!usage.contains(DTypeUsage::Storage)) {
-          // No silent fallback: the op must refuse the dtype with a DTypeError.
-          r.status = CheckStatus::Unsupported;
-          try {
-            bool v = true;
-            auto outs = run_op(op, opt.device, in, layout, v);
-            for (auto& o : outs) read(std::move(o));
-            r.status = CheckStatus::Fail;
-            r.note = "device reports no support for this dtype but the op ran";
-          } catch (const DTypeError&) {
-          } catch (const Error& e) {
-            r.note = e.what();
-          }
-        } else {
-          try {
-            bool values = true;
-            std::vector<TensorData> want, got;
-            for (auto& o : run_op(op, kCpu, in, layout, values)) want.push_back(read(std::move(o)));
-            for (auto& o : run_op(op, opt.device, in, layout, values)) got.push_back(read(std::move(o)));
-            for (std::size_t o = 0; o < want.size() && r.note.empty(); ++o) r.note = compare(want[o], got[o], values, r);
-            if (!r.note.empty()) r.status = CheckStatus::Fail;
-          } catch (const DTypeError& e) {
-            // Storage without Arithmetic: compute ops may refuse the dtype, and must.
-            if (usage.contains(DTypeUsage::Arithmetic)) {
+      std::vector<const CaseShape*> shapes = {&small};
+      if (large_dt == dt && at_large_shapes(fam, false)) shapes.push_back(&wide);
+      if (large_dt == dt && at_large_shapes(fam, true)) shapes.push_back(&huge);
+      for (const CaseShape* cs : shapes) {
+        const Inputs in = make_inputs(op, dt, cs->rows, cs->cols, opt.device, rng);
+        for (Layout layout : cs->layouts) {
+          if (layout_free(fam) && layout != Layout::Contiguous) continue;
+          CheckResult r{name, std::string(dtype_name(dt)), layout_name(layout) + std::string(cs->suffix), 0, 0, CheckStatus::Pass, {}};
+          if (!usage.contains(DTypeUsage::Storage)) {
+            // No silent fallback: the op must refuse the dtype with a DTypeError.
+            r.status = CheckStatus::Unsupported;
+            try {
+              bool v = true;
+              auto outs = run_op(op, opt.device, in, layout, v);
+              for (auto& o : outs) read(std::move(o));
+              r.status = CheckStatus::Fail;
+              r.note = "device reports no support for this dtype but the op ran";
+            } catch (const DTypeError&) {
+            } catch (const Error& e) {
+              r.note = e.what();
+            }
+          } else {
+            try {
+              bool values = true;
+              std::vector<TensorData> want, got;
+              for (auto& o : run_op(op, kCpu, in, layout, values)) want.push_back(read(std::move(o)));
+              for (auto& o : run_op(op, opt.device, in, layout, values)) got.push_back(read(std::move(o)));
+              for (std::size_t o = 0; o < want.size() && r.note.empty(); ++o) r.note = compare(want[o], got[o], values, r);
+              if (!r.note.empty()) r.status = CheckStatus::Fail;
+            } catch (const DTypeError& e) {
+              // Storage without Arithmetic: compute ops may refuse the dtype, and must.
+              if (usage.contains(DTypeUsage::Arithmetic)) {
+                r.status = CheckStatus::Fail;
+                r.note = e.what();
+              } else {
+                r.status = CheckStatus::Unsupported;
+              }
+            } catch (const Error& e) {
               r.status = CheckStatus::Fail;
               r.note = e.what();
-            } else {
-              r.status = CheckStatus::Unsupported;
             }
-          } catch (const Error& e) {
-            r.status = CheckStatus::Fail;
-            r.note = e.what();
           }
+          if (r.status == CheckStatus::Pass) ++sum.passed;
+          else if (r.status == CheckStatus::Fail) ++sum.failed;
+          else ++sum.unsupported;
+          report(r);
         }
-        if (r.status == CheckStatus::Pass) ++sum.passed;
-        else if (r.status == CheckStatus::Fail) ++sum.failed;
-        else ++sum.unsupported;
-        report(r);
       }
     }
   }

@@ -41,10 +41,10 @@ int run_check(Args args) {
   }
   std::printf("checking %s (%s) against cpu, seed %llu\n", tensor::dispatch::device_string(opt.device).c_str(),
               tensor::dispatch::backend_name(opt.device).c_str(), static_cast<unsigned long long>(opt.seed));
-  std::printf("%-26s %-9s %-11s %10s %10s  %s\n", "op", "dtype", "layout", "max_abs", "max_rel", "result");
+  std::printf("%-26s %-9s %-22s %10s %10s  %s\n", "op", "dtype", "layout", "max_abs", "max_rel", "result");
   const CheckSummary s = run_checks(opt, [](const CheckResult& r) {
     const char* st = r.status == CheckStatus::Pass ? "PASS" : r.status == CheckStatus::Fail ? "FAIL" : "UNSUPPORTED";
-    std::printf("%-26s %-9s %-11s %10.3g %10.3g  %s%s%s\n", r.op.c_str(), r.dtype.c_str(), r.layout.c_str(), r.max_abs,
+    std::printf("%-26s %-9s %-22s %10.3g %10.3g  %s%s%s\n", r.op.c_str(), r.dtype.c_str(), r.layout.c_str(), r.max_abs,
                 r.max_rel, st, r.note.empty() ? "" : "  ", r.note.c_str());
   });
   std::printf("%d passed, %d failed, %d unsupported\n", s.passed, s.failed, s.unsupported);

@@ -8,7 +8,8 @@
 #
 # `prepare` (needs a finished build, default build-vk) packs into build-vkcheck/
 # (ignored by git, so it travels as a carried path): the stripped test binaries
-# (op tests, scatter rules, the f16 / cooperative-matrix tests) and the bench
+# (the device-generic op and edge-case suites, the Vulkan op tests, scatter rules,
+# the f16 / cooperative-matrix tests) and the bench
 # binary, libtensor.so, the shared libraries they need that a bare machine may
 # lack (hwy, fmt, blis, gomp, stdc++ ...; glibc is assumed), and the Vulkan loader
 # libvulkan.so.1. Keep it under the 64 MiB carry limit (it prints the size).
@@ -29,7 +30,7 @@
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 pack="$here/build-vkcheck"
-tests="tests/vulkan/vulkan_ops_test tests/vulkan/vulkan_scatter_test tests/vulkan/vulkan_coopmat_test"
+tests="tests/vulkan/vulkan_ops_test tests/vulkan/vulkan_scatter_test tests/vulkan/vulkan_coopmat_test tests/ops_test tests/edge_cases_test"
 
 prepare() {
   build=${1:-"$here/build-vk"}
@@ -72,7 +73,9 @@ run() {
       meson setup "$here/build-vkcheck-src" "$here" --wrap-mode=nodownload -Dbuildtype=release >/dev/null &&
         ninja -C "$here/build-vkcheck-src" $tests tests/vulkan/vk_bench >/dev/null ||
         { echo "build failed"; exit 1; }
-      bin="$here/build-vkcheck-src/tests/vulkan"
+      bin="$here/build-vkcheck-src/bin"
+      mkdir -p "$bin"
+      for f in $tests tests/vulkan/vk_bench; do ln -sf "$here/build-vkcheck-src/$f" "$bin/"; done
     else
       echo "no build-vkcheck/ and no meson/ninja/glslc here: run 'tools/vulkan_device_check.sh prepare' on the"
       echo "development machine and carry build-vkcheck with the tree"
@@ -96,18 +99,25 @@ run() {
   out="${TMPDIR:-/tmp}/vkcheck.$$"
   mkdir -p "$out"
 
-  timeout 300 "$bin/vulkan_ops_test" --gtest_brief=1 --gtest_filter="${TENSOR_VKCHECK_FILTER:-*}" >"$out/tests.txt" 2>&1
-  trc=$?
+  # The op tests (the device-generic suites on vulkan, then the Vulkan-specific ones)
+  # into one log. The time limits add up to under 8 minutes with everything below.
+  trc=0
+  : >"$out/tests.txt"
+  for t in "vulkan_ops_test 90" "ops_test 120" "edge_cases_test 30"; do
+    set -- $t
+    TENSOR_TEST_DEVICE=vulkan timeout "$2" "$bin/$1" --gtest_brief=1 --gtest_filter="${TENSOR_VKCHECK_FILTER:-*}" \
+      >>"$out/tests.txt" 2>&1 || trc=$?
+  done
   # Scatter rules, and the f16 paths: coopmat gate, self-test and coopmat vs tiled vs
   # cpu (the matmul case), native f16 kernels; then again with both switched off.
-  timeout 40 "$bin/vulkan_scatter_test" --gtest_brief=1 >"$out/scatter.txt" 2>&1
+  timeout 30 "$bin/vulkan_scatter_test" --gtest_brief=1 >"$out/scatter.txt" 2>&1
   src=$?
-  timeout 40 "$bin/vulkan_coopmat_test" --gtest_brief=1 >"$out/coopmat.txt" 2>&1
+  timeout 30 "$bin/vulkan_coopmat_test" --gtest_brief=1 >"$out/coopmat.txt" 2>&1
   crc=$?
-  TENSOR_VK_DISABLE_COOPMAT=1 TENSOR_VK_DISABLE_F16ARITH=1 timeout 40 "$bin/vulkan_coopmat_test" --gtest_brief=1 \
+  TENSOR_VK_DISABLE_COOPMAT=1 TENSOR_VK_DISABLE_F16ARITH=1 timeout 30 "$bin/vulkan_coopmat_test" --gtest_brief=1 \
     >"$out/coopmat_off.txt" 2>&1
   corc=$?
-  timeout 170 "$bin/vk_bench" >"$out/bench.txt" 2>&1
+  timeout 90 "$bin/vk_bench" >"$out/bench.txt" 2>&1
   brc=$?
   # Start-up (first op) with an empty cache dir, then filled, then without our
   # pipeline cache; the driver's own shader cache is off for all three
@@ -118,10 +128,10 @@ run() {
     pc=1; [ $mode = off ] && pc=0
     printf '%-7s ' "$mode" >>"$out/startup.txt"
     XDG_CACHE_HOME="$sdir" TENSOR_VK_PIPELINE_CACHE=$pc __GL_SHADER_DISK_CACHE=0 MESA_SHADER_CACHE_DISABLE=true \
-      timeout 30 "$bin/vk_bench" --startup >>"$out/startup.txt" 2>&1
+      timeout 12 "$bin/vk_bench" --startup >>"$out/startup.txt" 2>&1
   done
 
-  failed=$(grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/tests.txt" | sort -u | wc -l)
+  failed=$(grep -E '^\[  FAILED  \] [A-Za-z/]+\.' "$out/tests.txt" | sort -u | wc -l)
   summary=$(grep -E '^\[  PASSED  \]|tests? ran' "$out/tests.txt" | tr '\n' ' ')
   echo
   echo "==================== libtensor Vulkan device check ===================="
@@ -130,7 +140,7 @@ run() {
   printf '%-14s %s\n' "driver json" "${VK_DRIVER_FILES:-(loader default)}"
   printf '%-14s %s\n' "validation" "${TENSOR_VK_VALIDATION:-off}"
   printf '%-14s rc=%s  %s\n' "op tests" "$trc" "$summary"
-  [ "$failed" -gt 0 ] && grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/tests.txt" | sort -u | sed 's/^/               /'
+  [ "$failed" -gt 0 ] && grep -E '^\[  FAILED  \] [A-Za-z/]+\.' "$out/tests.txt" | sort -u | sed 's/^/               /'
   [ "$trc" -ne 0 ] && [ "$failed" -eq 0 ] && tail -n 5 "$out/tests.txt" | sed 's/^/               /'
   for t in scatter:$src coopmat:$crc coopmat_off:$corc; do
     n=${t%%:*}

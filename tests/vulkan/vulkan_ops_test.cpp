@@ -1,8 +1,12 @@
-// Vulkan backend against the CPU backend: every native Vulkan op of the elementwise,
-// reduction, cast and layout families x every dtype the device reports x layouts
-// (contiguous, transposed, step-sliced, flipped, broadcast, zero-size), plus direct
-// checks of the ops the CPU lacks, memory accounting and the dtype mask. The
-// validation layer is on (TENSOR_VK_VALIDATION=1) and any message fails the test.
+// Vulkan-specific checks against the CPU backend: casts, masks and slice_assign x every
+// dtype the device reports x layouts (contiguous, transposed, step-sliced, flipped,
+// broadcast, zero-size), matmul, fills, sorts of lines beyond shared memory,
+// whole-tensor reductions split across workgroups for every dtype, direct checks,
+// memory accounting, staging and the dtype mask. The elementwise, comparison,
+// reduction, scan, softmax, sort/top-k, indexing, cat and cross ops are covered on
+// Vulkan by the device-generic suites (tests/ops_test.cpp, tests/edge_cases_test.cpp:
+// meson tests ops_vulkan, edge_cases_vulkan). The validation layer is on
+// (TENSOR_VK_VALIDATION=1) and any message fails the test.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -158,7 +162,7 @@ using VulkanDirect = VulkanTest;
 using VulkanMemory = VulkanTest;
 using VulkanMask = VulkanTest;
 
-TEST_F(VulkanOps, EveryNativeElementwiseAndReductionOpMatchesCpu) {
+TEST_F(VulkanOps, CastsMasksAndSliceAssignMatchCpuInEveryLayout) {
   int cases = 0;
   for (DType dt : device_dtypes()) {
     for (const LayoutCase& lc : layouts()) {
@@ -170,25 +174,11 @@ TEST_F(VulkanOps, EveryNativeElementwiseAndReductionOpMatchesCpu) {
       auto B = [&](DeviceId dev) { return upload(db, dev); };
       for (std::size_t i = 0; i < d::kOps.size(); ++i) {
         const OpCode op = static_cast<OpCode>(i);
-        if (!kind_ok(op, dt) || !native(op)) continue;
+        if (!kind_ok(op, dt) || !native(op) || d::op_family(op) != d::Family::Cast) continue;
         const std::string what = std::string(d::op_name(op)) + " " + std::string(dtype_name(dt)) + " " + lc.name;
-        switch (d::op_family(op)) {
-          case d::Family::Unary: check_op(what, [&](DeviceId v) { return d::unary(op, A(v)); }); break;
-          case d::Family::Binary: check_op(what, [&](DeviceId v) { return d::binary(op, A(v), B(v)); }); break;
-          case d::Family::Scalar: check_op(what, [&](DeviceId v) { return d::scalar(op, A(v), sc); }); break;
-          case d::Family::Compare: check_op(what, [&](DeviceId v) { return d::compare(op, A(v), B(v)); }); break;
-          case d::Family::CompareScalar: check_op(what, [&](DeviceId v) { return d::compare_scalar(op, A(v), sc); }); break;
-          case d::Family::Reduce: check_op(what, [&](DeviceId v) { return d::reduce(op, A(v)); }); break;
-          case d::Family::Dim:
-            for (std::int64_t dim : {0, 1}) check_op(what + " dim " + std::to_string(dim), [&](DeviceId v) { return d::reduce_dim(op, A(v), dim); });
-            break;
-          case d::Family::Cast:
-            for (DType to : device_dtypes()) {
-              if (to == dt) continue;
-              check_op(what + " -> " + std::string(dtype_name(to)), [&](DeviceId v) { return d::cast(op, A(v), to); });
-            }
-            break;
-          default: continue;
+        for (DType to : device_dtypes()) {
+          if (to == dt) continue;
+          check_op(what + " -> " + std::string(dtype_name(to)), [&](DeviceId v) { return d::cast(op, A(v), to); });
         }
         ++cases;
       }
@@ -204,17 +194,10 @@ TEST_F(VulkanOps, EveryNativeElementwiseAndReductionOpMatchesCpu) {
         const Slice s[2] = {Slice::range(0, 3, 2), Slice::range(1, 5, 3)};
         check_op(std::string("slice_assign ") + std::string(dtype_name(dt)) + " " + lc.name,
                  [&](DeviceId v) { return d::slice_assign(A(v), s, upload(dv, v)); });
-        std::vector<DT> parts;
-        check_op(std::string("cat ") + std::string(dtype_name(dt)) + " " + lc.name, [&](DeviceId v) {
-          std::vector<DT> p;
-          p.push_back(A(v));
-          p.push_back(B(v));
-          return d::cat(std::move(p), 1);
-        });
       }
     }
   }
-  EXPECT_GT(cases, 100);
+  EXPECT_GT(cases, 50);
 }
 
 TEST_F(VulkanOps, MatmulMatchesCpuForStridedAndBatchedOperands) {
@@ -319,34 +302,6 @@ TensorData sort_data(DType dt, const Shape& s, std::uint32_t seed) {
   return TensorData::from(v, s).convert(dt);
 }
 
-TEST_F(VulkanOps, SortArgsortAndTopkMatchTheCpuIncludingTiesAndNaN) {
-  for (DType dt : device_dtypes()) {
-    if (is_bool(dt)) continue;
-    for (const Shape& shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 300}, Shape{4, 1024}, Shape{5, 0}}) {
-      const TensorData data = sort_data(dt, shape, 11);
-      for (bool desc : {false, true}) {
-        for (std::int64_t dim : {1, 0}) {
-          const std::string what = std::string(dtype_name(dt)) + " " + shape.to_string() + (desc ? " desc" : " asc") +
-                                   " dim " + std::to_string(dim);
-          auto A = [&](DeviceId v) { return upload(data, v); };
-          check_op("sort " + what, [&](DeviceId v) { return d::sort(A(v), dim, desc); });
-          check_op("argsort " + what, [&](DeviceId v) { return d::argsort(A(v), dim, desc); });
-          check_op("sort_with_indices.1 " + what, [&](DeviceId v) { return d::sort_with_indices(A(v), dim, desc).second; });
-          // A transposed (non-contiguous) input.
-          check_op("sort transposed " + what,
-                   [&](DeviceId v) { return d::sort(d::swap_dims(A(v), 0, 1), 1 - dim, desc); });
-        }
-      }
-      if (shape[1] >= 3) {
-        check_op("topk " + std::string(dtype_name(dt)), [&](DeviceId v) { return d::topk(upload(data, v), 1, 3); });
-        check_op("topk.1 " + std::string(dtype_name(dt)),
-                 [&](DeviceId v) { return d::topk_with_indices(upload(data, v), 1, 3).second; });
-      }
-    }
-  }
-  EXPECT_TRUE(native(OpCode::sort) && native(OpCode::argsort) && native(OpCode::sort_with_indices));
-}
-
 TEST_F(VulkanOps, SortOfLinesLongerThanTheSharedMemoryLimitUsesTheGlobalNetwork) {
   for (DType dt : {DType::F32, DType::I16, DType::F64, DType::U8}) {
     if (!d::supports_dtype(kVk, dt)) continue;
@@ -365,7 +320,7 @@ TEST_F(VulkanOps, SortOfLinesLongerThanTheSharedMemoryLimitUsesTheGlobalNetwork)
   }
 }
 
-TEST_F(VulkanOps, FillSoftmaxAndCrossMatchTheCpu) {
+TEST_F(VulkanOps, FillMatchesTheCpu) {
   for (DType dt : device_dtypes()) {
     for (double v : {0.0, 1.0, -3.5, 7.0}) {
       if (!is_float(dt) && v != std::trunc(v)) continue;
@@ -376,33 +331,6 @@ TEST_F(VulkanOps, FillSoftmaxAndCrossMatchTheCpu) {
     }
     check_op("zeros " + std::string(dtype_name(dt)), [&](DeviceId dev) { return d::create(OpCode::zeros, Shape{7}, dev, kind_of(dt), dt); });
     check_op("ones " + std::string(dtype_name(dt)), [&](DeviceId dev) { return d::create(OpCode::ones, Shape{7}, dev, kind_of(dt), dt); });
-    if (!is_float(dt)) continue;
-    for (const Shape& shape : {Shape{3, 5}, Shape{2, 1000}, Shape{4, 0}}) {
-      const TensorData data = make_data(dt, shape, 21);
-      for (std::int64_t dim : {0, 1}) {
-        const std::string what = std::string(dtype_name(dt)) + " " + shape.to_string() + " dim " + std::to_string(dim);
-        check_op("softmax " + what, [&](DeviceId dev) { return d::reduce_dim(OpCode::softmax, upload(data, dev), dim); });
-        check_op("log_softmax " + what, [&](DeviceId dev) { return d::reduce_dim(OpCode::log_softmax, upload(data, dev), dim); });
-        check_op("softmax transposed " + what,
-                 [&](DeviceId dev) { return d::reduce_dim(OpCode::softmax, d::swap_dims(upload(data, dev), 0, 1), 1 - dim); });
-      }
-    }
-    // cross: against a host computation (the CPU backend may lack cross).
-    const TensorData a = make_data(dt, Shape{4, 3}, 31), b = make_data(dt, Shape{1, 3}, 32);
-    const auto av = a.convert(DType::F64).to_vec<double>(), bv = b.convert(DType::F64).to_vec<double>();
-    std::vector<double> want(12);
-    for (int r = 0; r < 4; ++r) {
-      const double* x = &av[3 * r];
-      want[3 * r] = x[1] * bv[2] - x[2] * bv[1];
-      want[3 * r + 1] = x[2] * bv[0] - x[0] * bv[2];
-      want[3 * r + 2] = x[0] * bv[1] - x[1] * bv[0];
-    }
-    const TensorData got = d::read(d::cross(upload(a, kVk), upload(b, kVk), 1));
-    EXPECT_TRUE(same(TensorData::from(want, Shape{4, 3}).convert(dt), got)) << "cross " << dtype_name(dt);
-    const TensorData got_t = d::read(d::cross(d::swap_dims(upload(TensorData::from(av, Shape{4, 3}).convert(dt), kVk), 0, 1),
-                                              d::swap_dims(upload(b, kVk), 0, 1), 0));
-    EXPECT_TRUE(same(TensorData::from(want, Shape{4, 3}).convert(dt), d::read(d::swap_dims(upload(got_t, kVk), 0, 1))))
-        << "cross dim 0 " << dtype_name(dt);
   }
   EXPECT_TRUE(native(OpCode::full) && native(OpCode::softmax) && native(OpCode::log_softmax) && native(OpCode::cross));
 }

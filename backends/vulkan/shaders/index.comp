@@ -31,6 +31,16 @@ DEFINE_STORE(st_o, o_data)
 // it lies outside [0, limit) (after recording the error).
 int ld_i(int i, int limit) {
   RAW r = ld_idx(DTI, i);
+  if (dt_kind(DTI) == 1 && dt_size(DTI) <= 4) {
+    // Narrow signed indices in 32-bit arithmetic (the 64-bit path below let negative
+    // i8/i16/i32 indices through unreported in the f64 variant on lavapipe).
+    int s = dt_size(DTI) * 8;
+    int v32 = bitfieldExtract(int(uint(r)), 0, s);
+    if (v32 >= 0 && v32 < limit) return v32;
+    int slot32 = int(P[P_ERR]);
+    if (atomicCompSwap(e_data[2 * slot32], 0u, 1u) == 0u) e_data[2 * slot32 + 1] = uint(v32);
+    return -1;
+  }
   IT v = dt_kind(DTI) == 1 ? as_i(r, DTI) : IT(as_u(r, DTI));
   bool neg_u = dt_kind(DTI) != 1 && dt_size(DTI) >= 4 && (as_u(r, DTI) >> (dt_size(DTI) * 8 - 1)) != UT(0);
   if (!neg_u && v >= IT(0) && v < IT(limit)) return int(v);
