@@ -19,6 +19,7 @@
 #include "backends/vulkan/vk_context.hpp"
 #include "backends/vulkan/vk_features.hpp"
 #include "dispatch/dispatch.hpp"
+#include "tests/vulkan/vk_test_util.hpp"
 
 namespace {
 
@@ -27,10 +28,9 @@ namespace d = tensor::dispatch;
 namespace vk = tensor::vulkan;
 using DT = d::DispatchTensor;
 
-const DeviceId kCpu{kCpuDeviceType, 0};
-const DeviceId kVk{kVulkanDeviceType, 0};
-
-bool have_vulkan() { return d::device_count(kVulkanDeviceType) > 0; }
+using vk_test::have_vulkan;
+using vk_test::kCpu;
+using vk_test::kVk;
 
 // ---- the gate, on synthetic facts (VkComponentTypeNV: 0 = f16, 1 = f32; VkScopeNV 3 = subgroup) ----
 
@@ -90,23 +90,19 @@ TEST(CoopmatGate, EachMissingFactSaysWhy) {
 
 // ---- this device ----
 
-class VulkanF16 : public ::testing::Test {
+class VulkanF16 : public vk_test::VulkanTest {
  protected:
   void SetUp() override {
-    if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-    before_ = vk::validation_message_count();
+    vk_test::VulkanTest::SetUp();
+    if (IsSkipped()) return;
     ctx_ = vk::context(0);
     ctx_->ensure_init();
   }
   void TearDown() override {
-    if (have_vulkan()) {
-      ctx_->set_f16_arith(ctx_->f16_arith_supported());
-      d::sync(kVk);
-      EXPECT_EQ(vk::validation_message_count(), before_) << "validation layer reported problems (see stderr)";
-    }
+    if (ctx_) ctx_->set_f16_arith(ctx_->f16_arith_supported());
+    vk_test::VulkanTest::TearDown();
   }
   vk::Context* ctx_ = nullptr;
-  std::uint64_t before_ = 0;
 };
 
 DT upload(const TensorData& data, DeviceId dev) { return d::from_data(data, dev, d::kind_of_dtype(data.dtype())); }

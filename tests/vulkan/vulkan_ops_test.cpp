@@ -22,6 +22,7 @@
 #include "backends/vulkan/vk_backend.hpp"
 #include "backends/vulkan/vk_context.hpp"
 #include "dispatch/dispatch.hpp"
+#include "tests/vulkan/vk_test_util.hpp"
 #include "dispatch/element.hpp"
 
 namespace {
@@ -31,34 +32,12 @@ namespace d = tensor::dispatch;
 using DT = d::DispatchTensor;
 using Kind = d::Kind;
 
-const DeviceId kCpu{kCpuDeviceType, 0};
-const DeviceId kVk{kVulkanDeviceType, 0};
+using vk_test::have_vulkan;
+using vk_test::kCpu;
+using vk_test::kVk;
+using vk_test::VulkanTest;
 
-bool have_vulkan() { return d::device_count(kVulkanDeviceType) > 0; }
-
-class VulkanTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-    before_ = vulkan::validation_message_count();
-  }
-  void TearDown() override {
-    if (have_vulkan()) {
-      d::sync(kVk);
-      EXPECT_EQ(vulkan::validation_message_count(), before_) << "validation layer reported problems (see stderr)";
-    }
-  }
-  std::uint64_t before_ = 0;
-};
-
-std::vector<DType> device_dtypes() {
-  std::vector<DType> out;
-  for (int i = 0; i < kDTypeCount; ++i) {
-    const DType t = static_cast<DType>(i);
-    if (t != DType::QFloat && d::supports_dtype(kVk, t) && d::supports_dtype(kCpu, t)) out.push_back(t);
-  }
-  return out;
-}
+std::vector<DType> device_dtypes() { return vk_test::common_dtypes(true); }
 
 // Small exact-ish values: k/4 for floats (zeros included), small ints.
 TensorData make_data(DType dt, const Shape& s, std::uint32_t seed) {

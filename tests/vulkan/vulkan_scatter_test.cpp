@@ -18,6 +18,7 @@
 
 #include "backends/vulkan/vk_backend.hpp"
 #include "dispatch/dispatch.hpp"
+#include "tests/vulkan/vk_test_util.hpp"
 
 namespace {
 
@@ -26,11 +27,10 @@ namespace d = tensor::dispatch;
 using DT = d::DispatchTensor;
 using U = IndexingUpdateOp;
 
-const DeviceId kCpu{kCpuDeviceType, 0};
-const DeviceId kVk{kVulkanDeviceType, 0};
+using vk_test::have_vulkan;
+using vk_test::kCpu;
+using vk_test::kVk;
 constexpr U kRules[] = {U::Assign, U::Add, U::Mul, U::Min, U::Max};
-
-bool have_vulkan() { return d::device_count(kVulkanDeviceType) > 0; }
 
 const char* rule_name(U u) {
   switch (u) {
@@ -43,30 +43,10 @@ const char* rule_name(U u) {
   return "?";
 }
 
-class VulkanScatter : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-    before_ = vulkan::validation_message_count();
-  }
-  void TearDown() override {
-    if (have_vulkan()) {
-      d::sync(kVk);
-      EXPECT_EQ(vulkan::validation_message_count(), before_) << "validation layer reported problems (see stderr)";
-    }
-  }
-  std::uint64_t before_ = 0;
-};
+using VulkanScatter = vk_test::VulkanTest;
 
 // Number dtypes both devices support.
-std::vector<DType> number_dtypes() {
-  std::vector<DType> out;
-  for (int i = 0; i < kDTypeCount; ++i) {
-    const DType t = static_cast<DType>(i);
-    if (t != DType::QFloat && !is_bool(t) && d::supports_dtype(kVk, t) && d::supports_dtype(kCpu, t)) out.push_back(t);
-  }
-  return out;
-}
+std::vector<DType> number_dtypes() { return vk_test::common_dtypes(false); }
 
 DT upload(const TensorData& data, DeviceId dev) { return d::from_data(data, dev, d::kind_of_dtype(data.dtype())); }
 
