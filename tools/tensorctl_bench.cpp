@@ -25,7 +25,7 @@ int run_bench(Args args) {
   if (!tensor_bench::parse_args(static_cast<int>(argv.size()), argv.data(), opt)) return kExitUsage;
   const int rc = tensor_bench::run(opt);
 #if TENSOR_HAVE_VULKAN
-  if (rc == 0) {
+  if (rc == 0 && opt.only.empty()) {  // --only names a group of the common table
     const tensor::DeviceId id = tensor::Device::parse(opt.device).id();
     if (id.type_id == tensor::kVulkanDeviceType) {
       std::printf("\nVulkan cases\n");
