@@ -160,6 +160,9 @@ std::string compare(const TensorData& want, const TensorData& got, bool values, 
   return bad;
 }
 
+constexpr IndexingUpdateOp kUpdateRules[] = {IndexingUpdateOp::Assign, IndexingUpdateOp::Add, IndexingUpdateOp::Mul,
+                                             IndexingUpdateOp::Min, IndexingUpdateOp::Max};
+
 std::vector<DispatchTensor> one(DispatchTensor t) {
   std::vector<DispatchTensor> v;
   v.push_back(std::move(t));
@@ -200,9 +203,8 @@ std::vector<DispatchTensor> run_op(OpCode op, DeviceId d, const Inputs& in, Layo
       return one(scalar(op, A(), s));
     }
     case Family::Clamp:
-      // Unsigned tensors get non-negative bounds (a negative bound converts by wrapping).
-      return one(clamp(op, A(), is_unsigned_int(in.dtype) ? Scalar(2) : is_int ? Scalar(-2) : Scalar(-0.5),
-                       is_int ? Scalar(3) : Scalar(0.75)));
+      // A negative bound on an unsigned tensor acts as 0 (bounds saturate to the dtype).
+      return one(clamp(op, A(), is_int ? Scalar(-2) : Scalar(-0.5), is_int ? Scalar(3) : Scalar(0.75)));
     case Family::Compare: return one(compare(op, A(), B()));
     case Family::CompareScalar: return one(compare_scalar(op, A(), is_bool(in.dtype) ? Scalar(true) : Scalar(1)));
     case Family::Predicate: return one(predicate(op, A()));
@@ -254,10 +256,18 @@ std::vector<DispatchTensor> run_op(OpCode op, DeviceId d, const Inputs& in, Layo
     case Family::Unfold: return one(unfold(A(), 1, 4, 3));
     case Family::Gather: return one(gather(A(), 1, I()));
     case Family::Scatter: return one(scatter(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
-    case Family::ScatterUpdate: return one(scatter(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
+    case Family::ScatterUpdate: {  // every update rule, one output each
+      std::vector<DispatchTensor> outs;
+      for (IndexingUpdateOp u : kUpdateRules) outs.push_back(scatter(op, A(), 1, I(), B(), u));
+      return outs;
+    }
     case Family::Select: return one(select(A(), 1, I()));
     case Family::SelectAssign: return one(select_assign(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
-    case Family::SelectUpdate: return one(select_assign(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
+    case Family::SelectUpdate: {
+      std::vector<DispatchTensor> outs;
+      for (IndexingUpdateOp u : kUpdateRules) outs.push_back(select_assign(op, A(), 1, I(), B(), u));
+      return outs;
+    }
     case Family::MaskWhere: return one(mask_where(A(), M(), B()));
     case Family::MaskFill: return one(mask_fill(A(), M(), is_bool(in.dtype) ? Scalar(true) : Scalar(5)));
     case Family::MaskSelect: return one(mask_select(A(), M()));
