@@ -220,16 +220,6 @@ void Storage::release_ref() const {
   }
 }
 
-Layout contiguous_layout(const Shape& shape) {
-  Layout l;
-  std::int64_t s = 1;
-  for (std::size_t d = shape.rank(); d-- > 0;) {
-    l.strides[d] = s;
-    s *= static_cast<std::int64_t>(shape[d]);
-  }
-  return l;
-}
-
 bool CpuTensor::is_contiguous() const {
   std::int64_t expect = 1;
   for (std::size_t d = rank(); d-- > 0;) {

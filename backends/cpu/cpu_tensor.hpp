@@ -9,6 +9,7 @@
 #include <span>
 
 #include "dispatch/primitive.hpp"
+#include "dispatch/strided.hpp"
 #include "tensor/device.hpp"
 #include "tensor/dtype.hpp"
 #include "tensor/shape.hpp"
@@ -58,13 +59,8 @@ static_assert(sizeof(Storage) <= Storage::kAlign);
 using StorageRef = dispatch::Ref<Storage>;
 
 // Signed element strides and a start offset in elements (shape lives in Primitive).
-struct Layout {
-  std::array<std::int64_t, kMaxRank> strides{};
-  std::int64_t offset = 0;
-};
-
-// Row-major strides of `shape`, offset 0.
-Layout contiguous_layout(const Shape& shape);
+using Layout = dispatch::StridedLayout;
+using dispatch::contiguous_layout;
 
 class CpuTensor final : public dispatch::Primitive {
  public:

@@ -16,73 +16,12 @@ Prim reshape_entry(Prim p, const Shape& shape) {
   return make_view(std::move(t), shape, l);
 }
 
-// Target is right-aligned with the source; new and broadcast dims get stride 0.
-Prim expand_entry(Prim p, const Shape& shape) {
+// The pure view ops: shape, strides and offset from dispatch/strided.hpp.
+template <auto kView, class... Args>
+Prim view_entry(Prim p, Args... args) {
   CpuRef t = as_cpu(std::move(p));
-  const std::size_t lead = shape.rank() - t->rank();
-  Layout l;
-  l.offset = t->offset();
-  for (std::size_t d = 0; d < shape.rank(); ++d) {
-    if (d < lead) continue;
-    const std::size_t sd = d - lead;
-    l.strides[d] = t->shape()[sd] == shape[d] ? t->stride(sd) : 0;
-  }
-  return make_view(std::move(t), shape, l);
-}
-
-Prim swap_dims_entry(Prim p, std::size_t d0, std::size_t d1) {
-  CpuRef t = as_cpu(std::move(p));
-  Shape shape = t->shape();
-  Layout l = t->layout();
-  std::swap(shape[d0], shape[d1]);
-  std::swap(l.strides[d0], l.strides[d1]);
-  return make_view(std::move(t), shape, l);
-}
-
-Prim permute_entry(Prim p, dispatch::Axes axes) {
-  CpuRef t = as_cpu(std::move(p));
-  Shape shape = t->shape();
-  Layout l = t->layout();
-  for (std::size_t i = 0; i < axes.size(); ++i) {
-    shape[i] = t->shape()[axes[i]];
-    l.strides[i] = t->stride(axes[i]);
-  }
-  return make_view(std::move(t), shape, l);
-}
-
-// Negative stride; the offset moves to the last element of the dim.
-Prim flip_entry(Prim p, dispatch::Axes axes) {
-  CpuRef t = as_cpu(std::move(p));
-  const Shape shape = t->shape();
-  Layout l = t->layout();
-  for (const std::size_t d : axes) {
-    if (shape[d] <= 1) continue;
-    l.offset += static_cast<std::int64_t>(shape[d] - 1) * l.strides[d];
-    l.strides[d] = -l.strides[d];
-  }
-  return make_view(std::move(t), shape, l);
-}
-
-// The view of `t` selected by `slices` (one per dim).
-void slice_layout(const CpuTensor& t, dispatch::DimSlices slices, Shape& shape, Layout& l) {
-  shape = t.shape();
-  l = t.layout();
-  bool empty = false;
-  for (std::size_t d = 0; d < slices.size(); ++d) empty = empty || slices[d].len == 0;
-  for (std::size_t d = 0; d < slices.size(); ++d) {
-    const dispatch::DimSlice& s = slices[d];
-    if (!empty) l.offset += s.start * l.strides[d];
-    l.strides[d] *= s.step;
-    shape[d] = s.len;
-  }
-}
-
-Prim slice_entry(Prim p, dispatch::DimSlices slices) {
-  CpuRef t = as_cpu(std::move(p));
-  Shape shape;
-  Layout l;
-  slice_layout(*t, slices, shape, l);
-  return make_view(std::move(t), shape, l);
+  dispatch::StridedView v = kView(t->shape(), t->layout(), args...);
+  return make_view(std::move(t), v.shape, v.layout);
 }
 
 // Writes `value` into the sliced region: in place when `a` is unique and contiguous
@@ -95,41 +34,24 @@ Prim slice_assign_entry(Prim p, dispatch::DimSlices slices, Prim pv) {
     copy_strided(*t, copy->data());
     t = std::move(copy);
   }
-  Shape shape;
-  Layout l;
-  slice_layout(*t, slices, shape, l);
-  if (shape.num_elements() == 0) return t;
-  std::byte* dst = t->storage()->data() + l.offset * static_cast<std::int64_t>(t->elem_size());
-  copy_strided_to(*v, dst, l.strides.data());
+  const dispatch::StridedView region = dispatch::slice_view(t->shape(), t->layout(), slices);
+  if (region.shape.num_elements() == 0) return t;
+  std::byte* dst = t->storage()->data() + region.layout.offset * static_cast<std::int64_t>(t->elem_size());
+  copy_strided_to(*v, dst, region.layout.strides.data());
   return t;
-}
-
-// Windows of `size` every `step` along `dim`: that dim becomes the window index
-// (stride * step) and a trailing dim of `size` walks inside a window.
-Prim unfold_entry(Prim p, std::size_t dim, std::size_t size, std::size_t step) {
-  CpuRef t = as_cpu(std::move(p));
-  Shape shape = t->shape();
-  Layout l = t->layout();
-  const std::size_t n = shape[dim];
-  const std::size_t windows = n >= size ? (n - size) / step + 1 : 0;
-  shape[dim] = windows;
-  shape.push_back(size);
-  l.strides[shape.rank() - 1] = t->stride(dim);
-  l.strides[dim] = t->stride(dim) * static_cast<std::int64_t>(step);
-  return make_view(std::move(t), shape, l);
 }
 
 }  // namespace
 
 void register_layout_ops(dispatch::Backend& b) {
   b.set<OpCode::reshape>(&reshape_entry);
-  b.set<OpCode::expand>(&expand_entry);
-  b.set<OpCode::swap_dims>(&swap_dims_entry);
-  b.set<OpCode::permute>(&permute_entry);
-  b.set<OpCode::flip>(&flip_entry);
-  b.set<OpCode::slice>(&slice_entry);
+  b.set<OpCode::expand>(&view_entry<dispatch::expand_view, const Shape&>);
+  b.set<OpCode::swap_dims>(&view_entry<dispatch::swap_dims_view, std::size_t, std::size_t>);
+  b.set<OpCode::permute>(&view_entry<dispatch::permute_view, dispatch::Axes>);
+  b.set<OpCode::flip>(&view_entry<dispatch::flip_view, dispatch::Axes>);
+  b.set<OpCode::slice>(&view_entry<dispatch::slice_view, dispatch::DimSlices>);
   b.set<OpCode::slice_assign>(&slice_assign_entry);
-  b.set<OpCode::unfold>(&unfold_entry);
+  b.set<OpCode::unfold>(&view_entry<dispatch::unfold_view, std::size_t, std::size_t, std::size_t>);
 }
 
 }  // namespace tensor::cpu

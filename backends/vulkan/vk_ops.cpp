@@ -20,16 +20,6 @@
 
 namespace tensor::vulkan {
 
-VkLayout contiguous_layout(const Shape& shape) {
-  VkLayout l;
-  std::int64_t s = 1;
-  for (std::size_t d = shape.rank(); d-- > 0;) {
-    l.strides[d] = s;
-    s *= static_cast<std::int64_t>(shape[d]);
-  }
-  return l;
-}
-
 bool VulkanTensor::is_contiguous() const {
   std::int64_t s = 1;
   for (std::size_t d = rank(); d-- > 0;) {
@@ -439,65 +429,12 @@ Prim reshape_entry(Prim p, const Shape& shape) {
   return make_view(std::move(t), shape, l);
 }
 
-Prim expand_entry(Prim p, const Shape& shape) {
+// The pure view ops: shape, strides and offset from dispatch/strided.hpp.
+template <auto kView, class... Args>
+Prim view_entry(Prim p, Args... args) {
   VkRef t = as_vk(std::move(p));
-  const std::size_t lead = shape.rank() - t->rank();
-  VkLayout l;
-  l.offset = t->offset();
-  for (std::size_t d = lead; d < shape.rank(); ++d) l.strides[d] = t->shape()[d - lead] == shape[d] ? t->stride(d - lead) : 0;
-  return make_view(std::move(t), shape, l);
-}
-
-Prim swap_dims_entry(Prim p, std::size_t d0, std::size_t d1) {
-  VkRef t = as_vk(std::move(p));
-  Shape shape = t->shape();
-  VkLayout l = t->layout();
-  std::swap(shape[d0], shape[d1]);
-  std::swap(l.strides[d0], l.strides[d1]);
-  return make_view(std::move(t), shape, l);
-}
-
-Prim permute_entry(Prim p, dispatch::Axes axes) {
-  VkRef t = as_vk(std::move(p));
-  Shape shape = t->shape();
-  VkLayout l = t->layout();
-  for (std::size_t i = 0; i < axes.size(); ++i) {
-    shape[i] = t->shape()[axes[i]];
-    l.strides[i] = t->stride(axes[i]);
-  }
-  return make_view(std::move(t), shape, l);
-}
-
-Prim flip_entry(Prim p, dispatch::Axes axes) {
-  VkRef t = as_vk(std::move(p));
-  const Shape shape = t->shape();
-  VkLayout l = t->layout();
-  for (const std::size_t d : axes) {
-    if (shape[d] <= 1) continue;
-    l.offset += static_cast<std::int64_t>(shape[d] - 1) * l.strides[d];
-    l.strides[d] = -l.strides[d];
-  }
-  return make_view(std::move(t), shape, l);
-}
-
-void slice_layout(const VulkanTensor& t, dispatch::DimSlices slices, Shape& shape, VkLayout& l) {
-  shape = t.shape();
-  l = t.layout();
-  bool empty = false;
-  for (const auto& s : slices) empty = empty || s.len == 0;
-  for (std::size_t d = 0; d < slices.size(); ++d) {
-    if (!empty) l.offset += slices[d].start * l.strides[d];
-    l.strides[d] *= slices[d].step;
-    shape[d] = slices[d].len;
-  }
-}
-
-Prim slice_entry(Prim p, dispatch::DimSlices slices) {
-  VkRef t = as_vk(std::move(p));
-  Shape shape;
-  VkLayout l;
-  slice_layout(*t, slices, shape, l);
-  return make_view(std::move(t), shape, l);
+  dispatch::StridedView v = kView(t->shape(), t->layout(), args...);
+  return make_view(std::move(t), v.shape, v.layout);
 }
 
 // In place when `a` is unique and contiguous, else into a contiguous copy of `a`.
@@ -505,25 +442,12 @@ Prim slice_assign_entry(Prim p, dispatch::DimSlices slices, Prim pv) {
   VkRef t = as_vk(std::move(p));
   VkRef v = as_vk(std::move(pv));
   if (!(t->can_mut() && t->is_contiguous())) t = convert(t, t->dtype());
-  Shape shape;
-  VkLayout l;
-  slice_layout(*t, slices, shape, l);
-  if (shape.num_elements() == 0) return t;
-  Operand dst{t->buffer().get(), l.offset, l.strides};
-  launch_ew(EW_COPY, v->dtype(), v->dtype(), t->dtype(), false, shape, dst, operand(*v, shape), nullptr, nullptr, 0, 0);
+  const dispatch::StridedView region = dispatch::slice_view(t->shape(), t->layout(), slices);
+  if (region.shape.num_elements() == 0) return t;
+  Operand dst{t->buffer().get(), region.layout.offset, region.layout.strides};
+  launch_ew(EW_COPY, v->dtype(), v->dtype(), t->dtype(), false, region.shape, dst, operand(*v, region.shape), nullptr,
+            nullptr, 0, 0);
   return t;
-}
-
-Prim unfold_entry(Prim p, std::size_t dim, std::size_t size, std::size_t step) {
-  VkRef t = as_vk(std::move(p));
-  Shape shape = t->shape();
-  VkLayout l = t->layout();
-  const std::size_t n = shape[dim];
-  shape[dim] = n >= size ? (n - size) / step + 1 : 0;
-  shape.push_back(size);
-  l.strides[shape.rank() - 1] = t->stride(dim);
-  l.strides[dim] = t->stride(dim) * static_cast<std::int64_t>(step);
-  return make_view(std::move(t), shape, l);
 }
 
 // ---- reductions and scans ----------------------------------------------------------------------
@@ -1134,13 +1058,13 @@ void register_ops(dispatch::Backend& b) {
   b.set<O::into_float>(&cast_entry);
 
   b.set<O::reshape>(&reshape_entry);
-  b.set<O::expand>(&expand_entry);
-  b.set<O::swap_dims>(&swap_dims_entry);
-  b.set<O::permute>(&permute_entry);
-  b.set<O::flip>(&flip_entry);
-  b.set<O::slice>(&slice_entry);
+  b.set<O::expand>(&view_entry<dispatch::expand_view, const Shape&>);
+  b.set<O::swap_dims>(&view_entry<dispatch::swap_dims_view, std::size_t, std::size_t>);
+  b.set<O::permute>(&view_entry<dispatch::permute_view, dispatch::Axes>);
+  b.set<O::flip>(&view_entry<dispatch::flip_view, dispatch::Axes>);
+  b.set<O::slice>(&view_entry<dispatch::slice_view, dispatch::DimSlices>);
   b.set<O::slice_assign>(&slice_assign_entry);
-  b.set<O::unfold>(&unfold_entry);
+  b.set<O::unfold>(&view_entry<dispatch::unfold_view, std::size_t, std::size_t, std::size_t>);
 
   b.set<O::gather>(&gather_entry);
   b.set<O::select>(&select_entry);

@@ -8,15 +8,12 @@
 
 #include "backends/vulkan/vk_context.hpp"
 #include "dispatch/primitive.hpp"
+#include "dispatch/strided.hpp"
 
 namespace tensor::vulkan {
 
-struct VkLayout {
-  std::array<std::int64_t, kMaxRank> strides{};
-  std::int64_t offset = 0;
-};
-
-VkLayout contiguous_layout(const Shape& shape);
+using VkLayout = dispatch::StridedLayout;
+using dispatch::contiguous_layout;
 
 class VulkanTensor final : public dispatch::Primitive {
  public:
