@@ -71,22 +71,15 @@ struct ActFn {
 
 template <class Op>
 Prim act_impl(Prim pa, double p, double q) {
-  CpuRef a = as_cpu(std::move(pa));
-  const Shape shape = a->shape();
-  const DType dt = a->dtype();
-  CpuRef out = reusable(*a, shape, a->elem_size()) ? a : alloc_tensor(dt, shape);
-  const auto plan = make_plan<2>(shape, {out->layout().strides.data(), a->layout().strides.data()},
-                                 {out->elem_size(), a->elem_size()});
-  dispatch::visit_dtype(dt, [&](auto tag) {
+  const DType dt = pa->dtype();
+  return map_same_dtype(std::move(pa), [&](auto tag, auto apply) {
     using T = decltype(tag);
     if constexpr (dispatch::kIsFloatLike<T>) {
-      ActFn<T, Op> fn{static_cast<calc_t<T>>(p), static_cast<calc_t<T>>(q)};
-      map1<T, T>(plan, out->data(), a->data(), fn);
+      apply(ActFn<T, Op>{static_cast<calc_t<T>>(p), static_cast<calc_t<T>>(q)});
     } else {
       throw DTypeError("[activation] expected a float dtype; got " + std::string(dtype_name(dt)));
     }
   });
-  return out;
 }
 
 template <class Op>

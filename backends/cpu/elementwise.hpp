@@ -170,4 +170,22 @@ inline bool reusable(const CpuTensor& t, const Shape& out, std::size_t elem_size
   return t.can_mut() && t.elem_size() == elem_size && t.shape() == out && t.is_dense_from_zero();
 }
 
+// out = f(a) in a's dtype and shape, written into `a` itself when it may be reused:
+// the body every same-dtype unary entry shares. `per_dtype(tag, apply)` runs once
+// with the element type as `tag` and calls apply(fn) to map fn over the tensor
+// (or throws for a dtype the op does not take).
+template <class F>
+dispatch::Prim map_same_dtype(dispatch::Prim pa, F&& per_dtype) {
+  CpuRef a = as_cpu(std::move(pa));
+  const Shape shape = a->shape();
+  CpuRef out = reusable(*a, shape, a->elem_size()) ? a : alloc_tensor(a->dtype(), shape);
+  const auto plan = make_plan<2>(shape, {out->layout().strides.data(), a->layout().strides.data()},
+                                 {out->elem_size(), a->elem_size()});
+  dispatch::visit_dtype(a->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    per_dtype(tag, [&](auto fn) { map1<T, T>(plan, out->data(), a->data(), fn); });
+  });
+  return out;
+}
+
 }  // namespace tensor::cpu

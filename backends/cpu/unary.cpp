@@ -108,23 +108,16 @@ struct UnFn {
 
 template <class Op>
 Prim unary_entry(Prim pa) {
-  CpuRef a = as_cpu(std::move(pa));
-  const Shape shape = a->shape();
-  const DType dt = a->dtype();
-  CpuRef out = reusable(*a, shape, a->elem_size()) ? a : alloc_tensor(dt, shape);
-  const auto plan = make_plan<2>(shape, {out->layout().strides.data(), a->layout().strides.data()},
-                                 {out->elem_size(), a->elem_size()});
-  dispatch::visit_dtype(dt, [&](auto tag) {
+  const DType dt = pa->dtype();
+  return map_same_dtype(std::move(pa), [&](auto tag, auto apply) {
     using T = decltype(tag);
     constexpr bool kOk = ((Op::kKinds & kFloat) && dispatch::kIsFloatLike<T>) || ((Op::kKinds & kInt) && kIsInt<T>);
     if constexpr (kOk) {
-      UnFn<T, Op> fn;
-      map1<T, T>(plan, out->data(), a->data(), fn);
+      apply(UnFn<T, Op>{});
     } else {
       throw DTypeError("[cpu] unary op on an unsupported dtype: " + std::string(dtype_name(dt)));
     }
   });
-  return out;
 }
 
 template <class T>
@@ -135,22 +128,15 @@ struct PowScalarFn {
 
 // a ^ s for float tensors (the general case; dispatch routes integral s to powi).
 Prim powf_scalar_entry(Prim pa, Scalar s) {
-  CpuRef a = as_cpu(std::move(pa));
-  const Shape shape = a->shape();
-  const DType dt = a->dtype();
-  CpuRef out = reusable(*a, shape, a->elem_size()) ? a : alloc_tensor(dt, shape);
-  const auto plan = make_plan<2>(shape, {out->layout().strides.data(), a->layout().strides.data()},
-                                 {out->elem_size(), a->elem_size()});
-  dispatch::visit_dtype(dt, [&](auto tag) {
+  const DType dt = pa->dtype();
+  return map_same_dtype(std::move(pa), [&](auto tag, auto apply) {
     using T = decltype(tag);
     if constexpr (dispatch::kIsFloatLike<T>) {
-      PowScalarFn<T> fn{static_cast<calc_t<T>>(s.to_double())};
-      map1<T, T>(plan, out->data(), a->data(), fn);
+      apply(PowScalarFn<T>{static_cast<calc_t<T>>(s.to_double())});
     } else {
       throw DTypeError("[powf_scalar] expected a float dtype; got " + std::string(dtype_name(dt)));
     }
   });
-  return out;
 }
 
 // ---- clamp family: bounds converted to the tensor's dtype; NaN stays NaN -----------
@@ -170,22 +156,15 @@ struct ClampFn {
 
 template <ClampKind kK>
 Prim clamp_impl(Prim pa, Scalar lo, Scalar hi) {
-  CpuRef a = as_cpu(std::move(pa));
-  const Shape shape = a->shape();
-  const DType dt = a->dtype();
-  CpuRef out = reusable(*a, shape, a->elem_size()) ? a : alloc_tensor(dt, shape);
-  const auto plan = make_plan<2>(shape, {out->layout().strides.data(), a->layout().strides.data()},
-                                 {out->elem_size(), a->elem_size()});
-  dispatch::visit_dtype(dt, [&](auto tag) {
+  const DType dt = pa->dtype();
+  return map_same_dtype(std::move(pa), [&](auto tag, auto apply) {
     using T = decltype(tag);
     if constexpr (dispatch::kIsFloatLike<T> || kIsInt<T>) {
-      ClampFn<T, kK> fn{ld(scalar_as<T>(lo)), ld(scalar_as<T>(hi))};
-      map1<T, T>(plan, out->data(), a->data(), fn);
+      apply(ClampFn<T, kK>{ld(scalar_as<T>(lo)), ld(scalar_as<T>(hi))});
     } else {
       throw DTypeError("[clamp] expected a float or int dtype; got " + std::string(dtype_name(dt)));
     }
   });
-  return out;
 }
 Prim clamp_min_entry(Prim a, Scalar lo) { return clamp_impl<ClampKind::Min>(std::move(a), lo, lo); }
 Prim clamp_max_entry(Prim a, Scalar hi) { return clamp_impl<ClampKind::Max>(std::move(a), hi, hi); }

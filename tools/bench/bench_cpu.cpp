@@ -16,14 +16,7 @@
 #include <tensor/error.hpp>
 #include <tensor/tensor.hpp>
 
-#if TENSOR_BENCH_HAVE_BLIS
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wpedantic"
-#pragma GCC diagnostic ignored "-Wtype-limits"
-#include <blis.h>
-#pragma GCC diagnostic pop
-#endif
+#include "backends/cpu/blis.hpp"
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
