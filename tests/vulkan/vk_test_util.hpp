@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "backends/vulkan/vk_backend.hpp"
@@ -41,6 +45,17 @@ inline std::vector<tensor::DType> common_dtypes(bool with_bool) {
     if (tensor::dispatch::supports_dtype(kVk, t) && tensor::dispatch::supports_dtype(kCpu, t)) out.push_back(t);
   }
   return out;
+}
+
+// op(vulkan:0) read back; an exception is recorded as a failure naming `what`.
+inline std::optional<tensor::TensorData> read_on_vulkan(
+    const std::string& what, const std::function<tensor::dispatch::DispatchTensor(tensor::DeviceId)>& op) {
+  try {
+    return tensor::dispatch::read(op(kVk));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": vulkan threw: " << e.what();
+    return std::nullopt;
+  }
 }
 
 }  // namespace vk_test

@@ -117,14 +117,9 @@ void check_op(const std::string& what, const std::function<DT(DeviceId)>& op) {
   } catch (const std::exception&) {
     return;  // the CPU backend lacks this op (or rejects the case): nothing to compare
   }
-  TensorData got;
-  try {
-    got = d::read(op(kVk));
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": vulkan threw: " << e.what();
-    return;
+  if (const auto got = vk_test::read_on_vulkan(what, op)) {
+    EXPECT_TRUE(same(want, *got)) << what;
   }
-  EXPECT_TRUE(same(want, got)) << what;
 }
 
 Kind kind_of(DType t) { return d::kind_of_dtype(t); }
