@@ -4,6 +4,7 @@
 #include <hwy/targets.h>  // hwy::TargetName only; no SIMD code here
 
 #include <cstdint>
+#include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -126,6 +127,15 @@ void print_vulkan_details(std::ostream& os, DeviceId d) {
     case vk::CoopState::Failed: state = "off: "; break;
   }
   t.add({"cooperative-matrix f16 matmul", state + c->coop_reason()});
+  std::string limit;
+  try {
+    c->ensure_init();
+    limit = std::to_string(c->memory_limit()) + " bytes (" + std::to_string(c->memory_limit() >> 20) + " MiB; " +
+            c->memory_limit_source() + ")";
+  } catch (const std::exception& e) {
+    limit = e.what();  // e.g. a bad TENSOR_VK_MEMORY_LIMIT
+  }
+  t.add({"memory limit (tensor pool)", limit});
   t.print(os, /*with_header=*/false);
 }
 #endif

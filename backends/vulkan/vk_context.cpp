@@ -129,7 +129,27 @@ void Pool::init(Context* ctx, std::uint32_t memory_type, bool map, bool host, Vk
   block_size_ = block_size;
 }
 
-Block* Pool::new_block(VkDeviceSize size) {
+void Pool::set_limits(VkDeviceSize limit, std::string limit_source, VkDeviceSize heap, const Pool* heap_sibling) {
+  limit_ = limit;
+  limit_source_ = std::move(limit_source);
+  heap_ = heap;
+  heap_sibling_ = heap_sibling;
+}
+
+Block* Pool::new_block(VkDeviceSize size, std::string& why) {
+  const char* kind = host_ ? "staging" : "tensor";
+  const std::uint64_t reserved = reserved_.load(), in_use = in_use_.load();
+  if (size > limit_ || reserved + size > limit_) {
+    why = fmt::format("{} bytes in use and {} reserved in the {} pool, whose limit is {} bytes ({})", in_use, reserved, kind,
+                      limit_, limit_source_);
+    return nullptr;
+  }
+  const std::uint64_t shared = heap_sibling_ ? heap_sibling_->reserved() : 0;
+  if (size > heap_ || reserved + shared + size > heap_) {
+    why = fmt::format("{} bytes reserved by this device's pools of a {}-byte memory heap ({} in use in the {} pool)",
+                      reserved + shared, heap_, in_use, kind);
+    return nullptr;
+  }
   auto b = std::make_unique<Block>();
   b->size = size;
   b->host = host_;
@@ -137,24 +157,29 @@ Block* Pool::new_block(VkDeviceSize size) {
   bi.size = size;
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  check_vk(vkCreateBuffer(ctx_->device_, &bi, nullptr, &b->buffer), "vkCreateBuffer");
-  VkMemoryRequirements req;
-  vkGetBufferMemoryRequirements(ctx_->device_, b->buffer, &req);
-  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  ai.allocationSize = req.size;
-  ai.memoryTypeIndex = type_;
-  VkResult r = vkAllocateMemory(ctx_->device_, &ai, nullptr, &b->memory);
-  if (r != VK_SUCCESS) {
-    vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
-    throw ExecutionError(fmt::format("[vulkan] out of device memory allocating a block of {} bytes; expected VK_SUCCESS; got {}",
-                                     size, vk_result_name(r)));
+  VkResult r = vkCreateBuffer(ctx_->device_, &bi, nullptr, &b->buffer);
+  if (r == VK_SUCCESS) {
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(ctx_->device_, b->buffer, &req);
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = type_;
+    r = vkAllocateMemory(ctx_->device_, &ai, nullptr, &b->memory);
+    if (r != VK_SUCCESS) b->memory = VK_NULL_HANDLE;
   }
-  r = vkBindBufferMemory(ctx_->device_, b->buffer, b->memory, 0);
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
+    if (b->buffer) vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
+    why = fmt::format("{} from the driver for a {}-byte block, with {} bytes in use and {} reserved in the {} pool",
+                      vk_result_name(r), size, in_use, reserved, kind);
+    return nullptr;
+  }
+  if (r == VK_SUCCESS) r = vkBindBufferMemory(ctx_->device_, b->buffer, b->memory, 0);
   if (r == VK_SUCCESS && map_) r = vkMapMemory(ctx_->device_, b->memory, 0, VK_WHOLE_SIZE, 0, reinterpret_cast<void**>(&b->mapped));
   if (r != VK_SUCCESS) {
-    vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
-    vkFreeMemory(ctx_->device_, b->memory, nullptr);
-    check_vk(r, "vkBindBufferMemory/vkMapMemory");
+    if (b->buffer) vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
+    if (b->memory) vkFreeMemory(ctx_->device_, b->memory, nullptr);
+    ctx_->note_lost(r, "vkCreateBuffer/vkAllocateMemory/vkBindBufferMemory/vkMapMemory");
+    check_vk(r, "vkCreateBuffer/vkAllocateMemory/vkBindBufferMemory/vkMapMemory");
   }
   b->free.emplace(0, size);
   reserved_ += size;
@@ -170,7 +195,7 @@ void Pool::free_block(Block* b) {
   blocks_.erase(std::find_if(blocks_.begin(), blocks_.end(), [&](const auto& p) { return p.get() == b; }));
 }
 
-BufRef Pool::allocate(VkDeviceSize bytes) {
+BufRef Pool::allocate(VkDeviceSize bytes, bool may_wait) {
   const VkDeviceSize align = ctx_->align_;
   const VkDeviceSize need = (std::max<VkDeviceSize>(bytes, 4) + align - 1) / align * align;
   // Beyond maxStorageBufferRange a tensor still fits one allocation; kernels that
@@ -178,6 +203,17 @@ BufRef Pool::allocate(VkDeviceSize bytes) {
   if (need > ctx_->max_alloc_)
     throw ExecutionError(fmt::format("[vulkan] tensor too large for one allocation; expected at most {} bytes "
                                      "(maxMemoryAllocationSize); got {} bytes", ctx_->max_alloc_, bytes));
+  std::string why;
+  if (BufRef b = try_allocate(need, bytes, why)) return b;
+  // Give back what finished or pending work holds and cached empty blocks, then retry.
+  ctx_->reclaim_memory(may_wait);
+  if (BufRef b = try_allocate(need, bytes, why)) return b;
+  throw ExecutionError(fmt::format("[vulkan] out of {} memory; expected room for {} bytes (a request of {}) after "
+                                   "freeing cached blocks{}; got {}", host_ ? "host-visible staging" : "device", need, bytes,
+                                   may_wait ? " and waiting for pending work" : "", why));
+}
+
+BufRef Pool::try_allocate(VkDeviceSize need, VkDeviceSize bytes, std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   Block* block = nullptr;
   VkDeviceSize offset = 0;
@@ -197,17 +233,19 @@ BufRef Pool::allocate(VkDeviceSize bytes) {
       if (block) break;
     }
     if (!block) {
-      block = new_block(block_size_);
+      block = new_block(block_size_, why);
+      if (!block) return {};
       block->free.clear();
       if (need < block_size_) block->free.emplace(need, block_size_ - need);
     }
   } else {
-    block = new_block(need);  // dedicated
+    block = new_block(need, why);  // dedicated
+    if (!block) return {};
     block->free.clear();
   }
   block->live++;
-  in_use_ += need;
-  peak_ = std::max(peak_, in_use_);
+  const std::uint64_t used = in_use_ += need;
+  if (used > peak_.load()) peak_.store(used);
   return BufRef::adopt(new Buffer(ctx_, block, offset, need, bytes));
 }
 
@@ -363,6 +401,9 @@ std::string Context::cache_path() const {
 }
 
 void Context::init_device() {
+  // A bad TENSOR_VK_MEMORY_LIMIT fails device init (before anything is created).
+  const char* cap_env = std::getenv("TENSOR_VK_MEMORY_LIMIT");
+  const std::uint64_t cap = cap_env && *cap_env ? parse_memory_limit(cap_env) : 0;
   const float prio = 1.0f;
   VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   qi.queueFamilyIndex = queue_family_;
@@ -440,12 +481,10 @@ void Context::init_device() {
   VkDeviceSize block = 64ull << 20;
   block = std::min<VkDeviceSize>(block, props_.limits.maxStorageBufferRange);
   block = std::min<VkDeviceSize>(block, m3.maxMemoryAllocationSize);
-  block = block / align_ * align_;
-  if (staging_) {
-    device_pool_.init(this, static_cast<std::uint32_t>(dev >= 0 ? dev : hst), false, false, block);
-  } else {
-    device_pool_.init(this, static_cast<std::uint32_t>(uma), true, false, block);
-  }
+  const int tensor_type = staging_ ? (dev >= 0 ? dev : hst) : uma;
+  init_memory_limits(tensor_type, hst, cap, block);
+  block = std::max(block / align_ * align_, align_);
+  device_pool_.init(this, static_cast<std::uint32_t>(tensor_type), !staging_, false, block);
   host_pool_.init(this, static_cast<std::uint32_t>(hst), true, true, std::min<VkDeviceSize>(block, 16ull << 20));
 
   // One set layout for every family: binding 0 = parameters, 1..4 = tensors.
@@ -469,11 +508,12 @@ void Context::init_device() {
     VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     si.codeSize = kShaders[i].bytes;
     si.pCode = kShaders[i].code;
-    check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][0]), "vkCreateShaderModule");
+    const std::string what = fmt::format("vkCreateShaderModule (shader {})", kShaders[i].name);
+    check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][0]), what.c_str());
     if (wide_ok_ && kShaders[i].wide) {  // the 64-bit modules declare Int64/Float64: only where enabled
       si.codeSize = kShaders[i].wide_bytes;
       si.pCode = kShaders[i].wide;
-      check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][1]), "vkCreateShaderModule");
+      check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][1]), (what + " wide").c_str());
     }
   }
 
@@ -495,6 +535,79 @@ void Context::init_device() {
   } else {
     cache_loaded_ = !blob.empty();
   }
+}
+
+std::uint64_t parse_memory_limit(const char* text) {
+  const std::string s = text ? text : "";
+  auto bad = [&](const char* why) {
+    return ExecutionError(fmt::format("[vulkan] TENSOR_VK_MEMORY_LIMIT; expected a byte count with an optional K, M or G "
+                                      "suffix (e.g. 512M){}; got '{}'", why, s));
+  };
+  std::size_t i = 0;
+  std::uint64_t v = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    const std::uint64_t digit = static_cast<std::uint64_t>(s[i] - '0');
+    if (v > (~std::uint64_t{0} - digit) / 10) throw bad(" below 2^64");
+    v = v * 10 + digit;
+  }
+  if (i == 0) throw bad("");
+  int shift = 0;
+  if (i < s.size()) {
+    switch (s[i]) {
+      case 'K': case 'k': shift = 10; break;
+      case 'M': case 'm': shift = 20; break;
+      case 'G': case 'g': shift = 30; break;
+      default: throw bad("");
+    }
+    if (++i != s.size()) throw bad("");
+  }
+  if (shift && v > (~std::uint64_t{0} >> shift)) throw bad(" below 2^64");
+  v <<= shift;
+  if (v == 0) throw bad(" above 0");
+  return v;
+}
+
+void Context::init_memory_limits(int tensor_type, int staging_type, std::uint64_t cap, VkDeviceSize& block) {
+  // The heaps' sizes, or their budgets where VK_EXT_memory_budget tells them (this
+  // process's share now, at device creation: an upper bound, not a reservation).
+  VkDeviceSize heap_bytes[VK_MAX_MEMORY_HEAPS];
+  for (std::uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h) heap_bytes[h] = mem_props_.memoryHeaps[h].size;
+  const char* heap_what = "the memory heap's size";
+  std::uint32_t n = 0;
+  std::vector<VkExtensionProperties> exts;
+  if (vkEnumerateDeviceExtensionProperties(phys_, nullptr, &n, nullptr) == VK_SUCCESS) {
+    exts.resize(n);
+    if (vkEnumerateDeviceExtensionProperties(phys_, nullptr, &n, exts.data()) != VK_SUCCESS) n = 0;
+    exts.resize(n);
+  }
+  const bool budget_ext = std::any_of(exts.begin(), exts.end(), [](const VkExtensionProperties& e) {
+    return std::strcmp(e.extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0;
+  });
+  auto props2 = reinterpret_cast<PFN_vkGetPhysicalDeviceMemoryProperties2>(
+      vkGetInstanceProcAddr(instance_, "vkGetPhysicalDeviceMemoryProperties2"));
+  if (budget_ext && props2) {
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 mp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
+    mp.pNext = &budget;
+    props2(phys_, &mp);
+    for (std::uint32_t h = 0; h < mp.memoryProperties.memoryHeapCount; ++h)
+      if (budget.heapBudget[h] > 0) heap_bytes[h] = std::min(heap_bytes[h], budget.heapBudget[h]);
+    heap_what = "the memory heap's budget (VK_EXT_memory_budget)";
+  }
+  const std::uint32_t th = mem_props_.memoryTypes[tensor_type].heapIndex;
+  const std::uint32_t sh = mem_props_.memoryTypes[staging_type].heapIndex;
+  VkDeviceSize limit = heap_bytes[th];
+  std::string source = fmt::format("{}, heap {}", heap_what, th);
+  if (cap && cap < limit) {
+    limit = cap;
+    source = "TENSOR_VK_MEMORY_LIMIT";
+  }
+  // Blocks of at most a quarter of the limit, so that a small limit still holds a few.
+  block = std::min<VkDeviceSize>(block, limit / 4);
+  const bool shared = th == sh;  // one heap for both pools (UMA, lavapipe)
+  device_pool_.set_limits(limit, std::move(source), heap_bytes[th], shared ? &host_pool_ : nullptr);
+  host_pool_.set_limits(heap_bytes[sh], fmt::format("{}, heap {}", heap_what, sh), heap_bytes[sh],
+                        shared ? &device_pool_ : nullptr);
 }
 
 void Context::save_pipeline_cache() {
@@ -547,7 +660,8 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
   ci.stage.pSpecializationInfo = &si;
   ci.layout = pipeline_layout_;
   VkPipeline p;
-  check_vk(vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p), "vkCreateComputePipelines");
+  check_vk(vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p),
+           fmt::format("vkCreateComputePipelines (pipeline {}{})", kShaders[static_cast<int>(family)].name, wide ? " wide" : "").c_str());
   if (pipelines_.empty()) {
     static bool registered = false;
     if (!registered) {
@@ -601,14 +715,15 @@ std::unique_ptr<Batch> Context::make_batch() {
   di.poolSizeCount = 1;
   di.pPoolSizes = &ps;
   check_vk(vkCreateDescriptorPool(device_, &di, nullptr, &b->descriptors), "vkCreateDescriptorPool");
-  b->params = host_pool_.allocate(kParamArenaBytes);
-  b->errors = host_pool_.allocate(kMaxDispatchesPerBatch * 8);
+  // mu_ is held here: reclaiming memory may not wait for batches.
+  b->params = host_pool_.allocate(kParamArenaBytes, false);
+  b->errors = host_pool_.allocate(kMaxDispatchesPerBatch * 8, false);
   return b;
 }
 
 Batch& Context::begin_batch() {
+  if (lost()) throw_lost_locked();
   if (current_) return *current_;
-  if (lost_) throw ExecutionError("[vulkan] device lost; expected a working device; got VK_ERROR_DEVICE_LOST earlier");
   retire_locked(false, 0);
   std::unique_ptr<Batch> b;
   if (!spare_.empty()) {
@@ -736,6 +851,7 @@ void Context::keep(BufRef buf) {
 
 void Context::submit_locked() {
   if (!current_) return;
+  if (lost()) throw_lost_locked();
   Batch& b = *current_;
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -748,7 +864,7 @@ void Context::submit_locked() {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &b.cmd;
   const VkResult r = vkQueueSubmit(queue_, 1, &si, b.fence);
-  if (r == VK_ERROR_DEVICE_LOST) lost_ = true;
+  note_lost(r, "vkQueueSubmit");
   if (r != VK_SUCCESS) {
     b.keep.clear();
     spare_.push_back(std::move(current_));
@@ -766,8 +882,10 @@ void Context::retire_locked(bool block, std::uint64_t ticket) {
     else r = vkGetFenceStatus(device_, b.fence);
     if (r == VK_NOT_READY || r == VK_TIMEOUT) return;
     if (r != VK_SUCCESS) {
-      if (r == VK_ERROR_DEVICE_LOST) lost_ = true;
-      check_vk(r, "vkWaitForFences");
+      const char* what = block && b.ticket <= ticket ? "vkWaitForFences" : "vkGetFenceStatus";
+      note_lost(r, what);
+      if (lost()) throw_lost_locked();
+      check_vk(r, what);
     }
     completed_ticket_ = b.ticket;
     collect_errors_locked(b);
@@ -795,7 +913,7 @@ void Context::collect_errors_locked(Batch& b) {
 
 void Context::wait(std::uint64_t ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (lost_) throw ExecutionError("[vulkan] device lost; expected a working device; got VK_ERROR_DEVICE_LOST");
+  if (lost()) throw_lost_locked();
   retire_locked(true, ticket);
   if (!pending_error_.empty()) {
     // Reported once, at the first wait after the faulty op completed (its output
@@ -824,9 +942,57 @@ BufRef Context::allocate(std::size_t bytes) {
   ensure_init();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost()) throw_lost_locked();
     retire_locked(false, 0);  // give finished batches' buffers back first
   }
   return device_pool_.allocate(bytes);
+}
+
+void Context::reclaim_memory(bool wait) {
+  if (wait) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lost()) throw_lost_locked();
+    submit_locked();
+    retire_locked(true, next_ticket_ - 1);
+  }
+  device_pool_.cleanup();
+  host_pool_.cleanup();
+}
+
+void Context::note_lost(VkResult r, const char* where) {
+  if (r != VK_ERROR_DEVICE_LOST) return;
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  if (lost_.load()) return;
+  lost_where_ = where;
+  lost_.store(true, std::memory_order_release);
+}
+
+std::string Context::lost_message() const {
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  return fmt::format("[vulkan] device {} ({}) lost; expected a working device; got VK_ERROR_DEVICE_LOST from {} "
+                     "(its tensors can only be dropped now)", index_, name(), lost_where_);
+}
+
+void Context::throw_lost_locked() {
+  // Nothing recorded or submitted will run any more: release what it holds, so that
+  // dropping the tensors gives their memory back.
+  if (current_) {
+    current_->keep.clear();
+    spare_.push_back(std::move(current_));
+  }
+  while (!in_flight_.empty()) {
+    in_flight_.front()->keep.clear();
+    spare_.push_back(std::move(in_flight_.front()));
+    in_flight_.pop_front();
+  }
+  throw ExecutionError(lost_message());
+}
+
+void Context::simulate_device_loss(const char* where) {
+  ensure_init();
+  std::lock_guard<std::mutex> lock(mu_);
+  retire_locked(true, next_ticket_ - 1);  // the real device must not run on freed buffers
+  note_lost(VK_ERROR_DEVICE_LOST, where);
 }
 
 MemoryStats Context::memory_stats() {
@@ -836,7 +1002,7 @@ MemoryStats Context::memory_stats() {
 
 void Context::memory_cleanup() {
   ensure_init();
-  sync();
+  if (!lost()) sync();  // a lost device completes nothing; its empty blocks can still go
   device_pool_.cleanup();
   host_pool_.cleanup();
 }

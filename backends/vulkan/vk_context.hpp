@@ -72,26 +72,46 @@ using BufRef = dispatch::Ref<Buffer>;
 class Pool {
  public:
   void init(Context* ctx, std::uint32_t memory_type, bool map, bool host, VkDeviceSize block_size);
-  BufRef allocate(VkDeviceSize bytes);
+  // Upper bounds on the bytes this pool reserves: `limit` (named by `limit_source` in
+  // errors), and the heap's size or budget `heap`, shared with `heap_sibling` (the
+  // other pool when both draw from one heap; may be null).
+  void set_limits(VkDeviceSize limit, std::string limit_source, VkDeviceSize heap, const Pool* heap_sibling);
+  // When the request does not fit (a limit, or the driver refuses a block), gives
+  // memory back (Context::reclaim_memory; `may_wait` false: only cached empty
+  // blocks, for callers that hold the context's lock) and retries once; then throws
+  // ExecutionError saying what was asked and what is in use and reserved.
+  BufRef allocate(VkDeviceSize bytes, bool may_wait = true);
   void release(Block* block, VkDeviceSize offset, VkDeviceSize size, VkDeviceSize request);
   // Frees blocks without live allocations.
   void cleanup();
   void destroy();
-  std::uint64_t in_use() const { return in_use_; }
-  std::uint64_t reserved() const { return reserved_; }
-  std::uint64_t peak() const { return peak_; }
+  std::uint64_t in_use() const { return in_use_.load(std::memory_order_relaxed); }
+  std::uint64_t reserved() const { return reserved_.load(std::memory_order_relaxed); }
+  std::uint64_t peak() const { return peak_.load(std::memory_order_relaxed); }
+  std::uint64_t limit() const { return limit_; }
+  const std::string& limit_source() const { return limit_source_; }
 
  private:
-  Block* new_block(VkDeviceSize size);
+  // Null (and `why`) when the request does not fit now.
+  BufRef try_allocate(VkDeviceSize need, VkDeviceSize bytes, std::string& why);
+  Block* new_block(VkDeviceSize size, std::string& why);
   void free_block(Block* b);
   Context* ctx_ = nullptr;
   std::uint32_t type_ = 0;
   bool map_ = false, host_ = false;
   VkDeviceSize block_size_ = 0;
+  VkDeviceSize limit_ = ~VkDeviceSize{0}, heap_ = ~VkDeviceSize{0};
+  std::string limit_source_;
+  const Pool* heap_sibling_ = nullptr;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::mutex mu_;
-  std::uint64_t in_use_ = 0, reserved_ = 0, peak_ = 0;
+  std::atomic<std::uint64_t> in_use_{0}, reserved_{0}, peak_{0};
 };
+
+// TENSOR_VK_MEMORY_LIMIT's syntax: a byte count with an optional K, M or G suffix
+// (powers of 1024, either case). Throws ExecutionError naming the variable otherwise
+// (also for 0 and for values beyond 2^64 - 1).
+std::uint64_t parse_memory_limit(const char* text);
 
 // One storage-buffer binding of a dispatch: a buffer and whether the dispatch writes it.
 // `offset`/`range` (bytes, relative to the buffer; range 0 = to its end) bind a
@@ -164,6 +184,16 @@ class Context {
   BufRef allocate(std::size_t bytes);
   MemoryStats memory_stats();
   void memory_cleanup();
+  // Upper bound on the bytes the tensor pool reserves and where it comes from (the
+  // heap's size or VK_EXT_memory_budget budget, or TENSOR_VK_MEMORY_LIMIT); valid
+  // after ensure_init().
+  std::uint64_t memory_limit() const { return device_pool_.limit(); }
+  std::string memory_limit_source() const { return device_pool_.limit_source(); }
+  // Gives memory back to the driver before an allocation is refused: with `wait`,
+  // submits the recording batch and waits for every submission (the buffers they
+  // hold return to the pools); then frees the pools' empty blocks. Without `wait`
+  // (the caller holds mu_) only the latter.
+  void reclaim_memory(bool wait);
   // Host <-> buffer transfers (direct on host-visible memory, staging otherwise).
   void upload(const BufRef& dst, const void* src, std::size_t bytes);
   // Makes bytes [offset, offset + bytes) of `src` host-readable after the next wait:
@@ -212,10 +242,28 @@ class Context {
   // Start-up cost bookkeeping for the pipeline cache.
   bool pipeline_cache_loaded() const { return cache_loaded_; }
 
+  // Whether VK_ERROR_DEVICE_LOST was seen: from then on reads, syncs and new work on
+  // this device throw ExecutionError naming the loss; dropping tensors stays safe.
+  bool lost() const { return lost_.load(std::memory_order_acquire); }
+  // Test hook (a real loss cannot be provoked on lavapipe): waits for submitted work,
+  // then puts the context in the state a VK_ERROR_DEVICE_LOST from `where` leaves.
+  void simulate_device_loss(const char* where);
+  // Test hook: pretend maxComputeSharedMemorySize is `bytes` for pipelines created
+  // from now on (cached pipelines are kept), to reach the tile-size check.
+  void set_shared_memory_limit_for_testing(std::uint32_t bytes) { props_.limits.maxComputeSharedMemorySize = bytes; }
+
  private:
   friend class Pool;
   friend class Buffer;
   void init_device();
+  // The pools' limits (`cap`: TENSOR_VK_MEMORY_LIMIT, 0 = none); shrinks `block` to fit.
+  void init_memory_limits(int tensor_type, int staging_type, std::uint64_t cap, VkDeviceSize& block);
+  // Records a VK_ERROR_DEVICE_LOST seen from `where` (any thread, any lock).
+  void note_lost(VkResult r, const char* where);
+  // With mu_ held and the device lost: drops the recording batch and releases what
+  // the submitted ones hold (a lost device runs nothing more), then throws.
+  [[noreturn]] void throw_lost_locked();
+  std::string lost_message() const;
   void save_pipeline_cache();
   VkPipeline pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide);
   void collect_errors_locked(Batch& b);
@@ -269,7 +317,9 @@ class Context {
   std::vector<std::unique_ptr<Batch>> spare_;
   std::uint64_t next_ticket_ = 1;
   std::uint64_t completed_ticket_ = 0;
-  bool lost_ = false;
+  std::atomic<bool> lost_{false};
+  mutable std::mutex lost_mu_;
+  std::string lost_where_;     // the call that returned VK_ERROR_DEVICE_LOST first
   std::string pending_error_;  // an index error seen in a retired batch, thrown at the next wait
 };
 

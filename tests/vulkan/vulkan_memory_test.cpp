@@ -1,0 +1,302 @@
+// Vulkan memory limits and failures: TENSOR_VK_MEMORY_LIMIT parsing, filling the tensor
+// pool to its limit (ExecutionError, every earlier tensor intact, reuse after dropping
+// some, an op whose output does not fit), the recovery steps before an allocation is
+// refused (cached empty blocks freed, pending work waited for), pipeline-creation
+// errors naming the pipeline, and device loss through the internal test hook.
+// meson tests: vulkan_memory (TENSOR_VK_MEMORY_LIMIT=16M), vulkan_memory_staging (the
+// same through staging), vulkan_memory_bad_limit (a malformed limit) and
+// vulkan_device_loss (in its own process: a lost device stays lost).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <tensor/tensor.hpp>
+
+#include "backends/vulkan/vk_backend.hpp"
+#include "backends/vulkan/vk_context.hpp"
+#include "dispatch/dispatch.hpp"
+#include "tests/vulkan/vk_test_util.hpp"
+
+namespace {
+
+using namespace tensor;
+namespace d = tensor::dispatch;
+using DT = d::DispatchTensor;
+using Kind = d::Kind;
+using vk_test::have_vulkan;
+using vk_test::kCpu;
+using vk_test::kVk;
+
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+constexpr std::size_t kTensorFloats = 256 * 1024;  // 1 MiB of f32
+
+// Exact small integers in f32, different for every (seed, index).
+std::vector<float> pattern(std::size_t n, int seed) {
+  std::vector<float> v(n);
+  for (std::size_t j = 0; j < n; ++j) v[j] = static_cast<float>((static_cast<std::size_t>(seed) * 7919 + j) % 1021) - 510.0f;
+  return v;
+}
+DT upload(const std::vector<float>& v, DeviceId dev, Shape s = {}) {
+  if (s.rank() == 0) s = Shape{v.size()};
+  return d::from_data(TensorData::from(v, s), dev, Kind::Float);
+}
+std::vector<float> read_f32(const DT& t) { return d::read(t).to_vec<float>(); }
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The message of the ExecutionError `f` throws ("" and a failure when it throws none).
+std::string execution_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ExecutionError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ExecutionError";
+  return {};
+}
+
+TEST(VulkanMemoryLimitSyntax, ByteCountsWithKMGSuffixes) {
+  EXPECT_EQ(vulkan::parse_memory_limit("1"), 1u);
+  EXPECT_EQ(vulkan::parse_memory_limit("1048576"), kMiB);
+  EXPECT_EQ(vulkan::parse_memory_limit("4K"), 4096u);
+  EXPECT_EQ(vulkan::parse_memory_limit("4k"), 4096u);
+  EXPECT_EQ(vulkan::parse_memory_limit("16M"), 16 * kMiB);
+  EXPECT_EQ(vulkan::parse_memory_limit("3g"), 3 * 1024 * kMiB);
+  EXPECT_EQ(vulkan::parse_memory_limit("17179869183G"), std::uint64_t{17179869183} << 30);  // 2^64 - 2^30
+  for (const char* bad : {"", "M", "abc", "12Q", "0", "0K", "1.5G", "-5", " 5", "5 ", "16MB", "16MiB",
+                          "18446744073709551616", "17179869184G"}) {
+    const std::string msg = execution_error([&] { vulkan::parse_memory_limit(bad); });
+    EXPECT_TRUE(contains(msg, "[vulkan] TENSOR_VK_MEMORY_LIMIT; expected ")) << bad << ": " << msg;
+    EXPECT_TRUE(contains(msg, std::string("got '") + bad + "'")) << bad << ": " << msg;
+  }
+}
+
+// Runs under TENSOR_VK_MEMORY_LIMIT (16M in meson); each test starts from a pool
+// without cached empty blocks and checks the stats are back to that baseline.
+class VulkanMemoryLimit : public vk_test::VulkanTest {
+ protected:
+  void SetUp() override {
+    VulkanTest::SetUp();
+    if (IsSkipped()) return;
+    const char* env = std::getenv("TENSOR_VK_MEMORY_LIMIT");
+    if (!env) GTEST_SKIP() << "run with TENSOR_VK_MEMORY_LIMIT=16M (meson test vulkan_memory)";
+    ctx_ = vulkan::context(0);
+    ctx_->ensure_init();
+    limit_ = ctx_->memory_limit();
+    ASSERT_EQ(limit_, vulkan::parse_memory_limit(env));
+    ASSERT_EQ(ctx_->memory_limit_source(), "TENSOR_VK_MEMORY_LIMIT");
+    ASSERT_LE(limit_, 64 * kMiB) << "these tests fill the pool: keep the limit small";
+    d::memory_cleanup(kVk);
+    base_ = d::memory_stats(kVk);
+  }
+  void TearDown() override {
+    if (ctx_) {
+      d::sync(kVk);
+      EXPECT_EQ(d::memory_stats(kVk).bytes_in_use, base_.bytes_in_use) << "a tensor's memory was not given back";
+      d::memory_cleanup(kVk);
+      EXPECT_LE(d::memory_stats(kVk).bytes_reserved, base_.bytes_reserved);
+    }
+    VulkanTest::TearDown();
+  }
+  // Uploads 1 MiB tensors until one is refused; returns the refusal's message.
+  std::string fill(std::vector<DT>& out, std::vector<int>& seeds, int first_seed) {
+    for (int i = 0; i < static_cast<int>(limit_ / kMiB) + 8; ++i) {
+      try {
+        out.push_back(upload(pattern(kTensorFloats, first_seed + i), kVk));
+        seeds.push_back(first_seed + i);
+      } catch (const ExecutionError& e) {
+        return e.what();
+      }
+    }
+    return {};
+  }
+  void expect_out_of_memory_message(const std::string& msg) {
+    EXPECT_TRUE(contains(msg, "[vulkan] out of device memory; expected room for ")) << msg;
+    EXPECT_TRUE(contains(msg, "; got ")) << msg;
+    EXPECT_TRUE(contains(msg, "TENSOR_VK_MEMORY_LIMIT")) << msg;
+    EXPECT_TRUE(contains(msg, std::to_string(limit_))) << msg;
+  }
+  vulkan::Context* ctx_ = nullptr;
+  std::uint64_t limit_ = 0;
+  MemoryStats base_{};
+};
+
+TEST_F(VulkanMemoryLimit, FillingThePoolFailsCleanlyAndFreedMemoryIsReused) {
+  std::vector<DT> ts;
+  std::vector<int> seeds;
+  const std::string msg = fill(ts, seeds, 0);
+  ASSERT_FALSE(msg.empty()) << "no error after " << ts.size() << " MiB under a " << limit_ << "-byte limit";
+  expect_out_of_memory_message(msg);
+  // At least three quarters of the limit is usable, never more than all of it.
+  EXPECT_GE(ts.size() * kMiB, limit_ * 3 / 4);
+  EXPECT_LE(ts.size() * kMiB, limit_);
+  EXPECT_LE(d::memory_stats(kVk).bytes_reserved, limit_);
+  for (std::size_t i = 0; i < ts.size(); ++i) ASSERT_EQ(read_f32(ts[i]), pattern(kTensorFloats, seeds[i])) << "tensor " << i;
+
+  // Drop every other tensor: as many new ones fit again (the freed ranges are reused).
+  std::vector<DT> kept;
+  std::vector<int> kept_seeds;
+  for (std::size_t i = 0; i < ts.size(); i += 2) {
+    kept.push_back(ts[i]);
+    kept_seeds.push_back(seeds[i]);
+  }
+  const std::size_t dropped = ts.size() - kept.size();
+  ts.clear();
+  const std::uint64_t reserved = d::memory_stats(kVk).bytes_reserved;
+  for (std::size_t i = 0; i < dropped; ++i) {
+    kept.push_back(upload(pattern(kTensorFloats, 1000 + static_cast<int>(i)), kVk));
+    kept_seeds.push_back(1000 + static_cast<int>(i));
+  }
+  EXPECT_EQ(d::memory_stats(kVk).bytes_reserved, reserved) << "reuse needed no new block";
+  expect_out_of_memory_message(execution_error([&] { upload(pattern(kTensorFloats, 99), kVk); }));
+  for (std::size_t i = 0; i < kept.size(); ++i) ASSERT_EQ(read_f32(kept[i]), pattern(kTensorFloats, kept_seeds[i])) << "tensor " << i;
+
+  // An op whose output cannot fit even in an empty pool: an error, inputs intact.
+  kept.resize(2);
+  const std::size_t n = 4096;  // 4096 x 4096 f32 = 64 MiB
+  const std::vector<float> av = pattern(n, 7), bv = pattern(n, 8);
+  DT a = upload(av, kVk, Shape{n, 1}), b = upload(bv, kVk, Shape{1, n});
+  expect_out_of_memory_message(execution_error([&] { d::read(d::binary(OpCode::add, a, b)); }));
+  EXPECT_EQ(read_f32(a), av);
+  EXPECT_EQ(read_f32(b), bv);
+  for (std::size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(read_f32(kept[i]), pattern(kTensorFloats, kept_seeds[i]));
+  // The same op on a slice that fits works and is right.
+  const std::vector<Slice> rows{Slice::range(0, 16)};
+  const std::vector<float> sum = read_f32(d::binary(OpCode::add, d::slice(a, rows), b));
+  ASSERT_EQ(sum.size(), 16 * n);
+  for (std::size_t i = 0; i < 16; ++i)
+    for (std::size_t j = 0; j < n; ++j) ASSERT_EQ(sum[i * n + j], av[i] + bv[j]) << i << "," << j;
+}
+
+TEST_F(VulkanMemoryLimit, CachedEmptyBlocksAreFreedBeforeARequestIsRefused) {
+  {
+    std::vector<DT> ts;
+    std::vector<int> seeds;
+    ASSERT_FALSE(fill(ts, seeds, 0).empty());
+  }
+  d::sync(kVk);
+  const MemoryStats cached = d::memory_stats(kVk);
+  EXPECT_EQ(cached.bytes_in_use, base_.bytes_in_use);
+  // The blocks stay reserved (cached for reuse) ...
+  ASSERT_GE(cached.bytes_reserved, base_.bytes_reserved + limit_ * 3 / 4);
+  // ... until a request larger than the room left needs them.
+  const std::size_t big = static_cast<std::size_t>(limit_ / 2 / 4) + 1;  // floats: over half the limit
+  const std::vector<float> v = pattern(big, 3);
+  DT t = upload(v, kVk);
+  EXPECT_LE(d::memory_stats(kVk).bytes_reserved, limit_);
+  EXPECT_EQ(read_f32(t), v);
+}
+
+TEST_F(VulkanMemoryLimit, PendingWorkIsWaitedForBeforeARequestIsRefused) {
+  // x and y each hold over a third of the limit; x is dropped while the recorded
+  // (not yet submitted) op that reads it still holds its buffer. A third tensor of
+  // the same size fits only once that work has run and let x go.
+  const std::size_t n = static_cast<std::size_t>(limit_ / 3 / 4) + 1024;
+  const std::vector<float> xv = pattern(n, 11), zv = pattern(n, 12);
+  DT y;
+  {
+    DT x = upload(xv, kVk);
+    y = d::scalar(OpCode::mul_scalar, x, Scalar(2.0));
+  }
+  EXPECT_GE(d::memory_stats(kVk).bytes_in_use, base_.bytes_in_use + 2 * n * 4) << "x should still be held by pending work";
+  DT z = upload(zv, kVk);
+  const std::vector<float> yv = read_f32(y);
+  ASSERT_EQ(yv.size(), n);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(yv[i], 2.0f * xv[i]) << i;
+  EXPECT_EQ(read_f32(z), zv);
+}
+
+// The matmul tile check runs before its pipeline is created: with a (pretended)
+// smaller shared memory, a new matmul pipeline is refused with an error naming it,
+// and the device works on once the real limit is back.
+TEST_F(VulkanMemoryLimit, PipelineCreationFailuresNameThePipeline) {
+  const std::uint32_t real = ctx_->limits().maxComputeSharedMemorySize;
+  const std::vector<float> av = pattern(12, 1), bv = pattern(8, 2);
+  DT a = upload(av, kVk, Shape{3, 4}), b = upload(bv, kVk, Shape{4, 2});
+  ctx_->set_shared_memory_limit_for_testing(1024);
+  const std::string msg = execution_error([&] { d::read(d::matmul(a, b)); });
+  ctx_->set_shared_memory_limit_for_testing(real);
+  EXPECT_TRUE(contains(msg, "[matmul]")) << msg;
+  EXPECT_TRUE(contains(msg, "maxComputeSharedMemorySize")) << msg;
+  EXPECT_TRUE(contains(msg, "expected at most 1024")) << msg;
+  const std::vector<float> c = read_f32(d::matmul(a, b));
+  ASSERT_EQ(c.size(), 6u);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 2; ++j) {
+      float want = 0;
+      for (std::size_t k = 0; k < 4; ++k) want += av[i * 4 + k] * bv[k * 2 + j];
+      EXPECT_EQ(c[i * 2 + j], want) << i << "," << j;
+    }
+}
+
+// A malformed TENSOR_VK_MEMORY_LIMIT fails device init with an error naming it; the
+// cpu device keeps working (meson test vulkan_memory_bad_limit).
+TEST(VulkanMemoryBadLimit, DeviceInitFailsNamingTheVariable) {
+  const char* env = std::getenv("TENSOR_VK_MEMORY_LIMIT");
+  const bool malformed = env && [&] {
+    try {
+      vulkan::parse_memory_limit(env);
+      return false;
+    } catch (const ExecutionError&) {
+      return true;
+    }
+  }();
+  if (!have_vulkan() || !malformed) GTEST_SKIP() << "run with a malformed TENSOR_VK_MEMORY_LIMIT (meson test vulkan_memory_bad_limit)";
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the failure is remembered, not retried
+    const std::string msg = execution_error([] { upload({1, 2}, kVk); });
+    EXPECT_TRUE(contains(msg, "could not be initialised")) << msg;
+    EXPECT_TRUE(contains(msg, "TENSOR_VK_MEMORY_LIMIT; expected")) << msg;
+    EXPECT_TRUE(contains(msg, std::string("got '") + env + "'")) << msg;
+  }
+  EXPECT_EQ(read_f32(d::scalar(OpCode::add_scalar, upload({1, 2}, kCpu), Scalar(1.0))), (std::vector<float>{2, 3}));
+}
+
+// After a device loss (the internal hook; lavapipe cannot lose a device): reads, syncs
+// and new work raise ExecutionError naming the loss, tensors can be dropped (their
+// memory goes back), the cpu keeps working and the process exits cleanly.
+TEST(VulkanDeviceLoss, ReadsSyncsAndNewWorkFailDroppingIsSafe) {
+  if (!have_vulkan() || !std::getenv("TENSOR_VK_TEST_DEVICE_LOSS"))
+    GTEST_SKIP() << "leaves vulkan:0 lost: run alone (meson test vulkan_device_loss)";
+  const std::uint64_t messages = vulkan::validation_message_count();
+  vulkan::Context& ctx = *vulkan::context(0);
+  d::sync(kVk);
+  const MemoryStats base = d::memory_stats(kVk);
+  {
+    const std::vector<float> xv = pattern(1000, 1);
+    DT x = upload(xv, kVk);
+    DT done = d::scalar(OpCode::add_scalar, x, Scalar(1.0));
+    d::sync(kVk);
+    DT pending = d::unary(OpCode::exp, done);  // recorded, never submitted
+    DT view = d::swap_dims(upload(pattern(6, 2), kVk, Shape{2, 3}), 0, 1);
+    EXPECT_GT(d::memory_stats(kVk).bytes_in_use, base.bytes_in_use);
+    ctx.simulate_device_loss("the test hook");
+    EXPECT_TRUE(ctx.lost());
+    auto expect_lost = [](const char* what, const std::function<void()>& f) {
+      const std::string msg = execution_error(f);
+      EXPECT_TRUE(contains(msg, "[vulkan] device 0 (")) << what << ": " << msg;
+      EXPECT_TRUE(contains(msg, "lost; expected a working device; got VK_ERROR_DEVICE_LOST from the test hook")) << what << ": " << msg;
+    };
+    expect_lost("read", [&] { d::read(x); });
+    expect_lost("read of a pending result", [&] { d::read(pending); });
+    expect_lost("read of a view", [&] { d::read(view); });
+    expect_lost("sync", [&] { d::sync(kVk); });
+    expect_lost("upload", [&] { upload({1, 2, 3}, kVk); });
+    expect_lost("new op", [&] { d::read(d::scalar(OpCode::mul_scalar, x, Scalar(3.0))); });
+    expect_lost("empty", [&] { d::create(OpCode::empty, Shape{4}, kVk, Kind::Float, DType::F32); });
+    expect_lost("to the cpu", [&] { d::to_device(done, kCpu); });
+    expect_lost("sync again", [&] { d::sync(kVk); });
+  }  // every vulkan tensor dropped here
+  EXPECT_EQ(d::memory_stats(kVk).bytes_in_use, base.bytes_in_use);
+  d::memory_cleanup(kVk);  // frees the empty blocks; no throw, no hang
+  EXPECT_LE(d::memory_stats(kVk).bytes_reserved, base.bytes_reserved);
+  // The cpu device is unaffected.
+  const std::vector<float> c = read_f32(d::binary(OpCode::mul, upload({1, 2, 3}, kCpu), upload({4, 5, 6}, kCpu)));
+  EXPECT_EQ(c, (std::vector<float>{4, 10, 18}));
+  EXPECT_EQ(vulkan::validation_message_count(), messages) << "validation layer reported problems (see stderr)";
+}
+
+}  // namespace
