@@ -157,8 +157,10 @@ Block* Pool::new_block(VkDeviceSize size, std::string& why) {
   bi.size = size;
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  const char* call = "vkCreateBuffer";  // the call that failed, if one does
   VkResult r = vkCreateBuffer(ctx_->device_, &bi, nullptr, &b->buffer);
   if (r == VK_SUCCESS) {
+    call = "vkAllocateMemory";
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(ctx_->device_, b->buffer, &req);
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
@@ -167,19 +169,24 @@ Block* Pool::new_block(VkDeviceSize size, std::string& why) {
     r = vkAllocateMemory(ctx_->device_, &ai, nullptr, &b->memory);
     if (r != VK_SUCCESS) b->memory = VK_NULL_HANDLE;
   }
-  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
-    if (b->buffer) vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
-    why = fmt::format("{} from the driver for a {}-byte block, with {} bytes in use and {} reserved in the {} pool",
-                      vk_result_name(r), size, in_use, reserved, kind);
-    return nullptr;
+  if (r == VK_SUCCESS) {
+    call = "vkBindBufferMemory";
+    r = vkBindBufferMemory(ctx_->device_, b->buffer, b->memory, 0);
   }
-  if (r == VK_SUCCESS) r = vkBindBufferMemory(ctx_->device_, b->buffer, b->memory, 0);
-  if (r == VK_SUCCESS && map_) r = vkMapMemory(ctx_->device_, b->memory, 0, VK_WHOLE_SIZE, 0, reinterpret_cast<void**>(&b->mapped));
+  if (r == VK_SUCCESS && map_) {
+    call = "vkMapMemory";
+    r = vkMapMemory(ctx_->device_, b->memory, 0, VK_WHOLE_SIZE, 0, reinterpret_cast<void**>(&b->mapped));
+  }
   if (r != VK_SUCCESS) {
     if (b->buffer) vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
     if (b->memory) vkFreeMemory(ctx_->device_, b->memory, nullptr);
-    ctx_->note_lost(r, "vkCreateBuffer/vkAllocateMemory/vkBindBufferMemory/vkMapMemory");
-    check_vk(r, "vkCreateBuffer/vkAllocateMemory/vkBindBufferMemory/vkMapMemory");
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {  // the caller may reclaim and retry
+      why = fmt::format("{} from {} for a {}-byte block, with {} bytes in use and {} reserved in the {} pool",
+                        vk_result_name(r), call, size, in_use, reserved, kind);
+      return nullptr;
+    }
+    ctx_->note_lost(r, call);
+    check_vk(r, call);
   }
   b->free.emplace(0, size);
   reserved_ += size;
@@ -868,6 +875,7 @@ void Context::submit_locked() {
   if (r != VK_SUCCESS) {
     b.keep.clear();
     spare_.push_back(std::move(current_));
+    if (lost()) throw_lost_locked();
     check_vk(r, "vkQueueSubmit");
   }
   b.ticket = next_ticket_++;

@@ -5,7 +5,7 @@
 // errors naming the pipeline, and device loss through the internal test hook.
 // meson tests: vulkan_memory (TENSOR_VK_MEMORY_LIMIT=16M), vulkan_memory_staging (the
 // same through staging), vulkan_memory_bad_limit (a malformed limit) and
-// vulkan_device_loss (in its own process: a lost device stays lost).
+// vulkan_device_loss_* (each in its own process: a lost device stays lost).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -58,6 +58,40 @@ std::string execution_error(const std::function<void()>& f) {
   ADD_FAILURE() << "no ExecutionError";
   return {};
 }
+
+// Stand-ins for Vulkan entry points (the loader table's pointers are swapped, and put
+// back by the guard), to reach the driver-failure paths lavapipe never takes.
+PFN_vkAllocateMemory g_real_allocate = nullptr;
+int g_allocate_refusals = 0;  // how many more vkAllocateMemory calls to refuse
+VKAPI_ATTR VkResult VKAPI_CALL refusing_allocate(VkDevice dev, const VkMemoryAllocateInfo* info, const VkAllocationCallbacks* cb,
+                                                 VkDeviceMemory* mem) {
+  if (g_allocate_refusals > 0) {
+    --g_allocate_refusals;
+    return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+  }
+  return g_real_allocate(dev, info, cb, mem);
+}
+PFN_vkWaitForFences g_real_wait = nullptr;
+VKAPI_ATTR VkResult VKAPI_CALL losing_wait(VkDevice dev, std::uint32_t n, const VkFence* fences, VkBool32 all,
+                                           std::uint64_t timeout) {
+  (void)g_real_wait(dev, n, fences, all, timeout);  // the work really finishes first
+  return VK_ERROR_DEVICE_LOST;
+}
+VKAPI_ATTR VkResult VKAPI_CALL losing_submit(VkQueue, std::uint32_t, const VkSubmitInfo*, VkFence) {
+  return VK_ERROR_DEVICE_LOST;
+}
+VKAPI_ATTR VkResult VKAPI_CALL losing_map(VkDevice, VkDeviceMemory, VkDeviceSize, VkDeviceSize, VkMemoryMapFlags, void**) {
+  return VK_ERROR_DEVICE_LOST;
+}
+template <typename F>
+struct Swap {
+  Swap(F& slot, F stand_in) : slot_(slot), saved_(slot) { slot = stand_in; }
+  ~Swap() { slot_ = saved_; }
+  Swap(const Swap&) = delete;
+  Swap& operator=(const Swap&) = delete;
+  F& slot_;
+  F saved_;
+};
 
 TEST(VulkanMemoryLimitSyntax, ByteCountsWithKMGSuffixes) {
   EXPECT_EQ(vulkan::parse_memory_limit("1"), 1u);
@@ -210,6 +244,28 @@ TEST_F(VulkanMemoryLimit, PendingWorkIsWaitedForBeforeARequestIsRefused) {
   EXPECT_EQ(read_f32(z), zv);
 }
 
+// A driver that refuses vkAllocateMemory (VK_ERROR_OUT_OF_DEVICE_MEMORY): one refusal
+// is retried after reclaiming, a persistent one is an ExecutionError naming it.
+TEST_F(VulkanMemoryLimit, DriverOutOfMemoryIsRetriedThenAnExecutionError) {
+  const std::size_t n = static_cast<std::size_t>(limit_ / 3 / 4);  // over a block: its own allocation
+  const std::vector<float> v = pattern(n, 21), w = pattern(n, 22);
+  DT t;
+  {
+    g_real_allocate = vulkan::vkAllocateMemory;
+    Swap<PFN_vkAllocateMemory> swap(vulkan::vkAllocateMemory, &refusing_allocate);
+    g_allocate_refusals = 1;
+    t = upload(v, kVk);
+    EXPECT_EQ(g_allocate_refusals, 0);
+    g_allocate_refusals = 1000;
+    const std::string msg = execution_error([&] { upload(w, kVk); });
+    g_allocate_refusals = 0;
+    EXPECT_TRUE(contains(msg, "[vulkan] out of device memory; expected room for ")) << msg;
+    EXPECT_TRUE(contains(msg, "; got VK_ERROR_OUT_OF_DEVICE_MEMORY from vkAllocateMemory")) << msg;
+  }
+  EXPECT_EQ(read_f32(t), v);
+  EXPECT_EQ(read_f32(upload(w, kVk)), w);
+}
+
 // The matmul tile check runs before its pipeline is created: with a (pretended)
 // smaller shared memory, a new matmul pipeline is refused with an error naming it,
 // and the device works on once the real limit is back.
@@ -255,30 +311,56 @@ TEST(VulkanMemoryBadLimit, DeviceInitFailsNamingTheVariable) {
   EXPECT_EQ(read_f32(d::scalar(OpCode::add_scalar, upload({1, 2}, kCpu), Scalar(1.0))), (std::vector<float>{2, 3}));
 }
 
-// After a device loss (the internal hook; lavapipe cannot lose a device): reads, syncs
-// and new work raise ExecutionError naming the loss, tensors can be dropped (their
-// memory goes back), the cpu keeps working and the process exits cleanly.
+// After a device loss: reads, syncs and new work raise ExecutionError naming the loss,
+// tensors can be dropped (their memory goes back), the cpu keeps working and the
+// process exits cleanly. A real loss cannot be provoked on lavapipe: the loss comes
+// from TENSOR_VK_TEST_DEVICE_LOSS = hook (the internal hook), submit, fence or map
+// (that call returns VK_ERROR_DEVICE_LOST), one per process (meson tests vulkan_device_loss_*).
 TEST(VulkanDeviceLoss, ReadsSyncsAndNewWorkFailDroppingIsSafe) {
-  if (!have_vulkan() || !std::getenv("TENSOR_VK_TEST_DEVICE_LOSS"))
-    GTEST_SKIP() << "leaves vulkan:0 lost: run alone (meson test vulkan_device_loss)";
+  const char* mode_env = std::getenv("TENSOR_VK_TEST_DEVICE_LOSS");
+  if (!have_vulkan() || !mode_env) GTEST_SKIP() << "leaves vulkan:0 lost: run alone (meson tests vulkan_device_loss_*)";
+  const std::string mode = mode_env;
   const std::uint64_t messages = vulkan::validation_message_count();
   vulkan::Context& ctx = *vulkan::context(0);
   d::sync(kVk);
   const MemoryStats base = d::memory_stats(kVk);
+  g_real_wait = vulkan::vkWaitForFences;
   {
     const std::vector<float> xv = pattern(1000, 1);
     DT x = upload(xv, kVk);
     DT done = d::scalar(OpCode::add_scalar, x, Scalar(1.0));
     d::sync(kVk);
-    DT pending = d::unary(OpCode::exp, done);  // recorded, never submitted
+    DT pending = d::unary(OpCode::exp, done);  // recorded, not yet submitted
     DT view = d::swap_dims(upload(pattern(6, 2), kVk, Shape{2, 3}), 0, 1);
     EXPECT_GT(d::memory_stats(kVk).bytes_in_use, base.bytes_in_use);
-    ctx.simulate_device_loss("the test hook");
+    std::string where, first;
+    if (mode == "hook") {
+      where = "the test hook";
+      ctx.simulate_device_loss(where.c_str());
+    } else if (mode == "submit") {
+      where = "vkQueueSubmit";
+      Swap<PFN_vkQueueSubmit> swap(vulkan::vkQueueSubmit, &losing_submit);
+      first = execution_error([] { d::sync(kVk); });
+    } else if (mode == "fence") {
+      where = "vkWaitForFences";
+      Swap<PFN_vkWaitForFences> swap(vulkan::vkWaitForFences, &losing_wait);
+      first = execution_error([] { d::sync(kVk); });
+    } else if (mode == "map") {
+      where = "vkMapMemory";
+      Swap<PFN_vkMapMemory> swap(vulkan::vkMapMemory, &losing_map);
+      // 80 MiB: beyond a pool block (64 MiB at most), so a new mapping is needed.
+      first = execution_error([] { d::create(OpCode::empty, Shape{std::size_t{20} << 20}, kVk, Kind::Float, DType::F32); });
+    } else {
+      FAIL() << "TENSOR_VK_TEST_DEVICE_LOSS: expected hook, submit, fence or map; got " << mode;
+    }
+    if (mode != "hook") {
+      EXPECT_TRUE(contains(first, "VK_ERROR_DEVICE_LOST")) << first;
+    }
     EXPECT_TRUE(ctx.lost());
-    auto expect_lost = [](const char* what, const std::function<void()>& f) {
+    auto expect_lost = [&](const char* what, const std::function<void()>& f) {
       const std::string msg = execution_error(f);
       EXPECT_TRUE(contains(msg, "[vulkan] device 0 (")) << what << ": " << msg;
-      EXPECT_TRUE(contains(msg, "lost; expected a working device; got VK_ERROR_DEVICE_LOST from the test hook")) << what << ": " << msg;
+      EXPECT_TRUE(contains(msg, "lost; expected a working device; got VK_ERROR_DEVICE_LOST from " + where)) << what << ": " << msg;
     };
     expect_lost("read", [&] { d::read(x); });
     expect_lost("read of a pending result", [&] { d::read(pending); });
