@@ -77,6 +77,10 @@ VKAPI_ATTR VkResult VKAPI_CALL losing_wait(VkDevice dev, std::uint32_t n, const 
   (void)g_real_wait(dev, n, fences, all, timeout);  // the work really finishes first
   return VK_ERROR_DEVICE_LOST;
 }
+VKAPI_ATTR VkResult VKAPI_CALL failing_pipelines(VkDevice, VkPipelineCache, std::uint32_t, const VkComputePipelineCreateInfo*,
+                                                 const VkAllocationCallbacks*, VkPipeline*) {
+  return VK_ERROR_OUT_OF_HOST_MEMORY;
+}
 VKAPI_ATTR VkResult VKAPI_CALL losing_submit(VkQueue, std::uint32_t, const VkSubmitInfo*, VkFence) {
   return VK_ERROR_DEVICE_LOST;
 }
@@ -268,7 +272,8 @@ TEST_F(VulkanMemoryLimit, DriverOutOfMemoryIsRetriedThenAnExecutionError) {
 
 // The matmul tile check runs before its pipeline is created: with a (pretended)
 // smaller shared memory, a new matmul pipeline is refused with an error naming it,
-// and the device works on once the real limit is back.
+// and the device works on once the real limit is back. Likewise for a driver that
+// fails to create a pipeline.
 TEST_F(VulkanMemoryLimit, PipelineCreationFailuresNameThePipeline) {
   const std::uint32_t real = ctx_->limits().maxComputeSharedMemorySize;
   const std::vector<float> av = pattern(12, 1), bv = pattern(8, 2);
@@ -287,6 +292,20 @@ TEST_F(VulkanMemoryLimit, PipelineCreationFailuresNameThePipeline) {
       for (std::size_t k = 0; k < 4; ++k) want += av[i * 4 + k] * bv[k * 2 + j];
       EXPECT_EQ(c[i * 2 + j], want) << i << "," << j;
     }
+  // A failing vkCreateComputePipelines names the pipeline's family (cumsum: the scan
+  // family, not used before in this process); nothing is cached, the retry works.
+  const std::vector<float> sv = pattern(5, 4);
+  DT x = upload(sv, kVk);
+  {
+    Swap<PFN_vkCreateComputePipelines> swap(vulkan::vkCreateComputePipelines, &failing_pipelines);
+    const std::string e = execution_error([&] { d::read(d::reduce_dim(OpCode::cumsum, x, 0)); });
+    EXPECT_TRUE(contains(e, "vkCreateComputePipelines (pipeline scan)")) << e;
+    EXPECT_TRUE(contains(e, "got VK_ERROR_OUT_OF_HOST_MEMORY")) << e;
+  }
+  const std::vector<float> cs = read_f32(d::reduce_dim(OpCode::cumsum, x, 0));
+  ASSERT_EQ(cs.size(), sv.size());
+  float run = 0;
+  for (std::size_t i = 0; i < sv.size(); ++i) EXPECT_EQ(cs[i], run += sv[i]) << i;
 }
 
 // A malformed TENSOR_VK_MEMORY_LIMIT fails device init with an error naming it; the
