@@ -366,9 +366,11 @@ TEST(VulkanDeviceLoss, ReadsSyncsAndNewWorkFailDroppingIsSafe) {
       first = execution_error([] { d::sync(kVk); });
     } else if (mode == "map") {
       where = "vkMapMemory";
+      // 80 MiB: beyond a pool block (64 MiB at most), so a new mapping is needed: of
+      // the tensor's memory where it is host-visible, else of its staging buffer.
+      const std::vector<float> big = pattern(std::size_t{20} << 20, 3);
       Swap<PFN_vkMapMemory> swap(vulkan::vkMapMemory, &losing_map);
-      // 80 MiB: beyond a pool block (64 MiB at most), so a new mapping is needed.
-      first = execution_error([] { d::create(OpCode::empty, Shape{std::size_t{20} << 20}, kVk, Kind::Float, DType::F32); });
+      first = execution_error([&] { upload(big, kVk); });
     } else {
       FAIL() << "TENSOR_VK_TEST_DEVICE_LOSS: expected hook, submit, fence or map; got " << mode;
     }
