@@ -1,8 +1,10 @@
 // Vulkan memory limits and failures: TENSOR_VK_MEMORY_LIMIT parsing, filling the tensor
 // pool to its limit (ExecutionError, every earlier tensor intact, reuse after dropping
 // some, an op whose output does not fit), the recovery steps before an allocation is
-// refused (cached empty blocks freed, pending work waited for), pipeline-creation
-// errors naming the pipeline, and device loss through the internal test hook.
+// refused (cached empty blocks freed, pending work waited for, a driver refusal
+// retried), pipeline-creation errors naming the pipeline, and device loss (the
+// internal hook, or vkQueueSubmit / vkWaitForFences / vkMapMemory returning it: driver
+// failures lavapipe never produces come from stand-ins swapped into the loader table).
 // meson tests: vulkan_memory (TENSOR_VK_MEMORY_LIMIT=16M), vulkan_memory_staging (the
 // same through staging), vulkan_memory_bad_limit (a malformed limit) and
 // vulkan_device_loss_* (each in its own process: a lost device stays lost).
@@ -34,7 +36,7 @@ using vk_test::kVk;
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::size_t kTensorFloats = 256 * 1024;  // 1 MiB of f32
 
-// Exact small integers in f32, different for every (seed, index).
+// Exact small integers in f32 (-510..510), varying with the seed and the index.
 std::vector<float> pattern(std::size_t n, int seed) {
   std::vector<float> v(n);
   for (std::size_t j = 0; j < n; ++j) v[j] = static_cast<float>((static_cast<std::size_t>(seed) * 7919 + j) % 1021) - 510.0f;
