@@ -1,6 +1,7 @@
 // `tensorctl info`: what this machine's libtensor can do — devices, backends (and why
 // some are absent), per-dtype usage, settings, op-table coverage, CPU SIMD/BLIS/OpenMP.
 // Reads below the public API (dispatch introspection), so it links tensor_internal.
+#include <fmt/format.h>
 #include <hwy/targets.h>  // hwy::TargetName only; no SIMD code here
 
 #include <cstdint>
@@ -126,6 +127,20 @@ void print_vulkan_details(std::ostream& os, DeviceId d) {
     case vk::CoopState::Failed: state = "off: "; break;
   }
   t.add({"cooperative-matrix f16 matmul", state + c->coop_reason()});
+  const vk::SubgroupFacts& sf = c->subgroup_facts();
+  std::string facts = fmt::format("size {}, arithmetic in compute: {}", sf.size, sf.compute && sf.arithmetic ? "yes" : "no");
+  if (sf.size_control_ext)
+    facts += fmt::format("; size control {}..{} (compute: {}), full subgroups: {}, max {} per workgroup", sf.min_size,
+                         sf.max_size, sf.size_control && sf.required_compute ? "yes" : "no",
+                         sf.full_subgroups ? "yes" : "no", sf.max_workgroup_subgroups);
+  else
+    facts += "; no VK_EXT_subgroup_size_control";
+  t.add({"subgroups", facts});
+  const std::uint32_t sg = c->subgroup_size(vk::ShaderFamily::Reduce);
+  t.add({"reductions", sg ? fmt::format("subgroup path, reduce pipelines at subgroup size {}: {}", sg,
+                                        c->subgroup_decision().reason)
+                          : "shared-memory trees: " + (c->subgroup_supported() ? std::string("subgroup path switched off")
+                                                                               : c->subgroup_decision().reason)});
   t.print(os, /*with_header=*/false);
 }
 #endif

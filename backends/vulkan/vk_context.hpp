@@ -209,6 +209,20 @@ class Context {
   void set_coop_enabled(bool on);
   bool coop_enabled() const { return coop_on_.load(std::memory_order_relaxed); }
 
+  // Subgroup arithmetic in the reduction shaders: the device facts, the choice made
+  // for the reduce family (its pipelines' required subgroup size, or why none), and
+  // whether it is used (on unless TENSOR_VK_DISABLE_SUBGROUP=1; tests and the
+  // benchmark switch it to compare both paths; switching on needs support).
+  const SubgroupFacts& subgroup_facts() const { return sub_facts_; }
+  const SubgroupDecision& subgroup_decision() const { return sub_decision_; }
+  bool subgroup_supported() const { return sub_decision_.size != 0; }
+  bool subgroup_on() const { return sub_on_.load(std::memory_order_relaxed); }
+  void set_subgroup(bool on) { sub_on_.store(on && subgroup_supported(), std::memory_order_relaxed); }
+  // The subgroup size the pipelines of `family` now run with (0: not a subgroup variant).
+  std::uint32_t subgroup_size(ShaderFamily family) const {
+    return family == ShaderFamily::Reduce && subgroup_on() ? sub_decision_.size : 0;
+  }
+
   // Start-up cost bookkeeping for the pipeline cache.
   bool pipeline_cache_loaded() const { return cache_loaded_; }
 
@@ -244,6 +258,9 @@ class Context {
   std::string coop_reason_;
   std::atomic<bool> coop_on_{true};
   std::atomic<bool> f16_accel_{false};  // coop_state_ == Live && coop_on_
+  SubgroupFacts sub_facts_;
+  SubgroupDecision sub_decision_;
+  std::atomic<bool> sub_on_{false};
 
   std::once_flag init_once_;
   bool init_failed_ = false;
@@ -259,7 +276,8 @@ class Context {
   VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool cache_loaded_ = false;
-  VkShaderModule modules_[static_cast<int>(ShaderFamily::Count)][2]{};
+  // Per family: narrow, WIDE and (reduce only) the narrow SUBGROUP variant.
+  VkShaderModule modules_[static_cast<int>(ShaderFamily::Count)][3]{};
   std::unordered_map<std::uint64_t, VkPipeline> pipelines_;  // see pipeline()
   std::mutex pipeline_mu_;
 
