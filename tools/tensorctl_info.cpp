@@ -136,11 +136,12 @@ void print_vulkan_details(std::ostream& os, DeviceId d) {
   else
     facts += "; no VK_EXT_subgroup_size_control";
   t.add({"subgroups", facts});
-  const std::uint32_t sg = c->subgroup_size(vk::ShaderFamily::Reduce);
-  t.add({"reductions", sg ? fmt::format("subgroup path, reduce pipelines at subgroup size {}: {}", sg,
-                                        c->subgroup_decision().reason)
-                          : "shared-memory trees: " + (c->subgroup_supported() ? std::string("subgroup path switched off")
-                                                                               : c->subgroup_decision().reason)});
+  for (auto [family, name] : {std::pair{vk::ShaderFamily::Reduce, "reductions"}, std::pair{vk::ShaderFamily::Rows, "softmax rows"}}) {
+    const std::uint32_t sg = c->subgroup_size(family);
+    const vk::SubgroupDecision& dec = c->subgroup_decision(family);
+    t.add({name, sg ? fmt::format("subgroup path at subgroup size {} ({})", sg, dec.reason)
+                    : "shared-memory trees: " + (dec.size ? std::string("subgroup path switched off") : dec.reason)});
+  }
   t.print(os, /*with_header=*/false);
 }
 #endif

@@ -61,6 +61,9 @@ alignas(4) const std::uint32_t kRowsSpv[] =
 alignas(4) const std::uint32_t kRowsWideSpv[] =
 #include "rows.comp.wide.spv.inc"
     ;
+alignas(4) const std::uint32_t kRowsSubgroupSpv[] =
+#include "rows.comp.subgroup.spv.inc"
+    ;
 alignas(4) const std::uint32_t kElementwiseF16Spv[] =
 #include "ew_f16.comp.spv.inc"
     ;
@@ -79,7 +82,7 @@ const Spirv kShaders[] = {
     {kScanSpv, sizeof(kScanSpv), kScanWideSpv, sizeof(kScanWideSpv), "scan"},
     {kMatmulSpv, sizeof(kMatmulSpv), kMatmulWideSpv, sizeof(kMatmulWideSpv), "matmul"},
     {kIndexSpv, sizeof(kIndexSpv), kIndexWideSpv, sizeof(kIndexWideSpv), "index"},
-    {kRowsSpv, sizeof(kRowsSpv), kRowsWideSpv, sizeof(kRowsWideSpv), "rows"},
+    {kRowsSpv, sizeof(kRowsSpv), kRowsWideSpv, sizeof(kRowsWideSpv), "rows", kRowsSubgroupSpv, sizeof(kRowsSubgroupSpv)},
     {kElementwiseF16Spv, sizeof(kElementwiseF16Spv), nullptr, 0, "elementwise_f16"},
     {kMatmulCoopSpv, sizeof(kMatmulCoopSpv), nullptr, 0, "matmul_coop"},
 };
@@ -90,6 +93,7 @@ constexpr VkDeviceSize kParamArenaBytes = 64 * 1024;
 constexpr VkDeviceSize kParamSlotBytes = 512;  // P_WORDS * 4 rounded up
 constexpr std::uint32_t kBindings = 5;
 constexpr std::uint32_t kReduceWorkgroup = 64;  // reduce.comp's local_size_x
+constexpr std::uint32_t kRowsWorkgroup = 256;   // rows.comp's
 
 bool overlaps(const Batch::Region& r, VkBuffer buf, VkDeviceSize off, VkDeviceSize size) {
   return r.buf == buf && r.off < off + size && off < r.off + r.size;
@@ -334,7 +338,8 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
     sub_facts_.max_workgroup_subgroups = ssc.maxComputeWorkgroupSubgroups;
   }
   sub_facts_.disabled = env_flag("TENSOR_VK_DISABLE_SUBGROUP");
-  sub_decision_ = decide_subgroup(sub_facts_, kReduceWorkgroup);
+  sub_reduce_ = decide_subgroup(sub_facts_, kReduceWorkgroup);
+  sub_rows_ = decide_subgroup(sub_facts_, kRowsWorkgroup);
   sub_on_.store(subgroup_supported());
   coop_facts_.vendor_id = props_.vendorID;
   coop_facts_.feature = coop_facts_.extension && coop.cooperativeMatrix;
@@ -513,7 +518,7 @@ void Context::init_device() {
       si.pCode = kShaders[i].wide;
       check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][1]), "vkCreateShaderModule");
     }
-    if (subgroup_supported() && kShaders[i].subgroup) {  // declares GroupNonUniformArithmetic
+    if (kShaders[i].subgroup && subgroup_decision(static_cast<ShaderFamily>(i)).size) {  // GroupNonUniformArithmetic
       si.codeSize = kShaders[i].subgroup_bytes;
       si.pCode = kShaders[i].subgroup;
       check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][2]), "vkCreateShaderModule");

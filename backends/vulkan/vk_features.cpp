@@ -52,13 +52,13 @@ SubgroupDecision decide_subgroup(const SubgroupFacts& f, std::uint32_t workgroup
   if (!f.size_control_ext) return {0, "the device does not offer VK_EXT_subgroup_size_control"};
   if (!f.size_control || !f.required_compute) return {0, "the subgroup size of compute pipelines cannot be set"};
   if (!f.full_subgroups) return {0, "computeFullSubgroups is not supported"};
-  for (std::uint32_t s = workgroup; s >= kMinReduceSubgroup; s >>= 1) {
-    if (s < f.min_size || s > f.max_size || workgroup / s > s || workgroup / s > f.max_workgroup_subgroups) continue;
+  for (std::uint32_t s = workgroup; s >= 1; s >>= 1) {
+    if (s < f.min_size || s > f.max_size || workgroup / s > f.max_workgroup_subgroups) continue;
     return {s, fmt::format("subgroup arithmetic, {} invocations per subgroup (device range {}..{})", s, f.min_size,
                            f.max_size)};
   }
-  return {0, fmt::format("no subgroup size in {}..{} suits a {}-invocation workgroup (at least {})", f.min_size,
-                         f.max_size, workgroup, kMinReduceSubgroup)};
+  return {0, fmt::format("no subgroup size in {}..{} suits a {}-invocation workgroup (at most {} subgroups)",
+                         f.min_size, f.max_size, workgroup, f.max_workgroup_subgroups)};
 }
 
 }  // namespace tensor::vulkan

@@ -75,14 +75,11 @@ struct SubgroupDecision {
   std::string reason;      // what is used, or why not
 };
 
-// The smallest subgroup the reduction shaders take: their second level reduces the
-// workgroup's subgroup results within one subgroup, so workgroup / size <= size.
-constexpr std::uint32_t kMinReduceSubgroup = 8;
 // The subgroup size for a pipeline of `workgroup` invocations (a power of two) that
 // relies on full subgroups: the largest power of two within [min, max] that divides
-// the workgroup, is at least kMinReduceSubgroup and fits maxComputeWorkgroupSubgroups;
-// it is set with a required-size create info plus REQUIRE_FULL_SUBGROUPS, so the
-// device must offer both controls for compute.
+// the workgroup and fits maxComputeWorkgroupSubgroups; it is set with a required-size
+// create info plus REQUIRE_FULL_SUBGROUPS, so the device must offer both controls for
+// compute.
 SubgroupDecision decide_subgroup(const SubgroupFacts& f, std::uint32_t workgroup);
 
 // Whether the environment variable is set to something other than "" or "0".

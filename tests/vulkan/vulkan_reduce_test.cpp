@@ -1,11 +1,13 @@
 // The Vulkan reduction family against the CPU backend: sum, max, min, max_abs, their
-// per-dim and with-indices forms, argmax/argmin, any/all, on every dtype both devices
+// per-dim and with-indices forms, argmax/argmin, any/all (and softmax's row max and
+// sum, the other shader with subgroup reductions), on every dtype both devices
 // support, over lines that span many workgroups and subgroups with lengths that are
 // not multiples of the subgroup size, NaN in every position, ties, integer extremes
 // and empty dims; the same cases with the subgroup path switched off in-process; the
 // subgroup-size choice on synthetic device facts; and that these ops are native on
 // Vulkan (not the default compositions). meson runs this file twice: as is, and
-// under TENSOR_VK_DISABLE_SUBGROUP=1 (shared-memory trees only).
+// under TENSOR_VK_DISABLE_SUBGROUP=1 (shared-memory trees only; suite 'slow', so the
+// sanitizer leg skips it: there the in-process switch still runs both paths).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -162,13 +164,14 @@ class VulkanReduce : public vk_test::VulkanTest {
 };
 
 TEST_F(VulkanReduce, LongLinesOfOddLengthsMatchTheCpuOnEveryDType) {
+  // The path in use only (the vulkan_reduce_no_subgroup run covers the other).
   // 1 and 7 fill part of a subgroup, 65 and 1000 part of a workgroup's lanes, 16389
   // and 70001 split into several workgroups and a second pass.
   for (DType dt : dtypes()) {
     for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{65}, std::size_t{1000}, std::size_t{16389},
                           std::size_t{70001}}) {
       const std::string tag = std::string(dtype_name(dt)) + " n=" + std::to_string(n);
-      both_paths([&] { check_all_forms(tag, make_line(dt, n, static_cast<std::uint32_t>(n)), dt); });
+      check_all_forms(tag, make_line(dt, n, static_cast<std::uint32_t>(n)), dt);
     }
   }
 }
@@ -339,6 +342,27 @@ TEST_F(VulkanReduce, BoolInputsOfAnyAndAll) {
   }
 }
 
+TEST_F(VulkanReduce, SoftmaxRowsMatchTheCpuOnBothPaths) {
+  // rows.comp's max and sum: rows shorter than a subgroup, spanning some and all of
+  // the 256 invocations, longer than the workgroup; NaN in one row, -inf in another.
+  for (DType dt : dtypes()) {
+    if (!is_float(dt)) continue;
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{300}, std::size_t{3001}}) {
+      std::vector<double> v(3 * n);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 5) % 17) / 4.0 - 2.0;
+      v[n + n / 2] = std::nan("");
+      v[2 * n] = -std::numeric_limits<double>::infinity();
+      const TensorData data = TensorData::from(v, Shape{3, n}).convert(dt);
+      const std::string tag = std::string(dtype_name(dt)) + " rows of " + std::to_string(n);
+      both_paths([&] {
+        for (OpCode op : {OpCode::softmax, OpCode::log_softmax})
+          check(tag + " " + std::string(d::op_name(op)), [&](DeviceId x) { return d::reduce_dim(op, upload(data, x), 1); },
+                sum_tol(dt));
+      });
+    }
+  }
+}
+
 TEST_F(VulkanReduce, TheseOpsAreNativeOnVulkan) {
   const d::Backend& b = d::Registry::instance().get(kVulkanDeviceType);
   for (OpCode op : {OpCode::sum, OpCode::sum_dim, OpCode::argmax, OpCode::argmin, OpCode::max, OpCode::min, OpCode::max_abs,
@@ -354,11 +378,12 @@ TEST_F(VulkanReduce, SubgroupPathStateFollowsTheDeviceAndTheSwitch) {
   if (disabled) {
     EXPECT_FALSE(ctx().subgroup_on());
     EXPECT_EQ(ctx().subgroup_size(vk::ShaderFamily::Reduce), 0u);
-    EXPECT_EQ(ctx().subgroup_decision().reason, "disabled by TENSOR_VK_DISABLE_SUBGROUP");
+    EXPECT_EQ(ctx().subgroup_decision(vk::ShaderFamily::Reduce).reason, "disabled by TENSOR_VK_DISABLE_SUBGROUP");
   } else if (d::backend_name(kVk).find("llvmpipe") != std::string::npos) {
     // lavapipe: 8-wide subgroups with arithmetic and size control.
-    EXPECT_TRUE(ctx().subgroup_on()) << ctx().subgroup_decision().reason;
+    EXPECT_TRUE(ctx().subgroup_on()) << ctx().subgroup_decision(vk::ShaderFamily::Reduce).reason;
     EXPECT_EQ(ctx().subgroup_size(vk::ShaderFamily::Reduce), 8u);
+    EXPECT_EQ(ctx().subgroup_size(vk::ShaderFamily::Rows), 8u);
   }
   EXPECT_EQ(ctx().subgroup_size(vk::ShaderFamily::Elementwise), 0u);  // no subgroup variant
   const bool was = ctx().subgroup_on();
@@ -379,14 +404,16 @@ TEST(VulkanSubgroupDecision, ChoosesTheLargestSizeThatFitsOrSaysWhyNot) {
   EXPECT_EQ(vk::decide_subgroup(f, 64).size, 32u);
   f.max_size = 128;  // wider than the workgroup: the largest that divides it
   EXPECT_EQ(vk::decide_subgroup(f, 64).size, 64u);
-  f.min_size = f.max_size = 4;  // 16 subgroups of 4 do not fit one subgroup's second level
-  EXPECT_EQ(vk::decide_subgroup(f, 64).size, 0u);
-  EXPECT_NE(vk::decide_subgroup(f, 64).reason.find("no subgroup size"), std::string::npos);
+  f.min_size = f.max_size = 4;
+  EXPECT_EQ(vk::decide_subgroup(f, 64).size, 4u);
+  EXPECT_EQ(vk::decide_subgroup(f, 256).size, 0u);  // 64 subgroups of 4 exceed the device's 32
+  EXPECT_NE(vk::decide_subgroup(f, 256).reason.find("no subgroup size"), std::string::npos);
   f.min_size = f.max_size = 8;
   f.max_workgroup_subgroups = 4;  // 8 subgroups of 8 exceed the device's limit
   EXPECT_EQ(vk::decide_subgroup(f, 64).size, 0u);
   f.max_workgroup_subgroups = 32;
   EXPECT_EQ(vk::decide_subgroup(f, 64).size, 8u);
+  EXPECT_EQ(vk::decide_subgroup(f, 256).size, 8u);
   vk::SubgroupFacts g = f;
   g.arithmetic = false;
   EXPECT_EQ(vk::decide_subgroup(g, 64).reason, "no subgroup arithmetic in compute shaders");

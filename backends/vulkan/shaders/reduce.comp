@@ -5,8 +5,8 @@
 // Each invocation reduces a strided part of the line; the 64 partials are then
 // combined by a shared-memory tree, or (SUBGROUP variant: narrow only, compiled with
 // -DSUBGROUP, used where the device has subgroup arithmetic in compute) by subgroup
-// arithmetic within each subgroup of SG invocations and once more across the
-// 64 / SG subgroup results (SG >= 8, so one subgroup holds them all).
+// arithmetic within each subgroup of SG invocations, then subgroup 0 folds the
+// 64 / SG subgroup results and reduces once more.
 // Long single lines (whole-tensor reductions) are split: with a chunk size in the
 // parameters, workgroup g reduces elements [g * chunk, (g + 1) * chunk) of the line
 // into element g of a partial tensor (sum/prod: in the accumulator dtype; any/all:
@@ -104,6 +104,26 @@ void add64(inout uint lo, inout uint hi, uint lo2, uint hi2) {
   hi = hi + hi2 + carry;
 }
 
+// Narrow int means sum exactly in 64 bits (lo in the value, hi beside it).
+#ifdef WIDE
+#define wide_mean false
+#else
+#define wide_mean (OP == RD_MEAN && kind != 0)
+#endif
+
+// Folds the partial (v1, h1) into (v, h).
+void merge(inout RAW v, inout uint h, RAW v1, uint h1) {
+  if (arg) {
+    if (h1 != kNone && (h == kNone || better(v1, h1, v, h))) { v = v1; h = h1; }
+  } else if (wide_mean) {
+    uint lo = uint(v);
+    add64(lo, h, uint(v1), h1);
+    v = RAW(lo);
+  } else {
+    v = combine(v, v1);
+  }
+}
+
 #ifdef SUBGROUP
 // One subgroup's reduction of (v, h) (narrow variant: RAW = uint, FT = float); every
 // invocation gets the result. Arg: the best value by subgroupMax/Min (a NaN, when
@@ -178,15 +198,10 @@ void finish(int o, int chunk, int gb, int n, RAW r, uint h) {
     st_o(DTO, io, r);
     return;
   }
-#ifdef WIDE
-  const bool wide = false;
-#else
-  const bool wide = OP == RD_MEAN && kind != 0;
-#endif
   if (OP == RD_MEAN) {
     if (kind == 0) {
       r = n == 0 ? from_f(FT(uintBitsToFloat(kNaN)), CT_F) : from_f(as_f(r, CT_F) / FT(n), CT_F);
-    } else if (!wide) {
+    } else if (!wide_mean) {
       r = kind == 1 ? RAW(UT(IT(r) / IT(n))) : RAW(UT(r) / UT(n));
     } else {
       uint lo = uint(r);
@@ -227,11 +242,6 @@ void main() {
   } else {
     base = operand_index(1, o);
   }
-#ifdef WIDE
-  const bool wide = false;
-#else
-  const bool wide = OP == RD_MEAN && kind != 0;
-#endif
   RAW acc = arg ? RAW(0) : identity();
   uint hi = arg ? kNone : 0u;
   for (int j = int(t); j < n; j += 64) {
@@ -242,7 +252,7 @@ void main() {
       if (hi == kNone || better(v, ix, acc, hi)) { acc = v; hi = ix; }
     } else if (flag_op) {
       acc = combine(acc, nonzero(v));
-    } else if (wide) {
+    } else if (wide_mean) {
       uint lo = uint(acc);
       uint lo2 = kind == 1 ? uint(as_i(v, DTA)) : uint(v);
       uint hi2 = (kind == 1 && as_i(v, DTA) < IT(0)) ? 0xFFFFFFFFu : 0u;
@@ -253,15 +263,16 @@ void main() {
     }
   }
 #ifdef SUBGROUP
-  if (!wide) {
+  if (!wide_mean) {
     subgroup_reduce(acc, hi);
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     if (lane == 0u) { s_sv[sg] = acc; s_sh[sg] = hi; }
     barrier();
     if (sg != 0u) return;
-    bool live = lane < gl_NumSubgroups;
-    acc = live ? s_sv[lane] : (arg ? RAW(0) : identity());
-    hi = live ? s_sh[lane] : (arg ? kNone : 0u);
+    // Subgroup 0 folds the subgroup results (each lane a strided part), then once more.
+    acc = arg ? RAW(0) : identity();
+    hi = arg ? kNone : 0u;
+    for (uint k = lane; k < gl_NumSubgroups; k += gl_SubgroupSize) merge(acc, hi, s_sv[k], s_sh[k]);
     subgroup_reduce(acc, hi);
     if (lane == 0u) finish(o, chunk, gb, n, acc, hi);
     return;
@@ -272,17 +283,11 @@ void main() {
   barrier();
   for (uint s = 32u; s > 0u; s >>= 1) {
     if (t < s) {
-      RAW v1 = s_v[t + s];
-      uint h1 = s_h[t + s];
-      if (arg) {
-        if (h1 != kNone && (s_h[t] == kNone || better(v1, h1, s_v[t], s_h[t]))) { s_v[t] = v1; s_h[t] = h1; }
-      } else if (wide) {
-        uint lo = uint(s_v[t]), h = s_h[t];
-        add64(lo, h, uint(v1), h1);
-        s_v[t] = RAW(lo); s_h[t] = h;
-      } else {
-        s_v[t] = combine(s_v[t], v1);
-      }
+      RAW v = s_v[t];
+      uint h = s_h[t];
+      merge(v, h, s_v[t + s], s_h[t + s]);
+      s_v[t] = v;
+      s_h[t] = h;
     }
     barrier();
   }
