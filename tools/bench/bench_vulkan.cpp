@@ -158,12 +158,12 @@ int run_vulkan(std::uint16_t index, bool quick) {
   const double texp = median_s(reps, [&] { DT z = d::unary(OpCode::exp, x); d::sync(dev); });
   row("exp" + tag + " f32 (allocating)", fmt1("%.1f GB/s", 2.0 * bytes / texp * 1e-9), copy_ref, pct(2.0 * bytes / texp * 1e-9));
   // Reductions over 16M f32 on every device (whole tensor, and along each dim of
-  // [16384, 1024]), beside a copy of the same size; where the subgroup path is in use,
-  // the shared-memory path of the same run as a second figure.
+  // [16384, 1024]; softmax rows), beside a copy of the same size; where the subgroup
+  // path is in use, the shared-memory path of the same run as a second figure.
   {
     const std::size_t rn = std::size_t{16} << 20;
     const double rbytes = static_cast<double>(rn) * 4.0;
-    const int rreps = small ? 5 : 20;
+    const int rreps = small ? 9 : 20;
     vulkan::BufRef rsrc = ctx.allocate(rn * 4), rdst = ctx.allocate(rn * 4);
     const double trcopy = median_s(rreps, [&] { ctx.copy(*rsrc, *rdst, rn * 4); ctx.sync(); });
     const double rcopy_gbs = 2.0 * rbytes / trcopy * 1e-9;
@@ -178,13 +178,14 @@ int run_vulkan(std::uint16_t index, bool quick) {
         {"sum 16M f32", [&] { return d::reduce(OpCode::sum, r); }},
         {"max 16M f32", [&] { return d::reduce(OpCode::max, r); }},
         {"argmax 16M f32", [&] { return d::dim_index(OpCode::argmax, r, 0); }},
-        {"sum_dim 1 [16384,1024] f32", [&] { return d::reduce_dim(OpCode::sum_dim, r2, 1); }},
-        {"sum_dim 0 [16384,1024] f32", [&] { return d::reduce_dim(OpCode::sum_dim, r2, 0); }},
-        {"max_dim 1 [16384,1024] f32", [&] { return d::reduce_dim(OpCode::max_dim, r2, 1); }},
-        {"argmax dim 1 [16384,1024] f32", [&] { return d::dim_index(OpCode::argmax, r2, 1); }},
+        {"sum_dim 1 16Kx1K f32", [&] { return d::reduce_dim(OpCode::sum_dim, r2, 1); }},
+        {"sum_dim 0 16Kx1K f32", [&] { return d::reduce_dim(OpCode::sum_dim, r2, 0); }},
+        {"max_dim 1 16Kx1K f32", [&] { return d::reduce_dim(OpCode::max_dim, r2, 1); }},
+        {"argmax dim 1 16Kx1K f32", [&] { return d::dim_index(OpCode::argmax, r2, 1); }},
+        {"softmax dim 1 16Kx1K f32", [&] { return d::reduce_dim(OpCode::softmax, r2, 1); }},
         // What max and max_dim were composed of before they were native.
-        {"max 16M f32 as argmax + gather", [&] { return d::gather(r, 0, d::dim_index(OpCode::argmax, r, 0)); }},
-        {"max_dim 1 as argmax + gather", [&] { return d::gather(r2, 1, d::dim_index(OpCode::argmax, r2, 1)); }},
+        {"max 16M f32 as argmax+gather", [&] { return d::gather(r, 0, d::dim_index(OpCode::argmax, r, 0)); }},
+        {"max_dim 1 as argmax+gather", [&] { return d::gather(r2, 1, d::dim_index(OpCode::argmax, r2, 1)); }},
     };
     for (const Case& k : cases) {
       const double t = median_s(rreps, [&] { DT z = k.run(); d::sync(dev); });
