@@ -552,7 +552,7 @@ Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
     VkRef part_idx = arg ? alloc(a->device(), DType::U32, ps) : VkRef();
     const int op1 = mean ? RD_SUM : op;
     launch_reduce(c, op1, dt, arg ? out_dt : pdt, ps, groups, operand(*part, ps), oa, n, a->stride(dim), kSplitChunk, false,
-                  nullptr, RD_OUT_PAIRS, arg ? part_idx->buffer().get() : nullptr);
+                  nullptr, arg ? RD_OUT_PAIRS : RD_OUT_INDEX, arg ? part_idx->buffer().get() : nullptr);
     const Operand op_in{part->buffer().get(), 0, {}};
     if (arg || flags) {
       launch_reduce(c, op, pdt, dto, one, 1, Operand{o.buffer().get(), 0, {}}, op_in, groups, 1, groups, arg,
