@@ -83,7 +83,7 @@
 #define RD_OUT_PAIRS 1 // split pass 1: the value to o (DTA), the index to x (u32)
 #define RD_OUT_VALUE 2 // the value to o (DTA)
 #define RD_OUT_BOTH 3  // the value to o (DTA), the index to x (DTO)
-// Specialization constant id of the subgroup size (the SUBGROUP reduce variant).
+// Specialization constant id of the subgroup size (the SUBGROUP reduce / rows variants).
 #define SPEC_SUBGROUP 8
 
 // Scan family (scan.comp).
