@@ -182,10 +182,12 @@ TEST_F(VulkanReduce, PerDimReductionsOfViewsMatchTheCpuOnEveryDType) {
     const std::int64_t shape[2] = {37, 131};
     const std::int64_t ax[1] = {1};
     const Slice sl[2] = {Slice::range(1, 37, 3), Slice::range(0, 131, 2)};
+    const Slice row[2] = {Slice::range(4, 5, 1), Slice::range(0, 131, 1)};  // one row, expanded to all 37
     const std::vector<std::pair<std::string, std::function<DT(DT)>>> views = {
         {"transposed", [](DT t) { return d::swap_dims(std::move(t), 0, 1); }},
         {"step-sliced", [&](DT t) { return d::slice(std::move(t), sl); }},
         {"flipped", [&](DT t) { return d::axes(OpCode::flip, std::move(t), ax); }},
+        {"broadcast", [&](DT t) { return d::reshape(OpCode::expand, d::slice(std::move(t), row), shape); }},
     };
     for (const auto& [name, view] : views) {
       auto A = [&](DeviceId v) { return view(d::reshape(OpCode::reshape, upload(data, v), shape)); };
