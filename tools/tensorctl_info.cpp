@@ -1,6 +1,7 @@
 // `tensorctl info`: what this machine's libtensor can do — devices, backends (and why
 // some are absent), per-dtype usage, settings, op-table coverage, CPU SIMD/BLIS/OpenMP.
 // Reads below the public API (dispatch introspection), so it links tensor_internal.
+#include <fmt/format.h>
 #include <hwy/targets.h>  // hwy::TargetName only; no SIMD code here
 
 #include <cstdint>
@@ -136,6 +137,21 @@ void print_vulkan_details(std::ostream& os, DeviceId d) {
     limit = e.what();  // e.g. a bad TENSOR_VK_MEMORY_LIMIT
   }
   t.add({"memory limit (tensor pool)", limit});
+  const vk::SubgroupFacts& sf = c->subgroup_facts();
+  std::string facts = fmt::format("size {}, arithmetic in compute: {}", sf.size, sf.compute && sf.arithmetic ? "yes" : "no");
+  if (sf.size_control_ext)
+    facts += fmt::format("; size control {}..{} (compute: {}), full subgroups: {}, max {} per workgroup", sf.min_size,
+                         sf.max_size, sf.size_control && sf.required_compute ? "yes" : "no",
+                         sf.full_subgroups ? "yes" : "no", sf.max_workgroup_subgroups);
+  else
+    facts += "; no VK_EXT_subgroup_size_control";
+  t.add({"subgroups", facts});
+  for (auto [family, name] : {std::pair{vk::ShaderFamily::Reduce, "reductions"}, std::pair{vk::ShaderFamily::Rows, "softmax rows"}}) {
+    const std::uint32_t sg = c->subgroup_size(family);
+    const vk::SubgroupDecision& dec = c->subgroup_decision(family);
+    t.add({name, sg ? fmt::format("subgroup path at subgroup size {} ({})", sg, dec.reason)
+                    : "shared-memory trees: " + (dec.size ? std::string("subgroup path switched off") : dec.reason)});
+  }
   t.print(os, /*with_header=*/false);
 }
 #endif

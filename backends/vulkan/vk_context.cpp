@@ -34,6 +34,9 @@ alignas(4) const std::uint32_t kReduceSpv[] =
 alignas(4) const std::uint32_t kReduceWideSpv[] =
 #include "reduce.comp.wide.spv.inc"
     ;
+alignas(4) const std::uint32_t kReduceSubgroupSpv[] =
+#include "reduce.comp.subgroup.spv.inc"
+    ;
 alignas(4) const std::uint32_t kScanSpv[] =
 #include "scan.comp.spv.inc"
     ;
@@ -58,6 +61,9 @@ alignas(4) const std::uint32_t kRowsSpv[] =
 alignas(4) const std::uint32_t kRowsWideSpv[] =
 #include "rows.comp.wide.spv.inc"
     ;
+alignas(4) const std::uint32_t kRowsSubgroupSpv[] =
+#include "rows.comp.subgroup.spv.inc"
+    ;
 alignas(4) const std::uint32_t kElementwiseF16Spv[] =
 #include "ew_f16.comp.spv.inc"
     ;
@@ -65,14 +71,18 @@ alignas(4) const std::uint32_t kMatmulCoopSpv[] =
 #include "matmul_coop.comp.spv.inc"
     ;
 
-struct Spirv { const std::uint32_t* code; std::size_t bytes; const std::uint32_t* wide; std::size_t wide_bytes; const char* name; };
+struct Spirv {
+  const std::uint32_t* code; std::size_t bytes; const std::uint32_t* wide; std::size_t wide_bytes; const char* name;
+  const std::uint32_t* subgroup = nullptr; std::size_t subgroup_bytes = 0;
+};
 const Spirv kShaders[] = {
     {kElementwiseSpv, sizeof(kElementwiseSpv), kElementwiseWideSpv, sizeof(kElementwiseWideSpv), "elementwise"},
-    {kReduceSpv, sizeof(kReduceSpv), kReduceWideSpv, sizeof(kReduceWideSpv), "reduce"},
+    {kReduceSpv, sizeof(kReduceSpv), kReduceWideSpv, sizeof(kReduceWideSpv), "reduce", kReduceSubgroupSpv,
+     sizeof(kReduceSubgroupSpv)},
     {kScanSpv, sizeof(kScanSpv), kScanWideSpv, sizeof(kScanWideSpv), "scan"},
     {kMatmulSpv, sizeof(kMatmulSpv), kMatmulWideSpv, sizeof(kMatmulWideSpv), "matmul"},
     {kIndexSpv, sizeof(kIndexSpv), kIndexWideSpv, sizeof(kIndexWideSpv), "index"},
-    {kRowsSpv, sizeof(kRowsSpv), kRowsWideSpv, sizeof(kRowsWideSpv), "rows"},
+    {kRowsSpv, sizeof(kRowsSpv), kRowsWideSpv, sizeof(kRowsWideSpv), "rows", kRowsSubgroupSpv, sizeof(kRowsSubgroupSpv)},
     {kElementwiseF16Spv, sizeof(kElementwiseF16Spv), nullptr, 0, "elementwise_f16"},
     {kMatmulCoopSpv, sizeof(kMatmulCoopSpv), nullptr, 0, "matmul_coop"},
 };
@@ -82,6 +92,8 @@ constexpr std::uint32_t kMaxDispatchesPerBatch = 64;
 constexpr VkDeviceSize kParamArenaBytes = 64 * 1024;
 constexpr VkDeviceSize kParamSlotBytes = 512;  // P_WORDS * 4 rounded up
 constexpr std::uint32_t kBindings = 5;
+constexpr std::uint32_t kReduceWorkgroup = 64;  // reduce.comp's local_size_x
+constexpr std::uint32_t kRowsWorkgroup = 256;   // rows.comp's
 
 bool overlaps(const Batch::Region& r, VkBuffer buf, VkDeviceSize off, VkDeviceSize size) {
   return r.buf == buf && r.off < off + size && off < r.off + r.size;
@@ -349,9 +361,31 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
   f16_ok_ = f16_storage && !env_flag("TENSOR_VK_DISABLE_F16ARITH");
   f16_on_.store(f16_ok_);
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceSubgroupSizeControlPropertiesEXT ssc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &sub;
+  sub_facts_.size_control_ext = has_ext(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  if (sub_facts_.size_control_ext) sub.pNext = &ssc;
   vkGetPhysicalDeviceProperties2(phys_, &p2);
+  sub_facts_.size = sub.subgroupSize;
+  sub_facts_.compute = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  sub_facts_.arithmetic = (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
+  if (sub_facts_.size_control_ext) {
+    VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+    VkPhysicalDeviceFeatures2 sf2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    sf2.pNext = &sf;
+    vkGetPhysicalDeviceFeatures2(phys_, &sf2);
+    sub_facts_.size_control = sf.subgroupSizeControl;
+    sub_facts_.full_subgroups = sf.computeFullSubgroups;
+    sub_facts_.min_size = ssc.minSubgroupSize;
+    sub_facts_.max_size = ssc.maxSubgroupSize;
+    sub_facts_.required_compute = (ssc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+    sub_facts_.max_workgroup_subgroups = ssc.maxComputeWorkgroupSubgroups;
+  }
+  sub_facts_.disabled = env_flag("TENSOR_VK_DISABLE_SUBGROUP");
+  sub_reduce_ = decide_subgroup(sub_facts_, kReduceWorkgroup);
+  sub_rows_ = decide_subgroup(sub_facts_, kRowsWorkgroup);
+  sub_on_.store(subgroup_supported());
   coop_facts_.vendor_id = props_.vendorID;
   coop_facts_.feature = coop_facts_.extension && coop.cooperativeMatrix;
   coop_facts_.f16_storage = f16_storage;
@@ -442,6 +476,15 @@ void Context::init_device() {
       dev_exts.push_back(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
     }
   }
+  // Subgroup size control for the reduce family's SUBGROUP pipelines.
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT ssc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  if (subgroup_supported()) {
+    ssc.subgroupSizeControl = VK_TRUE;
+    ssc.computeFullSubgroups = VK_TRUE;
+    ssc.pNext = enabled.pNext;
+    enabled.pNext = &ssc;
+    dev_exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  }
   VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   di.pNext = &enabled;
   di.queueCreateInfoCount = 1;
@@ -521,6 +564,11 @@ void Context::init_device() {
       si.codeSize = kShaders[i].wide_bytes;
       si.pCode = kShaders[i].wide;
       check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][1]), (what + " wide").c_str());
+    }
+    if (kShaders[i].subgroup && subgroup_decision(static_cast<ShaderFamily>(i)).size) {  // GroupNonUniformArithmetic
+      si.codeSize = kShaders[i].subgroup_bytes;
+      si.pCode = kShaders[i].subgroup;
+      check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][2]), "vkCreateShaderModule");
     }
   }
 
@@ -642,27 +690,43 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
   if (wide && !wide_ok_)
     throw DTypeError(fmt::format("[vulkan] a 64-bit dtype needs shaderInt64 and shaderFloat64; device {} ({}) lacks them",
                                  index_, name()));
+  // The SUBGROUP variant (narrow only) runs with the family's chosen subgroup size.
+  const std::uint32_t sg = wide ? 0 : subgroup_size(family);
+  const int variant = wide ? 1 : sg ? 2 : 0;
   // Key: family, variant and the specialization constants (each < 256), packed.
-  std::uint64_t key = static_cast<std::uint64_t>(family) | (wide ? 16u : 0u);
+  std::uint64_t key = static_cast<std::uint64_t>(family) | (wide ? 16u : 0u) | (sg ? 32u : 0u);
   for (std::size_t i = 0; i < spec.size(); ++i) key |= static_cast<std::uint64_t>(spec[i] & 0xFFu) << (8 * i + 8);
   std::lock_guard<std::mutex> lock(pipeline_mu_);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
-  if (!modules_[static_cast<int>(family)][wide ? 1 : 0])
+  if (!modules_[static_cast<int>(family)][variant])
     throw ExecutionError(fmt::format("[vulkan] pipeline {}{}: its shader module is not available on device {} ({})",
-                                     kShaders[static_cast<int>(family)].name, wide ? " (wide)" : "", index_, name()));
+                                     kShaders[static_cast<int>(family)].name,
+                                     wide ? " (wide)" : sg ? " (subgroup)" : "", index_, name()));
   if (family == ShaderFamily::Matmul) {
     const std::uint32_t shared = 16 * (64 + 64) * (wide ? 8 : 4);  // matmul.comp's sa + sb
     if (shared > props_.limits.maxComputeSharedMemorySize)
       throw ExecutionError(fmt::format("[matmul] tile needs {} bytes of shared memory; expected at most {} "
                                        "(maxComputeSharedMemorySize)", shared, props_.limits.maxComputeSharedMemorySize));
   }
+  std::vector<std::uint32_t> values = spec;
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (std::uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
-  VkSpecializationInfo si{static_cast<std::uint32_t>(spec.size()), entries.data(), spec.size() * 4, spec.data()};
+  if (sg) {  // the shader's SG constant, a required size and full subgroups
+    entries.push_back({SPEC_SUBGROUP, static_cast<std::uint32_t>(values.size() * 4), 4});
+    values.push_back(sg);
+  }
+  VkSpecializationInfo si{static_cast<std::uint32_t>(entries.size()), entries.data(), values.size() * 4, values.data()};
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT rs{
+      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT};
+  rs.requiredSubgroupSize = sg;
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  if (sg) {
+    ci.stage.pNext = &rs;
+    ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
+  }
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  ci.stage.module = modules_[static_cast<int>(family)][wide ? 1 : 0];
+  ci.stage.module = modules_[static_cast<int>(family)][variant];
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
   ci.layout = pipeline_layout_;

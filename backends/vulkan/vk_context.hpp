@@ -239,6 +239,25 @@ class Context {
   void set_coop_enabled(bool on);
   bool coop_enabled() const { return coop_on_.load(std::memory_order_relaxed); }
 
+  // Subgroup arithmetic in the reduction shaders (reduce.comp, rows.comp's softmax):
+  // the device facts, the choice made per family (its pipelines' required subgroup
+  // size for its workgroup size, or why none), and whether it is used (on unless
+  // TENSOR_VK_DISABLE_SUBGROUP=1; tests and the benchmark switch it to compare both
+  // paths; switching on needs support).
+  const SubgroupFacts& subgroup_facts() const { return sub_facts_; }
+  // The choice for Reduce or Rows (other families have no subgroup variant).
+  const SubgroupDecision& subgroup_decision(ShaderFamily family) const {
+    return family == ShaderFamily::Rows ? sub_rows_ : sub_reduce_;
+  }
+  bool subgroup_supported() const { return sub_reduce_.size != 0 || sub_rows_.size != 0; }
+  bool subgroup_on() const { return sub_on_.load(std::memory_order_relaxed); }
+  void set_subgroup(bool on) { sub_on_.store(on && subgroup_supported(), std::memory_order_relaxed); }
+  // The subgroup size the pipelines of `family` now run with (0: not a subgroup variant).
+  std::uint32_t subgroup_size(ShaderFamily family) const {
+    if (!subgroup_on()) return 0;
+    return family == ShaderFamily::Reduce ? sub_reduce_.size : family == ShaderFamily::Rows ? sub_rows_.size : 0;
+  }
+
   // Start-up cost bookkeeping for the pipeline cache.
   bool pipeline_cache_loaded() const { return cache_loaded_; }
 
@@ -292,6 +311,9 @@ class Context {
   std::string coop_reason_;
   std::atomic<bool> coop_on_{true};
   std::atomic<bool> f16_accel_{false};  // coop_state_ == Live && coop_on_
+  SubgroupFacts sub_facts_;
+  SubgroupDecision sub_reduce_, sub_rows_;
+  std::atomic<bool> sub_on_{false};
 
   std::once_flag init_once_;
   bool init_failed_ = false;
@@ -307,7 +329,8 @@ class Context {
   VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool cache_loaded_ = false;
-  VkShaderModule modules_[static_cast<int>(ShaderFamily::Count)][2]{};
+  // Per family: narrow, WIDE and (reduce only) the narrow SUBGROUP variant.
+  VkShaderModule modules_[static_cast<int>(ShaderFamily::Count)][3]{};
   std::unordered_map<std::uint64_t, VkPipeline> pipelines_;  // see pipeline()
   std::mutex pipeline_mu_;
 

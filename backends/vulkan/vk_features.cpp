@@ -46,4 +46,19 @@ CoopDecision decide_coopmat(const CoopFacts& f) {
   return {true, fmt::format("VK_NV_cooperative_matrix, {0}x{0}x{0} f16 x f16 + f32 tiles", kCoopTile)};
 }
 
+SubgroupDecision decide_subgroup(const SubgroupFacts& f, std::uint32_t workgroup) {
+  if (f.disabled) return {0, "disabled by TENSOR_VK_DISABLE_SUBGROUP"};
+  if (!f.compute || !f.arithmetic) return {0, "no subgroup arithmetic in compute shaders"};
+  if (!f.size_control_ext) return {0, "the device does not offer VK_EXT_subgroup_size_control"};
+  if (!f.size_control || !f.required_compute) return {0, "the subgroup size of compute pipelines cannot be set"};
+  if (!f.full_subgroups) return {0, "computeFullSubgroups is not supported"};
+  for (std::uint32_t s = workgroup; s >= 1; s >>= 1) {
+    if (s < f.min_size || s > f.max_size || workgroup / s > f.max_workgroup_subgroups) continue;
+    return {s, fmt::format("subgroup arithmetic, {} invocations per subgroup (device range {}..{})", s, f.min_size,
+                           f.max_size)};
+  }
+  return {0, fmt::format("no subgroup size in {}..{} suits a {}-invocation workgroup (at most {} subgroups)",
+                         f.min_size, f.max_size, workgroup, f.max_workgroup_subgroups)};
+}
+
 }  // namespace tensor::vulkan

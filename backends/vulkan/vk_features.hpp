@@ -8,7 +8,9 @@
 //    only on allow-listed vendors whose property query lists the tile used here
 //    (16x16x16, A/B f16, C/D f32, subgroup scope) with 32-wide subgroups, unless
 //    TENSOR_VK_DISABLE_COOPMAT=1; the first use runs a self-test against the tiled
-//    path and disables the path (with the reason) on a mismatch.
+//    path and disables the path (with the reason) on a mismatch;
+//  * subgroup arithmetic in the reduction shaders, with the subgroup size chosen per
+//    pipeline (TENSOR_VK_DISABLE_SUBGROUP=1 keeps the shared-memory trees).
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,33 @@ bool coopmat_vendor_allowed(std::uint32_t vendor_id);
 // Whether `shapes` has the 16x16x16 f16 x f16 + f32 subgroup tile.
 bool coopmat_has_tile(const std::vector<CoopShape>& shapes);
 CoopDecision decide_coopmat(const CoopFacts& f);
+
+// What the device says about subgroups (VkPhysicalDeviceSubgroupProperties and
+// VK_EXT_subgroup_size_control's properties and features).
+struct SubgroupFacts {
+  std::uint32_t size = 0;             // subgroupSize
+  bool compute = false;               // supportedStages has COMPUTE
+  bool arithmetic = false;            // supportedOperations has ARITHMETIC
+  bool size_control_ext = false;      // VK_EXT_subgroup_size_control offered
+  bool size_control = false;          // subgroupSizeControl
+  bool full_subgroups = false;        // computeFullSubgroups
+  std::uint32_t min_size = 0, max_size = 0;
+  bool required_compute = false;      // requiredSubgroupSizeStages has COMPUTE
+  std::uint32_t max_workgroup_subgroups = 0;
+  bool disabled = false;              // TENSOR_VK_DISABLE_SUBGROUP=1
+};
+
+struct SubgroupDecision {
+  std::uint32_t size = 0;  // the required subgroup size of the pipeline; 0: shared-memory path
+  std::string reason;      // what is used, or why not
+};
+
+// The subgroup size for a pipeline of `workgroup` invocations (a power of two) that
+// relies on full subgroups: the largest power of two within [min, max] that divides
+// the workgroup and fits maxComputeWorkgroupSubgroups; it is set with a required-size
+// create info plus REQUIRE_FULL_SUBGROUPS, so the device must offer both controls for
+// compute.
+SubgroupDecision decide_subgroup(const SubgroupFacts& f, std::uint32_t workgroup);
 
 // Whether the environment variable is set to something other than "" or "0".
 bool env_flag(const char* name);

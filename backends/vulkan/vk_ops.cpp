@@ -465,9 +465,15 @@ DType accumulator_dtype(DType dt) {
 constexpr std::size_t kSplitMin = 16384;
 constexpr std::size_t kSplitChunk = 4096;
 
+bool arg_style(int op) { return op == RD_ARGMAX || op == RD_ARGMIN || op == RD_MAX_ABS; }
+bool flag_op(int op) { return op == RD_ANY || op == RD_ALL; }
+
+// One reduce dispatch (or several, for an input beyond maxStorageBufferRange).
+// `mode`: what an arg-style op writes (RD_OUT_*); `x_out`: binding 3 (pair or index
+// output); `pair_idx_in`: the indices of pairs_in values.
 void launch_reduce(Context& c, int op, DType dta, DType dto, const Shape& space, std::size_t count, const Operand& out,
                    const Operand& in, std::size_t n, std::int64_t stride, std::size_t chunk, bool pairs_in,
-                   const Buffer* pair_idx_in, const Buffer* pair_idx_out) {
+                   const Buffer* pair_idx_in, int mode, const Buffer* x_out) {
   const VkDeviceSize limit = c.max_binding();
   const std::size_t es = dtype_size(dta);
   // Chunked passes over an input beyond maxStorageBufferRange: pieces of whole
@@ -476,6 +482,8 @@ void launch_reduce(Context& c, int op, DType dta, DType dto, const Shape& space,
   const std::size_t per_piece =
       pieces ? static_cast<std::size_t>((limit - 2 * c.binding_align()) / (chunk * static_cast<std::size_t>(stride) * es))
              : count;
+  // Arg-style ops store a 64-bit index as two words from the narrow variant too.
+  const bool wide_dispatch = arg_style(op) ? wide({dta}) : wide({dta, dto});
   for (std::size_t g0 = 0; g0 < count; g0 += per_piece) {
     const std::size_t groups = std::min(per_piece, count - g0);
     Params p;
@@ -496,61 +504,89 @@ void launch_reduce(Context& c, int op, DType dta, DType dto, const Shape& space,
     p.extra(1, stride);
     p.extra(2, static_cast<std::int64_t>(chunk));
     p.extra(3, pairs_in ? 1 : 0);
-    p.extra(4, pair_idx_out ? 1 : 0);
+    p.extra(4, mode);
     p.extra(5, static_cast<std::int64_t>(g0));
     std::uint32_t gx, gy;
     groups_for(groups, gx, gy);
     c.dispatch(ShaderFamily::Reduce, {static_cast<std::uint32_t>(op), code(dta), code(dto)}, p.w,
-               {in_bind, {pair_idx_in, false}, {pair_idx_out, true}, {out.buf, true}}, gx, gy, 1, wide({dta, dto}));
+               {in_bind, {pair_idx_in, false}, {x_out, true}, {out.buf, true}}, gx, gy, 1, wide_dispatch);
   }
 }
 
-VkRef reduce_dim(VkRef a, std::size_t dim, int op, DType out_dt) {
+// What a reduction along a dim produced: the reduced values (sum/prod/mean, any/all,
+// the extremum of an arg-style op) and/or the indices of arg-style ops.
+struct Reduced {
+  VkRef value, index;
+};
+
+// Reduces every line of `a` along `dim` (kept as size 1). `out_dt`: the result dtype
+// of sum/prod/mean (the input's) and any/all (the bool dtype), the index dtype of an
+// arg-style op. `mode` (arg-style): RD_OUT_INDEX, RD_OUT_VALUE or RD_OUT_BOTH.
+Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
   Shape out_shape = a->shape();
   const std::size_t n = out_shape[dim];
   out_shape[dim] = 1;
-  VkRef out = alloc(a->device(), out_dt, out_shape);
-  const std::size_t count = out_shape.num_elements();
-  if (count == 0) return out;
-  Context& c = a->ctx();
   const DType dt = a->dtype();
+  const bool arg = arg_style(op);
+  const bool flags = flag_op(op);
+  Reduced r;
+  if (!arg || mode != RD_OUT_INDEX) r.value = alloc(a->device(), arg ? dt : out_dt, out_shape);
+  if (arg && mode != RD_OUT_VALUE) r.index = alloc(a->device(), out_dt, out_shape);
+  const std::size_t count = out_shape.num_elements();
+  if (count == 0) return r;
+  // o: the index (RD_OUT_INDEX) or the value; x: the index beside a value.
+  VulkanTensor& o = r.value ? *r.value : *r.index;
+  const Buffer* x = arg && mode == RD_OUT_BOTH ? r.index->buffer().get() : nullptr;
+  const DType dto = arg ? out_dt : o.dtype();
+  Context& c = a->ctx();
   const Operand oa{a->buffer().get(), a->offset(), a->layout().strides};
-  const bool arg = op == RD_ARGMAX || op == RD_ARGMIN;
   // Int means stay on one workgroup: its exact 64-bit sum does not split.
   if (count == 1 && n >= kSplitMin && (op != RD_MEAN || is_float(dt))) {
     const bool mean = op == RD_MEAN;  // float mean: split sum, then divide in the accumulator dtype
     // Pass 1: one workgroup per chunk of the line into partials; pass 2 reduces them.
     const std::size_t groups = (n + kSplitChunk - 1) / kSplitChunk;
     const Shape ps{groups};
-    const DType pdt = arg ? dt : accumulator_dtype(dt);
+    const Shape one{1};
+    const DType pdt = arg ? dt : flags ? DType::U32 : accumulator_dtype(dt);
     VkRef part = alloc(a->device(), pdt, ps);
     VkRef part_idx = arg ? alloc(a->device(), DType::U32, ps) : VkRef();
     const int op1 = mean ? RD_SUM : op;
     launch_reduce(c, op1, dt, arg ? out_dt : pdt, ps, groups, operand(*part, ps), oa, n, a->stride(dim), kSplitChunk, false,
-                  nullptr, arg ? part_idx->buffer().get() : nullptr);
+                  nullptr, arg ? RD_OUT_PAIRS : RD_OUT_INDEX, arg ? part_idx->buffer().get() : nullptr);
     const Operand op_in{part->buffer().get(), 0, {}};
-    if (arg) {
-      const Shape one{1};
-      launch_reduce(c, op, dt, out_dt, one, 1, Operand{out->buffer().get(), 0, {}}, op_in, groups, 1, groups, true,
-                    part_idx->buffer().get(), nullptr);
-      return out;
+    if (arg || flags) {
+      launch_reduce(c, op, pdt, dto, one, 1, Operand{o.buffer().get(), 0, {}}, op_in, groups, 1, groups, arg,
+                    arg ? part_idx->buffer().get() : nullptr, mode, x);
+      return r;
     }
     // Sum/prod of the partials in the accumulator dtype, then narrowed (ints wrap).
-    VkRef total = pdt == out_dt ? out : alloc(a->device(), pdt, out_shape);
-    const Shape one{1};
+    VkRef total = pdt == out_dt ? r.value : alloc(a->device(), pdt, out_shape);
     launch_reduce(c, op1, pdt, pdt, one, 1, Operand{total->buffer().get(), 0, {}}, op_in, groups, 1, groups, false, nullptr,
-                  nullptr);
+                  RD_OUT_INDEX, nullptr);
     if (mean)
       launch_ew(EW_DIV, pdt, pdt, pdt, true, out_shape, operand(*total, out_shape), operand(*total, out_shape), nullptr, nullptr,
                 scalar_raw(pdt, Scalar(static_cast<double>(n))), 0);
-    if (total.get() == out.get()) return out;
-    launch_ew(EW_COPY, pdt, pdt, out_dt, false, out_shape, operand(*out, out_shape), operand(*total, out_shape), nullptr,
+    if (total.get() == r.value.get()) return r;
+    launch_ew(EW_COPY, pdt, pdt, out_dt, false, out_shape, operand(*r.value, out_shape), operand(*total, out_shape), nullptr,
               nullptr, 0, 0);
-    return out;
+    return r;
   }
-  launch_reduce(c, op, dt, out_dt, out_shape, count, operand(*out, out_shape), oa, n, a->stride(dim), 0, false, nullptr,
-                nullptr);
-  return out;
+  launch_reduce(c, op, dt, dto, out_shape, count, operand(o, out_shape), oa, n, a->stride(dim), 0, false, nullptr, mode, x);
+  return r;
+}
+
+VkRef reduce_dim(VkRef a, std::size_t dim, int op, DType out_dt) {
+  Reduced r = reduce_lines(std::move(a), dim, op, out_dt, RD_OUT_INDEX);
+  return r.value ? std::move(r.value) : std::move(r.index);
+}
+
+// The whole tensor as one line: a contiguous flat view (a copy when it is strided).
+VkRef flat_view(VkRef a) {
+  a = to_contiguous(std::move(a));
+  const Shape flat{a->shape().num_elements()};
+  VkLayout l = contiguous_layout(flat);
+  l.offset = a->offset();
+  return make_view(std::move(a), flat, l);
 }
 
 template <int OP>
@@ -562,17 +598,38 @@ Prim reduce_dim_entry(Prim p, std::size_t dim) {
 
 template <int OP>
 Prim reduce_all_entry(Prim p) {
-  VkRef a = to_contiguous(as_vk(std::move(p)));
-  const Shape flat{a->shape().num_elements()};
-  VkLayout l = contiguous_layout(flat);
-  l.offset = a->offset();
-  a = make_view(std::move(a), flat, l);
+  VkRef a = flat_view(as_vk(std::move(p)));
   const DType dt = a->dtype();
   return reduce_dim(std::move(a), 0, OP, dt);
 }
 
 template <int OP>
 Prim arg_entry(Prim p, std::size_t dim, DType out_dt) {
+  return reduce_dim(as_vk(std::move(p)), dim, OP, out_dt);
+}
+
+// max / min / max_abs: the value of the arg-style reduction (ties: the first; NaN wins).
+template <int OP>
+Prim extremum_dim_entry(Prim p, std::size_t dim) {
+  return reduce_lines(as_vk(std::move(p)), dim, OP, DType::U32, RD_OUT_VALUE).value;
+}
+template <int OP>
+Prim extremum_all_entry(Prim p) {
+  return reduce_lines(flat_view(as_vk(std::move(p))), 0, OP, DType::U32, RD_OUT_VALUE).value;
+}
+template <int OP>
+dispatch::PrimPair extremum_wi_entry(Prim p, std::size_t dim, DType out_dt) {
+  Reduced r = reduce_lines(as_vk(std::move(p)), dim, OP, out_dt, RD_OUT_BOTH);
+  return {Prim(std::move(r.value)), Prim(std::move(r.index))};
+}
+
+// any / all (nonzero; NaN counts) into the bool dtype.
+template <int OP>
+Prim any_all_entry(Prim p, DType out_dt) {
+  return reduce_dim(flat_view(as_vk(std::move(p))), 0, OP, out_dt);
+}
+template <int OP>
+Prim any_all_dim_entry(Prim p, std::size_t dim, DType out_dt) {
   return reduce_dim(as_vk(std::move(p)), dim, OP, out_dt);
 }
 
@@ -1152,6 +1209,18 @@ void register_ops(dispatch::Backend& b) {
   b.set<O::mean_dim>(&reduce_dim_entry<RD_MEAN>);
   b.set<O::argmax>(&arg_entry<RD_ARGMAX>);
   b.set<O::argmin>(&arg_entry<RD_ARGMIN>);
+  b.set<O::max>(&extremum_all_entry<RD_ARGMAX>);
+  b.set<O::min>(&extremum_all_entry<RD_ARGMIN>);
+  b.set<O::max_abs>(&extremum_all_entry<RD_MAX_ABS>);
+  b.set<O::max_dim>(&extremum_dim_entry<RD_ARGMAX>);
+  b.set<O::min_dim>(&extremum_dim_entry<RD_ARGMIN>);
+  b.set<O::max_abs_dim>(&extremum_dim_entry<RD_MAX_ABS>);
+  b.set<O::max_dim_with_indices>(&extremum_wi_entry<RD_ARGMAX>);
+  b.set<O::min_dim_with_indices>(&extremum_wi_entry<RD_ARGMIN>);
+  b.set<O::any>(&any_all_entry<RD_ANY>);
+  b.set<O::all>(&any_all_entry<RD_ALL>);
+  b.set<O::any_dim>(&any_all_dim_entry<RD_ANY>);
+  b.set<O::all_dim>(&any_all_dim_entry<RD_ALL>);
   b.set<O::full>(&full_entry);
   b.set<O::zeros>(&zeros_entry);
   b.set<O::ones>(&ones_entry);

@@ -157,14 +157,49 @@ int run_vulkan(std::uint16_t index, bool quick) {
   row("add" + tag + " f32 (allocating)", fmt1("%.1f GB/s", 3.0 * bytes / tadd * 1e-9), copy_ref, pct(3.0 * bytes / tadd * 1e-9));
   const double texp = median_s(reps, [&] { DT z = d::unary(OpCode::exp, x); d::sync(dev); });
   row("exp" + tag + " f32 (allocating)", fmt1("%.1f GB/s", 2.0 * bytes / texp * 1e-9), copy_ref, pct(2.0 * bytes / texp * 1e-9));
-  const double tsum = median_s(reps, [&] { DT z = d::reduce(OpCode::sum, x); d::sync(dev); });
-  row("sum" + tag + " f32", fmt1("%.1f GB/s", bytes / tsum * 1e-9), copy_ref, pct(bytes / tsum * 1e-9));
-  const double tmax = median_s(reps, [&] { DT z = d::reduce(OpCode::max, x); d::sync(dev); });
-  row("max" + tag + " f32", fmt1("%.1f GB/s", bytes / tmax * 1e-9), copy_ref, pct(bytes / tmax * 1e-9));
-  const std::int64_t rows_cols[2] = {static_cast<std::int64_t>(n >> 10), 1024};
-  DT x2 = d::reshape(OpCode::reshape, x, rows_cols);
-  const double tsd = median_s(reps, [&] { DT z = d::reduce_dim(OpCode::sum_dim, x2, 1); d::sync(dev); });
-  row("sum_dim rows of 1024" + tag + " f32", fmt1("%.1f GB/s", bytes / tsd * 1e-9), copy_ref, pct(bytes / tsd * 1e-9));
+  // Reductions over 16M f32 on every device (whole tensor, and along each dim of
+  // [16384, 1024]; softmax rows), beside a copy of the same size; where the subgroup
+  // path is in use, the shared-memory path of the same run as a second figure.
+  {
+    const std::size_t rn = std::size_t{16} << 20;
+    const double rbytes = static_cast<double>(rn) * 4.0;
+    const int rreps = small ? 9 : 20;
+    vulkan::BufRef rsrc = ctx.allocate(rn * 4), rdst = ctx.allocate(rn * 4);
+    const double trcopy = median_s(rreps, [&] { ctx.copy(*rsrc, *rdst, rn * 4); ctx.sync(); });
+    const double rcopy_gbs = 2.0 * rbytes / trcopy * 1e-9;
+    const std::string rcopy_ref = fmt1("copy %.1f GB/s", rcopy_gbs);
+    row("buffer copy 16M f32", fmt1("%.1f GB/s", rcopy_gbs), "(reference)", "");
+    DT r = filled(dev, Shape{rn}, DType::F32, 1.5);
+    const std::int64_t rc[2] = {static_cast<std::int64_t>(rn >> 10), 1024};
+    DT r2 = d::reshape(OpCode::reshape, r, rc);
+    const bool sub = ctx.subgroup_on();
+    struct Case { const char* label; std::function<DT()> run; };
+    const Case cases[] = {
+        {"sum 16M f32", [&] { return d::reduce(OpCode::sum, r); }},
+        {"max 16M f32", [&] { return d::reduce(OpCode::max, r); }},
+        {"argmax 16M f32", [&] { return d::dim_index(OpCode::argmax, r, 0); }},
+        {"sum_dim 1 16Kx1K f32", [&] { return d::reduce_dim(OpCode::sum_dim, r2, 1); }},
+        {"sum_dim 0 16Kx1K f32", [&] { return d::reduce_dim(OpCode::sum_dim, r2, 0); }},
+        {"max_dim 1 16Kx1K f32", [&] { return d::reduce_dim(OpCode::max_dim, r2, 1); }},
+        {"argmax dim 1 16Kx1K f32", [&] { return d::dim_index(OpCode::argmax, r2, 1); }},
+        {"softmax dim 1 16Kx1K f32", [&] { return d::reduce_dim(OpCode::softmax, r2, 1); }},
+        // What max and max_dim were composed of before they were native.
+        {"max 16M f32 as argmax+gather", [&] { return d::gather(r, 0, d::dim_index(OpCode::argmax, r, 0)); }},
+        {"max_dim 1 as argmax+gather", [&] { return d::gather(r2, 1, d::dim_index(OpCode::argmax, r2, 1)); }},
+    };
+    for (const Case& k : cases) {
+      const double t = median_s(rreps, [&] { DT z = k.run(); d::sync(dev); });
+      const double gbs = rbytes / t * 1e-9;
+      row(std::string(k.label) + (sub ? " (subgroup)" : " (shared mem)"), fmt1("%.1f GB/s", gbs), rcopy_ref,
+          fmt1("%.0f%% of copy", 100.0 * gbs / rcopy_gbs));
+      if (!sub) continue;
+      ctx.set_subgroup(false);
+      const double ts = median_s(rreps, [&] { DT z = k.run(); d::sync(dev); });
+      ctx.set_subgroup(true);
+      row(std::string(k.label) + " (shared mem)", fmt1("%.1f GB/s", rbytes / ts * 1e-9), rcopy_ref,
+          fmt1("subgroup x%.2f", ts / t));
+    }
+  }
   if (d::supports_dtype(dev, DType::F16)) {
     DT h1 = filled(dev, Shape{n}, DType::F16, 1.5), h2 = filled(dev, Shape{n}, DType::F16, 2.5);
     const bool native = ctx.f16_arith();

@@ -6,14 +6,23 @@
 //    largest value (last ascending, first descending); writes the sorted values
 //    and/or their source indices.
 //  cross: one invocation per line of 3 (a x b with broadcast strides).
+// The SUBGROUP variant (narrow, -DSUBGROUP) reduces softmax's max and sum with
+// subgroup arithmetic: within each subgroup of SG invocations, then subgroup 0 folds
+// the 256 / SG results and reduces once more.
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#ifdef SUBGROUP
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 #include "vk_codes.h"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const int OP = RW_SOFTMAX;
 layout(constant_id = 1) const int DTA = DT_F32;
 layout(constant_id = 2) const int DTO = DT_I32;   // sort: the index dtype
+#ifdef SUBGROUP
+layout(constant_id = SPEC_SUBGROUP) const int SG = 8;  // the pipeline's required subgroup size
+#endif
 
 #include "common.glsl"
 #ifdef WIDE
@@ -37,6 +46,32 @@ DEFINE_STORE(st_o, o_data)
 DEFINE_STORE(st_x, x_data)
 
 shared FT s_red[256];
+
+FT max_nan(FT a, FT b) { return (isnan(a) || isnan(b)) ? FT(uintBitsToFloat(kNaN)) : max(a, b); }
+
+#ifdef SUBGROUP
+shared FT s_sg[256 / SG];
+FT subgroup_max_nan(FT v) {
+  return subgroupOr(isnan(v) ? 1u : 0u) != 0u ? FT(uintBitsToFloat(kNaN)) : subgroupMax(v);
+}
+// The workgroup's max (NaN propagates) or sum of v; every invocation gets it.
+FT workgroup_reduce(FT v, bool is_max) {
+  v = is_max ? subgroup_max_nan(v) : subgroupAdd(v);
+  if (gl_SubgroupInvocationID == 0u) s_sg[gl_SubgroupID] = v;
+  barrier();
+  if (gl_SubgroupID == 0u) {
+    FT a = is_max ? -FT(uintBitsToFloat(0x7F800000u)) : FT(0);
+    for (uint k = gl_SubgroupInvocationID; k < gl_NumSubgroups; k += gl_SubgroupSize)
+      a = is_max ? max_nan(a, s_sg[k]) : a + s_sg[k];
+    a = is_max ? subgroup_max_nan(a) : subgroupAdd(a);
+    if (gl_SubgroupInvocationID == 0u) s_sg[0] = a;
+  }
+  barrier();
+  FT r = s_sg[0];
+  barrier();  // s_sg is reused by the next reduction
+  return r;
+}
+#endif
 shared RAW s_key[RW_SORT_CAP];
 shared uint s_idx[RW_SORT_CAP];
 
@@ -171,19 +206,24 @@ void main() {
   }
   // Lanes without elements contribute -inf; a NaN anywhere makes the row NaN.
   FT neg_inf = -FT(uintBitsToFloat(0x7F800000u));
-  s_red[t] = nan_seen ? FT(uintBitsToFloat(kNaN)) : (have ? m : neg_inf);
+  m = nan_seen ? FT(uintBitsToFloat(kNaN)) : (have ? m : neg_inf);
+#ifdef SUBGROUP
+  m = workgroup_reduce(m, true);
+#else
+  s_red[t] = m;
   barrier();
   for (uint s = 128u; s > 0u; s >>= 1) {
-    if (t < s) {
-      FT a = s_red[t], b = s_red[t + s];
-      s_red[t] = (isnan(a) || isnan(b)) ? FT(uintBitsToFloat(kNaN)) : max(a, b);
-    }
+    if (t < s) s_red[t] = max_nan(s_red[t], s_red[t + s]);
     barrier();
   }
   m = s_red[0];
   barrier();
+#endif
   FT sum = FT(0);
   for (int j = int(t); j < n; j += 256) sum += EXP_G(as_f(ld_a(DTA, ia + j * sa), DTA) - m);
+#ifdef SUBGROUP
+  sum = workgroup_reduce(sum, false);
+#else
   s_red[t] = sum;
   barrier();
   for (uint s = 128u; s > 0u; s >>= 1) {
@@ -191,6 +231,7 @@ void main() {
     barrier();
   }
   sum = s_red[0];
+#endif
   FT lse = LOG_G(sum);
   for (int j = int(t); j < n; j += 256) {
     FT x = as_f(ld_a(DTA, ia + j * sa), DTA) - m;

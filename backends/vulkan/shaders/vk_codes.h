@@ -75,6 +75,16 @@
 #define RD_MEAN 2
 #define RD_ARGMAX 3
 #define RD_ARGMIN 4
+#define RD_MAX_ABS 5   // arg-style reduction of |a| (ints wrap: |MIN| = MIN)
+#define RD_ANY 6       // any / all nonzero (NaN is nonzero) into the bool dtype DTO
+#define RD_ALL 7
+// What an arg-style reduction (ARGMAX, ARGMIN, MAX_ABS) writes (extra word 4).
+#define RD_OUT_INDEX 0 // the index to o in DTO
+#define RD_OUT_PAIRS 1 // split pass 1: the value to o (DTA), the index to x (u32)
+#define RD_OUT_VALUE 2 // the value to o (DTA)
+#define RD_OUT_BOTH 3  // the value to o (DTA), the index to x (DTO)
+// Specialization constant id of the subgroup size (the SUBGROUP reduce / rows variants).
+#define SPEC_SUBGROUP 8
 
 // Scan family (scan.comp).
 #define SC_CUMSUM 0
