@@ -239,6 +239,7 @@ bool compare_f(int op, FT a, FT b) {
     case EW_GE: return a >= b;
     case EW_LT: return a < b;
     case EW_LE: return a <= b;
+    case EW_NE: return !(a == b);
   }
   return false;
 }
@@ -249,6 +250,7 @@ bool compare_i(int op, IT a, IT b) {
     case EW_GE: return a >= b;
     case EW_LT: return a < b;
     case EW_LE: return a <= b;
+    case EW_NE: return a != b;
   }
   return false;
 }
@@ -261,6 +263,179 @@ bool compare_u(int op, UT a, UT b) {
     case EW_LE: return a <= b;
   }
   return false;
+}
+
+// ---- fused ops: the CPU backend's functors and dispatch/defaults.cpp's compositions
+// in one pass (same formulas and constants, computed in FT) ----
+
+// The constants of gelu and of the default's gelu_backward (tanh form).
+#ifdef WIDE
+const FT kSqrtHalf = 0.70710678118654752440LF;
+const FT kGb1 = 0.0356774LF, kGb2 = 0.797885LF, kGb3 = 0.0535161LF, kGb4 = 0.398942LF;
+#else
+const FT kSqrtHalf = 0.70710678118654752440;
+const FT kGb1 = 0.0356774, kGb2 = 0.797885, kGb3 = 0.0535161, kGb4 = 0.398942;
+#endif
+
+// A scalar parameter carried as a compute float (f32 bits; f64 bits in WIDE).
+FT scalar_ft(int w) {
+#ifdef WIDE
+  return packDouble2x32(uvec2(P[w], P[w + 1]));
+#else
+  return uintBitsToFloat(P[w]);
+#endif
+}
+
+// Never exponentiates a large positive number: sigmoid(+-MAX) = 1, 0.
+FT sigmoid_g(FT a) {
+  if (a >= FT(0)) return FT(1) / (FT(1) + unary_g(EW_EXP, -a));
+  FT e = unary_g(EW_EXP, a);
+  return e / (FT(1) + e);
+}
+
+// big * sqrt(1 + (small / max(big, tiny))^2) with the default's per-dtype tiny;
+// a NaN operand gives NaN (as the default composition does).
+FT hypot_g(FT a, FT b) {
+  FT aa = abs(a), bb = abs(b);
+  bool gt = aa > bb;
+  FT big = gt ? aa : bb, small = gt ? bb : aa;
+#ifdef WIDE
+  FT tiny = DTA == DT_F64 ? 2.2250738585072014e-308LF : FT(uintBitsToFloat(0x00800000u));
+#else
+  FT tiny = DTA == DT_F16 ? 6.103515625e-05 : uintBitsToFloat(0x00800000u);
+#endif
+  FT safe = tiny > big ? tiny : big;
+  FT r = small / safe;
+  return big * sqrt(r * r + FT(1));
+}
+
+FT fused_unary_f(int op, FT a) {
+  switch (op) {
+    case EW_NEG: return -a;
+    case EW_SIGN: return a > FT(0) ? FT(1) : (a < FT(0) ? FT(-1) : FT(0));  // NaN, -0 -> +0
+    case EW_SQUARE: return a * a;
+    case EW_RELU: return a <= FT(0) ? FT(0) : a;  // NaN stays, -0 -> +0
+    case EW_GELU: return a * ((unary_g(EW_ERF, a * kSqrtHalf) + FT(1)) * FT(0.5));
+    case EW_SIGMOID: return sigmoid_g(a);
+    case EW_LOG_SIGMOID: return (a < FT(0) ? a : FT(0)) - unary_g(EW_LOG1P, unary_g(EW_EXP, -abs(a)));
+    case EW_LEAKY_RELU: return a < FT(0) ? a * scalar_ft(P_S0) : a;
+    case EW_HARD_SIGMOID: {
+      FT v = scalar_ft(P_S0) * a + scalar_ft(P_S1);
+      return v < FT(0) ? FT(0) : (v > FT(1) ? FT(1) : v);
+    }
+    case EW_CLAMP_MIN:
+    case EW_CLAMP_MAX:
+    case EW_CLAMP: {  // lo > v ? lo : v, hi < v ? hi : v: a NaN v stays
+      FT v = a;
+      if (op != EW_CLAMP_MAX) { FT lo = as_f(scalar_param(P_S0), DTA); v = lo > v ? lo : v; }
+      if (op != EW_CLAMP_MIN) { FT hi = as_f(scalar_param(P_S1), DTA); v = hi < v ? hi : v; }
+      return v;
+    }
+    case EW_POW_SCALAR: {  // powi_scalar's shortcuts (x * x, recip), else pow
+      FT e = scalar_ft(P_S1);
+      if (e == FT(1)) return a;
+      if (e == FT(2)) return a * a;
+      if (e == FT(-1)) return FT(1) / a;
+      if (e == FT(-2)) return FT(1) / (a * a);
+      return pow_g(a, e);
+    }
+  }
+  return a;
+}
+
+FT fused_binary_f(int op, FT a, FT b) {
+  switch (op) {
+    case EW_PRELU: return a < FT(0) ? a * b : a;
+    case EW_RELU_BWD: return a <= FT(0) ? FT(0) : b;
+    case EW_GELU_BWD: {  // derivative of the tanh approximation
+      FT x3 = (a * a) * a;
+      FT th = unary_g(EW_TANH, x3 * kGb1 + a * kGb2);
+      FT inner2 = x3 * kGb3 + a * kGb4;
+      FT sech2 = FT(1) - th * th;
+      FT y1 = th * FT(0.5) + FT(0.5);
+      return b * (inner2 * sech2 + y1);
+    }
+    case EW_SIGMOID_BWD: return (a * (FT(1) - a)) * b;
+    case EW_LOG_SIGMOID_BWD: return b * sigmoid_g(-a);
+    case EW_HYPOT: return hypot_g(a, b);
+  }
+  return a;
+}
+
+// Int a ^ (-1)^eneg * eabs as the CPU computes it (an f64 pow, rounded, cast back
+// with saturation): exact while the power fits, saturated beyond (1 / 0 too), 0 for
+// 1 / a^n with |a| > 1 (at most 1/2, rounds to even 0); a 64-bit power above 2^53
+// is the nearest double's value.
+RAW powi_int(RAW ra, int dt, bool eneg, UT eabs) {
+  const bool sgn = dt_kind(dt) == 1;
+  const int bits = dt_size(dt) * 8;
+  UT mag;
+  bool neg = false;
+  if (sgn) {
+    IT v = as_i(ra, dt);
+    neg = v < IT(0);
+    mag = neg ? UT(0) - UT(v) : UT(v);
+  } else {
+    mag = as_u(ra, dt);
+  }
+  const bool rneg = neg && (eabs & UT(1)) != UT(0);
+  const UT maxpos = sgn ? UT(mask_of(dt) >> 1) : UT(mask_of(dt));
+  const UT lim = rneg ? maxpos + UT(1) : maxpos;
+  UT r = UT(1);
+  bool over = false;
+  if (eabs == UT(0)) {
+    r = UT(1);
+  } else if (eneg) {
+    if (mag == UT(0)) over = true;
+    else if (mag > UT(1)) r = UT(0);
+  } else if (mag <= UT(1)) {
+    r = mag;
+  } else if (eabs >= UT(bits)) {
+    over = true;
+  } else {
+    for (UT k = UT(0); k < eabs && !over; ++k) {
+      if (r > lim / mag) over = true;
+      else r *= mag;
+    }
+  }
+  if (over) return rneg ? (RAW(1) << uint(bits - 1)) : RAW(maxpos);
+#ifdef WIDE
+  if (bits == 64 && r > (UT(1) << 53)) {
+    double d = double(r);
+    if (d >= (sgn ? 9223372036854775808.0LF : 18446744073709551616.0LF)) return rneg ? (RAW(1) << 63) : RAW(maxpos);
+    r = UT(d);
+  }
+#endif
+  return RAW(rneg ? UT(0) - r : r);
+}
+
+RAW fused_unary_int(int op, RAW ra, int kind) {
+  switch (op) {
+    case EW_NEG: return RAW(0) - ra;  // wraps (the store keeps the dtype's bits)
+    case EW_SQUARE: return ra * ra;
+    case EW_SIGN:
+      if (kind == 2) return ra != RAW(0) ? RAW(1) : RAW(0);
+      return as_i(ra, DTA) > IT(0) ? RAW(1) : (as_i(ra, DTA) < IT(0) ? ~RAW(0) : RAW(0));
+    case EW_CLAMP_MIN:
+    case EW_CLAMP_MAX:
+    case EW_CLAMP:
+      if (kind == 1) {
+        IT v = as_i(ra, DTA);
+        if (op != EW_CLAMP_MAX) { IT lo = as_i(scalar_param(P_S0), DTA); v = lo > v ? lo : v; }
+        if (op != EW_CLAMP_MIN) { IT hi = as_i(scalar_param(P_S1), DTA); v = hi < v ? hi : v; }
+        return RAW(UT(v));
+      } else {
+        UT v = as_u(ra, DTA);
+        if (op != EW_CLAMP_MAX) { UT lo = as_u(scalar_param(P_S0), DTA); v = lo > v ? lo : v; }
+        if (op != EW_CLAMP_MIN) { UT hi = as_u(scalar_param(P_S1), DTA); v = hi < v ? hi : v; }
+        return RAW(v);
+      }
+    case EW_POW_SCALAR: {
+      IT e = IT(scalar_param(P_S0));
+      return powi_int(ra, DTA, e < IT(0), e < IT(0) ? UT(0) - UT(e) : UT(e));
+    }
+  }
+  return ra;
 }
 
 int index_of(int k, int i) { return CONTIG != 0 ? int(P[P_OPND + 9 * k]) + i : operand_index(k, i); }
@@ -290,21 +465,35 @@ void main() {
     r = (ra != RAW(0) && rb != RAW(0)) ? RAW(1) : RAW(0);
   } else if (OP == EW_BOOL_OR) {
     r = (ra != RAW(0) || rb != RAW(0)) ? RAW(1) : RAW(0);
+  } else if (OP == EW_BOOL_XOR) {
+    r = ((ra != RAW(0)) != (rb != RAW(0))) ? RAW(1) : RAW(0);
   } else if (OP == EW_BOOL_NOT) {
     r = ra == RAW(0) ? RAW(1) : RAW(0);
-  } else if (OP >= EW_EQ && OP <= EW_LE) {
+  } else if (OP >= EW_EQ && OP <= EW_NE) {
     bool c;
     if (kind == 0) c = compare_f(OP, as_f(ra, DTA), as_f(rb, DTA));
     else if (kind == 1) c = compare_i(OP, as_i(ra, DTA), as_i(rb, DTA));
     else c = compare_u(OP, as_u(ra, DTA), as_u(rb, DTA));
     r = c ? RAW(1) : RAW(0);
+  } else if (OP == EW_IS_NAN || OP == EW_IS_INF) {
+    FT v = as_f(ra, DTA);
+    r = (OP == EW_IS_NAN ? isnan(v) : isinf(v)) ? RAW(1) : RAW(0);
+  } else if (OP == EW_POWI) {
+    if (kind == 0) {
+      r = from_f(pow_g(as_f(ra, DTA), as_f(convert_raw(rb, DTB, DTA), DTA)), DTA);
+    } else {
+      const bool eneg = dt_kind(DTB) == 1 && as_i(rb, DTB) < IT(0);
+      const UT eabs = dt_kind(DTB) == 1 ? (eneg ? UT(0) - UT(as_i(rb, DTB)) : UT(as_i(rb, DTB))) : as_u(rb, DTB);
+      r = powi_int(ra, DTA, eneg, eabs);
+    }
   } else if (OP >= EW_RECIP) {
-    if (kind == 0) r = from_f(unary_g(OP, as_f(ra, DTA)), DTA);
+    if (kind == 0) r = from_f(OP >= EW_NEG ? fused_unary_f(OP, as_f(ra, DTA)) : unary_g(OP, as_f(ra, DTA)), DTA);
+    else if (OP >= EW_NEG) r = fused_unary_int(OP, ra, kind);
     else if (OP == EW_NOT) r = ~ra;
     else if (OP == EW_ABS && kind == 1) { IT v = as_i(ra, DTA); r = RAW(v < IT(0) ? UT(0) - UT(v) : UT(v)); }
     else r = ra;
   } else {
-    if (kind == 0) r = from_f(binary_g(OP, as_f(ra, DTA), as_f(rb, DTA)), DTA);
+    if (kind == 0) r = from_f(OP >= EW_PRELU ? fused_binary_f(OP, as_f(ra, DTA), as_f(rb, DTA)) : binary_g(OP, as_f(ra, DTA), as_f(rb, DTA)), DTA);
     else if (kind == 1) r = RAW(binary_i(OP, as_i(ra, DTA), as_i(rb, DTA), bits));
     else r = RAW(binary_u(OP, as_u(ra, DTA), as_u(rb, DTA), bits));
   }
