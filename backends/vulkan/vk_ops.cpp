@@ -340,10 +340,12 @@ Prim pow_scalar_launch(Prim a, double e, std::int64_t n) {
   const std::int64_t c = n > kCap ? kCap + (n & 1) : n < -kCap ? -kCap - (n & 1) : n;
   return map_entry(EW_POW_SCALAR, std::move(a), static_cast<std::uint64_t>(c), compute_scalar(dt, e));
 }
-// The default's routing in one kernel: ints square with wrapping at n = 2 and go
-// through the saturating power otherwise; floats take x * x / recip shortcuts.
+// The default's routing in one kernel: n = 1 is the tensor itself, ints square with
+// wrapping at n = 2 and go through the saturating power otherwise; floats take the
+// x * x / recip shortcuts.
 Prim powi_scalar_entry(Prim a, Scalar s) {
   const std::int64_t n = s.to_int64();
+  if (n == 1) return a;  // as the default: a 64-bit int above 2^53 stays exact
   if (n == 2 && is_int(a->dtype())) return map_entry(EW_SQUARE, std::move(a), 0, 0);
   return pow_scalar_launch(std::move(a), static_cast<double>(n), n);
 }

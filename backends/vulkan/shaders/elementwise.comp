@@ -86,6 +86,8 @@ float erf_f(float x) {
 }
 
 float log1p_f(float x) {
+  // Small x: the series (the driver's log near 1 can be off by 1e-7 absolute).
+  if (abs(x) < 1e-2) return x * (1.0 + x * (-0.5 + x * (1.0 / 3.0 + x * (-0.25 + x * 0.2))));
   float u = 1.0 + x;
   if (u == 1.0) return x;
   if (isinf(u)) return log(u);
@@ -261,6 +263,7 @@ bool compare_u(int op, UT a, UT b) {
     case EW_GE: return a >= b;
     case EW_LT: return a < b;
     case EW_LE: return a <= b;
+    case EW_NE: return a != b;
   }
   return false;
 }
@@ -312,7 +315,6 @@ FT hypot_g(FT a, FT b) {
 FT fused_unary_f(int op, FT a) {
   switch (op) {
     case EW_NEG: return -a;
-    case EW_SIGN: return a > FT(0) ? FT(1) : (a < FT(0) ? FT(-1) : FT(0));  // NaN, -0 -> +0
     case EW_SQUARE: return a * a;
     case EW_RELU: return a <= FT(0) ? FT(0) : a;  // NaN stays, -0 -> +0
     case EW_GELU: return a * ((unary_g(EW_ERF, a * kSqrtHalf) + FT(1)) * FT(0.5));
@@ -362,6 +364,15 @@ FT fused_binary_f(int op, FT a, FT b) {
   return a;
 }
 
+// |v| and whether v < 0 for a raw element of an int dtype, by bit operations only
+// (no sign-extending conversion, which lavapipe's WIDE variant got wrong here).
+UT int_mag(RAW r, int dt, out bool neg) {
+  const int bits = dt_size(dt) * 8;
+  r &= mask_of(dt);
+  neg = dt_kind(dt) == 1 && ((r >> uint(bits - 1)) & RAW(1)) != RAW(0);
+  return UT(neg ? ((~r + RAW(1)) & mask_of(dt)) : r);
+}
+
 // Int a ^ (-1)^eneg * eabs as the CPU computes it (an f64 pow, rounded, cast back
 // with saturation): exact while the power fits, saturated beyond (1 / 0 too), 0 for
 // 1 / a^n with |a| > 1 (at most 1/2, rounds to even 0); a 64-bit power above 2^53
@@ -369,15 +380,8 @@ FT fused_binary_f(int op, FT a, FT b) {
 RAW powi_int(RAW ra, int dt, bool eneg, UT eabs) {
   const bool sgn = dt_kind(dt) == 1;
   const int bits = dt_size(dt) * 8;
-  UT mag;
-  bool neg = false;
-  if (sgn) {
-    IT v = as_i(ra, dt);
-    neg = v < IT(0);
-    mag = neg ? UT(0) - UT(v) : UT(v);
-  } else {
-    mag = as_u(ra, dt);
-  }
+  bool neg;
+  const UT mag = int_mag(ra, dt, neg);
   const bool rneg = neg && (eabs & UT(1)) != UT(0);
   const UT maxpos = sgn ? UT(mask_of(dt) >> 1) : UT(mask_of(dt));
   const UT lim = rneg ? maxpos + UT(1) : maxpos;
@@ -400,10 +404,14 @@ RAW powi_int(RAW ra, int dt, bool eneg, UT eabs) {
   }
   if (over) return rneg ? (RAW(1) << uint(bits - 1)) : RAW(maxpos);
 #ifdef WIDE
-  if (bits == 64 && r > (UT(1) << 53)) {
-    double d = double(r);
-    if (d >= (sgn ? 9223372036854775808.0LF : 18446744073709551616.0LF)) return rneg ? (RAW(1) << 63) : RAW(maxpos);
-    r = UT(d);
+  if (bits == 64 && r > (UT(1) << 53)) {  // to 53 significant bits, ties to even (integer ops: exact)
+    uint sh = 0u;
+    while ((r >> sh) >= (UT(1) << 53)) ++sh;
+    UT q = r >> sh;
+    const UT rest = r & ((UT(1) << sh) - UT(1)), half_ = UT(1) << (sh - 1u);
+    if (rest > half_ || (rest == half_ && (q & UT(1)) != UT(0))) ++q;
+    if ((q << sh) >> sh != q || (sgn && !rneg && (q << sh) > maxpos)) return rneg ? (RAW(1) << 63) : RAW(maxpos);
+    r = q << sh;
   }
 #endif
   return RAW(rneg ? UT(0) - r : r);
@@ -430,9 +438,14 @@ RAW fused_unary_int(int op, RAW ra, int kind) {
         if (op != EW_CLAMP_MIN) { UT hi = as_u(scalar_param(P_S1), DTA); v = hi < v ? hi : v; }
         return RAW(v);
       }
-    case EW_POW_SCALAR: {
-      IT e = IT(scalar_param(P_S0));
-      return powi_int(ra, DTA, e < IT(0), e < IT(0) ? UT(0) - UT(e) : UT(e));
+    case EW_POW_SCALAR: {  // s0: the exponent as an int of the variant's width
+      bool eneg;
+#ifdef WIDE
+      const UT eabs = int_mag(scalar_param(P_S0), DT_I64, eneg);
+#else
+      const UT eabs = int_mag(scalar_param(P_S0), DT_I32, eneg);
+#endif
+      return powi_int(ra, DTA, eneg, eabs);
     }
   }
   return ra;
@@ -482,12 +495,16 @@ void main() {
     if (kind == 0) {
       r = from_f(pow_g(as_f(ra, DTA), as_f(convert_raw(rb, DTB, DTA), DTA)), DTA);
     } else {
-      const bool eneg = dt_kind(DTB) == 1 && as_i(rb, DTB) < IT(0);
-      const UT eabs = dt_kind(DTB) == 1 ? (eneg ? UT(0) - UT(as_i(rb, DTB)) : UT(as_i(rb, DTB))) : as_u(rb, DTB);
+      bool eneg;
+      const UT eabs = int_mag(rb, DTB, eneg);
       r = powi_int(ra, DTA, eneg, eabs);
     }
   } else if (OP >= EW_RECIP) {
-    if (kind == 0) r = from_f(OP >= EW_NEG ? fused_unary_f(OP, as_f(ra, DTA)) : unary_g(OP, as_f(ra, DTA)), DTA);
+    if (kind == 0 && OP == EW_SIGN) {  // built as raw bits: +0 for NaN and +-0 (lavapipe folds the float select into an fsign giving -0)
+      FT v = as_f(ra, DTA);
+      const RAW one = from_f(FT(1), DTA), sbit = one ^ from_f(FT(-1), DTA);
+      r = (v > FT(0) || v < FT(0)) ? (one | (v < FT(0) ? sbit : RAW(0))) : RAW(0);
+    } else if (kind == 0) r = from_f(OP >= EW_NEG ? fused_unary_f(OP, as_f(ra, DTA)) : unary_g(OP, as_f(ra, DTA)), DTA);
     else if (OP >= EW_NEG) r = fused_unary_int(OP, ra, kind);
     else if (OP == EW_NOT) r = ~ra;
     else if (OP == EW_ABS && kind == 1) { IT v = as_i(ra, DTA); r = RAW(v < IT(0) ? UT(0) - UT(v) : UT(v)); }
