@@ -353,11 +353,13 @@ Prim powi_scalar_impl_entry(Prim a, Scalar s) {
   const std::int64_t n = s.to_int64();
   return pow_scalar_launch(std::move(a), static_cast<double>(n), n);
 }
+// The exponent as the CPU's calc_t (f32 for halves, not rounded to the half).
+Prim powf_scalar_impl_entry(Prim a, Scalar s) { return pow_scalar_launch(std::move(a), s.to_double(), 0); }
 Prim powf_scalar_entry(Prim a, Scalar s) {
   const double e = s.to_double();
   if (std::isfinite(e) && std::trunc(e) == e && std::fabs(e) < 2147483648.0)
     return powi_scalar_entry(std::move(a), Scalar(static_cast<std::int64_t>(e)));
-  return pow_scalar_launch(std::move(a), e, 0);
+  return powf_scalar_impl_entry(std::move(a), s);
 }
 
 Prim mask_fill_entry(Prim pa, Prim pm, Scalar sc) {
@@ -1171,7 +1173,7 @@ void register_ops(dispatch::Backend& b) {
   b.set<O::mul_scalar>(&scalar_entry<EW_MUL>);
   b.set<O::div_scalar>(&scalar_entry<EW_DIV>);
   b.set<O::remainder_scalar>(&scalar_entry<EW_REM>);
-  b.set<O::powf_scalar_impl>(&scalar_entry<EW_POW>);
+  b.set<O::powf_scalar_impl>(&powf_scalar_impl_entry);
   b.set<O::matmul>(&matmul_entry);
 
   b.set<O::recip>(&unary_entry<EW_RECIP>);

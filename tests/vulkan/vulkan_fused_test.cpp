@@ -145,6 +145,9 @@ TEST_F(VulkanFused, FloatActivationsClampsAndPowersMatchTheCpuOnEdgeValues) {
     run("not_equal_elem", true, [&](DeviceId v, DType t) { return d::compare_scalar(OpCode::not_equal_elem, X(v, t), Scalar(-0.5)); });
     for (double e : {0.0, 1.0, 2.0, -1.0, -2.0, 3.0, -3.0, 2.5, -0.5, 1e10})
       run("powf_scalar " + std::to_string(e), false, [&](DeviceId v, DType t) { return d::scalar(OpCode::powf_scalar, X(v, t), Scalar(e)); });
+    for (double e : {0.1, -2.5})  // the exponent in f32 for halves, as the cpu's calc_t
+      run("powf_scalar_impl " + std::to_string(e), false,
+          [&](DeviceId v, DType t) { return d::scalar(OpCode::powf_scalar_impl, X(v, t), Scalar(e)); });
     for (std::int64_t e : {0, 1, 2, -2, 5})
       run("powi_scalar " + std::to_string(e), false,
           [&](DeviceId v, DType t) { return d::scalar(OpCode::powi_scalar, X(v, t), Scalar(e)); });
