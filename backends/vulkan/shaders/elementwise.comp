@@ -365,7 +365,8 @@ FT fused_binary_f(int op, FT a, FT b) {
 }
 
 // |v| and whether v < 0 for a raw element of an int dtype, by bit operations only
-// (no sign-extending conversion, which lavapipe's WIDE variant got wrong here).
+// (a first form through as_i gave zero-extended magnitudes for 8- to 32-bit dtypes in
+// the WIDE variant on lavapipe; the cause was not pinned down).
 UT int_mag(RAW r, int dt, out bool neg) {
   const int bits = dt_size(dt) * 8;
   r &= mask_of(dt);
