@@ -46,6 +46,32 @@ TEST_F(VulkanFused, TheFusedOpsAreNativeNotTheDefaultComposition) {
 
 DT upload(const TensorData& data, DeviceId dev) { return d::from_data(data, dev, d::kind_of_dtype(data.dtype())); }
 
+// Zero-size tensors give zero-size results (no dispatch); bad input is refused with a
+// typed error naming the op before any kernel runs.
+TEST_F(VulkanFused, ZeroSizeTensorsAndBadInputs) {
+  const DT e = upload(TensorData::from<float>({}, Shape{0, 3}), kVk);
+  const DT ei = upload(TensorData::from<std::int32_t>({}, Shape{0, 3}), kVk);
+  EXPECT_EQ(d::read(d::unary(OpCode::gelu, e)).shape(), (Shape{0, 3}));
+  EXPECT_EQ(d::read(d::clamp(OpCode::clamp, ei, Scalar(1), Scalar(2))).shape(), (Shape{0, 3}));
+  EXPECT_EQ(d::read(d::powi(ei, upload(TensorData::from<std::int32_t>({1, 2, 3}, Shape{1, 3}), kVk))).shape(), (Shape{0, 3}));
+  EXPECT_EQ(d::read(d::compare(OpCode::not_equal, e, e)).shape(), (Shape{0, 3}));
+  auto expect_error = [](const std::function<void()>& f, const std::string& prefix) {
+    try {
+      f();
+      ADD_FAILURE() << prefix << ": no error";
+    } catch (const Error& err) {
+      EXPECT_EQ(std::string(err.what()).rfind(prefix, 0), 0u) << err.what();
+    }
+  };
+  const DT x = upload(TensorData::from<float>({1, -2, 3, -4, 5, -6}, Shape{2, 3}), kVk);
+  const DT xi = upload(TensorData::from<std::int32_t>({1, -2, 3, -4, 5, -6}, Shape{2, 3}), kVk);
+  expect_error([&] { d::unary(OpCode::relu, xi); }, "[relu]");
+  expect_error([&] { d::binary(OpCode::prelu, x, upload(TensorData::from<float>({1, 2}, Shape{1, 2}), kVk)); }, "[prelu]");
+  expect_error([&] { d::powi(x, x); }, "[powi]");
+  expect_error([&] { d::clamp(OpCode::clamp, x, Scalar(2), Scalar(1)); }, "[clamp]");
+  expect_error([&] { d::binary(OpCode::hypot, xi, xi); }, "[hypot]");
+}
+
 // Exact: same bytes (so -0 vs +0 and NaN payload-free positions count); bools by
 // truth value. Otherwise floats within `tol` relative (NaN matches NaN, inf must be equal).
 ::testing::AssertionResult agree(const TensorData& cpu, const TensorData& vk, bool exact) {
