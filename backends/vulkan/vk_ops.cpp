@@ -1259,6 +1259,7 @@ void register_ops(dispatch::Backend& b) {
   b.set<O::ones>(&ones_entry);
   b.set<O::softmax>(&softmax_entry<RW_SOFTMAX>);
   b.set<O::log_softmax>(&softmax_entry<RW_LOG_SOFTMAX>);
+  b.set<O::softmin>(&softmax_entry<RW_SOFTMIN>);
   b.set<O::sort>(&sort_entry);
   b.set<O::sort_with_indices>(&sort_wi_entry);
   b.set<O::argsort>(&argsort_entry);

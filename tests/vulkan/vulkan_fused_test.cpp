@@ -1,6 +1,6 @@
 // The fused Vulkan kernels of the ops that default to compositions elsewhere
-// (activations and their backward forms, clamp, sign, neg, square, hypot, the
-// powers, is_nan / is_inf, not_equal, bool_xor): they must be native on Vulkan
+// (activations and their backward forms, softmin, clamp, sign, neg, square, hypot,
+// the powers, is_nan / is_inf, not_equal, bool_xor): they must be native on Vulkan
 // (a regression to the default composition fails here), and they must agree with
 // the CPU backend on the values the generic suites do not reach: NaN, +-inf, -0,
 // subnormals, integer wrap-around and saturation, negative and huge int
@@ -37,7 +37,7 @@ constexpr OpCode kFusedOps[] = {
     OpCode::prelu, OpCode::relu_backward, OpCode::gelu_backward, OpCode::sigmoid_backward,
     OpCode::log_sigmoid_backward, OpCode::clamp, OpCode::clamp_min, OpCode::clamp_max, OpCode::sign, OpCode::neg,
     OpCode::hypot, OpCode::powf_scalar, OpCode::square, OpCode::powi, OpCode::powi_scalar, OpCode::powi_scalar_impl,
-    OpCode::is_nan, OpCode::is_inf, OpCode::not_equal, OpCode::not_equal_elem, OpCode::bool_xor};
+    OpCode::is_nan, OpCode::is_inf, OpCode::not_equal, OpCode::not_equal_elem, OpCode::bool_xor, OpCode::softmin};
 
 TEST_F(VulkanFused, TheFusedOpsAreNativeNotTheDefaultComposition) {
   const d::Backend& b = d::Registry::instance().get(kVulkanDeviceType);
@@ -159,6 +159,8 @@ TEST_F(VulkanFused, FloatActivationsClampsAndPowersMatchTheCpuOnEdgeValues) {
       run(std::string(d::op_name(op)), true, [&](DeviceId v, DType t) { return d::unary(op, X(v, t)); });
     for (OpCode op : {OpCode::gelu, OpCode::sigmoid, OpCode::log_sigmoid})
       run(std::string(d::op_name(op)), false, [&](DeviceId v, DType t) { return d::unary(op, X(v, t)); });
+    for (std::int64_t dim : {0, 1})  // rows with NaN, +-inf (a NaN makes its row NaN)
+      run("softmin dim " + std::to_string(dim), false, [&](DeviceId v, DType t) { return d::reduce_dim(OpCode::softmin, X(v, t), dim); });
     run("leaky_relu", true, [&](DeviceId v, DType t) { return d::scalar(OpCode::leaky_relu, X(v, t), Scalar(0.1)); });
     run("hard_sigmoid", false, [&](DeviceId v, DType t) { return d::clamp(OpCode::hard_sigmoid, X(v, t), Scalar(0.2), Scalar(0.5)); });
     run("clamp", true, [&](DeviceId v, DType t) { return d::clamp(OpCode::clamp, X(v, t), Scalar(-1.3), Scalar(2.7)); });

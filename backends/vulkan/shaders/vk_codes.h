@@ -133,6 +133,7 @@
 #define RW_GSORT_INIT 4
 #define RW_GSORT_STEP 5
 #define RW_GSORT_OUT 6
+#define RW_SOFTMIN 7        // softmax of -a (one pass instead of neg + softmax)
 
 // Parameter block layout (uint words) of the strided families.
 #define P_N 0
