@@ -296,16 +296,17 @@ FT sigmoid_g(FT a) {
   return e / (FT(1) + e);
 }
 
-// big * sqrt(1 + (small / max(big, tiny))^2) with the default's per-dtype tiny;
-// a NaN operand gives NaN (as the default composition does).
+// big * sqrt(1 + (small / max(big, tiny))^2), tiny the compute type's smallest
+// normal (halves compute in f32 here, so f16 subnormals keep their precision); a NaN
+// operand gives NaN, and so do two infinities (as the default composition does).
 FT hypot_g(FT a, FT b) {
   FT aa = abs(a), bb = abs(b);
   bool gt = aa > bb;
   FT big = gt ? aa : bb, small = gt ? bb : aa;
 #ifdef WIDE
-  FT tiny = DTA == DT_F64 ? 2.2250738585072014e-308LF : FT(uintBitsToFloat(0x00800000u));
+  FT tiny = 2.2250738585072014e-308LF;
 #else
-  FT tiny = DTA == DT_F16 ? 6.103515625e-05 : uintBitsToFloat(0x00800000u);
+  FT tiny = uintBitsToFloat(0x00800000u);
 #endif
   FT safe = tiny > big ? tiny : big;
   FT r = small / safe;
