@@ -1,5 +1,7 @@
 // The elementwise family: unary math, binary arithmetic with broadcasting by strides,
-// scalar forms, comparisons (writing the out bool dtype), masks and casts/copies.
+// scalar forms, comparisons (writing the out bool dtype), masks and casts/copies, and
+// fused one-pass forms of ops that default to compositions (activations and their
+// backward forms, clamp, sign, neg, square, hypot, powers, is_nan / is_inf).
 // The op and the dtypes are specialization constants, so each pipeline is one
 // straight-line kernel after the driver folds the branches.
 #version 450
