@@ -235,25 +235,31 @@ std::uint64_t scalar_raw(DType dt, Scalar s) {
   });
 }
 
-template <int OP>
-Prim unary_entry(Prim pa) {
+// An op of `a` alone (unary math and the fused scalar ops), scalar parameters s0, s1.
+Prim map_entry(int op, Prim pa, std::uint64_t s0, std::uint64_t s1) {
   VkRef a = as_vk(std::move(pa));
   const Shape s = a->shape();
   const DType dt = a->dtype();
   VkRef out = output_for(a, nullptr, s, dt);
-  launch_ew(OP, dt, dt, dt, false, s, operand(*out, s), operand(*a, s), nullptr, nullptr, 0, 0);
+  launch_ew(op, dt, dt, dt, false, s, operand(*out, s), operand(*a, s), nullptr, nullptr, s0, s1);
   return out;
 }
 
+template <int OP>
+Prim unary_entry(Prim pa) {
+  return map_entry(OP, std::move(pa), 0, 0);
+}
+
+// b's dtype is a's except for powi (an int exponent tensor).
 template <int OP>
 Prim binary_entry(Prim pa, Prim pb) {
   VkRef a = as_vk(std::move(pa));
   VkRef b = as_vk(std::move(pb));
   const Shape s = broadcast(a->shape(), b->shape());
-  const DType dt = a->dtype();
+  const DType dt = a->dtype(), dtb = b->dtype();
   VkRef out = output_for(a, &b, s, dt);
   const Operand ob = operand(*b, s);
-  launch_ew(OP, dt, dt, dt, false, s, operand(*out, s), operand(*a, s), &ob, nullptr, 0, 0);
+  launch_ew(OP, dt, dtb, dt, false, s, operand(*out, s), operand(*a, s), &ob, nullptr, 0, 0);
   return out;
 }
 
@@ -287,6 +293,73 @@ Prim compare_scalar_entry(Prim pa, Scalar sc, DType out_dt) {
   launch_ew(OP, a->dtype(), a->dtype(), out_dt, true, s, operand(*out, s), operand(*a, s), nullptr, nullptr,
             scalar_raw(a->dtype(), sc), 0);
   return out;
+}
+
+template <int OP>
+Prim predicate_entry(Prim pa, DType out_dt) {
+  return compare_scalar_entry<OP>(std::move(pa), Scalar(0), out_dt);
+}
+
+// ---- fused ops (one pass where dispatch/defaults.cpp composes several) ----------------
+
+// A float parameter in the kernel's compute type (f32; f64 in the WIDE variant), as
+// the CPU converts it (calc_t), not rounded to a half dtype.
+std::uint64_t compute_scalar(DType dt, double v) {
+  if (wide({dt})) return std::bit_cast<std::uint64_t>(v);
+  return std::bit_cast<std::uint32_t>(static_cast<float>(v));
+}
+
+Prim leaky_relu_entry(Prim a, Scalar slope) {
+  const DType dt = a->dtype();
+  return map_entry(EW_LEAKY_RELU, std::move(a), compute_scalar(dt, slope.to_double()), 0);
+}
+Prim hard_sigmoid_entry(Prim a, Scalar alpha, Scalar beta) {
+  const DType dt = a->dtype();
+  return map_entry(EW_HARD_SIGMOID, std::move(a), compute_scalar(dt, alpha.to_double()), compute_scalar(dt, beta.to_double()));
+}
+// Bounds converted to the tensor's dtype (Dispatch saturated out-of-range int bounds).
+Prim clamp_min_entry(Prim a, Scalar lo) {
+  const DType dt = a->dtype();
+  return map_entry(EW_CLAMP_MIN, std::move(a), scalar_raw(dt, lo), 0);
+}
+Prim clamp_max_entry(Prim a, Scalar hi) {
+  const DType dt = a->dtype();
+  return map_entry(EW_CLAMP_MAX, std::move(a), 0, scalar_raw(dt, hi));
+}
+Prim clamp_entry(Prim a, Scalar lo, Scalar hi) {
+  const DType dt = a->dtype();
+  return map_entry(EW_CLAMP, std::move(a), scalar_raw(dt, lo), scalar_raw(dt, hi));
+}
+
+// a ^ n: s1 the exponent as a compute float (float tensors), s0 as an int (int
+// tensors; beyond +-2^30 every |a| >= 2 saturates or rounds to 0 alike, so it is
+// clamped there keeping its parity).
+Prim pow_scalar_launch(Prim a, double e, std::int64_t n) {
+  const DType dt = a->dtype();
+  constexpr std::int64_t kCap = std::int64_t{1} << 30;
+  const std::int64_t c = n > kCap ? kCap + (n & 1) : n < -kCap ? -kCap - (n & 1) : n;
+  return map_entry(EW_POW_SCALAR, std::move(a), static_cast<std::uint64_t>(c), compute_scalar(dt, e));
+}
+// The default's routing in one kernel: n = 1 is the tensor itself, ints square with
+// wrapping at n = 2 and go through the saturating power otherwise; floats take the
+// x * x / recip shortcuts.
+Prim powi_scalar_entry(Prim a, Scalar s) {
+  const std::int64_t n = s.to_int64();
+  if (n == 1) return a;  // as the default: a 64-bit int above 2^53 stays exact
+  if (n == 2 && is_int(a->dtype())) return map_entry(EW_SQUARE, std::move(a), 0, 0);
+  return pow_scalar_launch(std::move(a), static_cast<double>(n), n);
+}
+Prim powi_scalar_impl_entry(Prim a, Scalar s) {
+  const std::int64_t n = s.to_int64();
+  return pow_scalar_launch(std::move(a), static_cast<double>(n), n);
+}
+// The exponent as the CPU's calc_t (f32 for halves, not rounded to the half).
+Prim powf_scalar_impl_entry(Prim a, Scalar s) { return pow_scalar_launch(std::move(a), s.to_double(), 0); }
+Prim powf_scalar_entry(Prim a, Scalar s) {
+  const double e = s.to_double();
+  if (std::isfinite(e) && std::trunc(e) == e && std::fabs(e) < 2147483648.0)
+    return powi_scalar_entry(std::move(a), Scalar(static_cast<std::int64_t>(e)));
+  return powf_scalar_impl_entry(std::move(a), s);
 }
 
 Prim mask_fill_entry(Prim pa, Prim pm, Scalar sc) {
@@ -1157,7 +1230,7 @@ void register_ops(dispatch::Backend& b) {
   b.set<O::mul_scalar>(&scalar_entry<EW_MUL>);
   b.set<O::div_scalar>(&scalar_entry<EW_DIV>);
   b.set<O::remainder_scalar>(&scalar_entry<EW_REM>);
-  b.set<O::powf_scalar_impl>(&scalar_entry<EW_POW>);
+  b.set<O::powf_scalar_impl>(&powf_scalar_impl_entry);
   b.set<O::matmul>(&matmul_entry);
 
   b.set<O::recip>(&unary_entry<EW_RECIP>);
@@ -1199,6 +1272,35 @@ void register_ops(dispatch::Backend& b) {
   b.set<O::bool_and>(&binary_entry<EW_BOOL_AND>);
   b.set<O::bool_or>(&binary_entry<EW_BOOL_OR>);
 
+  // Fused: one kernel each instead of the default compositions.
+  b.set<O::not_equal>(&compare_entry<EW_NE>);
+  b.set<O::not_equal_elem>(&compare_scalar_entry<EW_NE>);
+  b.set<O::is_nan>(&predicate_entry<EW_IS_NAN>);
+  b.set<O::is_inf>(&predicate_entry<EW_IS_INF>);
+  b.set<O::bool_xor>(&binary_entry<EW_BOOL_XOR>);
+  b.set<O::neg>(&unary_entry<EW_NEG>);
+  b.set<O::sign>(&unary_entry<EW_SIGN>);
+  b.set<O::square>(&unary_entry<EW_SQUARE>);
+  b.set<O::hypot>(&binary_entry<EW_HYPOT>);
+  b.set<O::powi>(&binary_entry<EW_POWI>);
+  b.set<O::powi_scalar>(&powi_scalar_entry);
+  b.set<O::powi_scalar_impl>(&powi_scalar_impl_entry);
+  b.set<O::powf_scalar>(&powf_scalar_entry);
+  b.set<O::clamp_min>(&clamp_min_entry);
+  b.set<O::clamp_max>(&clamp_max_entry);
+  b.set<O::clamp>(&clamp_entry);
+  b.set<O::relu>(&unary_entry<EW_RELU>);
+  b.set<O::leaky_relu>(&leaky_relu_entry);
+  b.set<O::prelu>(&binary_entry<EW_PRELU>);
+  b.set<O::gelu>(&unary_entry<EW_GELU>);
+  b.set<O::sigmoid>(&unary_entry<EW_SIGMOID>);
+  b.set<O::hard_sigmoid>(&hard_sigmoid_entry);
+  b.set<O::log_sigmoid>(&unary_entry<EW_LOG_SIGMOID>);
+  b.set<O::relu_backward>(&binary_entry<EW_RELU_BWD>);
+  b.set<O::gelu_backward>(&binary_entry<EW_GELU_BWD>);
+  b.set<O::sigmoid_backward>(&binary_entry<EW_SIGMOID_BWD>);
+  b.set<O::log_sigmoid_backward>(&binary_entry<EW_LOG_SIGMOID_BWD>);
+
   b.set<O::sum>(&reduce_all_entry<RD_SUM>);
   b.set<O::prod>(&reduce_all_entry<RD_PROD>);
   // Native so that int means divide the exact (64-bit) sum: the default sum/n would
@@ -1226,6 +1328,7 @@ void register_ops(dispatch::Backend& b) {
   b.set<O::ones>(&ones_entry);
   b.set<O::softmax>(&softmax_entry<RW_SOFTMAX>);
   b.set<O::log_softmax>(&softmax_entry<RW_LOG_SOFTMAX>);
+  b.set<O::softmin>(&softmax_entry<RW_SOFTMIN>);
   b.set<O::sort>(&sort_entry);
   b.set<O::sort_with_indices>(&sort_wi_entry);
   b.set<O::argsort>(&argsort_entry);

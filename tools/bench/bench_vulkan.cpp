@@ -4,7 +4,9 @@
 // the other Vulkan path (cooperative matrices on vs off); elementwise and sum
 // bandwidth beside a plain buffer copy (vkCmdCopyBuffer) on the same device; native
 // f16 elementwise beside the f32-compute path; the per-op cost of a tiny add beside
-// the CPU backend's. Sizes shrink on lavapipe (software) so a run stays short.
+// the CPU backend's; fused activations / clamp (one kernel) beside the default
+// compositions of dispatch/defaults.cpp. Sizes shrink on lavapipe (software) so a run
+// stays short (the fused group keeps 16M).
 #include "tools/bench/bench_vulkan.hpp"
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <tensor/tensor.hpp>
 
 #include "backends/vulkan/vk_context.hpp"
+#include "dispatch/backend.hpp"
 #include "dispatch/dispatch.hpp"
 
 namespace tensor_bench {
@@ -213,6 +216,43 @@ int run_vulkan(std::uint16_t index, bool quick) {
       ratio = fmt1("x%.2f", tf / th);
     }
     row("mul" + tag + " f16 (" + (native ? "native f16" : "f32 compute") + ")", fmt1("%.2f ms", th * 1e3), ref, ratio);
+  }
+
+  // ---- fused activations vs the default compositions (dispatch/defaults.cpp's own
+  // functions, from a Backend filled by install_defaults: each runs over this
+  // device's native entries) on 16M f32, beside a buffer copy of the same size ----
+  {
+    const std::size_t fn = std::size_t{16} << 20;
+    const std::string ftag = " 16M f32";
+    const int freps = small ? 3 : 10;
+    vulkan::BufRef fsrc = ctx.allocate(fn * 4), fdst = ctx.allocate(fn * 4);
+    const double tfcopy = median_s(freps, [&] { ctx.copy(*fsrc, *fdst, fn * 4); ctx.sync(); });
+    row("buffer copy" + ftag, fmt1("%.2f ms", tfcopy * 1e3), "(reference)", "");
+    d::Backend defaults("defaults", 0);
+    d::install_defaults(defaults);
+    DT fx = pattern(dev, Shape{fn}, DType::F32, 3);
+    auto take = [](DT t) { return t.take(); };
+    struct Case {
+      const char* name;
+      std::function<DT()> native;
+      std::function<d::Prim()> composed;
+    };
+    const Case cases[] = {
+        {"gelu", [&] { return d::unary(OpCode::gelu, fx); },
+         [&] { return defaults.get<d::Family::Unary>(OpCode::gelu)(take(fx)); }},
+        {"sigmoid", [&] { return d::unary(OpCode::sigmoid, fx); },
+         [&] { return defaults.get<d::Family::Unary>(OpCode::sigmoid)(take(fx)); }},
+        {"clamp", [&] { return d::clamp(OpCode::clamp, fx, Scalar(-0.5), Scalar(0.5)); },
+         [&] { return defaults.get<d::Family::Clamp>(OpCode::clamp)(take(fx), Scalar(-0.5), Scalar(0.5)); }},
+        {"relu", [&] { return d::unary(OpCode::relu, fx); },
+         [&] { return defaults.get<d::Family::Unary>(OpCode::relu)(take(fx)); }},
+    };
+    for (const Case& c : cases) {
+      const double tn = median_s(freps, [&] { DT z = c.native(); d::sync(dev); });
+      const double td = median_s(freps, [&] { d::Prim z = c.composed(); d::sync(dev); });
+      row(std::string(c.name) + ftag + " fused", fmt1("%.2f ms", tn * 1e3),
+          fmt1("default %.2f ms, copy ", td * 1e3) + fmt1("%.2f ms", tfcopy * 1e3), fmt1("x%.2f vs default", td / tn));
+    }
   }
 
   // ---- per-op overhead ----

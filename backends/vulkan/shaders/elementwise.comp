@@ -1,5 +1,7 @@
 // The elementwise family: unary math, binary arithmetic with broadcasting by strides,
-// scalar forms, comparisons (writing the out bool dtype), masks and casts/copies.
+// scalar forms, comparisons (writing the out bool dtype), masks and casts/copies, and
+// fused one-pass forms of ops that default to compositions (activations and their
+// backward forms, clamp, sign, neg, square, hypot, powers, is_nan / is_inf).
 // The op and the dtypes are specialization constants, so each pipeline is one
 // straight-line kernel after the driver folds the branches.
 #version 450
@@ -86,6 +88,8 @@ float erf_f(float x) {
 }
 
 float log1p_f(float x) {
+  // Small x: the series (the driver's log near 1 can be off by 1e-7 absolute).
+  if (abs(x) < 1e-2) return x * (1.0 + x * (-0.5 + x * (1.0 / 3.0 + x * (-0.25 + x * 0.2))));
   float u = 1.0 + x;
   if (u == 1.0) return x;
   if (isinf(u)) return log(u);
@@ -239,6 +243,7 @@ bool compare_f(int op, FT a, FT b) {
     case EW_GE: return a >= b;
     case EW_LT: return a < b;
     case EW_LE: return a <= b;
+    case EW_NE: return !(a == b);
   }
   return false;
 }
@@ -249,6 +254,7 @@ bool compare_i(int op, IT a, IT b) {
     case EW_GE: return a >= b;
     case EW_LT: return a < b;
     case EW_LE: return a <= b;
+    case EW_NE: return a != b;
   }
   return false;
 }
@@ -259,8 +265,194 @@ bool compare_u(int op, UT a, UT b) {
     case EW_GE: return a >= b;
     case EW_LT: return a < b;
     case EW_LE: return a <= b;
+    case EW_NE: return a != b;
   }
   return false;
+}
+
+// ---- fused ops: the CPU backend's functors and dispatch/defaults.cpp's compositions
+// in one pass (same formulas and constants, computed in FT) ----
+
+// The constants of gelu and of the default's gelu_backward (tanh form).
+#ifdef WIDE
+const FT kSqrtHalf = 0.70710678118654752440LF;
+const FT kGb1 = 0.0356774LF, kGb2 = 0.797885LF, kGb3 = 0.0535161LF, kGb4 = 0.398942LF;
+#else
+const FT kSqrtHalf = 0.70710678118654752440;
+const FT kGb1 = 0.0356774, kGb2 = 0.797885, kGb3 = 0.0535161, kGb4 = 0.398942;
+#endif
+
+// A scalar parameter carried as a compute float (f32 bits; f64 bits in WIDE).
+FT scalar_ft(int w) {
+#ifdef WIDE
+  return packDouble2x32(uvec2(P[w], P[w + 1]));
+#else
+  return uintBitsToFloat(P[w]);
+#endif
+}
+
+// Never exponentiates a large positive number: sigmoid(+-MAX) = 1, 0.
+FT sigmoid_g(FT a) {
+  if (a >= FT(0)) return FT(1) / (FT(1) + unary_g(EW_EXP, -a));
+  FT e = unary_g(EW_EXP, a);
+  return e / (FT(1) + e);
+}
+
+// big * sqrt(1 + (small / max(big, tiny))^2), tiny the compute type's smallest
+// normal (halves compute in f32 here, so f16 subnormals keep their precision); a NaN
+// operand gives NaN, and so do two infinities (as the default composition does).
+FT hypot_g(FT a, FT b) {
+  FT aa = abs(a), bb = abs(b);
+  bool gt = aa > bb;
+  FT big = gt ? aa : bb, small = gt ? bb : aa;
+#ifdef WIDE
+  FT tiny = 2.2250738585072014e-308LF;
+#else
+  FT tiny = uintBitsToFloat(0x00800000u);
+#endif
+  FT safe = tiny > big ? tiny : big;
+  FT r = small / safe;
+  return big * sqrt(r * r + FT(1));
+}
+
+FT fused_unary_f(int op, FT a) {
+  switch (op) {
+    case EW_NEG: return -a;
+    case EW_SQUARE: return a * a;
+    case EW_RELU: return a <= FT(0) ? FT(0) : a;  // NaN stays, -0 -> +0
+    case EW_GELU: return a * ((unary_g(EW_ERF, a * kSqrtHalf) + FT(1)) * FT(0.5));
+    case EW_SIGMOID: return sigmoid_g(a);
+    case EW_LOG_SIGMOID: return (a < FT(0) ? a : FT(0)) - unary_g(EW_LOG1P, unary_g(EW_EXP, -abs(a)));
+    case EW_LEAKY_RELU: return a < FT(0) ? a * scalar_ft(P_S0) : a;
+    case EW_HARD_SIGMOID: {
+      FT v = scalar_ft(P_S0) * a + scalar_ft(P_S1);
+      return v < FT(0) ? FT(0) : (v > FT(1) ? FT(1) : v);
+    }
+    case EW_CLAMP_MIN:
+    case EW_CLAMP_MAX:
+    case EW_CLAMP: {  // lo > v ? lo : v, hi < v ? hi : v: a NaN v stays
+      FT v = a;
+      if (op != EW_CLAMP_MAX) { FT lo = as_f(scalar_param(P_S0), DTA); v = lo > v ? lo : v; }
+      if (op != EW_CLAMP_MIN) { FT hi = as_f(scalar_param(P_S1), DTA); v = hi < v ? hi : v; }
+      return v;
+    }
+    case EW_POW_SCALAR: {  // powi_scalar's shortcuts (x * x, recip), else pow
+      FT e = scalar_ft(P_S1);
+      if (e == FT(1)) return a;
+      if (e == FT(2)) return a * a;
+      if (e == FT(-1)) return FT(1) / a;
+      if (e == FT(-2)) return FT(1) / (a * a);
+      return pow_g(a, e);
+    }
+  }
+  return a;
+}
+
+FT fused_binary_f(int op, FT a, FT b) {
+  switch (op) {
+    case EW_PRELU: return a < FT(0) ? a * b : a;
+    case EW_RELU_BWD: return a <= FT(0) ? FT(0) : b;
+    case EW_GELU_BWD: {  // derivative of the tanh approximation
+      FT x3 = (a * a) * a;
+      FT th = unary_g(EW_TANH, x3 * kGb1 + a * kGb2);
+      FT inner2 = x3 * kGb3 + a * kGb4;
+      FT sech2 = FT(1) - th * th;
+      FT y1 = th * FT(0.5) + FT(0.5);
+      return b * (inner2 * sech2 + y1);
+    }
+    case EW_SIGMOID_BWD: return (a * (FT(1) - a)) * b;
+    case EW_LOG_SIGMOID_BWD: return b * sigmoid_g(-a);
+    case EW_HYPOT: return hypot_g(a, b);
+  }
+  return a;
+}
+
+// |v| and whether v < 0 for a raw element of an int dtype, by bit operations only
+// (a first form through as_i gave zero-extended magnitudes for 8- to 32-bit dtypes in
+// the WIDE variant on lavapipe; the cause was not pinned down).
+UT int_mag(RAW r, int dt, out bool neg) {
+  const int bits = dt_size(dt) * 8;
+  r &= mask_of(dt);
+  neg = dt_kind(dt) == 1 && ((r >> uint(bits - 1)) & RAW(1)) != RAW(0);
+  return UT(neg ? ((~r + RAW(1)) & mask_of(dt)) : r);
+}
+
+// Int a ^ (-1)^eneg * eabs as the CPU computes it (an f64 pow, rounded, cast back
+// with saturation): exact while the power fits, saturated beyond (1 / 0 too), 0 for
+// 1 / a^n with |a| > 1 (at most 1/2, rounds to even 0); a 64-bit power above 2^53
+// is the nearest double's value.
+RAW powi_int(RAW ra, int dt, bool eneg, UT eabs) {
+  const bool sgn = dt_kind(dt) == 1;
+  const int bits = dt_size(dt) * 8;
+  bool neg;
+  const UT mag = int_mag(ra, dt, neg);
+  const bool rneg = neg && (eabs & UT(1)) != UT(0);
+  const UT maxpos = sgn ? UT(mask_of(dt) >> 1) : UT(mask_of(dt));
+  const UT lim = rneg ? maxpos + UT(1) : maxpos;
+  UT r = UT(1);
+  bool over = false;
+  if (eabs == UT(0)) {
+    r = UT(1);
+  } else if (eneg) {
+    if (mag == UT(0)) over = true;
+    else if (mag > UT(1)) r = UT(0);
+  } else if (mag <= UT(1)) {
+    r = mag;
+  } else if (eabs >= UT(bits)) {
+    over = true;
+  } else {
+    for (UT k = UT(0); k < eabs && !over; ++k) {
+      if (r > lim / mag) over = true;
+      else r *= mag;
+    }
+  }
+  if (over) return rneg ? (RAW(1) << uint(bits - 1)) : RAW(maxpos);
+#ifdef WIDE
+  if (bits == 64 && r > (UT(1) << 53)) {  // to 53 significant bits, ties to even (integer ops: exact)
+    uint sh = 0u;
+    while ((r >> sh) >= (UT(1) << 53)) ++sh;
+    UT q = r >> sh;
+    const UT rest = r & ((UT(1) << sh) - UT(1)), half_ = UT(1) << (sh - 1u);
+    if (rest > half_ || (rest == half_ && (q & UT(1)) != UT(0))) ++q;
+    if ((q << sh) >> sh != q || (sgn && !rneg && (q << sh) > maxpos)) return rneg ? (RAW(1) << 63) : RAW(maxpos);
+    r = q << sh;
+  }
+#endif
+  return RAW(rneg ? UT(0) - r : r);
+}
+
+RAW fused_unary_int(int op, RAW ra, int kind) {
+  switch (op) {
+    case EW_NEG: return RAW(0) - ra;  // wraps (the store keeps the dtype's bits)
+    case EW_SQUARE: return ra * ra;
+    case EW_SIGN:
+      if (kind == 2) return ra != RAW(0) ? RAW(1) : RAW(0);
+      return as_i(ra, DTA) > IT(0) ? RAW(1) : (as_i(ra, DTA) < IT(0) ? ~RAW(0) : RAW(0));
+    case EW_CLAMP_MIN:
+    case EW_CLAMP_MAX:
+    case EW_CLAMP:
+      if (kind == 1) {
+        IT v = as_i(ra, DTA);
+        if (op != EW_CLAMP_MAX) { IT lo = as_i(scalar_param(P_S0), DTA); v = lo > v ? lo : v; }
+        if (op != EW_CLAMP_MIN) { IT hi = as_i(scalar_param(P_S1), DTA); v = hi < v ? hi : v; }
+        return RAW(UT(v));
+      } else {
+        UT v = as_u(ra, DTA);
+        if (op != EW_CLAMP_MAX) { UT lo = as_u(scalar_param(P_S0), DTA); v = lo > v ? lo : v; }
+        if (op != EW_CLAMP_MIN) { UT hi = as_u(scalar_param(P_S1), DTA); v = hi < v ? hi : v; }
+        return RAW(v);
+      }
+    case EW_POW_SCALAR: {  // s0: the exponent as an int of the variant's width
+      bool eneg;
+#ifdef WIDE
+      const UT eabs = int_mag(scalar_param(P_S0), DT_I64, eneg);
+#else
+      const UT eabs = int_mag(scalar_param(P_S0), DT_I32, eneg);
+#endif
+      return powi_int(ra, DTA, eneg, eabs);
+    }
+  }
+  return ra;
 }
 
 int index_of(int k, int i) { return CONTIG != 0 ? int(P[P_OPND + 9 * k]) + i : operand_index(k, i); }
@@ -290,21 +482,39 @@ void main() {
     r = (ra != RAW(0) && rb != RAW(0)) ? RAW(1) : RAW(0);
   } else if (OP == EW_BOOL_OR) {
     r = (ra != RAW(0) || rb != RAW(0)) ? RAW(1) : RAW(0);
+  } else if (OP == EW_BOOL_XOR) {
+    r = ((ra != RAW(0)) != (rb != RAW(0))) ? RAW(1) : RAW(0);
   } else if (OP == EW_BOOL_NOT) {
     r = ra == RAW(0) ? RAW(1) : RAW(0);
-  } else if (OP >= EW_EQ && OP <= EW_LE) {
+  } else if (OP >= EW_EQ && OP <= EW_NE) {
     bool c;
     if (kind == 0) c = compare_f(OP, as_f(ra, DTA), as_f(rb, DTA));
     else if (kind == 1) c = compare_i(OP, as_i(ra, DTA), as_i(rb, DTA));
     else c = compare_u(OP, as_u(ra, DTA), as_u(rb, DTA));
     r = c ? RAW(1) : RAW(0);
+  } else if (OP == EW_IS_NAN || OP == EW_IS_INF) {
+    FT v = as_f(ra, DTA);
+    r = (OP == EW_IS_NAN ? isnan(v) : isinf(v)) ? RAW(1) : RAW(0);
+  } else if (OP == EW_POWI) {
+    if (kind == 0) {
+      r = from_f(pow_g(as_f(ra, DTA), as_f(convert_raw(rb, DTB, DTA), DTA)), DTA);
+    } else {
+      bool eneg;
+      const UT eabs = int_mag(rb, DTB, eneg);
+      r = powi_int(ra, DTA, eneg, eabs);
+    }
   } else if (OP >= EW_RECIP) {
-    if (kind == 0) r = from_f(unary_g(OP, as_f(ra, DTA)), DTA);
+    if (kind == 0 && OP == EW_SIGN) {  // built as raw bits: +0 for NaN and +-0 (lavapipe folds the float select into an fsign giving -0)
+      FT v = as_f(ra, DTA);
+      const RAW one = from_f(FT(1), DTA), sbit = one ^ from_f(FT(-1), DTA);
+      r = (v > FT(0) || v < FT(0)) ? (one | (v < FT(0) ? sbit : RAW(0))) : RAW(0);
+    } else if (kind == 0) r = from_f(OP >= EW_NEG ? fused_unary_f(OP, as_f(ra, DTA)) : unary_g(OP, as_f(ra, DTA)), DTA);
+    else if (OP >= EW_NEG) r = fused_unary_int(OP, ra, kind);
     else if (OP == EW_NOT) r = ~ra;
     else if (OP == EW_ABS && kind == 1) { IT v = as_i(ra, DTA); r = RAW(v < IT(0) ? UT(0) - UT(v) : UT(v)); }
     else r = ra;
   } else {
-    if (kind == 0) r = from_f(binary_g(OP, as_f(ra, DTA), as_f(rb, DTA)), DTA);
+    if (kind == 0) r = from_f(OP >= EW_PRELU ? fused_binary_f(OP, as_f(ra, DTA), as_f(rb, DTA)) : binary_g(OP, as_f(ra, DTA), as_f(rb, DTA)), DTA);
     else if (kind == 1) r = RAW(binary_i(OP, as_i(ra, DTA), as_i(rb, DTA), bits));
     else r = RAW(binary_u(OP, as_u(ra, DTA), as_u(rb, DTA), bits));
   }

@@ -72,6 +72,11 @@ double log_d(double x) {
 }
 
 double log1p_d(double x) {
+  if (abs(x) < 1e-2LF) {  // the series: log_d(1 + x) loses digits of a tiny x
+    double p = -0.1LF;
+    for (int k = 9; k >= 1; --k) p = p * x + ((k & 1) != 0 ? 1.0LF : -1.0LF) / double(k);
+    return x * p;
+  }
   double u = 1.0LF + x;
   if (u == 1.0LF) return x;
   if (isinf(u)) return log_d(u);

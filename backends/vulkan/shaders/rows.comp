@@ -1,5 +1,5 @@
 // The rows family: kernels that own a whole line along one dim.
-//  softmax / log_softmax: one workgroup per line: max (NaN propagates), sum of
+//  softmax / log_softmax / softmin: one workgroup per line: max (NaN propagates), sum of
 //    exp(x - max), then the write; computed in f32 (f64 in WIDE), rounded once.
 //  sort: one workgroup per line, bitonic sort in shared memory of (value, index)
 //    keys, so ties keep their original order (stable) and NaN sorts as the
@@ -196,11 +196,12 @@ void main() {
     }
     return;
   }
-  // softmax / log_softmax
+  // softmax / log_softmax / softmin (the values negated as they are read)
+  const FT sgn = OP == RW_SOFTMIN ? FT(-1) : FT(1);
   FT m = FT(0);
   bool have = false, nan_seen = false;
   for (int j = int(t); j < n; j += 256) {
-    FT v = as_f(ld_a(DTA, ia + j * sa), DTA);
+    FT v = sgn * as_f(ld_a(DTA, ia + j * sa), DTA);
     if (isnan(v)) nan_seen = true;
     else if (!have || v > m) { m = v; have = true; }
   }
@@ -220,7 +221,7 @@ void main() {
   barrier();
 #endif
   FT sum = FT(0);
-  for (int j = int(t); j < n; j += 256) sum += EXP_G(as_f(ld_a(DTA, ia + j * sa), DTA) - m);
+  for (int j = int(t); j < n; j += 256) sum += EXP_G(sgn * as_f(ld_a(DTA, ia + j * sa), DTA) - m);
 #ifdef SUBGROUP
   sum = workgroup_reduce(sum, false);
 #else
@@ -234,8 +235,8 @@ void main() {
 #endif
   FT lse = LOG_G(sum);
   for (int j = int(t); j < n; j += 256) {
-    FT x = as_f(ld_a(DTA, ia + j * sa), DTA) - m;
-    FT r = OP == RW_SOFTMAX ? EXP_G(x) / sum : x - lse;
+    FT x = sgn * as_f(ld_a(DTA, ia + j * sa), DTA) - m;
+    FT r = OP == RW_LOG_SOFTMAX ? x - lse : EXP_G(x) / sum;
     st_o(DTA, io + j * so, from_f(r, DTA));
   }
 }

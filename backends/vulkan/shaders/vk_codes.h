@@ -35,14 +35,24 @@
 #define EW_SHR 12
 #define EW_BOOL_AND 13
 #define EW_BOOL_OR 14
+#define EW_BOOL_XOR 15
 #define EW_EQ 20       // comparisons write the out bool dtype
 #define EW_GT 21
 #define EW_GE 22
 #define EW_LT 23
 #define EW_LE 24
+#define EW_NE 25       // !(a == b): NaN != NaN
 #define EW_FILL 29        // out = the scalar s0 (full/zeros/ones)
 #define EW_MASK_FILL 30   // b = mask, scalar s0
 #define EW_MASK_WHERE 31  // b = mask, c = value
+// Fused binary ops (one pass instead of dispatch/defaults.cpp's compositions).
+#define EW_PRELU 32             // a < 0 ? a * b : a
+#define EW_RELU_BWD 33          // a = relu output, b = grad
+#define EW_GELU_BWD 34          // a = x, b = grad (tanh form, the default's constants)
+#define EW_SIGMOID_BWD 35       // a = sigmoid output, b = grad
+#define EW_LOG_SIGMOID_BWD 36   // a = x, b = grad
+#define EW_HYPOT 37
+#define EW_POWI 38              // b = int exponent tensor (dtype DTB)
 #define EW_RECIP 40       // unary from here on
 #define EW_EXP 41
 #define EW_LOG 42
@@ -68,6 +78,21 @@
 #define EW_ABS 62
 #define EW_NOT 63         // bitwise not (ints)
 #define EW_BOOL_NOT 64
+#define EW_NEG 65         // ints wrap
+#define EW_SIGN 66
+#define EW_SQUARE 67      // ints wrap
+#define EW_RELU 68
+#define EW_GELU 69        // erf form
+#define EW_SIGMOID 70
+#define EW_LOG_SIGMOID 71
+#define EW_LEAKY_RELU 72  // s0: slope as a compute float (f32, f64 in WIDE)
+#define EW_HARD_SIGMOID 73  // s0 alpha, s1 beta as compute floats
+#define EW_CLAMP_MIN 74   // s0: lo, an element of DTA
+#define EW_CLAMP_MAX 75   // s1: hi, an element of DTA
+#define EW_CLAMP 76       // s0 lo, s1 hi
+#define EW_POW_SCALAR 77  // floats: a ^ s1 (compute float); ints: a ^ s0 (int, saturating)
+#define EW_IS_NAN 78      // write the out bool dtype
+#define EW_IS_INF 79
 
 // Reduction family (reduce.comp).
 #define RD_SUM 0
@@ -118,6 +143,7 @@
 #define RW_GSORT_INIT 4
 #define RW_GSORT_STEP 5
 #define RW_GSORT_OUT 6
+#define RW_SOFTMIN 7        // softmax of -a (one pass instead of neg + softmax)
 
 // Parameter block layout (uint words) of the strided families.
 #define P_N 0
