@@ -6,10 +6,12 @@
 #   tools/vulkan_device_check.sh prepare [BUILD_DIR]    on the development machine
 #   tools/vulkan_device_check.sh run                    on the GPU machine
 #
-# `prepare` (needs a finished build, default build-vk) packs into build-vkcheck/
-# (ignored by git, so it travels as a carried path): the stripped test binaries
+# `prepare` (needs a finished build, default build-vk) packs into
+# build-vkcheck/vkcheck.tar.gz (ignored by git, so it travels as a carried path;
+# `run` unpacks it under $TMPDIR): the stripped test binaries
 # (the device-generic op and edge-case suites, the Vulkan op tests, scatter rules,
-# the f16 / cooperative-matrix tests) and the bench
+# the f16 / cooperative-matrix tests, subgroup reductions, fused kernels, memory
+# limit and recovery) and the bench
 # binary, libtensor.so, the shared libraries they need that a bare machine may
 # lack (hwy, fmt, blis, gomp, stdc++ ...; glibc is assumed), and the Vulkan loader
 # libvulkan.so.1. Keep it under the 64 MiB carry limit (it prints the size).
@@ -30,7 +32,8 @@
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 pack="$here/build-vkcheck"
-tests="tests/vulkan/vulkan_ops_test tests/vulkan/vulkan_scatter_test tests/vulkan/vulkan_coopmat_test tests/ops_test tests/edge_cases_test"
+tests="tests/vulkan/vulkan_ops_test tests/vulkan/vulkan_scatter_test tests/vulkan/vulkan_coopmat_test tests/vulkan/vulkan_reduce_test
+  tests/vulkan/vulkan_fused_test tests/vulkan/vulkan_memory_test tests/ops_test tests/edge_cases_test"
 
 prepare() {
   build=${1:-"$here/build-vk"}
@@ -53,6 +56,9 @@ prepare() {
   loader=$(ldconfig -p 2>/dev/null | awk '/libvulkan.so.1 .*x86-64/ {print $NF; exit}')
   [ -n "$loader" ] && cp -L "$loader" "$pack/lib/libvulkan.so.1"
   strip --strip-unneeded "$pack"/bin/* "$pack"/lib/* 2>/dev/null
+  # One gzip'd tar (about a third of the size): the carry limit is 64 MiB.
+  tar -C "$pack" -czf "$here/vkcheck.tar.gz" bin lib && rm -rf "$pack" && mkdir -p "$pack" &&
+    mv "$here/vkcheck.tar.gz" "$pack/" || { echo "prepare: packing failed"; exit 1; }
   echo "prepared $pack ($(du -sh "$pack" | cut -f1)); carry it: build-vkcheck"
 }
 
@@ -66,6 +72,12 @@ find_icd() {
 
 run() {
   start=$(date +%s)
+  if [ -f "$pack/vkcheck.tar.gz" ]; then
+    unpacked="${TMPDIR:-/tmp}/libtensor-vkcheck-pack"
+    rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -C "$unpacked" -xzf "$pack/vkcheck.tar.gz" ||
+      { echo "cannot unpack $pack/vkcheck.tar.gz"; exit 1; }
+    pack="$unpacked"
+  fi
   bin="$pack/bin"
   if [ ! -x "$bin/vulkan_ops_test" ]; then
     if command -v meson >/dev/null && command -v ninja >/dev/null && command -v glslc >/dev/null; then
@@ -103,7 +115,7 @@ run() {
   # into one log. The time limits add up to under 8 minutes with everything below.
   trc=0
   : >"$out/tests.txt"
-  for t in "vulkan_ops_test 90" "ops_test 120" "edge_cases_test 30"; do
+  for t in "vulkan_ops_test 60" "ops_test 90" "edge_cases_test 30"; do
     set -- $t
     TENSOR_TEST_DEVICE=vulkan timeout "$2" "$bin/$1" --gtest_brief=1 --gtest_filter="${TENSOR_VKCHECK_FILTER:-*}" \
       >>"$out/tests.txt" 2>&1 || trc=$?
@@ -117,7 +129,18 @@ run() {
   TENSOR_VK_DISABLE_COOPMAT=1 TENSOR_VK_DISABLE_F16ARITH=1 timeout 30 "$bin/vulkan_coopmat_test" --gtest_brief=1 \
     >"$out/coopmat_off.txt" 2>&1
   corc=$?
-  timeout 90 "$bin/vk_bench" >"$out/bench.txt" 2>&1
+  # Reductions at the device's own subgroup size (lavapipe only has 8), then on the
+  # shared-memory trees; the fused elementwise kernels; the memory limit and recovery.
+  timeout 30 "$bin/vulkan_reduce_test" --gtest_brief=1 >"$out/reduce.txt" 2>&1
+  rrc=$?
+  TENSOR_VK_DISABLE_SUBGROUP=1 timeout 20 "$bin/vulkan_reduce_test" --gtest_brief=1 >"$out/reduce_nosg.txt" 2>&1
+  rnrc=$?
+  timeout 30 "$bin/vulkan_fused_test" --gtest_brief=1 >"$out/fused.txt" 2>&1
+  frc=$?
+  TENSOR_VK_MEMORY_LIMIT=16M timeout 15 "$bin/vulkan_memory_test" --gtest_brief=1 --gtest_filter='VulkanMemoryLimit*' \
+    >"$out/memory.txt" 2>&1
+  mrc=$?
+  timeout 75 "$bin/vk_bench" >"$out/bench.txt" 2>&1
   brc=$?
   # Start-up (first op) with an empty cache dir, then filled, then without our
   # pipeline cache; the driver's own shader cache is off for all three
@@ -142,7 +165,7 @@ run() {
   printf '%-14s rc=%s  %s\n' "op tests" "$trc" "$summary"
   [ "$failed" -gt 0 ] && grep -E '^\[  FAILED  \] [A-Za-z/]+\.' "$out/tests.txt" | sort -u | sed 's/^/               /'
   [ "$trc" -ne 0 ] && [ "$failed" -eq 0 ] && tail -n 5 "$out/tests.txt" | sed 's/^/               /'
-  for t in scatter:$src coopmat:$crc coopmat_off:$corc; do
+  for t in scatter:$src coopmat:$crc coopmat_off:$corc reduce:$rrc reduce_nosg:$rnrc fused:$frc memory:$mrc; do
     n=${t%%:*}
     printf '%-14s rc=%s  %s\n' "$n" "${t#*:}" "$(grep -E '^\[  PASSED  \]|tests? ran' "$out/$n.txt" | tr '\n' ' ')"
     grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/$n.txt" | sort -u | sed 's/^/               /'
@@ -153,7 +176,8 @@ run() {
   sed 's/^/  /' "$out/startup.txt"
   echo "elapsed        $(( $(date +%s) - start )) s   (full logs: $out)"
   echo "========================================================================"
-  [ "$trc" -eq 0 ] && [ "$src" -eq 0 ] && [ "$crc" -eq 0 ] && [ "$corc" -eq 0 ] && [ "$brc" -eq 0 ]
+  [ "$trc" -eq 0 ] && [ "$src" -eq 0 ] && [ "$crc" -eq 0 ] && [ "$corc" -eq 0 ] && [ "$rrc" -eq 0 ] &&
+    [ "$rnrc" -eq 0 ] && [ "$frc" -eq 0 ] && [ "$mrc" -eq 0 ] && [ "$brc" -eq 0 ]
 }
 
 case ${1:-run} in
