@@ -538,20 +538,30 @@ DType accumulator_dtype(DType dt) {
 constexpr std::size_t kSplitMin = 16384;
 constexpr std::size_t kSplitChunk = 4096;
 
+// Column path (see use_column): below this many outputs a long line is split so that
+// about this many invocations run, in chunks of at least kColChunkMin elements.
+constexpr std::size_t kColFill = 16384;
+constexpr std::size_t kColChunkMin = 256;
+// No column-path invocation walks more than this many elements: llvmpipe (lavapipe)
+// ends a shader loop after 65535 iterations (a 65535-long column lost an element,
+// nested loops included).
+constexpr std::size_t kColMaxLen = 16384;
+
 bool arg_style(int op) { return op == RD_ARGMAX || op == RD_ARGMIN || op == RD_MAX_ABS; }
 bool flag_op(int op) { return op == RD_ANY || op == RD_ALL; }
 
 // One reduce dispatch (or several, for an input beyond maxStorageBufferRange).
 // `mode`: what an arg-style op writes (RD_OUT_*); `x_out`: binding 3 (pair or index
-// output); `pair_idx_in`: the indices of pairs_in values.
+// output); `pair_idx_in`: the indices of pairs_in values. `column`: the column mode,
+// one invocation per output of `space` (`count` of them) and per chunk.
 void launch_reduce(Context& c, int op, DType dta, DType dto, const Shape& space, std::size_t count, const Operand& out,
                    const Operand& in, std::size_t n, std::int64_t stride, std::size_t chunk, bool pairs_in,
-                   const Buffer* pair_idx_in, int mode, const Buffer* x_out) {
+                   const Buffer* pair_idx_in, int mode, const Buffer* x_out, bool column = false) {
   const VkDeviceSize limit = c.max_binding();
   const std::size_t es = dtype_size(dta);
   // Chunked passes over an input beyond maxStorageBufferRange: pieces of whole
   // chunks, each binding its part of the input from an aligned offset.
-  const bool pieces = chunk > 0 && in.buf->size() > limit && stride > 0;
+  const bool pieces = !column && chunk > 0 && in.buf->size() > limit && stride > 0;
   const std::size_t per_piece =
       pieces ? static_cast<std::size_t>((limit - 2 * c.binding_align()) / (chunk * static_cast<std::size_t>(stride) * es))
              : count;
@@ -579,8 +589,10 @@ void launch_reduce(Context& c, int op, DType dta, DType dto, const Shape& space,
     p.extra(3, pairs_in ? 1 : 0);
     p.extra(4, mode);
     p.extra(5, static_cast<std::int64_t>(g0));
+    p.extra(6, column ? 1 : 0);
+    const std::size_t parts = chunk > 0 ? (n + chunk - 1) / chunk : 1;
     std::uint32_t gx, gy;
-    groups_for(groups, gx, gy);
+    groups_for(column ? (groups * parts + 63) / 64 : groups, gx, gy);
     c.dispatch(ShaderFamily::Reduce, {static_cast<std::uint32_t>(op), code(dta), code(dto)}, p.w,
                {in_bind, {pair_idx_in, false}, {x_out, true}, {out.buf, true}}, gx, gy, 1, wide_dispatch);
   }
@@ -591,6 +603,34 @@ void launch_reduce(Context& c, int op, DType dta, DType dto, const Shape& space,
 struct Reduced {
   VkRef value, index;
 };
+
+// Line path or column path for reducing `a` along `dim` into `count` outputs.
+// The line path (one workgroup of 64 per output) has a workgroup's invocations read
+// one line at the reduced dim's stride sd: adjacent addresses only when |sd| == 1.
+// The column path (one invocation per output, walking its line alone) has adjacent
+// invocations read at the input stride si of the output's innermost dim (the last
+// dim other than `dim` of size > 1): adjacent addresses when |si| == 1. So the column
+// path is taken when |si| < |sd|, i.e. the reduced dim is not the innermost one of
+// the layout (transposed and flipped layouts by their actual strides; a broadcast
+// reduced dim, sd == 0, stays on the line path). A single output (no such dim) stays
+// on the line path, which splits a long line over many workgroups. The column path
+// has only `count` invocations, so with fewer than kColFill outputs it splits lines
+// of at least 2 * kColChunkMin elements into chunks (about kColFill invocations in
+// all, a second column pass folding the partials); with few outputs and short lines
+// there is little work either way. Lines longer than kColMaxLen are always split
+// (reduce_lines), or go to the line path where they cannot be (int means).
+// TENSOR_VK_DISABLE_COLUMN_REDUCE=1 keeps every per-dim reduction on the line path
+// (for comparison in benchmarks).
+bool use_column(const VulkanTensor& a, std::size_t dim, std::size_t count) {
+  static const bool disabled = env_flag("TENSOR_VK_DISABLE_COLUMN_REDUCE");
+  if (disabled || count < 2) return false;
+  for (std::size_t d = a.rank(); d-- > 0;) {
+    if (d == dim || a.shape()[d] == 1) continue;
+    const std::int64_t si = a.stride(d), sd = a.stride(dim);
+    return (si < 0 ? -si : si) < (sd < 0 ? -sd : sd);
+  }
+  return false;
+}
 
 // Reduces every line of `a` along `dim` (kept as size 1). `out_dt`: the result dtype
 // of sum/prod/mean (the input's) and any/all (the bool dtype), the index dtype of an
@@ -613,29 +653,51 @@ Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
   const DType dto = arg ? out_dt : o.dtype();
   Context& c = a->ctx();
   const Operand oa{a->buffer().get(), a->offset(), a->layout().strides};
-  // Int means stay on one workgroup: its exact 64-bit sum does not split.
-  if (count == 1 && n >= kSplitMin && (op != RD_MEAN || is_float(dt))) {
+  bool column = use_column(*a, dim, count);
+  // Int means are not split: their exact 64-bit sum does not survive the partials.
+  const bool splittable = op != RD_MEAN || is_float(dt);
+  std::size_t chunk = 0;
+  if (column) {
+    // Chunks per line: none longer than kColMaxLen; with few outputs, about kColFill
+    // invocations of at least kColChunkMin elements. An int mean that would need
+    // chunks, or a line too long for the second pass, goes to the line path.
+    std::size_t parts = (n + kColMaxLen - 1) / kColMaxLen;
+    if (splittable && count < kColFill) parts = std::max(parts, std::min((kColFill + count - 1) / count, n / kColChunkMin));
+    if (parts >= 2 && (!splittable || parts > kColMaxLen)) column = false;
+    else if (parts >= 2) chunk = (n + parts - 1) / parts;
+  }
+  if (!column && count == 1 && n >= kSplitMin && splittable) chunk = kSplitChunk;
+  if (chunk > 0) {
     const bool mean = op == RD_MEAN;  // float mean: split sum, then divide in the accumulator dtype
-    // Pass 1: one workgroup per chunk of the line into partials; pass 2 reduces them.
-    const std::size_t groups = (n + kSplitChunk - 1) / kSplitChunk;
-    const Shape ps{groups};
+    // Pass 1: one workgroup (line path) or invocation (column path) per chunk of a line
+    // into partials [groups(, count)]; pass 2 reduces them (a line, or columns).
+    const std::size_t groups = (n + chunk - 1) / chunk;
+    const Shape ps = column ? Shape{groups, count} : Shape{groups};
     const Shape one{1};
+    const Shape& space2 = column ? out_shape : one;
     const DType pdt = arg ? dt : flags ? DType::U32 : accumulator_dtype(dt);
     VkRef part = alloc(a->device(), pdt, ps);
     VkRef part_idx = arg ? alloc(a->device(), DType::U32, ps) : VkRef();
     const int op1 = mean ? RD_SUM : op;
-    launch_reduce(c, op1, dt, arg ? out_dt : pdt, ps, groups, operand(*part, ps), oa, n, a->stride(dim), kSplitChunk, false,
-                  nullptr, arg ? RD_OUT_PAIRS : RD_OUT_INDEX, arg ? part_idx->buffer().get() : nullptr);
-    const Operand op_in{part->buffer().get(), 0, {}};
+    launch_reduce(c, op1, dt, arg ? out_dt : pdt, column ? out_shape : ps, column ? count : groups, operand(*part, ps), oa, n,
+                  a->stride(dim), chunk, false, nullptr, arg ? RD_OUT_PAIRS : RD_OUT_INDEX,
+                  arg ? part_idx->buffer().get() : nullptr, column);
+    // Pass 2 reads partial (k, i) for output i: column i of `part` (row-major over out_shape).
+    Operand op_in{part->buffer().get(), 0, {}};
+    std::int64_t s_in = 1;
+    for (std::size_t d = out_shape.rank(); column && d-- > 0; s_in *= static_cast<std::int64_t>(out_shape[d]))
+      op_in.strides[d] = s_in;
+    const std::int64_t s2 = column ? static_cast<std::int64_t>(count) : 1;
+    const std::size_t count2 = column ? count : 1;
     if (arg || flags) {
-      launch_reduce(c, op, pdt, dto, one, 1, Operand{o.buffer().get(), 0, {}}, op_in, groups, 1, groups, arg,
-                    arg ? part_idx->buffer().get() : nullptr, mode, x);
+      launch_reduce(c, op, pdt, dto, space2, count2, column ? operand(o, out_shape) : Operand{o.buffer().get(), 0, {}}, op_in,
+                    groups, s2, column ? 0 : groups, arg, arg ? part_idx->buffer().get() : nullptr, mode, x, column);
       return r;
     }
     // Sum/prod of the partials in the accumulator dtype, then narrowed (ints wrap).
     VkRef total = pdt == out_dt ? r.value : alloc(a->device(), pdt, out_shape);
-    launch_reduce(c, op1, pdt, pdt, one, 1, Operand{total->buffer().get(), 0, {}}, op_in, groups, 1, groups, false, nullptr,
-                  RD_OUT_INDEX, nullptr);
+    launch_reduce(c, op1, pdt, pdt, space2, count2, column ? operand(*total, out_shape) : Operand{total->buffer().get(), 0, {}},
+                  op_in, groups, s2, column ? 0 : groups, false, nullptr, RD_OUT_INDEX, nullptr, column);
     if (mean)
       launch_ew(EW_DIV, pdt, pdt, pdt, true, out_shape, operand(*total, out_shape), operand(*total, out_shape), nullptr, nullptr,
                 scalar_raw(pdt, Scalar(static_cast<double>(n))), 0);
@@ -644,7 +706,8 @@ Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
               nullptr, 0, 0);
     return r;
   }
-  launch_reduce(c, op, dt, dto, out_shape, count, operand(o, out_shape), oa, n, a->stride(dim), 0, false, nullptr, mode, x);
+  launch_reduce(c, op, dt, dto, out_shape, count, operand(o, out_shape), oa, n, a->stride(dim), 0, false, nullptr, mode, x,
+                column);
   return r;
 }
 

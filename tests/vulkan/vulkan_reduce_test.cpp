@@ -211,6 +211,100 @@ TEST_F(VulkanReduce, PerDimReductionsOfViewsMatchTheCpuOnEveryDType) {
   }
 }
 
+// Every per-dim reduction of `a` along `dim` (the column path when the dim is not the
+// innermost of the layout): sums, products (ints only: float products of long
+// columns overflow in an order-dependent way), means, extrema, arg and any/all.
+void check_dim_forms(const std::string& tag, DType dt, std::int64_t dim, const std::function<DT(DeviceId)>& A) {
+  const std::string at = tag + " dim " + std::to_string(dim) + " ";
+  for (OpCode op : {OpCode::any_dim, OpCode::all_dim})
+    check(at + std::string(d::op_name(op)), [&](DeviceId v) { return d::any_all_dim(op, A(v), dim); });
+  if (is_bool(dt)) return;
+  for (OpCode op : {OpCode::sum_dim, OpCode::mean_dim, OpCode::prod_dim, OpCode::max_dim, OpCode::min_dim, OpCode::max_abs_dim}) {
+    if (op == OpCode::prod_dim && is_float(dt)) continue;
+    const bool summed = op == OpCode::sum_dim || op == OpCode::mean_dim;
+    check(at + std::string(d::op_name(op)), [&](DeviceId v) { return d::reduce_dim(op, A(v), dim); },
+          summed && is_float(dt) ? sum_tol(dt) : 0);
+  }
+  for (OpCode op : {OpCode::argmax, OpCode::argmin})
+    check(at + std::string(d::op_name(op)), [&](DeviceId v) { return d::dim_index(op, A(v), dim); });
+  for (OpCode op : {OpCode::max_dim_with_indices, OpCode::min_dim_with_indices})
+    check_pair(at + std::string(d::op_name(op)), [&](DeviceId v) { return d::dim_with_indices(op, A(v), dim); });
+}
+
+TEST_F(VulkanReduce, ColumnsAndSplitColumnsMatchTheCpuOnEveryDType) {
+  // Reduced dims that are not the innermost: [70001, 3] along 0 (few outputs, long
+  // columns: split into chunks and a second pass; int means: the line path, as
+  // a column that long is not split), [20000, 3] flipped (negative stride); [5, 4099] along 0 (short columns, many outputs); [3, 2000, 5] along the
+  // middle dim (split) and [4, 9, 6] along the middle dim; a transposed [3, 700]
+  // along its dim 1 (column stride 700 in memory, innermost output stride 1).
+  // The long cases on one dtype of each family (run time), the short ones on all.
+  const std::int64_t ax0[1] = {0};
+  for (DType dt : vk_test::common_dtypes(true)) {
+    const bool family = dt == DType::F32 || dt == DType::F16 || dt == DType::F64 || dt == DType::I32 || dt == DType::U8 ||
+                        dt == DType::I64 || is_bool(dt);
+    struct Case {
+      std::string name;
+      Shape shape;
+      std::int64_t dim;
+      std::function<DT(DT)> view;
+    };
+    const std::vector<Case> cases = {
+        {"[70001, 3]", Shape{70001, 3}, 0, [](DT t) { return t; }},
+        {"[20000, 3] flipped", Shape{20000, 3}, 0, [&](DT t) { return d::axes(OpCode::flip, std::move(t), ax0); }},
+        {"[5, 4099]", Shape{5, 4099}, 0, [](DT t) { return t; }},
+        {"[3, 2000, 5]", Shape{3, 2000, 5}, 1, [](DT t) { return t; }},
+        {"[4, 9, 6]", Shape{4, 9, 6}, 1, [](DT t) { return t; }},
+        {"[3, 700] transposed", Shape{3, 700}, 1, [](DT t) { return d::swap_dims(std::move(t), 0, 1); }},
+    };
+    for (const Case& c : cases) {
+      const std::size_t n = c.shape.num_elements();
+      if (n > 10000 && !family) continue;
+      const TensorData data = make_line(dt, n, static_cast<std::uint32_t>(n));
+      std::vector<std::int64_t> dims(c.shape.rank());
+      for (std::size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<std::int64_t>(c.shape[i]);
+      auto A = [&](DeviceId v) { return c.view(d::reshape(OpCode::reshape, upload(data, v), dims)); };
+      check_dim_forms(std::string(dtype_name(dt)) + " " + c.name, dt, c.dim, A);
+    }
+  }
+}
+
+TEST_F(VulkanReduce, NaNAndTiesInColumnsTakeTheLowestIndex) {
+  // Columns of [rows, 4] along dim 0: column 0 NaN at two rows (the first wins),
+  // column 1 ties of the maximum and the minimum, column 2 a NaN last, column 3 plain;
+  // rows = 9 (one pass) and 30000 (split: the winners sit in different chunks).
+  for (DType dt : dtypes()) {
+    for (std::size_t rows : {std::size_t{9}, std::size_t{30000}}) {
+      std::vector<double> v(rows * 4);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 5) % 7) + 1.0;
+      const std::size_t a = rows / 3, b = rows - 2, c = 1;
+      for (std::size_t r : {b, a, c}) v[r * 4 + 1] = 20.0;  // ties of the maximum: row c wins
+      v[(rows - 1) * 4 + 1] = v[2 * 4 + 1] = 0.0;           // ties of the minimum: row 2 wins
+      if (is_float(dt)) {
+        v[b * 4 + 0] = v[a * 4 + 0] = std::nan("");
+        v[(rows - 1) * 4 + 2] = std::nan("");
+      }
+      const TensorData data = TensorData::from(v, Shape{rows, 4}).convert(dt);
+      const std::string tag = std::string(dtype_name(dt)) + " NaN/ties rows=" + std::to_string(rows);
+      const std::int64_t shape[2] = {static_cast<std::int64_t>(rows), 4};
+      check_dim_forms(tag, dt, 0, [&](DeviceId x) { return d::reshape(OpCode::reshape, upload(data, x), shape); });
+      // Independently of the cpu: the expected argmax / argmin of columns 0 and 1.
+      const auto mx = vk_test::read_on_vulkan(tag, [&](DeviceId x) { return d::dim_index(OpCode::argmax, upload(data, x), 0); });
+      const auto mn = vk_test::read_on_vulkan(tag, [&](DeviceId x) { return d::dim_index(OpCode::argmin, upload(data, x), 0); });
+      if (mx && mn) {
+        const auto ix = mx->convert(DType::I64).to_vec<std::int64_t>(), in = mn->convert(DType::I64).to_vec<std::int64_t>();
+        EXPECT_EQ(ix[1], static_cast<std::int64_t>(c)) << tag;
+        EXPECT_EQ(in[1], 2) << tag;
+        if (is_float(dt)) {  // the first NaN wins both
+          EXPECT_EQ(ix[0], static_cast<std::int64_t>(a)) << tag;
+          EXPECT_EQ(in[0], static_cast<std::int64_t>(a)) << tag;
+          EXPECT_EQ(ix[2], static_cast<std::int64_t>(rows - 1)) << tag;
+          EXPECT_EQ(in[2], static_cast<std::int64_t>(rows - 1)) << tag;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(VulkanReduce, NaNWinsAtTheLowestIndexWhereverItIs) {
   // NaN first, in the middle of a subgroup, last, and twice (the first one wins), in a
   // short line, in a line of several workgroups, and in rows of a matrix.

@@ -183,6 +183,8 @@ int run_vulkan(std::uint16_t index, bool quick) {
         {"argmax 16M f32", [&] { return d::dim_index(OpCode::argmax, r, 0); }},
         {"sum_dim 1 16Kx1K f32", [&] { return d::reduce_dim(OpCode::sum_dim, r2, 1); }},
         {"sum_dim 0 16Kx1K f32", [&] { return d::reduce_dim(OpCode::sum_dim, r2, 0); }},
+        {"max_dim 0 16Kx1K f32", [&] { return d::reduce_dim(OpCode::max_dim, r2, 0); }},
+        {"argmax dim 0 16Kx1K f32", [&] { return d::dim_index(OpCode::argmax, r2, 0); }},
         {"max_dim 1 16Kx1K f32", [&] { return d::reduce_dim(OpCode::max_dim, r2, 1); }},
         {"argmax dim 1 16Kx1K f32", [&] { return d::dim_index(OpCode::argmax, r2, 1); }},
         {"softmax dim 1 16Kx1K f32", [&] { return d::reduce_dim(OpCode::softmax, r2, 1); }},

@@ -12,6 +12,14 @@
 // into element g of a partial tensor (sum/prod: in the accumulator dtype; any/all:
 // u32 flags; arg: the value to `o` and its index to `x`), and a second dispatch
 // reduces the partials.
+// Column mode (P_EXTRA + 6 set; chosen by reduce_lines in vk_ops.cpp for a reduced
+// dim that is not the innermost one): one invocation per output element walks its
+// line alone, so adjacent invocations read adjacent addresses. With a chunk size it
+// is split too: invocation g reduces chunk g / P_N of output g % P_N's line into
+// partial g (the same partial layouts as above, [chunks, outputs] row-major); the
+// second pass is a column reduction of the partials (pairs: the index beside each
+// value at the same position of b). The host keeps a line or chunk at most 16384
+// long here (lavapipe ends an invocation's loop after 65535 iterations).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #ifdef SUBGROUP
@@ -223,14 +231,56 @@ void finish(int o, int chunk, int gb, int n, RAW r, uint h) {
   st_o(DTO, io, r & mask_of(DTO));
 }
 
+// Folds element v (line index ix; with pairs_in, v is already a key) into (acc, hi).
+void accumulate(inout RAW acc, inout uint hi, RAW v, uint ix, bool pairs_in) {
+  if (arg) {
+    if (!pairs_in) v = key_of(v);
+    if (hi == kNone || better(v, ix, acc, hi)) { acc = v; hi = ix; }
+  } else if (flag_op) {
+    acc = combine(acc, nonzero(v));
+  } else if (wide_mean) {
+    uint lo = uint(acc);
+    uint lo2 = kind == 1 ? uint(as_i(v, DTA)) : uint(v);
+    uint hi2 = (kind == 1 && as_i(v, DTA) < IT(0)) ? 0xFFFFFFFFu : 0u;
+    add64(lo, hi, lo2, hi2);
+    acc = RAW(lo);
+  } else {
+    acc = combine(acc, acc_of(v));
+  }
+}
+
+// Column mode: invocation g reduces (part of) one line by itself (see the header).
+void column(int n, int sd, int chunk, bool pairs_in) {
+  int outs = int(P[P_N]);
+  int parts = chunk > 0 ? (n + chunk - 1) / chunk : 1;
+  uint g = uint(global_linear_id(64u));
+  if (g >= uint(outs) * uint(parts)) return;
+  int o = int(g % uint(outs));
+  int first = chunk > 0 ? int(g / uint(outs)) * chunk : 0;
+  int len = chunk > 0 ? min(chunk, n - first) : n;
+  int base = operand_index(1, o) + first * sd;
+  RAW acc = arg ? RAW(0) : identity();
+  uint hi = arg ? kNone : 0u;
+  for (int j = 0; j < len; ++j) {
+    int at = base + j * sd;
+    accumulate(acc, hi, ld_a(DTA, at), pairs_in ? uint(ld_b(DT_U32, at)) : uint(first + j), pairs_in);
+  }
+  finish(chunk > 0 ? int(g) : o, chunk, 0, len, acc, hi);
+}
+
 void main() {
-  int o = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
-  if (o >= int(P[P_N])) return;
-  uint t = gl_LocalInvocationID.x;
   int n = int(P[P_EXTRA]);
   int sd = int(P[P_EXTRA + 1]);
   int chunk = int(P[P_EXTRA + 2]);          // > 0: split mode (one line, P_N groups)
   bool pairs_in = P[P_EXTRA + 3] != 0u;     // arg: the values are keys, their indices come from b
+  // Uniform over the dispatch: the line path's barriers stay in uniform control flow.
+  if (P[P_EXTRA + 6] != 0u) {
+    column(n, sd, chunk, pairs_in);
+    return;
+  }
+  int o = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);
+  if (o >= int(P[P_N])) return;
+  uint t = gl_LocalInvocationID.x;
   // first: the line index of this group's first element; a big line is dispatched
   // in pieces (group base P_EXTRA + 5), each binding its part of the input.
   int gb = int(P[P_EXTRA + 5]);
@@ -246,21 +296,7 @@ void main() {
   uint hi = arg ? kNone : 0u;
   for (int j = int(t); j < n; j += 64) {
     RAW v = ld_a(DTA, base + j * sd);
-    if (arg) {
-      uint ix = pairs_in ? uint(ld_b(DT_U32, first + j)) : uint(first + j);
-      if (!pairs_in) v = key_of(v);
-      if (hi == kNone || better(v, ix, acc, hi)) { acc = v; hi = ix; }
-    } else if (flag_op) {
-      acc = combine(acc, nonzero(v));
-    } else if (wide_mean) {
-      uint lo = uint(acc);
-      uint lo2 = kind == 1 ? uint(as_i(v, DTA)) : uint(v);
-      uint hi2 = (kind == 1 && as_i(v, DTA) < IT(0)) ? 0xFFFFFFFFu : 0u;
-      add64(lo, hi, lo2, hi2);
-      acc = RAW(lo);
-    } else {
-      acc = combine(acc, acc_of(v));
-    }
+    accumulate(acc, hi, v, pairs_in ? uint(ld_b(DT_U32, first + j)) : uint(first + j), pairs_in);
   }
 #ifdef SUBGROUP
   if (!wide_mean) {
