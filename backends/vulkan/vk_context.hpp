@@ -174,6 +174,9 @@ class Context {
   // Largest range one storage-buffer binding may cover, and the alignment of
   // binding offsets (valid after ensure_init()).
   VkDeviceSize max_binding() const { return props_.limits.maxStorageBufferRange; }
+  // A software device (lavapipe/llvmpipe): its compiler ends any one invocation's loops
+  // after 65535 iterations in all, silently (see kLoopSafe in vk_ops.cpp).
+  bool software() const { return props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU; }
   VkDeviceSize binding_align() const { return align_; }
   DeviceId id() const { return {kVulkanDeviceType, index_}; }
 

@@ -535,6 +535,16 @@ DType accumulator_dtype(DType dt) {
 
 // Lines at least this long, when there are only a few of them, are reduced by many
 // workgroups (a chunk each) and then a second pass, instead of one workgroup each.
+// Software Vulkan (lavapipe: Mesa's llvmpipe compiler) stops any one invocation's
+// loops after 65535 iterations in all and the result is silently short. Where one
+// invocation walks a whole line, lines stay under kLoopSafe iterations on every device:
+// line reductions of many long lines go to the column path (which splits them),
+// scatter/select_assign walk their indices in chunks; scans and softmax rows that
+// would need more raise on software devices (Context::software).
+constexpr std::size_t kLoopSafe = 16384;
+constexpr std::size_t kLineReduceMax = 64 * 2 * kLoopSafe;  // the line path: n / 64 per invocation
+constexpr std::size_t kRowsMaxSoftware = 256 * kLoopSafe;   // rows.comp softmax: 3 passes of n / 256
+constexpr std::size_t kScanMaxSoftware = 2 * kLoopSafe;     // scan.comp: n per invocation
 constexpr std::size_t kSplitMin = 16384;
 constexpr std::size_t kSplitChunk = 4096;
 
@@ -653,7 +663,7 @@ Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
   const DType dto = arg ? out_dt : o.dtype();
   Context& c = a->ctx();
   const Operand oa{a->buffer().get(), a->offset(), a->layout().strides};
-  bool column = use_column(*a, dim, count);
+  bool column = use_column(*a, dim, count) || (count > 1 && n > kLineReduceMax);
   // Int means are not split: their exact 64-bit sum does not survive the partials.
   const bool splittable = op != RD_MEAN || is_float(dt);
   std::size_t chunk = 0;
@@ -667,6 +677,10 @@ Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
     else if (parts >= 2) chunk = (n + parts - 1) / parts;
   }
   if (!column && count == 1 && n >= kSplitMin && splittable) chunk = kSplitChunk;
+  if (chunk == 0 && n > kLineReduceMax && c.software())
+    throw ExecutionError(fmt::format("[vulkan] reduction lines too long for a software Vulkan device; expected at most {} "
+                                     "elements per line for this reduction (an unsplittable integer mean); got {}",
+                                     kLineReduceMax, n));
   if (chunk > 0) {
     const bool mean = op == RD_MEAN;  // float mean: split sum, then divide in the accumulator dtype
     // Pass 1: one workgroup (line path) or invocation (column path) per chunk of a line
@@ -778,6 +792,10 @@ Prim scan_entry(Prim p, std::size_t dim) {
   lines[dim] = 1;
   const std::size_t count = lines.num_elements();
   if (count == 0 || shape[dim] == 0) return out;
+  if (shape[dim] > kScanMaxSoftware && a->ctx().software())
+    throw ExecutionError(fmt::format("[vulkan] cumulative scan line too long for a software Vulkan device (its shader loops "
+                                     "stop after 65535 iterations); expected at most {} elements along dim {}; got {}",
+                                     kScanMaxSoftware, dim, shape[dim]));
   Params pr;
   pr.shape(lines, count);
   Operand oo{out->buffer().get(), 0, out->layout().strides};
@@ -1049,12 +1067,16 @@ Prim scatter_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim pv, in
   lines[dim] = 1;
   if (len == 0) return out;
   Operand oo{out->buffer().get(), 0, out->layout().strides};
-  Operand ov{v->buffer().get(), v->offset(), v->layout().strides};
-  Operand oi{idx->buffer().get(), idx->offset(), idx->layout().strides};
-  launch_index(IX_SCATTER_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
-               {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
-                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(dim), upd},
-               index_check(op, dim, out->shape()[dim]));
+  // In chunks of kLoopSafe indices, in order (each dispatch sees the previous one's writes).
+  for (std::size_t k0 = 0; k0 < len; k0 += kLoopSafe) {
+    const auto k = static_cast<std::int64_t>(k0);
+    Operand ov{v->buffer().get(), v->offset() + k * v->stride(dim), v->layout().strides};
+    Operand oi{idx->buffer().get(), idx->offset() + k * idx->stride(dim), idx->layout().strides};
+    launch_index(IX_SCATTER_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
+                 {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
+                  static_cast<std::int64_t>(std::min(kLoopSafe, len - k0)), v->stride(dim), idx->stride(dim), upd},
+                 index_check(op, dim, out->shape()[dim]));
+  }
   return out;
 }
 
@@ -1068,12 +1090,15 @@ Prim select_assign_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim 
   lines[dim] = 1;
   if (len == 0) return out;
   Operand oo{out->buffer().get(), 0, out->layout().strides};
-  Operand ov{v->buffer().get(), v->offset(), v->layout().strides};
-  Operand oi{idx->buffer().get(), idx->offset(), {}};
-  launch_index(IX_SELECT_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
-               {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
-                static_cast<std::int64_t>(len), v->stride(dim), idx->stride(0), upd},
-               index_check(op, dim, out->shape()[dim]));
+  for (std::size_t k0 = 0; k0 < len; k0 += kLoopSafe) {  // in order, as scatter_impl
+    const auto k = static_cast<std::int64_t>(k0);
+    Operand ov{v->buffer().get(), v->offset() + k * v->stride(dim), v->layout().strides};
+    Operand oi{idx->buffer().get(), idx->offset() + k * idx->stride(0), {}};
+    launch_index(IX_SELECT_ADD, out->dtype(), idx->dtype(), lines, lines.num_elements(), oo, ov, oi, lines.rank(),
+                 {static_cast<std::int64_t>(dim), static_cast<std::int64_t>(out->shape()[dim]), out->stride(dim),
+                  static_cast<std::int64_t>(std::min(kLoopSafe, len - k0)), v->stride(dim), idx->stride(0), upd},
+                 index_check(op, dim, out->shape()[dim]));
+  }
   return out;
 }
 
@@ -1136,6 +1161,10 @@ void launch_rows(int op, const VulkanTensor& a, std::size_t dim, const VulkanTen
 template <int OP>
 Prim softmax_entry(Prim p, std::size_t dim) {
   VkRef a = as_vk(std::move(p));
+  if (a->shape()[dim] > kRowsMaxSoftware && a->ctx().software())
+    throw ExecutionError(fmt::format("[vulkan] softmax row too long for a software Vulkan device (its shader loops stop "
+                                     "after 65535 iterations); expected at most {} elements along dim {}; got {}",
+                                     kRowsMaxSoftware, dim, a->shape()[dim]));
   VkRef out = alloc(a->device(), a->dtype(), a->shape());
   launch_rows(OP, *a, dim, out.get(), nullptr, a->dtype(), {});
   return out;
