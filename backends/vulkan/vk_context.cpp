@@ -349,6 +349,7 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   VkPhysicalDeviceVulkanMemoryModelFeaturesKHR vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR};
   mm_ext_ = has_ext(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+  budget_ext_ = has_ext(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   f2.pNext = &st16;
   void** tail = &st16.pNext;
@@ -628,19 +629,9 @@ void Context::init_memory_limits(int tensor_type, int staging_type, std::uint64_
   VkDeviceSize heap_bytes[VK_MAX_MEMORY_HEAPS];
   for (std::uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h) heap_bytes[h] = mem_props_.memoryHeaps[h].size;
   const char* heap_what = "the memory heap's size";
-  std::uint32_t n = 0;
-  std::vector<VkExtensionProperties> exts;
-  if (vkEnumerateDeviceExtensionProperties(phys_, nullptr, &n, nullptr) == VK_SUCCESS) {
-    exts.resize(n);
-    if (vkEnumerateDeviceExtensionProperties(phys_, nullptr, &n, exts.data()) != VK_SUCCESS) n = 0;
-    exts.resize(n);
-  }
-  const bool budget_ext = std::any_of(exts.begin(), exts.end(), [](const VkExtensionProperties& e) {
-    return std::strcmp(e.extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0;
-  });
   auto props2 = reinterpret_cast<PFN_vkGetPhysicalDeviceMemoryProperties2>(
       vkGetInstanceProcAddr(instance_, "vkGetPhysicalDeviceMemoryProperties2"));
-  if (budget_ext && props2) {
+  if (budget_ext_ && props2) {
     VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
     VkPhysicalDeviceMemoryProperties2 mp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
     mp.pNext = &budget;

@@ -305,6 +305,7 @@ class Context {
   DTypeUsageSet usage_[kDTypeCount]{};
   bool wide_ok_ = false;  // shaderInt64 && shaderFloat64: the WIDE modules exist
   bool f16_ext_ = false;  // VK_KHR_shader_float16_int8 offered (enabled with f16_ok_)
+  bool budget_ext_ = false;  // VK_EXT_memory_budget offered (read once when the pool is sized)
   bool mm_ext_ = false;   // VK_KHR_vulkan_memory_model offered (enabled with the coopmat path)
   bool f16_ok_ = false;   // shaderFloat16 && storageBuffer16BitAccess (and not disabled)
   std::atomic<bool> f16_on_{false};
