@@ -546,6 +546,14 @@ constexpr std::size_t kLineReduceMax = 64 * 2 * kLoopSafe;  // the line path: n 
 constexpr std::size_t kRowsMaxSoftware = 256 * kLoopSafe;   // rows.comp softmax: 3 passes of n / 256
 constexpr std::size_t kScanMaxSoftware = 2 * kLoopSafe;     // scan.comp: n per invocation
 constexpr std::size_t kSplitMin = 16384;
+
+// Lines of `a` along `dim` one invocation walks whole: at most `max` on a software device.
+void check_loop_limit(const VulkanTensor& a, const char* what, std::size_t max, std::size_t dim) {
+  if (a.shape()[dim] > max && a.ctx().software())
+    throw ExecutionError(fmt::format("[vulkan] {} too long for a software Vulkan device (its shader loops stop after 65535 "
+                                     "iterations); expected at most {} elements along dim {}; got {}",
+                                     what, max, dim, a.shape()[dim]));
+}
 constexpr std::size_t kSplitChunk = 4096;
 
 // Column path (see use_column): below this many outputs a long line is split so that
@@ -792,10 +800,7 @@ Prim scan_entry(Prim p, std::size_t dim) {
   lines[dim] = 1;
   const std::size_t count = lines.num_elements();
   if (count == 0 || shape[dim] == 0) return out;
-  if (shape[dim] > kScanMaxSoftware && a->ctx().software())
-    throw ExecutionError(fmt::format("[vulkan] cumulative scan line too long for a software Vulkan device (its shader loops "
-                                     "stop after 65535 iterations); expected at most {} elements along dim {}; got {}",
-                                     kScanMaxSoftware, dim, shape[dim]));
+  check_loop_limit(*a, "cumulative scan line", kScanMaxSoftware, dim);
   Params pr;
   pr.shape(lines, count);
   Operand oo{out->buffer().get(), 0, out->layout().strides};
@@ -1161,10 +1166,7 @@ void launch_rows(int op, const VulkanTensor& a, std::size_t dim, const VulkanTen
 template <int OP>
 Prim softmax_entry(Prim p, std::size_t dim) {
   VkRef a = as_vk(std::move(p));
-  if (a->shape()[dim] > kRowsMaxSoftware && a->ctx().software())
-    throw ExecutionError(fmt::format("[vulkan] softmax row too long for a software Vulkan device (its shader loops stop "
-                                     "after 65535 iterations); expected at most {} elements along dim {}; got {}",
-                                     kRowsMaxSoftware, dim, a->shape()[dim]));
+  check_loop_limit(*a, "softmax row", kRowsMaxSoftware, dim);
   VkRef out = alloc(a->device(), a->dtype(), a->shape());
   launch_rows(OP, *a, dim, out.get(), nullptr, a->dtype(), {});
   return out;
