@@ -1,0 +1,315 @@
+// Convolution and transposed convolution on the CPU: im2col (or the input itself for a
+// 1x1 stride-1 unpadded kernel) + one gemm per (sample, group); col2im for the input
+// gradient. Samples run on OpenMP threads with BLIS single-threaded when there are at
+// least as many samples as threads, else BLIS gets the threads.
+#include "backends/cpu/nn/conv.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/nn/nn_gemm.hpp"
+
+namespace tensor::cpu::nn {
+namespace {
+
+using I = std::int64_t;
+
+bool pointwise(const ConvGeom& g) {
+  for (int i = 0; i < 3; ++i)
+    if (g.kernel[i] != 1 || g.stride[i] != 1 || g.padding[i] != 0 || g.in[i] != g.out[i]) return false;
+  return true;
+}
+
+// Valid output range [lo, hi) along the last dim for a tap at offset `base` (= k*d - p):
+// 0 <= base + o*s < in.
+void valid_range(I base, I s, I in, I out, I& lo, I& hi) {
+  lo = base >= 0 ? 0 : (-base + s - 1) / s;
+  hi = base >= in ? 0 : std::min<I>(out, (in - 1 - base) / s + 1);
+  if (lo > hi) lo = hi;
+}
+
+// Walks every (channel, tap, output row) of one group: f(row_ptr_in_cols, src_row_or_null, base, ...).
+// cols is [cg * K, P], rows channel-major then kernel row-major (unfold4d's order).
+template <class T, bool kAdd>
+void im2col_impl(const ConvGeom& g, std::size_t cg, const T* x_const, T* x_mut, T* cols) {
+  const std::size_t P = g.out_size(), in_sz = g.in_size();
+  const I in0 = static_cast<I>(g.in[0]), in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]);
+  const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
+  T* row = cols;
+  for (std::size_t c = 0; c < cg; ++c) {
+    for (std::size_t k0 = 0; k0 < g.kernel[0]; ++k0)
+      for (std::size_t k1 = 0; k1 < g.kernel[1]; ++k1)
+        for (std::size_t k2 = 0; k2 < g.kernel[2]; ++k2, row += P) {
+          const I b2 = static_cast<I>(k2) * g.dilation[2] - g.padding[2];
+          I lo, hi;
+          valid_range(b2, g.stride[2], in2, out2, lo, hi);
+          for (I o0 = 0; o0 < out0; ++o0) {
+            const I i0 = o0 * g.stride[0] - g.padding[0] + static_cast<I>(k0) * g.dilation[0];
+            for (I o1 = 0; o1 < out1; ++o1) {
+              const I i1 = o1 * g.stride[1] - g.padding[1] + static_cast<I>(k1) * g.dilation[1];
+              T* dst = row + (o0 * out1 + o1) * out2;
+              const bool inside = i0 >= 0 && i0 < in0 && i1 >= 0 && i1 < in1;
+              const std::size_t off = c * in_sz + static_cast<std::size_t>((i0 * in1 + i1) * in2);
+              if constexpr (kAdd) {
+                if (!inside) continue;
+                T* src = x_mut + off;
+                for (I o2 = lo; o2 < hi; ++o2) src[b2 + o2 * g.stride[2]] += dst[o2];
+              } else {
+                if (!inside) {
+                  std::fill(dst, dst + out2, T(0));
+                  continue;
+                }
+                const T* src = x_const + off;
+                std::fill(dst, dst + lo, T(0));
+                if (g.stride[2] == 1) {
+                  std::memcpy(dst + lo, src + b2 + lo, static_cast<std::size_t>(hi - lo) * sizeof(T));
+                } else {
+                  for (I o2 = lo; o2 < hi; ++o2) dst[o2] = src[b2 + o2 * g.stride[2]];
+                }
+                std::fill(dst + hi, dst + out2, T(0));
+              }
+            }
+          }
+        }
+  }
+}
+
+template <class T>
+void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols) {
+  im2col_impl<T, false>(g, cg, x, nullptr, cols);
+}
+template <class T>
+void col2im_add(const ConvGeom& g, std::size_t cg, const T* cols, T* x) {
+  im2col_impl<T, true>(g, cg, nullptr, x, const_cast<T*>(cols));
+}
+
+struct Plan {
+  int threads;       // total threads
+  bool per_sample;   // OpenMP over samples, BLIS single-threaded
+  int blis_threads;  // BLIS threads per gemm
+};
+Plan plan(const ConvGeom& g, std::size_t m, std::size_t n, std::size_t k) {
+  const int t = nn_threads();
+  Plan p{t, t > 1 && g.batch >= static_cast<std::size_t>(t), 1};
+  if (!p.per_sample) p.blis_threads = gemm_threads(m, n, k, t);
+  return p;
+}
+
+// Runs f(n, cols_buffer) for every sample, on threads as the plan says.
+template <class T, class F>
+void for_samples(const ConvGeom& g, const Plan& p, std::size_t cols_size, F&& f) {
+  const I batch = static_cast<I>(g.batch);
+  if (p.per_sample) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp parallel num_threads(p.threads)
+#endif
+    {
+      std::vector<T> cols(cols_size);
+#if TENSOR_HAVE_OPENMP
+#pragma omp for schedule(static)
+#endif
+      for (I n = 0; n < batch; ++n) f(static_cast<std::size_t>(n), cols.data());
+    }
+  } else {
+    std::vector<T> cols(cols_size);
+    for (I n = 0; n < batch; ++n) f(static_cast<std::size_t>(n), cols.data());
+  }
+}
+
+template <class T>
+void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
+  const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
+  const bool pw = pointwise(g);
+  const Plan p = plan(g, cgo, P, Kc);
+  for_samples<T>(g, p, pw ? 0 : Kc * P, [&](std::size_t n, T* cols) {
+    for (std::size_t grp = 0; grp < g.groups; ++grp) {
+      const T* xg = x + (n * g.c_in + grp * cgi) * g.in_size();
+      T* yg = y + (n * g.c_out + grp * cgo) * P;
+      const T* b = xg;
+      if (!pw) {
+        im2col(g, cgi, xg, cols);
+        b = cols;
+      }
+      nn_gemm<T>(false, false, cgo, P, Kc, T(1), w + grp * cgo * Kc, Kc, b, P, T(0), yg, P, p.blis_threads);
+      if (Kc == 0) std::fill(yg, yg + cgo * P, T(0));
+    }
+    if (bias)
+      for (std::size_t o = 0; o < g.c_out; ++o) {
+        T* yo = y + (n * g.c_out + o) * P;
+        const T b = bias[o];
+        for (std::size_t i = 0; i < P; ++i) yo[i] += b;
+      }
+  });
+}
+
+template <class T>
+void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
+  const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
+  const bool pw = pointwise(g);
+  const Plan p = plan(g, Kc, P, cgo);
+  for_samples<T>(g, p, pw ? 0 : Kc * P, [&](std::size_t n, T* cols) {
+    for (std::size_t grp = 0; grp < g.groups; ++grp) {
+      const T* dyg = dy + (n * g.c_out + grp * cgo) * P;
+      T* dxg = dx + (n * g.c_in + grp * cgi) * g.in_size();
+      const T* wg = w + grp * cgo * Kc;
+      if (pw) {
+        nn_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), dxg, P, p.blis_threads);
+      } else {
+        nn_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), cols, P, p.blis_threads);
+        std::fill(dxg, dxg + cgi * g.in_size(), T(0));
+        col2im_add(g, cgi, cols, dxg);
+      }
+    }
+  });
+}
+
+template <class T>
+void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
+  const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
+  const std::size_t wsize = g.c_out * Kc;
+  const bool pw = pointwise(g);
+  const Plan p = plan(g, cgo, Kc, P);
+  std::fill(dw, dw + wsize, T(0));
+  const int parts = p.per_sample ? p.threads : 1;
+  // One partial dW per thread (the first is dw itself), summed at the end.
+  std::vector<T> partial(static_cast<std::size_t>(parts - 1) * wsize, T(0));
+  const I batch = static_cast<I>(g.batch);
+  auto run = [&](I n0, I n1, T* acc, T* cols) {
+    for (I n = n0; n < n1; ++n)
+      for (std::size_t grp = 0; grp < g.groups; ++grp) {
+        const T* xg = x + (static_cast<std::size_t>(n) * g.c_in + grp * cgi) * g.in_size();
+        const T* dyg = dy + (static_cast<std::size_t>(n) * g.c_out + grp * cgo) * P;
+        const T* b = xg;
+        if (!pw) {
+          im2col(g, cgi, xg, cols);
+          b = cols;
+        }
+        nn_gemm<T>(false, true, cgo, Kc, P, T(1), dyg, P, b, P, T(1), acc + grp * cgo * Kc, Kc, p.blis_threads);
+      }
+  };
+  if (parts > 1) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp parallel num_threads(parts)
+#endif
+    {
+#if TENSOR_HAVE_OPENMP
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+      const int t = 0, nt = 1;
+#endif
+      std::vector<T> cols(pw ? 0 : Kc * P);
+      const I n0 = batch * t / nt, n1 = batch * (t + 1) / nt;
+      T* acc = t == 0 ? dw : partial.data() + static_cast<std::size_t>(t - 1) * wsize;
+      run(n0, n1, acc, cols.data());
+    }
+    for (int t = 1; t < parts; ++t) {
+      const T* src = partial.data() + static_cast<std::size_t>(t - 1) * wsize;
+      for (std::size_t i = 0; i < wsize; ++i) dw[i] += src[i];
+    }
+  } else {
+    std::vector<T> cols(pw ? 0 : Kc * P);
+    run(0, batch, dw, cols.data());
+  }
+}
+
+// db[c] = sum over batch and the `space` positions of a [batch, channels, space] buffer.
+template <class T>
+void channel_sum(std::size_t batch, std::size_t channels, std::size_t space, const T* dy, T* db) {
+  for (std::size_t c = 0; c < channels; ++c) {
+    double s = 0;
+    for (std::size_t n = 0; n < batch; ++n) {
+      const T* p = dy + (n * channels + c) * space;
+      for (std::size_t i = 0; i < space; ++i) s += static_cast<double>(p[i]);
+    }
+    db[c] = static_cast<T>(s);
+  }
+}
+
+template <std::size_t N>
+void fill_spatial(std::array<std::size_t, 3>& dst, const Shape& s) {
+  for (std::size_t i = 0; i < N; ++i) dst[3 - N + i] = s[2 + i];
+}
+template <std::size_t N>
+void fill_opts(std::array<I, 3>& dst, const std::array<I, N>& src) {
+  for (std::size_t i = 0; i < N; ++i) dst[3 - N + i] = src[i];
+}
+
+}  // namespace
+
+template <std::size_t N>
+ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& weight, const tensor::nn::ConvOptions<N>& o) {
+  const Shape y = tensor::nn::conv_output_shape<N>(op, x, weight, o);
+  ConvGeom g;
+  g.batch = x[0];
+  g.c_in = x[1];
+  g.c_out = weight[0];
+  g.groups = static_cast<std::size_t>(o.groups);
+  fill_spatial<N>(g.in, x);
+  fill_spatial<N>(g.kernel, weight);
+  fill_spatial<N>(g.out, y);
+  fill_opts<N>(g.stride, o.stride);
+  fill_opts<N>(g.padding, o.padding);
+  fill_opts<N>(g.dilation, o.dilation);
+  return g;
+}
+
+template <std::size_t N>
+ConvGeom conv_transpose_geom(std::string_view op, const Shape& x, const Shape& weight,
+                             const tensor::nn::ConvTransposeOptions<N>& o) {
+  const Shape y = tensor::nn::conv_transpose_output_shape<N>(op, x, weight, o);
+  ConvGeom g;
+  g.batch = x[0];
+  g.c_in = y[1];
+  g.c_out = x[1];
+  g.groups = static_cast<std::size_t>(o.groups);
+  fill_spatial<N>(g.in, y);
+  fill_spatial<N>(g.kernel, weight);
+  fill_spatial<N>(g.out, x);
+  fill_opts<N>(g.stride, o.stride);
+  fill_opts<N>(g.padding, o.padding);
+  fill_opts<N>(g.dilation, o.dilation);
+  return g;
+}
+
+template ConvGeom conv_geom<1>(std::string_view, const Shape&, const Shape&, const tensor::nn::ConvOptions<1>&);
+template ConvGeom conv_geom<2>(std::string_view, const Shape&, const Shape&, const tensor::nn::ConvOptions<2>&);
+template ConvGeom conv_geom<3>(std::string_view, const Shape&, const Shape&, const tensor::nn::ConvOptions<3>&);
+template ConvGeom conv_transpose_geom<1>(std::string_view, const Shape&, const Shape&,
+                                         const tensor::nn::ConvTransposeOptions<1>&);
+template ConvGeom conv_transpose_geom<2>(std::string_view, const Shape&, const Shape&,
+                                         const tensor::nn::ConvTransposeOptions<2>&);
+template ConvGeom conv_transpose_geom<3>(std::string_view, const Shape&, const Shape&,
+                                         const tensor::nn::ConvTransposeOptions<3>&);
+
+#define TENSOR_NN_CONV_TYPED(T)                                                                                  \
+  void conv_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) { forward(g, x, w, bias, y); } \
+  void conv_backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) { backward_x(g, dy, w, dx); }         \
+  void conv_backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) { backward_weight(g, x, dy, dw); } \
+  void conv_backward_bias(const ConvGeom& g, const T* dy, T* db) {                                             \
+    channel_sum(g.batch, g.c_out, g.out_size(), dy, db);                                                       \
+  }                                                                                                            \
+  void conv_transpose_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {                \
+    backward_x(g, x, w, y);                                                                                    \
+    if (bias)                                                                                                  \
+      for (std::size_t n = 0; n < g.batch; ++n)                                                                \
+        for (std::size_t c = 0; c < g.c_in; ++c) {                                                             \
+          T* p = y + (n * g.c_in + c) * g.in_size();                                                           \
+          for (std::size_t i = 0; i < g.in_size(); ++i) p[i] += bias[c];                                       \
+        }                                                                                                      \
+  }                                                                                                            \
+  void conv_transpose_backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {                          \
+    forward(g, dy, w, static_cast<const T*>(nullptr), dx);                                                     \
+  }                                                                                                            \
+  void conv_transpose_backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {                     \
+    backward_weight(g, dy, x, dw);                                                                             \
+  }                                                                                                            \
+  void conv_transpose_backward_bias(const ConvGeom& g, const T* dy, T* db) {                                   \
+    channel_sum(g.batch, g.c_in, g.in_size(), dy, db);                                                         \
+  }
+
+TENSOR_NN_CONV_TYPED(float)
+TENSOR_NN_CONV_TYPED(double)
+#undef TENSOR_NN_CONV_TYPED
+
+}  // namespace tensor::cpu::nn

@@ -1,0 +1,65 @@
+// CPU convolution kernels (conv and conv_transpose, forward and backward, 1-d to 3-d) on
+// contiguous row-major buffers with explicit geometry: im2col/col2im + BLIS gemm.
+// The backend entry validates shapes (tensor/nn_options.hpp) and makes buffers contiguous.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/nn_options.hpp"
+
+namespace tensor::cpu::nn {
+
+// One convolution x [batch, c_in, *in] * w [c_out, c_in/groups, *kernel] -> y [batch, c_out, *out],
+// always as three spatial dims: 1-d and 2-d put size-1 dims (kernel 1, stride 1, padding 0) first.
+struct ConvGeom {
+  std::size_t batch = 1, c_in = 1, c_out = 1, groups = 1;
+  std::array<std::size_t, 3> in{1, 1, 1}, kernel{1, 1, 1}, out{1, 1, 1};
+  std::array<std::int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
+
+  std::size_t in_size() const { return in[0] * in[1] * in[2]; }
+  std::size_t out_size() const { return out[0] * out[1] * out[2]; }
+  std::size_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+// Geometry of convNd (validates through conv_output_shape, so it throws ShapeError naming op).
+template <std::size_t N>
+ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& weight, const tensor::nn::ConvOptions<N>& o);
+
+// Geometry of conv_transposeNd expressed as its adjoint convolution: the conv whose input is
+// the transpose's output [batch, c_out_t, *out_t] and whose output is the transpose's input.
+// So geom.c_in = transpose output channels, geom.c_out = transpose input channels, and the
+// transpose weight [Cin_t, Cout_t/G, *K] is exactly that conv's weight.
+template <std::size_t N>
+ConvGeom conv_transpose_geom(std::string_view op, const Shape& x, const Shape& weight,
+                             const tensor::nn::ConvTransposeOptions<N>& o);
+
+// y = conv(x, w) + bias (bias may be null).
+void conv_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);
+void conv_forward(const ConvGeom& g, const double* x, const double* w, const double* bias, double* y);
+// dx [batch, c_in, *in] from dy [batch, c_out, *out] (inputs the forward never read get 0).
+void conv_backward_x(const ConvGeom& g, const float* dy, const float* w, float* dx);
+void conv_backward_x(const ConvGeom& g, const double* dy, const double* w, double* dx);
+// dw [c_out, c_in/groups, *kernel].
+void conv_backward_weight(const ConvGeom& g, const float* x, const float* dy, float* dw);
+void conv_backward_weight(const ConvGeom& g, const double* x, const double* dy, double* dw);
+// db [c_out] = sum of dy over batch and space.
+void conv_backward_bias(const ConvGeom& g, const float* dy, float* db);
+void conv_backward_bias(const ConvGeom& g, const double* dy, double* db);
+
+// conv_transpose with g from conv_transpose_geom: x [batch, g.c_out, *g.out] ->
+// y [batch, g.c_in, *g.in]; bias [g.c_in] may be null.
+void conv_transpose_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);
+void conv_transpose_forward(const ConvGeom& g, const double* x, const double* w, const double* bias, double* y);
+// dx [batch, g.c_out, *g.out] from dy [batch, g.c_in, *g.in].
+void conv_transpose_backward_x(const ConvGeom& g, const float* dy, const float* w, float* dx);
+void conv_transpose_backward_x(const ConvGeom& g, const double* dy, const double* w, double* dx);
+// dw [g.c_out, g.c_in/groups, *kernel] (the transpose weight layout).
+void conv_transpose_backward_weight(const ConvGeom& g, const float* x, const float* dy, float* dw);
+void conv_transpose_backward_weight(const ConvGeom& g, const double* x, const double* dy, double* dw);
+// db [g.c_in].
+void conv_transpose_backward_bias(const ConvGeom& g, const float* dy, float* db);
+void conv_transpose_backward_bias(const ConvGeom& g, const double* dy, double* db);
+
+}  // namespace tensor::cpu::nn

@@ -1,0 +1,70 @@
+// Row-major gemm and thread count shared by the nn kernels (BLIS when built with it, else a
+// plain loop), so conv, attention and the benchmarks call BLIS one way.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cpu/blis.hpp"
+
+#if TENSOR_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+namespace tensor::cpu::nn {
+
+// Threads the caller may use (1 inside an OpenMP region).
+inline int nn_threads() {
+#if TENSOR_HAVE_OPENMP
+  return omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
+#else
+  return 1;
+#endif
+}
+
+// C[m x n] = alpha * op(A) * op(B) + beta * C, row-major with leading dims lda/ldb/ldc;
+// op(A) = A^T when ta (A then stored [k x m]), likewise B ([n x k] when tb).
+template <class T>
+void nn_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+             const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc, int threads) {
+  if (m == 0 || n == 0) return;
+  const auto ia = static_cast<std::int64_t>(lda), ib = static_cast<std::int64_t>(ldb),
+             ic = static_cast<std::int64_t>(ldc);
+  const std::int64_t rsa = ta ? 1 : ia, csa = ta ? ia : 1;
+  const std::int64_t rsb = tb ? 1 : ib, csb = tb ? ib : 1;
+#if TENSOR_HAVE_BLIS
+  if (k > 0) {
+    rntm_t rntm = BLIS_RNTM_INITIALIZER;
+    bli_rntm_set_num_threads(threads, &rntm);
+    const auto dm = static_cast<dim_t>(m), dn = static_cast<dim_t>(n), dk = static_cast<dim_t>(k);
+    if constexpr (std::is_same_v<T, float>) {
+      bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &alpha, const_cast<float*>(a), rsa, csa,
+                   const_cast<float*>(b), rsb, csb, &beta, c, ic, 1, nullptr, &rntm);
+    } else {
+      bli_dgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &alpha, const_cast<double*>(a), rsa, csa,
+                   const_cast<double*>(b), rsb, csb, &beta, c, ic, 1, nullptr, &rntm);
+    }
+    return;
+  }
+#endif
+  (void)threads;
+  for (std::size_t i = 0; i < m; ++i) {
+    T* crow = c + static_cast<std::int64_t>(i) * ic;
+    for (std::size_t j = 0; j < n; ++j) crow[j] = beta == T(0) ? T(0) : beta * crow[j];
+    for (std::size_t p = 0; p < k; ++p) {
+      const T av = alpha * a[static_cast<std::int64_t>(i) * rsa + static_cast<std::int64_t>(p) * csa];
+      for (std::size_t j = 0; j < n; ++j)
+        crow[j] += av * b[static_cast<std::int64_t>(p) * rsb + static_cast<std::int64_t>(j) * csb];
+    }
+  }
+}
+
+// BLIS threads for one product of m*n*k multiply-adds (as matmul.cpp: all threads from 64^3).
+inline int gemm_threads(std::size_t m, std::size_t n, std::size_t k, int threads) {
+  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= 64.0 * 64.0 * 64.0 ? threads
+                                                                                                          : 1;
+}
+
+}  // namespace tensor::cpu::nn

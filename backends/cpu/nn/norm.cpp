@@ -1,0 +1,121 @@
+// layer_norm on the CPU: statistics per row in f64 (two passes), rows on OpenMP threads.
+#include "backends/cpu/nn/norm.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/nn/nn_gemm.hpp"
+
+namespace tensor::cpu::nn {
+namespace {
+
+using I = std::int64_t;
+
+template <class T>
+void row_stats(const T* xr, std::size_t d, double eps, double& mu, double& rs) {
+  double s = 0;
+  for (std::size_t i = 0; i < d; ++i) s += static_cast<double>(xr[i]);
+  mu = d ? s / static_cast<double>(d) : 0.0;
+  double v = 0;
+  for (std::size_t i = 0; i < d; ++i) {
+    const double c = static_cast<double>(xr[i]) - mu;
+    v += c * c;
+  }
+  v = d ? v / static_cast<double>(d) : 0.0;
+  rs = 1.0 / std::sqrt(v + eps);
+}
+
+template <class F>
+void for_rows(std::size_t rows, std::size_t d, F&& f) {
+  const I n = static_cast<I>(rows);
+  const int t = nn_threads();
+  if (t > 1 && rows > 1 && static_cast<double>(rows) * static_cast<double>(d) >= 32768.0) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp parallel for schedule(static) num_threads(t)
+#endif
+    for (I r = 0; r < n; ++r) f(static_cast<std::size_t>(r));
+  } else {
+    for (I r = 0; r < n; ++r) f(static_cast<std::size_t>(r));
+  }
+}
+
+template <class T>
+void forward(std::size_t rows, std::size_t d, const T* x, const T* gamma, const T* beta, double eps, T* y, T* mean,
+             T* rstd) {
+  for_rows(rows, d, [&](std::size_t r) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    double mu, rs;
+    row_stats(xr, d, eps, mu, rs);
+    const T m = static_cast<T>(mu), s = static_cast<T>(rs);
+    for (std::size_t i = 0; i < d; ++i) {
+      T v = (xr[i] - m) * s;
+      if (gamma) v *= gamma[i];
+      if (beta) v += beta[i];
+      yr[i] = v;
+    }
+    if (mean) mean[r] = m;
+    if (rstd) rstd[r] = s;
+  });
+}
+
+template <class T>
+void backward(std::size_t rows, std::size_t d, const T* x, const T* gamma, const T* dy, double eps, T* dx, T* dgamma,
+              T* dbeta) {
+  std::vector<double> mus(rows), rss(rows);
+  for_rows(rows, d, [&](std::size_t r) {
+    const T* xr = x + r * d;
+    const T* gr = dy + r * d;
+    double mu, rs;
+    row_stats(xr, d, eps, mu, rs);
+    mus[r] = mu;
+    rss[r] = rs;
+    double mg = 0, mgx = 0;
+    for (std::size_t i = 0; i < d; ++i) {
+      const double g = static_cast<double>(gr[i]) * (gamma ? static_cast<double>(gamma[i]) : 1.0);
+      mg += g;
+      mgx += g * (static_cast<double>(xr[i]) - mu) * rs;
+    }
+    mg /= static_cast<double>(d);
+    mgx /= static_cast<double>(d);
+    T* dr = dx + r * d;
+    for (std::size_t i = 0; i < d; ++i) {
+      const double g = static_cast<double>(gr[i]) * (gamma ? static_cast<double>(gamma[i]) : 1.0);
+      const double xh = (static_cast<double>(xr[i]) - mu) * rs;
+      dr[i] = static_cast<T>((g - mg - xh * mgx) * rs);
+    }
+  });
+  if (!dgamma && !dbeta) return;
+  std::vector<double> sg(d, 0.0), sb(d, 0.0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    const T* gr = dy + r * d;
+    for (std::size_t i = 0; i < d; ++i) {
+      sg[i] += static_cast<double>(gr[i]) * (static_cast<double>(xr[i]) - mus[r]) * rss[r];
+      sb[i] += static_cast<double>(gr[i]);
+    }
+  }
+  for (std::size_t i = 0; i < d; ++i) {
+    if (dgamma) dgamma[i] = static_cast<T>(sg[i]);
+    if (dbeta) dbeta[i] = static_cast<T>(sb[i]);
+  }
+}
+
+}  // namespace
+
+#define TENSOR_NN_NORM_TYPED(T)                                                                              \
+  void layer_norm_forward(std::size_t rows, std::size_t d, const T* x, const T* gamma, const T* beta, double eps, \
+                          T* y, T* mean, T* rstd) {                                                          \
+    forward(rows, d, x, gamma, beta, eps, y, mean, rstd);                                                    \
+  }                                                                                                          \
+  void layer_norm_backward(std::size_t rows, std::size_t d, const T* x, const T* gamma, const T* dy, double eps, \
+                           T* dx, T* dgamma, T* dbeta) {                                                     \
+    backward(rows, d, x, gamma, dy, eps, dx, dgamma, dbeta);                                                 \
+  }
+
+TENSOR_NN_NORM_TYPED(float)
+TENSOR_NN_NORM_TYPED(double)
+#undef TENSOR_NN_NORM_TYPED
+
+}  // namespace tensor::cpu::nn

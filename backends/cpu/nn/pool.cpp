@@ -1,0 +1,228 @@
+// Pooling on the CPU: direct window loops per (n, c) plane, planes on OpenMP threads.
+#include "backends/cpu/nn/pool.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/nn/nn_gemm.hpp"
+
+namespace tensor::cpu::nn {
+namespace {
+
+using I = std::int64_t;
+
+// Work below this many window taps runs on one thread.
+constexpr double kParallelWork = 1 << 15;
+
+template <class F>
+void for_planes(std::size_t planes, double work_per_plane, F&& f) {
+  const I np = static_cast<I>(planes);
+  const int t = nn_threads();
+  if (t > 1 && static_cast<double>(planes) * work_per_plane >= kParallelWork && planes > 1) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp parallel for schedule(static) num_threads(t)
+#endif
+    for (I p = 0; p < np; ++p) f(static_cast<std::size_t>(p));
+  } else {
+    for (I p = 0; p < np; ++p) f(static_cast<std::size_t>(p));
+  }
+}
+
+template <class T>
+void max_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) {
+  const I H = static_cast<I>(g.in_h), W = static_cast<I>(g.in_w);
+  const std::size_t O = g.out_h * g.out_w;
+  for_planes(g.planes, static_cast<double>(O * static_cast<std::size_t>(g.kernel[0] * g.kernel[1])),
+             [&](std::size_t p) {
+               const T* xp = x + p * g.in_h * g.in_w;
+               for (std::size_t oh = 0; oh < g.out_h; ++oh)
+                 for (std::size_t ow = 0; ow < g.out_w; ++ow) {
+                   T best = -std::numeric_limits<T>::infinity();
+                   I idx = -1;
+                   for (I kh = 0; kh < g.kernel[0]; ++kh) {
+                     const I ih = static_cast<I>(oh) * g.stride[0] - g.padding[0] + kh * g.dilation[0];
+                     if (ih < 0 || ih >= H) continue;
+                     for (I kw = 0; kw < g.kernel[1]; ++kw) {
+                       const I iw = static_cast<I>(ow) * g.stride[1] - g.padding[1] + kw * g.dilation[1];
+                       if (iw < 0 || iw >= W) continue;
+                       const T v = xp[ih * W + iw];
+                       if (idx < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+                         best = v;
+                         idx = ih * W + iw;
+                       }
+                     }
+                   }
+                   const std::size_t o = p * O + oh * g.out_w + ow;
+                   y[o] = best;
+                   if (indices) indices[o] = idx;
+                 }
+             });
+}
+
+template <class T>
+void max_backward(const Pool2dGeom& g, const T* dy, const I* indices, T* dx) {
+  const std::size_t O = g.out_h * g.out_w, S = g.in_h * g.in_w;
+  for_planes(g.planes, static_cast<double>(O + S), [&](std::size_t p) {
+    T* dxp = dx + p * S;
+    std::fill(dxp, dxp + S, T(0));
+    for (std::size_t o = 0; o < O; ++o) {
+      const I idx = indices[p * O + o];
+      if (idx >= 0) dxp[idx] += dy[p * O + o];
+    }
+  });
+}
+
+// The window of output o along one dim: valid input range [lo, hi) and the divisor length.
+struct Win {
+  I lo, hi, len;
+};
+Win avg_window(I o, I s, I p, I k, I in, bool cip) {
+  const I start = o * s - p;
+  const I end = std::min(start + k, in + p);
+  const I lo = std::max<I>(start, 0), hi = std::min(end, in);
+  return {lo, hi, cip ? end - start : hi - lo};
+}
+
+template <class T, bool kBackward>
+void avg_impl(const Pool2dGeom& g, const T* in_buf, T* out_buf) {
+  const I H = static_cast<I>(g.in_h), W = static_cast<I>(g.in_w);
+  const std::size_t O = g.out_h * g.out_w, S = g.in_h * g.in_w;
+  for_planes(g.planes, static_cast<double>(O * static_cast<std::size_t>(g.kernel[0] * g.kernel[1])),
+             [&](std::size_t p) {
+               if constexpr (kBackward) std::fill(out_buf + p * S, out_buf + (p + 1) * S, T(0));
+               for (std::size_t oh = 0; oh < g.out_h; ++oh) {
+                 const Win wh = avg_window(static_cast<I>(oh), g.stride[0], g.padding[0], g.kernel[0], H,
+                                           g.count_include_pad);
+                 for (std::size_t ow = 0; ow < g.out_w; ++ow) {
+                   const Win ww = avg_window(static_cast<I>(ow), g.stride[1], g.padding[1], g.kernel[1], W,
+                                             g.count_include_pad);
+                   const I div = std::max<I>(wh.len * ww.len, 1);
+                   const std::size_t o = p * O + oh * g.out_w + ow;
+                   if constexpr (kBackward) {
+                     const T v = in_buf[o] / static_cast<T>(div);
+                     T* dxp = out_buf + p * S;
+                     for (I ih = wh.lo; ih < wh.hi; ++ih)
+                       for (I iw = ww.lo; iw < ww.hi; ++iw) dxp[ih * W + iw] += v;
+                   } else {
+                     const T* xp = in_buf + p * S;
+                     T s = 0;
+                     for (I ih = wh.lo; ih < wh.hi; ++ih)
+                       for (I iw = ww.lo; iw < ww.hi; ++iw) s += xp[ih * W + iw];
+                     out_buf[o] = s / static_cast<T>(div);
+                   }
+                 }
+               }
+             });
+}
+
+template <class T, bool kBackward>
+void adaptive_impl(const AdaptiveGeom& g, const T* in_buf, T* out_buf) {
+  const std::size_t S = g.in[0] * g.in[1] * g.in[2], O = g.out[0] * g.out[1] * g.out[2];
+  auto box = [&](int d, std::size_t i, I& lo, I& hi) {
+    lo = tensor::nn::adaptive_start(static_cast<I>(i), static_cast<I>(g.in[d]), static_cast<I>(g.out[d]));
+    hi = tensor::nn::adaptive_end(static_cast<I>(i), static_cast<I>(g.in[d]), static_cast<I>(g.out[d]));
+  };
+  const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]);
+  for_planes(g.planes, static_cast<double>(std::max(S, O)), [&](std::size_t p) {
+    if constexpr (kBackward) std::fill(out_buf + p * S, out_buf + (p + 1) * S, T(0));
+    std::size_t o = p * O;
+    for (std::size_t od = 0; od < g.out[0]; ++od) {
+      I d0, d1;
+      box(0, od, d0, d1);
+      for (std::size_t oh = 0; oh < g.out[1]; ++oh) {
+        I h0, h1;
+        box(1, oh, h0, h1);
+        for (std::size_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+          I w0, w1;
+          box(2, ow, w0, w1);
+          const T cnt = static_cast<T>((d1 - d0) * (h1 - h0) * (w1 - w0));
+          if constexpr (kBackward) {
+            const T v = in_buf[o] / cnt;
+            T* dxp = out_buf + p * S;
+            for (I d = d0; d < d1; ++d)
+              for (I h = h0; h < h1; ++h)
+                for (I w = w0; w < w1; ++w) dxp[(d * in1 + h) * in2 + w] += v;
+          } else {
+            const T* xp = in_buf + p * S;
+            T s = 0;
+            for (I d = d0; d < d1; ++d)
+              for (I h = h0; h < h1; ++h)
+                for (I w = w0; w < w1; ++w) s += xp[(d * in1 + h) * in2 + w];
+            out_buf[o] = s / cnt;
+          }
+        }
+      }
+    }
+  });
+}
+
+template <std::size_t N>
+Pool2dGeom geom2d(const Shape& x, const Shape& y, const std::array<I, N>& k, const std::array<I, N>& s,
+                  const std::array<I, N>& p, const std::array<I, N>& d) {
+  Pool2dGeom g;
+  g.planes = x[0] * x[1];
+  g.in_h = N == 2 ? x[2] : 1;
+  g.in_w = x[1 + N];
+  g.out_h = N == 2 ? y[2] : 1;
+  g.out_w = y[1 + N];
+  for (std::size_t i = 0; i < N; ++i) {
+    g.kernel[2 - N + i] = k[i];
+    g.stride[2 - N + i] = s[i];
+    g.padding[2 - N + i] = p[i];
+    g.dilation[2 - N + i] = d[i];
+  }
+  return g;
+}
+
+}  // namespace
+
+template <std::size_t N>
+Pool2dGeom max_pool_geom(std::string_view op, const Shape& x, const tensor::nn::MaxPoolOptions<N>& o) {
+  const Shape y = tensor::nn::max_pool_output_shape<N>(op, x, o);
+  return geom2d<N>(x, y, o.kernel_size, o.stride, o.padding, o.dilation);
+}
+template <std::size_t N>
+Pool2dGeom avg_pool_geom(std::string_view op, const Shape& x, const tensor::nn::AvgPoolOptions<N>& o) {
+  const Shape y = tensor::nn::avg_pool_output_shape<N>(op, x, o);
+  Pool2dGeom g = geom2d<N>(x, y, o.kernel_size, o.stride, o.padding, tensor::nn::detail::filled<N>(1));
+  g.count_include_pad = o.count_include_pad;
+  return g;
+}
+template <std::size_t N>
+AdaptiveGeom adaptive_avg_pool_geom(std::string_view op, const Shape& x, const std::array<I, N>& size) {
+  const Shape y = tensor::nn::adaptive_avg_pool_output_shape<N>(op, x, size);
+  AdaptiveGeom g;
+  g.planes = x[0] * x[1];
+  for (std::size_t i = 0; i < N; ++i) {
+    g.in[3 - N + i] = x[2 + i];
+    g.out[3 - N + i] = y[2 + i];
+  }
+  return g;
+}
+
+template Pool2dGeom max_pool_geom<1>(std::string_view, const Shape&, const tensor::nn::MaxPoolOptions<1>&);
+template Pool2dGeom max_pool_geom<2>(std::string_view, const Shape&, const tensor::nn::MaxPoolOptions<2>&);
+template Pool2dGeom avg_pool_geom<1>(std::string_view, const Shape&, const tensor::nn::AvgPoolOptions<1>&);
+template Pool2dGeom avg_pool_geom<2>(std::string_view, const Shape&, const tensor::nn::AvgPoolOptions<2>&);
+template AdaptiveGeom adaptive_avg_pool_geom<1>(std::string_view, const Shape&, const std::array<I, 1>&);
+template AdaptiveGeom adaptive_avg_pool_geom<2>(std::string_view, const Shape&, const std::array<I, 2>&);
+template AdaptiveGeom adaptive_avg_pool_geom<3>(std::string_view, const Shape&, const std::array<I, 3>&);
+
+#define TENSOR_NN_POOL_TYPED(T)                                                                                \
+  void max_pool2d_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) { max_forward(g, x, y, indices); } \
+  void max_pool2d_backward(const Pool2dGeom& g, const T* dy, const I* indices, T* dx) {                      \
+    max_backward(g, dy, indices, dx);                                                                        \
+  }                                                                                                          \
+  void avg_pool2d_forward(const Pool2dGeom& g, const T* x, T* y) { avg_impl<T, false>(g, x, y); }            \
+  void avg_pool2d_backward(const Pool2dGeom& g, const T* dy, T* dx) { avg_impl<T, true>(g, dy, dx); }        \
+  void adaptive_avg_pool_forward(const AdaptiveGeom& g, const T* x, T* y) { adaptive_impl<T, false>(g, x, y); } \
+  void adaptive_avg_pool_backward(const AdaptiveGeom& g, const T* dy, T* dx) {                               \
+    adaptive_impl<T, true>(g, dy, dx);                                                                       \
+  }
+
+TENSOR_NN_POOL_TYPED(float)
+TENSOR_NN_POOL_TYPED(double)
+#undef TENSOR_NN_POOL_TYPED
+
+}  // namespace tensor::cpu::nn

@@ -1,0 +1,52 @@
+// CPU pooling kernels (max with indices, average, adaptive average; forward and backward) on
+// contiguous [planes = N*C, *spatial] buffers. 1-d pools run as 2-d with a height of 1.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/nn_options.hpp"
+
+namespace tensor::cpu::nn {
+
+struct Pool2dGeom {
+  std::size_t planes = 1, in_h = 1, in_w = 1, out_h = 1, out_w = 1;
+  std::array<std::int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  bool count_include_pad = true;  // avg only
+};
+
+// Geometry of max_pool1d/2d and avg_pool1d/2d (validates; ShapeError names op).
+template <std::size_t N>
+Pool2dGeom max_pool_geom(std::string_view op, const Shape& x, const tensor::nn::MaxPoolOptions<N>& o);
+template <std::size_t N>
+Pool2dGeom avg_pool_geom(std::string_view op, const Shape& x, const tensor::nn::AvgPoolOptions<N>& o);
+
+// y and indices [planes, out_h, out_w]; indices (may be null) are flat h*in_w + w in the
+// unpadded plane, the first maximum in window order; NaN wins (its first position). A
+// window without a valid tap gives -inf and index -1.
+void max_pool2d_forward(const Pool2dGeom& g, const float* x, float* y, std::int64_t* indices);
+void max_pool2d_forward(const Pool2dGeom& g, const double* x, double* y, std::int64_t* indices);
+// dx = zeros with dy scatter-added at the indices (index -1 is skipped).
+void max_pool2d_backward(const Pool2dGeom& g, const float* dy, const std::int64_t* indices, float* dx);
+void max_pool2d_backward(const Pool2dGeom& g, const double* dy, const std::int64_t* indices, double* dx);
+
+void avg_pool2d_forward(const Pool2dGeom& g, const float* x, float* y);
+void avg_pool2d_forward(const Pool2dGeom& g, const double* x, double* y);
+void avg_pool2d_backward(const Pool2dGeom& g, const float* dy, float* dx);
+void avg_pool2d_backward(const Pool2dGeom& g, const double* dy, double* dx);
+
+// Adaptive average pooling, always as three spatial dims (1-d and 2-d put size-1 dims first).
+struct AdaptiveGeom {
+  std::size_t planes = 1;
+  std::array<std::size_t, 3> in{1, 1, 1}, out{1, 1, 1};
+};
+template <std::size_t N>
+AdaptiveGeom adaptive_avg_pool_geom(std::string_view op, const Shape& x, const std::array<std::int64_t, N>& size);
+
+void adaptive_avg_pool_forward(const AdaptiveGeom& g, const float* x, float* y);
+void adaptive_avg_pool_forward(const AdaptiveGeom& g, const double* x, double* y);
+void adaptive_avg_pool_backward(const AdaptiveGeom& g, const float* dy, float* dx);
+void adaptive_avg_pool_backward(const AdaptiveGeom& g, const double* dy, double* dx);
+
+}  // namespace tensor::cpu::nn

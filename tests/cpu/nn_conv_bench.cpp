@@ -1,0 +1,60 @@
+// Timing of the CPU conv2d kernel (im2col + BLIS) beside a direct bli_sgemm of the same
+// GEMM (M = C_out, K = C_in*kh*kw, N = batch*Ho*Wo) from the same run; prints GFLOP/s and
+// the ratio. A benchmark (suite perf), never a test: `meson test -C build --benchmark nn_conv_bench`.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/nn/nn_gemm.hpp"
+
+namespace {
+
+using tensor::Shape;
+using namespace tensor::cpu::nn;
+
+template <class F>
+double best_seconds(F&& f, int reps) {
+  f();  // warm-up (page faults, BLIS packing buffers)
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+void row(std::size_t n, std::size_t cin, std::size_t hw, std::size_t cout, int reps) {
+  const auto g = conv_geom<2>("conv2d", Shape{n, cin, hw, hw}, Shape{cout, cin, 3, 3},
+                              tensor::nn::ConvOptions<2>{{1, 1}, {1, 1}, {1, 1}, 1});
+  std::vector<float> x(n * cin * hw * hw), w(cout * cin * 9), b(cout), y(n * cout * g.out_size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.1f - 0.2f;
+  const double flops = 2.0 * static_cast<double>(n * cout * g.out_size()) * static_cast<double>(cin * 9);
+  const double t_conv = best_seconds([&] { conv_forward(g, x.data(), w.data(), b.data(), y.data()); }, reps);
+  std::vector<float> dx(x.size()), dw(w.size());
+  const double t_bx = best_seconds([&] { conv_backward_x(g, y.data(), w.data(), dx.data()); }, reps);
+  const double t_bw = best_seconds([&] { conv_backward_weight(g, x.data(), y.data(), dw.data()); }, reps);
+  // Same GEMM size straight into BLIS: [cout x K] @ [K x n*P] on all threads.
+  const std::size_t K = cin * 9, N = n * g.out_size();
+  std::vector<float> bm(K * N, 0.5f), cm(cout * N);
+  const int threads = nn_threads();
+  const double t_gemm = best_seconds(
+      [&] { nn_gemm<float>(false, false, cout, N, K, 1.0f, w.data(), K, bm.data(), N, 0.0f, cm.data(), N, threads); }, reps);
+  std::printf("conv2d [%zu,%zu,%zu,%zu] 3x3 -> %zu pad 1 | fwd %8.2f ms %6.1f GFLOP/s | bli_sgemm %zux%zux%zu %8.2f ms %6.1f GFLOP/s | "
+              "fwd/gemm %.2f | bwd_x %6.1f GFLOP/s | bwd_w %6.1f GFLOP/s\n",
+              n, cin, hw, hw, cout, t_conv * 1e3, flops / t_conv * 1e-9, static_cast<std::size_t>(cout), K, N,
+              t_gemm * 1e3, flops / t_gemm * 1e-9, t_gemm / t_conv, flops / t_bx * 1e-9, flops / t_bw * 1e-9);
+}
+
+}  // namespace
+
+int main() {
+  std::printf("threads: %d\n", nn_threads());
+  row(32, 64, 56, 64, 3);
+  row(128, 1, 28, 32, 5);
+  row(128, 32, 14, 64, 5);
+  return 0;
+}

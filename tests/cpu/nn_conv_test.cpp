@@ -1,0 +1,436 @@
+// conv / conv_transpose kernels (1-d, 2-d, 3-d) against direct nested-loop references written
+// here, an options grid, finite-difference gradients in f64, and module-ops.md E1-E7.
+#include <array>
+#include <vector>
+
+#include "backends/cpu/nn/conv.hpp"
+#include "nn_test_util.hpp"
+
+namespace tensor::cpu::nn::test {
+namespace {
+
+using I = std::int64_t;
+using tensor::nn::ConvOptions;
+using tensor::nn::ConvTransposeOptions;
+
+// One case in N-d; spatial vectors have N entries.
+struct Case {
+  std::size_t batch = 1, cin = 1, cout = 1, groups = 1;
+  std::vector<std::size_t> in, k;
+  std::vector<I> s, p, d, op;  // op: padding_out (transpose only)
+  bool bias = false;
+};
+
+std::size_t prod(const std::vector<std::size_t>& v) {
+  std::size_t n = 1;
+  for (auto x : v) n *= x;
+  return n;
+}
+// Pads an N-d spatial vector to 3 dims in front.
+template <class T>
+std::array<T, 3> pad3(const std::vector<T>& v, T fill) {
+  std::array<T, 3> a{fill, fill, fill};
+  for (std::size_t i = 0; i < v.size(); ++i) a[3 - v.size() + i] = v[i];
+  return a;
+}
+
+std::vector<std::size_t> conv_out(const Case& c) {
+  std::vector<std::size_t> o;
+  for (std::size_t i = 0; i < c.in.size(); ++i)
+    o.push_back(static_cast<std::size_t>((static_cast<I>(c.in[i]) + 2 * c.p[i] - c.d[i] * (static_cast<I>(c.k[i]) - 1) - 1) / c.s[i] + 1));
+  return o;
+}
+std::vector<std::size_t> transpose_out(const Case& c) {
+  std::vector<std::size_t> o;
+  for (std::size_t i = 0; i < c.in.size(); ++i)
+    o.push_back(static_cast<std::size_t>((static_cast<I>(c.in[i]) - 1) * c.s[i] - 2 * c.p[i] +
+                                         c.d[i] * (static_cast<I>(c.k[i]) - 1) + c.op[i] + 1));
+  return o;
+}
+
+// y[n,o,q] = b[o] + sum_{c',k} w[o,c',k] x[n, g*Cin/G + c', q*s + k*d - p]
+std::vector<double> ref_conv(const Case& c, const std::vector<double>& x, const std::vector<double>& w,
+                             const std::vector<double>& b) {
+  const auto in = pad3<std::size_t>(c.in, 1), k = pad3<std::size_t>(c.k, 1), out = pad3<std::size_t>(conv_out(c), 1);
+  const auto s = pad3<I>(c.s, 1), p = pad3<I>(c.p, 0), d = pad3<I>(c.d, 1);
+  const std::size_t cgi = c.cin / c.groups, cgo = c.cout / c.groups;
+  std::vector<double> y(c.batch * c.cout * out[0] * out[1] * out[2]);
+  std::size_t at = 0;
+  for (std::size_t n = 0; n < c.batch; ++n)
+    for (std::size_t o = 0; o < c.cout; ++o)
+      for (std::size_t q0 = 0; q0 < out[0]; ++q0)
+        for (std::size_t q1 = 0; q1 < out[1]; ++q1)
+          for (std::size_t q2 = 0; q2 < out[2]; ++q2) {
+            double sum = c.bias ? b[o] : 0.0;
+            const std::size_t g = o / cgo;
+            for (std::size_t ci = 0; ci < cgi; ++ci)
+              for (std::size_t a0 = 0; a0 < k[0]; ++a0)
+                for (std::size_t a1 = 0; a1 < k[1]; ++a1)
+                  for (std::size_t a2 = 0; a2 < k[2]; ++a2) {
+                    const I i0 = static_cast<I>(q0) * s[0] + static_cast<I>(a0) * d[0] - p[0];
+                    const I i1 = static_cast<I>(q1) * s[1] + static_cast<I>(a1) * d[1] - p[1];
+                    const I i2 = static_cast<I>(q2) * s[2] + static_cast<I>(a2) * d[2] - p[2];
+                    if (i0 < 0 || i1 < 0 || i2 < 0 || i0 >= static_cast<I>(in[0]) || i1 >= static_cast<I>(in[1]) ||
+                        i2 >= static_cast<I>(in[2]))
+                      continue;
+                    const double xv = x[(((n * c.cin + g * cgi + ci) * in[0] + static_cast<std::size_t>(i0)) * in[1] +
+                                         static_cast<std::size_t>(i1)) * in[2] + static_cast<std::size_t>(i2)];
+                    const double wv = w[(((o * cgi + ci) * k[0] + a0) * k[1] + a1) * k[2] + a2];
+                    sum += xv * wv;
+                  }
+            y[at++] = sum;
+          }
+  return y;
+}
+
+// Transposed conv by scattering: y[n, g*Cout/G + o', i*s + k*d - p] += x[n,c,i] w[c,o',k].
+std::vector<double> ref_conv_transpose(const Case& c, const std::vector<double>& x, const std::vector<double>& w,
+                                       const std::vector<double>& b) {
+  const auto in = pad3<std::size_t>(c.in, 1), k = pad3<std::size_t>(c.k, 1), out = pad3<std::size_t>(transpose_out(c), 1);
+  const auto s = pad3<I>(c.s, 1), p = pad3<I>(c.p, 0), d = pad3<I>(c.d, 1);
+  const std::size_t cgi = c.cin / c.groups, cgo = c.cout / c.groups, osz = out[0] * out[1] * out[2];
+  std::vector<double> y(c.batch * c.cout * osz, 0.0);
+  for (std::size_t n = 0; n < c.batch; ++n)
+    for (std::size_t ch = 0; ch < c.cin; ++ch)
+      for (std::size_t i0 = 0; i0 < in[0]; ++i0)
+        for (std::size_t i1 = 0; i1 < in[1]; ++i1)
+          for (std::size_t i2 = 0; i2 < in[2]; ++i2) {
+            const double xv = x[(((n * c.cin + ch) * in[0] + i0) * in[1] + i1) * in[2] + i2];
+            const std::size_t g = ch / cgi;
+            for (std::size_t oo = 0; oo < cgo; ++oo)
+              for (std::size_t a0 = 0; a0 < k[0]; ++a0)
+                for (std::size_t a1 = 0; a1 < k[1]; ++a1)
+                  for (std::size_t a2 = 0; a2 < k[2]; ++a2) {
+                    const I q0 = static_cast<I>(i0) * s[0] + static_cast<I>(a0) * d[0] - p[0];
+                    const I q1 = static_cast<I>(i1) * s[1] + static_cast<I>(a1) * d[1] - p[1];
+                    const I q2 = static_cast<I>(i2) * s[2] + static_cast<I>(a2) * d[2] - p[2];
+                    if (q0 < 0 || q1 < 0 || q2 < 0 || q0 >= static_cast<I>(out[0]) || q1 >= static_cast<I>(out[1]) ||
+                        q2 >= static_cast<I>(out[2]))
+                      continue;
+                    const double wv = w[(((ch * cgo + oo) * k[0] + a0) * k[1] + a1) * k[2] + a2];
+                    y[((n * c.cout + g * cgo + oo) * out[0] + static_cast<std::size_t>(q0)) * out[1] * out[2] +
+                      static_cast<std::size_t>(q1) * out[2] + static_cast<std::size_t>(q2)] += xv * wv;
+                  }
+          }
+  if (c.bias)
+    for (std::size_t n = 0; n < c.batch; ++n)
+      for (std::size_t o = 0; o < c.cout; ++o)
+        for (std::size_t i = 0; i < osz; ++i) y[(n * c.cout + o) * osz + i] += b[o];
+  return y;
+}
+
+template <std::size_t N>
+std::array<I, N> arr(const std::vector<I>& v) {
+  std::array<I, N> a{};
+  for (std::size_t i = 0; i < N; ++i) a[i] = v[i];
+  return a;
+}
+Shape shape_of(std::size_t a, std::size_t b, const std::vector<std::size_t>& sp) {
+  Shape s{a, b};
+  for (auto v : sp) s.push_back(v);
+  return s;
+}
+
+ConvGeom geom(const Case& c) {
+  const Shape x = shape_of(c.batch, c.cin, c.in), w = shape_of(c.cout, c.cin / c.groups, c.k);
+  switch (c.in.size()) {
+    case 1: return conv_geom<1>("conv1d", x, w, ConvOptions<1>{arr<1>(c.s), arr<1>(c.p), arr<1>(c.d), static_cast<I>(c.groups)});
+    case 2: return conv_geom<2>("conv2d", x, w, ConvOptions<2>{arr<2>(c.s), arr<2>(c.p), arr<2>(c.d), static_cast<I>(c.groups)});
+    default: return conv_geom<3>("conv3d", x, w, ConvOptions<3>{arr<3>(c.s), arr<3>(c.p), arr<3>(c.d), static_cast<I>(c.groups)});
+  }
+}
+ConvGeom tgeom(const Case& c) {
+  const Shape x = shape_of(c.batch, c.cin, c.in), w = shape_of(c.cin, c.cout / c.groups, c.k);
+  switch (c.in.size()) {
+    case 1:
+      return conv_transpose_geom<1>("conv_transpose1d", x, w,
+                                    ConvTransposeOptions<1>{arr<1>(c.s), arr<1>(c.p), arr<1>(c.op), arr<1>(c.d), static_cast<I>(c.groups)});
+    case 2:
+      return conv_transpose_geom<2>("conv_transpose2d", x, w,
+                                    ConvTransposeOptions<2>{arr<2>(c.s), arr<2>(c.p), arr<2>(c.op), arr<2>(c.d), static_cast<I>(c.groups)});
+    default:
+      return conv_transpose_geom<3>("conv_transpose3d", x, w,
+                                    ConvTransposeOptions<3>{arr<3>(c.s), arr<3>(c.p), arr<3>(c.op), arr<3>(c.d), static_cast<I>(c.groups)});
+  }
+}
+
+template <class T>
+std::vector<double> run_conv(const Case& c, const std::vector<double>& x, const std::vector<double>& w,
+                             const std::vector<double>& b) {
+  const ConvGeom g = geom(c);
+  const auto xt = cast<T>(x), wt = cast<T>(w), bt = cast<T>(b);
+  std::vector<T> y(g.batch * g.c_out * g.out_size());
+  conv_forward(g, xt.data(), wt.data(), c.bias ? bt.data() : nullptr, y.data());
+  return std::vector<double>(y.begin(), y.end());
+}
+template <class T>
+std::vector<double> run_transpose(const Case& c, const std::vector<double>& x, const std::vector<double>& w,
+                                  const std::vector<double>& b) {
+  const ConvGeom g = tgeom(c);
+  const auto xt = cast<T>(x), wt = cast<T>(w), bt = cast<T>(b);
+  std::vector<T> y(g.batch * g.c_in * g.in_size());
+  conv_transpose_forward(g, xt.data(), wt.data(), c.bias ? bt.data() : nullptr, y.data());
+  return std::vector<double>(y.begin(), y.end());
+}
+
+std::string describe(const Case& c) {
+  auto l = [](const auto& v) {
+    std::string s = "[";
+    for (auto x : v) s += std::to_string(x) + ",";
+    return s + "]";
+  };
+  return "N=" + std::to_string(c.batch) + " Cin=" + std::to_string(c.cin) + " Cout=" + std::to_string(c.cout) +
+         " G=" + std::to_string(c.groups) + " in=" + l(c.in) + " k=" + l(c.k) + " s=" + l(c.s) + " p=" + l(c.p) +
+         " d=" + l(c.d) + " op=" + l(c.op) + (c.bias ? " bias" : "");
+}
+
+// The 2-d grid: strides, paddings, dilations, groups, bias, 1x1 kernels, batch 1 and 3.
+std::vector<Case> grid2d() {
+  std::vector<Case> cases;
+  int i = 0;
+  for (I s : {1, 2, 3})
+    for (I p : {0, 1, 2})
+      for (I d : {1, 2})
+        for (std::size_t g : {1, 2}) {
+          Case c;
+          c.batch = (i % 3 == 0) ? 1 : 3;
+          c.cin = 4;
+          c.cout = g == 2 ? 6 : 3;
+          c.groups = g;
+          c.in = {6, 7};
+          c.k = (i % 5 == 4) ? std::vector<std::size_t>{1, 1} : std::vector<std::size_t>{3, 2};
+          c.s = {s, s == 1 ? 2 : 1};
+          c.p = {p, p == 2 ? 0 : p};
+          c.d = {d, 1};
+          c.op = {0, 0};
+          c.bias = i % 2 == 0;
+          ++i;
+          cases.push_back(c);
+        }
+  Case pw;  // the 1x1 stride-1 path (no im2col)
+  pw.batch = 2;
+  pw.cin = 4;
+  pw.cout = 6;
+  pw.groups = 2;
+  pw.in = {3, 5};
+  pw.k = {1, 1};
+  pw.s = {1, 1};
+  pw.p = {0, 0};
+  pw.d = {1, 1};
+  pw.op = {0, 0};
+  pw.bias = true;
+  cases.push_back(pw);
+  return cases;
+}
+
+std::vector<Case> grid_nd() {
+  std::vector<Case> cases;
+  for (I s : {1, 2})
+    for (I p : {0, 1})
+      for (I d : {1, 2}) {
+        Case c1;
+        c1.batch = 2;
+        c1.cin = 2;
+        c1.cout = 4;
+        c1.groups = 2;
+        c1.in = {9};
+        c1.k = {3};
+        c1.s = {s};
+        c1.p = {p};
+        c1.d = {d};
+        c1.op = {0};
+        c1.bias = true;
+        cases.push_back(c1);
+        Case c3;
+        c3.batch = 2;
+        c3.cin = 2;
+        c3.cout = 2;
+        c3.groups = s == 1 ? 1 : 2;
+        c3.in = {4, 5, 4};
+        c3.k = {2, 2, 3};
+        c3.s = {s, 1, s};
+        c3.p = {p, 1, 0};
+        c3.d = {1, d, 1};
+        c3.op = {0, 0, 0};
+        c3.bias = d == 1;
+        cases.push_back(c3);
+      }
+  return cases;
+}
+
+void check_forward(const Case& c) {
+  const auto x = rnd(c.batch * c.cin * prod(c.in), 1), w = rnd(c.cout * (c.cin / c.groups) * prod(c.k), 2),
+             b = rnd(c.cout, 3);
+  const auto want = ref_conv(c, x, w, b);
+  expect_close(run_conv<double>(c, x, w, b), want, 1e-12, "f64 " + describe(c));
+  expect_close(run_conv<float>(c, x, w, b), want, 1e-5, "f32 " + describe(c));
+}
+
+// Gradients of L = sum(r * conv(x, w, b)) against central differences (f64).
+void check_backward(const Case& c) {
+  const auto x = rnd(c.batch * c.cin * prod(c.in), 4), w = rnd(c.cout * (c.cin / c.groups) * prod(c.k), 5),
+             b = rnd(c.cout, 6);
+  const ConvGeom g = geom(c);
+  const auto r = rnd(g.batch * g.c_out * g.out_size(), 7);
+  std::vector<double> dx(x.size()), dw(w.size()), db(b.size());
+  conv_backward_x(g, r.data(), w.data(), dx.data());
+  conv_backward_weight(g, x.data(), r.data(), dw.data());
+  conv_backward_bias(g, r.data(), db.data());
+  expect_close(dx, numeric_grad(x, [&](const auto& v) { return dot(r, run_conv<double>(c, v, w, b)); }), 1e-6,
+               "dx " + describe(c));
+  expect_close(dw, numeric_grad(w, [&](const auto& v) { return dot(r, run_conv<double>(c, x, v, b)); }), 1e-6,
+               "dw " + describe(c));
+  Case cb = c;
+  cb.bias = true;
+  expect_close(db, numeric_grad(b, [&](const auto& v) { return dot(r, run_conv<double>(cb, x, w, v)); }), 1e-6,
+               "db " + describe(c));
+}
+
+// Transposed-conv cases: the conv grid with Cin/Cout swapped in meaning and every valid
+// padding_out (< max(stride, dilation)).
+std::vector<Case> transpose_cases(const std::vector<Case>& base) {
+  std::vector<Case> out;
+  for (Case c : base) {
+    c.op.assign(c.in.size(), 0);
+    for (std::size_t i = 0; i < c.in.size(); ++i) c.op[i] = std::max(c.s[i], c.d[i]) - 1;
+    out.push_back(c);
+  }
+  return out;
+}
+
+void check_transpose(const Case& c, bool grads) {
+  const auto x = rnd(c.batch * c.cin * prod(c.in), 8), w = rnd(c.cin * (c.cout / c.groups) * prod(c.k), 9),
+             b = rnd(c.cout, 10);
+  const auto want = ref_conv_transpose(c, x, w, b);
+  expect_close(run_transpose<double>(c, x, w, b), want, 1e-12, "T f64 " + describe(c));
+  expect_close(run_transpose<float>(c, x, w, b), want, 1e-5, "T f32 " + describe(c));
+  if (!grads) return;
+  const ConvGeom g = tgeom(c);
+  const auto r = rnd(want.size(), 11);
+  std::vector<double> dx(x.size()), dw(w.size()), db(b.size());
+  conv_transpose_backward_x(g, r.data(), w.data(), dx.data());
+  conv_transpose_backward_weight(g, x.data(), r.data(), dw.data());
+  conv_transpose_backward_bias(g, r.data(), db.data());
+  expect_close(dx, numeric_grad(x, [&](const auto& v) { return dot(r, run_transpose<double>(c, v, w, b)); }), 1e-6,
+               "T dx " + describe(c));
+  expect_close(dw, numeric_grad(w, [&](const auto& v) { return dot(r, run_transpose<double>(c, x, v, b)); }), 1e-6,
+               "T dw " + describe(c));
+  Case cb = c;
+  cb.bias = true;
+  expect_close(db, numeric_grad(b, [&](const auto& v) { return dot(r, run_transpose<double>(cb, x, w, v)); }), 1e-6,
+               "T db " + describe(c));
+}
+
+TEST(NnConv, Conv2dMatchesDirectLoopsOverOptionsGrid) {
+  for (const auto& c : grid2d()) check_forward(c);
+}
+TEST(NnConv, Conv1dAnd3dMatchDirectLoops) {
+  for (const auto& c : grid_nd()) check_forward(c);
+}
+TEST(NnConv, BackwardMatchesFiniteDifferences) {
+  const auto g2 = grid2d();
+  for (std::size_t i = 0; i < g2.size(); i += 3) check_backward(g2[i]);
+  check_backward(g2.back());
+  for (const auto& c : grid_nd()) check_backward(c);
+}
+TEST(NnConv, ConvTransposeMatchesScatterLoopsOverOptionsGrid) {
+  for (const auto& c : transpose_cases(grid2d())) check_transpose(c, false);
+  for (const auto& c : transpose_cases(grid_nd())) check_transpose(c, false);
+}
+TEST(NnConv, ConvTransposeBackwardMatchesFiniteDifferences) {
+  const auto g2 = transpose_cases(grid2d());
+  for (std::size_t i = 1; i < g2.size(); i += 4) check_transpose(g2[i], true);
+  for (const auto& c : transpose_cases(grid_nd())) check_transpose(c, true);
+}
+
+// ---- module-ops.md edge cases (values from torch 1.13) ----
+
+std::vector<double> iota(std::size_t n, double from = 0) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = from + static_cast<double>(i);
+  return v;
+}
+
+TEST(NnConv, E1GroupsDilationStrideReadOnlyTheirGroup) {
+  const auto g = conv_geom<2>("conv2d", Shape{1, 4, 5, 5}, Shape{2, 2, 2, 2}, ConvOptions<2>{{2, 1}, {1, 0}, {2, 2}, 2});
+  ASSERT_EQ(g.out[1], 3u);
+  ASSERT_EQ(g.out[2], 3u);
+  const auto x = cast<float>(iota(100));
+  const std::vector<float> w(16, 1.0f);
+  std::vector<float> y(18);
+  conv_forward(g, x.data(), w.data(), nullptr, y.data());
+  expect_close(y, std::vector<double>{74, 78, 82, 188, 196, 204, 114, 118, 122, 274, 278, 282, 588, 596, 604, 314, 318, 322},
+               1e-6, "E1");
+}
+
+TEST(NnConv, E2Conv1dDilationAndPadding) {
+  const auto g = conv_geom<1>("conv1d", Shape{1, 1, 7}, Shape{1, 1, 3}, ConvOptions<1>{{2}, {1}, {3}, 1});
+  const std::vector<float> x{1, 2, 3, 4, 5, 6, 7}, w{1, 10, 100};
+  std::vector<float> y(g.out_size());
+  conv_forward(g, x.data(), w.data(), nullptr, y.data());
+  expect_close(y, std::vector<double>{630, 52}, 1e-6, "E2");
+}
+
+TEST(NnConv, E3UnreadInputsGetZeroGradient) {
+  const auto g = conv_geom<1>("conv1d", Shape{1, 1, 5}, Shape{1, 1, 2}, ConvOptions<1>{{2}, {0}, {1}, 1});
+  const std::vector<double> x{1, 2, 3, 4, 5}, w{1, 1}, dy(g.out_size(), 1.0);
+  ASSERT_EQ(g.out_size(), 2u);
+  std::vector<double> dx(5), dw(2);
+  conv_backward_x(g, dy.data(), w.data(), dx.data());
+  conv_backward_weight(g, x.data(), dy.data(), dw.data());
+  expect_close(dx, std::vector<double>{1, 1, 1, 1, 0}, 1e-12, "E3 dx");
+  expect_close(dw, std::vector<double>{4, 6}, 1e-12, "E3 dw");
+  // The padding_out that conv_transpose needs to reach length 5.
+  EXPECT_EQ(tensor::nn::conv_backward_padding_out(5, 2, 2, 2, 0, 1), 1);
+}
+
+TEST(NnConv, E4ConvTransposeOutputPaddingRowIsNotZero) {
+  const auto g = conv_transpose_geom<2>("conv_transpose2d", Shape{1, 1, 2, 2}, Shape{1, 1, 3, 3},
+                                        ConvTransposeOptions<2>{{2, 2}, {1, 1}, {1, 1}, {1, 1}, 1});
+  ASSERT_EQ(g.in[1], 4u);
+  ASSERT_EQ(g.in[2], 4u);
+  const std::vector<float> x(4, 1.0f), w(9, 1.0f);
+  std::vector<float> y(16);
+  conv_transpose_forward(g, x.data(), w.data(), nullptr, y.data());
+  expect_close(y, std::vector<double>{1, 2, 1, 1, 2, 4, 2, 2, 1, 2, 1, 1, 1, 2, 1, 1}, 1e-6, "E4");
+}
+
+TEST(NnConv, E5ConvTransposeGroups) {
+  const auto g = conv_transpose_geom<1>("conv_transpose1d", Shape{1, 2, 2}, Shape{2, 1, 2},
+                                        ConvTransposeOptions<1>{{1}, {0}, {0}, {1}, 2});
+  const std::vector<float> x{1, 2, 3, 4}, w{1, 1, 10, 10};
+  std::vector<float> y(6);
+  conv_transpose_forward(g, x.data(), w.data(), nullptr, y.data());
+  expect_close(y, std::vector<double>{1, 3, 2, 30, 70, 40}, 1e-6, "E5");
+}
+
+TEST(NnConv, E6ConvTransposeDilation) {
+  const auto g = conv_transpose_geom<1>("conv_transpose1d", Shape{1, 1, 2}, Shape{1, 1, 3},
+                                        ConvTransposeOptions<1>{{3}, {0}, {0}, {2}, 1});
+  ASSERT_EQ(g.in_size(), 8u);
+  const std::vector<float> x{1, 2}, w{1, 10, 100};
+  std::vector<float> y(8);
+  conv_transpose_forward(g, x.data(), w.data(), nullptr, y.data());
+  expect_close(y, std::vector<double>{1, 0, 10, 2, 100, 20, 0, 200}, 1e-6, "E6");
+}
+
+TEST(NnConv, E7BiasGradientSumsBatchAndSpace) {
+  const auto g = conv_geom<2>("conv2d", Shape{2, 1, 3, 3}, Shape{3, 1, 2, 2}, ConvOptions<2>{});
+  ASSERT_EQ(g.out_size(), 4u);
+  const std::vector<float> dy(2 * 3 * 4, 1.0f);
+  std::vector<float> db(3);
+  conv_backward_bias(g, dy.data(), db.data());
+  expect_close(db, std::vector<double>{8, 8, 8}, 1e-6, "E7");
+}
+
+TEST(NnConv, ZeroBatchWritesNothingAndDoesNotThrow) {
+  const auto g = conv_geom<2>("conv2d", Shape{0, 2, 4, 4}, Shape{2, 2, 3, 3}, ConvOptions<2>{});
+  const std::vector<float> w(36, 1.0f);
+  conv_forward(g, static_cast<const float*>(nullptr), w.data(), nullptr, static_cast<float*>(nullptr));
+  std::vector<float> dw(36, 5.0f);
+  conv_backward_weight(g, static_cast<const float*>(nullptr), static_cast<const float*>(nullptr), dw.data());
+  expect_close(dw, std::vector<double>(36, 0.0), 0, "dw of an empty batch");
+}
+
+}  // namespace
+}  // namespace tensor::cpu::nn::test
