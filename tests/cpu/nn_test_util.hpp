@@ -62,6 +62,26 @@ inline std::vector<double> numeric_grad(std::vector<double> x, const std::functi
   return g;
 }
 
+// Checks analytic[i] against a central difference of f at up to max_points indices spread
+// over x (every index when x is small). For functions linear in x (conv, and L = <r, conv>)
+// a large step has no truncation error and less rounding, hence the default h.
+inline void expect_grad(const std::vector<double>& analytic, std::vector<double> x,
+                        const std::function<double(const std::vector<double>&)>& f, double tol, const std::string& what,
+                        std::size_t max_points = 40, double h = 1e-3) {
+  ASSERT_EQ(analytic.size(), x.size()) << what;
+  const std::size_t step = (x.size() + max_points - 1) / max_points;
+  for (std::size_t i = x.size() % 7 % (step ? step : 1); i < x.size(); i += step ? step : 1) {
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double fp = f(x);
+    x[i] = x0 - h;
+    const double fm = f(x);
+    x[i] = x0;
+    const double want = (fp - fm) / (2 * h);
+    ASSERT_NEAR(analytic[i], want, tol * (1.0 + std::fabs(want))) << what << " at " << i;
+  }
+}
+
 inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];

@@ -91,7 +91,10 @@ struct Plan {
 };
 Plan plan(const ConvGeom& g, std::size_t m, std::size_t n, std::size_t k) {
   const int t = nn_threads();
-  Plan p{t, t > 1 && g.batch >= static_cast<std::size_t>(t), 1};
+  // Below 64^3 multiply-adds in all, threads cost more than they save.
+  const double work = static_cast<double>(g.batch * g.groups) * static_cast<double>(m) * static_cast<double>(n) *
+                      static_cast<double>(k);
+  Plan p{t, t > 1 && g.batch >= static_cast<std::size_t>(t) && work >= 64.0 * 64.0 * 64.0, 1};
   if (!p.per_sample) p.blis_threads = gemm_threads(m, n, k, t);
   return p;
 }
