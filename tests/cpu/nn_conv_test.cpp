@@ -497,6 +497,60 @@ TEST(NnConv, E7BiasGradientSumsBatchAndSpace) {
   expect_close(db, std::vector<double>{8, 8, 8}, 1e-6, "E7");
 }
 
+TEST(NnConv, UnfoldMatchesLoopsAndFoldIsItsAdjoint) {
+  const std::size_t N = 2, Cc = 3, H = 6, W = 5;
+  const auto x = rnd(N * Cc * H * W, 71);
+  for (I s : {1, 2})
+    for (I p : {0, 1})
+      for (I d : {1, 2}) {
+        const tensor::nn::UnfoldOptions o{{s, 1}, {p, 1}, {d, 1}};
+        const std::array<I, 2> k{2, 3};
+        const ConvGeom g = unfold_geom("unfold4d", Shape{N, Cc, H, W}, k, o);
+        const I Ho = (static_cast<I>(H) + 2 * p - d * (k[0] - 1) - 1) / s + 1, Wo = (static_cast<I>(W) + 2 - 2 - 1) / 1 + 1;
+        ASSERT_EQ(g.out[1], static_cast<std::size_t>(Ho));
+        ASSERT_EQ(g.out[2], static_cast<std::size_t>(Wo));
+        std::vector<double> want;
+        for (std::size_t n = 0; n < N; ++n)
+          for (std::size_t c = 0; c < Cc; ++c)
+            for (I i = 0; i < k[0]; ++i)
+              for (I j = 0; j < k[1]; ++j)
+                for (I ho = 0; ho < Ho; ++ho)
+                  for (I wo = 0; wo < Wo; ++wo) {
+                    const I h = ho * s - p + i * d, w = wo - 1 + j;
+                    want.push_back(h < 0 || w < 0 || h >= static_cast<I>(H) || w >= static_cast<I>(W)
+                                       ? 0.0
+                                       : x[((n * Cc + c) * H + static_cast<std::size_t>(h)) * W + static_cast<std::size_t>(w)]);
+                  }
+        std::vector<double> cols(want.size());
+        unfold_forward(g, x.data(), cols.data());
+        expect_close(cols, want, 0, "unfold4d");
+        // <fold(c), x> = <c, unfold(x)> for any c.
+        const auto c = rnd(cols.size(), 72);
+        std::vector<double> folded(x.size());
+        fold_forward(g, c.data(), folded.data());
+        EXPECT_NEAR(dot(folded, x), dot(c, cols), 1e-10);
+      }
+}
+
+TEST(NnConv, E36Unfold4dOrdering) {
+  const ConvGeom g = unfold_geom("unfold4d", Shape{1, 2, 3, 3}, {2, 2}, tensor::nn::UnfoldOptions{});
+  const auto x = cast<float>(iota(18));
+  std::vector<float> cols(32);
+  unfold_forward(g, x.data(), cols.data());
+  const std::vector<double> want{0, 1, 3, 4, 1, 2, 4, 5, 3, 4, 6, 7, 4, 5, 7, 8,
+                                 9, 10, 12, 13, 10, 11, 13, 14, 12, 13, 15, 16, 13, 14, 16, 17};
+  expect_close(cols, want, 0, "E36");
+}
+
+TEST(NnConv, E37FoldSumsOverlaps) {
+  const ConvGeom g = unfold_geom("fold4d", Shape{1, 1, 3, 3}, {2, 2}, tensor::nn::UnfoldOptions{});
+  const std::vector<float> ones(9, 1.0f);
+  std::vector<float> cols(16), back(9);
+  unfold_forward(g, ones.data(), cols.data());
+  fold_forward(g, cols.data(), back.data());
+  expect_close(back, std::vector<double>{1, 2, 1, 2, 4, 2, 1, 2, 1}, 0, "E37");
+}
+
 TEST(NnConv, ZeroBatchWritesNothingAndDoesNotThrow) {
   const auto g = conv_geom<2>("conv2d", Shape{0, 2, 4, 4}, Shape{2, 2, 3, 3}, ConvOptions<2>{});
   const std::vector<float> w(36, 1.0f);

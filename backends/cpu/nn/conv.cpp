@@ -285,6 +285,37 @@ template ConvGeom conv_transpose_geom<2>(std::string_view, const Shape&, const S
 template ConvGeom conv_transpose_geom<3>(std::string_view, const Shape&, const Shape&,
                                          const tensor::nn::ConvTransposeOptions<3>&);
 
+ConvGeom unfold_geom(std::string_view op, const Shape& x, const std::array<I, 2>& kernel,
+                     const tensor::nn::UnfoldOptions& o) {
+  tensor::nn::unfold4d_output_shape(op, x, kernel, o);
+  tensor::nn::ConvOptions<2> co;
+  co.stride = o.stride;
+  co.padding = o.padding;
+  co.dilation = o.dilation;
+  const Shape w{x[1] * static_cast<std::size_t>(kernel[0] * kernel[1]), x[1], static_cast<std::size_t>(kernel[0]),
+                static_cast<std::size_t>(kernel[1])};
+  return conv_geom<2>(op, x, w, co);
+}
+
+namespace {
+template <class T>
+void unfold_impl(const ConvGeom& g, const T* x, T* cols) {
+  const std::size_t per = g.c_in * g.kernel_size() * g.out_size();
+  for (std::size_t n = 0; n < g.batch; ++n) im2col(g, g.c_in, x + n * g.c_in * g.in_size(), cols + n * per);
+}
+template <class T>
+void fold_impl(const ConvGeom& g, const T* cols, T* x) {
+  const std::size_t per = g.c_in * g.kernel_size() * g.out_size();
+  std::fill(x, x + g.batch * g.c_in * g.in_size(), T(0));
+  for (std::size_t n = 0; n < g.batch; ++n) col2im_add(g, g.c_in, cols + n * per, x + n * g.c_in * g.in_size());
+}
+}  // namespace
+
+void unfold_forward(const ConvGeom& g, const float* x, float* cols) { unfold_impl(g, x, cols); }
+void unfold_forward(const ConvGeom& g, const double* x, double* cols) { unfold_impl(g, x, cols); }
+void fold_forward(const ConvGeom& g, const float* cols, float* x) { fold_impl(g, cols, x); }
+void fold_forward(const ConvGeom& g, const double* cols, double* x) { fold_impl(g, cols, x); }
+
 #define TENSOR_NN_CONV_TYPED(T)                                                                                  \
   void conv_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) { forward(g, x, w, bias, y); } \
   void conv_backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) { backward_x(g, dy, w, dx); }         \

@@ -62,4 +62,14 @@ void conv_transpose_backward_weight(const ConvGeom& g, const double* x, const do
 void conv_transpose_backward_bias(const ConvGeom& g, const float* dy, float* db);
 void conv_transpose_backward_bias(const ConvGeom& g, const double* dy, double* db);
 
+// unfold4d / fold4d (torch F.unfold / F.fold) as im2col / col2im: g from unfold_geom
+// (c_out = c_in·kh·kw, groups 1). unfold: x [batch, c_in, H, W] -> cols [batch, c_in·kh·kw,
+// Ho·Wo], rows (c, kh, kw)-major, 0 in padding. fold: the adjoint, overlaps summed.
+ConvGeom unfold_geom(std::string_view op, const Shape& x, const std::array<std::int64_t, 2>& kernel,
+                     const tensor::nn::UnfoldOptions& o);
+void unfold_forward(const ConvGeom& g, const float* x, float* cols);
+void unfold_forward(const ConvGeom& g, const double* x, double* cols);
+void fold_forward(const ConvGeom& g, const float* cols, float* x);
+void fold_forward(const ConvGeom& g, const double* cols, double* x);
+
 }  // namespace tensor::cpu::nn
