@@ -30,6 +30,8 @@ void forward(const AttentionGeom& g, const T* q, const T* k, const T* v, const s
                            static_cast<double>(g.batch * g.heads) >= 1 << 16;
 #if TENSOR_HAVE_OPENMP
 #pragma omp parallel num_threads(par ? threads : 1)
+#else
+  (void)par;
 #endif
   {
     std::vector<T> s(kBlockQ * kBlockK), acc(kBlockQ * g.dv), m(kBlockQ), l(kBlockQ);
