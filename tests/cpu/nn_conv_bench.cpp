@@ -26,10 +26,11 @@ double best_seconds(F&& f, int reps) {
   return best;
 }
 
-void row(std::size_t n, std::size_t cin, std::size_t hw, std::size_t cout, int reps) {
-  const auto g = conv_geom<2>("conv2d", Shape{n, cin, hw, hw}, Shape{cout, cin, 3, 3},
-                              tensor::nn::ConvOptions<2>{{1, 1}, {1, 1}, {1, 1}, 1});
-  std::vector<float> x(n * cin * hw * hw), w(cout * cin * 9), b(cout), y(n * cout * g.out_size());
+void row(std::size_t n, std::size_t cin, std::size_t hw, std::size_t cout, int reps, std::size_t groups = 1) {
+  const auto g = conv_geom<2>("conv2d", Shape{n, cin, hw, hw}, Shape{cout, cin / groups, 3, 3},
+                              tensor::nn::ConvOptions<2>{{1, 1}, {1, 1}, {1, 1}, static_cast<std::int64_t>(groups)});
+  cin /= groups;  // the reduction per output is over C_in / groups
+  std::vector<float> x(n * cin * groups * hw * hw), w(cout * cin * 9), b(cout), y(n * cout * g.out_size());
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.1f - 0.2f;
   const double flops = 2.0 * static_cast<double>(n * cout * g.out_size()) * static_cast<double>(cin * 9);
@@ -43,9 +44,9 @@ void row(std::size_t n, std::size_t cin, std::size_t hw, std::size_t cout, int r
   const int threads = nn_threads();
   const double t_gemm = best_seconds(
       [&] { nn_gemm<float>(false, false, cout, N, K, 1.0f, w.data(), K, bm.data(), N, 0.0f, cm.data(), N, threads); }, reps);
-  std::printf("conv2d [%zu,%zu,%zu,%zu] 3x3 -> %zu pad 1 | fwd %8.2f ms %6.1f GFLOP/s | bli_sgemm %zux%zux%zu %8.2f ms %6.1f GFLOP/s | "
+  std::printf("conv2d [%zu,%zu,%zu,%zu] 3x3 -> %zu pad 1 groups %zu | fwd %8.2f ms %6.1f GFLOP/s | bli_sgemm %zux%zux%zu %8.2f ms %6.1f GFLOP/s | "
               "fwd/gemm %.2f | bwd_x %6.1f GFLOP/s | bwd_w %6.1f GFLOP/s\n",
-              n, cin, hw, hw, cout, t_conv * 1e3, flops / t_conv * 1e-9, static_cast<std::size_t>(cout), K, N,
+              n, cin * groups, hw, hw, cout, groups, t_conv * 1e3, flops / t_conv * 1e-9, static_cast<std::size_t>(cout), K, N,
               t_gemm * 1e3, flops / t_gemm * 1e-9, t_gemm / t_conv, flops / t_bx * 1e-9, flops / t_bw * 1e-9);
 }
 
@@ -56,5 +57,6 @@ int main() {
   row(32, 64, 56, 64, 3);
   row(128, 1, 28, 32, 5);
   row(128, 32, 14, 64, 5);
+  row(32, 128, 56, 128, 3, 128);  // depthwise (the gemm column is the dense-equivalent size)
   return 0;
 }

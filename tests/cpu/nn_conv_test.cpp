@@ -195,11 +195,12 @@ std::vector<Case> grid2d() {
   for (I s : {1, 2, 3})
     for (I p : {0, 1, 2})
       for (I d : {1, 2})
-        for (std::size_t g : {1, 2}) {
+        for (std::size_t g : {1, 2, 4}) {
           Case c;
           c.batch = (i % 3 == 0) ? 1 : 3;
-          c.cin = 4;
-          c.cout = g == 2 ? 6 : 3;
+          // groups 4 with C_in 4 is depthwise (conv.cpp's direct path), the rest im2col + gemm.
+          c.cin = (i / 2) % 2 == 0 ? 4 : 12;
+          c.cout = g == 2 ? 6 : g == 4 ? 8 : 3;
           c.groups = g;
           c.in = {6, 7};
           c.k = (i % 5 == 4) ? std::vector<std::size_t>{1, 1} : std::vector<std::size_t>{3, 2};
