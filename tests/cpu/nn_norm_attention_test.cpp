@@ -2,6 +2,8 @@
 // full-score-matrix composition of module-ops.md §2.13), layer_norm's backward against
 // central differences (f64), and module-ops.md E33, E34, E38-E41.
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -177,6 +179,70 @@ TEST(NnAttention, FusedMatchesFullScoreReferenceOverGrid) {
         ++n;
       }
   EXPECT_EQ(n, 40);
+}
+
+TEST(NnAttention, BackwardMatchesFiniteDifferences) {
+  int variant = 0;
+  for (auto [lq, lk] : {std::pair<std::size_t, std::size_t>{5, 7}, {7, 4}, {70, 80}})
+    for (bool causal : {false, true}) {
+      Att a;
+      a.b = 2;
+      a.h = 2;
+      a.lq = lq;
+      a.lk = lk;
+      a.d = 3;
+      a.dv = 2;
+      a.o.is_causal = causal;
+      a.mask_bh = {2, 1};
+      a.bias_bh = variant % 2 == 0 ? std::vector<std::size_t>{1, 2} : std::vector<std::size_t>{2, 2};
+      if (variant % 3 == 1) a.o.softcap = 0.8;
+      if (variant % 3 == 2) a.o.scale = 1.3;
+      ++variant;
+      const auto q = rnd(a.b * a.h * lq * a.d, 46), k = rnd(a.b * a.h * lk * a.d, 47), v = rnd(a.b * a.h * lk * a.dv, 48);
+      const std::size_t bias_n = a.bias_bh[0] * a.bias_bh[1] * lq * lk;
+      const auto bias = rnd(bias_n, 49);
+      std::vector<std::uint8_t> mask(a.b * lq * lk);
+      const auto mr = rnd(mask.size(), 50);
+      for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = mr[i] < -0.5 || (i / lk) % 9 == 2;
+      const auto dout = rnd(a.b * a.h * lq * a.dv, 51);
+      const Shape ms{2, 1, lq, lk}, bs{a.bias_bh[0], a.bias_bh[1], lq, lk};
+      const AttentionGeom g = attention_geom("attention", Shape{a.b, a.h, lq, a.d}, Shape{a.b, a.h, lk, a.d},
+                                             Shape{a.b, a.h, lk, a.dv}, &ms, &bs, a.o);
+      std::vector<double> dq(q.size()), dk(k.size()), dv(v.size()), db(bias.size());
+      attention_backward(g, q.data(), k.data(), v.data(), mask.data(), bias.data(), dout.data(), dq.data(), dk.data(),
+                         dv.data(), db.data());
+      const std::string what = "Lq " + std::to_string(lq) + " Lk " + std::to_string(lk) + (causal ? " causal" : "");
+      const double h = 1e-6;
+      expect_grad(dq, q, [&](const auto& x) { return dot(dout, ref_attention(a, x, k, v, mask, bias)); }, 1e-5, "dq " + what, 40, h);
+      expect_grad(dk, k, [&](const auto& x) { return dot(dout, ref_attention(a, q, x, v, mask, bias)); }, 1e-5, "dk " + what, 40, h);
+      expect_grad(dv, v, [&](const auto& x) { return dot(dout, ref_attention(a, q, k, x, mask, bias)); }, 1e-5, "dv " + what, 40, h);
+      expect_grad(db, bias, [&](const auto& x) { return dot(dout, ref_attention(a, q, k, v, mask, x)); }, 1e-5, "dbias " + what, 40, h);
+      // f32 agrees with f64, and no bias gradient is written when none is asked for.
+      const auto qf = cast<float>(q), kf = cast<float>(k), vf = cast<float>(v), bf = cast<float>(bias), dof = cast<float>(dout);
+      std::vector<float> dqf(q.size()), dkf(k.size()), dvf(v.size());
+      attention_backward(g, qf.data(), kf.data(), vf.data(), mask.data(), bf.data(), dof.data(), dqf.data(), dkf.data(),
+                         dvf.data(), nullptr);
+      expect_close(dqf, dq, 1e-4, "dq f32 " + what);
+      expect_close(dkf, dk, 1e-4, "dk f32 " + what);
+      expect_close(dvf, dv, 1e-4, "dv f32 " + what);
+    }
+}
+
+TEST(NnAttention, FullyMaskedRowGetsZeroGradient) {
+  Att a;
+  a.lq = 2;
+  a.lk = 3;
+  a.mask_bh = {1, 1};
+  const std::vector<std::uint8_t> mask{1, 1, 1, 0, 1, 0};
+  const Shape ms{1, 1, 2, 3};
+  const AttentionGeom g = attention_geom("attention", Shape{1, 1, 2, 1}, Shape{1, 1, 3, 1}, Shape{1, 1, 3, 1}, &ms, nullptr, a.o);
+  const std::vector<double> q{0.3, -0.2}, k{0.1, 0.5, -0.4}, v{1, 10, 100}, dout{1, 0};
+  std::vector<double> dq(2, 9), dk(3, 9), dv(3, 9);
+  attention_backward(g, q.data(), k.data(), v.data(), mask.data(), static_cast<const double*>(nullptr), dout.data(), dq.data(),
+                     dk.data(), dv.data(), static_cast<double*>(nullptr));
+  expect_close(dq, std::vector<double>{0, 0}, 0, "dq");
+  expect_close(dk, std::vector<double>{0, 0, 0}, 0, "dk");
+  expect_close(dv, std::vector<double>{0, 0, 0}, 0, "dv");
 }
 
 TEST(NnAttention, E38FullyMaskedRowGivesZero) {

@@ -33,4 +33,15 @@ void attention_forward(const AttentionGeom& g, const float* q, const float* k, c
 void attention_forward(const AttentionGeom& g, const double* q, const double* k, const double* v,
                        const std::uint8_t* mask, const double* bias, double* out);
 
+// Gradients for upstream dout [B, H, Lq, Dv]: dq, dk, dv (shapes of q, k, v) and, when
+// dbias is not null, d attn_bias in bias's own (possibly broadcast) shape, summed over the
+// broadcast dims. Masked entries and fully masked rows get 0. Recomputes the softmax
+// statistics tile by tile (no [Lq, Lk] buffer).
+void attention_backward(const AttentionGeom& g, const float* q, const float* k, const float* v,
+                        const std::uint8_t* mask, const float* bias, const float* dout, float* dq, float* dk, float* dv,
+                        float* dbias);
+void attention_backward(const AttentionGeom& g, const double* q, const double* k, const double* v,
+                        const std::uint8_t* mask, const double* bias, const double* dout, double* dq, double* dk,
+                        double* dv, double* dbias);
+
 }  // namespace tensor::cpu::nn

@@ -158,14 +158,14 @@ void direct_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T*
                 const I i1 = o1 * g.stride[1] - g.padding[1] + static_cast<I>(k1) * g.dilation[1];
                 if (i1 < 0 || i1 >= in1) continue;
                 T* __restrict__ yr = yo + (o0 * out1 + o1) * out2;
-                const T* __restrict__ xr = xc + (i0 * in1 + i1) * in2 + b2;
+                const T* __restrict__ xr = xc + (i0 * in1 + i1) * in2;
                 if (g.stride[2] == 1) {
 #if TENSOR_HAVE_OPENMP
 #pragma omp simd
 #endif
-                  for (I q = lo; q < hi; ++q) yr[q] += wv * xr[q];
+                  for (I q = lo; q < hi; ++q) yr[q] += wv * xr[b2 + q];
                 } else {
-                  for (I q = lo; q < hi; ++q) yr[q] += wv * xr[q * g.stride[2]];
+                  for (I q = lo; q < hi; ++q) yr[q] += wv * xr[b2 + q * g.stride[2]];
                 }
               }
             }
