@@ -373,12 +373,17 @@ TEST(NnConv, ThreadedPathsMatchReference) {
   c.p = {0, 0};
   c.cin = 32;
   c.cout = 32;
+  Case dw = a;  // depthwise with a channel multiplier of 2 (the direct kernels)
+  dw.cin = 16;
+  dw.cout = 32;
+  dw.groups = 16;
+  dw.in = {24, 24};
   // Each case is at least 64^3 multiply-adds, the threading threshold of conv.cpp.
-  for (const Case& k : {a, b, c}) {
+  for (const Case& k : {a, b, c, dw}) {
     const ConvGeom g = geom(k);
     EXPECT_GE(static_cast<double>(g.batch * g.c_out * g.out_size() * (g.c_in / g.groups) * g.kernel_size()), 262144.0);
   }
-  for (const Case& k : {a, b, c}) {
+  for (const Case& k : {a, b, c, dw}) {
     check_forward(k);
     Case t = k;
     t.op = {std::max(t.s[0], t.d[0]) - 1, std::max(t.s[1], t.d[1]) - 1};

@@ -182,11 +182,117 @@ void direct_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T*
   }
 }
 
+bool depthwise(const ConvGeom& g) {
+  const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups;
+  return !pointwise(g) && g.groups > 1 && cgi == 1 && cgo <= kDirectMaxMultiplier &&
+         g.kernel_size() <= kDirectMaxReduction;
+}
+
+// f(in_row_offset, out_row_offset, b2, lo, hi, tap) for every tap and every pair of rows it
+// connects (row offsets in elements within one plane).
+template <class F>
+void for_tap_rows(const ConvGeom& g, F&& f) {
+  const I in0 = static_cast<I>(g.in[0]), in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]);
+  const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
+  std::size_t tap = 0;
+  for (std::size_t k0 = 0; k0 < g.kernel[0]; ++k0)
+    for (std::size_t k1 = 0; k1 < g.kernel[1]; ++k1)
+      for (std::size_t k2 = 0; k2 < g.kernel[2]; ++k2, ++tap) {
+        const I b2 = static_cast<I>(k2) * g.dilation[2] - g.padding[2];
+        I lo, hi;
+        valid_range(b2, g.stride[2], in2, out2, lo, hi);
+        for (I o0 = 0; o0 < out0; ++o0) {
+          const I i0 = o0 * g.stride[0] - g.padding[0] + static_cast<I>(k0) * g.dilation[0];
+          if (i0 < 0 || i0 >= in0) continue;
+          for (I o1 = 0; o1 < out1; ++o1) {
+            const I i1 = o1 * g.stride[1] - g.padding[1] + static_cast<I>(k1) * g.dilation[1];
+            if (i1 < 0 || i1 >= in1) continue;
+            f((i0 * in1 + i1) * in2, (o0 * out1 + o1) * out2, b2, lo, hi, tap);
+          }
+        }
+      }
+}
+
+template <class F>
+void for_tasks(I tasks, double work, F&& f) {
+  const int t = nn_threads();
+  if (t > 1 && tasks > 1 && work >= 64.0 * 64.0 * 64.0) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp parallel for schedule(static) num_threads(t)
+#endif
+    for (I task = 0; task < tasks; ++task) f(task);
+  } else {
+    for (I task = 0; task < tasks; ++task) f(task);
+  }
+}
+
+// Depthwise input gradient: per (sample, input channel), each output row of its group's
+// channels scattered back through every tap.
+template <class T>
+void direct_backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
+  const std::size_t cgo = g.c_out / g.groups, P = g.out_size(), S = g.in_size(), K = g.kernel_size();
+  const I s2 = g.stride[2];
+  for_tasks(static_cast<I>(g.batch * g.c_in), static_cast<double>(g.batch * g.c_out * P * K), [&](I task) {
+    const std::size_t n = static_cast<std::size_t>(task) / g.c_in, c = static_cast<std::size_t>(task) % g.c_in;
+    T* dxc = dx + (n * g.c_in + c) * S;
+    std::fill(dxc, dxc + S, T(0));
+    for (std::size_t oo = 0; oo < cgo; ++oo) {
+      const std::size_t o = c * cgo + oo;
+      const T* dyo = dy + (n * g.c_out + o) * P;
+      const T* wk = w + o * K;
+      for_tap_rows(g, [&](I in_off, I out_off, I b2, I lo, I hi, std::size_t tap) {
+        const T wv = wk[tap];
+        T* __restrict__ xr = dxc + in_off;
+        const T* __restrict__ yr = dyo + out_off;
+        if (s2 == 1) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd
+#endif
+          for (I q = lo; q < hi; ++q) xr[b2 + q] += wv * yr[q];
+        } else {
+          for (I q = lo; q < hi; ++q) xr[b2 + q * s2] += wv * yr[q];
+        }
+      });
+    }
+  });
+}
+
+// Depthwise weight gradient: per output channel, dot products of its dy rows with the
+// shifted rows of its one input channel, summed over the batch.
+template <class T>
+void direct_backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
+  const std::size_t cgo = g.c_out / g.groups, P = g.out_size(), S = g.in_size(), K = g.kernel_size();
+  const I s2 = g.stride[2];
+  for_tasks(static_cast<I>(g.c_out), static_cast<double>(g.batch * g.c_out * P * K), [&](I task) {
+    const std::size_t o = static_cast<std::size_t>(task), c = o / cgo;
+    std::vector<double> acc(K, 0.0);
+    for (std::size_t n = 0; n < g.batch; ++n) {
+      const T* xc = x + (n * g.c_in + c) * S;
+      const T* dyo = dy + (n * g.c_out + o) * P;
+      for_tap_rows(g, [&](I in_off, I out_off, I b2, I lo, I hi, std::size_t tap) {
+        const T* xr = xc + in_off;
+        const T* yr = dyo + out_off;
+        T sum = 0;
+        if (s2 == 1) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd reduction(+ : sum)
+#endif
+          for (I q = lo; q < hi; ++q) sum += yr[q] * xr[b2 + q];
+        } else {
+          for (I q = lo; q < hi; ++q) sum += yr[q] * xr[b2 + q * s2];
+        }
+        acc[tap] += static_cast<double>(sum);
+      });
+    }
+    for (std::size_t k = 0; k < K; ++k) dw[o * K + k] = static_cast<T>(acc[k]);
+  });
+}
+
 template <class T>
 void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
   const bool pw = pointwise(g);
-  if (!pw && g.groups > 1 && cgi == 1 && cgo <= kDirectMaxMultiplier && Kc <= kDirectMaxReduction) {
+  if (depthwise(g)) {
     direct_forward(g, x, w, bias, y);
     return;
   }
@@ -214,6 +320,10 @@ void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
 
 template <class T>
 void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
+  if (depthwise(g)) {
+    direct_backward_x(g, dy, w, dx);
+    return;
+  }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
   const bool pw = pointwise(g);
   const Plan p = plan(g, Kc, P, cgo);
@@ -235,6 +345,10 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
 
 template <class T>
 void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
+  if (depthwise(g)) {
+    direct_backward_weight(g, x, dy, dw);
+    return;
+  }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
   const std::size_t wsize = g.c_out * Kc;
   const bool pw = pointwise(g);
