@@ -158,6 +158,11 @@ TEST(NnShape, DeformConvAndUnfoldShapes) {
   expect_shape_error([&] { deform_conv2d_output_shape("deform_conv2d", x, bad_off, w, nullptr, nullptr, o); },
                      "[deform_conv2d] offset has the wrong shape");
   EXPECT_EQ(unfold4d_output_shape("unfold4d", Shape{1, 2, 3, 3}, {2, 2}, UnfoldOptions{}), (Shape{1, 8, 4}));
+  EXPECT_EQ(fold4d_output_shape("fold4d", Shape{1, 8, 4}, {3, 3}, {2, 2}, UnfoldOptions{}), (Shape{1, 2, 3, 3}));
+  expect_shape_error([&] { fold4d_output_shape("fold4d", Shape{1, 7, 4}, {3, 3}, {2, 2}, UnfoldOptions{}); },
+                     "[fold4d] channels not divisible by the kernel size");
+  expect_shape_error([&] { fold4d_output_shape("fold4d", Shape{1, 8, 5}, {3, 3}, {2, 2}, UnfoldOptions{}); },
+                     "[fold4d] block count does not match the output size");
 }
 
 }  // namespace

@@ -312,6 +312,26 @@ inline Shape unfold4d_output_shape(std::string_view op, const Shape& x, const st
   return Shape{x[0], x[1] * w[2] * w[3], c[2] * c[3]};
 }
 
+// fold4d(x [N, C·kh·kw, L], output_size [H, W], kernel [2]) -> [N, C, H, W]; L must equal the
+// block grid of the output size under the options.
+inline Shape fold4d_output_shape(std::string_view op, const Shape& x, const std::array<std::int64_t, 2>& size,
+                                 const std::array<std::int64_t, 2>& kernel, const UnfoldOptions& o) {
+  using namespace detail;
+  expect_rank(op, "x", x, 3, "[N, C * kh * kw, L]");
+  expect_at_least(op, "kernel_size", kernel, 1);
+  expect_at_least(op, "output size", size, 1);
+  const auto taps = static_cast<std::size_t>(kernel[0] * kernel[1]);
+  if (x[1] % taps != 0)
+    fail(op, "channels not divisible by the kernel size; expected x.shape[1] divisible by kh*kw = " +
+                 std::to_string(taps) + "; got " + x.to_string());
+  const Shape image{x[0], x[1] / taps, static_cast<std::size_t>(size[0]), static_cast<std::size_t>(size[1])};
+  const Shape cols = unfold4d_output_shape(op, image, kernel, o);
+  if (cols[2] != x[2])
+    fail(op, "block count does not match the output size; expected L = " + std::to_string(cols[2]) + " for output " +
+                 list(size) + "; got " + x.to_string());
+  return image;
+}
+
 namespace detail {
 template <std::size_t N>
 Shape pool_shape(std::string_view op, const Shape& x, const std::array<std::int64_t, N>& kernel,
