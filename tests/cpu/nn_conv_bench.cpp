@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "backends/cpu/nn/attention.hpp"
 #include "backends/cpu/nn/conv.hpp"
 #include "backends/cpu/nn/nn_gemm.hpp"
 
@@ -50,6 +51,37 @@ void row(std::size_t n, std::size_t cin, std::size_t hw, std::size_t cout, int r
               t_gemm * 1e3, flops / t_gemm * 1e-9, t_gemm / t_conv, flops / t_bx * 1e-9, flops / t_bw * 1e-9);
 }
 
+// Fused attention [B, H, L, D] beside the two gemms of the unfused form (Q K^T and P V per
+// (b, h), same flops) from the same run.
+void attention_row(std::size_t B, std::size_t H, std::size_t L, std::size_t D, bool causal) {
+  tensor::nn::AttentionModuleOptions o;
+  o.is_causal = causal;
+  const Shape qs{B, H, L, D};
+  const auto g = attention_geom("attention", qs, qs, qs, nullptr, nullptr, o);
+  std::vector<float> q(B * H * L * D), out(q.size()), sc(B * H * L * L);
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 13) * 0.05f - 0.3f;
+  const double flops = 4.0 * static_cast<double>(B * H) * static_cast<double>(L * L * D);
+  const double t = best_seconds([&] { attention_forward(g, q.data(), q.data(), q.data(), nullptr, nullptr, out.data()); }, 3);
+  // Heads on OpenMP threads, one BLIS thread each (as the fused kernel splits its work).
+  const double tg = best_seconds(
+      [&] {
+        const auto heads = static_cast<std::int64_t>(B * H);
+#if TENSOR_HAVE_OPENMP
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+        for (std::int64_t bh = 0; bh < heads; ++bh) {
+          const float* p = q.data() + static_cast<std::size_t>(bh) * L * D;
+          float* sp = sc.data() + static_cast<std::size_t>(bh) * L * L;
+          nn_gemm<float>(false, true, L, L, D, 1.0f, p, D, p, D, 0.0f, sp, L, 1);
+          nn_gemm<float>(false, false, L, D, L, 1.0f, sp, L, p, D, 0.0f, out.data() + static_cast<std::size_t>(bh) * L * D, D, 1);
+        }
+      },
+      3);
+  std::printf("attention [%zu,%zu,%zu,%zu]%s | fused %8.2f ms %6.1f GFLOP/s (dense-equivalent) | 2 x bli_sgemm per head (no softmax) %8.2f ms "
+              "%6.1f GFLOP/s | fused/gemm %.2f\n",
+              B, H, L, D, causal ? " causal" : "", t * 1e3, flops / t * 1e-9, tg * 1e3, flops / tg * 1e-9, tg / t);
+}
+
 }  // namespace
 
 int main() {
@@ -58,5 +90,7 @@ int main() {
   row(128, 1, 28, 32, 5);
   row(128, 32, 14, 64, 5);
   row(32, 128, 56, 128, 3, 128);  // depthwise (the gemm column is the dense-equivalent size)
+  attention_row(8, 8, 512, 64, false);
+  attention_row(8, 8, 512, 64, true);
   return 0;
 }
