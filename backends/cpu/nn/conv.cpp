@@ -1,7 +1,8 @@
 // Convolution and transposed convolution on the CPU: im2col (or the input itself for a
 // 1x1 stride-1 unpadded kernel) + one gemm per (sample, group); col2im for the input
-// gradient. Samples run on OpenMP threads with BLIS single-threaded when there are at
-// least as many samples as threads, else BLIS gets the threads.
+// gradient; direct row loops for depthwise kernels. Above 64^3 multiply-adds, samples run
+// on OpenMP threads with BLIS single-threaded when there are at least as many samples as
+// threads, else BLIS gets the threads.
 #include "backends/cpu/nn/conv.hpp"
 
 #include <algorithm>
