@@ -18,6 +18,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "backends/cpu/math_hwy-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tensor::cpu::simd {
@@ -95,32 +96,13 @@ struct SigmoidV : CheckedOp {
     return kF32<D> ? InRange(d, x, -80.0, 80.0) : InRange(d, x, -700.0, 700.0);
   }
 };
-// f32 erf: N. Juffa's minimax pair (max error < 1 ulp in float); |x| clamped at 10,
-// where erf is 1 in float, so infinities come out as +-1 and NaN propagates.
+// f32 erf (math_hwy-inl.h); NaN lanes go to libm.
 struct ErfV : CheckedOp {
   template <class D, class V> HWY_INLINE V operator()(D d, V x) const {
     if constexpr (!kF32<D>) {
       return x;  // unused: f64 erf has no vector formula and goes to libm (Unary)
     } else {
-      const V t = hn::Min(hn::Abs(x), hn::Set(d, 10.0f));
-      const V s = hn::Mul(t, t);
-      V r = hn::MulAdd(hn::Set(d, -1.72853470e-5f), t, hn::Set(d, 3.83197126e-4f));
-      const V u = hn::MulAdd(hn::Set(d, -3.88396438e-3f), t, hn::Set(d, 2.42546219e-2f));
-      r = hn::MulAdd(r, s, u);
-      r = hn::MulAdd(r, t, hn::Set(d, -1.06777877e-1f));
-      r = hn::MulAdd(r, t, hn::Set(d, -6.34846687e-1f));
-      r = hn::MulAdd(r, t, hn::Set(d, -1.28717512e-1f));
-      r = hn::MulAdd(r, t, hn::Neg(t));
-      const V big = hn::CopySign(hn::Sub(hn::Set(d, 1.0f), hn::Exp(d, r)), x);
-      const V xs = hn::Mul(x, x);
-      V q = hn::Set(d, -5.96761703e-4f);
-      q = hn::MulAdd(q, xs, hn::Set(d, 4.99119423e-3f));
-      q = hn::MulAdd(q, xs, hn::Set(d, -2.67681349e-2f));
-      q = hn::MulAdd(q, xs, hn::Set(d, 1.12819925e-1f));
-      q = hn::MulAdd(q, xs, hn::Set(d, -3.76125336e-1f));
-      q = hn::MulAdd(q, xs, hn::Set(d, 1.28379166e-1f));
-      q = hn::MulAdd(q, x, x);
-      return hn::IfThenElse(hn::Gt(t, hn::Set(d, 0.927734375f)), big, q);
+      return ErfF32(d, x);
     }
   }
   template <class D, class V> HWY_INLINE auto Ok(D, V x) const { return hn::Eq(x, x); }  // NaN: libm

@@ -1,0 +1,296 @@
+// The fused activation / softmax kernels (act_hwy.cpp) and the per-dim reduction
+// kernels (reduce_hwy.cpp) on every compiled Highway target, against naive scalar
+// references written here; then the backend entries on strided, broadcast and
+// outer-dim layouts against the same references.
+#include <cmath>
+#include <limits>
+#include <hwy/targets.h>
+
+#include "backends/cpu/act_hwy.hpp"
+#include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/reduce_hwy.hpp"
+#include "cpu_test_util.hpp"
+
+namespace tensor::cpu::test {
+namespace {
+
+using simd::Act2Op;
+using simd::ActOp;
+using simd::SoftOp;
+
+template <class T> constexpr T kNaN = std::numeric_limits<T>::quiet_NaN();
+template <class T> constexpr T kInf = std::numeric_limits<T>::infinity();
+
+// A sweep over [-12, 12] of odd length (vector bodies and tails) and the edges.
+template <class T>
+std::vector<T> inputs() {
+  std::vector<T> v;
+  for (int i = 0; i < 301; ++i) v.push_back(static_cast<T>(-12.0 + 24.0 * i / 300.0));
+  for (T x : {T(0), T(-0.0), T(0.5), T(-2.5), T(1e-30), T(85), T(-85), T(100), T(-100), T(800), T(-800), T(5e4),
+              kInf<T>, -kInf<T>, kNaN<T>, std::numeric_limits<T>::denorm_min()})
+    v.push_back(x);
+  return v;
+}
+
+// The default compositions, element by element, in T.
+template <class T>
+T sigmoid(T x) {
+  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+template <class T>
+T ref1(ActOp op, T a, T p, T q) {
+  switch (op) {
+    case ActOp::Relu: return a <= 0 ? T(0) : a;
+    case ActOp::LeakyRelu: return a < 0 ? a * p : a;
+    case ActOp::Gelu: return a * ((std::erf(a / std::sqrt(T(2))) + T(1)) / T(2));
+    case ActOp::Sigmoid: return sigmoid(a);
+    case ActOp::LogSigmoid: return std::min(a, T(0)) - std::log1p(std::exp(-std::fabs(a)));
+    case ActOp::HardSigmoid: return std::isnan(a) ? a : std::clamp(p * a + q, T(0), T(1));
+  }
+  return a;
+}
+template <class T>
+T ref2(Act2Op op, T a, T b) {
+  switch (op) {
+    case Act2Op::ReluGrad: return a <= 0 ? T(0) : b;
+    case Act2Op::Prelu: return a < 0 ? a * b : a;
+    case Act2Op::SigmoidGrad: return a * (T(1) - a) * b;
+    case Act2Op::LogSigmoidGrad: return b * sigmoid(-a);
+    case Act2Op::GeluGrad: {
+      const T in1 = T(0.797885) * a + T(0.0356774) * a * a * a;
+      const T in2 = T(0.398942) * a + T(0.0535161) * a * a * a;
+      const T th = std::tanh(in1);
+      return b * (T(0.5) + T(0.5) * th + in2 * (T(1) - th * th));
+    }
+  }
+  return a;
+}
+
+// Equal, both NaN, or within `rel` relative plus `abs` absolute.
+template <class T>
+bool near(T got, T want, double rel, double abs) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (got == want) return true;
+  if (std::isinf(want) || std::isinf(got)) return false;
+  return std::fabs(static_cast<double>(got) - static_cast<double>(want)) <= rel * std::fabs(static_cast<double>(want)) + abs;
+}
+
+template <class T> constexpr double kEps = std::numeric_limits<T>::epsilon();
+
+template <class T>
+void check_act(const std::string& target) {
+  const std::vector<T> in = inputs<T>();
+  const T p = T(0.2), q = T(0.5);
+  for (ActOp op : {ActOp::Relu, ActOp::LeakyRelu, ActOp::Gelu, ActOp::Sigmoid, ActOp::LogSigmoid, ActOp::HardSigmoid}) {
+    std::vector<T> out(in.size()), same = in;
+    if constexpr (std::is_same_v<T, float>) {
+      simd::act_f32(op, in.data(), out.data(), in.size(), p, q);
+      simd::act_f32(op, same.data(), same.data(), same.size(), p, q);
+    } else {
+      simd::act_f64(op, in.data(), out.data(), in.size(), p, q);
+      simd::act_f64(op, same.data(), same.data(), same.size(), p, q);
+    }
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const T want = ref1(op, in[i], p, q);
+      // gelu: erf within ~1 ulp of 1, times |x|; the rest: a few ulps of the result.
+      // hard_sigmoid: alpha * x + beta may be fused (one rounding less) near 0 and 1.
+      const double ax = std::fabs(static_cast<double>(in[i]));
+      const double abs = op == ActOp::Gelu ? 4 * kEps<T> * ax : op == ActOp::HardSigmoid ? 2 * kEps<T> * ax * 0.2 : 0;
+      ASSERT_TRUE(near(out[i], want, 16 * kEps<T>, abs)) << target << " op " << int(op) << " x=" << in[i] << " got "
+                                                        << out[i] << " want " << want;
+      ASSERT_TRUE(near(same[i], want, 16 * kEps<T>, abs)) << target << " in place, op " << int(op);
+      if (want == 0 && (op == ActOp::Relu || op == ActOp::LeakyRelu)) {
+        ASSERT_EQ(std::signbit(out[i]), std::signbit(want)) << target << " sign of zero, op " << int(op) << " x=" << in[i];
+      }
+    }
+  }
+  // Two inputs: b elementwise and b one broadcast value.
+  std::vector<T> b(in.size());
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<T>(std::cos(static_cast<double>(i)) * 3.0);
+  for (Act2Op op : {Act2Op::ReluGrad, Act2Op::Prelu, Act2Op::SigmoidGrad, Act2Op::LogSigmoidGrad, Act2Op::GeluGrad}) {
+    for (const bool bs : {false, true}) {
+      std::vector<T> out(in.size());
+      if constexpr (std::is_same_v<T, float>) simd::act2_f32(op, in.data(), b.data() + 3, bs, out.data(), in.size() - 3);
+      else simd::act2_f64(op, in.data(), b.data() + 3, bs, out.data(), in.size() - 3);
+      for (std::size_t i = 0; i + 3 < in.size(); ++i) {
+        const T bi = bs ? b[3] : b[i + 3];
+        const T want = ref2(op, in[i], bi);
+        // gelu_backward: 1 - tanh^2 cancels; sigmoid_backward: 1 - a rounds once more.
+        const double scale = std::fabs(static_cast<double>(bi)) * (1 + std::fabs(static_cast<double>(in[i])));
+        ASSERT_TRUE(near(out[i], want, 16 * kEps<T>, 8 * kEps<T> * scale))
+            << target << " op2 " << int(op) << " bs " << bs << " a=" << in[i] << " b=" << bi << " got " << out[i]
+            << " want " << want;
+      }
+    }
+  }
+}
+
+// Softmax / log_softmax / softmin of one lane, in double.
+template <class T>
+std::vector<double> soft_ref(SoftOp op, std::vector<T> x) {
+  std::vector<double> out(x.size());
+  double mx = -kInf<double>;
+  bool nan = false;
+  for (T& v : x) {
+    if (op == SoftOp::Softmin) v = -v;
+    nan = nan || std::isnan(v);
+    mx = std::max(mx, static_cast<double>(v));
+  }
+  if (nan || !std::isfinite(mx)) return std::vector<double>(x.size(), kNaN<double>);
+  double sum = 0;
+  for (T v : x) sum += std::exp(static_cast<double>(v) - mx);
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    const double t = static_cast<double>(x[j]) - mx;
+    out[j] = op == SoftOp::LogSoftmax ? t - std::log(sum) : std::exp(t) / sum;
+  }
+  return out;
+}
+
+// Lanes of several kinds: plain, a NaN, a +inf, all -inf, one -inf, a wide spread
+// (exp underflows), constant.
+template <class T>
+std::vector<std::vector<T>> soft_lanes(std::size_t n) {
+  std::vector<std::vector<T>> lanes;
+  for (int rep = 0; rep < 21; ++rep) {  // three of each kind: enough lanes for full column vectors
+    const int kind = rep % 7;
+    std::vector<T> v(n);
+    for (std::size_t j = 0; j < n; ++j) v[j] = static_cast<T>(std::sin(static_cast<double>(j * 7 + rep)) * 6.0);
+    if (kind == 1) v[n / 2] = kNaN<T>;
+    if (kind == 2) v[n - 1] = kInf<T>;
+    if (kind == 3) v.assign(n, -kInf<T>);
+    if (kind == 4) v[0] = -kInf<T>;
+    if (kind == 5)
+      for (std::size_t j = 0; j < n; ++j) v[j] = static_cast<T>(-150.0 * static_cast<double>(j % 5));
+    if (kind == 6) v.assign(n, T(3));
+    lanes.push_back(v);
+  }
+  return lanes;
+}
+
+template <class T>
+void check_soft(const std::string& target) {
+  const double tol = std::is_same_v<T, float> ? 4e-6 : 1e-13;
+  for (SoftOp op : {SoftOp::Softmax, SoftOp::LogSoftmax, SoftOp::Softmin}) {
+    for (const std::size_t n : {1u, 5u, 16u, 37u, 300u}) {
+      const auto lanes = soft_lanes<T>(n);
+      // Rows n apart + 3 (padding untouched).
+      const std::size_t ld = n + 3, rows = lanes.size();
+      std::vector<T> x(rows * ld, T(9)), out(rows * ld, T(7));
+      for (std::size_t r = 0; r < rows; ++r) std::copy(lanes[r].begin(), lanes[r].end(), x.begin() + r * ld);
+      // Columns: lane r at x[j * inner + r], inner = rows + 2 (two lanes unused).
+      const std::size_t inner = rows + 2;
+      std::vector<T> xc(n * inner, T(9)), oc(n * inner, T(7));
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t j = 0; j < n; ++j) xc[j * inner + r] = lanes[r][j];
+      if constexpr (std::is_same_v<T, float>) {
+        simd::soft_rows_f32(op, x.data(), out.data(), rows, n, ld);
+        simd::soft_cols_f32(op, xc.data(), oc.data(), n, inner, rows);
+      } else {
+        simd::soft_rows_f64(op, x.data(), out.data(), rows, n, ld);
+        simd::soft_cols_f64(op, xc.data(), oc.data(), n, inner, rows);
+      }
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::vector<double> want = soft_ref(op, lanes[r]);
+        for (std::size_t j = 0; j < n; ++j) {
+          const double w = want[j];
+          const double tw = op == SoftOp::LogSoftmax ? tol * (1 + std::fabs(w)) : tol * std::fabs(w) + 1e-30;
+          ASSERT_TRUE(near<double>(out[r * ld + j], w, 0, tw))
+              << target << " rows op " << int(op) << " n=" << n << " lane " << r << " j " << j << " got " << out[r * ld + j]
+              << " want " << w;
+          ASSERT_TRUE(near<double>(oc[j * inner + r], w, 0, tw))
+              << target << " cols op " << int(op) << " n=" << n << " lane " << r << " j " << j << " got "
+              << oc[j * inner + r] << " want " << w;
+        }
+        for (std::size_t j = n; j < ld; ++j) ASSERT_EQ(out[r * ld + j], T(7)) << target << " row padding";
+      }
+      for (std::size_t j = 0; j < n; ++j)
+        for (std::size_t r = rows; r < inner; ++r) ASSERT_EQ(oc[j * inner + r], T(7)) << target << " column padding";
+    }
+  }
+}
+
+template <class T>
+void check_dim_kernels(const std::string& target) {
+  // acc_rows: exactly the double loop.
+  for (const std::size_t m : {1u, 9u, 64u, 101u}) {
+    std::vector<T> x(m);
+    std::vector<double> acc(m), accp(m), want(m), wantp(m);
+    for (std::size_t i = 0; i < m; ++i) {
+      x[i] = static_cast<T>(std::sin(static_cast<double>(i)) * 3.0);
+      acc[i] = want[i] = static_cast<double>(i);
+      accp[i] = wantp[i] = 0.5 + static_cast<double>(i);
+      want[i] += static_cast<double>(x[i]);
+      wantp[i] *= static_cast<double>(x[i]);
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      simd::acc_rows_f32(acc.data(), x.data(), m, false);
+      simd::acc_rows_f32(accp.data(), x.data(), m, true);
+    } else {
+      simd::acc_rows_f64(acc.data(), x.data(), m, false);
+      simd::acc_rows_f64(accp.data(), x.data(), m, true);
+    }
+    EXPECT_EQ(acc, want) << target << " m=" << m;
+    EXPECT_EQ(accp, wantp) << target << " m=" << m;
+  }
+  // argext over rows and down columns: many ties, -0/+0, NaNs.
+  for (const std::size_t n : {1u, 7u, 40u, 133u}) {
+    for (int kind = 0; kind < 3; ++kind) {
+      std::vector<T> x(n);
+      for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<T>(static_cast<double>((i * 7) % 13) - 6.0);
+      if (kind == 1 && n > 3) { x[n - 2] = kNaN<T>; x[n - 1] = kNaN<T>; }
+      if (kind == 2) for (std::size_t i = 0; i < n; ++i) x[i] = i % 2 ? T(-0.0) : T(0);
+      for (const bool is_min : {false, true}) {
+        std::size_t want = 0;
+        for (std::size_t i = 1; i < n; ++i) {
+          if (std::isnan(x[want])) break;
+          if (std::isnan(x[i]) || (is_min ? x[i] < x[want] : x[i] > x[want])) want = i;
+        }
+        std::size_t got;
+        if constexpr (std::is_same_v<T, float>) got = simd::argext_f32(x.data(), n, is_min);
+        else got = simd::argext_f64(x.data(), n, is_min);
+        EXPECT_EQ(got, want) << target << " n=" << n << " kind " << kind << " min " << is_min;
+        // The same values down a column of lanes (lane r holds x rotated by r).
+        const std::size_t m = 19, inner = 21;
+        std::vector<T> xc(n * inner, T(100)), best(m);
+        std::vector<std::int64_t> where(m, -1);
+        for (std::size_t r = 0; r < m; ++r)
+          for (std::size_t j = 0; j < n; ++j) xc[j * inner + r] = x[(j + r) % n];
+        if constexpr (std::is_same_v<T, float>) simd::argext_cols_f32(xc.data(), n, inner, m, is_min, best.data(), where.data());
+        else simd::argext_cols_f64(xc.data(), n, inner, m, is_min, best.data(), where.data());
+        for (std::size_t r = 0; r < m; ++r) {
+          std::size_t w = 0;
+          for (std::size_t j = 1; j < n; ++j) {
+            const T b = xc[w * inner + r], v = xc[j * inner + r];
+            if (std::isnan(b)) break;
+            if (std::isnan(v) || (is_min ? v < b : v > b)) w = j;
+          }
+          ASSERT_EQ(where[r], static_cast<std::int64_t>(w)) << target << " cols n=" << n << " lane " << r << " kind " << kind;
+          const T bw = xc[w * inner + r];
+          ASSERT_TRUE(std::isnan(bw) ? std::isnan(best[r]) : best[r] == bw && std::signbit(best[r]) == std::signbit(bw));
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuActSimd, KernelsMatchScalarReferencesOnEveryCompiledTarget) {
+  const std::vector<std::int64_t> targets = compiled_targets();
+  ASSERT_FALSE(targets.empty());
+  for (const std::int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    const std::string name = hwy::TargetName(t);
+    ASSERT_EQ(std::string(current_target_name()), name);
+    check_act<float>(name);
+    check_act<double>(name);
+    check_soft<float>(name);
+    check_soft<double>(name);
+    check_dim_kernels<float>(name);
+    check_dim_kernels<double>(name);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+}  // namespace
+}  // namespace tensor::cpu::test
