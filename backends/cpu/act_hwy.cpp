@@ -9,13 +9,12 @@
 #include <cstdint>
 #include <limits>
 
-#if TENSOR_HAVE_OPENMP
-#include <omp.h>
-#endif
+#include "backends/cpu/parallel.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/act_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "backends/cpu/math_hwy-inl.h"
@@ -164,7 +163,7 @@ HWY_INLINE T ScalarExp(T t) { return std::exp(t); }
 
 // One row of n > 0 contiguous elements.
 template <class T>
-HWY_INLINE void SoftRow(SoftOp op, const T* HWY_RESTRICT x, T* out, size_t n) {
+HWY_INLINE void SoftRow(SoftOp op, const T* x, T* out, size_t n) {
   const hn::ScalableTag<T> d;
   const size_t N = hn::Lanes(d);
   const bool neg = op == SoftOp::Softmin;
@@ -244,62 +243,94 @@ HWY_INLINE void SoftRows(SoftOp op, const T* x, T* out, size_t rows, size_t n, s
   for (size_t r = 0; r < rows; ++r) SoftRow<T>(op, x + r * ld, out + r * ld, n);
 }
 
-// Columns [i, i + lanes of d) of an n x inner block (d: a full or a one-lane tag).
-template <class D>
-HWY_INLINE void SoftColBlock(D d, SoftOp op, const TFromD<D>* HWY_RESTRICT x, TFromD<D>* out, size_t n, size_t inner) {
-  using T = TFromD<D>;
-  const size_t N = hn::Lanes(d);
-  const bool neg = op == SoftOp::Softmin;
-  auto load = [&](size_t j) HWY_ATTR { const auto v = hn::LoadU(d, x + j * inner); return neg ? hn::Neg(v) : v; };
-  auto mx = load(0);
-  auto bad = hn::IsNaN(mx);
-  for (size_t j = 1; j < n; ++j) {
-    const auto v = load(j);
-    bad = hn::Or(bad, hn::IsNaN(v));
-    mx = hn::Max(mx, v);
-  }
-  bad = hn::Or(bad, hn::Not(hn::IsFinite(mx)));
-  mx = hn::IfThenZeroElse(bad, mx);  // keeps the exp pass fast; those lanes become NaN below
-  const bool store = op != SoftOp::LogSoftmax;
-  auto s = hn::Zero(d), c = hn::Zero(d);
-  for (size_t j = 0; j < n; ++j) {
-    const auto t = hn::Sub(load(j), mx);
-    bool ok = true;
-    auto e = ExpNonPos(d, t, ok);
-    if (HWY_UNLIKELY(!ok)) {
-      HWY_ALIGN T tb[hn::MaxLanes(d)];
-      hn::Store(t, d, tb);
-      for (size_t k = 0; k < N; ++k) tb[k] = ScalarExp<T>(tb[k]);
-      e = hn::Load(d, tb);
-    }
-    if (store) hn::StoreU(e, d, out + j * inner);
-    KahanAdd(s, c, e);
-  }
-  s = hn::Sub(s, c);
-  const auto qnan = hn::Set(d, std::numeric_limits<T>::quiet_NaN());
-  if (op == SoftOp::LogSoftmax) {
-    HWY_ALIGN T sb[hn::MaxLanes(d)];
-    hn::Store(s, d, sb);
-    for (size_t k = 0; k < N; ++k) sb[k] = static_cast<T>(std::log(static_cast<double>(sb[k])));
-    const auto lse = hn::Load(d, sb);
-    for (size_t j = 0; j < n; ++j)
-      hn::StoreU(hn::IfThenElse(bad, qnan, hn::Sub(hn::Sub(load(j), mx), lse)), d, out + j * inner);
-  } else {
-    const auto inv = hn::Div(hn::Set(d, T(1)), s);
-    for (size_t j = 0; j < n; ++j)
-      hn::StoreU(hn::IfThenElse(bad, qnan, hn::Mul(hn::LoadU(d, out + j * inner), inv)), d, out + j * inner);
-  }
-}
-
+// Along an outer dim, m lanes: each pass streams the n rows once (contiguous reads of
+// m elements), vectors across the lanes, with per-lane running values in scratch:
+// the max (and a NaN / infinite-max flag), then e = exp(x - max) written to out and
+// summed (compensated), then the scaled (or log) write.
 template <class T>
-HWY_INLINE void SoftCols(SoftOp op, const T* x, T* out, size_t n, size_t inner, size_t m) {
-  if (n == 0) return;
+HWY_INLINE void SoftCols(SoftOp op, const T* HWY_RESTRICT x, T* HWY_RESTRICT out, size_t n, size_t inner, size_t m) {
+  if (n == 0 || m == 0) return;
   const hn::ScalableTag<T> d;
-  const hn::CappedTag<T, 1> d1;
   const size_t N = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + N <= m; i += N) SoftColBlock(d, op, x + i, out + i, n, inner);
-  for (; i < m; ++i) SoftColBlock(d1, op, x + i, out + i, n, inner);
+  const size_t mp = (m + N - 1) / N * N;  // scratch rounded up to whole vectors
+  auto buf = hwy::AllocateAligned<T>(4 * mp);
+  T* mx = buf.get();
+  T* bad = mx + mp;  // 1 where the lane is all NaN in the result
+  T* s = bad + mp;
+  T* c = s + mp;
+  const bool neg = op == SoftOp::Softmin;
+  const T q = std::numeric_limits<T>::quiet_NaN();
+  auto get = [&](const T* row, size_t i) { return neg ? -row[i] : row[i]; };
+  auto load = [&](const T* row, size_t i) HWY_ATTR { const auto v = hn::LoadU(d, row + i); return neg ? hn::Neg(v) : v; };
+  const size_t mv = m - m % N;
+  for (size_t i = 0; i < mp; ++i) {
+    mx[i] = i < m ? get(x, i) : T(0);
+    bad[i] = i < m && std::isnan(mx[i]) ? T(1) : T(0);
+    s[i] = c[i] = T(0);
+  }
+  const auto one = hn::Set(d, T(1));
+  for (size_t j = 1; j < n; ++j) {
+    const T* row = x + j * inner;
+    for (size_t i = 0; i < mv; i += N) {
+      const auto v = load(row, i);
+      hn::Store(hn::Max(hn::Load(d, mx + i), v), d, mx + i);
+      hn::Store(hn::IfThenElse(hn::IsNaN(v), one, hn::Load(d, bad + i)), d, bad + i);
+    }
+    for (size_t i = mv; i < m; ++i) {
+      const T v = get(row, i);
+      if (std::isnan(v)) bad[i] = T(1);
+      mx[i] = v > mx[i] ? v : mx[i];
+    }
+  }
+  for (size_t i = 0; i < m; ++i) {
+    if (!std::isfinite(mx[i])) bad[i] = T(1);
+    if (bad[i] != T(0)) mx[i] = T(0);  // keeps the exp pass fast; the lane is NaN below
+  }
+  const bool store = op != SoftOp::LogSoftmax;
+  for (size_t j = 0; j < n; ++j) {
+    const T* row = x + j * inner;
+    T* orow = out + j * inner;
+    for (size_t i = 0; i < mv; i += N) {
+      const auto t = hn::Sub(load(row, i), hn::Load(d, mx + i));
+      bool ok = true;
+      auto e = ExpNonPos(d, t, ok);
+      if (HWY_UNLIKELY(!ok)) {
+        HWY_ALIGN T tb[hn::MaxLanes(d)];
+        hn::Store(t, d, tb);
+        for (size_t k = 0; k < N; ++k) tb[k] = ScalarExp<T>(tb[k]);
+        e = hn::Load(d, tb);
+      }
+      if (store) hn::StoreU(e, d, orow + i);
+      auto sv = hn::Load(d, s + i), cv = hn::Load(d, c + i);
+      KahanAdd(sv, cv, e);
+      hn::Store(sv, d, s + i);
+      hn::Store(cv, d, c + i);
+    }
+    for (size_t i = mv; i < m; ++i) {
+      const T e = ScalarExp<T>(get(row, i) - mx[i]);
+      if (store) orow[i] = e;
+      const T y = e - c[i], t = s[i] + y;
+      c[i] = (t - s[i]) - y;
+      s[i] = t;
+    }
+  }
+  // s := 1 / sum (softmax) or log(sum) (log_softmax), per lane.
+  for (size_t i = 0; i < m; ++i) {
+    const double sum = static_cast<double>(s[i]) - static_cast<double>(c[i]);
+    s[i] = store ? static_cast<T>(1.0 / sum) : static_cast<T>(std::log(sum));
+  }
+  for (size_t j = 0; j < n; ++j) {
+    const T* row = x + j * inner;
+    T* orow = out + j * inner;
+    for (size_t i = 0; i < mv; i += N) {
+      const auto b = hn::Gt(hn::Load(d, bad + i), hn::Zero(d));
+      const auto r = store ? hn::Mul(hn::LoadU(d, orow + i), hn::Load(d, s + i))
+                           : hn::Sub(hn::Sub(load(row, i), hn::Load(d, mx + i)), hn::Load(d, s + i));
+      hn::StoreU(hn::IfThenElse(b, hn::Set(d, q), r), d, orow + i);
+    }
+    for (size_t i = mv; i < m; ++i)
+      orow[i] = bad[i] != T(0) ? q : store ? orow[i] * s[i] : (get(row, i) - mx[i]) - s[i];
+  }
 }
 
 void ActF32(ActOp op, const float* x, float* out, size_t n, float p, float q) { Act(op, x, out, n, p, q); }
@@ -372,8 +403,8 @@ T ref2(Act2Op op, T a, T b) {
   return a;
 }
 
-// Elementwise runs of at least this many elements are split across OpenMP threads,
-// chunks shared out dynamically (a descheduled thread costs at most one chunk):
+// Elementwise runs of at least this many elements are split into chunks shared out by
+// parallel_chunks (a busy second core costs at most one chunk):
 // the transcendental ones as unary_hwy.cpp's math ops (compute-bound, 1 M); the cheap
 // selects (relu, leaky_relu, hard_sigmoid, relu_backward, prelu, sigmoid_backward) are
 // memory-bound, where a second thread only adds contention, so never.
@@ -385,38 +416,26 @@ bool is_math(Act2Op op) { return op == Act2Op::GeluGrad || op == Act2Op::LogSigm
 
 template <class Body>
 void chunked(std::size_t n, bool math, Body body) {
-#if TENSOR_HAVE_OPENMP
-  if (math && n >= kParallelMathElems && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-    const auto chunks = static_cast<std::int64_t>((n + kChunkElems - 1) / kChunkElems);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::size_t b = static_cast<std::size_t>(c) * kChunkElems;
-      body(b, std::min(n, b + kChunkElems) - b);
-    }
-    return;
-  }
-#endif
-  (void)math;
-  body(0, n);
+  if (!math || n < kParallelMathElems) return body(0, n);
+  const std::size_t chunks = (n + kChunkElems - 1) / kChunkElems;
+  auto one = [&](std::size_t c) {
+    const std::size_t b = c * kChunkElems;
+    body(b, std::min(n, b + kChunkElems) - b);
+  };
+  parallel_chunks(chunks, one);
 }
 
 // Softmax rows: split by rows once there are this many elements (exp per element,
 // compute-bound like the math ops).
 template <class T, class K>
 void soft_rows(K kernel, SoftOp op, const T* x, T* out, std::size_t rows, std::size_t n, std::size_t ld) {
-#if TENSOR_HAVE_OPENMP
-  if (rows > 1 && rows * n >= kParallelMathElems && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-    const std::size_t per = std::max<std::size_t>(1, kChunkElems / std::max<std::size_t>(n, 1));
-    const auto chunks = static_cast<std::int64_t>((rows + per - 1) / per);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::size_t r0 = static_cast<std::size_t>(c) * per;
-      kernel(op, x + r0 * ld, out + r0 * ld, std::min(rows, r0 + per) - r0, n, ld);
-    }
-    return;
-  }
-#endif
-  kernel(op, x, out, rows, n, ld);
+  if (rows < 2 || rows * n < kParallelMathElems) return kernel(op, x, out, rows, n, ld);
+  const std::size_t per = std::max<std::size_t>(1, kChunkElems / std::max<std::size_t>(n, 1));
+  auto one = [&](std::size_t c) {
+    const std::size_t r0 = c * per;
+    kernel(op, x + r0 * ld, out + r0 * ld, std::min(rows, r0 + per) - r0, n, ld);
+  };
+  parallel_chunks((rows + per - 1) / per, one);
 }
 
 }  // namespace

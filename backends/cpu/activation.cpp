@@ -12,22 +12,18 @@
 #include <utility>
 #include <vector>
 
-#if TENSOR_HAVE_OPENMP
-#include <omp.h>
-#endif
-
 #include "backends/cpu/act_hwy.hpp"
-#include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/parallel.hpp"
 
 namespace tensor::cpu {
 namespace {
 
 using dispatch::Prim;
 
-// Softmax along an outer dim: column blocks go to threads from this many elements
-// (exp per element, compute-bound, as the elementwise math ops in act_hwy.cpp).
+// Softmax along an outer dim: column blocks are spread over threads from this many
+// elements (exp per element, compute-bound, as the elementwise math ops in act_hwy.cpp).
 constexpr std::size_t kParallelSoftElems = std::size_t{1} << 20;
 
 using simd::Act2Op;
@@ -155,24 +151,21 @@ Prim soft_entry(Prim pa, std::size_t dim) {
         else simd::soft_rows_f64(kS, x, o, outer, n, n);
         return;
       }
-      // Column blocks of 64 lanes: each block's n rows stay in L2 across the three passes.
-      constexpr std::size_t kCols = 64;
+      // Column blocks of kCols lanes: each streams its n rows (three passes), the
+      // per-lane running values in L1.
+      constexpr std::size_t kCols = 512;
       const std::size_t per = (inner + kCols - 1) / kCols;
-      const auto tasks = static_cast<std::int64_t>(outer * per);
-      auto run = [&](std::int64_t t) {
-        const std::size_t ob = static_cast<std::size_t>(t) / per, ib = (static_cast<std::size_t>(t) % per) * kCols;
+      auto run = [&](std::size_t t) {
+        const std::size_t ob = t / per, ib = (t % per) * kCols;
         const std::size_t base = ob * n * inner + ib, m = std::min(kCols, inner - ib);
         if constexpr (std::is_same_v<T, float>) simd::soft_cols_f32(kS, x + base, o + base, n, inner, m);
         else simd::soft_cols_f64(kS, x + base, o + base, n, inner, m);
       };
-#if TENSOR_HAVE_OPENMP
-      if (tasks > 1 && shape.num_elements() >= kParallelSoftElems && omp_threads() > 1 && !omp_in_parallel()) {
-#pragma omp parallel for schedule(dynamic, 1)
-        for (std::int64_t t = 0; t < tasks; ++t) run(t);
-        return;
+      if (shape.num_elements() >= kParallelSoftElems) {
+        parallel_chunks(outer * per, run);
+      } else {
+        for (std::size_t t = 0; t < outer * per; ++t) run(t);
       }
-#endif
-      for (std::int64_t t = 0; t < tasks; ++t) run(t);
     } else if constexpr (dispatch::kIsFloatLike<T>) {
       Shape lines = shape;
       lines[dim] = 1;

@@ -2,16 +2,13 @@
 // mean, mean_dim, running scans (cumsum, cumprod, cummin, cummax), extrema (max, min,
 // max_abs, their _dim and _with_indices forms, argmax/argmin) and any/all. Sums
 // accumulate in double (floats) or uint64 (ints, wrapping, truncated back).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
-#if TENSOR_HAVE_OPENMP
-#include <omp.h>
-#endif
-
-#include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/parallel.hpp"
 #include "backends/cpu/reduce_hwy.hpp"
 
 namespace tensor::cpu {
@@ -19,19 +16,22 @@ namespace {
 
 using dispatch::Prim;
 
-// Dim reductions (and dim extrema) of at least this many elements run on the OpenMP
-// threads, split over independent lanes or column blocks. How chosen: tensorctl
-// bench's sum_dim / argmax rows with OMP_NUM_THREADS=1 vs 2, idle and with the other
-// core loaded: as the full reductions (reduce_hwy.cpp), two threads win once the input
-// is past the L2 (2 M elements) and never lost by more than noise under load there.
+// Dim reductions (and dim extrema) of at least this many elements are spread over
+// threads (parallel_chunks), split into independent lane groups or column blocks.
+// How chosen: as the full reductions in reduce_hwy.cpp (memory-bound the same way).
 constexpr std::size_t kParallelDimElems = std::size_t{1} << 21;
 
-inline bool in_parallel() {
-#if TENSOR_HAVE_OPENMP
-  return omp_in_parallel() != 0;
-#else
-  return false;
-#endif
+// Lane groups of about this many elements are one chunk of work.
+constexpr std::size_t kGroupElems = std::size_t{1} << 16;
+
+// f(c) for c in [0, chunks): spread by parallel_chunks when `threads`.
+template <class F>
+void run_chunks(bool threads, std::size_t chunks, F& f) {
+  if (threads) {
+    parallel_chunks(chunks, f);
+  } else {
+    for (std::size_t c = 0; c < chunks; ++c) f(c);
+  }
 }
 
 enum class RedOp { Sum, Prod, Mean };
@@ -155,31 +155,30 @@ void dense_dim_reduce(const T* x, const Shape& shape, std::size_t dim, double* a
   const std::size_t n = shape[dim];
   for (std::size_t d = 0; d < dim; ++d) outer *= shape[d];
   for (std::size_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
-  [[maybe_unused]] const bool threads = outer * n * inner >= kParallelDimElems && omp_threads() > 1 && !in_parallel();
+  const bool threads = outer * n * inner >= kParallelDimElems;
   if (inner == 1) {
-    const auto lanes = static_cast<std::int64_t>(outer);
-    auto lane = [&](std::int64_t o) {
-      const T* r = x + static_cast<std::size_t>(o) * n;
-      if (prod) {
-        acc[o] = reduce_row<T, true>(reinterpret_cast<const std::byte*>(r), n, sizeof(T));
-      } else if constexpr (std::is_same_v<T, float>) {
-        acc[o] = simd::sum_f32(r, n);
-      } else {
-        acc[o] = simd::sum_f64(r, n);
+    // Groups of lanes of about kGroupElems elements each.
+    const std::size_t per = std::max<std::size_t>(1, kGroupElems / std::max<std::size_t>(n, 1));
+    auto group = [&](std::size_t g) {
+      for (std::size_t o = g * per; o < std::min(outer, (g + 1) * per); ++o) {
+        const T* r = x + o * n;
+        if (prod) {
+          acc[o] = reduce_row<T, true>(reinterpret_cast<const std::byte*>(r), n, sizeof(T));
+        } else if constexpr (std::is_same_v<T, float>) {
+          acc[o] = simd::sum_f32(r, n);
+        } else {
+          acc[o] = simd::sum_f64(r, n);
+        }
       }
     };
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, 16) if (threads)
-#endif
-    for (std::int64_t o = 0; o < lanes; ++o) lane(o);
+    run_chunks(threads, (outer + per - 1) / per, group);
     return;
   }
   // Blocks of kCols lanes: the block's accumulators stay in L1 while n rows stream by.
   constexpr std::size_t kCols = 512;
   const std::size_t per = (inner + kCols - 1) / kCols;
-  const auto tasks = static_cast<std::int64_t>(outer * per);
-  auto block = [&](std::int64_t t) {
-    const std::size_t ob = static_cast<std::size_t>(t) / per, ib = (static_cast<std::size_t>(t) % per) * kCols;
+  auto block = [&](std::size_t t) {
+    const std::size_t ob = t / per, ib = (t % per) * kCols;
     const std::size_t m = std::min(kCols, inner - ib);
     double* a = acc + ob * inner + ib;
     const T* base = x + ob * n * inner + ib;
@@ -188,10 +187,7 @@ void dense_dim_reduce(const T* x, const Shape& shape, std::size_t dim, double* a
       else simd::acc_rows_f64(a, base + k * inner, m, prod);
     }
   };
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) if (threads && tasks > 1)
-#endif
-  for (std::int64_t t = 0; t < tasks; ++t) block(t);
+  run_chunks(threads, outer * per, block);
 }
 
 template <RedOp kOp>
@@ -369,34 +365,33 @@ bool dense_extremum(const CpuTensor& a, std::size_t dim, std::vector<C>& best, s
     for (std::size_t d = 0; d < dim; ++d) outer *= shape[d];
     for (std::size_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
     const T* x = at<T>(a.data());
-    [[maybe_unused]] const bool threads = outer * n * inner >= kParallelDimElems && omp_threads() > 1 && !in_parallel();
+    const bool threads = outer * n * inner >= kParallelDimElems;
     if (inner == 1) {
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, 16) if (threads)
-#endif
-      for (std::int64_t o = 0; o < static_cast<std::int64_t>(outer); ++o) {
-        const T* r = x + static_cast<std::size_t>(o) * n;
-        std::size_t k;
-        if constexpr (std::is_same_v<T, float>) k = simd::argext_f32(r, n, kMin);
-        else k = simd::argext_f64(r, n, kMin);
-        best[static_cast<std::size_t>(o)] = r[k];
-        where[static_cast<std::size_t>(o)] = static_cast<std::int64_t>(k);
-      }
+      const std::size_t per = std::max<std::size_t>(1, kGroupElems / n);
+      auto group = [&](std::size_t g) {
+        for (std::size_t o = g * per; o < std::min(outer, (g + 1) * per); ++o) {
+          const T* r = x + o * n;
+          std::size_t k;
+          if constexpr (std::is_same_v<T, float>) k = simd::argext_f32(r, n, kMin);
+          else k = simd::argext_f64(r, n, kMin);
+          best[o] = r[k];
+          where[o] = static_cast<std::int64_t>(k);
+        }
+      };
+      run_chunks(threads, (outer + per - 1) / per, group);
       return true;
     }
-    constexpr std::size_t kCols = 256;
+    // Column blocks: each streams its n rows once, vectors across its kCols lanes.
+    constexpr std::size_t kCols = 512;
     const std::size_t per = (inner + kCols - 1) / kCols;
-    const auto tasks = static_cast<std::int64_t>(outer * per);
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) if (threads && tasks > 1)
-#endif
-    for (std::int64_t t = 0; t < tasks; ++t) {
-      const std::size_t ob = static_cast<std::size_t>(t) / per, ib = (static_cast<std::size_t>(t) % per) * kCols;
+    auto block = [&](std::size_t t) {
+      const std::size_t ob = t / per, ib = (t % per) * kCols;
       const std::size_t m = std::min(kCols, inner - ib), off = ob * inner + ib;
       const T* base = x + ob * n * inner + ib;
       if constexpr (std::is_same_v<T, float>) simd::argext_cols_f32(base, n, inner, m, kMin, best.data() + off, where.data() + off);
       else simd::argext_cols_f64(base, n, inner, m, kMin, best.data() + off, where.data() + off);
-    }
+    };
+    run_chunks(threads, outer * per, block);
     return true;
   }
 }

@@ -7,13 +7,12 @@
 #include <limits>
 #include <vector>
 
-#if TENSOR_HAVE_OPENMP
-#include <omp.h>
-#endif
+#include "backends/cpu/parallel.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/reduce_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -122,42 +121,47 @@ HWY_INLINE size_t ArgExt(const T* HWY_RESTRICT x, size_t n) {
   return 0;
 }
 
-// Lanes [0, lanes of d) of an outer-dim extremum: running best and index per lane.
-template <class D, bool kMax>
-HWY_INLINE void ArgExtCol(D d, const hn::TFromD<D>* HWY_RESTRICT x, size_t n, size_t inner, hn::TFromD<D>* best,
-                          std::int64_t* where) {
-  using T = hn::TFromD<D>;
+// An outer-dim extremum of m lanes: the n rows stream by once (contiguous reads),
+// each updating the running best and index of every lane, vectors across the lanes.
+template <class T, bool kMax>
+HWY_INLINE void ArgExtColsImpl(const T* HWY_RESTRICT x, size_t n, size_t inner, size_t m, T* HWY_RESTRICT best,
+                               std::int64_t* where) {
   using I = hwy::MakeSigned<T>;
-  const hn::RebindToSigned<D> di;
-  auto b = hn::LoadU(d, x);
-  auto idx = hn::Zero(di);
-  for (size_t j = 1; j < n; ++j) {
-    const auto v = hn::LoadU(d, x + j * inner);
-    const auto gt = kMax ? hn::Gt(v, b) : hn::Lt(v, b);
-    const auto take = hn::Or(gt, hn::AndNot(hn::IsNaN(b), hn::IsNaN(v)));
-    b = hn::IfThenElse(take, v, b);
-    idx = hn::IfThenElse(hn::RebindMask(di, take), hn::Set(di, static_cast<I>(j)), idx);
+  const hn::ScalableTag<T> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t N = hn::Lanes(d);
+  auto idx = hwy::AllocateAligned<I>(m + N);
+  for (size_t i = 0; i < m; ++i) {
+    best[i] = x[i];
+    idx[i] = 0;
   }
-  HWY_ALIGN I ib[hn::MaxLanes(di)];
-  hn::Store(idx, di, ib);
-  hn::StoreU(b, d, best);
-  for (size_t k = 0; k < hn::Lanes(d); ++k) where[k] = static_cast<std::int64_t>(ib[k]);
+  const size_t mv = m - m % N;
+  for (size_t j = 1; j < n; ++j) {
+    const T* row = x + j * inner;
+    const auto vj = hn::Set(di, static_cast<I>(j));
+    for (size_t i = 0; i < mv; i += N) {
+      const auto v = hn::LoadU(d, row + i);
+      const auto b = hn::LoadU(d, best + i);
+      const auto gt = kMax ? hn::Gt(v, b) : hn::Lt(v, b);
+      const auto take = hn::Or(gt, hn::AndNot(hn::IsNaN(b), hn::IsNaN(v)));
+      hn::StoreU(hn::IfThenElse(take, v, b), d, best + i);
+      hn::Store(hn::IfThenElse(hn::RebindMask(di, take), vj, hn::Load(di, idx.get() + i)), di, idx.get() + i);
+    }
+    for (size_t i = mv; i < m; ++i) {
+      const T v = row[i], b = best[i];
+      if (!std::isnan(b) && (std::isnan(v) || (kMax ? v > b : v < b))) {
+        best[i] = v;
+        idx[i] = static_cast<I>(j);
+      }
+    }
+  }
+  for (size_t i = 0; i < m; ++i) where[i] = static_cast<std::int64_t>(idx[i]);
 }
 
 template <class T>
 HWY_INLINE void ArgExtCols(const T* x, size_t n, size_t inner, size_t m, bool is_min, T* best, std::int64_t* where) {
-  const hn::ScalableTag<T> d;
-  const hn::CappedTag<T, 1> d1;
-  const size_t N = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + N <= m; i += N) {
-    if (is_min) ArgExtCol<decltype(d), false>(d, x + i, n, inner, best + i, where + i);
-    else ArgExtCol<decltype(d), true>(d, x + i, n, inner, best + i, where + i);
-  }
-  for (; i < m; ++i) {
-    if (is_min) ArgExtCol<decltype(d1), false>(d1, x + i, n, inner, best + i, where + i);
-    else ArgExtCol<decltype(d1), true>(d1, x + i, n, inner, best + i, where + i);
-  }
+  if (is_min) ArgExtColsImpl<T, false>(x, n, inner, m, best, where);
+  else ArgExtColsImpl<T, true>(x, n, inner, m, best, where);
 }
 
 void AccRowsF32(double* acc, const float* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
@@ -200,9 +204,8 @@ HWY_EXPORT(ArgExtColsF64);
 namespace {
 
 // Runs of at least this many elements are reduced in fixed chunks of kChunk elements,
-// shared out dynamically over the OpenMP threads and joined in chunk order, so the
-// result does not depend on the thread count and a descheduled thread (the second
-// core busy) holds back at most one chunk. How chosen: tensorctl bench's sum 16M and
+// shared out by parallel_chunks and joined in chunk order, so the result does not
+// depend on the thread count and a busy second core costs at most one chunk. How chosen: tensorctl bench's sum 16M and
 // max rows, one vs two threads (OMP_NUM_THREADS), idle and with the other core running
 // a compile: two threads read faster from 2 M elements on (8 MiB, past the L2) and
 // were never slower under load with 1 MiB chunks; below that the join costs more than
@@ -216,13 +219,11 @@ R chunked(const T* x, std::size_t n, K kernel, J join) {
   if (n < kParallelReduceElems) return kernel(x, n);
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<R> part(chunks);
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) if (omp_get_max_threads() > 1 && !omp_in_parallel())
-#endif
-  for (std::int64_t c = 0; c < static_cast<std::int64_t>(chunks); ++c) {
-    const std::size_t b = static_cast<std::size_t>(c) * kChunk;
-    part[static_cast<std::size_t>(c)] = kernel(x + b, std::min(n, b + kChunk) - b);
-  }
+  auto body = [&](std::size_t c) {
+    const std::size_t b = c * kChunk;
+    part[c] = kernel(x + b, std::min(n, b + kChunk) - b);
+  };
+  parallel_chunks(chunks, body);
   R r = part[0];
   for (std::size_t c = 1; c < chunks; ++c) r = join(r, part[c]);
   return r;

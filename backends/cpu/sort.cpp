@@ -12,9 +12,9 @@
 
 #include "hwy/contrib/sort/vqsort.h"
 
-#include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/parallel.hpp"
 
 namespace tensor::cpu {
 namespace {
@@ -22,10 +22,10 @@ namespace {
 using dispatch::Prim;
 using dispatch::PrimPair;
 
-// Sorting this many elements in all (lanes x lane length) spreads the lanes over the
-// OpenMP threads: a lane sort is compute-bound (n log n compares on data in L1/L2), so
-// two threads halve it once the per-lane work dwarfs the fork (~10 us) even with the
-// second core busy (dynamic scheduling: a descheduled thread delays only its lanes).
+// Sorting this many elements in all (lanes x lane length) spreads groups of lanes
+// over threads (parallel_chunks): a lane sort is compute-bound (n log n compares on
+// data in L1/L2), so a second thread halves it once the work dwarfs the wake-up of a
+// helper (tens of us), and a busy second core costs at most one group.
 constexpr std::size_t kParallelSortElems = std::size_t{1} << 16;
 
 // Each element becomes one unsigned integer: its value mapped to an order-preserving
@@ -123,27 +123,19 @@ void sort_lanes(const CpuTensor& a, std::size_t dim, bool desc, std::size_t k, C
               for (std::size_t j = 0; j < k; ++j, io += is) *at<O>(io) = static_cast<O>(static_cast<std::uint32_t>(packed[j]));
           };
           const std::size_t count = lines.num_elements();
-          if (count > 1 && count * n >= kParallelSortElems && omp_threads() > 1 && a.is_contiguous() &&
-              dim + 1 == shape.rank() && (!vals || vals->is_contiguous()) && (!idxs || idxs->is_contiguous())) {
-            // Lanes are rows (the last dim of contiguous tensors): independent, spread
-            // over threads, each with its own scratch.
-            const auto rows = static_cast<std::int64_t>(count);
-            const std::size_t ko = k;
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel
-#endif
-            {
+          if (count > 1 && count * n >= kParallelSortElems && a.is_contiguous() && dim + 1 == shape.rank() &&
+              (!vals || vals->is_contiguous()) && (!idxs || idxs->is_contiguous())) {
+            // Lanes are rows (the last dim of contiguous tensors): independent, in
+            // groups spread over threads, each group with its own scratch.
+            const std::size_t per = std::max<std::size_t>(1, (std::size_t{1} << 14) / n);
+            auto group = [&](std::size_t g) {
               std::vector<T> raw(n);
               std::vector<P> packed(n);
-#if TENSOR_HAVE_OPENMP
-#pragma omp for schedule(dynamic, 4)
-#endif
-              for (std::int64_t r = 0; r < rows; ++r) {
-                const auto u = static_cast<std::size_t>(r);
-                lane(a.data() + static_cast<std::int64_t>(u * n) * e, vals ? vals->data() + static_cast<std::int64_t>(u * ko) * e : nullptr,
-                     idxs ? idxs->data() + static_cast<std::int64_t>(u * ko * sizeof(O)) : nullptr, raw, packed);
-              }
-            }
+              for (std::size_t u = g * per; u < std::min(count, (g + 1) * per); ++u)
+                lane(a.data() + static_cast<std::int64_t>(u * n) * e, vals ? vals->data() + static_cast<std::int64_t>(u * k) * e : nullptr,
+                     idxs ? idxs->data() + static_cast<std::int64_t>(u * k * sizeof(O)) : nullptr, raw, packed);
+            };
+            parallel_chunks((count + per - 1) / per, group);
             return;
           }
           std::vector<T> raw(n);

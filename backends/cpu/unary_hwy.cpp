@@ -8,9 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if TENSOR_HAVE_OPENMP
-#include <omp.h>
-#endif
+#include "backends/cpu/parallel.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/unary_hwy.cpp"
@@ -244,7 +242,7 @@ constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
 
 // Transcendental ops cost tens of cycles per vector (compute-bound); the rest are a
 // load, one or two instructions and a store (memory-bound on large runs).
-[[maybe_unused]] bool is_math(UnOp op) {
+bool is_math(UnOp op) {
   switch (op) {
     case UnOp::Exp: case UnOp::Expm1: case UnOp::Log: case UnOp::Log1p: case UnOp::Sin: case UnOp::Cos:
     case UnOp::Tanh: case UnOp::Erf: case UnOp::Sigmoid:
@@ -254,7 +252,7 @@ constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
   }
 }
 
-// Chunks shared out dynamically, as split() in binary_hwy.cpp.
+// Chunks shared out by parallel_chunks (a busy second core costs at most one chunk).
 constexpr std::size_t kChunkElems = std::size_t{1} << 16;
 
 template <class T, class K>
@@ -262,18 +260,14 @@ void chunked(UnOp op, const T* x, T* out, std::size_t n, K kernel) {
   const auto o = reinterpret_cast<std::uintptr_t>(out), p = reinterpret_cast<std::uintptr_t>(x);
   const std::size_t bytes = n * sizeof(T);
   const bool stream = bytes >= kStreamBytes && (p >= o + bytes || o >= p + bytes);
-#if TENSOR_HAVE_OPENMP
-  if (n >= (is_math(op) ? kParallelMathElems : kParallelCheapElems) && omp_get_max_threads() > 1 &&
-      !omp_in_parallel()) {
-    const auto chunks = static_cast<std::int64_t>((n + kChunkElems - 1) / kChunkElems);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::size_t b = static_cast<std::size_t>(c) * kChunkElems;
+  if (n >= (is_math(op) ? kParallelMathElems : kParallelCheapElems)) {
+    auto one = [&](std::size_t c) {
+      const std::size_t b = c * kChunkElems;
       kernel(op, x + b, out + b, std::min(n, b + kChunkElems) - b, stream);
-    }
+    };
+    parallel_chunks((n + kChunkElems - 1) / kChunkElems, one);
     return;
   }
-#endif
   kernel(op, x, out, n, stream);
 }
 
