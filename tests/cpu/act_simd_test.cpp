@@ -292,5 +292,114 @@ TEST(CpuActSimd, KernelsMatchScalarReferencesOnEveryCompiledTarget) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+
+// ---- through the backend entries: every layout, f32 / f64 (and bf16 contiguous) -----
+
+template <class T>
+std::vector<double> read(const Prim& p) {
+  std::vector<double> out;
+  for (T v : to_vec<T>(p)) out.push_back(static_cast<double>(dispatch::load_elem(v)));
+  return out;
+}
+
+template <class T>
+void check_entries(DType dt) {
+  const std::size_t rows = 6, cols = 37;
+  auto gen_x = [](std::size_t i, std::size_t j) { return static_cast<T>(std::sin(static_cast<double>(i * cols + j)) * 5.0); };
+  auto gen_g = [](std::size_t i, std::size_t j) { return static_cast<T>(std::cos(static_cast<double>(i + 3 * j))); };
+  const double tol = std::is_same_v<T, double> ? 1e-12 : 1e-5;
+  std::vector<T> alpha(cols);
+  for (std::size_t j = 0; j < cols; ++j) alpha[j] = static_cast<T>(0.1 * static_cast<double>(j) - 1.0);
+  for (Lay lay : kLayouts) {
+    const std::size_t r = rows_of(lay, rows);
+    const std::vector<T> xv = logical_values<T>(lay, rows, cols, gen_x), gv = logical_values<T>(lay, rows, cols, gen_g);
+    const std::string where = lay_name(lay) + " " + std::string(dtype_name(dt));
+    auto x = [&] { return build(lay, xv, rows, cols, dt); };
+    auto g = [&] { return build(lay, gv, rows, cols, dt); };
+    // prelu with alpha [1, cols] and [1, 1] (broadcast rows and a broadcast value).
+    const std::vector<double> pr = read<T>(entry<Family::Binary>(OpCode::prelu)(x(), from_vec(alpha, Shape{1, cols}, dt)));
+    const std::vector<double> ps = read<T>(entry<Family::Binary>(OpCode::prelu)(x(), from_vec(std::vector<T>{T(0.25)}, Shape{1, 1}, dt)));
+    ASSERT_EQ(pr.size(), r * cols) << where;
+    for (std::size_t k = 0; k < pr.size(); ++k) {
+      const T a = xv[k];
+      ASSERT_EQ(pr[k], static_cast<double>(a < 0 ? static_cast<T>(a * alpha[k % cols]) : a)) << where << " prelu " << k;
+      ASSERT_EQ(ps[k], static_cast<double>(a < 0 ? static_cast<T>(a * T(0.25)) : a)) << where << " prelu scalar " << k;
+    }
+    for (Act2Op op : {Act2Op::ReluGrad, Act2Op::SigmoidGrad, Act2Op::LogSigmoidGrad, Act2Op::GeluGrad}) {
+      const OpCode code = op == Act2Op::ReluGrad      ? OpCode::relu_backward
+                          : op == Act2Op::SigmoidGrad ? OpCode::sigmoid_backward
+                          : op == Act2Op::GeluGrad    ? OpCode::gelu_backward
+                                                      : OpCode::log_sigmoid_backward;
+      const std::vector<double> got = read<T>(entry<Family::Binary>(code)(x(), g()));
+      ASSERT_EQ(got.size(), r * cols) << where;
+      for (std::size_t k = 0; k < got.size(); ++k)
+        ASSERT_NEAR(got[k], static_cast<double>(ref2(op, xv[k], gv[k])), tol * 10) << where << " op2 " << int(op) << " " << k;
+    }
+    for (const std::size_t dim : {0u, 1u}) {
+      const std::size_t n = dim == 0 ? r : cols, lanes = dim == 0 ? cols : r;
+      auto at_ = [&](const std::vector<T>& v, std::size_t lane, std::size_t j) {
+        return dim == 0 ? v[j * cols + lane] : v[lane * cols + j];
+      };
+      for (SoftOp op : {SoftOp::Softmax, SoftOp::LogSoftmax, SoftOp::Softmin}) {
+        const OpCode code = op == SoftOp::Softmax ? OpCode::softmax : op == SoftOp::LogSoftmax ? OpCode::log_softmax : OpCode::softmin;
+        const std::vector<double> got = read<T>(entry<Family::Dim>(code)(x(), dim));
+        ASSERT_EQ(got.size(), r * cols) << where;
+        for (std::size_t lane = 0; lane < lanes; ++lane) {
+          std::vector<T> line(n);
+          for (std::size_t j = 0; j < n; ++j) line[j] = at_(xv, lane, j);
+          const std::vector<double> want = soft_ref(op, line);
+          for (std::size_t j = 0; j < n; ++j) {
+            const std::size_t k = dim == 0 ? j * cols + lane : lane * cols + j;
+            ASSERT_NEAR(got[k], want[j], tol * (1 + std::fabs(want[j]))) << where << " soft " << int(op) << " dim " << dim;
+          }
+        }
+      }
+      if (n == 0) continue;
+      const std::vector<double> sum = read<T>(entry<Family::Dim>(OpCode::sum_dim)(x(), dim));
+      const std::vector<double> mx = read<T>(entry<Family::Dim>(OpCode::max_dim)(x(), dim));
+      const std::vector<std::int64_t> am = to_vec<std::int64_t>(entry<Family::DimIndex>(OpCode::argmax)(x(), dim, DType::I64));
+      const std::vector<std::int64_t> an = to_vec<std::int64_t>(entry<Family::DimIndex>(OpCode::argmin)(x(), dim, DType::I64));
+      ASSERT_EQ(sum.size(), lanes) << where;
+      for (std::size_t lane = 0; lane < lanes; ++lane) {
+        double s = 0;
+        std::size_t hi = 0, lo = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+          const T v = at_(xv, lane, j);
+          s += static_cast<double>(v);
+          if (v > at_(xv, lane, hi)) hi = j;
+          if (v < at_(xv, lane, lo)) lo = j;
+        }
+        ASSERT_NEAR(sum[lane], s, tol * 10) << where << " sum_dim " << dim;
+        ASSERT_EQ(mx[lane], static_cast<double>(at_(xv, lane, hi))) << where << " max_dim " << dim;
+        ASSERT_EQ(am[lane], static_cast<std::int64_t>(hi)) << where << " argmax " << dim << " lane " << lane;
+        ASSERT_EQ(an[lane], static_cast<std::int64_t>(lo)) << where << " argmin " << dim << " lane " << lane;
+      }
+    }
+  }
+}
+
+TEST(CpuActEntries, ActivationsSoftmaxAndDimReductionsOnEveryLayout) {
+  check_entries<float>(DType::F32);
+  check_entries<double>(DType::F64);
+}
+
+TEST(CpuActEntries, HalvesGoThroughF32) {
+  const std::size_t rows = 5, cols = 40;
+  std::vector<bf16> x(rows * cols);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = dispatch::store_elem<bf16>(static_cast<float>(std::sin(0.3 * static_cast<double>(i)) * 4));
+  const std::vector<double> sm = read<bf16>(entry<Family::Dim>(OpCode::softmax)(from_vec(x, Shape{rows, cols}, DType::BF16), 1));
+  const std::vector<double> ge = read<bf16>(entry<Family::Unary>(OpCode::gelu)(from_vec(x, Shape{rows, cols}, DType::BF16)));
+  for (std::size_t i = 0; i < rows; ++i) {
+    std::vector<double> line(cols);
+    for (std::size_t j = 0; j < cols; ++j) line[j] = static_cast<double>(dispatch::load_elem(x[i * cols + j]));
+    const std::vector<double> want = soft_ref(SoftOp::Softmax, line);
+    for (std::size_t j = 0; j < cols; ++j) {
+      ASSERT_NEAR(sm[i * cols + j], want[j], 1e-2 * want[j] + 1e-6) << i << "," << j;
+      const double a = line[j], w = a * (std::erf(a / std::sqrt(2.0)) + 1) / 2;
+      ASSERT_NEAR(ge[i * cols + j], w, 1e-2 * std::fabs(w) + 1e-3) << i << "," << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tensor::cpu::test

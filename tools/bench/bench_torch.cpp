@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     std::optional<Tensor<2>> c;
     torch::Tensor tc;
     row("sort(1) of [1024, 1024]", measure(reps, [&] { c = x.sort(1); sync(); }, [&] { tc = std::get<0>(tx.sort(1)); }));
-    row("argsort(1) of [1024, 1024]", measure(reps, [&] { auto i = x.argsort(1); sync(); }, [&] { tc = tx.argsort(1); }));
+    row("argsort(1) of [1024, 1024]", measure(reps, [&] { auto i = x.argsort(1); sync(); }, [&] { tc = tx.argsort(static_cast<int64_t>(1), false); }));
     row("topk(8, dim 1) of [1024, 1024]", measure(reps, [&] { auto t = x.topk(8, 1); sync(); }, [&] { tc = std::get<0>(tx.topk(8, 1)); }));
   }
   return 0;
