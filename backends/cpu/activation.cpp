@@ -23,8 +23,8 @@ namespace {
 using dispatch::Prim;
 
 // Softmax along an outer dim: column blocks are spread over threads from this many
-// elements (exp per element, compute-bound, as the elementwise math ops in act_hwy.cpp).
-constexpr std::size_t kParallelSoftElems = std::size_t{1} << 20;
+// elements (exp per element, compute-bound; chosen as the math ops in act_hwy.cpp).
+constexpr std::size_t kParallelSoftElems = std::size_t{1} << 18;
 
 using simd::Act2Op;
 using simd::ActOp;

@@ -18,8 +18,9 @@ using dispatch::Prim;
 
 // Dim reductions (and dim extrema) of at least this many elements are spread over
 // threads (parallel_chunks), split into independent lane groups or column blocks.
-// How chosen: as the full reductions in reduce_hwy.cpp (memory-bound the same way).
-constexpr std::size_t kParallelDimElems = std::size_t{1} << 21;
+// How chosen: as the full reductions in reduce_hwy.cpp (memory-bound the same way):
+// from 1M elements.
+constexpr std::size_t kParallelDimElems = std::size_t{1} << 20;
 
 // Lane groups of about this many elements are one chunk of work.
 constexpr std::size_t kGroupElems = std::size_t{1} << 16;

@@ -205,13 +205,16 @@ namespace {
 
 // Runs of at least this many elements are reduced in fixed chunks of kChunk elements,
 // shared out by parallel_chunks and joined in chunk order, so the result does not
-// depend on the thread count and a busy second core costs at most one chunk. How chosen: tensorctl bench's sum 16M and
-// max rows, one vs two threads (OMP_NUM_THREADS), idle and with the other core running
-// a compile: two threads read faster from 2 M elements on (8 MiB, past the L2) and
-// were never slower under load with 1 MiB chunks; below that the join costs more than
-// it saves.
-constexpr std::size_t kParallelReduceElems = std::size_t{1} << 21;
-constexpr std::size_t kChunk = std::size_t{1} << 18;
+// depend on the thread count and a busy second core costs at most one chunk.
+// How chosen: a driver timed sum, gelu, softmax(1), sum_dim(0), sum_dim(1) and sort(1)
+// at 64K-16M elements with OMP_NUM_THREADS=1 and 2 alternately on the 2-core VM while
+// other builds kept both cores busy (load 6-7; no idle machine was available). With
+// parallel_chunks two threads were never slower than one beyond the noise from 256K
+// elements up; below that a helper's wake-up (3-5 us) was a measurable loss (sum_dim(0)
+// of 64K: 8 us on one thread, 10-13 us on two).
+// Memory-bound, so splitting starts at 1M elements (>= 140 us of reading on one core).
+constexpr std::size_t kParallelReduceElems = std::size_t{1} << 20;
+constexpr std::size_t kChunk = std::size_t{1} << 17;
 
 // kernel(x, n) over chunks of a long run, partials combined with `join` in chunk order.
 template <class R, class T, class K, class J>

@@ -25,7 +25,8 @@ using dispatch::PrimPair;
 // Sorting this many elements in all (lanes x lane length) spreads groups of lanes
 // over threads (parallel_chunks): a lane sort is compute-bound (n log n compares on
 // data in L1/L2), so a second thread halves it once the work dwarfs the wake-up of a
-// helper (tens of us), and a busy second core costs at most one group.
+// helper (3-5 us; measured as for act_hwy.cpp's thresholds), and a busy second core
+// costs at most one group.
 constexpr std::size_t kParallelSortElems = std::size_t{1} << 16;
 
 // Each element becomes one unsigned integer: its value mapped to an order-preserving
@@ -60,8 +61,8 @@ inline typename KeyOf<T>::type order_key(T raw) {
 
 // Puts the k smallest packed keys first, in order. The keys are distinct (each holds
 // its lane position), so any correct sort gives the stable order. 64-bit keys go to
-// Highway's vectorized quicksort (vqsort); top-k selects the k smallest first
-// (nth_element, linear on average) and sorts only those.
+// Highway's vectorized quicksort (vqsort); top-k selects the k smallest without a
+// full sort (one scan for k <= 16, nth_element above) and sorts only those.
 template <class P>
 void sort_range(P* p, std::size_t n) {
   if constexpr (std::is_same_v<P, std::uint64_t>) {
@@ -77,6 +78,23 @@ void sort_range(P* p, std::size_t n) {
 template <class P>
 void sort_first_k(std::vector<P>& packed, std::size_t k) {
   const std::size_t n = packed.size();
+  constexpr std::size_t kSmallK = 16;
+  if (k > 0 && k <= kSmallK && k * 8 < n) {
+    // A small k: one scan keeps the k smallest in order; past the first few rows an
+    // insertion is rare, so this is about one compare per element.
+    P best[kSmallK];
+    std::copy(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(k), best);
+    std::sort(best, best + k);
+    for (std::size_t j = k; j < n; ++j) {
+      const P v = packed[j];
+      if (v >= best[k - 1]) continue;
+      std::size_t i = k - 1;
+      for (; i > 0 && best[i - 1] > v; --i) best[i] = best[i - 1];
+      best[i] = v;
+    }
+    std::copy(best, best + k, packed.begin());
+    return;
+  }
   if (k < n) std::nth_element(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(k), packed.end());
   sort_range(packed.data(), std::min(k, n));
 }

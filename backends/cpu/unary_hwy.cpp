@@ -227,15 +227,11 @@ T ref(UnOp op, T x) {
   return x;
 }
 
-// Runs of at least this many elements are split across OpenMP threads, per op family.
-// Measured on the 2-core Zen 4 VM (a loop over the public API, median of 300 exp f32,
-// 17:45 UTC, load ~7 from other builds): exp 256K takes 111 us on one thread, 60 us on two when
-// the second core is free, but 16 ms when the second thread is descheduled; exp 16M
-// on one thread is 7.2 ms (idle) = 1.2-1.8x a copy, i.e. compute-bound. So math ops
-// split from 1 M elements (>= 0.45 ms of work, where the join cost is small against
-// the halved time): exp 16M then took 3.8-4.0 ms at a quieter moment (1.07-1.09x a
-// copy). Memory-bound ones (abs, neg, sqrt, floor, ...) as binary ops (off).
-constexpr std::size_t kParallelMathElems = std::size_t{1} << 20;
+// Runs of at least this many elements are split into chunks shared out by
+// parallel_chunks, per op family: the math ops (compute-bound: exp 16M takes 1.2-1.8x
+// a copy on one core) from 256K, chosen as act_hwy.cpp's math ops; the memory-bound
+// ones (abs, neg, sqrt, floor, ...) as binary ops (off).
+constexpr std::size_t kParallelMathElems = std::size_t{1} << 18;
 constexpr std::size_t kParallelCheapElems = std::size_t{1} << 26;
 // Fresh outputs from this many bytes up are written with non-temporal stores (as binary_hwy.cpp).
 constexpr std::size_t kStreamBytes = std::size_t{16} << 20;

@@ -2,6 +2,7 @@
 // kernels (reduce_hwy.cpp) on every compiled Highway target, against naive scalar
 // references written here; then the backend entries on strided, broadcast and
 // outer-dim layouts against the same references.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <hwy/targets.h>
@@ -398,6 +399,49 @@ TEST(CpuActEntries, HalvesGoThroughF32) {
       const double a = line[j], w = a * (std::erf(a / std::sqrt(2.0)) + 1) / 2;
       ASSERT_NEAR(ge[i * cols + j], w, 1e-2 * std::fabs(w) + 1e-3) << i << "," << j;
     }
+  }
+}
+
+// Stable order (equal keys by index), NaN largest: a naive reference of the top k /
+// the full sort of lanes with many ties and NaNs, long enough for the one-scan top-k
+// and vqsort, on two threads' worth of lanes.
+TEST(CpuSortEntries, TopKAndSortMatchAStableReference) {
+  const std::size_t rows = 70, n = 1000;
+  std::vector<float> x(rows * n);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 37) - 18.0f;
+  for (std::size_t r = 0; r < rows; r += 3) x[r * n + (r * 13) % n] = kNaN<float>;
+  x[5 * n + 1] = -0.0f;
+  x[5 * n + 2] = 0.0f;
+  // Key order of a < b for descending: NaN first, then larger; ties by index.
+  auto before = [](float a, std::size_t ia, float b, std::size_t ib) {
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && (!std::isnan(b) || ia < ib);
+    return a > b || (a == b && ia < ib);
+  };
+  for (const std::size_t k : {1u, 5u, 16u, 200u, 1000u}) {
+    auto [vals, idxs] = entry<Family::TopKWithIndices>(OpCode::topk_with_indices)(from_vec(x, Shape{rows, n}), 1, k, DType::I64);
+    const std::vector<float> v = to_vec<float>(vals);
+    const std::vector<std::int64_t> ix = to_vec<std::int64_t>(idxs);
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::vector<std::size_t> order(n);
+      for (std::size_t j = 0; j < n; ++j) order[j] = j;
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return before(x[r * n + a], a, x[r * n + b], b); });
+      for (std::size_t j = 0; j < k; ++j) {
+        ASSERT_EQ(ix[r * k + j], static_cast<std::int64_t>(order[j])) << "k " << k << " row " << r << " pos " << j;
+        const float w = x[r * n + order[j]];
+        ASSERT_TRUE(std::isnan(w) ? std::isnan(v[r * k + j]) : v[r * k + j] == w && std::signbit(v[r * k + j]) == std::signbit(w));
+      }
+    }
+  }
+  // Ascending argsort: NaN last, ties by index.
+  const std::vector<std::int64_t> as = to_vec<std::int64_t>(entry<Family::Argsort>(OpCode::argsort)(from_vec(x, Shape{rows, n}), 1, false, DType::I64));
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::vector<std::size_t> order(n);
+    for (std::size_t j = 0; j < n; ++j) order[j] = j;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const float fa = x[r * n + a], fb = x[r * n + b];
+      return !std::isnan(fa) && (std::isnan(fb) || fa < fb);
+    });
+    for (std::size_t j = 0; j < n; ++j) ASSERT_EQ(as[r * n + j], static_cast<std::int64_t>(order[j])) << "row " << r << " pos " << j;
   }
 }
 
