@@ -152,8 +152,9 @@ Prim soft_entry(Prim pa, std::size_t dim) {
         return;
       }
       // Column blocks of kCols lanes: each streams its n rows (three passes), the
-      // per-lane running values in L1.
-      constexpr std::size_t kCols = 512;
+      // per-lane running values in L1. Narrow enough that a [4096, 1024] tensor makes 8
+      // chunks: a helper descheduled mid-chunk then holds back an eighth, not half.
+      constexpr std::size_t kCols = 128;
       const std::size_t per = (inner + kCols - 1) / kCols;
       auto run = [&](std::size_t t) {
         const std::size_t ob = t / per, ib = (t % per) * kCols;

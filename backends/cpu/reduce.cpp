@@ -175,8 +175,10 @@ void dense_dim_reduce(const T* x, const Shape& shape, std::size_t dim, double* a
     run_chunks(threads, (outer + per - 1) / per, group);
     return;
   }
-  // Blocks of kCols lanes: the block's accumulators stay in L1 while n rows stream by.
-  constexpr std::size_t kCols = 512;
+  // Blocks of kCols lanes: the block's accumulators stay in L1 while n rows stream by;
+  // narrow, so that a few thousand columns still make several chunks (a helper
+  // descheduled mid-chunk holds back only its own).
+  constexpr std::size_t kCols = 128;
   const std::size_t per = (inner + kCols - 1) / kCols;
   auto block = [&](std::size_t t) {
     const std::size_t ob = t / per, ib = (t % per) * kCols;
@@ -383,7 +385,7 @@ bool dense_extremum(const CpuTensor& a, std::size_t dim, std::vector<C>& best, s
       return true;
     }
     // Column blocks: each streams its n rows once, vectors across its kCols lanes.
-    constexpr std::size_t kCols = 512;
+    constexpr std::size_t kCols = 128;
     const std::size_t per = (inner + kCols - 1) / kCols;
     auto block = [&](std::size_t t) {
       const std::size_t ob = t / per, ib = (t % per) * kCols;
