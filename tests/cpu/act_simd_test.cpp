@@ -3,12 +3,15 @@
 // references written here; then the backend entries on strided, broadcast and
 // outer-dim layouts against the same references.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <thread>
 #include <hwy/targets.h>
 
 #include "backends/cpu/act_hwy.hpp"
 #include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/parallel.hpp"
 #include "backends/cpu/reduce_hwy.hpp"
 #include "cpu_test_util.hpp"
 
@@ -443,6 +446,32 @@ TEST(CpuSortEntries, TopKAndSortMatchAStableReference) {
     });
     for (std::size_t j = 0; j < n; ++j) ASSERT_EQ(as[r * n + j], static_cast<std::int64_t>(order[j])) << "row " << r << " pos " << j;
   }
+}
+
+// parallel_chunks: every chunk runs exactly once, also when callers race (a second
+// caller runs serially) and when a chunk body calls it again (nested: serial).
+TEST(CpuParallelChunks, EveryChunkOnceUnderConcurrentAndNestedCalls) {
+  auto run = [](std::size_t chunks) {
+    std::vector<std::atomic<int>> hits(chunks);
+    auto body = [&](std::size_t c) {
+      hits[c].fetch_add(1);
+      if (c % 7 == 0) {  // nested
+        std::atomic<int> inner{0};
+        auto in = [&](std::size_t) { inner.fetch_add(1); };
+        parallel_chunks(5, in);
+        EXPECT_EQ(inner.load(), 5);
+      }
+    };
+    parallel_chunks(chunks, body);
+    for (std::size_t c = 0; c < chunks; ++c) EXPECT_EQ(hits[c].load(), 1) << "chunk " << c << " of " << chunks;
+  };
+  for (std::size_t n : {0u, 1u, 2u, 3u, 64u, 1000u}) run(n);
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&] {
+      for (int r = 0; r < 50; ++r) run(37);
+    });
+  for (auto& t : callers) t.join();
 }
 
 }  // namespace
