@@ -1,8 +1,10 @@
 // Activations on the CPU: relu, leaky_relu, gelu (exact erf form), sigmoid and
-// log_sigmoid (overflow-safe), hard_sigmoid as elementwise functors, and softmax /
-// log_softmax / softmin along a dim (max, then sum of exp, per lane; numerically
-// stable). Float dtypes only; halves compute through float.
-#include <bit>
+// log_sigmoid (overflow-safe), hard_sigmoid, prelu, the relu / gelu / sigmoid /
+// log_sigmoid backward entries, and softmax / log_softmax / softmin along any dim
+// (max, then sum of exp, then the scaled write; numerically stable). Contiguous runs
+// go to the fused Highway kernels of act_hwy.cpp; other rows use the same formula per
+// element. Float dtypes only; halves compute through f32.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -10,152 +12,175 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/act_hwy.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/parallel.hpp"
 
 namespace tensor::cpu {
 namespace {
 
 using dispatch::Prim;
 
-// c ? x : y without a branch (compares against constants otherwise compile to jumps,
-// which mispredict on data of mixed sign).
-template <class C>
-inline C pick(bool c, C x, C y) {
-  using B = std::conditional_t<sizeof(C) == 4, std::uint32_t, std::uint64_t>;
-  const B m = B{0} - static_cast<B>(c);
-  return std::bit_cast<C>(static_cast<B>((std::bit_cast<B>(x) & m) | (std::bit_cast<B>(y) & ~m)));
-}
+// Softmax along an outer dim: column blocks are spread over threads from this many
+// elements (exp per element, compute-bound; chosen as the math ops in act_hwy.cpp).
+constexpr std::size_t kParallelSoftElems = std::size_t{1} << 18;
 
-// max(a, 0); NaN stays NaN and -0.0 becomes +0.0 (as the default mask_fill does).
-struct ReluOp {
-  template <class C> static C f(C a, C, C) { return pick(a <= C(0), C(0), a); }
-};
-struct LeakyReluOp {
-  template <class C> static C f(C a, C slope, C) { return pick(a < C(0), a * slope, a); }
-};
-struct GeluOp {
-  template <class C> static C f(C a, C, C) {
-    return a * ((std::erf(a * C(0.70710678118654752440)) + C(1)) * C(0.5));
-  }
-};
-// Never evaluates exp of a large positive number: sigmoid(+-MAX) = 1, 0.
-struct SigmoidOp {
-  template <class C> static C f(C a, C, C) {
-    if (a >= C(0)) return C(1) / (C(1) + std::exp(-a));
-    const C e = std::exp(a);
-    return e / (C(1) + e);
-  }
-};
-// min(a, 0) - log1p(exp(-|a|)): log_sigmoid(300) = 0, log_sigmoid(-300) = -300, -inf -> -inf.
-struct LogSigmoidOp {
-  template <class C> static C f(C a, C, C) { return (a < C(0) ? a : C(0)) - std::log1p(std::exp(-std::fabs(a))); }
-};
-// clamp(alpha * a + beta, 0, 1), NaN kept.
-struct HardSigmoidOp {
-  template <class C> static C f(C a, C alpha, C beta) {
-    const C v = alpha * a + beta;
-    return pick(v < C(0), C(0), pick(v > C(1), C(1), v));
-  }
-};
+using simd::Act2Op;
+using simd::ActOp;
 
-template <class T, class Op>
+// Halves (and bf16) through f32 in blocks that stay in L1 (o may alias x).
+constexpr std::size_t kBlock = 512;
+
+template <class T>
 struct ActFn {
+  ActOp op;
   calc_t<T> p, q;
-  T operator()(T a) const { return st<T>(Op::f(ld(a), p, q)); }
-  // Contiguous rows of sigmoid: the Highway kernel (same overflow-safe formula).
-  void vv(T* o, const T* x, std::size_t n) const requires(std::is_same_v<Op, SigmoidOp>) {
-    unary_simd(simd::UnOp::Sigmoid, o, x, n);
+  T operator()(T a) const { return st<T>(simd::act_ref(op, ld(a), p, q)); }
+  void vv(T* o, const T* x, std::size_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      simd::act_f32(op, x, o, n, p, q);
+    } else if constexpr (std::is_same_v<T, double>) {
+      simd::act_f64(op, x, o, n, p, q);
+    } else {
+      float buf[kBlock];
+      for (std::size_t i = 0; i < n; i += kBlock) {
+        const std::size_t m = std::min(kBlock, n - i);
+        for (std::size_t k = 0; k < m; ++k) buf[k] = ld(x[i + k]);
+        simd::act_f32(op, buf, buf, m, p, q);
+        for (std::size_t k = 0; k < m; ++k) o[i + k] = st<T>(buf[k]);
+      }
+    }
   }
 };
 
-template <class Op>
-Prim act_impl(Prim pa, double p, double q) {
+Prim act_impl(ActOp op, Prim pa, double p, double q) {
   const DType dt = pa->dtype();
   return map_same_dtype(std::move(pa), [&](auto tag, auto apply) {
     using T = decltype(tag);
     if constexpr (dispatch::kIsFloatLike<T>) {
-      apply(ActFn<T, Op>{static_cast<calc_t<T>>(p), static_cast<calc_t<T>>(q)});
+      apply(ActFn<T>{op, static_cast<calc_t<T>>(p), static_cast<calc_t<T>>(q)});
     } else {
       throw DTypeError("[activation] expected a float dtype; got " + std::string(dtype_name(dt)));
     }
   });
 }
 
-template <class Op>
-Prim act_entry(Prim a) { return act_impl<Op>(std::move(a), 0.0, 0.0); }
-Prim leaky_relu_entry(Prim a, Scalar slope) { return act_impl<LeakyReluOp>(std::move(a), slope.to_double(), 0.0); }
+template <ActOp kOp>
+Prim act_entry(Prim a) { return act_impl(kOp, std::move(a), 0.0, 0.0); }
+Prim leaky_relu_entry(Prim a, Scalar slope) { return act_impl(ActOp::LeakyRelu, std::move(a), slope.to_double(), 0.0); }
 Prim hard_sigmoid_entry(Prim a, Scalar alpha, Scalar beta) {
-  return act_impl<HardSigmoidOp>(std::move(a), alpha.to_double(), beta.to_double());
+  return act_impl(ActOp::HardSigmoid, std::move(a), alpha.to_double(), beta.to_double());
+}
+
+// ---- two-input entries: prelu and the backward ops (broadcasting, same dtype) -----
+
+template <class T>
+struct Act2Fn {
+  Act2Op op;
+  T operator()(T a, T b) const { return st<T>(simd::act2_ref(op, ld(a), ld(b))); }
+  void run(T* o, const T* a, const T* b, bool bs, std::size_t n) const {
+    if constexpr (std::is_same_v<T, float>) {
+      simd::act2_f32(op, a, b, bs, o, n);
+    } else if constexpr (std::is_same_v<T, double>) {
+      simd::act2_f64(op, a, b, bs, o, n);
+    } else {
+      float fa[kBlock], fb[kBlock];
+      if (bs) fb[0] = ld(b[0]);
+      for (std::size_t i = 0; i < n; i += kBlock) {
+        const std::size_t m = std::min(kBlock, n - i);
+        for (std::size_t k = 0; k < m; ++k) fa[k] = ld(a[i + k]);
+        if (!bs)
+          for (std::size_t k = 0; k < m; ++k) fb[k] = ld(b[i + k]);
+        simd::act2_f32(op, fa, fb, bs, fa, m);
+        for (std::size_t k = 0; k < m; ++k) o[i + k] = st<T>(fa[k]);
+      }
+    }
+  }
+  void vv(T* o, const T* a, const T* b, std::size_t n) const { run(o, a, b, false, n); }
+  void vs(T* o, const T* a, T b, std::size_t n) const { run(o, a, &b, true, n); }
+};
+
+template <Act2Op kOp>
+Prim act2_entry(Prim pa, Prim pb) {
+  CpuRef a = as_cpu(std::move(pa));
+  CpuRef b = as_cpu(std::move(pb));
+  const Shape shape = broadcast_shape(a->shape(), b->shape());
+  const DType dt = a->dtype();
+  const std::size_t es = a->elem_size();
+  CpuRef out = reusable(*a, shape, es) ? a : reusable(*b, shape, es) ? b : alloc_tensor(dt, shape);
+  const auto sa = broadcast_strides(a->shape(), a->strides(), shape);
+  const auto sb = broadcast_strides(b->shape(), b->strides(), shape);
+  const auto plan = make_plan<3>(shape, {out->layout().strides.data(), sa.data(), sb.data()}, {es, es, es});
+  dispatch::visit_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (dispatch::kIsFloatLike<T>) {
+      Act2Fn<T> fn{kOp};
+      map2<T, T, T>(plan, out->data(), a->data(), b->data(), fn);
+    } else {
+      throw DTypeError("[activation] expected a float dtype; got " + std::string(dtype_name(dt)));
+    }
+  });
+  return out;
 }
 
 // ---- softmax family along a dim ---------------------------------------------------------
 
-enum class Soft { Max, LogMax, Min };
-
-// One lane of n values (already gathered, contiguous, in compute precision) into
-// `out` (element stride os bytes); `e` is scratch of n values. The max propagates
-// NaN, so a lane with a NaN is all NaN, as the default composition gives. exp runs
-// once per element, through the Highway kernel.
-template <Soft kS, class T, class C>
-void soft_lane(C* x, C* e, std::size_t n, std::byte* out, std::int64_t os) {
-  if constexpr (kS == Soft::Min)
-    for (std::size_t j = 0; j < n; ++j) x[j] = -x[j];
-  C mx = -std::numeric_limits<C>::infinity();
-  for (std::size_t j = 0; j < n; ++j) {
-    if (std::isnan(x[j]) || x[j] > mx) mx = x[j];
-    if (std::isnan(mx)) break;
-  }
-  for (std::size_t j = 0; j < n; ++j) x[j] -= mx;
-  unary_simd(simd::UnOp::Exp, e, x, n);
-  double sum = 0;  // in double: long lanes of small terms keep their precision
-  for (std::size_t j = 0; j < n; ++j) sum += static_cast<double>(e[j]);
-  if constexpr (kS == Soft::LogMax) {
-    const C lse = static_cast<C>(std::log(sum));
-    for (std::size_t j = 0; j < n; ++j, out += os) *at<T>(out) = st<T>(x[j] - lse);
-  } else {
-    const C inv = static_cast<C>(1.0 / sum);
-    for (std::size_t j = 0; j < n; ++j, out += os) *at<T>(out) = st<T>(e[j] * inv);
-  }
-}
-
-template <Soft kS>
+// f32/f64: the tensor made contiguous, viewed as [outer, n, inner]. The last dim
+// (inner = 1) runs row by row; any other dim runs down columns, vectors across the
+// contiguous inner lanes, in blocks spread over threads. Halves: each lane through
+// an f32 buffer and the row kernel.
+template <simd::SoftOp kS>
 Prim soft_entry(Prim pa, std::size_t dim) {
   const CpuRef a = as_cpu(std::move(pa));
   const Shape& shape = a->shape();
   const std::size_t n = shape[dim];
-  Shape lines = shape;
-  lines[dim] = 1;
-  const std::size_t last = shape.rank() - 1;
-  if (dim != last && a->stride(dim) != 1 && a->stride(dim) != -1 && lines.num_elements() > 1 && n > 1) {
-    // Lanes far apart in memory: swap `dim` with the last dim through the blocked
-    // transposing copy, run contiguous lanes, and transpose the result back.
-    Shape ss = shape;
-    Layout sl = a->layout();
-    std::swap(ss[dim], ss[last]);
-    std::swap(sl.strides[dim], sl.strides[last]);
-    const CpuRef r = as_cpu(soft_entry<kS>(to_contiguous(make_view(a, ss, sl)), last));
-    CpuRef out = alloc_tensor(a->dtype(), shape);
-    Layout ol = contiguous_layout(shape);
-    std::swap(ol.strides[dim], ol.strides[last]);
-    copy_strided_to(*r, out->data(), ol.strides.data());
-    return out;
-  }
   CpuRef out = alloc_tensor(a->dtype(), shape);
   if (shape.num_elements() == 0) return out;
+  std::size_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < dim; ++d) outer *= shape[d];
+  for (std::size_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
   dispatch::visit_dtype(a->dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (dispatch::kIsFloatLike<T>) {
-      using C = calc_t<T>;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const CpuRef c = to_contiguous(a);
+      const T* x = at<T>(c->data());
+      T* o = at<T>(out->data());
+      if (inner == 1) {
+        if constexpr (std::is_same_v<T, float>) simd::soft_rows_f32(kS, x, o, outer, n, n);
+        else simd::soft_rows_f64(kS, x, o, outer, n, n);
+        return;
+      }
+      // Column blocks of kCols lanes: each streams its n rows (three passes), the
+      // per-lane running values in L1. Narrow enough that a [4096, 1024] tensor makes 8
+      // chunks: a helper descheduled mid-chunk then holds back an eighth, not half.
+      constexpr std::size_t kCols = 128;
+      const std::size_t per = (inner + kCols - 1) / kCols;
+      auto run = [&](std::size_t t) {
+        const std::size_t ob = t / per, ib = (t % per) * kCols;
+        const std::size_t base = ob * n * inner + ib, m = std::min(kCols, inner - ib);
+        if constexpr (std::is_same_v<T, float>) simd::soft_cols_f32(kS, x + base, o + base, n, inner, m);
+        else simd::soft_cols_f64(kS, x + base, o + base, n, inner, m);
+      };
+      if (shape.num_elements() >= kParallelSoftElems) {
+        parallel_chunks(outer * per, run);
+      } else {
+        for (std::size_t t = 0; t < outer * per; ++t) run(t);
+      }
+    } else if constexpr (dispatch::kIsFloatLike<T>) {
+      Shape lines = shape;
+      lines[dim] = 1;
       const auto e = static_cast<std::int64_t>(sizeof(T));
       const auto plan = make_plan<2>(lines, {out->layout().strides.data(), a->layout().strides.data()}, {sizeof(T), sizeof(T)});
       const std::int64_t os = out->stride(dim) * e, xs = a->stride(dim) * e;
-      std::vector<C> lane(n), scratch(n);
+      std::vector<float> lane(n);
       for_each_row(plan, {out->data(), a->data()}, [&](std::array<std::byte*, 2> p, std::size_t m, std::array<std::int64_t, 2> s) {
         for (std::size_t r = 0; r < m; ++r, p[0] += s[0], p[1] += s[1]) {
-          const std::byte* x = p[1];
-          for (std::size_t j = 0; j < n; ++j, x += xs) lane[j] = ld(*at<T>(x));
-          soft_lane<kS, T>(lane.data(), scratch.data(), n, p[0], os);
+          const std::byte* xp = p[1];
+          for (std::size_t j = 0; j < n; ++j, xp += xs) lane[j] = ld(*at<T>(xp));
+          simd::soft_rows_f32(kS, lane.data(), lane.data(), 1, n, n);
+          std::byte* op = p[0];
+          for (std::size_t j = 0; j < n; ++j, op += os) *at<T>(op) = st<T>(lane[j]);
         }
       });
     } else {
@@ -168,15 +193,20 @@ Prim soft_entry(Prim pa, std::size_t dim) {
 }  // namespace
 
 void register_activation_ops(dispatch::Backend& b) {
-  b.set<OpCode::relu>(&act_entry<ReluOp>);
-  b.set<OpCode::gelu>(&act_entry<GeluOp>);
-  b.set<OpCode::sigmoid>(&act_entry<SigmoidOp>);
-  b.set<OpCode::log_sigmoid>(&act_entry<LogSigmoidOp>);
+  b.set<OpCode::relu>(&act_entry<ActOp::Relu>);
+  b.set<OpCode::gelu>(&act_entry<ActOp::Gelu>);
+  b.set<OpCode::sigmoid>(&act_entry<ActOp::Sigmoid>);
+  b.set<OpCode::log_sigmoid>(&act_entry<ActOp::LogSigmoid>);
   b.set<OpCode::leaky_relu>(&leaky_relu_entry);
   b.set<OpCode::hard_sigmoid>(&hard_sigmoid_entry);
-  b.set<OpCode::softmax>(&soft_entry<Soft::Max>);
-  b.set<OpCode::log_softmax>(&soft_entry<Soft::LogMax>);
-  b.set<OpCode::softmin>(&soft_entry<Soft::Min>);
+  b.set<OpCode::prelu>(&act2_entry<Act2Op::Prelu>);
+  b.set<OpCode::relu_backward>(&act2_entry<Act2Op::ReluGrad>);
+  b.set<OpCode::gelu_backward>(&act2_entry<Act2Op::GeluGrad>);
+  b.set<OpCode::sigmoid_backward>(&act2_entry<Act2Op::SigmoidGrad>);
+  b.set<OpCode::log_sigmoid_backward>(&act2_entry<Act2Op::LogSigmoidGrad>);
+  b.set<OpCode::softmax>(&soft_entry<simd::SoftOp::Softmax>);
+  b.set<OpCode::log_softmax>(&soft_entry<simd::SoftOp::LogSoftmax>);
+  b.set<OpCode::softmin>(&soft_entry<simd::SoftOp::Softmin>);
 }
 
 }  // namespace tensor::cpu

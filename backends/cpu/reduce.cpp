@@ -2,17 +2,38 @@
 // mean, mean_dim, running scans (cumsum, cumprod, cummin, cummax), extrema (max, min,
 // max_abs, their _dim and _with_indices forms, argmax/argmin) and any/all. Sums
 // accumulate in double (floats) or uint64 (ints, wrapping, truncated back).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/parallel.hpp"
 #include "backends/cpu/reduce_hwy.hpp"
 
 namespace tensor::cpu {
 namespace {
 
 using dispatch::Prim;
+
+// Dim reductions (and dim extrema) of at least this many elements are spread over
+// threads (parallel_chunks), split into independent lane groups or column blocks.
+// How chosen: as the full reductions in reduce_hwy.cpp (memory-bound the same way):
+// from 1M elements.
+constexpr std::size_t kParallelDimElems = std::size_t{1} << 20;
+
+// Lane groups of about this many elements are one chunk of work.
+constexpr std::size_t kGroupElems = std::size_t{1} << 16;
+
+// f(c) for c in [0, chunks): spread by parallel_chunks when `threads`.
+template <class F>
+void run_chunks(bool threads, std::size_t chunks, F& f) {
+  if (threads) {
+    parallel_chunks(chunks, f);
+  } else {
+    for (std::size_t c = 0; c < chunks; ++c) f(c);
+  }
+}
 
 enum class RedOp { Sum, Prod, Mean };
 
@@ -124,6 +145,54 @@ Prim reduce_all_entry(Prim p) {
 // Along `dim`: when the dim is memory-contiguous, each output reduces its own row;
 // otherwise whole slices are accumulated one index of `dim` at a time, so the
 // inner loop runs along the contiguous dims.
+// A row-major f32/f64 tensor viewed as [outer, n, inner], reduced along n into the
+// double accumulators acc (initialised): the last dim row by row (Highway sum, lanes
+// over threads), any other dim by accumulating whole rows of the inner lanes (vectors
+// across the kept dims), in column blocks over threads. Each accumulator sees its
+// terms in the same order whatever the thread count.
+template <class T>
+void dense_dim_reduce(const T* x, const Shape& shape, std::size_t dim, double* acc, bool prod) {
+  std::size_t outer = 1, inner = 1;
+  const std::size_t n = shape[dim];
+  for (std::size_t d = 0; d < dim; ++d) outer *= shape[d];
+  for (std::size_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
+  const bool threads = outer * n * inner >= kParallelDimElems;
+  if (inner == 1) {
+    // Groups of lanes of about kGroupElems elements each.
+    const std::size_t per = std::max<std::size_t>(1, kGroupElems / std::max<std::size_t>(n, 1));
+    auto group = [&](std::size_t g) {
+      for (std::size_t o = g * per; o < std::min(outer, (g + 1) * per); ++o) {
+        const T* r = x + o * n;
+        if (prod) {
+          acc[o] = reduce_row<T, true>(reinterpret_cast<const std::byte*>(r), n, sizeof(T));
+        } else if constexpr (std::is_same_v<T, float>) {
+          acc[o] = simd::sum_f32(r, n);
+        } else {
+          acc[o] = simd::sum_f64(r, n);
+        }
+      }
+    };
+    run_chunks(threads, (outer + per - 1) / per, group);
+    return;
+  }
+  // Blocks of kCols lanes: the block's accumulators stay in L1 while n rows stream by;
+  // narrow, so that a few thousand columns still make several chunks (a helper
+  // descheduled mid-chunk holds back only its own).
+  constexpr std::size_t kCols = 128;
+  const std::size_t per = (inner + kCols - 1) / kCols;
+  auto block = [&](std::size_t t) {
+    const std::size_t ob = t / per, ib = (t % per) * kCols;
+    const std::size_t m = std::min(kCols, inner - ib);
+    double* a = acc + ob * inner + ib;
+    const T* base = x + ob * n * inner + ib;
+    for (std::size_t k = 0; k < n; ++k) {
+      if constexpr (std::is_same_v<T, float>) simd::acc_rows_f32(a, base + k * inner, m, prod);
+      else simd::acc_rows_f64(a, base + k * inner, m, prod);
+    }
+  };
+  run_chunks(threads, outer * per, block);
+}
+
 template <RedOp kOp>
 Prim reduce_dim_entry(Prim p, std::size_t dim) {
   constexpr bool kProd = kOp == RedOp::Prod;
@@ -137,6 +206,14 @@ Prim reduce_dim_entry(Prim p, std::size_t dim) {
     using T = decltype(tag);
     using A = dim_acc_t<T, kOp>;
     std::vector<A> acc(count, kProd ? A(1) : A(0));
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if (n > 0 && a->is_contiguous()) {
+        dense_dim_reduce<T>(at<T>(a->data()), a->shape(), dim, acc.data(), kProd);
+        T* o = at<T>(out->data());
+        for (std::size_t i = 0; i < count; ++i) o[i] = finish<T>(acc[i], kOp, n);
+        return;
+      }
+    }
     const Layout acc_layout = contiguous_layout(out_shape);
     const auto plan = make_plan<2>(out_shape, {acc_layout.strides.data(), a->layout().strides.data()},
                                    {sizeof(A), sizeof(T)});
@@ -275,6 +352,53 @@ inline bool better(C v, C best) {
   return take;
 }
 
+// Max / min (with index) of f32/f64 lanes through Highway: lanes contiguous in memory
+// (stride 1) one at a time, or a row-major tensor along an outer dim down columns,
+// vectors across the kept inner lanes. False when the layout or op has no fast path.
+template <Ext kE, class T, class C>
+bool dense_extremum(const CpuTensor& a, std::size_t dim, std::vector<C>& best, std::vector<std::int64_t>& where) {
+  if constexpr (kE == Ext::MaxAbs || !(std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    return false;
+  } else {
+    const Shape& shape = a.shape();
+    const std::size_t n = shape[dim];
+    if (n == 0 || n >= (std::size_t{1} << 31) || !a.is_contiguous()) return false;
+    constexpr bool kMin = kE == Ext::Min;
+    std::size_t outer = 1, inner = 1;
+    for (std::size_t d = 0; d < dim; ++d) outer *= shape[d];
+    for (std::size_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
+    const T* x = at<T>(a.data());
+    const bool threads = outer * n * inner >= kParallelDimElems;
+    if (inner == 1) {
+      const std::size_t per = std::max<std::size_t>(1, kGroupElems / n);
+      auto group = [&](std::size_t g) {
+        for (std::size_t o = g * per; o < std::min(outer, (g + 1) * per); ++o) {
+          const T* r = x + o * n;
+          std::size_t k;
+          if constexpr (std::is_same_v<T, float>) k = simd::argext_f32(r, n, kMin);
+          else k = simd::argext_f64(r, n, kMin);
+          best[o] = r[k];
+          where[o] = static_cast<std::int64_t>(k);
+        }
+      };
+      run_chunks(threads, (outer + per - 1) / per, group);
+      return true;
+    }
+    // Column blocks: each streams its n rows once, vectors across its kCols lanes.
+    constexpr std::size_t kCols = 128;
+    const std::size_t per = (inner + kCols - 1) / kCols;
+    auto block = [&](std::size_t t) {
+      const std::size_t ob = t / per, ib = (t % per) * kCols;
+      const std::size_t m = std::min(kCols, inner - ib), off = ob * inner + ib;
+      const T* base = x + ob * n * inner + ib;
+      if constexpr (std::is_same_v<T, float>) simd::argext_cols_f32(base, n, inner, m, kMin, best.data() + off, where.data() + off);
+      else simd::argext_cols_f64(base, n, inner, m, kMin, best.data() + off, where.data() + off);
+    };
+    run_chunks(threads, outer * per, block);
+    return true;
+  }
+}
+
 // Extremum of every lane along `dim` into `vals` (the key: |a| for MaxAbs) and/or
 // `idxs` (lane position), both contiguous of the kept-dim shape.
 template <Ext kE>
@@ -287,13 +411,15 @@ void extremum_lanes(const CpuTensor& a, std::size_t dim, CpuTensor* vals, CpuTen
     using C = calc_t<T>;
     std::vector<C> best(count);
     std::vector<std::int64_t> where(count, 0);
-    walk_lanes(a, dim, [&](std::size_t lane, std::size_t j, const std::byte* p) {
-      const C v = ext_key<kE>(*at<T>(p));
-      if (j == 0 || better<kE>(v, best[lane])) {
-        best[lane] = v;
-        where[lane] = static_cast<std::int64_t>(j);
-      }
-    });
+    if (!dense_extremum<kE, T>(a, dim, best, where)) {
+      walk_lanes(a, dim, [&](std::size_t lane, std::size_t j, const std::byte* p) {
+        const C v = ext_key<kE>(*at<T>(p));
+        if (j == 0 || better<kE>(v, best[lane])) {
+          best[lane] = v;
+          where[lane] = static_cast<std::int64_t>(j);
+        }
+      });
+    }
     if (vals) {
       T* o = at<T>(vals->data());
       for (std::size_t i = 0; i < count; ++i) o[i] = st<T>(best[i]);
@@ -441,6 +567,12 @@ Prim mean_entry(Prim p) {
     if constexpr (dispatch::kIsFloatLike<T> && !std::is_same_v<T, double>) {
       // f32 and narrower: a double sum of them is exact up to 2^29 same-magnitude terms.
       double sum = 0;
+      if constexpr (std::is_same_v<T, float>) {
+        if (const std::byte* block = count ? dense_block(*a) : nullptr) {
+          *at<T>(out->data()) = dispatch::convert_value<T>(simd::sum_f32(at<float>(block), count) / static_cast<double>(count));
+          return;
+        }
+      }
       for_each_row(plan, {a->data()}, [&](std::array<std::byte*, 1> ptr, std::size_t n, std::array<std::int64_t, 1> s) {
         sum += static_cast<double>(reduce_row<T, false>(ptr[0], n, s[0]));
       });

@@ -5,14 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
-#if TENSOR_HAVE_OPENMP
-#include <omp.h>
-#endif
+#include "backends/cpu/parallel.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/reduce_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -77,6 +77,103 @@ HWY_INLINE T ExtremumImpl(const T* HWY_RESTRICT x, size_t n) {
   return nan ? std::numeric_limits<T>::quiet_NaN() : r;
 }
 
+// acc[i] = acc[i] + x[i] (or *) in double.
+template <class T>
+HWY_INLINE void AccRows(double* HWY_RESTRICT acc, const T* HWY_RESTRICT x, size_t m, bool prod) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<T, decltype(dd)> dt;
+  const size_t N = hn::Lanes(dd);
+  auto load = [&](size_t i) HWY_ATTR {
+    if constexpr (sizeof(T) == 8) return hn::LoadU(dt, x + i);
+    else return hn::PromoteTo(dd, hn::LoadU(dt, x + i));
+  };
+  size_t i = 0;
+  if (prod) {
+    for (; i + N <= m; i += N) hn::StoreU(hn::Mul(hn::LoadU(dd, acc + i), load(i)), dd, acc + i);
+    for (; i < m; ++i) acc[i] *= static_cast<double>(x[i]);
+  } else {
+    for (; i + 2 * N <= m; i += 2 * N) {
+      hn::StoreU(hn::Add(hn::LoadU(dd, acc + i), load(i)), dd, acc + i);
+      hn::StoreU(hn::Add(hn::LoadU(dd, acc + i + N), load(i + N)), dd, acc + i + N);
+    }
+    for (; i + N <= m; i += N) hn::StoreU(hn::Add(hn::LoadU(dd, acc + i), load(i)), dd, acc + i);
+    for (; i < m; ++i) acc[i] += static_cast<double>(x[i]);
+  }
+}
+
+// First index of the extremum: the value by ExtremumImpl, then the first lane equal
+// to it (or the first NaN).
+template <class T, bool kMax>
+HWY_INLINE size_t ArgExt(const T* HWY_RESTRICT x, size_t n) {
+  const T v = ExtremumImpl<T, kMax>(x, n);
+  const hn::ScalableTag<T> d;
+  const size_t N = hn::Lanes(d);
+  const bool nan = std::isnan(v);
+  const auto vv = hn::Set(d, v);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto xv = hn::LoadU(d, x + i);
+    const intptr_t k = hn::FindFirstTrue(d, nan ? hn::IsNaN(xv) : hn::Eq(xv, vv));
+    if (k >= 0) return i + static_cast<size_t>(k);
+  }
+  for (; i < n; ++i)
+    if (nan ? std::isnan(x[i]) : x[i] == v) return i;
+  return 0;
+}
+
+// An outer-dim extremum of m lanes: the n rows stream by once (contiguous reads),
+// each updating the running best and index of every lane, vectors across the lanes.
+template <class T, bool kMax>
+HWY_INLINE void ArgExtColsImpl(const T* HWY_RESTRICT x, size_t n, size_t inner, size_t m, T* HWY_RESTRICT best,
+                               std::int64_t* where) {
+  using I = hwy::MakeSigned<T>;
+  const hn::ScalableTag<T> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t N = hn::Lanes(d);
+  auto idx = hwy::AllocateAligned<I>(m + N);
+  for (size_t i = 0; i < m; ++i) {
+    best[i] = x[i];
+    idx[i] = 0;
+  }
+  const size_t mv = m - m % N;
+  for (size_t j = 1; j < n; ++j) {
+    const T* row = x + j * inner;
+    const auto vj = hn::Set(di, static_cast<I>(j));
+    for (size_t i = 0; i < mv; i += N) {
+      const auto v = hn::LoadU(d, row + i);
+      const auto b = hn::LoadU(d, best + i);
+      const auto gt = kMax ? hn::Gt(v, b) : hn::Lt(v, b);
+      const auto take = hn::Or(gt, hn::AndNot(hn::IsNaN(b), hn::IsNaN(v)));
+      hn::StoreU(hn::IfThenElse(take, v, b), d, best + i);
+      hn::Store(hn::IfThenElse(hn::RebindMask(di, take), vj, hn::Load(di, idx.get() + i)), di, idx.get() + i);
+    }
+    for (size_t i = mv; i < m; ++i) {
+      const T v = row[i], b = best[i];
+      if (!std::isnan(b) && (std::isnan(v) || (kMax ? v > b : v < b))) {
+        best[i] = v;
+        idx[i] = static_cast<I>(j);
+      }
+    }
+  }
+  for (size_t i = 0; i < m; ++i) where[i] = static_cast<std::int64_t>(idx[i]);
+}
+
+template <class T>
+HWY_INLINE void ArgExtCols(const T* x, size_t n, size_t inner, size_t m, bool is_min, T* best, std::int64_t* where) {
+  if (is_min) ArgExtColsImpl<T, false>(x, n, inner, m, best, where);
+  else ArgExtColsImpl<T, true>(x, n, inner, m, best, where);
+}
+
+void AccRowsF32(double* acc, const float* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
+void AccRowsF64(double* acc, const double* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
+size_t ArgExtF32(const float* x, size_t n, bool is_min) { return is_min ? ArgExt<float, false>(x, n) : ArgExt<float, true>(x, n); }
+size_t ArgExtF64(const double* x, size_t n, bool is_min) { return is_min ? ArgExt<double, false>(x, n) : ArgExt<double, true>(x, n); }
+void ArgExtColsF32(const float* x, size_t n, size_t inner, size_t m, bool is_min, float* best, std::int64_t* where) {
+  ArgExtCols(x, n, inner, m, is_min, best, where);
+}
+void ArgExtColsF64(const double* x, size_t n, size_t inner, size_t m, bool is_min, double* best, std::int64_t* where) {
+  ArgExtCols(x, n, inner, m, is_min, best, where);
+}
 double SumF32(const float* x, size_t n) { return SumImpl(x, n); }
 double SumF64(const double* x, size_t n) { return SumImpl(x, n); }
 float MaxF32(const float* x, size_t n) { return ExtremumImpl<float, true>(x, n); }
@@ -97,37 +194,42 @@ HWY_EXPORT(MaxF32);
 HWY_EXPORT(MinF32);
 HWY_EXPORT(MaxF64);
 HWY_EXPORT(MinF64);
+HWY_EXPORT(AccRowsF32);
+HWY_EXPORT(AccRowsF64);
+HWY_EXPORT(ArgExtF32);
+HWY_EXPORT(ArgExtF64);
+HWY_EXPORT(ArgExtColsF32);
+HWY_EXPORT(ArgExtColsF64);
 
 namespace {
 
-// Runs (transposes) of at least this many elements are split across OpenMP threads.
-// Measured on the 2-core development machine (shared, so the sibling core is usually
-// busy): two threads were slower than one for every size up to 16 M elements (add
-// 14 vs 8.5 ms, sum 14 vs 3-6 ms, exp equal), so splitting starts only at 64 M.
-constexpr std::size_t kParallelReduceElems = std::size_t{1} << 26;
+// Runs of at least this many elements are reduced in fixed chunks of kChunk elements,
+// shared out by parallel_chunks and joined in chunk order, so the result does not
+// depend on the thread count and a busy second core costs at most one chunk.
+// How chosen: a driver timed sum, gelu, softmax(1), sum_dim(0), sum_dim(1) and sort(1)
+// at 64K-16M elements with OMP_NUM_THREADS=1 and 2 alternately on the 2-core VM while
+// other builds kept both cores busy (load 6-7; no idle machine was available). With
+// parallel_chunks two threads were never slower than one beyond the noise from 256K
+// elements up; below that a helper's wake-up (3-5 us) was a measurable loss (sum_dim(0)
+// of 64K: 8 us on one thread, 10-13 us on two).
+// Memory-bound, so splitting starts at 1M elements (>= 140 us of reading on one core).
+constexpr std::size_t kParallelReduceElems = std::size_t{1} << 20;
+constexpr std::size_t kChunk = std::size_t{1} << 17;
 
 // kernel(x, n) over chunks of a long run, partials combined with `join` in chunk order.
 template <class R, class T, class K, class J>
 R chunked(const T* x, std::size_t n, K kernel, J join) {
-#if TENSOR_HAVE_OPENMP
-  const int threads = omp_get_max_threads();
-  if (n >= kParallelReduceElems && threads > 1 && !omp_in_parallel()) {
-    constexpr int kMaxChunks = 64;
-    const int chunks = std::min(threads, kMaxChunks);
-    R part[kMaxChunks];
-    const std::size_t step = (n + static_cast<std::size_t>(chunks) - 1) / static_cast<std::size_t>(chunks);
-#pragma omp parallel for schedule(static) num_threads(chunks)
-    for (int c = 0; c < chunks; ++c) {
-      const std::size_t b = static_cast<std::size_t>(c) * step, e = std::min(n, b + step);
-      part[c] = kernel(x + b, e - b);
-    }
-    R r = part[0];
-    for (int c = 1; c < chunks; ++c) r = join(r, part[c]);
-    return r;
-  }
-#endif
-  (void)join;
-  return kernel(x, n);
+  if (n < kParallelReduceElems) return kernel(x, n);
+  const std::size_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<R> part(chunks);
+  auto body = [&](std::size_t c) {
+    const std::size_t b = c * kChunk;
+    part[c] = kernel(x + b, std::min(n, b + kChunk) - b);
+  };
+  parallel_chunks(chunks, body);
+  R r = part[0];
+  for (std::size_t c = 1; c < chunks; ++c) r = join(r, part[c]);
+  return r;
 }
 
 template <class T> T join_max(T a, T b) { return std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b); }
@@ -148,6 +250,19 @@ double max_f64(const double* x, std::size_t n) {
 }
 double min_f64(const double* x, std::size_t n) {
   return chunked<double>(x, n, HWY_DYNAMIC_DISPATCH(MinF64), join_min<double>);
+}
+
+void acc_rows_f32(double* acc, const float* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF32)(acc, x, m, prod); }
+void acc_rows_f64(double* acc, const double* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF64)(acc, x, m, prod); }
+std::size_t argext_f32(const float* x, std::size_t n, bool is_min) { return HWY_DYNAMIC_DISPATCH(ArgExtF32)(x, n, is_min); }
+std::size_t argext_f64(const double* x, std::size_t n, bool is_min) { return HWY_DYNAMIC_DISPATCH(ArgExtF64)(x, n, is_min); }
+void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, float* best,
+                     std::int64_t* where) {
+  HWY_DYNAMIC_DISPATCH(ArgExtColsF32)(x, n, inner, m, is_min, best, where);
+}
+void argext_cols_f64(const double* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, double* best,
+                     std::int64_t* where) {
+  HWY_DYNAMIC_DISPATCH(ArgExtColsF64)(x, n, inner, m, is_min, best, where);
 }
 
 }  // namespace tensor::cpu::simd

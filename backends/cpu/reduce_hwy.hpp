@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace tensor::cpu::simd {
 
@@ -14,5 +15,21 @@ float max_f32(const float* x, std::size_t n);
 float min_f32(const float* x, std::size_t n);
 double max_f64(const double* x, std::size_t n);
 double min_f64(const double* x, std::size_t n);
+
+// acc[i] += x[i] (kProd: acc[i] *= x[i]) for i < m, in double: one row of an outer-dim
+// sum / mean / prod, accumulated across the kept contiguous lanes.
+void acc_rows_f32(double* acc, const float* x, std::size_t m, bool prod);
+void acc_rows_f64(double* acc, const double* x, std::size_t m, bool prod);
+
+// Index of the first maximum (is_min: minimum) of n > 0 elements; a NaN wins over
+// every number and the first NaN is taken; ties keep the lowest index.
+std::size_t argext_f32(const float* x, std::size_t n, bool is_min);
+std::size_t argext_f64(const double* x, std::size_t n, bool is_min);
+// The same along an outer dim: lane i in [0, m) has its n elements at x[j * inner + i];
+// writes each lane's extremum and index. n > 0 and n < 2^31.
+void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, float* best,
+                     std::int64_t* where);
+void argext_cols_f64(const double* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, double* best,
+                     std::int64_t* where);
 
 }  // namespace tensor::cpu::simd

@@ -1,7 +1,8 @@
 // Sorting along a dim on the CPU: sort, argsort, sort_with_indices and the top-k
 // family (a partial sort per lane, no host round trip). The order is the one of
 // dispatch's host sort: stable (equal keys keep their index order), NaN counts as
-// the largest value, so it goes last ascending and first descending.
+// the largest value, so it goes last ascending and first descending. Lanes of
+// 32-bit keys sort with Highway's vqsort.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -9,14 +10,24 @@
 #include <type_traits>
 #include <vector>
 
+#include "hwy/contrib/sort/vqsort.h"
+
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/parallel.hpp"
 
 namespace tensor::cpu {
 namespace {
 
 using dispatch::Prim;
 using dispatch::PrimPair;
+
+// Sorting this many elements in all (lanes x lane length) spreads groups of lanes
+// over threads (parallel_chunks): a lane sort is compute-bound (n log n compares on
+// data in L1/L2), so a second thread halves it once the work dwarfs the wake-up of a
+// helper (3-5 us; measured as for act_hwy.cpp's thresholds), and a busy second core
+// costs at most one group.
+constexpr std::size_t kParallelSortElems = std::size_t{1} << 16;
 
 // Each element becomes one unsigned integer: its value mapped to an order-preserving
 // key (NaN the largest, -0.0 equal to +0.0; complemented for descending), shifted
@@ -48,6 +59,46 @@ inline typename KeyOf<T>::type order_key(T raw) {
   }
 }
 
+// Puts the k smallest packed keys first, in order. The keys are distinct (each holds
+// its lane position), so any correct sort gives the stable order. 64-bit keys go to
+// Highway's vectorized quicksort (vqsort); top-k selects the k smallest without a
+// full sort (one scan for k <= 16, nth_element above) and sorts only those.
+template <class P>
+void sort_range(P* p, std::size_t n) {
+  if constexpr (std::is_same_v<P, std::uint64_t>) {
+    if (n > 32) {
+      thread_local const hwy::Sorter sorter;
+      sorter(p, n, hwy::SortAscending());
+      return;
+    }
+  }
+  std::sort(p, p + n);
+}
+
+template <class P>
+void sort_first_k(std::vector<P>& packed, std::size_t k) {
+  const std::size_t n = packed.size();
+  constexpr std::size_t kSmallK = 16;
+  if (k > 0 && k <= kSmallK && k * 8 < n) {
+    // A small k: one scan keeps the k smallest in order; past the first few rows an
+    // insertion is rare, so this is about one compare per element.
+    P best[kSmallK];
+    std::copy(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(k), best);
+    std::sort(best, best + k);
+    for (std::size_t j = k; j < n; ++j) {
+      const P v = packed[j];
+      if (v >= best[k - 1]) continue;
+      std::size_t i = k - 1;
+      for (; i > 0 && best[i - 1] > v; --i) best[i] = best[i - 1];
+      best[i] = v;
+    }
+    std::copy(best, best + k, packed.begin());
+    return;
+  }
+  if (k < n) std::nth_element(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(k), packed.end());
+  sort_range(packed.data(), std::min(k, n));
+}
+
 // Sorts every lane along `dim` and keeps the first k of each (k = n: all). Writes
 // the source elements to `vals` and their lane positions to `idxs` (either may be null).
 void sort_lanes(const CpuTensor& a, std::size_t dim, bool desc, std::size_t k, CpuTensor* vals, CpuTensor* idxs) {
@@ -76,28 +127,41 @@ void sort_lanes(const CpuTensor& a, std::size_t dim, bool desc, std::size_t k, C
           const std::int64_t vs = vals ? vals->stride(dim) * e : 0;
           const std::int64_t is = idxs ? idxs->stride(dim) * static_cast<std::int64_t>(sizeof(O)) : 0;
           const std::int64_t xs = a.stride(dim) * e;
+          const K flip = desc ? ~K{0} : K{0};
+          // One lane: source at x, values out at vo, indices out at io (strides above).
+          auto lane = [&](const std::byte* x, std::byte* vo, std::byte* io, std::vector<T>& raw, std::vector<P>& packed) {
+            for (std::size_t j = 0; j < n; ++j, x += xs) {
+              raw[j] = *at<T>(x);
+              packed[j] = (static_cast<P>(order_key(raw[j]) ^ flip) << 32) | static_cast<P>(j);
+            }
+            sort_first_k(packed, k);
+            if (vals)
+              for (std::size_t j = 0; j < k; ++j, vo += vs) *at<T>(vo) = raw[static_cast<std::uint32_t>(packed[j])];
+            if (idxs)
+              for (std::size_t j = 0; j < k; ++j, io += is) *at<O>(io) = static_cast<O>(static_cast<std::uint32_t>(packed[j]));
+          };
+          const std::size_t count = lines.num_elements();
+          if (count > 1 && count * n >= kParallelSortElems && a.is_contiguous() && dim + 1 == shape.rank() &&
+              (!vals || vals->is_contiguous()) && (!idxs || idxs->is_contiguous())) {
+            // Lanes are rows (the last dim of contiguous tensors): independent, in
+            // groups spread over threads, each group with its own scratch.
+            const std::size_t per = std::max<std::size_t>(1, (std::size_t{1} << 14) / n);
+            auto group = [&](std::size_t g) {
+              std::vector<T> raw(n);
+              std::vector<P> packed(n);
+              for (std::size_t u = g * per; u < std::min(count, (g + 1) * per); ++u)
+                lane(a.data() + static_cast<std::int64_t>(u * n) * e, vals ? vals->data() + static_cast<std::int64_t>(u * k) * e : nullptr,
+                     idxs ? idxs->data() + static_cast<std::int64_t>(u * k * sizeof(O)) : nullptr, raw, packed);
+            };
+            parallel_chunks((count + per - 1) / per, group);
+            return;
+          }
           std::vector<T> raw(n);
           std::vector<P> packed(n);
-          const K flip = desc ? ~K{0} : K{0};
           for_each_row(plan, {vals ? vals->data() : a.data(), idxs ? idxs->data() : a.data(), a.data()},
                        [&](std::array<std::byte*, 3> p, std::size_t m, std::array<std::int64_t, 3> s) {
-                         for (std::size_t r = 0; r < m; ++r, p[0] += s[0], p[1] += s[1], p[2] += s[2]) {
-                           const std::byte* x = p[2];
-                           for (std::size_t j = 0; j < n; ++j, x += xs) {
-                             raw[j] = *at<T>(x);
-                             packed[j] = (static_cast<P>(order_key(raw[j]) ^ flip) << 32) | static_cast<P>(j);
-                           }
-                           if (k < n) std::partial_sort(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(k), packed.end());
-                           else std::sort(packed.begin(), packed.end());
-                           if (vals) {
-                             std::byte* o = p[0];
-                             for (std::size_t j = 0; j < k; ++j, o += vs) *at<T>(o) = raw[static_cast<std::uint32_t>(packed[j])];
-                           }
-                           if (idxs) {
-                             std::byte* o = p[1];
-                             for (std::size_t j = 0; j < k; ++j, o += is) *at<O>(o) = static_cast<O>(static_cast<std::uint32_t>(packed[j]));
-                           }
-                         }
+                         for (std::size_t r = 0; r < m; ++r, p[0] += s[0], p[1] += s[1], p[2] += s[2])
+                           lane(p[2], p[0], p[1], raw, packed);
                        });
         } else {
           throw DTypeError("[sort] index dtype must be an int dtype; got " + std::string(dtype_name(out_idx)));

@@ -8,9 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if TENSOR_HAVE_OPENMP
-#include <omp.h>
-#endif
+#include "backends/cpu/parallel.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/unary_hwy.cpp"
@@ -18,6 +16,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "backends/cpu/math_hwy-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tensor::cpu::simd {
@@ -95,32 +94,13 @@ struct SigmoidV : CheckedOp {
     return kF32<D> ? InRange(d, x, -80.0, 80.0) : InRange(d, x, -700.0, 700.0);
   }
 };
-// f32 erf: N. Juffa's minimax pair (max error < 1 ulp in float); |x| clamped at 10,
-// where erf is 1 in float, so infinities come out as +-1 and NaN propagates.
+// f32 erf (math_hwy-inl.h); NaN lanes go to libm.
 struct ErfV : CheckedOp {
   template <class D, class V> HWY_INLINE V operator()(D d, V x) const {
     if constexpr (!kF32<D>) {
       return x;  // unused: f64 erf has no vector formula and goes to libm (Unary)
     } else {
-      const V t = hn::Min(hn::Abs(x), hn::Set(d, 10.0f));
-      const V s = hn::Mul(t, t);
-      V r = hn::MulAdd(hn::Set(d, -1.72853470e-5f), t, hn::Set(d, 3.83197126e-4f));
-      const V u = hn::MulAdd(hn::Set(d, -3.88396438e-3f), t, hn::Set(d, 2.42546219e-2f));
-      r = hn::MulAdd(r, s, u);
-      r = hn::MulAdd(r, t, hn::Set(d, -1.06777877e-1f));
-      r = hn::MulAdd(r, t, hn::Set(d, -6.34846687e-1f));
-      r = hn::MulAdd(r, t, hn::Set(d, -1.28717512e-1f));
-      r = hn::MulAdd(r, t, hn::Neg(t));
-      const V big = hn::CopySign(hn::Sub(hn::Set(d, 1.0f), hn::Exp(d, r)), x);
-      const V xs = hn::Mul(x, x);
-      V q = hn::Set(d, -5.96761703e-4f);
-      q = hn::MulAdd(q, xs, hn::Set(d, 4.99119423e-3f));
-      q = hn::MulAdd(q, xs, hn::Set(d, -2.67681349e-2f));
-      q = hn::MulAdd(q, xs, hn::Set(d, 1.12819925e-1f));
-      q = hn::MulAdd(q, xs, hn::Set(d, -3.76125336e-1f));
-      q = hn::MulAdd(q, xs, hn::Set(d, 1.28379166e-1f));
-      q = hn::MulAdd(q, x, x);
-      return hn::IfThenElse(hn::Gt(t, hn::Set(d, 0.927734375f)), big, q);
+      return ErfF32(d, x);
     }
   }
   template <class D, class V> HWY_INLINE auto Ok(D, V x) const { return hn::Eq(x, x); }  // NaN: libm
@@ -247,22 +227,18 @@ T ref(UnOp op, T x) {
   return x;
 }
 
-// Runs of at least this many elements are split across OpenMP threads, per op family.
-// Measured on the 2-core Zen 4 VM (a loop over the public API, median of 300 exp f32,
-// 17:45 UTC, load ~7 from other builds): exp 256K takes 111 us on one thread, 60 us on two when
-// the second core is free, but 16 ms when the second thread is descheduled; exp 16M
-// on one thread is 7.2 ms (idle) = 1.2-1.8x a copy, i.e. compute-bound. So math ops
-// split from 1 M elements (>= 0.45 ms of work, where the join cost is small against
-// the halved time): exp 16M then took 3.8-4.0 ms at a quieter moment (1.07-1.09x a
-// copy). Memory-bound ones (abs, neg, sqrt, floor, ...) as binary ops (off).
-constexpr std::size_t kParallelMathElems = std::size_t{1} << 20;
+// Runs of at least this many elements are split into chunks shared out by
+// parallel_chunks, per op family: the math ops (compute-bound: exp 16M takes 1.2-1.8x
+// a copy on one core) from 256K, chosen as act_hwy.cpp's math ops; the memory-bound
+// ones (abs, neg, sqrt, floor, ...) as binary ops (off).
+constexpr std::size_t kParallelMathElems = std::size_t{1} << 18;
 constexpr std::size_t kParallelCheapElems = std::size_t{1} << 26;
 // Fresh outputs from this many bytes up are written with non-temporal stores (as binary_hwy.cpp).
 constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
 
 // Transcendental ops cost tens of cycles per vector (compute-bound); the rest are a
 // load, one or two instructions and a store (memory-bound on large runs).
-[[maybe_unused]] bool is_math(UnOp op) {
+bool is_math(UnOp op) {
   switch (op) {
     case UnOp::Exp: case UnOp::Expm1: case UnOp::Log: case UnOp::Log1p: case UnOp::Sin: case UnOp::Cos:
     case UnOp::Tanh: case UnOp::Erf: case UnOp::Sigmoid:
@@ -272,7 +248,7 @@ constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
   }
 }
 
-// Chunks shared out dynamically, as split() in binary_hwy.cpp.
+// Chunks shared out by parallel_chunks (a busy second core costs at most one chunk).
 constexpr std::size_t kChunkElems = std::size_t{1} << 16;
 
 template <class T, class K>
@@ -280,18 +256,14 @@ void chunked(UnOp op, const T* x, T* out, std::size_t n, K kernel) {
   const auto o = reinterpret_cast<std::uintptr_t>(out), p = reinterpret_cast<std::uintptr_t>(x);
   const std::size_t bytes = n * sizeof(T);
   const bool stream = bytes >= kStreamBytes && (p >= o + bytes || o >= p + bytes);
-#if TENSOR_HAVE_OPENMP
-  if (n >= (is_math(op) ? kParallelMathElems : kParallelCheapElems) && omp_get_max_threads() > 1 &&
-      !omp_in_parallel()) {
-    const auto chunks = static_cast<std::int64_t>((n + kChunkElems - 1) / kChunkElems);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::size_t b = static_cast<std::size_t>(c) * kChunkElems;
+  if (n >= (is_math(op) ? kParallelMathElems : kParallelCheapElems)) {
+    auto one = [&](std::size_t c) {
+      const std::size_t b = c * kChunkElems;
       kernel(op, x + b, out + b, std::min(n, b + kChunkElems) - b, stream);
-    }
+    };
+    parallel_chunks((n + kChunkElems - 1) / kChunkElems, one);
     return;
   }
-#endif
   kernel(op, x, out, n, stream);
 }
 

@@ -209,6 +209,68 @@ struct Bench {
     }
   }
 
+  // The workloads of models (activations, softmax, per-dim reductions, sort), each
+  // beside the plain loop that bounds it: a copy of the same bytes (one pass in, one
+  // out) or a read of them. A ratio near 1 means the op runs at memory bandwidth.
+  void models() {
+    const std::size_t n = quick ? (4u << 20) : (16u << 20);
+    const std::string tag = quick ? " 4M" : " 16M";
+    const auto in = static_cast<std::int64_t>(n);
+    std::vector<float> x(n, 1.0f), z(n, 0.0f);
+    ref_copy(x.data(), z.data(), in, threads());
+    auto copy = [&](int nt) { ref_copy(x.data(), z.data(), in, nt); };
+    const int r = reps(11);
+    const auto v = Tensor<1>::random({n}, Distribution::normal(0, 2), dev);
+    std::optional<Tensor<1>> c;
+    auto act = [&](const std::string& name, auto fn) {
+      const Pair p = measure_best(r, [&] { c = fn(v); sync(); }, copy);
+      rows.push_back(ratio_row(name + " f32" + tag, p.ours, "copy z=x", p.ref, 1.3 * 1.11, ""));
+    };
+    act("gelu", [](const Tensor<1>& t) { return activation::gelu(t); });
+    act("sigmoid", [](const Tensor<1>& t) { return activation::sigmoid(t); });
+    act("log_sigmoid", [](const Tensor<1>& t) { return activation::log_sigmoid(t); });
+    act("relu", [](const Tensor<1>& t) { return activation::relu(t); });
+    c.reset();
+
+    const std::size_t rows_n = quick ? 1024 : 4096, cols = 1024;
+    const std::string shp = " [" + std::to_string(rows_n) + ", 1024]";
+    const auto in2 = static_cast<std::int64_t>(rows_n * cols);
+    const auto m = Tensor<2>::random({rows_n, cols}, Distribution::normal(0, 2), dev);
+    std::optional<Tensor<2>> c2;
+    auto copy2 = [&](int nt) { ref_copy(x.data(), z.data(), in2, nt); };
+    auto read2 = [&](int nt) { g_sink = ref_read(x.data(), in2, nt); };
+    const double gb2 = static_cast<double>(in2) * 4 / 1e9;
+    auto soft = [&](const std::string& name, std::int64_t d, auto fn) {
+      const Pair p = measure_best(r, [&] { c2 = fn(m, d); sync(); }, copy2);
+      rows.push_back(ratio_row(name + "(" + std::to_string(d) + ")" + shp, p.ours, "copy z=x", p.ref, 1.3 * 1.11,
+                               fmt("%.1f GB/s", 2 * gb2 / p.ours)));
+    };
+    soft("softmax", 1, [](const Tensor<2>& t, std::int64_t d) { return activation::softmax(t, d); });
+    soft("softmax", 0, [](const Tensor<2>& t, std::int64_t d) { return activation::softmax(t, d); });
+    soft("log_softmax", 1, [](const Tensor<2>& t, std::int64_t d) { return activation::log_softmax(t, d); });
+    auto red = [&](const std::string& name, auto fn) {
+      const Pair p = measure_best(r, [&] { auto t = fn(m); sync(); }, read2);
+      rows.push_back(ratio_row(name + shp, p.ours, "read sum(x)", p.ref, 1.18, fmt("%.1f GB/s", gb2 / p.ours)));
+    };
+    red("sum_dim(0)", [](const Tensor<2>& t) { return t.sum_dim(0); });
+    red("sum_dim(1)", [](const Tensor<2>& t) { return t.sum_dim(1); });
+    red("argmax(1)", [](const Tensor<2>& t) { return t.argmax(1); });
+    red("argmax(0)", [](const Tensor<2>& t) { return t.argmax(0); });
+    // layer_norm's statistics: mean and variance along the last dim.
+    red("mean_dim(1) + var(1)", [](const Tensor<2>& t) {
+      auto mu = t.mean_dim(1);
+      auto d = t - mu;
+      return (d * d).mean_dim(1);
+    });
+    c2.reset();
+    {
+      const std::size_t sn = quick ? 256 : 1024;
+      const auto s = Tensor<2>::random({sn, 1024}, Distribution::normal(0, 1), dev);
+      const Pair p = measure(reps(7), [&] { auto t = s.sort(1); sync(); }, [] {});
+      rows.push_back(Row{"sort(1) [" + std::to_string(sn) + ", 1024]", fmt_time(p.ours), "", "", "", "", ""});
+    }
+  }
+
   void transpose() {
     const std::size_t n = quick ? 2048 : 4096;
     const std::string tag = quick ? " 2048^2" : " 4096^2";
@@ -355,8 +417,9 @@ bool parse_args(int argc, const char* const* argv, Options& opt) {
       opt.quick = true;
     } else if (a == "--only" && i + 1 < argc) {
       opt.only = argv[++i];
-      if (opt.only != "overhead" && opt.only != "elementwise" && opt.only != "transpose" && opt.only != "matmul") {
-        std::fprintf(stderr, "bench: expected --only overhead|elementwise|transpose|matmul; got '%s'\n",
+      if (opt.only != "overhead" && opt.only != "elementwise" && opt.only != "models" && opt.only != "transpose" &&
+          opt.only != "matmul") {
+        std::fprintf(stderr, "bench: expected --only overhead|elementwise|models|transpose|matmul; got '%s'\n",
                      opt.only.c_str());
         return false;
       }
@@ -385,6 +448,7 @@ int run(const Options& opt) {
   auto want = [&](const char* g) { return opt.only.empty() || opt.only == g; };
   if (want("overhead")) b.overhead();
   if (want("elementwise")) b.elementwise();
+  if (want("models")) b.models();
   if (want("transpose")) b.transpose();
   if (want("matmul")) b.matmul();
   print_rows(b.rows);

@@ -9,7 +9,7 @@ namespace tensor_bench {
 struct Options {
   std::string device = "cpu";  // a TENSOR_DEVICE-style spec: cpu, vulkan, vulkan:N
   bool quick = false;          // fewer repetitions and sizes (a smoke run)
-  std::string only;            // one group: overhead, elementwise, transpose or matmul (empty: all)
+  std::string only;            // one group: overhead, elementwise, models, transpose or matmul (empty: all)
 };
 
 // Runs every case on `opt.device` and prints the table to stdout; returns the
