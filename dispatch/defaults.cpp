@@ -305,12 +305,26 @@ Prim d_powi_scalar(Prim x, Scalar s) {
   }
   return sc(OpCode::powi_scalar_impl, std::move(x), s);
 }
+// x^n with a float exponent, for a float x. Above 2^p (p: the significand bits of
+// x's dtype) the exponent cannot be odd once converted, so powi(-1, 2^63 - 1) would
+// come out 1: an odd n is x^(n-1) * x (n > 0) or x^(n+1) / x (n < 0), where n -+ 1
+// is even and stays even when rounded; both give the right sign of 0, 1 and inf.
+Prim pow_int_exponent(Prim x, std::int64_t n) {
+  const DType dt = x->dtype();
+  const int p = dt == DType::F64 ? 53 : dt == DType::F32 ? 24 : dt == DType::F16 ? 11 : 8;
+  const std::int64_t exact = std::int64_t{1} << p;
+  if ((n > -exact && n < exact) || (n & 1) == 0)
+    return sc(OpCode::powf_scalar_impl, std::move(x), Scalar(static_cast<double>(n)));
+  Prim base = x;
+  Prim even = sc(OpCode::powf_scalar_impl, std::move(x), Scalar(static_cast<double>(n > 0 ? n - 1 : n + 1)));
+  return bin(n > 0 ? OpCode::mul : OpCode::div, std::move(even), std::move(base));
+}
 Prim d_powi_scalar_impl(Prim x, Scalar s) {
-  if (is_float_prim(x)) return sc(OpCode::powf_scalar_impl, std::move(x), Scalar(static_cast<double>(s.to_int64())));
+  if (is_float_prim(x)) return pow_int_exponent(std::move(x), s.to_int64());
   const DeviceId d = x->device();
   const DType it = x->dtype();
   Prim f = call<Family::Cast>(OpCode::into_float, d, std::move(x), wide_float(d));
-  f = sc(OpCode::powf_scalar_impl, std::move(f), Scalar(static_cast<double>(s.to_int64())));
+  f = pow_int_exponent(std::move(f), s.to_int64());
   return call<Family::Cast>(OpCode::into_int, d, un(OpCode::round, std::move(f)), it);
 }
 Prim d_powf_scalar(Prim x, Scalar s) {
