@@ -113,11 +113,19 @@ Prim d_zeros(const Shape& s, DeviceId d, DType dt) { return call<Family::Full>(O
 Prim d_ones(const Shape& s, DeviceId d, DType dt) { return call<Family::Full>(OpCode::full, d, s, Scalar(1), d, dt); }
 
 Prim d_arange_step(std::int64_t start, std::int64_t end, std::int64_t step, DeviceId d, DType dt) {
+  // The values are built on the host: a range too large for host memory is refused
+  // up front (not after pushing elements one by one for minutes).
+  const std::uint64_t n = arange_count(start, end, step);
   std::vector<std::int64_t> v;
-  if (step > 0)
-    for (std::int64_t x = start; x < end; x += step) { v.push_back(x); if (x > std::numeric_limits<std::int64_t>::max() - step) break; }
-  else
-    for (std::int64_t x = start; x > end; x += step) { v.push_back(x); if (x < std::numeric_limits<std::int64_t>::min() - step) break; }
+  try {
+    v.reserve(n);
+  } catch (const std::exception&) {  // bad_alloc, or length_error beyond max_size
+    throw ExecutionError(fmt::format("[{}] out of host memory; expected {} bytes on the host to build a range of {} "
+                                     "elements for {}; got an allocation failure",
+                                     current_op_name(), n * 8, n, device_string(d)));
+  }
+  for (std::uint64_t i = 0; i < n; ++i)
+    v.push_back(static_cast<std::int64_t>(static_cast<std::uint64_t>(start) + i * static_cast<std::uint64_t>(step)));
   return upload(TensorData::from(v).convert(dt), d);
 }
 Prim d_arange(std::int64_t start, std::int64_t end, DeviceId d, DType dt) {

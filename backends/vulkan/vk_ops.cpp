@@ -346,16 +346,26 @@ Prim pow_scalar_launch(Prim a, double e, std::int64_t n) {
 // The default's routing in one kernel: n = 1 is the tensor itself, ints square with
 // wrapping at n = 2 and go through the saturating power otherwise; floats take the
 // x * x / recip shortcuts.
+// Float tensors: beyond 2^24 (f32 compute) or 2^53 (f64) the exponent cannot be odd
+// as a compute float, so an odd n is a^(n-1) * a (n > 0) or a^(n+1) / a (n < 0),
+// with n -+ 1 even however it rounds: the sign of -1, -0 and -inf is kept (as the
+// default composition does).
+Prim pow_int_scalar(Prim a, std::int64_t n) {
+  const std::int64_t exact = std::int64_t{1} << (a->dtype() == DType::F64 ? 53 : 24);
+  if (is_int(a->dtype()) || (n > -exact && n < exact) || (n & 1) == 0)
+    return pow_scalar_launch(std::move(a), static_cast<double>(n), n);
+  Prim base = a;
+  const std::int64_t m = n > 0 ? n - 1 : n + 1;
+  Prim even = pow_scalar_launch(std::move(a), static_cast<double>(m), m);
+  return n > 0 ? binary_entry<EW_MUL>(std::move(even), std::move(base)) : binary_entry<EW_DIV>(std::move(even), std::move(base));
+}
 Prim powi_scalar_entry(Prim a, Scalar s) {
   const std::int64_t n = s.to_int64();
   if (n == 1) return a;  // as the default: a 64-bit int above 2^53 stays exact
   if (n == 2 && is_int(a->dtype())) return map_entry(EW_SQUARE, std::move(a), 0, 0);
-  return pow_scalar_launch(std::move(a), static_cast<double>(n), n);
+  return pow_int_scalar(std::move(a), n);
 }
-Prim powi_scalar_impl_entry(Prim a, Scalar s) {
-  const std::int64_t n = s.to_int64();
-  return pow_scalar_launch(std::move(a), static_cast<double>(n), n);
-}
+Prim powi_scalar_impl_entry(Prim a, Scalar s) { return pow_int_scalar(std::move(a), s.to_int64()); }
 // The exponent as the CPU's calc_t (f32 for halves, not rounded to the half).
 Prim powf_scalar_impl_entry(Prim a, Scalar s) { return pow_scalar_launch(std::move(a), s.to_double(), 0); }
 Prim powf_scalar_entry(Prim a, Scalar s) {
