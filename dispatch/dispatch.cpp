@@ -787,7 +787,7 @@ DeviceId parse_device(const std::string& spec) {
     std::string absent;
     for (const auto& [name, reason] : Registry::instance().absent()) absent += fmt::format("; {} absent: {}", name, reason);
     throw DeviceError(DeviceError::Kind::Unavailable,
-                      fmt::format("[device] {}; expected one of: {}; got '{}'{}", why, have, spec, absent));
+                      fmt::format("[Device::parse] {}; expected one of: {}; got '{}'{}", why, have, spec, absent));
   };
   const auto colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
