@@ -93,7 +93,7 @@ class Program {
   std::vector<Tensor<2, Bool>> b_;
 
   void fail(std::string why) {
-    if (res_.ok) res_ = {false, std::move(why), res_.calls};
+    if (res_.ok) res_ = {false, std::move(why), res_.calls, res_.errors};
   }
 
   // Runs one public-API call: success or tensor::Error, nothing else.
@@ -103,6 +103,7 @@ class Program {
     try {
       fn();
     } catch (const Error&) {
+      ++res_.errors;
     } catch (const std::exception& e) {
       fail(std::string(what) + ": a std:: exception escaped: " + e.what());
     } catch (...) {
@@ -385,7 +386,7 @@ Result run(const std::uint8_t* data, std::size_t size, const std::string& device
   try {
     r = Program(Device::parse(device)).run(Bytes(data, size));
   } catch (const std::exception& e) {
-    r = {false, std::string("escaped the decoder: ") + e.what(), r.calls};
+    r = {false, std::string("escaped the decoder: ") + e.what(), r.calls, r.errors};
   }
   return r;
 }

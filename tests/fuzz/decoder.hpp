@@ -14,6 +14,7 @@ struct Result {
   bool ok = true;
   std::string what;       // the contract breach, when !ok
   std::size_t calls = 0;  // public-API calls made
+  std::size_t errors = 0;  // of which threw a tensor::Error (the rest succeeded)
 };
 
 // Runs the program the bytes encode on `device` ("cpu", "vulkan:0").

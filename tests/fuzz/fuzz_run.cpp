@@ -17,9 +17,10 @@
 namespace {
 
 bool check(const std::vector<std::uint8_t>& input, const std::string& device, const std::string& name,
-           std::size_t& calls) {
+           std::size_t& calls, std::size_t& errors) {
   const tensor_fuzz::Result r = tensor_fuzz::run(input.data(), input.size(), device);
   calls += r.calls;
+  errors += r.errors;
   if (r.ok) return true;
   std::fprintf(stderr, "FAIL %s on %s: %s\ninput (%zu bytes):", name.c_str(), device.c_str(), r.what.c_str(), input.size());
   for (std::uint8_t b : input) std::fprintf(stderr, " %02x", b);
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
     else paths.emplace_back(a);
   }
-  std::size_t calls = 0, inputs = 0;
+  std::size_t calls = 0, errors = 0, inputs = 0;
   bool ok = true;
   for (const auto& p : paths) {
     std::vector<std::filesystem::path> files;
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
       files.push_back(p);
     }
     for (const auto& f : files) {
-      ok = check(read_file(f), device, f.string(), calls) && ok;
+      ok = check(read_file(f), device, f.string(), calls, errors) && ok;
       ++inputs;
     }
   }
@@ -71,9 +72,10 @@ int main(int argc, char** argv) {
   for (unsigned long it = 0; it < iterations; ++it) {
     std::vector<std::uint8_t> input(1 + next() % 256);
     for (auto& b : input) b = static_cast<std::uint8_t>(next());
-    ok = check(input, device, "random input " + std::to_string(it), calls) && ok;
+    ok = check(input, device, "random input " + std::to_string(it), calls, errors) && ok;
     ++inputs;
   }
-  std::printf("fuzz_run: %zu inputs, %zu calls on %s: %s\n", inputs, calls, device.c_str(), ok ? "no finding" : "FINDINGS");
+  std::printf("fuzz_run: %zu inputs, %zu calls (%zu threw a tensor::Error) on %s: %s\n", inputs, calls, errors,
+              device.c_str(), ok ? "no finding" : "FINDINGS");
   return ok ? 0 : 1;
 }
