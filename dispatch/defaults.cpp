@@ -96,7 +96,16 @@ bool is_float_prim(const Prim& x) { return is_float(x->dtype()); }
 // ---- creation -------------------------------------------------------------------
 
 Prim d_full(const Shape& shape, Scalar v, DeviceId d, DType dt) {
-  TensorData data = TensorData::zeros(shape, dt);
+  // The values are built on the host first: its allocation failure names the op and device.
+  TensorData data;
+  try {
+    data = TensorData::zeros(shape, dt);
+  } catch (const ExecutionError&) {
+    throw ExecutionError(fmt::format("[{}] out of host memory; expected {} bytes on the host for {} x {} on {}; got an "
+                                     "allocation failure",
+                                     current_op_name(), shape.num_elements() * dtype_size(dt), shape.to_string(),
+                                     dtype_name(dt), device_string(d)));
+  }
   visit_dtype(dt, [&](auto t) {
     using T = decltype(t);
     T value;

@@ -449,7 +449,14 @@ std::future<TensorData> into_data_entry(Prim p) {
   const std::uint64_t ticket = c->flush();
   return std::async(std::launch::deferred, [c, ticket, host, off, bytes, shape = t->shape(), dt = t->dtype()] {
     c->wait(ticket);
-    std::vector<std::byte> out(bytes);
+    std::vector<std::byte> out;
+    try {
+      out.resize(bytes);
+    } catch (const std::bad_alloc&) {
+      throw ExecutionError(fmt::format("[into_data] out of host memory; expected {} bytes on the host for a tensor of "
+                                       "vulkan:{}; got an allocation failure",
+                                       bytes, c->id().index_id));
+    }
     if (bytes) std::memcpy(out.data(), host->mapped() + off, bytes);
     return TensorData(std::move(out), shape, dt);
   });
