@@ -96,7 +96,16 @@ bool is_float_prim(const Prim& x) { return is_float(x->dtype()); }
 // ---- creation -------------------------------------------------------------------
 
 Prim d_full(const Shape& shape, Scalar v, DeviceId d, DType dt) {
-  TensorData data = TensorData::zeros(shape, dt);
+  // The values are built on the host first: its allocation failure names the op and device.
+  TensorData data;
+  try {
+    data = TensorData::zeros(shape, dt);
+  } catch (const ExecutionError&) {
+    throw ExecutionError(fmt::format("[{}] out of host memory; expected {} bytes on the host for {} x {} on {}; got an "
+                                     "allocation failure",
+                                     current_op_name(), shape.num_elements() * dtype_size(dt), shape.to_string(),
+                                     dtype_name(dt), device_string(d)));
+  }
   visit_dtype(dt, [&](auto t) {
     using T = decltype(t);
     T value;
@@ -113,11 +122,19 @@ Prim d_zeros(const Shape& s, DeviceId d, DType dt) { return call<Family::Full>(O
 Prim d_ones(const Shape& s, DeviceId d, DType dt) { return call<Family::Full>(OpCode::full, d, s, Scalar(1), d, dt); }
 
 Prim d_arange_step(std::int64_t start, std::int64_t end, std::int64_t step, DeviceId d, DType dt) {
+  // The values are built on the host: a range too large for host memory is refused
+  // up front (not after pushing elements one by one for minutes).
+  const std::uint64_t n = arange_count(start, end, step);
   std::vector<std::int64_t> v;
-  if (step > 0)
-    for (std::int64_t x = start; x < end; x += step) { v.push_back(x); if (x > std::numeric_limits<std::int64_t>::max() - step) break; }
-  else
-    for (std::int64_t x = start; x > end; x += step) { v.push_back(x); if (x < std::numeric_limits<std::int64_t>::min() - step) break; }
+  try {
+    v.reserve(n);
+  } catch (const std::exception&) {  // bad_alloc, or length_error beyond max_size
+    throw ExecutionError(fmt::format("[{}] out of host memory; expected {} bytes on the host to build a range of {} "
+                                     "elements for {}; got an allocation failure",
+                                     current_op_name(), n * 8, n, device_string(d)));
+  }
+  for (std::uint64_t i = 0; i < n; ++i)
+    v.push_back(static_cast<std::int64_t>(static_cast<std::uint64_t>(start) + i * static_cast<std::uint64_t>(step)));
   return upload(TensorData::from(v).convert(dt), d);
 }
 Prim d_arange(std::int64_t start, std::int64_t end, DeviceId d, DType dt) {
@@ -305,12 +322,26 @@ Prim d_powi_scalar(Prim x, Scalar s) {
   }
   return sc(OpCode::powi_scalar_impl, std::move(x), s);
 }
+// x^n with a float exponent, for a float x. Above 2^p (p: the significand bits of
+// x's dtype) the exponent cannot be odd once converted, so powi(-1, 2^63 - 1) would
+// come out 1: an odd n is x^(n-1) * x (n > 0) or x^(n+1) / x (n < 0), where n -+ 1
+// is even and stays even when rounded; both give the right sign of 0, 1 and inf.
+Prim pow_int_exponent(Prim x, std::int64_t n) {
+  const DType dt = x->dtype();
+  const int p = dt == DType::F64 ? 53 : dt == DType::F32 ? 24 : dt == DType::F16 ? 11 : 8;
+  const std::int64_t exact = std::int64_t{1} << p;
+  if ((n > -exact && n < exact) || (n & 1) == 0)
+    return sc(OpCode::powf_scalar_impl, std::move(x), Scalar(static_cast<double>(n)));
+  Prim base = x;
+  Prim even = sc(OpCode::powf_scalar_impl, std::move(x), Scalar(static_cast<double>(n > 0 ? n - 1 : n + 1)));
+  return bin(n > 0 ? OpCode::mul : OpCode::div, std::move(even), std::move(base));
+}
 Prim d_powi_scalar_impl(Prim x, Scalar s) {
-  if (is_float_prim(x)) return sc(OpCode::powf_scalar_impl, std::move(x), Scalar(static_cast<double>(s.to_int64())));
+  if (is_float_prim(x)) return pow_int_exponent(std::move(x), s.to_int64());
   const DeviceId d = x->device();
   const DType it = x->dtype();
   Prim f = call<Family::Cast>(OpCode::into_float, d, std::move(x), wide_float(d));
-  f = sc(OpCode::powf_scalar_impl, std::move(f), Scalar(static_cast<double>(s.to_int64())));
+  f = pow_int_exponent(std::move(f), s.to_int64());
   return call<Family::Cast>(OpCode::into_int, d, un(OpCode::round, std::move(f)), it);
 }
 Prim d_powf_scalar(Prim x, Scalar s) {

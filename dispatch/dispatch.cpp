@@ -20,6 +20,7 @@ FamilyFn<F> entry(OpCode op, DeviceId device) {
     throw Error(fmt::format("[{}] op used through the wrong family; expected {}; got {}", op_name(op),
                             family_name(op_family(op)), family_name(F)));
   const Backend& b = backend_of(device);
+  set_current_op(op);
   auto fn = b.get<F>(op);
   if (!fn) throw_not_implemented(op, b);
   return fn;
@@ -53,6 +54,7 @@ DType bool_out(DeviceId d) { return to_dtype(device_settings(d).bool_dtype); }
 DType int_out(DeviceId d) { return to_dtype(device_settings(d).int_dtype); }
 
 DType resolve_dtype(OpCode op, DeviceId device, Kind kind, std::optional<DType> dtype) {
+  check_device(op_name(op), device);
   if (!dtype) return default_dtype(device, kind);
   if (kind_of_dtype(*dtype) != kind)
     throw DTypeError(fmt::format("[{}] dtype does not match the tensor kind; expected a {} dtype; got {}", op_name(op),
@@ -129,6 +131,7 @@ DispatchTensor create(OpCode op, const Shape& shape, DeviceId device, Kind kind,
   check_create_kind(op, kind);
   const DType dt = resolve_dtype(op, device, kind, dtype);
   check_storage(op, device, dt);
+  check_alloc_shape(op, shape, dt);
   return {entry<Family::Create>(op, device)(shape, device, dt), kind};
 }
 
@@ -136,11 +139,13 @@ DispatchTensor full(const Shape& shape, Scalar value, DeviceId device, Kind kind
   check_create_kind(OpCode::full, kind);
   const DType dt = resolve_dtype(OpCode::full, device, kind, dtype);
   check_storage(OpCode::full, device, dt);
+  check_alloc_shape(OpCode::full, shape, dt);
   return {entry<Family::Full>(OpCode::full, device)(shape, value, device, dt), kind};
 }
 
 DispatchTensor from_data(TensorData data, DeviceId device, Kind kind) {
   check_create_kind(OpCode::from_data, kind);
+  check_device("from_data", device);
   if (data.dtype() == DType::QFloat)
     throw DTypeError("[from_data] quantized data is not supported yet; expected a float, int or bool dtype; got qfloat");
   // Data of another kind is converted to the device's default dtype of the wanted kind.
@@ -154,6 +159,7 @@ DispatchTensor random(const Shape& shape, const Distribution& dist, DeviceId dev
   check_create_kind(OpCode::random, kind);
   const DType dt = resolve_dtype(OpCode::random, device, kind, dtype);
   check_arithmetic(OpCode::random, device, dt);
+  check_alloc_shape(OpCode::random, shape, dt);
   if (dist.kind == Distribution::Kind::Uniform && !(dist.a <= dist.b))
     throw IndexError(fmt::format("[random] uniform bounds reversed; expected low <= high; got {} and {}", dist.a, dist.b));
   if (dist.kind == Distribution::Kind::Bernoulli && !(dist.a >= 0.0 && dist.a <= 1.0))
@@ -168,6 +174,7 @@ DispatchTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, D
   const DType dt = resolve_dtype(OpCode::arange_step, device, Kind::Int, dtype);
   check_arithmetic(OpCode::arange_step, device, dt);
   if (step == 0) throw IndexError("[arange_step] step must not be zero; expected a nonzero step; got 0");
+  check_alloc_shape(step == 1 ? OpCode::arange : OpCode::arange_step, Shape{arange_count(start, end, step)}, dt);
   if (step == 1) return {entry<Family::Range>(OpCode::arange, device)(start, end, device, dt), Kind::Int};
   return {entry<Family::RangeStep>(OpCode::arange_step, device)(start, end, step, device, dt), Kind::Int};
 }
@@ -182,7 +189,7 @@ TensorData read(DispatchTensor a) { return into_data(std::move(a)).get(); }
 DispatchTensor to_device(DispatchTensor a, DeviceId device) {
   check_kind(OpCode::to_device, a);
   if (a.device == device) return a;
-  backend_of(device);  // the destination must exist
+  check_device("to_device", device);  // the destination must exist
   check_storage(OpCode::to_device, device, a.dtype());
   if (a.device.type_id == device.type_id) {
     const Kind k = a.kind;
@@ -313,6 +320,10 @@ DispatchTensor matmul(DispatchTensor a, DispatchTensor b) {
     if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
       throw ShapeError(fmt::format("[matmul] batch dims do not broadcast; expected dim {} equal or 1; got {} and {}", i,
                                    sa.to_string(), sb.to_string()));
+  Shape out = sa;
+  for (std::size_t i = 0; i + 2 < r; ++i) out[i] = sa[i] == 1 ? sb[i] : sa[i];
+  out[r - 1] = sb[r - 1];
+  check_alloc_shape(op, out, a.dtype());
   const Kind k = a.kind;
   return {entry<Family::Matmul>(op, a.device)(a.take(), b.take()), k};
 }
@@ -463,8 +474,8 @@ DispatchTensor reshape(OpCode op, DispatchTensor a, std::span<const std::int64_t
       if (dims[i] < 0)
         throw ShapeError(fmt::format("[reshape] invalid dim; expected >= 0 or a single -1; got {} at {}", dims[i], i));
       out.push_back(static_cast<std::size_t>(dims[i]));
-      known *= static_cast<std::size_t>(dims[i]);
     }
+    known = out.checked_num_elements("reshape");  // the -1 dim is 1 here
     if (infer >= 0) {
       if (known == 0 || s.num_elements() % known != 0)
         throw ShapeError(fmt::format("[reshape] cannot infer the -1 dim; expected {} elements to divide by {}; got shape {}",
@@ -493,6 +504,7 @@ DispatchTensor reshape(OpCode op, DispatchTensor a, std::span<const std::int64_t
                                      s.to_string(), i - lead, t, src));
       out.push_back(want);
     }
+    check_view_shape(op, out);
     if (out == s) return a;
   }
   const Kind k = a.kind;
@@ -553,6 +565,7 @@ DispatchTensor repeat_dim(DispatchTensor a, std::int64_t dim, std::size_t times)
   const OpCode op = OpCode::repeat_dim;
   check_first(op, a);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
+  check_alloc_shape(op, repeated_shape(op, a.shape(), d, times), a.dtype());
   if (times == 1) return a;
   const Kind k = a.kind;
   return {entry<Family::RepeatDim>(op, a.device)(a.take(), d, times), k};
@@ -576,7 +589,7 @@ DispatchTensor cat(std::vector<DispatchTensor> parts, std::int64_t dim) {
   if (keep.empty()) {
     Shape out = parts[0].shape();
     std::size_t total = 0;
-    for (auto& p : parts) total += p.prim ? p.shape()[d] : 0;
+    for (auto& p : parts) total = checked_dim_sum(op, total, p.prim ? p.shape()[d] : 0);
     out[d] = total;
     return create(OpCode::empty, out, parts[0].device, parts[0].kind, parts[0].dtype());
   }
@@ -586,6 +599,10 @@ DispatchTensor cat(std::vector<DispatchTensor> parts, std::int64_t dim) {
       if (j != d && keep[i].shape()[j] != s0[j])
         throw ShapeError(fmt::format("[cat] shapes differ outside dim {}; expected {}; got {}", d, s0.to_string(),
                                      keep[i].shape().to_string()));
+  Shape out = s0;
+  out[d] = 0;
+  for (const auto& p : keep) out[d] = checked_dim_sum(op, out[d], p.shape()[d]);
+  check_alloc_shape(op, out, keep[0].dtype());
   if (keep.size() == 1) return std::move(keep[0]);
   const Kind k = keep[0].kind;
   const DeviceId dev = keep[0].device;
@@ -603,6 +620,7 @@ DispatchTensor unfold(DispatchTensor a, std::int64_t dim, std::size_t size, std:
     throw IndexError(fmt::format("[unfold] expected size >= 1 and step >= 1; got size {} step {}", size, step));
   if (a.shape().rank() + 1 > kMaxRank)
     throw ShapeError(fmt::format("[unfold] result rank too large; expected at most {}; got {}", kMaxRank, a.shape().rank() + 1));
+  unfolded_shape(op, a.shape(), d, size, step);
   const Kind k = a.kind;
   return {entry<Family::Unfold>(op, a.device)(a.take(), d, size, step), k};
 }
@@ -733,7 +751,7 @@ DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridS
 std::string device_string(DeviceId device) {
   const Backend* b = Registry::instance().find(device.type_id);
   const std::string name = b ? b->short_name() : fmt::format("type{}", device.type_id);
-  if (device.type_id == kCpuDeviceType) return name;
+  if (device.type_id == kCpuDeviceType && device.index_id == 0) return name;
   return fmt::format("{}:{}", name, device.index_id);
 }
 
@@ -769,7 +787,7 @@ DeviceId parse_device(const std::string& spec) {
     std::string absent;
     for (const auto& [name, reason] : Registry::instance().absent()) absent += fmt::format("; {} absent: {}", name, reason);
     throw DeviceError(DeviceError::Kind::Unavailable,
-                      fmt::format("[device] {}; expected one of: {}; got '{}'{}", why, have, spec, absent));
+                      fmt::format("[Device::parse] {}; expected one of: {}; got '{}'{}", why, have, spec, absent));
   };
   const auto colon = spec.find(':');
   const std::string name = spec.substr(0, colon);

@@ -1,9 +1,23 @@
 // Bulk dtype conversion for host data (TensorData::convert) and backends.
 #include "dispatch/element.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
+#include "dispatch/validate.hpp"
+#include "tensor/error.hpp"
+
 namespace tensor::dispatch {
+
+void throw_unvisitable_dtype(DType dtype) {
+  if (dtype == DType::QFloat)
+    throw DTypeError(fmt::format("[{}] quantized tensors are not supported by this operation; expected a float, int or bool "
+                                 "dtype; got qfloat",
+                                 current_op_name()));
+  throw DTypeError(fmt::format("[{}] invalid dtype; expected a DType value below {}; got {}", current_op_name(), kDTypeCount,
+                               static_cast<unsigned>(dtype)));
+}
 
 void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t n) {
   if (from == to || (dtype_size(from) == 1 && is_bool(from) && is_bool(to) && dtype_size(to) == 1)) {

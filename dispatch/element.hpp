@@ -81,6 +81,9 @@ inline To convert_value(From from) {
 
 // Calls f(T{}) with T the element type of `dtype`. Bool and BoolU8 are bool
 // (one byte holding 0/1); BoolU32 is BoolU32. QFloat throws DTypeError.
+// DTypeError naming the running op: qfloat or a value outside the enum.
+[[noreturn]] void throw_unvisitable_dtype(DType dtype);
+
 template <class F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
@@ -100,7 +103,7 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
     case DType::BoolU32: return f(BoolU32{});
     case DType::QFloat: break;
   }
-  throw DTypeError("[dtype] quantized tensors are not supported by this operation; got qfloat");
+  throw_unvisitable_dtype(dtype);
 }
 
 // Converts n contiguous elements between dtypes.

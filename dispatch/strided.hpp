@@ -95,7 +95,8 @@ inline StridedView unfold_view(const Shape& shape, const StridedLayout& from, st
   v.shape[dim] = n >= size ? (n - size) / step + 1 : 0;
   v.shape.push_back(size);
   v.layout.strides[v.shape.rank() - 1] = from.strides[dim];
-  v.layout.strides[dim] = from.strides[dim] * static_cast<std::int64_t>(step);
+  // One window or none: the step is never taken (and may not fit a stride).
+  v.layout.strides[dim] = v.shape[dim] <= 1 ? from.strides[dim] : from.strides[dim] * static_cast<std::int64_t>(step);
   return v;
 }
 

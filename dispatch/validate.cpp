@@ -79,6 +79,7 @@ Shape broadcast_shapes(OpCode op, const Shape& a, const Shape& b) {
       throw ShapeError(fmt::format("[{}] shapes do not broadcast; expected dim {} equal or 1; got {} and {}", op_name(op), i,
                                    a.to_string(), b.to_string()));
   }
+  check_view_shape(op, out);
   return out;
 }
 
@@ -105,11 +106,14 @@ std::vector<DimSlice> resolve_slices(OpCode op, const Shape& s, std::span<const 
       throw IndexError(fmt::format("[{}] slice out of range in dim {}; expected bounds within 0..{}; got {}..{}", op_name(op),
                                    d, n, sl.start, sl.end ? std::to_string(*sl.end) : std::string("end")));
     if (end < start) end = start;  // a reversed range selects nothing
-    const std::int64_t span = end - start;
-    const std::int64_t k = sl.step > 0 ? sl.step : -sl.step;
-    const std::int64_t len = (span + k - 1) / k;
-    if (sl.step > 0) out[d] = {start, sl.step, static_cast<std::size_t>(len)};
-    else out[d] = {len ? end - 1 : 0, sl.step, static_cast<std::size_t>(len)};
+    // In uint64: |INT64_MIN| and span + step - 1 do not fit int64.
+    const auto span = static_cast<std::uint64_t>(end - start);
+    const std::uint64_t k = sl.step > 0 ? static_cast<std::uint64_t>(sl.step) : std::uint64_t{0} - static_cast<std::uint64_t>(sl.step);
+    const std::uint64_t len = span == 0 ? 0 : (span - 1) / k + 1;
+    // With at most one element the step is never taken: 1 keeps stride x step in range.
+    const std::int64_t step = len <= 1 ? 1 : sl.step;
+    if (sl.step > 0) out[d] = {start, step, static_cast<std::size_t>(len)};
+    else out[d] = {len ? end - 1 : 0, step, static_cast<std::size_t>(len)};
   }
   return out;
 }
@@ -119,6 +123,70 @@ Shape sliced_shape(const Shape& s, std::span<const DimSlice> ds) {
   for (std::size_t d = 0; d < ds.size(); ++d) out[d] = ds[d].len;
   return out;
 }
+
+void check_view_shape(OpCode op, const Shape& s) { s.checked_num_elements(op_name(op)); }
+
+void check_alloc_shape(OpCode op, const Shape& s, DType dtype) { s.checked_num_bytes(op_name(op), dtype_size(dtype)); }
+
+std::uint64_t arange_count(std::int64_t start, std::int64_t end, std::int64_t step) {
+  if (step > 0 && end > start) {
+    const std::uint64_t diff = static_cast<std::uint64_t>(end) - static_cast<std::uint64_t>(start);
+    const auto k = static_cast<std::uint64_t>(step);
+    return diff / k + (diff % k != 0);
+  }
+  if (step < 0 && end < start) {
+    const std::uint64_t diff = static_cast<std::uint64_t>(start) - static_cast<std::uint64_t>(end);
+    const std::uint64_t k = std::uint64_t{0} - static_cast<std::uint64_t>(step);
+    return diff / k + (diff % k != 0);
+  }
+  return 0;
+}
+
+std::size_t checked_dim_sum(OpCode op, std::size_t a, std::size_t b) {
+  if (a > kMaxElements || b > kMaxElements - a)
+    throw ShapeError(fmt::format("[{}] dim too large; expected a sum of at most 2^63 - 1; got {} + {}", op_name(op), a, b));
+  return a + b;
+}
+
+Shape repeated_shape(OpCode op, const Shape& s, std::size_t dim, std::size_t times) {
+  Shape out = s;
+  if (s[dim] != 0 && times > kMaxElements / s[dim])
+    throw ShapeError(fmt::format("[{}] too many elements; expected dim {} x {} to be at most 2^63 - 1; got shape {}",
+                                 op_name(op), s[dim], times, s.to_string()));
+  out[dim] = s[dim] * times;
+  check_view_shape(op, out);
+  return out;
+}
+
+Shape unfolded_shape(OpCode op, const Shape& s, std::size_t dim, std::size_t size, std::size_t step) {
+  Shape out = s;
+  const std::size_t n = s[dim];
+  out[dim] = n >= size ? (n - size) / step + 1 : 0;
+  out.push_back(size);
+  check_view_shape(op, out);
+  return out;
+}
+
+void check_device(std::string_view op, DeviceId device) {
+  if (device.index_id < device_count(device.type_id)) return;
+  std::string have;
+  for (DeviceId d : available_devices()) have += (have.empty() ? "" : ", ") + device_string(d);
+  throw DeviceError(DeviceError::Kind::Unavailable,
+                    fmt::format("[{}] no such device; expected one of: {}; got type {} index {}", op, have, device.type_id,
+                                device.index_id));
+}
+
+namespace {
+thread_local OpCode t_current_op = OpCode::empty;
+thread_local bool t_has_op = false;
+}  // namespace
+
+void set_current_op(OpCode op) noexcept {
+  t_current_op = op;
+  t_has_op = true;
+}
+
+std::string_view current_op_name() noexcept { return t_has_op ? op_name(t_current_op) : std::string_view("tensor"); }
 
 void throw_not_implemented(OpCode op, const Backend& b) {
   throw NotImplemented(fmt::format("[{}] not implemented on {}", op_name(op), b.short_name()));

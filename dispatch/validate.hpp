@@ -35,6 +35,32 @@ std::vector<DimSlice> resolve_slices(OpCode op, const Shape& s, std::span<const 
 // Shape of a slice result.
 Shape sliced_shape(const Shape& s, std::span<const DimSlice> ds);
 
+// Size limits (SPEC: element counts <= 2^63 - 1, byte counts that fit), checked in one
+// place: Shape::checked_num_elements / checked_num_bytes, called through these by
+// every forwarder that makes a shape. ShapeError naming `op`.
+// The most bytes one buffer may have on any device (byte offsets fit int64).
+inline constexpr std::size_t kMaxAllocBytes = kMaxElements;
+// A shape a view op makes (no allocation): its element count fits.
+void check_view_shape(OpCode op, const Shape& s);
+// A shape that is allocated with elements of `dtype`: elements and bytes fit.
+void check_alloc_shape(OpCode op, const Shape& s, DType dtype);
+// Elements of arange(start, end, step) (step != 0), counted exactly in uint64.
+std::uint64_t arange_count(std::int64_t start, std::int64_t end, std::int64_t step);
+// Shape of repeat_dim / cat / unfold results, with overflow-checked dims and counts.
+Shape repeated_shape(OpCode op, const Shape& s, std::size_t dim, std::size_t times);
+Shape unfolded_shape(OpCode op, const Shape& s, std::size_t dim, std::size_t size, std::size_t step);
+// a + b for a dim, checked (ShapeError naming `op` beyond 2^63 - 1).
+std::size_t checked_dim_sum(OpCode op, std::size_t a, std::size_t b);
+
+// The device exists on this machine (a known type, index below its device count);
+// DeviceError (Unavailable) naming `op` and listing the devices otherwise.
+void check_device(std::string_view op, DeviceId device);
+
+// The user-visible op the forwarders are running on this thread (set when a backend
+// entry is looked up), so backend errors (out of memory) can name it.
+void set_current_op(OpCode op) noexcept;
+std::string_view current_op_name() noexcept;
+
 [[noreturn]] void throw_not_implemented(OpCode op, const Backend& b);
 
 }  // namespace tensor::dispatch

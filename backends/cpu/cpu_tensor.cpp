@@ -2,6 +2,7 @@
 // inner-contiguous runs as memcpy, transposes in cache blocks).
 #include "backends/cpu/cpu_tensor.hpp"
 
+#include <fmt/format.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 
 #include "backends/cpu/layout_hwy.hpp"
 #include "backends/cpu/strided.hpp"
+#include "dispatch/validate.hpp"
+#include "tensor/error.hpp"
 
 #if TENSOR_HAVE_OPENMP
 #include <omp.h>
@@ -180,7 +183,15 @@ void CpuTensor::operator delete(void* p) { TensorBlocks::give(p); }
 BufferCacheStats buffer_cache_stats() { return cache().stats(); }
 void buffer_cache_clear() { cache().clear(); }
 
+// Out of host memory: ExecutionError naming the running op, the byte count and the
+// device (the process stays usable: nothing was allocated).
+[[noreturn]] void throw_out_of_memory(std::size_t bytes) {
+  throw ExecutionError(fmt::format("[{}] out of memory on cpu; expected {} bytes of host memory; got an allocation failure",
+                                   dispatch::current_op_name(), bytes));
+}
+
 StorageRef Storage::allocate_impl(std::size_t bytes, bool zeroed) {
+  if (bytes > dispatch::kMaxAllocBytes) throw_out_of_memory(bytes);
   const std::size_t need = kAlign + bytes;
   if (need < kLargeBytes) {
     // malloc aligns to 16: over-allocate and start the header at the next 64-byte line.
@@ -191,7 +202,7 @@ StorageRef Storage::allocate_impl(std::size_t bytes, bool zeroed) {
     } else {
       raw = zeroed ? std::calloc(1, need + kAlign - 16) : std::malloc(need + kAlign - 16);
     }
-    if (!raw) throw std::bad_alloc();
+    if (!raw) throw_out_of_memory(bytes);
     void* at = reinterpret_cast<void*>(round_up(reinterpret_cast<std::uintptr_t>(raw), kAlign));
     return StorageRef::adopt(::new (at) Storage(bytes, 0, raw));
   }
@@ -199,7 +210,11 @@ StorageRef Storage::allocate_impl(std::size_t bytes, bool zeroed) {
   void* mem = cache().take(size);
   const bool reused = mem != nullptr;
   if (!mem) mem = map_aligned(size);
-  if (!mem) throw std::bad_alloc();
+  if (!mem) {
+    buffer_cache_clear();  // cached mappings may be what is in the way
+    mem = map_aligned(size);
+  }
+  if (!mem) throw_out_of_memory(bytes);
   Storage* s = ::new (mem) Storage(bytes, size, nullptr);
   if (zeroed && reused) std::memset(s->data(), 0, bytes);  // fresh mappings are zero already
   return StorageRef::adopt(s);
@@ -232,13 +247,31 @@ bool CpuTensor::is_contiguous() const {
   return true;
 }
 
+namespace {
+// Bytes of a fresh tensor; a count that does not fit is an out-of-memory error.
+std::size_t tensor_bytes(DType dtype, const Shape& shape) {
+  std::size_t bytes = dtype_size(dtype);
+  bool zero = false;
+  for (std::size_t d : shape) {
+    if (d == 0) zero = true;
+    else if (__builtin_mul_overflow(bytes, d, &bytes)) bytes = SIZE_MAX;
+  }
+  if (zero) return 0;
+  if (bytes > dispatch::kMaxAllocBytes)
+    throw ExecutionError(fmt::format("[{}] out of memory on cpu; expected {} elements of {} ({} bytes or more); got a "
+                                     "byte count beyond 2^63 - 1",
+                                     dispatch::current_op_name(), shape.to_string(), dtype_name(dtype), bytes));
+  return bytes;
+}
+}  // namespace
+
 CpuRef alloc_tensor(DType dtype, const Shape& shape) {
-  return CpuRef::make(dtype, shape, Storage::allocate(shape.num_elements() * dtype_size(dtype)),
+  return CpuRef::make(dtype, shape, Storage::allocate(tensor_bytes(dtype, shape)),
                       contiguous_layout(shape));
 }
 
 CpuRef alloc_zeroed(DType dtype, const Shape& shape) {
-  return CpuRef::make(dtype, shape, Storage::allocate_zeroed(shape.num_elements() * dtype_size(dtype)),
+  return CpuRef::make(dtype, shape, Storage::allocate_zeroed(tensor_bytes(dtype, shape)),
                       contiguous_layout(shape));
 }
 

@@ -9,6 +9,8 @@
 
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "tensor/error.hpp"
+#include <fmt/format.h>
 
 namespace tensor::cpu {
 namespace {
@@ -201,7 +203,14 @@ Prim arange_entry(std::int64_t start, std::int64_t end, DeviceId device, DType d
 // ---- transfer ------------------------------------------------------------------
 std::future<TensorData> into_data_entry(Prim p) {
   const CpuRef t = as_cpu(std::move(p));
-  std::vector<std::byte> bytes(t->shape().num_elements() * t->elem_size());
+  std::vector<std::byte> bytes;
+  try {
+    bytes.resize(t->shape().num_elements() * t->elem_size());
+  } catch (const std::bad_alloc&) {
+    throw ExecutionError(fmt::format("[into_data] out of host memory; expected {} bytes on the host for a cpu tensor of "
+                                     "shape {}; got an allocation failure",
+                                     t->shape().num_elements() * t->elem_size(), t->shape().to_string()));
+  }
   if (!bytes.empty()) {
     if (t->is_contiguous()) std::memcpy(bytes.data(), t->data(), bytes.size());
     else copy_strided(*t, bytes.data());

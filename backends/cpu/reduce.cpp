@@ -202,6 +202,7 @@ Prim reduce_dim_entry(Prim p, std::size_t dim) {
   out_shape[dim] = 1;
   CpuRef out = alloc_tensor(a->dtype(), out_shape);
   const std::size_t count = out_shape.num_elements();
+  if (count == 0) return out;  // nothing to write (the reduced dim may still be huge: do not walk it)
   visit_numeric(a->dtype(), "sum_dim", [&](auto tag) {
     using T = decltype(tag);
     using A = dim_acc_t<T, kOp>;
@@ -273,6 +274,7 @@ Prim scan_entry(Prim p, std::size_t dim) {
   CpuRef out = alloc_tensor(a->dtype(), shape);
   Shape lines = shape;
   const std::size_t n = shape[dim];
+  if (shape.num_elements() == 0) return out;
   lines[dim] = 1;
   visit_numeric(a->dtype(), "cumsum", [&](auto tag) {
     using T = decltype(tag);
@@ -544,6 +546,7 @@ Prim any_all_dim_entry(Prim p, std::size_t dim, DType out_dtype) {
   const CpuRef a = as_cpu(std::move(p));
   const Shape out_shape = kept(a->shape(), dim);
   CpuRef out = alloc_tensor(out_dtype, out_shape);
+  if (out_shape.num_elements() == 0) return out;
   std::vector<std::uint8_t> flags(out_shape.num_elements(), kAll ? 1 : 0);
   dispatch::visit_dtype(a->dtype(), [&](auto tag) {
     using T = decltype(tag);

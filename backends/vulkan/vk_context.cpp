@@ -17,6 +17,7 @@
 #include <iterator>
 
 #include "backends/vulkan/shaders/vk_codes.h"
+#include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -220,16 +221,18 @@ BufRef Pool::allocate(VkDeviceSize bytes, bool may_wait) {
   // Beyond maxStorageBufferRange a tensor still fits one allocation; kernels that
   // cannot bind it in pieces refuse it at dispatch time (Context::dispatch).
   if (need > ctx_->max_alloc_)
-    throw ExecutionError(fmt::format("[vulkan] tensor too large for one allocation; expected at most {} bytes "
-                                     "(maxMemoryAllocationSize); got {} bytes", ctx_->max_alloc_, bytes));
+    throw ExecutionError(fmt::format("[{}] tensor too large for one allocation on vulkan:{}; expected at most {} bytes "
+                                     "(maxMemoryAllocationSize); got {} bytes",
+                                     dispatch::current_op_name(), ctx_->index_, ctx_->max_alloc_, bytes));
   std::string why;
   if (BufRef b = try_allocate(need, bytes, why)) return b;
   // Give back what finished or pending work holds and cached empty blocks, then retry.
   ctx_->reclaim_memory(may_wait);
   if (BufRef b = try_allocate(need, bytes, why)) return b;
-  throw ExecutionError(fmt::format("[vulkan] out of {} memory; expected room for {} bytes (a request of {}) after "
-                                   "freeing cached blocks{}; got {}", host_ ? "host-visible staging" : "device", need, bytes,
-                                   may_wait ? " and waiting for pending work" : "", why));
+  throw ExecutionError(fmt::format("[{}] out of {} memory on vulkan:{}; expected room for {} bytes (a request of {}) after "
+                                   "freeing cached blocks{}; got {}",
+                                   dispatch::current_op_name(), host_ ? "host-visible staging" : "device", ctx_->index_, need,
+                                   bytes, may_wait ? " and waiting for pending work" : "", why));
 }
 
 BufRef Pool::try_allocate(VkDeviceSize need, VkDeviceSize bytes, std::string& why) {
@@ -835,9 +838,11 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
     off[i] = bd.buffer->offset() + bd.offset;
     len[i] = bd.range ? bd.range : bd.buffer->size() - bd.offset;
     if (len[i] > props_.limits.maxStorageBufferRange)
-      throw ExecutionError(fmt::format("[vulkan] the {} kernel cannot take a tensor of {} bytes; expected at most {} bytes "
-                                       "(maxStorageBufferRange; only contiguous elementwise ops split larger tensors)",
-                                       kShaders[static_cast<int>(family)].name, len[i], props_.limits.maxStorageBufferRange));
+      throw ExecutionError(fmt::format("[{}] tensor too large for the {} kernel on vulkan:{}; expected at most {} bytes "
+                                       "(maxStorageBufferRange; only contiguous elementwise ops split larger tensors); got {} "
+                                       "bytes",
+                                       dispatch::current_op_name(), kShaders[static_cast<int>(family)].name, index_,
+                                       props_.limits.maxStorageBufferRange, len[i]));
   }
   VkPipeline pipe = pipeline(family, spec, wide);
   std::lock_guard<std::mutex> lock(mu_);

@@ -16,6 +16,7 @@
 #include "backends/vulkan/vk_ops.hpp"
 #include "backends/vulkan/vk_tensor.hpp"
 #include "dispatch/element.hpp"
+#include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -38,7 +39,7 @@ VkRef as_vk(Prim&& p) { return dispatch::prim_cast<VulkanTensor>(std::move(p)); 
 
 Context& ctx_of(DeviceId d) {
   Context* c = context(d.index_id);
-  if (!c) throw DeviceError(DeviceError::Kind::Unavailable, fmt::format("[vulkan] no vulkan device {}", d.index_id));
+  if (!c) throw DeviceError(DeviceError::Kind::Unavailable, fmt::format("[{}] no such device; expected a vulkan device; got vulkan:{}", dispatch::current_op_name(), d.index_id));
   c->ensure_init();
   return *c;
 }
@@ -54,7 +55,9 @@ VkRef alloc(DeviceId dev, DType dt, const Shape& shape) {
   check_storage_dtype(c, dt, "vulkan");
   const std::size_t n = shape.num_elements();
   if (n > 0x7FFFFFFFull)
-    throw ExecutionError(fmt::format("[vulkan] tensor has too many elements; expected at most 2^31 - 1; got {}", n));
+    throw ExecutionError(fmt::format("[{}] tensor too large for vulkan:{}; expected at most 2^31 - 1 elements; got {} "
+                                     "(shape {})",
+                                     dispatch::current_op_name(), dev.index_id, n, shape.to_string()));
   BufRef buf = c.allocate(n * dtype_size(dt));
   return VkRef::make(dt, shape, dev, std::move(buf), contiguous_layout(shape));
 }
@@ -343,16 +346,26 @@ Prim pow_scalar_launch(Prim a, double e, std::int64_t n) {
 // The default's routing in one kernel: n = 1 is the tensor itself, ints square with
 // wrapping at n = 2 and go through the saturating power otherwise; floats take the
 // x * x / recip shortcuts.
+// Float tensors: beyond 2^24 (f32 compute) or 2^53 (f64) the exponent cannot be odd
+// as a compute float, so an odd n is a^(n-1) * a (n > 0) or a^(n+1) / a (n < 0),
+// with n -+ 1 even however it rounds: the sign of -1, -0 and -inf is kept (as the
+// default composition does).
+Prim pow_int_scalar(Prim a, std::int64_t n) {
+  const std::int64_t exact = std::int64_t{1} << (a->dtype() == DType::F64 ? 53 : 24);
+  if (is_int(a->dtype()) || (n > -exact && n < exact) || (n & 1) == 0)
+    return pow_scalar_launch(std::move(a), static_cast<double>(n), n);
+  Prim base = a;
+  const std::int64_t m = n > 0 ? n - 1 : n + 1;
+  Prim even = pow_scalar_launch(std::move(a), static_cast<double>(m), m);
+  return n > 0 ? binary_entry<EW_MUL>(std::move(even), std::move(base)) : binary_entry<EW_DIV>(std::move(even), std::move(base));
+}
 Prim powi_scalar_entry(Prim a, Scalar s) {
   const std::int64_t n = s.to_int64();
   if (n == 1) return a;  // as the default: a 64-bit int above 2^53 stays exact
   if (n == 2 && is_int(a->dtype())) return map_entry(EW_SQUARE, std::move(a), 0, 0);
-  return pow_scalar_launch(std::move(a), static_cast<double>(n), n);
+  return pow_int_scalar(std::move(a), n);
 }
-Prim powi_scalar_impl_entry(Prim a, Scalar s) {
-  const std::int64_t n = s.to_int64();
-  return pow_scalar_launch(std::move(a), static_cast<double>(n), n);
-}
+Prim powi_scalar_impl_entry(Prim a, Scalar s) { return pow_int_scalar(std::move(a), s.to_int64()); }
 // The exponent as the CPU's calc_t (f32 for halves, not rounded to the half).
 Prim powf_scalar_impl_entry(Prim a, Scalar s) { return pow_scalar_launch(std::move(a), s.to_double(), 0); }
 Prim powf_scalar_entry(Prim a, Scalar s) {
@@ -436,7 +449,14 @@ std::future<TensorData> into_data_entry(Prim p) {
   const std::uint64_t ticket = c->flush();
   return std::async(std::launch::deferred, [c, ticket, host, off, bytes, shape = t->shape(), dt = t->dtype()] {
     c->wait(ticket);
-    std::vector<std::byte> out(bytes);
+    std::vector<std::byte> out;
+    try {
+      out.resize(bytes);
+    } catch (const std::bad_alloc&) {
+      throw ExecutionError(fmt::format("[into_data] out of host memory; expected {} bytes on the host for a tensor of "
+                                       "vulkan:{}; got an allocation failure",
+                                       bytes, c->id().index_id));
+    }
     if (bytes) std::memcpy(out.data(), host->mapped() + off, bytes);
     return TensorData(std::move(out), shape, dt);
   });
@@ -935,7 +955,7 @@ Prim matmul_entry(Prim pa, Prim pb) {
   if (a->dtype() == DType::F16 && a->shape().num_elements() && b->shape().num_elements() && coop_ready(a->ctx())) {
     const std::size_t r = a->rank();
     Shape out_shape = a->shape();
-    for (std::size_t d = 0; d + 2 < r; ++d) out_shape[d] = std::max(a->shape()[d], b->shape()[d]);
+    for (std::size_t d = 0; d + 2 < r; ++d) out_shape[d] = a->shape()[d] == 1 ? b->shape()[d] : a->shape()[d];
     out_shape[r - 1] = b->shape()[r - 1];
     if (out_shape.num_elements() && out_shape.num_elements() / (out_shape[r - 1] * out_shape[r - 2]) <= 65535)
       return matmul_coop(*a, *b, out_shape);
@@ -948,7 +968,7 @@ VkRef matmul_tiled(VkRef a, VkRef b) {
   const std::size_t r = a->rank();
   const std::size_t M = a->shape()[r - 2], K = a->shape()[r - 1], N = b->shape()[r - 1];
   Shape out_shape = a->shape();
-  for (std::size_t d = 0; d + 2 < r; ++d) out_shape[d] = std::max(a->shape()[d], b->shape()[d]);
+  for (std::size_t d = 0; d + 2 < r; ++d) out_shape[d] = a->shape()[d] == 1 ? b->shape()[d] : a->shape()[d];
   out_shape[r - 1] = N;
   VkRef out = alloc(a->device(), dt, out_shape);
   if (out_shape.num_elements() == 0) return out;
@@ -1033,6 +1053,14 @@ Prim select_entry(Prim pa, std::size_t dim, Prim pi) {
   VkRef idx = as_vk(std::move(pi));
   Shape s = a->shape();
   s[dim] = idx->shape()[0];
+  if (s.num_elements() == 0 && idx->shape()[0] != 0) {
+    // No invocation runs for an empty result, so the shader cannot check the
+    // indices: check them here, as the cpu does.
+    const std::vector<std::int64_t> v = into_data_entry(idx).get().convert(DType::I64).to_vec<std::int64_t>();
+    for (std::int64_t i : v)
+      if (i < 0 || static_cast<std::uint64_t>(i) >= a->shape()[dim])
+        throw IndexError(fmt::format("{}; got {}", index_check("select", dim, a->shape()[dim]), i));
+  }
   VkRef out = alloc(a->device(), a->dtype(), s);
   Operand src{a->buffer().get(), a->offset(), a->layout().strides};
   src.strides[dim] = 0;

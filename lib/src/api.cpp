@@ -78,6 +78,20 @@ void check_rank(const Handle& h, std::size_t rank, const char* op) {
                      s.to_string());
 }
 
+void check_handle(Handle& h, std::size_t rank, Kind k) {
+  const Primitive* p = prim_of(h);
+  if (!p) throw Error("[Tensor] expected a tensor handle; got an empty (moved-from) handle");
+  const Kind hk = static_cast<Kind>(h.bytes[12]);
+  if (p->shape().rank() == rank && hk == k) return;
+  const Shape s = p->shape();
+  release(h);
+  if (s.rank() != rank)
+    throw ShapeError("[Tensor] handle of the wrong rank; expected rank " + std::to_string(rank) + "; got shape " +
+                     s.to_string());
+  throw DTypeError(std::string("[Tensor] handle of the wrong kind; expected ") + std::string(dispatch::kind_name(k)) +
+                   "; got " + std::string(dispatch::kind_name(hk)));
+}
+
 Handle create(OpCode op, const Shape& shape, Device device, Kind kind, std::optional<DType> dtype) {
   return give(dispatch::create(op, shape, device.id(), kind, dtype));
 }

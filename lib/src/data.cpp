@@ -7,18 +7,33 @@
 
 namespace tensor {
 
-TensorData::TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype)
+TensorData::TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype, const char* op)
     : bytes_(std::move(bytes)), shape_(shape), dtype_(dtype) {
+  if (!is_valid(dtype))
+    throw DTypeError(fmt::format("[{}] invalid dtype; expected a DType value below {}; got {}", op, kDTypeCount,
+                                 static_cast<unsigned>(dtype)));
   if (dtype == DType::QFloat)
-    throw DTypeError("[TensorData] quantized data is not supported yet; expected a float, int or bool dtype; got qfloat");
-  const std::size_t want = shape_.num_elements() * dtype_size(dtype_);
+    throw DTypeError(fmt::format("[{}] quantized data is not supported yet; expected a float, int or bool dtype; got qfloat", op));
+  const std::size_t want = shape_.checked_num_bytes(op, dtype_size(dtype_));
   if (bytes_.size() != want)
-    throw ShapeError(fmt::format("[TensorData] byte count does not match shape {} x {}; expected {} bytes; got {}",
+    throw ShapeError(fmt::format("[{}] byte count does not match shape {} x {}; expected {} bytes; got {}", op,
                                  shape_.to_string(), dtype_name(dtype_), want, bytes_.size()));
 }
 
 TensorData TensorData::zeros(Shape shape, DType dtype) {
-  return TensorData(std::vector<std::byte>(shape.num_elements() * dtype_size(dtype)), shape, dtype);
+  if (!is_valid(dtype))
+    throw DTypeError(fmt::format("[TensorData::zeros] invalid dtype; expected a DType value below {}; got {}", kDTypeCount,
+                                 static_cast<unsigned>(dtype)));
+  const std::size_t bytes = shape.checked_num_bytes("TensorData::zeros", dtype_size(dtype));
+  std::vector<std::byte> v;
+  try {
+    v.resize(bytes);
+  } catch (const std::bad_alloc&) {
+    throw ExecutionError(fmt::format("[TensorData::zeros] out of host memory; expected {} bytes for shape {} x {}; "
+                                     "got an allocation failure on the host",
+                                     bytes, shape.to_string(), dtype_name(dtype)));
+  }
+  return TensorData(std::move(v), shape, dtype, "TensorData::zeros");
 }
 
 void TensorData::check_element_type(DType want, std::size_t size) const {
@@ -30,6 +45,10 @@ void TensorData::check_element_type(DType want, std::size_t size) const {
 
 TensorData TensorData::convert(DType to) const {
   if (to == dtype_) return *this;
+  if (!is_valid(to) || to == DType::QFloat)
+    throw DTypeError(fmt::format("[TensorData::convert] target dtype not supported; expected a float, int or bool dtype; "
+                                 "got {}",
+                                 is_valid(to) ? std::string(dtype_name(to)) : std::to_string(static_cast<unsigned>(to))));
   TensorData out = zeros(shape_, to);
   dispatch::convert_elements(dtype_, bytes_.data(), to, out.bytes_.data(), num_elements());
   return out;

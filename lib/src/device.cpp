@@ -7,6 +7,7 @@
 
 #include "dispatch/dispatch.hpp"
 #include "dispatch/settings.hpp"
+#include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor {
@@ -26,14 +27,48 @@ std::vector<Device> Device::available() {
 }
 
 std::string Device::to_string() const { return dispatch::device_string(id_); }
-std::string Device::backend_name() const { return dispatch::backend_name(id_); }
-DTypeUsageSet Device::dtype_usage(DType dtype) const { return dispatch::dtype_usage(id_, dtype); }
-bool Device::supports_dtype(DType dtype) const { return dispatch::supports_dtype(id_, dtype); }
-DeviceSettings Device::settings() const { return dispatch::device_settings(id_); }
-void Device::seed(std::uint64_t s) const { dispatch::seed(id_, s); }
-void Device::sync() const { dispatch::sync(id_); }
-MemoryStats Device::memory_stats() const { return dispatch::memory_stats(id_); }
-void Device::memory_cleanup() const { dispatch::memory_cleanup(id_); }
+namespace {
+void check_dtype(const char* op, DType t) {
+  if (!is_valid(t))
+    throw DTypeError(fmt::format("[{}] invalid dtype; expected a DType value below {}; got {}", op, kDTypeCount,
+                                 static_cast<unsigned>(t)));
+}
+}  // namespace
+
+std::string Device::backend_name() const {
+  dispatch::check_device("Device::backend_name", id_);
+  return dispatch::backend_name(id_);
+}
+DTypeUsageSet Device::dtype_usage(DType dtype) const {
+  dispatch::check_device("Device::dtype_usage", id_);
+  check_dtype("Device::dtype_usage", dtype);
+  return dispatch::dtype_usage(id_, dtype);
+}
+bool Device::supports_dtype(DType dtype) const {
+  dispatch::check_device("Device::supports_dtype", id_);
+  check_dtype("Device::supports_dtype", dtype);
+  return dispatch::supports_dtype(id_, dtype);
+}
+DeviceSettings Device::settings() const {
+  dispatch::check_device("Device::settings", id_);
+  return dispatch::device_settings(id_);
+}
+void Device::seed(std::uint64_t s) const {
+  dispatch::check_device("Device::seed", id_);
+  dispatch::seed(id_, s);
+}
+void Device::sync() const {
+  dispatch::check_device("Device::sync", id_);
+  dispatch::sync(id_);
+}
+MemoryStats Device::memory_stats() const {
+  dispatch::check_device("Device::memory_stats", id_);
+  return dispatch::memory_stats(id_);
+}
+void Device::memory_cleanup() const {
+  dispatch::check_device("Device::memory_cleanup", id_);
+  dispatch::memory_cleanup(id_);
+}
 
 std::string SettingsResult::message() const {
   switch (status) {
@@ -55,6 +90,16 @@ void SettingsResult::throw_if_error() const {
 }
 
 SettingsResult set_default_dtypes(const Device& device, FloatDType f, IntDType i, BoolDType b) {
+  dispatch::check_device("set_default_dtypes", device.id());
+  if (!is_valid(f))
+    throw DTypeError(fmt::format("[set_default_dtypes] invalid FloatDType value; expected 0..3 (f64, f32, f16, bf16); got {}",
+                                 static_cast<unsigned>(f)));
+  if (!is_valid(i))
+    throw DTypeError(fmt::format("[set_default_dtypes] invalid IntDType value; expected 0..7 (i64 .. u8); got {}",
+                                 static_cast<unsigned>(i)));
+  if (!is_valid(b))
+    throw DTypeError(fmt::format("[set_default_dtypes] invalid BoolDType value; expected 0..2 (native, u8, u32); got {}",
+                                 static_cast<unsigned>(b)));
   return dispatch::set_default_dtypes(device.id(), f, i, b);
 }
 

@@ -155,7 +155,7 @@ class VulkanMemoryLimit : public vk_test::VulkanTest {
     return {};
   }
   void expect_out_of_memory_message(const std::string& msg) {
-    EXPECT_TRUE(contains(msg, "[vulkan] out of device memory; expected room for ")) << msg;
+    EXPECT_TRUE(contains(msg, "] out of device memory on vulkan:0; expected room for ") && msg.rfind("[vulkan]", 0) != 0) << msg;
     EXPECT_TRUE(contains(msg, "; got ")) << msg;
     EXPECT_TRUE(contains(msg, "TENSOR_VK_MEMORY_LIMIT")) << msg;
     EXPECT_TRUE(contains(msg, std::to_string(limit_))) << msg;
@@ -265,7 +265,7 @@ TEST_F(VulkanMemoryLimit, DriverOutOfMemoryIsRetriedThenAnExecutionError) {
     g_allocate_refusals = 1000;
     const std::string msg = execution_error([&] { upload(w, kVk); });
     g_allocate_refusals = 0;
-    EXPECT_TRUE(contains(msg, "[vulkan] out of device memory; expected room for ")) << msg;
+    EXPECT_TRUE(contains(msg, "] out of device memory on vulkan:0; expected room for ") && msg.rfind("[vulkan]", 0) != 0) << msg;
     EXPECT_TRUE(contains(msg, "; got VK_ERROR_OUT_OF_DEVICE_MEMORY from vkAllocateMemory")) << msg;
   }
   EXPECT_EQ(read_f32(t), v);

@@ -18,7 +18,7 @@ class TENSOR_API TensorData {
   TensorData() = default;
   // Takes raw little-endian element bytes. Throws ShapeError when the byte
   // count does not match shape x dtype size.
-  TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype);
+  TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype) : TensorData(std::move(bytes), shape, dtype, "TensorData") {}
 
   // Copies `values` (row-major) with the dtype matching T.
   template <class T>
@@ -29,7 +29,7 @@ class TENSOR_API TensorData {
     } else if (!values.empty()) {
       std::memcpy(bytes.data(), values.data(), bytes.size());
     }
-    return TensorData(std::move(bytes), shape, dtype_of<T>);
+    return TensorData(std::move(bytes), shape, dtype_of<T>, "TensorData::from");
   }
   // A rank-1 tensor holding `values`.
   template <class T>
@@ -72,6 +72,8 @@ class TENSOR_API TensorData {
   std::string to_string() const;
 
  private:
+  // `op` names the public entry (TensorData, TensorData::from, ...) in error messages.
+  TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype, const char* op);
   void check_element_type(DType want, std::size_t size) const;
   std::vector<std::byte> bytes_;
   Shape shape_;

@@ -75,6 +75,9 @@ TENSOR_API Device device(const Handle& h);
 TENSOR_API Kind kind(const Handle& h);
 // Throws ShapeError naming `op` unless the handle's rank is `rank`.
 TENSOR_API void check_rank(const Handle& h, std::size_t rank, const char* op);
+// Tensor(Handle): unless h is a tensor of `rank` and `kind`, releases h and throws
+// (Error for an empty handle, ShapeError for the rank, DTypeError for the kind).
+TENSOR_API void check_handle(Handle& h, std::size_t rank, Kind kind);
 
 // Dims given as signed ints (negative counts from the end) are resolved by the
 // library against the tensor's rank.

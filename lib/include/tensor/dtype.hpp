@@ -26,6 +26,12 @@ enum class FloatDType : std::uint8_t { F64, F32, F16, BF16 };
 enum class IntDType : std::uint8_t { I64, I32, I16, I8, U64, U32, U16, U8 };
 enum class BoolDType : std::uint8_t { Native, U8, U32 };
 
+// A value of the enum (not an out-of-range integer cast to it).
+constexpr bool is_valid(DType t) { return static_cast<unsigned>(t) < static_cast<unsigned>(kDTypeCount); }
+constexpr bool is_valid(FloatDType t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(FloatDType::BF16); }
+constexpr bool is_valid(IntDType t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(IntDType::U8); }
+constexpr bool is_valid(BoolDType t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(BoolDType::U32); }
+
 constexpr bool is_float(DType t) { return t <= DType::BF16; }
 constexpr bool is_signed_int(DType t) { return t >= DType::I64 && t <= DType::I8; }
 constexpr bool is_unsigned_int(DType t) { return t >= DType::U64 && t <= DType::U8; }
@@ -46,7 +52,7 @@ constexpr std::string_view dtype_name(DType t) {
   constexpr std::string_view kNames[kDTypeCount] = {
       "f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8",
       "u64", "u32", "u16", "u8", "bool", "bool(u8)", "bool(u32)", "qfloat"};
-  return kNames[static_cast<int>(t)];
+  return is_valid(t) ? kNames[static_cast<int>(t)] : std::string_view("invalid dtype");
 }
 
 constexpr DType to_dtype(FloatDType t) { return static_cast<DType>(static_cast<int>(t)); }

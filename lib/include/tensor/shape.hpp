@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensor/export.hpp"
@@ -16,6 +17,9 @@
 namespace tensor {
 
 inline constexpr std::size_t kMaxRank = 8;
+// The largest element count a tensor may have, 2^63 - 1: element counts, strides and
+// element offsets then fit a signed 64-bit integer (checked_num_elements).
+inline constexpr std::size_t kMaxElements = (std::size_t{1} << 63) - 1;
 
 // The dims of a tensor, stored inline (no allocation). Rank 0 is a scalar-like
 // shape with one element. Constructing a rank above kMaxRank throws ShapeError.
@@ -35,6 +39,11 @@ class TENSOR_API Shape {
     for (std::size_t i = 0; i < rank_; ++i) n *= dims_[i];
     return n;
   }
+  // num_elements(), checked: ShapeError "[op] too many elements ..." unless the product
+  // of the nonzero dims is at most kMaxElements (so every stride fits too).
+  std::size_t checked_num_elements(std::string_view op) const;
+  // checked_num_elements() x elem_size, checked: ShapeError unless it is at most kMaxElements.
+  std::size_t checked_num_bytes(std::string_view op, std::size_t elem_size) const;
   const std::size_t* begin() const { return dims_.data(); }
   const std::size_t* end() const { return dims_.data() + rank_; }
   std::span<const std::size_t> dims() const { return {dims_.data(), rank_}; }

@@ -42,12 +42,14 @@ template <std::size_t D, class K> Handle copy(const Tensor<D, K>& t);
 }  // namespace detail
 
 // Defines a const& and an && overload of a method: the && one passes the handle
-// on, so a uniquely owned buffer can be reused. Methods are compiled once, in
+// on, so a uniquely owned buffer can be reused. `self` is a reference to h_, which
+// the library empties only once every argument has been evaluated: an operand that
+// is this tensor again (std::move(a) + a, std::move(t).square()) is read first. Methods are compiled once, in
 // libtensor.so (see the extern templates at the end): noinline keeps user
 // translation units from compiling their bodies again (SPEC §8, compile time).
 #define TENSOR_METHOD_REQ(req, R, name, params, call)                                                     \
   [[gnu::noinline]] R name params const& requires(req) { Handle self = detail::retain(h_); return R(call); } \
-  [[gnu::noinline]] R name params&& requires(req) { Handle self = std::exchange(h_, Handle{}); return R(call); }
+  [[gnu::noinline]] R name params&& requires(req) { Handle&& self = std::move(h_); return R(call); }
 #define TENSOR_METHOD(...) TENSOR_METHOD_REQ(true, __VA_ARGS__)
 #define TENSOR_NUM_METHOD(...) TENSOR_METHOD_REQ(!kIsBool, __VA_ARGS__)
 #define TENSOR_FLOAT_METHOD(...) TENSOR_METHOD_REQ(kIsFloat, __VA_ARGS__)
@@ -66,8 +68,9 @@ class TENSOR_API Tensor {
   using Kind = K;
   static constexpr std::size_t kRank = D;
 
-  // Adopts a handle produced by the library (already of rank D and kind K).
-  explicit Tensor(Handle h) noexcept : h_(h) {}
+  // Adopts a handle (a reference the caller hands over, e.g. from detail::retain).
+  // Throws (and drops that reference) unless it is a tensor of rank D and kind K.
+  explicit Tensor(Handle h) : h_(h) { detail::check_handle(h_, D, K::kKind); }
   Tensor(const Tensor& o) noexcept : h_(detail::retain(o.h_)) {}
   Tensor(Tensor&& o) noexcept : h_(std::exchange(o.h_, Handle{})) {}
   Tensor& operator=(const Tensor& o) noexcept {
@@ -298,7 +301,7 @@ class TENSOR_API Tensor {
   }
   template <std::size_t D2>
   Tensor<D2, K> reshape(const std::array<std::int64_t, D2>& dims) && {
-    return Tensor<D2, K>(detail::reshape(OpCode::reshape, std::exchange(h_, Handle{}), dims));
+    return Tensor<D2, K>(detail::reshape(OpCode::reshape, std::move(h_), dims));
   }
   // Broadcasts size-1 dims (and adds leading dims); -1 keeps a dim.
   template <std::size_t D2>
@@ -420,6 +423,12 @@ class TENSOR_API Tensor {
     if (length == 0) {
       detail::release(self);
       throw IndexError("[narrow] length must be positive; expected >= 1; got 0");
+    }
+    const std::size_t n = detail::shape(self)[static_cast<std::size_t>(d)];
+    if (start > n || length > n - start) {  // start + length may not fit: compare against n - start
+      detail::release(self);
+      throw IndexError("[narrow] range out of bounds; expected start + length <= " + std::to_string(n) + "; got start " +
+                       std::to_string(start) + " length " + std::to_string(length));
     }
     s[static_cast<std::size_t>(d)] = Slice::range(static_cast<std::int64_t>(start), static_cast<std::int64_t>(start + length));
     return detail::slice(std::move(self), s);

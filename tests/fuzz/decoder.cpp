@@ -1,0 +1,394 @@
+// The fuzz decoder: each step reads an op byte and its arguments from the input,
+// makes one public-API call over a small pool of rank-2 tensors (Float, Int, Bool),
+// and checks the contract (succeed or throw tensor::Error; inputs unchanged). The
+// arguments come from tables that mix ordinary values with extreme ones (2^32, 2^62,
+// SIZE_MAX, INT64_MIN, ...), so overflowing shapes, steps and counts turn up often.
+#include "decoder.hpp"
+
+#include <tensor/tensor.hpp>
+
+#include <array>
+#include <exception>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace tensor_fuzz {
+namespace {
+
+using namespace tensor;
+
+constexpr std::size_t kMaxPool = 6;
+constexpr std::size_t kMaxPoolElements = 64;  // results larger than this are checked, not kept
+constexpr std::size_t kMaxSteps = 64;
+
+class Bytes {
+ public:
+  Bytes(const std::uint8_t* p, std::size_t n) : p_(p), n_(n) {}
+  bool empty() const { return i_ >= n_; }
+  std::uint8_t u8() { return i_ < n_ ? p_[i_++] : 0; }
+  template <class T, std::size_t N>
+  T pick(const std::array<T, N>& table) { return table[u8() % N]; }
+
+ private:
+  const std::uint8_t* p_;
+  std::size_t n_, i_ = 0;
+};
+
+constexpr std::size_t kSizeMax = std::numeric_limits<std::size_t>::max();
+constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kI64Min = std::numeric_limits<std::int64_t>::min();
+
+// Mostly small, sometimes extreme.
+// No large sizes that are valid: a tensor of 2^32 elements is legal but would take
+// the run minutes and gigabytes. The extreme ones overflow the element or byte count,
+// or ask for more memory than any machine maps (refused at once).
+constexpr std::array<std::size_t, 16> kSizes = {0, 1, 2, 3, 4, 1, 2, 3, 2, 1, std::size_t{1} << 62, std::size_t{1} << 61,
+                                               std::size_t{1} << 63, kSizeMax, std::size_t{1} << 60, 5};
+constexpr std::array<std::int64_t, 16> kInts = {0, 1, -1, 2, -2, 3, 4, -3, kI64Max, kI64Min, kI64Min + 1, kI64Max - 1,
+                                                std::int64_t{1} << 40, -(std::int64_t{1} << 32), 6, 7};
+// For arange: either a few elements or more than fit (no 2^32-element ranges).
+constexpr std::array<std::int64_t, 12> kRangeInts = {0, 1, -1, 2, -2, 3, 7, kI64Max, kI64Min, kI64Min + 1, kI64Max - 1,
+                                                     kI64Max / 2};
+constexpr std::array<std::int64_t, 10> kDims = {0, 1, -1, -2, 2, 0, 1, 3, -3, kI64Min};
+constexpr std::array<std::int64_t, 12> kShapeDims = {-1, 0, 1, 2, 3, 4, 6, 1, 2, -1,
+                                                     std::int64_t{1} << 32, std::int64_t{1} << 62};
+constexpr std::array<double, 10> kFloats = {0.0, 1.0, -1.0, 0.5, 2.0, -3.5, 1e30, -1e-30,
+                                            std::numeric_limits<double>::infinity(),
+                                            std::numeric_limits<double>::quiet_NaN()};
+constexpr std::array<DType, 8> kIntDTypes = {DType::I32, DType::I64, DType::I16, DType::I8,
+                                             DType::U8, DType::U32, DType::I32, static_cast<DType>(42)};
+constexpr std::array<DType, 6> kFloatDTypes = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::F32,
+                                               static_cast<DType>(77)};
+
+// Host copy of a tensor: what "unchanged" is checked against.
+struct Snapshot {
+  Shape shape;
+  DType dtype = DType::F32;
+  std::vector<std::byte> bytes;
+  bool operator==(const Snapshot&) const = default;
+};
+
+template <std::size_t D, class K>
+Snapshot snap(const Tensor<D, K>& t) {
+  TensorData d = t.into_data();
+  return {d.shape(), d.dtype(), d.bytes()};
+}
+
+class Program {
+ public:
+  explicit Program(Device dev) : dev_(dev) {}
+
+  Result run(Bytes in) {
+    seed();
+    for (std::size_t step = 0; step < kMaxSteps && !in.empty() && res_.ok; ++step) one(in);
+    return res_;
+  }
+
+ private:
+  Device dev_;
+  Result res_;
+  std::vector<Tensor<2>> f_;
+  std::vector<Tensor<2, Int>> i_;
+  std::vector<Tensor<2, Bool>> b_;
+
+  void fail(std::string why) {
+    if (res_.ok) res_ = {false, std::move(why), res_.calls, res_.errors};
+  }
+
+  // Runs one public-API call: success or tensor::Error, nothing else.
+  template <class F>
+  void call(const char* what, F&& fn) {
+    ++res_.calls;
+    try {
+      fn();
+    } catch (const Error&) {
+      ++res_.errors;
+    } catch (const std::exception& e) {
+      fail(std::string(what) + ": a std:: exception escaped: " + e.what());
+    } catch (...) {
+      fail(std::string(what) + ": a non-std exception escaped");
+    }
+  }
+
+  // Snapshots of the inputs before, compared after (reading them back is itself a call).
+  template <class... T>
+  std::vector<Snapshot> snaps(const T&... ts) {
+    std::vector<Snapshot> out;
+    try {
+      (out.push_back(snap(ts)), ...);
+    } catch (const std::exception& e) {
+      fail(std::string("reading an input back failed: ") + e.what());
+    }
+    return out;
+  }
+  template <class F, class... T>
+  void checked(const char* what, F&& fn, const T&... inputs) {
+    const std::vector<Snapshot> before = snaps(inputs...);
+    call(what, fn);
+    if (!res_.ok) return;
+    if (snaps(inputs...) != before) fail(std::string(what) + ": an input tensor changed");
+  }
+
+  template <class K>
+  void keep(std::vector<Tensor<2, K>>& pool, const Tensor<2, K>& t) {
+    if (t.num_elements() > kMaxPoolElements) return;
+    if (pool.size() < kMaxPool) pool.push_back(t);
+    else pool[res_.calls % kMaxPool] = t;
+  }
+  // Keeps a result (if small) once it has been read back successfully.
+  template <class K>
+  void keep_read(std::vector<Tensor<2, K>>& pool, const Tensor<2, K>& t) {
+    if (t.num_elements() > kMaxPoolElements) return;
+    call("into_data", [&] { (void)t.into_data(); });
+    keep(pool, t);
+  }
+
+  void seed() {
+    call("seed", [&] {
+      keep(f_, Tensor<2>::from_data(TensorData::from<float>({1, -2, 3.5f, 0, -0.25f, 8}, {2, 3}), dev_));
+      keep(i_, Tensor<2, Int>::from_data(TensorData::from<std::int32_t>({0, 2, 1, -1, 5, 1}, {2, 3}), dev_));
+      keep(b_, Tensor<2, Bool>::from_data(TensorData::from<bool>({true, false, true, true, false, false}, {2, 3}), dev_));
+    });
+  }
+
+  template <class T>
+  const T& any(const std::vector<T>& pool, Bytes& in) { return pool[in.u8() % pool.size()]; }
+
+  Shape shape2(Bytes& in) { return Shape{in.pick(kSizes), in.pick(kSizes)}; }
+  Slice slice(Bytes& in) {
+    const std::int64_t s = in.pick(kInts);
+    const std::uint8_t e = in.u8();
+    return Slice{s, e & 1 ? std::optional<std::int64_t>(kInts[e / 2 % kInts.size()]) : std::nullopt, in.pick(kInts)};
+  }
+
+  void one(Bytes& in) {
+    if (f_.empty() || i_.empty() || b_.empty()) return fail("the tensor pool is empty");
+    // Copies: results pushed into the pools must not move what a call reads.
+    const Tensor<2> x = any(f_, in);
+    const Tensor<2> y = any(f_, in);
+    const Tensor<2, Int> n = any(i_, in);
+    const Tensor<2, Bool> m = any(b_, in);
+    switch (in.u8() % 14) {
+      case 0: {  // float creation
+        const Shape s = shape2(in);
+        const std::uint8_t k = in.u8();
+        const std::optional<DType> dt = k & 8 ? std::optional<DType>(in.pick(kFloatDTypes)) : std::nullopt;
+        call("create", [&] {
+          switch (k % 5) {
+            case 0: keep_read(f_, Tensor<2>::zeros(s, dev_, dt)); break;
+            case 1: keep_read(f_, Tensor<2>::ones(s, dev_, dt)); break;
+            case 2: keep_read(f_, Tensor<2>::full(s, in.pick(kFloats), dev_, dt)); break;
+            case 3: keep_read(f_, Tensor<2>::random(s, Distribution::uniform(-2, 2), dev_, dt)); break;
+            default: keep_read(f_, Tensor<2>::empty(s, dev_, dt).zeros_like()); break;
+          }
+        });
+        break;
+      }
+      case 1: {  // int creation: arange with extreme bounds and steps
+        const std::int64_t a = in.pick(kRangeInts), b = in.pick(kRangeInts), st = in.pick(kRangeInts);
+        const DType dt = in.pick(kIntDTypes);
+        call("arange_step", [&] {
+          const auto r = Tensor<1, Int>::arange_step(a, b, st, dev_, dt);
+          if (r.num_elements() <= kMaxPoolElements) keep_read(i_, r.reshape<2>({1, -1}));
+        });
+        break;
+      }
+      case 2: {  // float unary, const& and && forms
+        const std::uint8_t k = in.u8();
+        checked("unary", [&] {
+          Tensor<2> c = x;
+          Tensor<2> r = k & 16 ? std::move(c).exp() : c.exp();
+          switch (k % 8) {
+            case 0: r = x.log(); break;
+            case 1: r = x.sqrt().neg(); break;
+            case 2: r = k & 16 ? std::move(c).square() : x.square(); break;
+            case 3: r = x.recip().abs(); break;
+            case 4: r = activation::softmax(x, in.pick(kDims)); break;
+            case 5: r = x.tanh().floor(); break;
+            case 6: r = (k & 32 ? std::move(c) - x : c - x).square(); break;
+            default: break;
+          }
+          keep_read(f_, r);
+        }, x);
+        break;
+      }
+      case 3: {  // float binary, incl. the moved operand aliased as the other
+        const std::uint8_t k = in.u8();
+        checked("binary", [&] {
+          Tensor<2> c = x;
+          switch (k % 9) {
+            case 0: keep_read(f_, x + y); break;
+            case 1: keep_read(f_, std::move(c) * c); break;
+            case 2: keep_read(f_, x.matmul(y)); break;
+            case 3: keep_read(f_, std::move(c).matmul(c)); break;
+            case 4: keep_read(f_, x / y); break;
+            case 5: keep_read(f_, x.powf(y)); break;
+            case 6: keep_read(f_, std::move(c) - y); break;
+            case 7: keep_read(f_, x.atan2(y)); break;
+            default: keep_read(f_, x % y); break;
+          }
+        }, x, y);
+        break;
+      }
+      case 4: {  // float scalar ops with extreme scalars
+        const std::uint8_t k = in.u8();
+        const double v = in.pick(kFloats);
+        const std::int64_t e = in.pick(kInts);
+        checked("scalar", [&] {
+          switch (k % 5) {
+            case 0: keep_read(f_, x + static_cast<float>(v)); break;
+            case 1: keep_read(f_, x.powi_scalar(e)); break;
+            case 2: keep_read(f_, x.clamp(v, in.pick(kFloats))); break;
+            case 3: keep_read(f_, x.powf_scalar(v)); break;
+            default: keep_read(f_, x.div_scalar(v)); break;
+          }
+        }, x);
+        break;
+      }
+      case 5: {  // reductions, sort, topk
+        const std::uint8_t k = in.u8();
+        const std::int64_t d = in.pick(kDims);
+        checked("reduce", [&] {
+          switch (k % 8) {
+            case 0: keep_read(f_, x.sum_dim(d)); break;
+            case 1: keep_read(f_, x.mean_dim(d)); break;
+            case 2: keep_read(i_, x.argmax(d)); break;
+            case 3: keep_read(f_, x.cumsum(d)); break;
+            case 4: keep_read(f_, x.sort(d)); break;
+            case 5: keep_read(f_, x.topk(in.pick(kSizes), d)); break;
+            case 6: (void)x.sum().into_data(); break;
+            default: keep_read(i_, n.max_dim(d)); break;
+          }
+        }, x, n);
+        break;
+      }
+      case 6: {  // reshape / expand / unfold with extreme dims
+        const std::array<std::int64_t, 2> dims = {in.pick(kShapeDims), in.pick(kShapeDims)};
+        const std::uint8_t k = in.u8();
+        checked("reshape", [&] {
+          switch (k % 4) {
+            case 0: keep_read(f_, x.reshape(dims)); break;
+            case 1: keep_read(f_, x.expand(dims)); break;
+            case 2: (void)x.unfold(in.pick(kDims), in.pick(kSizes), in.pick(kSizes)).sum().into_data(); break;
+            default: keep_read(f_, x.reshape<3>({dims[0], -1, dims[1]}).reshape<2>({dims[1], -1})); break;
+          }
+        }, x);
+        break;
+      }
+      case 7: {  // slice / narrow with extreme bounds and steps
+        const Slice a = slice(in), b = slice(in);
+        const std::int64_t d = in.pick(kDims);
+        const std::size_t st = in.pick(kSizes), len = in.pick(kSizes);
+        const std::uint8_t k = in.u8();
+        checked("slice", [&] {
+          if (k & 1) keep_read(f_, x.slice({a, b}));
+          else keep_read(f_, x.narrow(d, st, len));
+        }, x);
+        break;
+      }
+      case 8: {  // repeat_dim, cat, flip, permute, swap_dims
+        const std::int64_t d = in.pick(kDims);
+        const std::size_t times = in.pick(kSizes);
+        const std::uint8_t k = in.u8();
+        checked("layout", [&] {
+          switch (k % 5) {
+            case 0: keep_read(f_, x.repeat_dim(d, times)); break;
+            case 1: keep_read(f_, cat(std::vector<Tensor<2>>{x, y, x}, d)); break;
+            case 2: keep_read(f_, x.flip({d})); break;
+            case 3: keep_read(f_, x.permute({1, 0}).transpose()); break;
+            default: keep_read(f_, x.swap_dims(d, in.pick(kDims))); break;
+          }
+        }, x, y);
+        break;
+      }
+      case 9: {  // indexing with pool indices (often out of range)
+        const std::int64_t d = in.pick(kDims);
+        const std::uint8_t k = in.u8();
+        checked("index", [&] {
+          switch (k % 5) {
+            case 0: keep_read(f_, x.select(d, n.reshape<1>({-1}))); break;
+            case 1: keep_read(f_, x.gather(d, n)); break;
+            case 2: keep_read(f_, x.mask_where(m, y)); break;
+            case 3: keep_read(f_, x.mask_fill(m, in.pick(kFloats))); break;
+            default: keep_read(f_, x.slice_assign({Slice::range(0, 1)}, y)); break;
+          }
+        }, x, y, n, m);
+        break;
+      }
+      case 10: {  // comparisons and bool logic
+        const std::uint8_t k = in.u8();
+        checked("bool", [&] {
+          switch (k % 5) {
+            case 0: keep_read(b_, x.greater(y)); break;
+            case 1: keep_read(b_, x.equal_elem(in.pick(kFloats))); break;
+            case 2: { const Tensor<2, Bool> o = any(b_, in); keep_read(b_, m.bool_and(o)); break; }
+            case 3: (void)m.argwhere().into_data(); break;
+            default: keep_read(b_, m.bool_not().bool_or(m)); break;
+          }
+        }, x, y, m);
+        break;
+      }
+      case 11: {  // casts, including dtype values outside the enum
+        const std::uint8_t k = in.u8();
+        checked("cast", [&] {
+          switch (k % 4) {
+            case 0: keep_read(i_, x.int_(in.pick(kIntDTypes))); break;
+            case 1: keep_read(f_, n.float_cast(in.pick(kFloatDTypes))); break;
+            case 2: keep_read(f_, x.cast(in.pick(kFloatDTypes))); break;
+            default: keep_read(i_, m.int_()); break;
+          }
+        }, x, n, m);
+        break;
+      }
+      case 12: {  // int arithmetic
+        const std::uint8_t k = in.u8();
+        const std::int64_t e = in.pick(kInts);
+        checked("int", [&] {
+          const Tensor<2, Int> o = any(i_, in);
+          switch (k % 6) {
+            case 0: keep_read(i_, n + o); break;
+            case 1: keep_read(i_, n.powi_scalar(e)); break;
+            case 2: keep_read(i_, n / o); break;
+            case 3: keep_read(i_, n.bitwise_left_shift_scalar(e)); break;
+            case 4: keep_read(i_, n.mul_scalar(e)); break;
+            default: keep_read(i_, n.matmul(o)); break;
+          }
+        }, n);
+        break;
+      }
+      default: {  // devices and settings with values that do not exist
+        const auto type = static_cast<std::uint16_t>(in.u8() % 4);
+        const auto index = static_cast<std::uint16_t>(in.u8() % 5);
+        const std::uint8_t k = in.u8();
+        checked("device", [&] {
+          const Device d(DeviceId{type, index});
+          switch (k % 4) {
+            case 0: d.sync(); break;
+            case 1: (void)Tensor<2>::zeros({1, 2}, d); break;
+            case 2:
+              (void)set_default_dtypes(d, static_cast<FloatDType>(k % 6), static_cast<IntDType>(k % 10),
+                                       static_cast<BoolDType>(k % 4));
+              break;
+            default: (void)x.to_device(d).into_data(); break;
+          }
+        }, x);
+        break;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Result run(const std::uint8_t* data, std::size_t size, const std::string& device) {
+  Result r;
+  try {
+    r = Program(Device::parse(device)).run(Bytes(data, size));
+  } catch (const std::exception& e) {
+    r = {false, std::string("escaped the decoder: ") + e.what(), r.calls, r.errors};
+  }
+  return r;
+}
+
+}  // namespace tensor_fuzz
