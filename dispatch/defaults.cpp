@@ -338,6 +338,18 @@ Prim d_hypot(Prim a, Prim b) {
   return bin(OpCode::mul, std::move(big), std::move(root));
 }
 
+// burn's max_pair / min_pair (torch.maximum / minimum): take b where it wins (a < b for
+// max) or is NaN; a NaN in a survives because every comparison with it is false.
+Prim pick_pair(Prim a, Prim b, OpCode b_wins) {
+  const DeviceId d = a->device();
+  Prim take_b = cmp(b_wins, a, b);
+  if (is_float_prim(a))
+    take_b = bin(OpCode::bool_or, std::move(take_b), call<Family::Predicate>(OpCode::is_nan, d, b, bool_dt(d)));
+  return mwhere(std::move(a), std::move(take_b), std::move(b));
+}
+Prim d_max_pair(Prim a, Prim b) { return pick_pair(std::move(a), std::move(b), OpCode::lower); }
+Prim d_min_pair(Prim a, Prim b) { return pick_pair(std::move(a), std::move(b), OpCode::greater); }
+
 Prim d_sign(Prim x) {
   const DType dt = x->dtype();
   Prim out = full_like(x, Scalar(0), dt);
