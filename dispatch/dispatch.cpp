@@ -21,7 +21,7 @@ namespace tensor::dispatch {
 namespace {
 
 template <Family F>
-FamilyFn<F> entry(OpCode op, DeviceId device) {
+__attribute__((always_inline)) inline FamilyFn<F> entry(OpCode op, DeviceId device) {
   if (op_family(op) != F)
     throw Error(fmt::format("[{}] op used through the wrong family; expected {}; got {}", op_name(op),
                             family_name(op_family(op)), family_name(F)));
@@ -84,6 +84,11 @@ bool empty_raises(OpCode op, Kind k) {
   return r == EmptyRule::Raises || (r == EmptyRule::IntRaises && k == Kind::Int);
 }
 
+// An op's body (backend entry + wrap): always inlined into the forwarder, since the
+// hook step names it twice (direct path, hooked path) and an out-of-line body would
+// cost a call on the direct path.
+#define TENSOR_BODY [&]() __attribute__((always_inline))
+
 // Output metadata shorthands for the hook step.
 auto like(const DispatchTensor& a) {
   return [&a] { return OutMeta{a.shape(), a.dtype(), a.kind}; };
@@ -136,7 +141,7 @@ DispatchTensor create(OpCode op, const Shape& shape, DeviceId device, Kind kind,
   const DType dt = resolve_dtype(op, device, kind, dtype);
   check_storage(op, device, dt);
   return invoke(
-      op, device, [&] { return DispatchTensor(entry<Family::Create>(op, device)(shape, device, dt), kind); },
+      op, device, TENSOR_BODY { return DispatchTensor(entry<Family::Create>(op, device)(shape, device, dt), kind); },
       meta_of(shape, dt, kind), [&] { OpAttrs a; a.dtype = dt; a.device = device; return a; });
 }
 
@@ -146,7 +151,7 @@ DispatchTensor full(const Shape& shape, Scalar value, DeviceId device, Kind kind
   const DType dt = resolve_dtype(op, device, kind, dtype);
   check_storage(op, device, dt);
   return invoke(
-      op, device, [&] { return DispatchTensor(entry<Family::Full>(op, device)(shape, value, device, dt), kind); },
+      op, device, TENSOR_BODY { return DispatchTensor(entry<Family::Full>(op, device)(shape, value, device, dt), kind); },
       meta_of(shape, dt, kind), [&] { OpAttrs a; a.scalars[0] = value; a.dtype = dt; a.device = device; return a; });
 }
 
@@ -159,7 +164,7 @@ DispatchTensor from_data(TensorData data, DeviceId device, Kind kind) {
   if (kind_of_dtype(data.dtype()) != kind) data = data.convert(default_dtype(device, kind));
   check_storage(op, device, data.dtype());
   return invoke(
-      op, device, [&] { return DispatchTensor(entry<Family::FromData>(op, device)(std::move(data), device), kind); },
+      op, device, TENSOR_BODY { return DispatchTensor(entry<Family::FromData>(op, device)(std::move(data), device), kind); },
       [&] { return OutMeta{data.shape(), data.dtype(), kind}; }, [&] { OpAttrs a; a.device = device; return a; });
 }
 
@@ -176,7 +181,7 @@ DispatchTensor random(const Shape& shape, const Distribution& dist, DeviceId dev
   if (dist.kind == Distribution::Kind::Normal && !(dist.b >= 0.0))
     throw IndexError(fmt::format("[random] normal standard deviation negative; expected >= 0; got {}", dist.b));
   return invoke(
-      op, device, [&] { return DispatchTensor(entry<Family::Random>(op, device)(shape, dist, device, dt), kind); },
+      op, device, TENSOR_BODY { return DispatchTensor(entry<Family::Random>(op, device)(shape, dist, device, dt), kind); },
       meta_of(shape, dt, kind), [&] { OpAttrs a; a.dtype = dt; a.device = device; a.options = &dist; return a; });
 }
 
@@ -188,7 +193,7 @@ DispatchTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, D
   const OpCode op = step == 1 ? OpCode::arange : OpCode::arange_step;
   return invoke(
       op, device,
-      [&] {
+      TENSOR_BODY {
         if (step == 1) return DispatchTensor(entry<Family::Range>(op, device)(start, end, device, dt), Kind::Int);
         return DispatchTensor(entry<Family::RangeStep>(op, device)(start, end, step, device, dt), Kind::Int);
       },
@@ -201,7 +206,7 @@ std::future<TensorData> into_data(DispatchTensor a) {
   if (!a.prim) throw Error("[into_data] expected a tensor; got an empty (moved-from) handle");
   const DeviceId d = a.device;
   return invoke(
-      op, d, [&] { return entry<Family::IntoData>(op, d)(a.take()); },
+      op, d, TENSOR_BODY { return entry<Family::IntoData>(op, d)(a.take()); },
       [&] { return OutMeta{a.shape(), a.dtype(), a.kind, false}; }, no_attrs, a);
 }
 
@@ -216,7 +221,7 @@ DispatchTensor to_device(DispatchTensor a, DeviceId device) {
   }
   return invoke(
       op, a.device,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         if (a.device == device) return std::move(a);
         const Kind k = a.kind;
         if (a.device.type_id == device.type_id) return {entry<Family::ToDevice>(op, a.device)(a.take(), device), k};
@@ -236,7 +241,7 @@ DispatchTensor cast(OpCode op, DispatchTensor a, DType dtype) {
   check_storage(op, a.device, dtype);
   return invoke(
       op, a.device,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         if (op == OpCode::cast && a.dtype() == dtype) return std::move(a);
         return {entry<Family::Cast>(op, a.device)(a.take(), dtype), want};
       },
@@ -282,7 +287,7 @@ DispatchTensor unary(OpCode op, DispatchTensor a) {
   check_first(op, a);
   return invoke(
       op, a.device,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         if (op == OpCode::transpose && a.shape().rank() < 2) return std::move(a);  // nothing to swap
         const Kind k = a.kind;
         return {entry<Family::Unary>(op, a.device)(a.take()), k};
@@ -297,7 +302,7 @@ DispatchTensor binary(OpCode op, DispatchTensor a, DispatchTensor b) {
   const Shape out = broadcast_shapes(op, a.shape(), b.shape());
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Binary>(op, a.device)(a.take(), b.take()), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Binary>(op, a.device)(a.take(), b.take()), k); },
       meta_of(out, a.dtype(), k), no_attrs, a, b);
 }
 
@@ -307,7 +312,7 @@ DispatchTensor scalar(OpCode op, DispatchTensor a, Scalar s) {
   if (op == OpCode::clamp_min || op == OpCode::clamp_max) s = fit_to_int_dtype(s, a.dtype()).value;
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Scalar>(op, a.device)(a.take(), s), k); }, like(a),
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Scalar>(op, a.device)(a.take(), s), k); }, like(a),
       [&] { return with_scalars(user); }, a);
 }
 
@@ -320,7 +325,7 @@ DispatchTensor clamp(OpCode op, DispatchTensor a, Scalar lo, Scalar hi) {
   hi = fit_to_int_dtype(hi, a.dtype()).value;
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Clamp>(op, a.device)(a.take(), lo, hi), k); }, like(a),
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Clamp>(op, a.device)(a.take(), lo, hi), k); }, like(a),
       [&] { return with_scalars(ulo, uhi); }, a);
 }
 
@@ -331,7 +336,7 @@ DispatchTensor compare(OpCode op, DispatchTensor a, DispatchTensor b) {
   const DeviceId d = a.device;
   const DType bt = bool_out(d);
   return invoke(
-      op, d, [&] { return DispatchTensor(entry<Family::Compare>(op, d)(a.take(), b.take(), bt), Kind::Bool); },
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::Compare>(op, d)(a.take(), b.take(), bt), Kind::Bool); },
       meta_of(out, bt, Kind::Bool), no_attrs, a, b);
 }
 
@@ -353,7 +358,7 @@ DispatchTensor compare_scalar(OpCode op, DispatchTensor a, Scalar s) {
   const DeviceId d = a.device;
   const DType bt = bool_out(d);
   return invoke(
-      user_op, d, [&] { return DispatchTensor(entry<Family::CompareScalar>(op, d)(a.take(), s, bt), Kind::Bool); },
+      user_op, d, TENSOR_BODY { return DispatchTensor(entry<Family::CompareScalar>(op, d)(a.take(), s, bt), Kind::Bool); },
       meta_of(a.shape(), bt, Kind::Bool), [&] { return with_scalars(user); }, a);
 }
 
@@ -362,7 +367,7 @@ DispatchTensor predicate(OpCode op, DispatchTensor a) {
   const DeviceId d = a.device;
   const DType bt = bool_out(d);
   return invoke(
-      op, d, [&] { return DispatchTensor(entry<Family::Predicate>(op, d)(a.take(), bt), Kind::Bool); },
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::Predicate>(op, d)(a.take(), bt), Kind::Bool); },
       meta_of(a.shape(), bt, Kind::Bool), no_attrs, a);
 }
 
@@ -373,7 +378,7 @@ DispatchTensor matmul(DispatchTensor a, DispatchTensor b) {
   const Shape out = matmul_shape(op, a.shape(), b.shape());
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Matmul>(op, a.device)(a.take(), b.take()), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Matmul>(op, a.device)(a.take(), b.take()), k); },
       meta_of(out, a.dtype(), k), no_attrs, a, b);
 }
 
@@ -387,7 +392,7 @@ DispatchTensor cross(DispatchTensor a, DispatchTensor b, std::int64_t dim) {
     throw ShapeError(fmt::format("[cross] expected size 3 in dim {}; got {} and {}", d, a.shape().to_string(),
                                  b.shape().to_string()));
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Cross>(op, a.device)(a.take(), b.take(), d), Kind::Float); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Cross>(op, a.device)(a.take(), b.take(), d), Kind::Float); },
       meta_of(out, a.dtype(), Kind::Float), [&] { return with_ints(i64(d)); }, a, b);
 }
 
@@ -398,7 +403,7 @@ DispatchTensor powi(DispatchTensor a, DispatchTensor b) {
   const Shape out = broadcast_shapes(op, a.shape(), b.shape());
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::PowI>(op, a.device)(a.take(), b.take()), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::PowI>(op, a.device)(a.take(), b.take()), k); },
       meta_of(out, a.dtype(), k), no_attrs, a, b);
 }
 
@@ -411,7 +416,7 @@ DispatchTensor reduce(OpCode op, DispatchTensor a) {
                                        ? "int tensor (int mean of nothing is undefined)" : "tensor");
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Reduce>(op, a.device)(a.take()), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Reduce>(op, a.device)(a.take()), k); },
       [&] { return OutMeta{reduce_shape(), a.dtype(), k}; }, no_attrs, a);
 }
 
@@ -425,7 +430,7 @@ DispatchTensor reduce_dim(OpCode op, DispatchTensor a, std::int64_t dim) {
                                  a.shape().to_string(), d));
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Dim>(op, a.device)(a.take(), d), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Dim>(op, a.device)(a.take(), d), k); },
       [&] { return OutMeta{op_info(op).keeps_shape ? a.shape() : reduce_dim_shape(a.shape(), d), a.dtype(), k}; },
       [&] { return with_ints(i64(d)); }, a);
 }
@@ -437,7 +442,7 @@ DispatchTensor dim_index(OpCode op, DispatchTensor a, std::int64_t dim) {
   const DeviceId dev = a.device;
   const DType it = int_out(dev);
   return invoke(
-      op, dev, [&] { return DispatchTensor(entry<Family::DimIndex>(op, dev)(a.take(), d, it), Kind::Int); },
+      op, dev, TENSOR_BODY { return DispatchTensor(entry<Family::DimIndex>(op, dev)(a.take(), d, it), Kind::Int); },
       [&] { return OutMeta{reduce_dim_shape(a.shape(), d), it, Kind::Int}; }, [&] { return with_ints(i64(d)); }, a);
 }
 
@@ -454,7 +459,7 @@ std::pair<DispatchTensor, DispatchTensor> dim_with_indices(OpCode op, DispatchTe
   const Kind k = a.kind;
   const DType it = int_out(dev);
   return invoke(
-      op, dev, [&] { return wrap_pair(entry<Family::DimWithIndices>(op, dev)(a.take(), d, it), k); },
+      op, dev, TENSOR_BODY { return wrap_pair(entry<Family::DimWithIndices>(op, dev)(a.take(), d, it), k); },
       [&] { return OutMeta{reduce_dim_shape(a.shape(), d), a.dtype(), k}; }, [&] { return with_ints(i64(d)); }, a);
 }
 
@@ -464,7 +469,7 @@ DispatchTensor any_all(OpCode op, DispatchTensor a) {
   const DeviceId d = a.device;
   const DType bt = bool_out(d);
   return invoke(
-      op, d, [&] { return DispatchTensor(entry<Family::AnyAll>(op, d)(a.take(), bt), Kind::Bool); },
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::AnyAll>(op, d)(a.take(), bt), Kind::Bool); },
       [&] { return OutMeta{reduce_shape(), bt, Kind::Bool}; }, no_attrs, a);
 }
 
@@ -475,7 +480,7 @@ DispatchTensor any_all_dim(OpCode op, DispatchTensor a, std::int64_t dim) {
   const DeviceId d = a.device;
   const DType bt = bool_out(d);
   return invoke(
-      op, d, [&] { return DispatchTensor(entry<Family::AnyAllDim>(op, d)(a.take(), dd, bt), Kind::Bool); },
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::AnyAllDim>(op, d)(a.take(), dd, bt), Kind::Bool); },
       [&] { return OutMeta{reduce_dim_shape(a.shape(), dd), bt, Kind::Bool}; }, [&] { return with_ints(i64(dd)); }, a);
 }
 
@@ -485,7 +490,7 @@ DispatchTensor sort(DispatchTensor a, std::int64_t dim, bool descending) {
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Sort>(op, a.device)(a.take(), d, descending), k); }, like(a),
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Sort>(op, a.device)(a.take(), d, descending), k); }, like(a),
       [&] { return with_ints(i64(d), descending); }, a);
 }
 
@@ -497,7 +502,7 @@ std::pair<DispatchTensor, DispatchTensor> sort_with_indices(DispatchTensor a, st
   const Kind k = a.kind;
   const DType it = int_out(dev);
   return invoke(
-      op, dev, [&] { return wrap_pair(entry<Family::SortWithIndices>(op, dev)(a.take(), d, descending, it), k); }, like(a),
+      op, dev, TENSOR_BODY { return wrap_pair(entry<Family::SortWithIndices>(op, dev)(a.take(), d, descending, it), k); }, like(a),
       [&] { return with_ints(i64(d), descending); }, a);
 }
 
@@ -508,7 +513,7 @@ DispatchTensor argsort(DispatchTensor a, std::int64_t dim, bool descending) {
   const DeviceId dev = a.device;
   const DType it = int_out(dev);
   return invoke(
-      op, dev, [&] { return DispatchTensor(entry<Family::Argsort>(op, dev)(a.take(), d, descending, it), Kind::Int); },
+      op, dev, TENSOR_BODY { return DispatchTensor(entry<Family::Argsort>(op, dev)(a.take(), d, descending, it), Kind::Int); },
       meta_of(a.shape(), it, Kind::Int), [&] { return with_ints(i64(d), descending); }, a);
 }
 
@@ -527,7 +532,7 @@ DispatchTensor topk(DispatchTensor a, std::int64_t dim, std::size_t k) {
   const std::size_t d = check_k(op, a, dim, k);
   const Kind kind = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::TopK>(op, a.device)(a.take(), d, k), kind); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::TopK>(op, a.device)(a.take(), d, k), kind); },
       [&] { return OutMeta{resized_shape(a.shape(), d, k), a.dtype(), kind}; }, [&] { return with_ints(i64(d), i64(k)); },
       a);
 }
@@ -539,7 +544,7 @@ std::pair<DispatchTensor, DispatchTensor> topk_with_indices(DispatchTensor a, st
   const Kind kind = a.kind;
   const DType it = int_out(dev);
   return invoke(
-      op, dev, [&] { return wrap_pair(entry<Family::TopKWithIndices>(op, dev)(a.take(), d, k, it), kind); },
+      op, dev, TENSOR_BODY { return wrap_pair(entry<Family::TopKWithIndices>(op, dev)(a.take(), d, k, it), kind); },
       [&] { return OutMeta{resized_shape(a.shape(), d, k), a.dtype(), kind}; }, [&] { return with_ints(i64(d), i64(k)); },
       a);
 }
@@ -550,7 +555,7 @@ DispatchTensor argtopk(DispatchTensor a, std::int64_t dim, std::size_t k) {
   const DeviceId dev = a.device;
   const DType it = int_out(dev);
   return invoke(
-      op, dev, [&] { return DispatchTensor(entry<Family::ArgTopK>(op, dev)(a.take(), d, k, it), Kind::Int); },
+      op, dev, TENSOR_BODY { return DispatchTensor(entry<Family::ArgTopK>(op, dev)(a.take(), d, k, it), Kind::Int); },
       [&] { return OutMeta{resized_shape(a.shape(), d, k), it, Kind::Int}; }, [&] { return with_ints(i64(d), i64(k)); },
       a);
 }
@@ -604,7 +609,7 @@ DispatchTensor reshape(OpCode op, DispatchTensor a, std::span<const std::int64_t
   const Kind k = a.kind;
   return invoke(
       op, a.device,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         if (out == a.shape()) return std::move(a);
         return {entry<Family::Reshape>(op, a.device)(a.take(), out), k};
       },
@@ -619,7 +624,7 @@ DispatchTensor swap_dims(DispatchTensor a, std::int64_t d0, std::int64_t d1) {
   const Kind k = a.kind;
   return invoke(
       op, a.device,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         if (x == y) return std::move(a);
         return {entry<Family::SwapDims>(op, a.device)(a.take(), x, y), k};
       },
@@ -644,7 +649,7 @@ DispatchTensor axes(OpCode op, DispatchTensor a, std::span<const std::int64_t> a
   const Kind k = a.kind;
   return invoke(
       op, a.device,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         if (op == OpCode::flip && n == 0) return std::move(a);
         return {entry<Family::Axes>(op, a.device)(a.take(), axes_resolved), k};
       },
@@ -658,7 +663,7 @@ DispatchTensor slice(DispatchTensor a, std::span<const tensor::Slice> slices) {
   const std::vector<DimSlice> ds = resolve_slices(op, a.shape(), slices);
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Slice>(op, a.device)(a.take(), DimSlices(ds)), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Slice>(op, a.device)(a.take(), DimSlices(ds)), k); },
       [&] { return OutMeta{sliced_shape(a.shape(), ds), a.dtype(), k}; },
       [&] { OpAttrs x; x.slices = ds; return x; }, a);
 }
@@ -675,7 +680,7 @@ DispatchTensor slice_assign(DispatchTensor a, std::span<const tensor::Slice> sli
   const Kind k = a.kind;
   return invoke(
       op, a.device,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         if (want.num_elements() == 0) return std::move(a);  // nothing to write
         return {entry<Family::SliceAssign>(op, a.device)(a.take(), DimSlices(ds), value.take()), k};
       },
@@ -689,7 +694,7 @@ DispatchTensor repeat_dim(DispatchTensor a, std::int64_t dim, std::size_t times)
   const Kind k = a.kind;
   return invoke(
       op, a.device,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         if (times == 1) return std::move(a);
         return {entry<Family::RepeatDim>(op, a.device)(a.take(), d, times), k};
       },
@@ -727,7 +732,7 @@ DispatchTensor cat(std::vector<DispatchTensor> parts, std::int64_t dim) {
   const DType dt = parts[0].dtype();
   return invoke(
       op, dev,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         std::vector<Prim> prims;
         for (auto& p : parts)
           if (p.shape().num_elements() != 0) prims.push_back(p.take());
@@ -748,7 +753,7 @@ DispatchTensor unfold(DispatchTensor a, std::int64_t dim, std::size_t size, std:
     throw ShapeError(fmt::format("[unfold] result rank too large; expected at most {}; got {}", kMaxRank, a.shape().rank() + 1));
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Unfold>(op, a.device)(a.take(), d, size, step), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Unfold>(op, a.device)(a.take(), d, size, step), k); },
       [&] { return OutMeta{unfold_shape(a.shape(), d, size, step), a.dtype(), k}; },
       [&] { return with_ints(i64(d), i64(size), i64(step)); }, a);
 }
@@ -768,7 +773,7 @@ DispatchTensor gather(DispatchTensor a, std::int64_t dim, DispatchTensor idx) {
                                    a.shape().to_string(), idx.shape().to_string()));
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Gather>(op, a.device)(a.take(), d, idx.take()), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Gather>(op, a.device)(a.take(), d, idx.take()), k); },
       meta_of(idx.shape(), a.dtype(), k), [&] { return with_ints(i64(d)); }, a, idx);
 }
 
@@ -788,7 +793,7 @@ DispatchTensor scatter(OpCode op, DispatchTensor a, std::int64_t dim, DispatchTe
   const Kind k = a.kind;
   return invoke(
       op, a.device,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         if (op == OpCode::scatter)
           return {entry<Family::ScatterUpdate>(op, a.device)(a.take(), d, idx.take(), values.take(), update), k};
         return {entry<Family::Scatter>(op, a.device)(a.take(), d, idx.take(), values.take()), k};
@@ -805,7 +810,7 @@ DispatchTensor select(DispatchTensor a, std::int64_t dim, DispatchTensor idx) {
     throw ShapeError(fmt::format("[select] expected 1-D indices; got shape {}", idx.shape().to_string()));
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::Select>(op, a.device)(a.take(), d, idx.take()), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Select>(op, a.device)(a.take(), d, idx.take()), k); },
       [&] { return OutMeta{resized_shape(a.shape(), d, idx.shape()[0]), a.dtype(), k}; },
       [&] { return with_ints(i64(d)); }, a, idx);
 }
@@ -826,7 +831,7 @@ DispatchTensor select_assign(OpCode op, DispatchTensor a, std::int64_t dim, Disp
   const Kind k = a.kind;
   return invoke(
       op, a.device,
-      [&]() -> DispatchTensor {
+      TENSOR_BODY -> DispatchTensor {
         if (op == OpCode::select_assign)
           return {entry<Family::SelectUpdate>(op, a.device)(a.take(), d, idx.take(), values.take(), update), k};
         return {entry<Family::SelectAssign>(op, a.device)(a.take(), d, idx.take(), values.take()), k};
@@ -846,7 +851,7 @@ DispatchTensor mask_where(DispatchTensor a, DispatchTensor mask, DispatchTensor 
   const Kind k = a.kind;
   return invoke(
       op, a.device,
-      [&] { return DispatchTensor(entry<Family::MaskWhere>(op, a.device)(a.take(), mask.take(), value.take()), k); },
+      TENSOR_BODY { return DispatchTensor(entry<Family::MaskWhere>(op, a.device)(a.take(), mask.take(), value.take()), k); },
       meta_of(out, a.dtype(), k), no_attrs, a, mask, value);
 }
 
@@ -860,7 +865,7 @@ DispatchTensor mask_fill(DispatchTensor a, DispatchTensor mask, Scalar value) {
                                  a.shape().to_string(), mask.shape().to_string()));
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::MaskFill>(op, a.device)(a.take(), mask.take(), value), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::MaskFill>(op, a.device)(a.take(), mask.take(), value), k); },
       meta_of(out, a.dtype(), k), [&] { return with_scalars(value); }, a, mask);
 }
 
@@ -873,7 +878,7 @@ DispatchTensor mask_select(DispatchTensor a, DispatchTensor mask) {
                                  a.shape().to_string(), mask.shape().to_string()));
   const Kind k = a.kind;
   return invoke(
-      op, a.device, [&] { return DispatchTensor(entry<Family::MaskSelect>(op, a.device)(a.take(), mask.take()), k); },
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::MaskSelect>(op, a.device)(a.take(), mask.take()), k); },
       [&] { return OutMeta{Shape{0}, a.dtype(), k, false}; }, no_attrs, a, mask);
 }
 
@@ -883,7 +888,7 @@ DispatchTensor argwhere(DispatchTensor a) {
   const DeviceId d = a.device;
   const DType it = int_out(d);
   return invoke(
-      op, d, [&] { return DispatchTensor(entry<Family::Argwhere>(op, d)(a.take(), it), Kind::Int); },
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::Argwhere>(op, d)(a.take(), it), Kind::Int); },
       [&] { return OutMeta{Shape{0, a.shape().rank()}, it, Kind::Int, false}; }, no_attrs, a);
 }
 
@@ -898,7 +903,7 @@ DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridS
                                  s.to_string(), g.to_string()));
   return invoke(
       op, a.device,
-      [&] { return DispatchTensor(entry<Family::GridSample>(op, a.device)(a.take(), grid.take(), options), Kind::Float); },
+      TENSOR_BODY { return DispatchTensor(entry<Family::GridSample>(op, a.device)(a.take(), grid.take(), options), Kind::Float); },
       [&] { return OutMeta{Shape{s[0], s[1], g[1], g[2]}, a.dtype(), Kind::Float}; },
       [&] { OpAttrs x; x.options = &options; return x; }, a, grid);
 }
