@@ -369,6 +369,18 @@ Prim d_hypot(Prim a, Prim b) {
   return bin(OpCode::mul, std::move(big), std::move(root));
 }
 
+// burn's max_pair / min_pair (torch.maximum / minimum): take b where it wins (a < b for
+// max) or is NaN; a NaN in a survives because every comparison with it is false.
+Prim pick_pair(Prim a, Prim b, OpCode b_wins) {
+  const DeviceId d = a->device();
+  Prim take_b = cmp(b_wins, a, b);
+  if (is_float_prim(a))
+    take_b = bin(OpCode::bool_or, std::move(take_b), call<Family::Predicate>(OpCode::is_nan, d, b, bool_dt(d)));
+  return mwhere(std::move(a), std::move(take_b), std::move(b));
+}
+Prim d_max_pair(Prim a, Prim b) { return pick_pair(std::move(a), std::move(b), OpCode::lower); }
+Prim d_min_pair(Prim a, Prim b) { return pick_pair(std::move(a), std::move(b), OpCode::greater); }
+
 Prim d_sign(Prim x) {
   const DType dt = x->dtype();
   Prim out = full_like(x, Scalar(0), dt);
@@ -645,90 +657,36 @@ void fill(Backend& b, FamilyFn<device_op_info(op).family> fn) {
   if (!b.has(op)) b.set<op>(fn);
 }
 
+// Each defaulted row `name` of the op table is filled with `d_name` (an alias below
+// where one composition serves several rows), so the registration is the table itself.
+constexpr auto d_detach = d_identity;
+constexpr auto d_max_dim_with_indices = d_max_dim_wi;
+constexpr auto d_min_dim_with_indices = d_min_dim_wi;
+constexpr auto d_sort_with_indices = d_sort_wi;
+constexpr auto d_topk_with_indices = d_topk_wi;
+constexpr auto d_grid_sample_2d = d_grid_sample;
+constexpr auto d_sync = d_noop;
+constexpr auto d_supports_dtype = d_supports;
+constexpr auto d_ad_enabled = d_false;
+constexpr auto d_memory_stats = d_memory;
+constexpr auto d_memory_cleanup = d_noop;
+constexpr auto d_graph_prepare = d_noop;
+constexpr auto d_graph_start_capture = d_graph_unsupported;
+constexpr auto d_graph_stop_capture = d_graph_unsupported;
+constexpr auto d_graph_replay = d_graph_unsupported;
+
 }  // namespace
 
 void install_defaults(Backend& b) {
-  using O = OpCode;
-  fill<O::zeros>(b, d_zeros);
-  fill<O::ones>(b, d_ones);
-  fill<O::full>(b, d_full);
-  fill<O::arange>(b, d_arange);
-  fill<O::arange_step>(b, d_arange_step);
-  fill<O::detach>(b, d_identity);
-  fill<O::set_require_grad>(b, d_set_require_grad);
-  fill<O::is_require_grad>(b, d_is_require_grad);
-  fill<O::transpose>(b, d_transpose);
-  fill<O::repeat_dim>(b, d_repeat_dim);
-  fill<O::cat>(b, d_cat);
-  fill<O::scatter>(b, d_scatter);
-  fill<O::gather_nd>(b, d_gather_nd);
-  fill<O::scatter_nd>(b, d_scatter_nd);
-  fill<O::select_assign>(b, d_select_assign);
-  fill<O::mask_select>(b, d_mask_select);
-  fill<O::argwhere>(b, d_argwhere);
-  fill<O::not_equal>(b, d_not_equal);
-  fill<O::not_equal_elem>(b, d_not_equal_elem);
-  fill<O::is_nan>(b, d_is_nan);
-  fill<O::is_inf>(b, d_is_inf);
-  fill<O::neg>(b, d_neg);
-  fill<O::powi>(b, d_powi);
-  fill<O::powi_scalar>(b, d_powi_scalar);
-  fill<O::powi_scalar_impl>(b, d_powi_scalar_impl);
-  fill<O::powf_scalar>(b, d_powf_scalar);
-  fill<O::square>(b, d_square);
-  fill<O::hypot>(b, d_hypot);
-  fill<O::sign>(b, d_sign);
-  fill<O::clamp_min>(b, d_clamp_min);
-  fill<O::clamp_max>(b, d_clamp_max);
-  fill<O::clamp>(b, d_clamp);
-  fill<O::bool_xor>(b, d_bool_xor);
-  fill<O::mean>(b, d_mean);
-  fill<O::max>(b, d_max);
-  fill<O::min>(b, d_min);
-  fill<O::max_dim>(b, d_max_dim);
-  fill<O::min_dim>(b, d_min_dim);
-  fill<O::max_dim_with_indices>(b, d_max_dim_wi);
-  fill<O::min_dim_with_indices>(b, d_min_dim_wi);
-  fill<O::max_abs>(b, d_max_abs);
-  fill<O::max_abs_dim>(b, d_max_abs_dim);
-  fill<O::any>(b, d_any);
-  fill<O::all>(b, d_all);
-  fill<O::any_dim>(b, d_any_dim);
-  fill<O::all_dim>(b, d_all_dim);
-  fill<O::sort>(b, d_sort);
-  fill<O::sort_with_indices>(b, d_sort_wi);
-  fill<O::argsort>(b, d_argsort);
-  fill<O::topk>(b, d_topk);
-  fill<O::topk_with_indices>(b, d_topk_wi);
-  fill<O::argtopk>(b, d_argtopk);
-  fill<O::grid_sample_2d>(b, d_grid_sample);
-  fill<O::relu>(b, d_relu);
-  fill<O::leaky_relu>(b, d_leaky_relu);
-  fill<O::prelu>(b, d_prelu);
-  fill<O::gelu>(b, d_gelu);
-  fill<O::sigmoid>(b, d_sigmoid);
-  fill<O::hard_sigmoid>(b, d_hard_sigmoid);
-  fill<O::log_sigmoid>(b, d_log_sigmoid);
-  fill<O::softmax>(b, d_softmax);
-  fill<O::log_softmax>(b, d_log_softmax);
-  fill<O::softmin>(b, d_softmin);
-  fill<O::relu_backward>(b, d_relu_backward);
-  fill<O::gelu_backward>(b, d_gelu_backward);
-  fill<O::sigmoid_backward>(b, d_sigmoid_backward);
-  fill<O::log_sigmoid_backward>(b, d_log_sigmoid_backward);
-  fill<O::tr_execute>(b, d_tr_execute);
-
-  using D = DeviceOp;
-  fill<D::sync>(b, d_noop);
-  fill<D::supports_dtype>(b, d_supports);
-  fill<D::ad_enabled>(b, d_false);
-  fill<D::memory_stats>(b, d_memory);
-  fill<D::default_settings>(b, d_default_settings);
-  fill<D::memory_cleanup>(b, d_noop);
-  fill<D::graph_prepare>(b, d_noop);
-  fill<D::graph_start_capture>(b, d_graph_unsupported);
-  fill<D::graph_stop_capture>(b, d_graph_unsupported);
-  fill<D::graph_replay>(b, d_graph_unsupported);
+#define TENSOR_FILL_Req(kind, name)
+#define TENSOR_FILL_Def(kind, name) fill<kind::name>(b, d_##name);
+#define TENSOR_OP(name, family, kinds, policy, meaning, ...) TENSOR_FILL_##policy(OpCode, name)
+#define TENSOR_DEVICE_OP(name, family, policy, meaning) TENSOR_FILL_##policy(DeviceOp, name)
+#include "dispatch/op_table.def"
+#undef TENSOR_DEVICE_OP
+#undef TENSOR_OP
+#undef TENSOR_FILL_Def
+#undef TENSOR_FILL_Req
 
   // Every defaulted row of the op table must have a default here.
   for (std::size_t i = 0; i < kOps.size(); ++i)

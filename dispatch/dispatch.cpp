@@ -1,4 +1,8 @@
-// The forwarders: kind checks, validation, backend lookup, result wrapping.
+// The forwarders, each one instance of the one invocation path: kind and argument
+// validation -> output metadata from the family's shape rule (shape_rules.hpp) ->
+// hooks (hooks.hpp) -> backend entry -> wrap. An op the backend need not run (an
+// identity transpose, a same-dtype cast) still passes the hooks; its body returns
+// the input. Only the device-level entries at the end bypass the path.
 #include "dispatch/dispatch.hpp"
 
 #include <fmt/format.h>
@@ -7,7 +11,9 @@
 #include <cstdlib>
 
 #include "dispatch/element.hpp"
+#include "dispatch/hooks.hpp"
 #include "dispatch/settings.hpp"
+#include "dispatch/shape_rules.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
@@ -15,7 +21,7 @@ namespace tensor::dispatch {
 namespace {
 
 template <Family F>
-FamilyFn<F> entry(OpCode op, DeviceId device) {
+__attribute__((always_inline)) inline FamilyFn<F> entry(OpCode op, DeviceId device) {
   if (op_family(op) != F)
     throw Error(fmt::format("[{}] op used through the wrong family; expected {}; got {}", op_name(op),
                             family_name(op_family(op)), family_name(F)));
@@ -26,18 +32,8 @@ FamilyFn<F> entry(OpCode op, DeviceId device) {
   return fn;
 }
 
-// Ops that only move or view data: they need Storage, not Arithmetic.
-bool is_layout_op(OpCode op) {
-  switch (op) {
-    case OpCode::transpose: case OpCode::detach: case OpCode::reshape: case OpCode::expand: case OpCode::swap_dims:
-    case OpCode::permute: case OpCode::flip: case OpCode::slice: case OpCode::slice_assign: case OpCode::repeat_dim:
-    case OpCode::cat: case OpCode::unfold: case OpCode::gather: case OpCode::select: case OpCode::mask_where:
-    case OpCode::mask_fill: case OpCode::into_data: case OpCode::to_device: case OpCode::empty:
-      return true;
-    default:
-      return false;
-  }
-}
+// Ops that only move or view data need Storage, not Arithmetic (op table: storage_only).
+bool is_layout_op(OpCode op) { return op_info(op).storage_only; }
 
 void check_usage(OpCode op, const DispatchTensor& t) {
   if (is_layout_op(op)) check_storage(op, t.device, t.dtype());
@@ -84,16 +80,31 @@ void check_mask(OpCode op, const DispatchTensor& a, const DispatchTensor& mask) 
   check_same_device(op, a, mask);
 }
 
-bool is_extremum(OpCode op) {
-  switch (op) {
-    case OpCode::max: case OpCode::min: case OpCode::max_abs: case OpCode::max_dim: case OpCode::min_dim:
-    case OpCode::max_abs_dim: case OpCode::argmax: case OpCode::argmin: case OpCode::max_dim_with_indices:
-    case OpCode::min_dim_with_indices:
-      return true;
-    default:
-      return false;
-  }
+// The op table's empty-input rule.
+bool empty_raises(OpCode op, Kind k) {
+  const EmptyRule r = op_info(op).empty;
+  return r == EmptyRule::Raises || (r == EmptyRule::IntRaises && k == Kind::Int);
 }
+
+// An op's body (backend entry + wrap): always inlined into the forwarder, since the
+// hook step names it twice (direct path, hooked path) and an out-of-line body would
+// cost a call on the direct path.
+#define TENSOR_BODY [&]() __attribute__((always_inline))
+
+// Output metadata shorthands for the hook step.
+auto like(const DispatchTensor& a) {
+  return [&a] { return OutMeta{a.shape(), a.dtype(), a.kind}; };
+}
+// `shape` is read only when hooks run, within the forwarder's return statement.
+auto meta_of(const Shape& shape, DType dtype, Kind kind, bool known = true) {
+  return [&shape, dtype, kind, known] { return OutMeta{shape, dtype, kind, known}; };
+}
+OpAttrs with_ints(std::int64_t x, std::int64_t y = 0, std::int64_t z = 0) {
+  OpAttrs a;
+  a.ints = {x, y, z};
+  return a;
+}
+std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
 
 }  // namespace
 
@@ -132,41 +143,52 @@ DispatchTensor create(OpCode op, const Shape& shape, DeviceId device, Kind kind,
   const DType dt = resolve_dtype(op, device, kind, dtype);
   check_storage(op, device, dt);
   check_alloc_shape(op, shape, dt);
-  return {entry<Family::Create>(op, device)(shape, device, dt), kind};
+  return invoke(
+      op, device, TENSOR_BODY { return DispatchTensor(entry<Family::Create>(op, device)(shape, device, dt), kind); },
+      meta_of(shape, dt, kind), [&] { OpAttrs a; a.dtype = dt; a.device = device; return a; });
 }
 
 DispatchTensor full(const Shape& shape, Scalar value, DeviceId device, Kind kind, std::optional<DType> dtype) {
-  check_create_kind(OpCode::full, kind);
-  const DType dt = resolve_dtype(OpCode::full, device, kind, dtype);
-  check_storage(OpCode::full, device, dt);
-  check_alloc_shape(OpCode::full, shape, dt);
-  return {entry<Family::Full>(OpCode::full, device)(shape, value, device, dt), kind};
+  const OpCode op = OpCode::full;
+  check_create_kind(op, kind);
+  const DType dt = resolve_dtype(op, device, kind, dtype);
+  check_storage(op, device, dt);
+  check_alloc_shape(op, shape, dt);
+  return invoke(
+      op, device, TENSOR_BODY { return DispatchTensor(entry<Family::Full>(op, device)(shape, value, device, dt), kind); },
+      meta_of(shape, dt, kind), [&] { OpAttrs a; a.scalars[0] = value; a.dtype = dt; a.device = device; return a; });
 }
 
 DispatchTensor from_data(TensorData data, DeviceId device, Kind kind) {
-  check_create_kind(OpCode::from_data, kind);
+  const OpCode op = OpCode::from_data;
+  check_create_kind(op, kind);
   check_device("from_data", device);
   if (data.dtype() == DType::QFloat)
     throw DTypeError("[from_data] quantized data is not supported yet; expected a float, int or bool dtype; got qfloat");
   // Data of another kind is converted to the device's default dtype of the wanted kind.
   if (kind_of_dtype(data.dtype()) != kind) data = data.convert(default_dtype(device, kind));
-  check_storage(OpCode::from_data, device, data.dtype());
-  return {entry<Family::FromData>(OpCode::from_data, device)(std::move(data), device), kind};
+  check_storage(op, device, data.dtype());
+  return invoke(
+      op, device, TENSOR_BODY { return DispatchTensor(entry<Family::FromData>(op, device)(std::move(data), device), kind); },
+      [&] { return OutMeta{data.shape(), data.dtype(), kind}; }, [&] { OpAttrs a; a.device = device; return a; });
 }
 
 DispatchTensor random(const Shape& shape, const Distribution& dist, DeviceId device, Kind kind,
                       std::optional<DType> dtype) {
-  check_create_kind(OpCode::random, kind);
-  const DType dt = resolve_dtype(OpCode::random, device, kind, dtype);
-  check_arithmetic(OpCode::random, device, dt);
-  check_alloc_shape(OpCode::random, shape, dt);
+  const OpCode op = OpCode::random;
+  check_create_kind(op, kind);
+  const DType dt = resolve_dtype(op, device, kind, dtype);
+  check_arithmetic(op, device, dt);
+  check_alloc_shape(op, shape, dt);
   if (dist.kind == Distribution::Kind::Uniform && !(dist.a <= dist.b))
     throw IndexError(fmt::format("[random] uniform bounds reversed; expected low <= high; got {} and {}", dist.a, dist.b));
   if (dist.kind == Distribution::Kind::Bernoulli && !(dist.a >= 0.0 && dist.a <= 1.0))
     throw IndexError(fmt::format("[random] bernoulli probability out of range; expected 0..1; got {}", dist.a));
   if (dist.kind == Distribution::Kind::Normal && !(dist.b >= 0.0))
     throw IndexError(fmt::format("[random] normal standard deviation negative; expected >= 0; got {}", dist.b));
-  return {entry<Family::Random>(OpCode::random, device)(shape, dist, device, dt), kind};
+  return invoke(
+      op, device, TENSOR_BODY { return DispatchTensor(entry<Family::Random>(op, device)(shape, dist, device, dt), kind); },
+      meta_of(shape, dt, kind), [&] { OpAttrs a; a.dtype = dt; a.device = device; a.options = &dist; return a; });
 }
 
 DispatchTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, DeviceId device,
@@ -174,30 +196,47 @@ DispatchTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, D
   const DType dt = resolve_dtype(OpCode::arange_step, device, Kind::Int, dtype);
   check_arithmetic(OpCode::arange_step, device, dt);
   if (step == 0) throw IndexError("[arange_step] step must not be zero; expected a nonzero step; got 0");
-  check_alloc_shape(step == 1 ? OpCode::arange : OpCode::arange_step, Shape{arange_count(start, end, step)}, dt);
-  if (step == 1) return {entry<Family::Range>(OpCode::arange, device)(start, end, device, dt), Kind::Int};
-  return {entry<Family::RangeStep>(OpCode::arange_step, device)(start, end, step, device, dt), Kind::Int};
+  const OpCode op = step == 1 ? OpCode::arange : OpCode::arange_step;
+  const std::size_t count = arange_count(start, end, step);
+  check_alloc_shape(op, Shape{count}, dt);
+  return invoke(
+      op, device,
+      TENSOR_BODY {
+        if (step == 1) return DispatchTensor(entry<Family::Range>(op, device)(start, end, device, dt), Kind::Int);
+        return DispatchTensor(entry<Family::RangeStep>(op, device)(start, end, step, device, dt), Kind::Int);
+      },
+      [&] { return OutMeta{Shape{count}, dt, Kind::Int}; },
+      [&] { OpAttrs a = with_ints(start, end, step); a.dtype = dt; a.device = device; return a; });
 }
 
 std::future<TensorData> into_data(DispatchTensor a) {
+  const OpCode op = OpCode::into_data;
   if (!a.prim) throw Error("[into_data] expected a tensor; got an empty (moved-from) handle");
-  return entry<Family::IntoData>(OpCode::into_data, a.device)(a.take());
+  const DeviceId d = a.device;
+  return invoke(
+      op, d, TENSOR_BODY { return entry<Family::IntoData>(op, d)(a.take()); },
+      [&] { return OutMeta{a.shape(), a.dtype(), a.kind, false}; }, no_attrs, a);
 }
 
 TensorData read(DispatchTensor a) { return into_data(std::move(a)).get(); }
 
 DispatchTensor to_device(DispatchTensor a, DeviceId device) {
-  check_kind(OpCode::to_device, a);
-  if (a.device == device) return a;
-  check_device("to_device", device);  // the destination must exist
-  check_storage(OpCode::to_device, device, a.dtype());
-  if (a.device.type_id == device.type_id) {
-    const Kind k = a.kind;
-    return {entry<Family::ToDevice>(OpCode::to_device, a.device)(a.take(), device), k};
+  const OpCode op = OpCode::to_device;
+  check_kind(op, a);
+  if (a.device != device) {
+    check_device("to_device", device);  // the destination must exist
+    check_storage(op, device, a.dtype());
   }
-  // Across backends: read on the source, upload on the destination.
-  const Kind k = a.kind;
-  return from_data(read(std::move(a)), device, k);
+  return invoke(
+      op, a.device,
+      TENSOR_BODY -> DispatchTensor {
+        if (a.device == device) return std::move(a);
+        const Kind k = a.kind;
+        if (a.device.type_id == device.type_id) return {entry<Family::ToDevice>(op, a.device)(a.take(), device), k};
+        // Across backends: read on the source, upload on the destination.
+        return from_data(read(std::move(a)), device, k);
+      },
+      like(a), [&] { OpAttrs x; x.device = device; return x; }, a);
 }
 
 DispatchTensor cast(OpCode op, DispatchTensor a, DType dtype) {
@@ -208,8 +247,13 @@ DispatchTensor cast(OpCode op, DispatchTensor a, DType dtype) {
                                  kind_name(want), dtype_name(dtype)));
   check_storage(op, a.device, a.dtype());
   check_storage(op, a.device, dtype);
-  if (op == OpCode::cast && a.dtype() == dtype) return a;
-  return {entry<Family::Cast>(op, a.device)(a.take(), dtype), want};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY -> DispatchTensor {
+        if (op == OpCode::cast && a.dtype() == dtype) return std::move(a);
+        return {entry<Family::Cast>(op, a.device)(a.take(), dtype), want};
+      },
+      meta_of(a.shape(), dtype, want), [&] { OpAttrs x; x.dtype = dtype; return x; }, a);
 }
 
 // ---- elementwise -------------------------------------------------------------------
@@ -239,50 +283,75 @@ FittedScalar fit_to_int_dtype(Scalar s, DType t) {
   return {0, s};
 }
 
+OpAttrs with_scalars(Scalar x, Scalar y = Scalar()) {
+  OpAttrs a;
+  a.scalars = {x, y};
+  return a;
+}
+
 }  // namespace
 
 DispatchTensor unary(OpCode op, DispatchTensor a) {
   check_first(op, a);
-  if (op == OpCode::transpose && a.shape().rank() < 2) return a;  // nothing to swap
-  const Kind k = a.kind;
-  return {entry<Family::Unary>(op, a.device)(a.take()), k};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY -> DispatchTensor {
+        if (op == OpCode::transpose && a.shape().rank() < 2) return std::move(a);  // nothing to swap
+        const Kind k = a.kind;
+        return {entry<Family::Unary>(op, a.device)(a.take()), k};
+      },
+      [&] { return OutMeta{op == OpCode::transpose ? transposed_shape(a.shape()) : a.shape(), a.dtype(), a.kind}; },
+      no_attrs, a);
 }
 
 DispatchTensor binary(OpCode op, DispatchTensor a, DispatchTensor b) {
   check_first(op, a);
   check_pair(op, a, b);
-  broadcast_shapes(op, a.shape(), b.shape());
+  const Shape out = broadcast_shapes(op, a.shape(), b.shape());
   const Kind k = a.kind;
-  return {entry<Family::Binary>(op, a.device)(a.take(), b.take()), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Binary>(op, a.device)(a.take(), b.take()), k); },
+      meta_of(out, a.dtype(), k), no_attrs, a, b);
 }
 
 DispatchTensor scalar(OpCode op, DispatchTensor a, Scalar s) {
   check_first(op, a);
+  const Scalar user = s;
   if (op == OpCode::clamp_min || op == OpCode::clamp_max) s = fit_to_int_dtype(s, a.dtype()).value;
   const Kind k = a.kind;
-  return {entry<Family::Scalar>(op, a.device)(a.take(), s), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Scalar>(op, a.device)(a.take(), s), k); }, like(a),
+      [&] { return with_scalars(user); }, a);
 }
 
 DispatchTensor clamp(OpCode op, DispatchTensor a, Scalar lo, Scalar hi) {
   check_first(op, a);
   if (op == OpCode::clamp && lo.to_double() > hi.to_double())
     throw IndexError(fmt::format("[clamp] bounds reversed; expected min <= max; got {} and {}", lo.to_double(), hi.to_double()));
+  const Scalar ulo = lo, uhi = hi;
   lo = fit_to_int_dtype(lo, a.dtype()).value;
   hi = fit_to_int_dtype(hi, a.dtype()).value;
   const Kind k = a.kind;
-  return {entry<Family::Clamp>(op, a.device)(a.take(), lo, hi), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Clamp>(op, a.device)(a.take(), lo, hi), k); }, like(a),
+      [&] { return with_scalars(ulo, uhi); }, a);
 }
 
 DispatchTensor compare(OpCode op, DispatchTensor a, DispatchTensor b) {
   check_first(op, a);
   check_pair(op, a, b);
-  broadcast_shapes(op, a.shape(), b.shape());
+  const Shape out = broadcast_shapes(op, a.shape(), b.shape());
   const DeviceId d = a.device;
-  return {entry<Family::Compare>(op, d)(a.take(), b.take(), bool_out(d)), Kind::Bool};
+  const DType bt = bool_out(d);
+  return invoke(
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::Compare>(op, d)(a.take(), b.take(), bt), Kind::Bool); },
+      meta_of(out, bt, Kind::Bool), no_attrs, a, b);
 }
 
 DispatchTensor compare_scalar(OpCode op, DispatchTensor a, Scalar s) {
   check_first(op, a);
+  const OpCode user_op = op;
+  const Scalar user = s;
   // An integer comparand outside the dtype's range: the same answer from an
   // in-range comparison (below the range: x < s and x == s are false, x > s true).
   if (const FittedScalar f = fit_to_int_dtype(s, a.dtype()); f.side != 0) {
@@ -295,37 +364,31 @@ DispatchTensor compare_scalar(OpCode op, DispatchTensor a, Scalar s) {
     s = f.value;
   }
   const DeviceId d = a.device;
-  return {entry<Family::CompareScalar>(op, d)(a.take(), s, bool_out(d)), Kind::Bool};
+  const DType bt = bool_out(d);
+  return invoke(
+      user_op, d, TENSOR_BODY { return DispatchTensor(entry<Family::CompareScalar>(op, d)(a.take(), s, bt), Kind::Bool); },
+      meta_of(a.shape(), bt, Kind::Bool), [&] { return with_scalars(user); }, a);
 }
 
 DispatchTensor predicate(OpCode op, DispatchTensor a) {
   check_first(op, a);
   const DeviceId d = a.device;
-  return {entry<Family::Predicate>(op, d)(a.take(), bool_out(d)), Kind::Bool};
+  const DType bt = bool_out(d);
+  return invoke(
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::Predicate>(op, d)(a.take(), bt), Kind::Bool); },
+      meta_of(a.shape(), bt, Kind::Bool), no_attrs, a);
 }
 
 DispatchTensor matmul(DispatchTensor a, DispatchTensor b) {
   const OpCode op = OpCode::matmul;
   check_first(op, a);
   check_pair(op, a, b);
-  const Shape& sa = a.shape();
-  const Shape& sb = b.shape();
-  if (sa.rank() < 2 || sa.rank() != sb.rank())
-    throw ShapeError(fmt::format("[matmul] expected operands of equal rank >= 2; got {} and {}", sa.to_string(), sb.to_string()));
-  const std::size_t r = sa.rank();
-  if (sa[r - 1] != sb[r - 2])
-    throw ShapeError(fmt::format("[matmul] inner dims differ; expected lhs dim {} == rhs dim {}; got {} and {}", r - 1, r - 2,
-                                 sa.to_string(), sb.to_string()));
-  for (std::size_t i = 0; i + 2 < r; ++i)
-    if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
-      throw ShapeError(fmt::format("[matmul] batch dims do not broadcast; expected dim {} equal or 1; got {} and {}", i,
-                                   sa.to_string(), sb.to_string()));
-  Shape out = sa;
-  for (std::size_t i = 0; i + 2 < r; ++i) out[i] = sa[i] == 1 ? sb[i] : sa[i];
-  out[r - 1] = sb[r - 1];
+  const Shape out = matmul_shape(op, a.shape(), b.shape());
   check_alloc_shape(op, out, a.dtype());
   const Kind k = a.kind;
-  return {entry<Family::Matmul>(op, a.device)(a.take(), b.take()), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Matmul>(op, a.device)(a.take(), b.take()), k); },
+      meta_of(out, a.dtype(), k), no_attrs, a, b);
 }
 
 DispatchTensor cross(DispatchTensor a, DispatchTensor b, std::int64_t dim) {
@@ -337,37 +400,48 @@ DispatchTensor cross(DispatchTensor a, DispatchTensor b, std::int64_t dim) {
   if (a.shape()[d] != 3 || b.shape()[d] != 3)
     throw ShapeError(fmt::format("[cross] expected size 3 in dim {}; got {} and {}", d, a.shape().to_string(),
                                  b.shape().to_string()));
-  return {entry<Family::Cross>(op, a.device)(a.take(), b.take(), d), Kind::Float};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Cross>(op, a.device)(a.take(), b.take(), d), Kind::Float); },
+      meta_of(out, a.dtype(), Kind::Float), [&] { return with_ints(i64(d)); }, a, b);
 }
 
 DispatchTensor powi(DispatchTensor a, DispatchTensor b) {
   const OpCode op = OpCode::powi;
   check_first(op, a);
   check_indices(op, a, b);  // the exponent is an Int tensor
-  broadcast_shapes(op, a.shape(), b.shape());
+  const Shape out = broadcast_shapes(op, a.shape(), b.shape());
   const Kind k = a.kind;
-  return {entry<Family::PowI>(op, a.device)(a.take(), b.take()), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::PowI>(op, a.device)(a.take(), b.take()), k); },
+      meta_of(out, a.dtype(), k), no_attrs, a, b);
 }
 
 // ---- reductions --------------------------------------------------------------------
 
 DispatchTensor reduce(OpCode op, DispatchTensor a) {
   check_first(op, a);
-  if (is_extremum(op)) check_non_empty(op, a.shape(), "tensor");
-  if (op == OpCode::mean && a.kind == Kind::Int) check_non_empty(op, a.shape(), "int tensor (int mean of nothing is undefined)");
+  if (empty_raises(op, a.kind))
+    check_non_empty(op, a.shape(), op_info(op).empty == EmptyRule::IntRaises
+                                       ? "int tensor (int mean of nothing is undefined)" : "tensor");
   const Kind k = a.kind;
-  return {entry<Family::Reduce>(op, a.device)(a.take()), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Reduce>(op, a.device)(a.take()), k); },
+      [&] { return OutMeta{reduce_shape(), a.dtype(), k}; }, no_attrs, a);
 }
 
 DispatchTensor reduce_dim(OpCode op, DispatchTensor a, std::int64_t dim) {
   check_first(op, a);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
-  if (is_extremum(op)) check_non_empty(op, a.shape(), "tensor");
-  if (op == OpCode::mean_dim && a.kind == Kind::Int && a.shape()[d] == 0)
-    throw ShapeError(fmt::format("[mean_dim] expected a non-empty axis for an int tensor; got shape {} dim {}",
+  const EmptyRule rule = op_info(op).empty;
+  if (rule == EmptyRule::Raises) check_non_empty(op, a.shape(), "tensor");
+  if (rule == EmptyRule::IntRaises && a.kind == Kind::Int && a.shape()[d] == 0)
+    throw ShapeError(fmt::format("[{}] expected a non-empty axis for an int tensor; got shape {} dim {}", op_name(op),
                                  a.shape().to_string(), d));
   const Kind k = a.kind;
-  return {entry<Family::Dim>(op, a.device)(a.take(), d), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Dim>(op, a.device)(a.take(), d), k); },
+      [&] { return OutMeta{op_info(op).keeps_shape ? a.shape() : reduce_dim_shape(a.shape(), d), a.dtype(), k}; },
+      [&] { return with_ints(i64(d)); }, a);
 }
 
 DispatchTensor dim_index(OpCode op, DispatchTensor a, std::int64_t dim) {
@@ -375,8 +449,16 @@ DispatchTensor dim_index(OpCode op, DispatchTensor a, std::int64_t dim) {
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
   check_non_empty(op, a.shape(), "tensor");
   const DeviceId dev = a.device;
-  return {entry<Family::DimIndex>(op, dev)(a.take(), d, int_out(dev)), Kind::Int};
+  const DType it = int_out(dev);
+  return invoke(
+      op, dev, TENSOR_BODY { return DispatchTensor(entry<Family::DimIndex>(op, dev)(a.take(), d, it), Kind::Int); },
+      [&] { return OutMeta{reduce_dim_shape(a.shape(), d), it, Kind::Int}; }, [&] { return with_ints(i64(d)); }, a);
 }
+
+namespace {
+using TensorPair = std::pair<DispatchTensor, DispatchTensor>;
+TensorPair wrap_pair(PrimPair p, Kind k) { return {DispatchTensor(std::move(p.first), k), DispatchTensor(std::move(p.second), Kind::Int)}; }
+}  // namespace
 
 std::pair<DispatchTensor, DispatchTensor> dim_with_indices(OpCode op, DispatchTensor a, std::int64_t dim) {
   check_first(op, a);
@@ -384,15 +466,20 @@ std::pair<DispatchTensor, DispatchTensor> dim_with_indices(OpCode op, DispatchTe
   check_non_empty(op, a.shape(), "tensor");
   const DeviceId dev = a.device;
   const Kind k = a.kind;
-  auto [v, i] = entry<Family::DimWithIndices>(op, dev)(a.take(), d, int_out(dev));
-  return {DispatchTensor(std::move(v), k), DispatchTensor(std::move(i), Kind::Int)};
+  const DType it = int_out(dev);
+  return invoke(
+      op, dev, TENSOR_BODY { return wrap_pair(entry<Family::DimWithIndices>(op, dev)(a.take(), d, it), k); },
+      [&] { return OutMeta{reduce_dim_shape(a.shape(), d), a.dtype(), k}; }, [&] { return with_ints(i64(d)); }, a);
 }
 
 DispatchTensor any_all(OpCode op, DispatchTensor a) {
   check_kind(op, a);
   check_storage(op, a.device, a.dtype());
   const DeviceId d = a.device;
-  return {entry<Family::AnyAll>(op, d)(a.take(), bool_out(d)), Kind::Bool};
+  const DType bt = bool_out(d);
+  return invoke(
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::AnyAll>(op, d)(a.take(), bt), Kind::Bool); },
+      [&] { return OutMeta{reduce_shape(), bt, Kind::Bool}; }, no_attrs, a);
 }
 
 DispatchTensor any_all_dim(OpCode op, DispatchTensor a, std::int64_t dim) {
@@ -400,14 +487,20 @@ DispatchTensor any_all_dim(OpCode op, DispatchTensor a, std::int64_t dim) {
   check_storage(op, a.device, a.dtype());
   const std::size_t dd = resolve_dim(op, dim, a.shape().rank());
   const DeviceId d = a.device;
-  return {entry<Family::AnyAllDim>(op, d)(a.take(), dd, bool_out(d)), Kind::Bool};
+  const DType bt = bool_out(d);
+  return invoke(
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::AnyAllDim>(op, d)(a.take(), dd, bt), Kind::Bool); },
+      [&] { return OutMeta{reduce_dim_shape(a.shape(), dd), bt, Kind::Bool}; }, [&] { return with_ints(i64(dd)); }, a);
 }
 
 DispatchTensor sort(DispatchTensor a, std::int64_t dim, bool descending) {
-  check_first(OpCode::sort, a);
-  const std::size_t d = resolve_dim(OpCode::sort, dim, a.shape().rank());
+  const OpCode op = OpCode::sort;
+  check_first(op, a);
+  const std::size_t d = resolve_dim(op, dim, a.shape().rank());
   const Kind k = a.kind;
-  return {entry<Family::Sort>(OpCode::sort, a.device)(a.take(), d, descending), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Sort>(op, a.device)(a.take(), d, descending), k); }, like(a),
+      [&] { return with_ints(i64(d), descending); }, a);
 }
 
 std::pair<DispatchTensor, DispatchTensor> sort_with_indices(DispatchTensor a, std::int64_t dim, bool descending) {
@@ -416,15 +509,21 @@ std::pair<DispatchTensor, DispatchTensor> sort_with_indices(DispatchTensor a, st
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
   const DeviceId dev = a.device;
   const Kind k = a.kind;
-  auto [v, i] = entry<Family::SortWithIndices>(op, dev)(a.take(), d, descending, int_out(dev));
-  return {DispatchTensor(std::move(v), k), DispatchTensor(std::move(i), Kind::Int)};
+  const DType it = int_out(dev);
+  return invoke(
+      op, dev, TENSOR_BODY { return wrap_pair(entry<Family::SortWithIndices>(op, dev)(a.take(), d, descending, it), k); }, like(a),
+      [&] { return with_ints(i64(d), descending); }, a);
 }
 
 DispatchTensor argsort(DispatchTensor a, std::int64_t dim, bool descending) {
-  check_first(OpCode::argsort, a);
-  const std::size_t d = resolve_dim(OpCode::argsort, dim, a.shape().rank());
+  const OpCode op = OpCode::argsort;
+  check_first(op, a);
+  const std::size_t d = resolve_dim(op, dim, a.shape().rank());
   const DeviceId dev = a.device;
-  return {entry<Family::Argsort>(OpCode::argsort, dev)(a.take(), d, descending, int_out(dev)), Kind::Int};
+  const DType it = int_out(dev);
+  return invoke(
+      op, dev, TENSOR_BODY { return DispatchTensor(entry<Family::Argsort>(op, dev)(a.take(), d, descending, it), Kind::Int); },
+      meta_of(a.shape(), it, Kind::Int), [&] { return with_ints(i64(d), descending); }, a);
 }
 
 namespace {
@@ -438,9 +537,13 @@ std::size_t check_k(OpCode op, const DispatchTensor& a, std::int64_t dim, std::s
 }  // namespace
 
 DispatchTensor topk(DispatchTensor a, std::int64_t dim, std::size_t k) {
-  const std::size_t d = check_k(OpCode::topk, a, dim, k);
+  const OpCode op = OpCode::topk;
+  const std::size_t d = check_k(op, a, dim, k);
   const Kind kind = a.kind;
-  return {entry<Family::TopK>(OpCode::topk, a.device)(a.take(), d, k), kind};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::TopK>(op, a.device)(a.take(), d, k), kind); },
+      [&] { return OutMeta{resized_shape(a.shape(), d, k), a.dtype(), kind}; }, [&] { return with_ints(i64(d), i64(k)); },
+      a);
 }
 
 std::pair<DispatchTensor, DispatchTensor> topk_with_indices(DispatchTensor a, std::int64_t dim, std::size_t k) {
@@ -448,14 +551,22 @@ std::pair<DispatchTensor, DispatchTensor> topk_with_indices(DispatchTensor a, st
   const std::size_t d = check_k(op, a, dim, k);
   const DeviceId dev = a.device;
   const Kind kind = a.kind;
-  auto [v, i] = entry<Family::TopKWithIndices>(op, dev)(a.take(), d, k, int_out(dev));
-  return {DispatchTensor(std::move(v), kind), DispatchTensor(std::move(i), Kind::Int)};
+  const DType it = int_out(dev);
+  return invoke(
+      op, dev, TENSOR_BODY { return wrap_pair(entry<Family::TopKWithIndices>(op, dev)(a.take(), d, k, it), kind); },
+      [&] { return OutMeta{resized_shape(a.shape(), d, k), a.dtype(), kind}; }, [&] { return with_ints(i64(d), i64(k)); },
+      a);
 }
 
 DispatchTensor argtopk(DispatchTensor a, std::int64_t dim, std::size_t k) {
-  const std::size_t d = check_k(OpCode::argtopk, a, dim, k);
+  const OpCode op = OpCode::argtopk;
+  const std::size_t d = check_k(op, a, dim, k);
   const DeviceId dev = a.device;
-  return {entry<Family::ArgTopK>(OpCode::argtopk, dev)(a.take(), d, k, int_out(dev)), Kind::Int};
+  const DType it = int_out(dev);
+  return invoke(
+      op, dev, TENSOR_BODY { return DispatchTensor(entry<Family::ArgTopK>(op, dev)(a.take(), d, k, it), Kind::Int); },
+      [&] { return OutMeta{resized_shape(a.shape(), d, k), it, Kind::Int}; }, [&] { return with_ints(i64(d), i64(k)); },
+      a);
 }
 
 // ---- layout ------------------------------------------------------------------------
@@ -485,7 +596,6 @@ DispatchTensor reshape(OpCode op, DispatchTensor a, std::span<const std::int64_t
     if (out.num_elements() != s.num_elements())
       throw ShapeError(fmt::format("[reshape] element count differs; expected {} elements (shape {}); got shape {}",
                                    s.num_elements(), s.to_string(), out.to_string()));
-    if (out == s) return a;
   } else {  // expand: right-aligned, source dims equal or 1; -1 keeps the source dim
     if (dims.size() < s.rank())
       throw ShapeError(fmt::format("[expand] target rank below source rank; expected >= {}; got {}", s.rank(), dims.size()));
@@ -505,10 +615,15 @@ DispatchTensor reshape(OpCode op, DispatchTensor a, std::span<const std::int64_t
       out.push_back(want);
     }
     check_view_shape(op, out);
-    if (out == s) return a;
   }
   const Kind k = a.kind;
-  return {entry<Family::Reshape>(op, a.device)(a.take(), out), k};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY -> DispatchTensor {
+        if (out == a.shape()) return std::move(a);
+        return {entry<Family::Reshape>(op, a.device)(a.take(), out), k};
+      },
+      meta_of(out, a.dtype(), k), [&] { OpAttrs x; x.dims = out.dims(); return x; }, a);
 }
 
 DispatchTensor swap_dims(DispatchTensor a, std::int64_t d0, std::int64_t d1) {
@@ -516,9 +631,14 @@ DispatchTensor swap_dims(DispatchTensor a, std::int64_t d0, std::int64_t d1) {
   check_first(op, a);
   const std::size_t x = resolve_dim(op, d0, a.shape().rank());
   const std::size_t y = resolve_dim(op, d1, a.shape().rank());
-  if (x == y) return a;
   const Kind k = a.kind;
-  return {entry<Family::SwapDims>(op, a.device)(a.take(), x, y), k};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY -> DispatchTensor {
+        if (x == y) return std::move(a);
+        return {entry<Family::SwapDims>(op, a.device)(a.take(), x, y), k};
+      },
+      [&] { return OutMeta{swapped_shape(a.shape(), x, y), a.dtype(), k}; }, [&] { return with_ints(i64(x), i64(y)); }, a);
 }
 
 DispatchTensor axes(OpCode op, DispatchTensor a, std::span<const std::int64_t> ax) {
@@ -526,17 +646,25 @@ DispatchTensor axes(OpCode op, DispatchTensor a, std::span<const std::int64_t> a
   const std::size_t r = a.shape().rank();
   if (op == OpCode::permute && ax.size() != r)
     throw ShapeError(fmt::format("[permute] expected {} axes (the rank); got {}", r, ax.size()));
-  std::vector<std::size_t> res;
+  std::array<std::size_t, kMaxRank> res{};
+  std::size_t n = 0;
   std::array<bool, kMaxRank> seen{};
   for (std::int64_t x : ax) {
     const std::size_t d = resolve_dim(op, x, r);
     if (seen[d]) throw IndexError(fmt::format("[{}] repeated axis; expected each dim once; got {} twice", op_name(op), d));
     seen[d] = true;
-    res.push_back(d);
+    res[n++] = d;
   }
-  if (op == OpCode::flip && res.empty()) return a;
+  const Axes axes_resolved(res.data(), n);
   const Kind k = a.kind;
-  return {entry<Family::Axes>(op, a.device)(a.take(), Axes(res)), k};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY -> DispatchTensor {
+        if (op == OpCode::flip && n == 0) return std::move(a);
+        return {entry<Family::Axes>(op, a.device)(a.take(), axes_resolved), k};
+      },
+      [&] { return OutMeta{op == OpCode::permute ? permuted_shape(a.shape(), axes_resolved) : a.shape(), a.dtype(), k}; },
+      [&] { OpAttrs x; x.dims = axes_resolved; return x; }, a);
 }
 
 DispatchTensor slice(DispatchTensor a, std::span<const tensor::Slice> slices) {
@@ -544,7 +672,10 @@ DispatchTensor slice(DispatchTensor a, std::span<const tensor::Slice> slices) {
   check_first(op, a);
   const std::vector<DimSlice> ds = resolve_slices(op, a.shape(), slices);
   const Kind k = a.kind;
-  return {entry<Family::Slice>(op, a.device)(a.take(), DimSlices(ds)), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Slice>(op, a.device)(a.take(), DimSlices(ds)), k); },
+      [&] { return OutMeta{sliced_shape(a.shape(), ds), a.dtype(), k}; },
+      [&] { OpAttrs x; x.slices = ds; return x; }, a);
 }
 
 DispatchTensor slice_assign(DispatchTensor a, std::span<const tensor::Slice> slices, DispatchTensor value) {
@@ -556,9 +687,14 @@ DispatchTensor slice_assign(DispatchTensor a, std::span<const tensor::Slice> sli
   if (!(value.shape() == want))
     throw ShapeError(fmt::format("[slice_assign] value shape differs from the slice; expected {}; got {}", want.to_string(),
                                  value.shape().to_string()));
-  if (want.num_elements() == 0) return a;  // nothing to write
   const Kind k = a.kind;
-  return {entry<Family::SliceAssign>(op, a.device)(a.take(), DimSlices(ds), value.take()), k};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY -> DispatchTensor {
+        if (want.num_elements() == 0) return std::move(a);  // nothing to write
+        return {entry<Family::SliceAssign>(op, a.device)(a.take(), DimSlices(ds), value.take()), k};
+      },
+      like(a), [&] { OpAttrs x; x.slices = ds; return x; }, a, value);
 }
 
 DispatchTensor repeat_dim(DispatchTensor a, std::int64_t dim, std::size_t times) {
@@ -566,9 +702,15 @@ DispatchTensor repeat_dim(DispatchTensor a, std::int64_t dim, std::size_t times)
   check_first(op, a);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
   check_alloc_shape(op, repeated_shape(op, a.shape(), d, times), a.dtype());
-  if (times == 1) return a;
   const Kind k = a.kind;
-  return {entry<Family::RepeatDim>(op, a.device)(a.take(), d, times), k};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY -> DispatchTensor {
+        if (times == 1) return std::move(a);
+        return {entry<Family::RepeatDim>(op, a.device)(a.take(), d, times), k};
+      },
+      [&] { return OutMeta{resized_shape(a.shape(), d, a.shape()[d] * times), a.dtype(), k}; },
+      [&] { return with_ints(i64(d), i64(times)); }, a);
 }
 
 DispatchTensor cat(std::vector<DispatchTensor> parts, std::int64_t dim) {
@@ -583,33 +725,34 @@ DispatchTensor cat(std::vector<DispatchTensor> parts, std::int64_t dim) {
       throw ShapeError(fmt::format("[cat] ranks differ; expected {}; got {} for tensor {}", r, parts[i].shape().rank(), i));
   }
   // Empty tensors are skipped (burn semantics); the rest must agree off the cat dim.
-  std::vector<DispatchTensor> keep;
-  for (auto& p : parts)
-    if (p.shape().num_elements() != 0) keep.push_back(std::move(p));
-  if (keep.empty()) {
-    Shape out = parts[0].shape();
-    std::size_t total = 0;
-    for (auto& p : parts) total = checked_dim_sum(op, total, p.prim ? p.shape()[d] : 0);
-    out[d] = total;
-    return create(OpCode::empty, out, parts[0].device, parts[0].kind, parts[0].dtype());
-  }
-  const Shape& s0 = keep[0].shape();
-  for (std::size_t i = 1; i < keep.size(); ++i)
+  const Primitive* first = nullptr;
+  for (const auto& p : parts) {
+    if (p.shape().num_elements() == 0) continue;
+    if (!first) { first = p.prim; continue; }
     for (std::size_t j = 0; j < r; ++j)
-      if (j != d && keep[i].shape()[j] != s0[j])
-        throw ShapeError(fmt::format("[cat] shapes differ outside dim {}; expected {}; got {}", d, s0.to_string(),
-                                     keep[i].shape().to_string()));
-  Shape out = s0;
+      if (j != d && p.shape()[j] != first->shape()[j])
+        throw ShapeError(fmt::format("[cat] shapes differ outside dim {}; expected {}; got {}", d, first->shape().to_string(),
+                                     p.shape().to_string()));
+  }
+  Shape out = first ? first->shape() : parts[0].shape();
   out[d] = 0;
-  for (const auto& p : keep) out[d] = checked_dim_sum(op, out[d], p.shape()[d]);
-  check_alloc_shape(op, out, keep[0].dtype());
-  if (keep.size() == 1) return std::move(keep[0]);
-  const Kind k = keep[0].kind;
-  const DeviceId dev = keep[0].device;
-  std::vector<Prim> prims;
-  prims.reserve(keep.size());
-  for (auto& p : keep) prims.push_back(p.take());
-  return {entry<Family::Cat>(op, dev)(std::move(prims), d), k};
+  for (const auto& p : parts)
+    if (!first || p.shape().num_elements() != 0) out[d] = checked_dim_sum(op, out[d], p.shape()[d]);
+  check_alloc_shape(op, out, parts[0].dtype());
+  const Kind k = parts[0].kind;
+  const DeviceId dev = parts[0].device;
+  const DType dt = parts[0].dtype();
+  return invoke(
+      op, dev,
+      TENSOR_BODY -> DispatchTensor {
+        std::vector<Prim> prims;
+        for (auto& p : parts)
+          if (p.shape().num_elements() != 0) prims.push_back(p.take());
+        if (prims.empty()) return {entry<Family::Create>(OpCode::empty, dev)(out, dev, dt), k};
+        if (prims.size() == 1) return {std::move(prims[0]), k};
+        return {entry<Family::Cat>(op, dev)(std::move(prims), d), k};
+      },
+      meta_of(out, dt, k), [&] { return with_ints(i64(d)); }, parts);
 }
 
 DispatchTensor unfold(DispatchTensor a, std::int64_t dim, std::size_t size, std::size_t step) {
@@ -622,7 +765,10 @@ DispatchTensor unfold(DispatchTensor a, std::int64_t dim, std::size_t size, std:
     throw ShapeError(fmt::format("[unfold] result rank too large; expected at most {}; got {}", kMaxRank, a.shape().rank() + 1));
   unfolded_shape(op, a.shape(), d, size, step);
   const Kind k = a.kind;
-  return {entry<Family::Unfold>(op, a.device)(a.take(), d, size, step), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Unfold>(op, a.device)(a.take(), d, size, step), k); },
+      [&] { return OutMeta{unfold_shape(a.shape(), d, size, step), a.dtype(), k}; },
+      [&] { return with_ints(i64(d), i64(size), i64(step)); }, a);
 }
 
 // ---- indexing ------------------------------------------------------------------------
@@ -639,7 +785,9 @@ DispatchTensor gather(DispatchTensor a, std::int64_t dim, DispatchTensor idx) {
       throw ShapeError(fmt::format("[gather] indices shape differs outside dim {}; expected {}; got {}", d,
                                    a.shape().to_string(), idx.shape().to_string()));
   const Kind k = a.kind;
-  return {entry<Family::Gather>(op, a.device)(a.take(), d, idx.take()), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Gather>(op, a.device)(a.take(), d, idx.take()), k); },
+      meta_of(idx.shape(), a.dtype(), k), [&] { return with_ints(i64(d)); }, a, idx);
 }
 
 DispatchTensor scatter(OpCode op, DispatchTensor a, std::int64_t dim, DispatchTensor idx, DispatchTensor values,
@@ -656,9 +804,14 @@ DispatchTensor scatter(OpCode op, DispatchTensor a, std::int64_t dim, DispatchTe
       throw ShapeError(fmt::format("[{}] indices larger than the tensor outside dim {}; expected <= {}; got {}", op_name(op), d,
                                    a.shape().to_string(), idx.shape().to_string()));
   const Kind k = a.kind;
-  if (op == OpCode::scatter)
-    return {entry<Family::ScatterUpdate>(op, a.device)(a.take(), d, idx.take(), values.take(), update), k};
-  return {entry<Family::Scatter>(op, a.device)(a.take(), d, idx.take(), values.take()), k};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY -> DispatchTensor {
+        if (op == OpCode::scatter)
+          return {entry<Family::ScatterUpdate>(op, a.device)(a.take(), d, idx.take(), values.take(), update), k};
+        return {entry<Family::Scatter>(op, a.device)(a.take(), d, idx.take(), values.take()), k};
+      },
+      like(a), [&] { OpAttrs x = with_ints(i64(d)); x.update = update; return x; }, a, idx, values);
 }
 
 DispatchTensor select(DispatchTensor a, std::int64_t dim, DispatchTensor idx) {
@@ -669,7 +822,10 @@ DispatchTensor select(DispatchTensor a, std::int64_t dim, DispatchTensor idx) {
   if (idx.shape().rank() != 1)
     throw ShapeError(fmt::format("[select] expected 1-D indices; got shape {}", idx.shape().to_string()));
   const Kind k = a.kind;
-  return {entry<Family::Select>(op, a.device)(a.take(), d, idx.take()), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Select>(op, a.device)(a.take(), d, idx.take()), k); },
+      [&] { return OutMeta{resized_shape(a.shape(), d, idx.shape()[0]), a.dtype(), k}; },
+      [&] { return with_ints(i64(d)); }, a, idx);
 }
 
 DispatchTensor select_assign(OpCode op, DispatchTensor a, std::int64_t dim, DispatchTensor idx, DispatchTensor values,
@@ -686,9 +842,14 @@ DispatchTensor select_assign(OpCode op, DispatchTensor a, std::int64_t dim, Disp
     throw ShapeError(fmt::format("[{}] values shape differs; expected {}; got {}", op_name(op), want.to_string(),
                                  values.shape().to_string()));
   const Kind k = a.kind;
-  if (op == OpCode::select_assign)
-    return {entry<Family::SelectUpdate>(op, a.device)(a.take(), d, idx.take(), values.take(), update), k};
-  return {entry<Family::SelectAssign>(op, a.device)(a.take(), d, idx.take(), values.take()), k};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY -> DispatchTensor {
+        if (op == OpCode::select_assign)
+          return {entry<Family::SelectUpdate>(op, a.device)(a.take(), d, idx.take(), values.take(), update), k};
+        return {entry<Family::SelectAssign>(op, a.device)(a.take(), d, idx.take(), values.take()), k};
+      },
+      like(a), [&] { OpAttrs x = with_ints(i64(d)); x.update = update; return x; }, a, idx, values);
 }
 
 DispatchTensor mask_where(DispatchTensor a, DispatchTensor mask, DispatchTensor value) {
@@ -701,7 +862,10 @@ DispatchTensor mask_where(DispatchTensor a, DispatchTensor mask, DispatchTensor 
     throw ShapeError(fmt::format("[mask_where] mask and value must broadcast to the tensor's shape; expected {}; got {}",
                                  a.shape().to_string(), out.to_string()));
   const Kind k = a.kind;
-  return {entry<Family::MaskWhere>(op, a.device)(a.take(), mask.take(), value.take()), k};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY { return DispatchTensor(entry<Family::MaskWhere>(op, a.device)(a.take(), mask.take(), value.take()), k); },
+      meta_of(out, a.dtype(), k), no_attrs, a, mask, value);
 }
 
 DispatchTensor mask_fill(DispatchTensor a, DispatchTensor mask, Scalar value) {
@@ -713,7 +877,9 @@ DispatchTensor mask_fill(DispatchTensor a, DispatchTensor mask, Scalar value) {
     throw ShapeError(fmt::format("[mask_fill] mask must broadcast to the tensor's shape; expected {}; got {}",
                                  a.shape().to_string(), mask.shape().to_string()));
   const Kind k = a.kind;
-  return {entry<Family::MaskFill>(op, a.device)(a.take(), mask.take(), value), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::MaskFill>(op, a.device)(a.take(), mask.take(), value), k); },
+      meta_of(out, a.dtype(), k), [&] { return with_scalars(value); }, a, mask);
 }
 
 DispatchTensor mask_select(DispatchTensor a, DispatchTensor mask) {
@@ -724,14 +890,19 @@ DispatchTensor mask_select(DispatchTensor a, DispatchTensor mask) {
     throw ShapeError(fmt::format("[mask_select] mask must broadcast to the tensor's shape; expected {}; got {}",
                                  a.shape().to_string(), mask.shape().to_string()));
   const Kind k = a.kind;
-  return {entry<Family::MaskSelect>(op, a.device)(a.take(), mask.take()), k};
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::MaskSelect>(op, a.device)(a.take(), mask.take()), k); },
+      [&] { return OutMeta{Shape{0}, a.dtype(), k, false}; }, no_attrs, a, mask);
 }
 
 DispatchTensor argwhere(DispatchTensor a) {
   const OpCode op = OpCode::argwhere;
   check_kind(op, a);
   const DeviceId d = a.device;
-  return {entry<Family::Argwhere>(op, d)(a.take(), int_out(d)), Kind::Int};
+  const DType it = int_out(d);
+  return invoke(
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::Argwhere>(op, d)(a.take(), it), Kind::Int); },
+      [&] { return OutMeta{Shape{0, a.shape().rank()}, it, Kind::Int, false}; }, no_attrs, a);
 }
 
 DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridSampleOptions& options) {
@@ -743,7 +914,11 @@ DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridS
   if (s.rank() != 4 || g.rank() != 4 || g[3] != 2 || g[0] != s[0])
     throw ShapeError(fmt::format("[grid_sample_2d] expected input [N,C,H,W] and grid [N,Hout,Wout,2]; got {} and {}",
                                  s.to_string(), g.to_string()));
-  return {entry<Family::GridSample>(op, a.device)(a.take(), grid.take(), options), Kind::Float};
+  return invoke(
+      op, a.device,
+      TENSOR_BODY { return DispatchTensor(entry<Family::GridSample>(op, a.device)(a.take(), grid.take(), options), Kind::Float); },
+      [&] { return OutMeta{Shape{s[0], s[1], g[1], g[2]}, a.dtype(), Kind::Float}; },
+      [&] { OpAttrs x; x.options = &options; return x; }, a, grid);
 }
 
 // ---- devices -------------------------------------------------------------------------

@@ -127,19 +127,105 @@ inline constexpr std::uint8_t F = kKindF, I = kKindI, B = kKindB, FI = kKindF | 
 
 enum class Policy : std::uint8_t { Req, Def };
 
+// The table's empty-input rule: Ok (the op has an answer for no elements), Raises
+// (ShapeError: extrema), IntRaises (raises for Int tensors only: int mean).
+enum class EmptyRule : std::uint8_t { Ok, Raises, IntRaises };
+
 struct OpInfo {
   std::string_view name;
-  Family family;
-  std::uint8_t kinds;
-  Policy policy;
+  Family family{};
+  std::uint8_t kinds = 0;
+  Policy policy{};
   std::string_view meaning;
+  std::uint16_t code = 0;      // the public OpCode value (stable, append-only)
+  std::uint8_t diff = 0;       // bit i set: tensor input i carries a gradient (Cat: every part)
+  bool storage_only = false;   // moves or views data: Storage suffices, not Arithmetic
+  bool keeps_shape = false;    // Dim family: output keeps the input shape (scans, softmax)
+  bool host_trip = false;      // the default reads back or uploads through the host
+  EmptyRule empty = EmptyRule::Ok;
 };
 
-inline constexpr std::array<OpInfo, kOpCount> kOps = {{
-#define TENSOR_OP(name, family, k, policy, meaning) {#name, Family::family, kinds::k, Policy::policy, meaning},
+// The optional columns of op_table.def rows, and how a row becomes an OpInfo.
+namespace table {
+
+// Which tensor inputs carry a gradient, by family, for ops that take Float tensors:
+// the data operands, never indices, masks or exponents.
+constexpr std::uint8_t default_diff(Family f, std::uint8_t kinds) {
+  if (!(kinds & kKindF)) return 0;
+  switch (f) {
+    case Family::Binary: case Family::Matmul: case Family::Cross: case Family::SliceAssign: case Family::GridSample:
+      return 0b11;
+    case Family::Scatter: case Family::ScatterUpdate: case Family::SelectAssign: case Family::SelectUpdate:
+    case Family::MaskWhere: case Family::ScatterNd:
+      return 0b101;
+    case Family::Cat:
+      return 0xff;
+    case Family::Unary: case Family::Scalar: case Family::Clamp: case Family::PowI: case Family::Reduce: case Family::Dim:
+    case Family::DimWithIndices: case Family::Cast: case Family::Reshape: case Family::SwapDims: case Family::Axes:
+    case Family::Slice: case Family::RepeatDim: case Family::Unfold: case Family::Gather: case Family::GatherNd:
+    case Family::Select: case Family::MaskFill: case Family::MaskSelect: case Family::Sort: case Family::SortWithIndices:
+    case Family::TopK: case Family::TopKWithIndices: case Family::ToDevice: case Family::SetFlag:
+      return 0b1;
+    default:
+      return 0;  // comparisons, index results, creation, reads: nothing to differentiate
+  }
+}
+
+struct StorageOnly {};
+struct KeepsShape {};
+struct HostTrip {};
+struct Diff { std::uint8_t mask; };
+inline constexpr StorageOnly storage_only{};
+inline constexpr KeepsShape keeps_shape{};
+inline constexpr HostTrip host_trip{};
+inline constexpr EmptyRule empty_raises = EmptyRule::Raises;
+inline constexpr EmptyRule empty_int_raises = EmptyRule::IntRaises;
+inline constexpr Diff no_diff{0};
+template <class... I>
+constexpr Diff diff(I... inputs) { return Diff{static_cast<std::uint8_t>((0u | ... | (1u << inputs)))}; }
+
+constexpr void apply(OpInfo& o, StorageOnly) { o.storage_only = true; }
+constexpr void apply(OpInfo& o, KeepsShape) { o.keeps_shape = true; }
+constexpr void apply(OpInfo& o, HostTrip) { o.host_trip = true; }
+constexpr void apply(OpInfo& o, EmptyRule r) { o.empty = r; }
+constexpr void apply(OpInfo& o, Diff d) { o.diff = d.mask; }
+
+template <class... C>
+constexpr OpInfo row(OpInfo o, std::uint16_t code, C... columns) {
+  o.code = code;
+  o.diff = default_diff(o.family, o.kinds);
+  (apply(o, columns), ...);
+  return o;
+}
+
+// Rows in table order, then placed by code: kOps[code] describes OpCode(code).
+inline constexpr std::array<OpInfo, kOpCount> kRows = {{
+#define TENSOR_OP(name, family, k, policy, meaning, ...) \
+  row({#name, Family::family, kinds::k, Policy::policy, meaning}, __VA_ARGS__),
 #include "dispatch/op_table.def"
 #undef TENSOR_OP
 }};
+
+constexpr std::array<OpInfo, kOpCount> by_code(const std::array<OpInfo, kOpCount>& rows) {
+  std::array<OpInfo, kOpCount> out{};
+  for (const OpInfo& r : rows) out[r.code] = r;
+  return out;
+}
+// Codes are dense and unique (0..kOpCount-1 once each), so arrays indexed by OpCode hold.
+constexpr bool codes_dense(const std::array<OpInfo, kOpCount>& rows) {
+  std::array<bool, kOpCount> seen{};
+  for (const OpInfo& r : rows) {
+    if (r.code >= kOpCount || seen[r.code]) return false;
+    seen[r.code] = true;
+  }
+  return true;
+}
+static_assert(codes_dense(kRows),
+              "op_table.def: every row needs its own code, the next free number (see dispatch/op_codes.txt)");
+
+}  // namespace table
+
+inline constexpr std::array<OpInfo, kOpCount> kOps = table::by_code(table::kRows);
 
 enum class DeviceOp : std::uint8_t {
 #define TENSOR_OP(...)

@@ -3,6 +3,7 @@
 
 #include "dispatch/backend.hpp"
 #include "dispatch/dispatch.hpp"
+#include "dispatch/profiler.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::dispatch {
@@ -12,6 +13,7 @@ Registry& Registry::instance() {
   static Registry* registry = [] {
     auto* r = new Registry();
     install_builtin_backends(*r);
+    start_env_profiler();  // TENSOR_PROFILE=1 (uses no registry, so safe before it is published)
     return r;
   }();
   return *registry;

@@ -257,6 +257,13 @@ std::map<std::string, Spec> make_specs() {
   m["powf"] = binary_f([](double a, double b) { return std::pow(a, b); }, {0.1, 3}, {-2, 2}, 16, 1);
   m["atan2"] = binary_f([](double a, double b) { return std::atan2(a, b); }, {}, {}, 16, 1);
   m["hypot"] = binary_f([](double a, double b) { return std::hypot(a, b); }, {}, {}, 16, 1);
+  for (const bool is_max : {true, false}) {
+    Spec s = binary_f([is_max](double a, double b) {
+      return std::isnan(a) || std::isnan(b) ? NAN : is_max ? std::max(a, b) : std::min(a, b);
+    });
+    s.i = [is_max](const std::vector<std::int64_t>& v, DType) { return is_max ? std::max(v[0], v[1]) : std::min(v[0], v[1]); };
+    m[is_max ? "max_pair" : "min_pair"] = s;
+  }
   {
     auto bits = [](std::function<std::uint64_t(std::uint64_t, std::uint64_t)> g) {
       Spec s;
@@ -1834,6 +1841,33 @@ TEST(OpTable, EveryHarnessOpHasAReference) {
   for (const auto& [n, spec] : specs()) EXPECT_TRUE(table.count(n)) << "reference for '" << n << "' matches no op-table row";
   for (const auto& n : structured_refs()) EXPECT_TRUE(table.count(n)) << "reference for '" << n << "' matches no op-table row";
   for (const auto& [n, why] : not_yet_referenced()) EXPECT_TRUE(table.count(n)) << "stale not-yet entry '" << n << "'";
+}
+
+// max_pair / min_pair beyond the generated inputs: NaN in either operand wins (burn,
+// torch.maximum), broadcasting, and int tensors.
+TEST(OpTable, MaxPairMinPairPropagateNaNAndBroadcast) {
+  for (const Device& dev : tt::conf::devices()) {
+    tt::conf::DeviceScope scope;
+    scope.enter(dev);
+    const auto a = Tensor<2>::from_data(TensorData::from<float>({1, NAN, 3, -0.5f}, {1, 4}), dev);
+    const auto b = Tensor<2>::from_data(TensorData::from<float>({NAN, 2, 1, -1, 5, 5, 5, 5}, {2, 4}), dev);
+    const auto mx = a.max_pair(b).into_data().to_vec<float>();
+    const auto mn = a.min_pair(b).into_data().to_vec<float>();
+    ASSERT_EQ(mx.size(), 8u) << dev.to_string();
+    const float want_mx[8] = {NAN, NAN, 3, -0.5f, 5, NAN, 5, 5};
+    const float want_mn[8] = {NAN, NAN, 1, -1, 1, NAN, 3, -0.5f};
+    for (int i = 0; i < 8; ++i) {
+      if (std::isnan(want_mx[i])) EXPECT_TRUE(std::isnan(mx[i])) << dev.to_string() << " max " << i;
+      else EXPECT_EQ(mx[i], want_mx[i]) << dev.to_string() << " max " << i;
+      if (std::isnan(want_mn[i])) EXPECT_TRUE(std::isnan(mn[i])) << dev.to_string() << " min " << i;
+      else EXPECT_EQ(mn[i], want_mn[i]) << dev.to_string() << " min " << i;
+    }
+    const auto x = Tensor<1, Int>::from_data(TensorData::from<std::int32_t>({-7, 4, 0}), dev);
+    const auto y = Tensor<1, Int>::from_data(TensorData::from<std::int32_t>({3, 4, -2}), dev);
+    EXPECT_EQ(x.max_pair(y).into_data().to_vec<std::int32_t>(), (std::vector<std::int32_t>{3, 4, 0})) << dev.to_string();
+    EXPECT_EQ(x.min_pair(y).into_data().to_vec<std::int32_t>(), (std::vector<std::int32_t>{-7, 4, -2})) << dev.to_string();
+    scope.leave();
+  }
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// OpCode: one enumerator per row of the op table (dispatch/op_table.def, copied here at build time).
+// OpCode: one enumerator per row of the op table (dispatch/op_table.def, copied here at build time),
+// valued by the row's code column: append-only, so a value compiled into user code never changes.
 #pragma once
 
 #include <cstdint>
@@ -6,13 +7,13 @@
 namespace tensor {
 
 enum class OpCode : std::uint16_t {
-#define TENSOR_OP(name, family, kinds, policy, meaning) name,
+#define TENSOR_OP(name, family, kinds, policy, meaning, code, ...) name = code,
 #include "tensor/op_table.def"
 #undef TENSOR_OP
 };
 
 inline constexpr int kOpCount = 0
-#define TENSOR_OP(name, family, kinds, policy, meaning) +1
+#define TENSOR_OP(name, family, kinds, policy, meaning, ...) +1
 #include "tensor/op_table.def"
 #undef TENSOR_OP
     ;

@@ -166,6 +166,9 @@ class TENSOR_API Tensor {
   TENSOR_NUM_METHOD(Tensor, mul, (const Tensor& o), detail::binary(OpCode::mul, std::move(self), detail::retain(o.h_)))
   TENSOR_NUM_METHOD(Tensor, div, (const Tensor& o), detail::binary(OpCode::div, std::move(self), detail::retain(o.h_)))
   TENSOR_NUM_METHOD(Tensor, remainder, (const Tensor& o), detail::binary(OpCode::remainder, std::move(self), detail::retain(o.h_)))
+  // Elementwise max / min of two tensors (broadcast); a NaN in either operand gives NaN.
+  TENSOR_NUM_METHOD(Tensor, max_pair, (const Tensor& o), detail::binary(OpCode::max_pair, std::move(self), detail::retain(o.h_)))
+  TENSOR_NUM_METHOD(Tensor, min_pair, (const Tensor& o), detail::binary(OpCode::min_pair, std::move(self), detail::retain(o.h_)))
   TENSOR_NUM_METHOD(Tensor, add_scalar, (Scalar s), detail::scalar(OpCode::add_scalar, std::move(self), s))
   TENSOR_NUM_METHOD(Tensor, sub_scalar, (Scalar s), detail::scalar(OpCode::sub_scalar, std::move(self), s))
   TENSOR_NUM_METHOD(Tensor, mul_scalar, (Scalar s), detail::scalar(OpCode::mul_scalar, std::move(self), s))

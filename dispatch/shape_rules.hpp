@@ -1,0 +1,54 @@
+// The output-shape rule of each op family, in one place: the forwarders take the output
+// metadata the hooks see from here, and a backend that needs its output shape can take
+// it from here instead of working it out again. Inputs are validated (dims resolved).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "dispatch/validate.hpp"
+
+namespace tensor::dispatch {
+
+// Batched matmul [.., m, k] x [.., k, n] -> [.., m, n], batch dims broadcast.
+// Validates (equal ranks >= 2, inner dims, batch broadcast); ShapeError otherwise.
+Shape matmul_shape(OpCode op, const Shape& a, const Shape& b);
+
+// Full reductions give [1]; dim reductions keep the dim with size 1.
+inline Shape reduce_shape() { return Shape{1}; }
+inline Shape reduce_dim_shape(Shape s, std::size_t dim) {
+  s[dim] = 1;
+  return s;
+}
+// Size `n` along `dim` (topk, select, repeat_dim).
+inline Shape resized_shape(Shape s, std::size_t dim, std::size_t n) {
+  s[dim] = n;
+  return s;
+}
+inline Shape swapped_shape(Shape s, std::size_t x, std::size_t y) {
+  std::swap(s[x], s[y]);
+  return s;
+}
+inline Shape transposed_shape(const Shape& s) { return s.rank() < 2 ? s : swapped_shape(s, s.rank() - 2, s.rank() - 1); }
+inline Shape permuted_shape(const Shape& s, std::span<const std::size_t> axes) {
+  Shape out = s;
+  for (std::size_t i = 0; i < axes.size(); ++i) out[i] = s[axes[i]];
+  return out;
+}
+// Windows of `size` every `step` along `dim`: that dim counts windows, a new last dim of `size`.
+inline Shape unfold_shape(Shape s, std::size_t dim, std::size_t size, std::size_t step) {
+  const std::size_t n = s[dim];
+  s[dim] = n >= size ? (n - size) / step + 1 : 0;
+  s.push_back(size);
+  return s;
+}
+// Elements of arange(start, end, step) (step != 0).
+inline std::size_t arange_len(std::int64_t start, std::int64_t end, std::int64_t step) {
+  if (step > 0 ? start >= end : start <= end) return 0;
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };  // differences wrap, not overflow
+  const std::uint64_t span = step > 0 ? u(end) - u(start) : u(start) - u(end);
+  const std::uint64_t st = step > 0 ? u(step) : std::uint64_t{0} - u(step);
+  return static_cast<std::size_t>((span + st - 1) / st);
+}
+
+}  // namespace tensor::dispatch

@@ -1,0 +1,48 @@
+// The op profiler: wall time, calls and bytes produced per op and device, recorded
+// on dispatch's one invocation path. TENSOR_PROFILE=1 prints the table at exit; the
+// functions here start, read and stop a profile in code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor/export.hpp"
+
+namespace tensor {
+
+// One op on one device.
+struct ProfileRow {
+  std::string device;     // "cpu", "vulkan:0"
+  std::string op;         // op table name ("add", "matmul")
+  std::uint64_t calls = 0;
+  double total_ms = 0.0;  // wall time of every call together
+  double mean_us = 0.0;   // total / calls
+  std::uint64_t bytes = 0;  // bytes of the output tensors the calls produced
+};
+
+// Which clock a device's times come from.
+struct ProfileClock {
+  std::string device;
+  std::string clock;  // "host wall time" or "host wall time, device synced after each op"
+};
+
+struct TENSOR_API ProfileResult {
+  std::vector<ProfileRow> rows;      // grouped by device (cpu first), each by total time, longest first
+  std::vector<ProfileClock> clocks;  // one per device that has rows
+  // The table TENSOR_PROFILE=1 prints: one block per device naming its clock.
+  std::string to_string() const;
+};
+
+namespace profile {
+// Starts recording every op (clearing what a previous profile recorded). Recording
+// adds a lock and a clock read per op, and a device sync per op off the CPU.
+TENSOR_API void start();
+// What has been recorded since start(); recording goes on.
+TENSOR_API ProfileResult read();
+// Stops recording and returns the profile (empty if none was started).
+TENSOR_API ProfileResult stop();
+TENSOR_API bool active();
+}  // namespace profile
+
+}  // namespace tensor
