@@ -11,6 +11,7 @@ PACKAGES=(
   libhwy-dev libblis-openmp-dev         # CPU backend: Highway SIMD, BLIS gemm (+ OpenMP via libgomp)
   libfmt-dev zlib1g-dev                 # formatting inside the library; gzip reading for tensorctl demo
   libgtest-dev                          # tests
+  nlohmann-json3-dev                    # JSON headers of .safetensors files (header-only, inside lib/src)
   libvulkan-dev glslc                   # Vulkan backend: loader + headers, GLSL -> SPIR-V compiler
   mesa-vulkan-drivers                   # lavapipe: software Vulkan, so the vulkan suite runs without a GPU
   vulkan-validationlayers vulkan-tools  # validation layer in CI, vulkaninfo for diagnosis
