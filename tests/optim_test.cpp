@@ -159,6 +159,47 @@ TEST_P(Optim, TypedErrors) {
   EXPECT_THROWS(ShapeError, Sgd(SgdConfig{.nesterov = true}), "[Sgd]", "nesterov");
 }
 
+TEST_P(Optim, RecordRoundTripResumesTheSameSteps) {
+  // Two Adam steps, the state through a .safetensors file into a fresh optimizer, then the
+  // third step: the uninterrupted run's value from AdamThreeSteps.
+  Adam first;
+  Tensor<1> p = vec({0});
+  p = first.step(0.1, "p", p, vec({1}));
+  p = first.step(0.1, "p", p, vec({-2}));
+  const io::NamedTensors record = first.to_record();
+  ASSERT_EQ(record.size(), 3u);
+  EXPECT_EQ(record[0].first, "p.step");
+  EXPECT_EQ(record[0].second.to_vec<std::int64_t>(), std::vector<std::int64_t>{2});
+  EXPECT_EQ(record[1].first, "p.a");
+  EXPECT_EQ(record[2].first, "p.b");
+  // m = -0.11, v = 0.004999 after g = 1, -2 (AdamThreeSteps' comment).
+  EXPECT_NEAR(record[1].second.convert(DType::F64).to_vec<double>()[0], -0.11, 1e-7);
+  EXPECT_NEAR(record[2].second.convert(DType::F64).to_vec<double>()[0], 0.004999, 1e-9);
+  const std::string path = ::testing::TempDir() + "/optim_record_" + tt::conf::test_name(dev()) + ".safetensors";
+  io::save_safetensors(path, record);
+
+  Adam resumed;
+  resumed.load_record(io::load_safetensors(path).tensors, dev());
+  EXPECT_EQ(resumed.steps("p"), 2u);
+  EXPECT_VALUES(resumed.step(0.1, "p", p, vec({0.5f})), {-0.0497205803});
+
+  // A record of another shape is caught at the next step; malformed records are typed errors.
+  EXPECT_THROWS(ShapeError, resumed.step(0.1, "p", vec({1, 2}), vec({1, 2})), "[Adam::step]", "'p'", "expected 2 elements; got 1");
+  EXPECT_THROWS(ShapeError, resumed.load_record({{"p.velocity", TensorData::from(std::vector<float>{1})}}), "[load_record]", "p.velocity");
+  EXPECT_THROWS(ShapeError, resumed.load_record({{"q.a", TensorData::from(std::vector<float>{1})}}), "[load_record]", "q.step");
+  EXPECT_THROWS(DTypeError, resumed.load_record({{"q.step", TensorData::from(std::vector<float>{1})}}), "[load_record]", "i64");
+  EXPECT_EQ(resumed.steps("p"), 3u);  // failed loads leave the state as it was
+
+  // Sgd with momentum: the buffer comes back too (buf 1.9 after two steps of g = 1).
+  Sgd sgd(SgdConfig{.momentum = 0.9});
+  Tensor<1> q = vec({1});
+  q = sgd.step(0.1, "q", q, vec({1}));
+  q = sgd.step(0.1, "q", q, vec({1}));
+  Sgd sgd2(SgdConfig{.momentum = 0.9});
+  sgd2.load_record(sgd.to_record(), dev());
+  EXPECT_VALUES(sgd2.step(0.1, "q", q, vec({1})), {0.439});
+}
+
 // The schedules are host arithmetic: one device is enough.
 TEST(LrSchedule, ConstantStepCosine) {
   ConstantLr c(0.01);

@@ -49,6 +49,56 @@ void Optimizer::check(const ParamId& id, const Shape& p, const Shape& g, const D
                                   pd.to_string(), gd.to_string()));
 }
 
+void Optimizer::check_state(const ParamId& id, std::size_t n) const {
+  const auto it = state_.find(id);
+  if (it == state_.end()) return;
+  for (const auto* t : {&it->second.a, &it->second.b})
+    if (*t && (*t)->num_elements() != n)
+      throw ShapeError(fmt::format("[{}] the optimizer state of parameter '{}' does not fit it (a loaded record of another model?); "
+                                   "expected {} elements; got {}", name(), id, n, (*t)->num_elements()));
+}
+
+io::NamedTensors Optimizer::to_record() const {
+  io::NamedTensors out;
+  for (const auto& [id, s] : state_) {
+    out.emplace_back(id + ".step", TensorData::from(std::vector<std::int64_t>{static_cast<std::int64_t>(s.t)}));
+    if (s.a) out.emplace_back(id + ".a", s.a->into_data());
+    if (s.b) out.emplace_back(id + ".b", s.b->into_data());
+  }
+  return out;
+}
+
+void Optimizer::load_record(const io::NamedTensors& record, Device device) {
+  std::map<ParamId, State> next;
+  std::map<ParamId, bool> has_step;
+  for (const auto& [name, data] : record) {
+    const std::size_t dot = name.rfind('.');
+    const std::string field = dot == std::string::npos ? std::string() : name.substr(dot + 1);
+    if (field != "step" && field != "a" && field != "b")
+      throw ShapeError(fmt::format("[{}] record entry '{}' is not optimizer state; expected '<id>.step', '<id>.a' or '<id>.b'; got '{}'",
+                                   "load_record", name, name));
+    const ParamId id = name.substr(0, dot);
+    State& s = next[id];
+    if (field == "step") {
+      if (data.dtype() != DType::I64 || data.num_elements() != 1)
+        throw DTypeError(fmt::format("[load_record] '{}' must be one i64; expected i64 [1]; got {} {}", name, dtype_name(data.dtype()),
+                                     data.shape().to_string()));
+      s.t = static_cast<std::size_t>(data.to_vec<std::int64_t>()[0]);
+      has_step[id] = true;
+      continue;
+    }
+    if (!is_float(data.dtype()))
+      throw DTypeError(fmt::format("[load_record] '{}' must be a float tensor; expected a float dtype; got {}", name,
+                                   dtype_name(data.dtype())));
+    TensorData flat(data.bytes(), Shape{data.num_elements()}, data.dtype());
+    (field == "a" ? s.a : s.b) = Tensor<1>::from_data(std::move(flat), device);
+  }
+  for (const auto& [id, s] : next)
+    if (!has_step[id])
+      throw ShapeError(fmt::format("[load_record] the record has moments of '{}' but no step count; expected '{}.step'; got none", id, id));
+  state_ = std::move(next);
+}
+
 Sgd::Sgd(SgdConfig config) : Optimizer(config.grad_clipping), config_(config) {
   if (config.nesterov && (config.momentum <= 0.0 || config.dampening != 0.0))
     throw ShapeError(fmt::format("[Sgd] nesterov needs momentum > 0 and dampening 0; expected momentum > 0, dampening 0; "

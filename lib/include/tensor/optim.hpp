@@ -25,6 +25,7 @@
 #include <string>
 
 #include "tensor/export.hpp"
+#include "tensor/io.hpp"
 #include "tensor/tensor.hpp"
 
 namespace tensor::optim {
@@ -68,6 +69,7 @@ class TENSOR_API Optimizer {
     for (std::size_t i = 0; i < D; ++i) dims[i] = static_cast<std::int64_t>(param.shape()[i]);
     const std::array<std::int64_t, 1> flat{-1};
     Tensor<1> g = grad.template reshape<1>(flat);
+    check_state(id, param.num_elements());
     if (clipping_) g = clipping_->clip(g);
     return update(lr, id, param.template reshape<1>(flat), g).template reshape<D>(dims);
   }
@@ -76,6 +78,16 @@ class TENSOR_API Optimizer {
   std::size_t steps(const ParamId& id) const;
   // Drops every parameter's state.
   void reset() { state_.clear(); }
+
+  // The state as named host tensors, for a checkpoint (burn's to_record / load_record):
+  // "<id>.step" (i64 [1]) and, where the optimizer has them, "<id>.a" / "<id>.b" (the
+  // momentum buffer, or Adam's first and second moments, flattened). save_safetensors writes
+  // them beside the weights; load_record puts them back on `device`, replacing the current
+  // state, so a resumed run takes the same steps as an uninterrupted one. A record entry that
+  // is not "<id>.step|a|b", or an "a"/"b" without its "step", is a ShapeError naming it; a
+  // moment whose size differs from the parameter's is caught by the next step().
+  io::NamedTensors to_record() const;
+  void load_record(const io::NamedTensors& record, Device device = Device::default_device());
 
  protected:
   explicit Optimizer(std::optional<GradientClipping> clipping) : clipping_(clipping) {}
@@ -89,6 +101,7 @@ class TENSOR_API Optimizer {
 
  private:
   void check(const ParamId& id, const Shape& p, const Shape& g, const Device& pd, const Device& gd) const;
+  void check_state(const ParamId& id, std::size_t n) const;
   std::optional<GradientClipping> clipping_;
   std::map<ParamId, State> state_;
 };
