@@ -101,6 +101,24 @@ TEST(Safetensors, LayoutFollowsTheSpecification) {
   EXPECT_EQ(got.size(), 8u + 112u + 11u);
 }
 
+// Names of 1..8 characters give every header length modulo 8: each is padded with spaces
+// (and only spaces) to the next multiple of 8, and the data follows at once.
+TEST(Safetensors, HeaderIsSpacePaddedToEightForEveryLength) {
+  for (std::size_t len = 1; len <= 8; ++len) {
+    const std::string name(len, 'n');
+    const std::string path = tmp_path("pad" + std::to_string(len) + ".safetensors");
+    io::save_safetensors(path, {{name, TensorData::from(std::vector<std::uint8_t>{42})}});
+    const std::string json = "{\"" + name + R"(":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+    const std::size_t padded = (json.size() + 7) / 8 * 8;
+    const std::string got = read_all(path);
+    ASSERT_EQ(got.size(), 8 + padded + 1) << len;
+    EXPECT_EQ(got.substr(0, 8), le64(padded)) << len;
+    EXPECT_EQ(got.substr(8, json.size()), json) << len;
+    EXPECT_EQ(got.substr(8 + json.size(), padded - json.size()), std::string(padded - json.size(), ' ')) << len;
+    EXPECT_EQ(got.back(), '\x2a') << len;
+  }
+}
+
 TEST(Safetensors, MetadataComesFirst) {
   const std::string path = tmp_path("meta.safetensors");
   io::save_safetensors(path, {{"x", TensorData::from(std::vector<std::int8_t>{-1})}}, {{"k", "v"}});
