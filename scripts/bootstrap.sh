@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages libtensor's build, tests and tools need, and the digits data set
-# (idempotent, non-interactive, run as root).
+# Installs the Debian 12 packages libtensor's build, tests and tools need, the digits and Fashion-MNIST
+# data sets (idempotent, non-interactive, run as root).
 #
 # Only packages that are missing are installed, and `apt-get update` runs only
 # when something is missing, so a second run does nothing and needs no network.
@@ -11,6 +11,7 @@ PACKAGES=(
   libhwy-dev libblis-openmp-dev         # CPU backend: Highway SIMD, BLIS gemm (+ OpenMP via libgomp)
   libfmt-dev zlib1g-dev                 # formatting inside the library; gzip reading for tensorctl demo
   libgtest-dev                          # tests
+  nlohmann-json3-dev                    # JSON headers of .safetensors files (header-only, inside lib/src)
   libvulkan-dev glslc                   # Vulkan backend: loader + headers, GLSL -> SPIR-V compiler
   mesa-vulkan-drivers                   # lavapipe: software Vulkan, so the vulkan suite runs without a GPU
   vulkan-validationlayers vulkan-tools  # validation layer in CI, vulkaninfo for diagnosis
@@ -37,13 +38,17 @@ for p in "${PACKAGES[@]}"; do
   installed "$p" || missing+=("$p")
 done
 
-# Data the tests and `tensorctl demo` read: the digits CSV from Debian's python3-sklearn,
-# extracted into .cache/ without installing that package (idempotent).
+# Data the tests and `tensorctl demo` read: the digits CSV from Debian's python3-sklearn and
+# Fashion-MNIST from dataset-fashion-mnist, extracted into .cache/ without installing them (idempotent).
 fetch_data() {
   local here
   here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
   if [[ -f "$here/fetch-digits.sh" ]]; then
     bash "$here/fetch-digits.sh"
+  fi
+  # Fashion-MNIST (Debian's dataset-fashion-mnist, a 31 MB .deb), the same way.
+  if [[ -f "$here/fetch-fashion-mnist.sh" ]]; then
+    bash "$here/fetch-fashion-mnist.sh"
   fi
 }
 

@@ -18,3 +18,15 @@ float user_code() {
   return s.into_data().to_vec<float>()[0] + f.into_data().to_vec<float>()[0] + r.into_data().to_vec<float>()[0] +
          static_cast<float>(i.argmax(1).into_data().to_vec<std::int32_t>()[0]);
 }
+
+// The other public headers a training program uses: weights on disk and optimizers.
+#include <tensor/io.hpp>
+#include <tensor/optim.hpp>
+
+float user_training_step() {
+  auto w = Tensor<2>::ones({2, 2});
+  optim::Adam opt(optim::AdamConfig{.grad_clipping = optim::GradientClipping::norm(1.0)});
+  w = opt.step(1e-3, "w", w, w.mul_scalar(0.5));
+  io::save_safetensors("/dev/null", {{"w", w.into_data()}});
+  return static_cast<float>(io::load_npy("/dev/null").num_elements());
+}
