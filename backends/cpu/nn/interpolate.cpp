@@ -67,25 +67,11 @@ Taps make_taps(std::size_t in_sz, std::size_t out_sz, const tensor::nn::Interpol
   return t;
 }
 
-template <class F>
-void for_planes(std::size_t planes, double work, F&& f) {
-  const I np = static_cast<I>(planes);
-  const int t = nn_threads();
-  if (t > 1 && planes > 1 && work * static_cast<double>(planes) >= 32768.0) {
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(t)
-#endif
-    for (I p = 0; p < np; ++p) f(static_cast<std::size_t>(p));
-  } else {
-    for (I p = 0; p < np; ++p) f(static_cast<std::size_t>(p));
-  }
-}
-
 template <class T>
 void forward(const InterpGeom& g, const T* x, T* y) {
   const Taps th = make_taps(g.in_h, g.out_h, g.options), tw = make_taps(g.in_w, g.out_w, g.options);
   const std::size_t S = g.in_h * g.in_w, O = g.out_h * g.out_w;
-  for_planes(g.planes, static_cast<double>(O * th.n * tw.n), [&](std::size_t p) {
+  for_items(g.planes, static_cast<double>(O * th.n * tw.n), [&](std::size_t p) {
     std::vector<double> tmp(g.in_h * g.out_w);  // width pass
     const T* xp = x + p * S;
     for (std::size_t ih = 0; ih < g.in_h; ++ih)
@@ -110,7 +96,7 @@ template <class T>
 void backward(const InterpGeom& g, const T* dy, T* dx) {
   const Taps th = make_taps(g.in_h, g.out_h, g.options), tw = make_taps(g.in_w, g.out_w, g.options);
   const std::size_t S = g.in_h * g.in_w, O = g.out_h * g.out_w;
-  for_planes(g.planes, static_cast<double>(O * th.n * tw.n), [&](std::size_t p) {
+  for_items(g.planes, static_cast<double>(O * th.n * tw.n), [&](std::size_t p) {
     std::vector<double> tmp(g.in_h * g.out_w, 0.0), acc(S, 0.0);
     const T* dyp = dy + p * O;
     for (std::size_t oh = 0; oh < g.out_h; ++oh)

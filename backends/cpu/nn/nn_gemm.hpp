@@ -24,6 +24,24 @@ inline int nn_threads() {
 #endif
 }
 
+// Runs f(i) for every i in [0, n): on OpenMP threads when there are several items and
+// n * work_per_item (window taps, multiply-adds) reaches kParallelWork, below which a
+// parallel region costs more than it saves; serially otherwise.
+constexpr double kParallelWork = 32768.0;
+template <class F>
+void for_items(std::size_t n, double work_per_item, F&& f) {
+  const auto ni = static_cast<std::int64_t>(n);
+  const int t = nn_threads();
+  if (t > 1 && n > 1 && static_cast<double>(n) * work_per_item >= kParallelWork) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp parallel for schedule(static) num_threads(t)
+#endif
+    for (std::int64_t i = 0; i < ni; ++i) f(static_cast<std::size_t>(i));
+  } else {
+    for (std::int64_t i = 0; i < ni; ++i) f(static_cast<std::size_t>(i));
+  }
+}
+
 // C[m x n] = alpha * op(A) * op(B) + beta * C, row-major with leading dims lda/ldb/ldc;
 // op(A) = A^T when ta (A then stored [k x m]), likewise B ([n x k] when tb).
 template <class T>

@@ -26,24 +26,10 @@ void row_stats(const T* xr, std::size_t d, double eps, double& mu, double& rs) {
   rs = 1.0 / std::sqrt(v + eps);
 }
 
-template <class F>
-void for_rows(std::size_t rows, std::size_t d, F&& f) {
-  const I n = static_cast<I>(rows);
-  const int t = nn_threads();
-  if (t > 1 && rows > 1 && static_cast<double>(rows) * static_cast<double>(d) >= 32768.0) {
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(t)
-#endif
-    for (I r = 0; r < n; ++r) f(static_cast<std::size_t>(r));
-  } else {
-    for (I r = 0; r < n; ++r) f(static_cast<std::size_t>(r));
-  }
-}
-
 template <class T>
 void forward(std::size_t rows, std::size_t d, const T* x, const T* gamma, const T* beta, double eps, T* y, T* mean,
              T* rstd) {
-  for_rows(rows, d, [&](std::size_t r) {
+  for_items(rows, static_cast<double>(d), [&](std::size_t r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
     double mu, rs;
@@ -64,7 +50,7 @@ template <class T>
 void backward(std::size_t rows, std::size_t d, const T* x, const T* gamma, const T* dy, double eps, T* dx, T* dgamma,
               T* dbeta) {
   std::vector<double> mus(rows), rss(rows);
-  for_rows(rows, d, [&](std::size_t r) {
+  for_items(rows, static_cast<double>(d), [&](std::size_t r) {
     const T* xr = x + r * d;
     const T* gr = dy + r * d;
     double mu, rs;

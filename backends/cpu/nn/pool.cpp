@@ -12,28 +12,11 @@ namespace {
 
 using I = std::int64_t;
 
-// Work below this many window taps runs on one thread.
-constexpr double kParallelWork = 1 << 15;
-
-template <class F>
-void for_planes(std::size_t planes, double work_per_plane, F&& f) {
-  const I np = static_cast<I>(planes);
-  const int t = nn_threads();
-  if (t > 1 && static_cast<double>(planes) * work_per_plane >= kParallelWork && planes > 1) {
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(t)
-#endif
-    for (I p = 0; p < np; ++p) f(static_cast<std::size_t>(p));
-  } else {
-    for (I p = 0; p < np; ++p) f(static_cast<std::size_t>(p));
-  }
-}
-
 template <class T>
 void max_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) {
   const I H = static_cast<I>(g.in_h), W = static_cast<I>(g.in_w);
   const std::size_t O = g.out_h * g.out_w;
-  for_planes(g.planes, static_cast<double>(O * static_cast<std::size_t>(g.kernel[0] * g.kernel[1])),
+  for_items(g.planes, static_cast<double>(O * static_cast<std::size_t>(g.kernel[0] * g.kernel[1])),
              [&](std::size_t p) {
                const T* xp = x + p * g.in_h * g.in_w;
                for (std::size_t oh = 0; oh < g.out_h; ++oh)
@@ -63,7 +46,7 @@ void max_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) {
 template <class T>
 void max_backward(const Pool2dGeom& g, const T* dy, const I* indices, T* dx) {
   const std::size_t O = g.out_h * g.out_w, S = g.in_h * g.in_w;
-  for_planes(g.planes, static_cast<double>(O + S), [&](std::size_t p) {
+  for_items(g.planes, static_cast<double>(O + S), [&](std::size_t p) {
     T* dxp = dx + p * S;
     std::fill(dxp, dxp + S, T(0));
     for (std::size_t o = 0; o < O; ++o) {
@@ -88,7 +71,7 @@ template <class T, bool kBackward>
 void avg_impl(const Pool2dGeom& g, const T* in_buf, T* out_buf) {
   const I H = static_cast<I>(g.in_h), W = static_cast<I>(g.in_w);
   const std::size_t O = g.out_h * g.out_w, S = g.in_h * g.in_w;
-  for_planes(g.planes, static_cast<double>(O * static_cast<std::size_t>(g.kernel[0] * g.kernel[1])),
+  for_items(g.planes, static_cast<double>(O * static_cast<std::size_t>(g.kernel[0] * g.kernel[1])),
              [&](std::size_t p) {
                if constexpr (kBackward) std::fill(out_buf + p * S, out_buf + (p + 1) * S, T(0));
                for (std::size_t oh = 0; oh < g.out_h; ++oh) {
@@ -124,7 +107,7 @@ void adaptive_impl(const AdaptiveGeom& g, const T* in_buf, T* out_buf) {
     hi = tensor::nn::adaptive_end(static_cast<I>(i), static_cast<I>(g.in[d]), static_cast<I>(g.out[d]));
   };
   const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]);
-  for_planes(g.planes, static_cast<double>(std::max(S, O)), [&](std::size_t p) {
+  for_items(g.planes, static_cast<double>(std::max(S, O)), [&](std::size_t p) {
     if constexpr (kBackward) std::fill(out_buf + p * S, out_buf + (p + 1) * S, T(0));
     std::size_t o = p * O;
     for (std::size_t od = 0; od < g.out[0]; ++od) {
