@@ -93,6 +93,15 @@ bool is_extremum(OpCode op) {
   }
 }
 
+// An extremum along `d` of a tensor with no elements: raises when the axis itself is
+// empty (no answer), and is true (the result is empty too) when another dim is 0.
+bool empty_off_axis(OpCode op, const Shape& s, std::size_t d) {
+  if (s.num_elements() != 0) return false;
+  if (s[d] == 0)
+    throw ShapeError(fmt::format("[{}] expected a non-empty tensor along dim {}; got shape {}", op_name(op), d, s.to_string()));
+  return true;
+}
+
 }  // namespace
 
 std::string_view kind_name(Kind k) {
@@ -132,6 +141,15 @@ DispatchTensor create(OpCode op, const Shape& shape, DeviceId device, Kind kind,
   return {entry<Family::Create>(op, device)(shape, device, dt), kind};
 }
 
+namespace {
+// The empty result of reducing `a` (which has no elements) along `d`.
+DispatchTensor empty_reduced(const DispatchTensor& a, std::size_t d, Kind kind, DType dtype) {
+  Shape out = a.shape();
+  out[d] = 1;
+  return create(OpCode::empty, out, a.device, kind, dtype);
+}
+}  // namespace
+
 DispatchTensor full(const Shape& shape, Scalar value, DeviceId device, Kind kind, std::optional<DType> dtype) {
   check_create_kind(OpCode::full, kind);
   const DType dt = resolve_dtype(OpCode::full, device, kind, dtype);
@@ -144,7 +162,10 @@ DispatchTensor from_data(TensorData data, DeviceId device, Kind kind) {
   if (data.dtype() == DType::QFloat)
     throw DTypeError("[from_data] quantized data is not supported yet; expected a float, int or bool dtype; got qfloat");
   // Data of another kind is converted to the device's default dtype of the wanted kind.
-  if (kind_of_dtype(data.dtype()) != kind) data = data.convert(default_dtype(device, kind));
+  // So does bool data in another bool storage: every bool tensor of a device has its
+  // bool dtype, whatever made it (zeros, comparisons, host data), so they mix freely.
+  if (kind_of_dtype(data.dtype()) != kind || (kind == Kind::Bool && data.dtype() != default_dtype(device, kind)))
+    data = data.convert(default_dtype(device, kind));
   check_storage(OpCode::from_data, device, data.dtype());
   return {entry<Family::FromData>(OpCode::from_data, device)(std::move(data), device), kind};
 }
@@ -351,7 +372,7 @@ DispatchTensor reduce(OpCode op, DispatchTensor a) {
 DispatchTensor reduce_dim(OpCode op, DispatchTensor a, std::int64_t dim) {
   check_first(op, a);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
-  if (is_extremum(op)) check_non_empty(op, a.shape(), "tensor");
+  if (is_extremum(op) && empty_off_axis(op, a.shape(), d)) return empty_reduced(a, d, a.kind, a.dtype());
   if (op == OpCode::mean_dim && a.kind == Kind::Int && a.shape()[d] == 0)
     throw ShapeError(fmt::format("[mean_dim] expected a non-empty axis for an int tensor; got shape {} dim {}",
                                  a.shape().to_string(), d));
@@ -362,7 +383,7 @@ DispatchTensor reduce_dim(OpCode op, DispatchTensor a, std::int64_t dim) {
 DispatchTensor dim_index(OpCode op, DispatchTensor a, std::int64_t dim) {
   check_first(op, a);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
-  check_non_empty(op, a.shape(), "tensor");
+  if (empty_off_axis(op, a.shape(), d)) return empty_reduced(a, d, Kind::Int, int_out(a.device));
   const DeviceId dev = a.device;
   return {entry<Family::DimIndex>(op, dev)(a.take(), d, int_out(dev)), Kind::Int};
 }
@@ -370,7 +391,10 @@ DispatchTensor dim_index(OpCode op, DispatchTensor a, std::int64_t dim) {
 std::pair<DispatchTensor, DispatchTensor> dim_with_indices(OpCode op, DispatchTensor a, std::int64_t dim) {
   check_first(op, a);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
-  check_non_empty(op, a.shape(), "tensor");
+  if (empty_off_axis(op, a.shape(), d)) {
+    DispatchTensor idx = empty_reduced(a, d, Kind::Int, int_out(a.device));
+    return {empty_reduced(a, d, a.kind, a.dtype()), std::move(idx)};
+  }
   const DeviceId dev = a.device;
   const Kind k = a.kind;
   auto [v, i] = entry<Family::DimWithIndices>(op, dev)(a.take(), d, int_out(dev));
@@ -679,9 +703,10 @@ DispatchTensor mask_where(DispatchTensor a, DispatchTensor mask, DispatchTensor 
   check_mask(op, a, mask);
   check_pair(op, a, value);
   const Shape out = broadcast_shapes(op, broadcast_shapes(op, a.shape(), mask.shape()), value.shape());
-  if (!(out == a.shape()))
-    throw ShapeError(fmt::format("[mask_where] mask and value must broadcast to the tensor's shape; expected {}; got {}",
-                                 a.shape().to_string(), out.to_string()));
+  // As in burn, the tensor broadcasts too: it is repeated (a fresh buffer, never a
+  // stride-0 view the backend might write through) up to the result's shape.
+  for (std::size_t i = 0; i < out.rank(); ++i)
+    if (a.shape()[i] != out[i]) a = repeat_dim(std::move(a), static_cast<std::int64_t>(i), out[i]);
   const Kind k = a.kind;
   return {entry<Family::MaskWhere>(op, a.device)(a.take(), mask.take(), value.take()), k};
 }
