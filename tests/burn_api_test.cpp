@@ -278,4 +278,76 @@ TEST_P(BurnApi, NormsAndLosses) {
   EXPECT_THROWS(ShapeError, loss::cross_entropy_with_logits(logits, fl<2>({1, 0}, {1, 2})), "cross_entropy_with_logits");
 }
 
+TEST_P(BurnApi, LayoutAndIndexingHelpers) {
+  const auto m = fl<2>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(fv(m.slice(std::vector<Slice>{Slice::all(), Slice::range(1, 3)})), (std::vector<float>{2, 3, 5, 6}));
+  EXPECT_EQ(fv(m.flip(std::vector<std::int64_t>{0, 1})), (std::vector<float>{6, 5, 4, 3, 2, 1}));
+  EXPECT_EQ(fv(m.t()), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  const auto c = Tensor<3>::zeros({2, 3, 4}, dev());
+  EXPECT_EQ(c.movedim({0}, {2}).shape(), Shape({3, 4, 2}));
+  EXPECT_EQ(c.movedim({-1, 0}, {0, -1}).shape(), Shape({4, 3, 2}));
+  EXPECT_EQ(fv(m.movedim({1}, {0})), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_THROWS(IndexError, c.movedim({0, 0}, {1, 2}), "movedim", "repeated");
+  const auto v = in<1>({1, 2, 3, 4, 5}, {5});
+  EXPECT_EQ(iv(v.roll_dim(2, 0)), (std::vector<std::int64_t>{4, 5, 1, 2, 3}));
+  EXPECT_EQ(iv(v.roll_dim(-1, 0)), (std::vector<std::int64_t>{2, 3, 4, 5, 1}));
+  EXPECT_EQ(iv(v.roll_dim(7, 0)), (std::vector<std::int64_t>{4, 5, 1, 2, 3}));
+  EXPECT_EQ(fv(m.roll({1, 1}, {0, 1})), (std::vector<float>{6, 4, 5, 3, 1, 2}));
+  EXPECT_THROWS(ShapeError, m.roll({1}, {0, 1}), "roll", "shift");
+  EXPECT_EQ(fv(m.slice_dim(1, Slice::range(0, 3, 2))), (std::vector<float>{1, 3, 4, 6}));
+  EXPECT_THROWS(IndexError, m.slice_dim(2, Slice::all()), "slice_dim", "2");
+  EXPECT_EQ(fv(m.slice_fill({Slice::range(0, 1), Slice::range(1, 3)}, Scalar(-1.0))), (std::vector<float>{1, -1, -1, 4, 5, 6}));
+  const auto it = m.iter_dim(0);
+  ASSERT_EQ(it.size(), 2u);
+  EXPECT_EQ(fv(it[1]), (std::vector<float>{4, 5, 6}));
+  EXPECT_EQ(it[1].shape(), Shape({1, 3}));
+  const auto tk = m.take<2>(1, in<2>({2, 0, 1, 1}, {2, 2}));
+  EXPECT_EQ(tk.shape(), Shape({2, 2, 2}));
+  EXPECT_EQ(fv(tk), (std::vector<float>{3, 1, 2, 2, 6, 4, 5, 5}));
+  const auto nz = in<2>({0, 3, 0, 4, 0, 5}, {2, 3}).nonzero();
+  ASSERT_EQ(nz.size(), 2u);
+  EXPECT_EQ(iv(nz[0]), (std::vector<std::int64_t>{0, 1, 1}));
+  EXPECT_EQ(iv(nz[1]), (std::vector<std::int64_t>{1, 0, 2}));
+  EXPECT_EQ(bo<1>({false, false}, {2}).nonzero()[0].shape(), Shape({0}));
+  const auto a = fl<3>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
+  const auto sq = a.sum_dims_squeeze<1>({0, 2});
+  EXPECT_EQ(sq.shape(), Shape({2}));
+  EXPECT_EQ(fv(sq), (std::vector<float>{30, 48}));
+  const auto md = fl<2>({3, 1, 2, 9, 7, 8, 5, 6}, {2, 4});
+  EXPECT_EQ(fv(md.median(1)), (std::vector<float>{2, 6}));  // the lower median of an even count
+  const auto [mv, mi] = in<2>({3, 1, 2, 9, 7, 8}, {2, 3}).median_with_indices(1);
+  EXPECT_EQ(iv(mv), (std::vector<std::int64_t>{2, 8}));
+  EXPECT_EQ(iv(mi), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_THROWS(ShapeError, Tensor<2>::zeros({2, 0}, dev()).median(1), "median", "[2, 0]");
+  const auto td = TensorData::full({2, 2}, Scalar(3.5), DType::F32);
+  EXPECT_EQ(td.to_vec<float>(), (std::vector<float>{3.5f, 3.5f, 3.5f, 3.5f}));
+  EXPECT_EQ(TensorData::full({3}, Scalar(-2), DType::I16).to_vec<std::int16_t>(), (std::vector<std::int16_t>{-2, -2, -2}));
+  EXPECT_EQ(m.empty_like().shape(), Shape({2, 3}));
+  EXPECT_EQ(m.random_like(Distribution::uniform(2, 3)).greater_equal_scalar(2.0).all().into_scalar().to_bool(), true);
+}
+
+TEST_P(BurnApi, MatrixHelpersAndMoreActivations) {
+  using namespace linalg;
+  const auto o = outer(fl<1>({1, 2}, {2}), fl<1>({3, 4, 5}, {3}));
+  EXPECT_EQ(o.shape(), Shape({2, 3}));
+  EXPECT_EQ(fv(o), (std::vector<float>{3, 4, 5, 6, 8, 10}));
+  EXPECT_EQ(iv(outer(in<1>({2}, {1}), in<1>({-1, 3}, {2}))), (std::vector<std::int64_t>{-2, 6}));
+  const auto m = fl<2>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(fv(matvec(m, fl<1>({1, 0, -1}, {3}))), (std::vector<float>{-2, -2}));
+  EXPECT_THROWS(ShapeError, matvec(m, fl<1>({1, 0}, {2})), "matvec");
+  EXPECT_EQ(fv(diag(m)), (std::vector<float>{1, 5}));
+  const auto sqm = fl<2>({1, NAN, 3, 4}, {2, 2});
+  EXPECT_EQ(fv(diag(sqm)), (std::vector<float>{1, 4}));  // off-diagonal NaN does not leak
+  EXPECT_EQ(iv(diag(in<3>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}))), (std::vector<std::int64_t>{1, 4, 5, 8}));
+  EXPECT_EQ(fv(trace(fl<2>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}))), std::vector<float>{15});
+  using namespace activation;
+  const auto x = fl<2>({1, 2, 0, -1}, {1, 4});
+  auto sig = [](float v) { return 1.0f / (1.0f + std::exp(-v)); };
+  EXPECT_TRUE(near(fv(glu(x, 1)), {1 * sig(0), 2 * sig(-1)}));
+  EXPECT_THROWS(ShapeError, glu(fl<2>({1, 2, 3}, {1, 3}), 1), "glu", "even");
+  const float den = 1 + std::exp(1.0f) + std::exp(2.0f) + 1 + std::exp(-1.0f);
+  EXPECT_TRUE(near(fv(quiet_softmax(x, 1)), {std::exp(1.0f) / den, std::exp(2.0f) / den, 1 / den, std::exp(-1.0f) / den}));
+  EXPECT_TRUE(near(fv(quiet_softmax(fl<1>({1000, 1000}, {2}), 0)), {0.5f, 0.5f}));
+}
+
 }  // namespace

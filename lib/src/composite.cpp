@@ -137,6 +137,12 @@ const char* name_of(Composite c) {
     case Composite::cosine_similarity: return "cosine_similarity";
     case Composite::cross_entropy_with_logits: return "cross_entropy_with_logits";
     case Composite::fmod: return "fmod";
+    case Composite::glu: return "glu";
+    case Composite::quiet_softmax: return "quiet_softmax";
+    case Composite::diag: return "diag";
+    case Composite::trace: return "trace";
+    case Composite::outer: return "outer";
+    case Composite::matvec: return "matvec";
   }
   return "composite";
 }
@@ -529,6 +535,28 @@ Handle composite(Composite c, Handle&& a_, double p, double q) {
         const H low = H(compare_scalar(OpCode::lower_equal_elem, x.r(), Scalar(p)));
         return mask_fill(x.r(), low.r(), Scalar(0.0));
       }
+      case Composite::diag:
+      case Composite::trace: {  // the diagonal of the last two dims (off-diagonal zeroed, then summed per row)
+        const Shape s = x.shape();
+        if (s.rank() < 2 || (c == Composite::trace && s.rank() != 2))
+          throw ShapeError(std::string("[") + name_of(c) + "] expected a tensor of rank " + (c == Composite::trace ? "2" : ">= 2") +
+                           "; got shape " + s.to_string());
+        const std::size_t r = s.rank(), k = std::min(s[r - 2], s[r - 1]);
+        std::vector<Slice> sl(r);
+        sl[r - 2] = Slice::range(0, static_cast<std::int64_t>(k));
+        sl[r - 1] = Slice::range(0, static_cast<std::int64_t>(k));
+        const H sq = H(slice(x.r(), sl));
+        Shape ms;
+        for (std::size_t i = 0; i + 2 < r; ++i) ms.push_back(1);
+        ms.push_back(k);
+        ms.push_back(k);
+        const H off = lit_reshape(H(diag_mask(k, k, 0, device(x.h))), ms);
+        const H d = rdim(OpCode::sum_dim, H(mask_fill(sq.r(), off.r(), Scalar(0))), r - 1);
+        Shape out = d.shape();
+        out.erase(r - 1);
+        if (c == Composite::trace) return reduce(OpCode::sum, d.r());
+        return lit_reshape(d, out).take();
+      }
       case Composite::deg2rad: return scalar(OpCode::mul_scalar, x.r(), Scalar(std::numbers::pi / 180.0));
       case Composite::rad2deg: return scalar(OpCode::mul_scalar, x.r(), Scalar(180.0 / std::numbers::pi));
       default: break;
@@ -543,7 +571,8 @@ Handle composite_dims(Composite c, Handle&& a_, DimList dims, double p, double q
   const char* op = name_of(c);
   const Shape s = x.shape();
   const std::vector<std::size_t> ds = dims_of(op, dims, s.rank());
-  if ((c == Composite::var || c == Composite::var_bias || c == Composite::vector_norm || c == Composite::vector_normalize) &&
+  if ((c == Composite::var || c == Composite::var_bias || c == Composite::vector_norm || c == Composite::vector_normalize ||
+       c == Composite::glu || c == Composite::quiet_softmax) &&
       ds.size() != 1)
     throw ShapeError(std::string("[") + op + "] expected one dim; got " + std::to_string(ds.size()));
   return named(op, [&]() -> Handle {
@@ -578,6 +607,22 @@ Handle composite_dims(Composite c, Handle&& a_, DimList dims, double p, double q
         const H ss = rdim(OpCode::sum_dim, bin(OpCode::mul, diff, diff), d);
         const double n = static_cast<double>(s[d]) - (c == Composite::var ? 1.0 : 0.0);
         return scalar(OpCode::div_scalar, ss.r(), Scalar(n));
+      }
+      case Composite::glu: {  // first half * sigmoid(second half) along dim
+        const std::size_t d = ds[0], n = s[d];
+        if (n % 2 != 0)
+          throw ShapeError("[glu] the dim must split in halves; expected an even size; got " + std::to_string(n) + " in dim " +
+                           std::to_string(d) + " of " + s.to_string());
+        const auto h = static_cast<std::int64_t>(n / 2);
+        const H a = slice_dim(x, d, Slice::range(0, h)), b = slice_dim(x, d, Slice::range(h, 2 * h));
+        return binary(OpCode::mul, a.r(), unary(OpCode::sigmoid, b.r()));
+      }
+      case Composite::quiet_softmax: {  // e^x / (1 + sum e^x), as e^(x - m) / (e^-m + sum e^(x - m))
+        const std::size_t d = ds[0];
+        const H m = rdim(OpCode::max_dim, un(OpCode::detach, x), d);
+        const H e = un(OpCode::exp, bin(OpCode::sub, x, m));
+        const H den = bin(OpCode::add, rdim(OpCode::sum_dim, e, d), un(OpCode::exp, un(OpCode::neg, m)));
+        return binary(OpCode::div, e.r(), den.r());
       }
       case Composite::vector_norm: return norm_of(x, p, ds[0]).take();
       case Composite::vector_normalize:
@@ -632,6 +677,22 @@ Handle composite2(Composite c, Handle&& a_, Handle&& b_, std::int64_t dim, doubl
         const H s = rdim(OpCode::sum_dim, bin(OpCode::mul, ls, b), last);
         return unary(OpCode::neg, reduce(OpCode::mean, s.r()));
       }
+      case Composite::outer: {  // a[i] * b[j]
+        if (sa.rank() != 1 || sb.rank() != 1)
+          throw ShapeError("[outer] expected two rank-1 tensors; got " + sa.to_string() + " and " + sb.to_string());
+        return binary(OpCode::mul, lit_reshape(a, Shape{sa[0], 1}).take(), lit_reshape(b, Shape{1, sb[0]}).take());
+      }
+      case Composite::matvec: {  // [.., m, n] x [.., n] -> [.., m]
+        if (sa.rank() < 2 || sb.rank() + 1 != sa.rank())
+          throw ShapeError("[matvec] expected a matrix [.., m, n] and a vector [.., n] of one rank less; got " + sa.to_string() +
+                           " and " + sb.to_string());
+        Shape vs = sb;
+        vs.push_back(1);
+        const H r = H(matmul(a.r(), lit_reshape(b, vs).take()));
+        Shape out = r.shape();
+        out.erase(out.rank() - 1);
+        return lit_reshape(r, out).take();
+      }
       case Composite::fmod: {  // a - trunc(a / b) b (the sign of a, as C's fmod)
         const H t = un(OpCode::trunc, bin(OpCode::div, a, b));
         return binary(OpCode::sub, a.r(), binary(OpCode::mul, t.r(), b.r()));
@@ -639,6 +700,127 @@ Handle composite2(Composite c, Handle&& a_, Handle&& b_, std::int64_t dim, doubl
       default: break;
     }
     throw Error(std::string("[") + op + "] not a two-tensor composite; expected one; got another form");
+  });
+}
+
+Handle movedim(Handle&& a_, DimList src, DimList dst) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  const std::size_t r = s.rank();
+  if (src.n != dst.n)
+    throw ShapeError("[movedim] source and destination dims differ in number; expected " + std::to_string(src.n) + "; got " +
+                     std::to_string(dst.n));
+  std::vector<std::int64_t> perm(r, -1);
+  std::vector<bool> used(r, false), placed(r, false);
+  for (std::size_t i = 0; i < src.n; ++i) {
+    const std::size_t f = rdim_of("movedim", src.p[i], r), t = rdim_of("movedim", dst.p[i], r);
+    if (used[f] || placed[t])
+      throw IndexError("[movedim] repeated dim; expected each source and destination dim once; got " + std::to_string(src.p[i]) +
+                       " -> " + std::to_string(dst.p[i]));
+    used[f] = placed[t] = true;
+    perm[t] = static_cast<std::int64_t>(f);
+  }
+  std::size_t next = 0;
+  for (std::size_t t = 0; t < r; ++t) {
+    if (perm[t] >= 0) continue;
+    while (used[next]) ++next;
+    perm[t] = static_cast<std::int64_t>(next++);
+  }
+  return named("movedim", [&] { return axes(OpCode::permute, a.r(), perm); });
+}
+
+Handle roll(Handle&& a_, DimList shifts, DimList dims, const char* op) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  if (shifts.n != dims.n || shifts.n == 0)
+    throw ShapeError(std::string("[") + op + "] one shift per dim; expected " + std::to_string(dims.n) + " shifts (at least 1); got " +
+                     std::to_string(shifts.n));
+  std::vector<std::size_t> ds;
+  for (std::size_t i = 0; i < dims.n; ++i) ds.push_back(rdim_of(op, dims.p[i], s.rank()));
+  return named(op, [&] {
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+      const auto n = static_cast<std::int64_t>(s[ds[i]]);
+      if (n == 0) continue;
+      const std::int64_t k = ((shifts.p[i] % n) + n) % n;  // the first k elements come from the end
+      if (k == 0) continue;
+      std::vector<Handle> parts;
+      H tail = slice_dim(a, ds[i], Slice::range(n - k, n)), head = slice_dim(a, ds[i], Slice::range(0, n - k));
+      parts.push_back(tail.take());
+      parts.push_back(head.take());
+      a = H(cat(std::move(parts), static_cast<std::int64_t>(ds[i])));
+    }
+    return a.take();
+  });
+}
+
+Handle slice_dim(Handle&& a_, std::int64_t dim, Slice sl) {
+  H a(a_);
+  a_ = Handle{};
+  const std::size_t d = rdim_of("slice_dim", dim, a.shape().rank());
+  return named("slice_dim", [&] { return slice_dim(a, d, sl).take(); });
+}
+
+Handle slice_fill(Handle&& a_, std::span<const Slice> slices, Scalar value) {
+  H a(a_);
+  a_ = Handle{};
+  return named("slice_fill", [&] {
+    const H part = H(slice(a.r(), slices));
+    const H v = H(full(part.shape(), value, device(a.h), kind(a.h), dtype(a.h)));
+    return slice_assign(a.r(), slices, v.r());
+  });
+}
+
+Handle take(Handle&& a_, std::int64_t dim, Handle&& i_) {
+  H a(a_), idx(i_);
+  a_ = Handle{};
+  i_ = Handle{};
+  const Shape s = a.shape(), is = idx.shape();
+  const std::size_t d = rdim_of("take", dim, s.rank());
+  return named("take", [&] {
+    const H flat = lit_reshape(idx, Shape{is.num_elements()});
+    const H sel = H(select(a.r(), static_cast<std::int64_t>(d), flat.r()));
+    Shape out;
+    for (std::size_t k = 0; k < s.rank(); ++k) {
+      if (k != d) { out.push_back(s[k]); continue; }
+      for (std::size_t j = 0; j < is.rank(); ++j) out.push_back(is[j]);
+    }
+    return lit_reshape(sel, out).take();
+  });
+}
+
+HandleList nonzero(Handle&& a_) {
+  H a(a_);
+  a_ = Handle{};
+  return named("nonzero", [&] {
+    const H b = kind(a.h) == Kind::Bool ? a : H(compare_scalar(OpCode::not_equal_elem, a.r(), Scalar(0)));
+    const H w = H(argwhere(b.r()));  // [n, rank]
+    const std::size_t r = b.shape().rank(), n = w.shape()[0];
+    auto* arr = new Handle[r];
+    HandleList out(arr, r);
+    for (std::size_t j = 0; j < r; ++j) {
+      const H col = slice_dim(w, 1, Slice::index(static_cast<std::int64_t>(j)));
+      arr[j] = lit_reshape(col, Shape{n}).take();
+    }
+    return out;
+  });
+}
+
+std::pair<Handle, Handle> median(Handle&& a_, std::int64_t dim, const char* op) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  const std::size_t d = rdim_of(op, dim, s.rank());
+  if (s[d] == 0)
+    throw ShapeError(std::string("[") + op + "] expected a non-empty dim; got shape " + s.to_string() + " along dim " +
+                     std::to_string(d));
+  return named(op, [&] {
+    auto [v, i] = sort_with_indices(a.r(), static_cast<std::int64_t>(d), false);
+    const H vs(v), is(i);
+    const auto m = static_cast<std::int64_t>((s[d] - 1) / 2);
+    H mv = slice_dim(vs, d, Slice::index(m)), mi = slice_dim(is, d, Slice::index(m));
+    return std::pair<Handle, Handle>(mv.take(), mi.take());
   });
 }
 

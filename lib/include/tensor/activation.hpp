@@ -60,4 +60,13 @@ template <std::size_t D> Tensor<D> thresholded_relu(const Tensor<D>& x, double a
   return detail_::c(detail::Composite::thresholded_relu, x, alpha);
 }
 
+// The first half of dim times the sigmoid of the second (the dim's size must be even).
+template <std::size_t D> Tensor<D> glu(const Tensor<D>& x, std::int64_t dim) {
+  return Tensor<D>(detail::composite_dims(detail::Composite::glu, detail::copy(x), {&dim, 1}));
+}
+// e^x / (1 + sum e^x) along dim (softmax with an extra zero logit), computed stably.
+template <std::size_t D> Tensor<D> quiet_softmax(const Tensor<D>& x, std::int64_t dim) {
+  return Tensor<D>(detail::composite_dims(detail::Composite::quiet_softmax, detail::copy(x), {&dim, 1}));
+}
+
 }  // namespace tensor::activation

@@ -156,7 +156,8 @@ enum class Composite : std::uint8_t {
   is_finite, contains_nan, silu, relu6, hard_swish, gelu_approximate, mish, softsign, tanhshrink, selu, deg2rad, rad2deg,
   softplus, elu, celu, hardtanh, hard_shrink, soft_shrink, threshold, thresholded_relu,              // (x, p[, q])
   sum_dims, mean_dims, prod_dims, max_dims, min_dims, max_abs_dims, var, var_bias, vector_norm, vector_normalize,  // dims
-  dot, is_close, cosine_similarity, cross_entropy_with_logits, fmod,                                 // two tensors
+  glu, quiet_softmax, diag, trace,                                                                   // dims / one tensor
+  dot, is_close, cosine_similarity, cross_entropy_with_logits, fmod, outer, matvec,                  // two tensors
 };
 TENSOR_API Handle composite(Composite c, Handle&& a, double p = 0, double q = 0);
 TENSOR_API Handle composite_dims(Composite c, Handle&& a, DimList dims, double p = 0, double q = 0);
@@ -193,5 +194,12 @@ TENSOR_API Handle tri(Handle&& a, std::int64_t diagonal, bool upper);
 TENSOR_API Handle tri_mask(std::size_t rows, std::size_t cols, std::int64_t offset, bool upper, Device device);
 TENSOR_API Handle diag_mask(std::size_t rows, std::size_t cols, std::int64_t offset, Device device);
 TENSOR_API Scalar into_scalar(Handle&& a);
+TENSOR_API Handle movedim(Handle&& a, DimList src, DimList dst);
+TENSOR_API Handle roll(Handle&& a, DimList shifts, DimList dims, const char* op);
+TENSOR_API Handle slice_dim(Handle&& a, std::int64_t dim, Slice s);
+TENSOR_API Handle slice_fill(Handle&& a, std::span<const Slice> slices, Scalar value);
+TENSOR_API Handle take(Handle&& a, std::int64_t dim, Handle&& indices);
+TENSOR_API HandleList nonzero(Handle&& a);
+TENSOR_API std::pair<Handle, Handle> median(Handle&& a, std::int64_t dim, const char* op);
 
 }  // namespace tensor::detail

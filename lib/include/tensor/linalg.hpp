@@ -36,4 +36,21 @@ Tensor<D> cosine_similarity(const Tensor<D>& a, const Tensor<D>& b, std::int64_t
   return Tensor<D>(detail::composite2(detail::Composite::cosine_similarity, detail::copy(a), detail::copy(b), dim, epsilon));
 }
 
+// a[i] * b[j]: [n] x [m] -> [n, m].
+template <TensorKind K> Tensor<2, K> outer(const Tensor<1, K>& a, const Tensor<1, K>& b) {
+  return Tensor<2, K>(detail::composite2(detail::Composite::outer, detail::copy(a), detail::copy(b)));
+}
+// [.., m, n] x [.., n] -> [.., m] (batch dims broadcast as in matmul).
+template <std::size_t D, TensorKind K> Tensor<D - 1, K> matvec(const Tensor<D, K>& m, const Tensor<D - 1, K>& v) {
+  return Tensor<D - 1, K>(detail::composite2(detail::Composite::matvec, detail::copy(m), detail::copy(v)));
+}
+// The diagonal of the last two dims: [.., n, m] -> [.., min(n, m)].
+template <std::size_t D, TensorKind K> Tensor<D - 1, K> diag(const Tensor<D, K>& x) {
+  return Tensor<D - 1, K>(detail::composite(detail::Composite::diag, detail::copy(x)));
+}
+// The sum of the diagonal of a matrix, as a one-element tensor.
+template <TensorKind K> Tensor<1, K> trace(const Tensor<2, K>& x) {
+  return Tensor<1, K>(detail::composite(detail::Composite::trace, detail::copy(x)));
+}
+
 }  // namespace tensor::linalg

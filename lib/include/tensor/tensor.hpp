@@ -445,6 +445,46 @@ class TENSOR_API Tensor {
   std::pair<Tensor, Tensor> var_mean_bias(std::int64_t dim) const requires kIsFloat { return two(detail::var_mean(detail::retain(h_), dim, true)); }
   Tensor<D, Int> argsort_descending(std::int64_t d) const { return argsort(d, true); }
   std::pair<Tensor, Tensor<D, Int>> sort_descending_with_indices(std::int64_t d) const { return sort_with_indices(d, true); }
+  // Runtime-sized argument lists (as the brace forms).
+  Tensor slice(const std::vector<Slice>& s) const { return Tensor(detail::slice(detail::retain(h_), std::span<const Slice>(s.data(), s.size()))); }
+  Tensor flip(const std::vector<std::int64_t>& axes) const {
+    return Tensor(detail::axes(OpCode::flip, detail::retain(h_), std::span<const std::int64_t>(axes.data(), axes.size())));
+  }
+  Tensor t() const { return transpose(); }
+  // Dims src[i] moved to dst[i], the others kept in order.
+  Tensor movedim(detail::DimList src, detail::DimList dst) const { return Tensor(detail::movedim(detail::retain(h_), src, dst)); }
+  // Elements shifted by shifts[i] (wrapping) along dims[i].
+  Tensor roll(detail::DimList shifts, detail::DimList dims) const { return Tensor(detail::roll(detail::retain(h_), shifts, dims, "roll")); }
+  Tensor roll_dim(std::int64_t shift, std::int64_t dim) const { return Tensor(detail::roll(detail::retain(h_), {&shift, 1}, {&dim, 1}, "roll_dim")); }
+  Tensor slice_dim(std::int64_t dim, Slice s) const { return Tensor(detail::slice_dim(detail::retain(h_), dim, s)); }
+  // The sliced elements set to `value`.
+  Tensor slice_fill(std::initializer_list<Slice> s, Scalar value) const {
+    return Tensor(detail::slice_fill(detail::retain(h_), std::span<const Slice>(s.begin(), s.size()), value));
+  }
+  // Slices of size 1 along dim, in order.
+  std::vector<Tensor> iter_dim(std::int64_t dim) const { return split(1, dim); }
+  // select along dim with indices of any rank: dim is replaced by the indices' dims.
+  template <std::size_t DI, std::size_t DO = D + DI - 1>
+  Tensor<DO, K> take(std::int64_t dim, const Tensor<DI, Int>& idx) const {
+    static_assert(DO == D + DI - 1, "take: the result rank is D + DI - 1");
+    return Tensor<DO, K>(detail::take(detail::retain(h_), dim, detail::copy(idx)));
+  }
+  // One index tensor per dim, of the nonzero (true) elements (row-major order).
+  std::vector<Tensor<1, Int>> nonzero() const {
+    detail::HandleList hs = detail::nonzero(detail::retain(h_));
+    std::vector<Tensor<1, Int>> out;
+    for (std::size_t i = 0; i < hs.size(); ++i) out.emplace_back(hs.take(i));
+    return out;
+  }
+  // sum_dims, then those dims removed.
+  template <std::size_t D2> Tensor<D2, K> sum_dims_squeeze(detail::DimList d) const requires(!kIsBool) {
+    return sum_dims(d).template squeeze_dims<D2>(d);
+  }
+  // The lower median along dim (kept), as burn; with its index.
+  Tensor median(std::int64_t dim) const requires(!kIsBool) { return pair_of(detail::median(detail::retain(h_), dim, "median")).first; }
+  std::pair<Tensor, Tensor<D, Int>> median_with_indices(std::int64_t dim) const requires(!kIsBool) {
+    return pair_of(detail::median(detail::retain(h_), dim, "median_with_indices"));
+  }
   // burn's primary names of the scalar comparisons (the *_elem forms stay).
   Tensor<D, Bool> equal_scalar(Scalar s) const { return cmp_s(OpCode::equal_elem, s); }
   Tensor<D, Bool> not_equal_scalar(Scalar s) const { return cmp_s(OpCode::not_equal_elem, s); }
