@@ -470,9 +470,10 @@ class TENSOR_API Tensor {
     return Tensor<DO, K>(detail::take(detail::retain(h_), dim, detail::copy(idx)));
   }
   // One index tensor per dim, of the nonzero (true) elements (row-major order).
-  std::vector<Tensor<1, Int>> nonzero() const {
+  template <std::size_t R = 1>  // (a template: user code compiles the body only where it is called)
+  std::vector<Tensor<R, Int>> nonzero() const {
     detail::HandleList hs = detail::nonzero(detail::retain(h_));
-    std::vector<Tensor<1, Int>> out;
+    std::vector<Tensor<R, Int>> out;
     for (std::size_t i = 0; i < hs.size(); ++i) out.emplace_back(hs.take(i));
     return out;
   }
