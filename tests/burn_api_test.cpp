@@ -5,6 +5,7 @@
 #include <tensor/activation.hpp>
 #include <tensor/linalg.hpp>
 #include <tensor/loss.hpp>
+#include <tensor/signal.hpp>
 
 #include "conformance/devices.hpp"
 #include "test_util.hpp"
@@ -348,6 +349,16 @@ TEST_P(BurnApi, MatrixHelpersAndMoreActivations) {
   const float den = 1 + std::exp(1.0f) + std::exp(2.0f) + 1 + std::exp(-1.0f);
   EXPECT_TRUE(near(fv(quiet_softmax(x, 1)), {std::exp(1.0f) / den, std::exp(2.0f) / den, 1 / den, std::exp(-1.0f) / den}));
   EXPECT_TRUE(near(fv(quiet_softmax(fl<1>({1000, 1000}, {2}), 0)), {0.5f, 0.5f}));
+}
+
+TEST_P(BurnApi, Windows) {
+  using namespace signal;
+  EXPECT_TRUE(near(fv(hann_window(4, true, dev())), {0, 0.5f, 1, 0.5f}, 1e-6f));
+  EXPECT_TRUE(near(fv(hann_window(5, false, dev())), {0, 0.5f, 1, 0.5f, 0}, 1e-6f));
+  EXPECT_TRUE(near(fv(hamming_window(5, false, dev())), {0.08f, 0.54f, 1, 0.54f, 0.08f}, 1e-6f));
+  EXPECT_TRUE(near(fv(blackman_window(5, false, dev())), {0, 0.34f, 1, 0.34f, 0}, 1e-6f));
+  EXPECT_TRUE(near(fv(hann_window(1, true, dev())), {1}));
+  EXPECT_EQ(hann_window(0, true, dev()).shape(), Shape({0}));
 }
 
 }  // namespace
