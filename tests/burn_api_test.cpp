@@ -3,6 +3,7 @@
 // (TENSOR_TEST_DEVICE picks one; meson registers cpu, mini and vulkan), against
 // values written here.
 #include <tensor/activation.hpp>
+#include <tensor/grid.hpp>
 #include <tensor/linalg.hpp>
 #include <tensor/loss.hpp>
 #include <tensor/signal.hpp>
@@ -359,6 +360,23 @@ TEST_P(BurnApi, Windows) {
   EXPECT_TRUE(near(fv(blackman_window(5, false, dev())), {0, 0.34f, 1, 0.34f, 0}, 1e-6f));
   EXPECT_TRUE(near(fv(hann_window(1, true, dev())), {1}));
   EXPECT_EQ(hann_window(0, true, dev()).shape(), Shape({0}));
+}
+
+TEST_P(BurnApi, Grids) {
+  using namespace grid;
+  const auto a = in<1>({1, 2}, {2});
+  const auto b = in<1>({7, 8, 9}, {3});
+  const auto [x, y] = meshgrid<2, Int>({a, b});
+  EXPECT_EQ(x.shape(), Shape({2, 3}));
+  EXPECT_EQ(iv(x), (std::vector<std::int64_t>{1, 1, 1, 2, 2, 2}));
+  EXPECT_EQ(iv(y), (std::vector<std::int64_t>{7, 8, 9, 7, 8, 9}));
+  const auto [cx, cy] = meshgrid<2, Int>({a, b}, GridIndexing::Cartesian);
+  EXPECT_EQ(cx.shape(), Shape({3, 2}));
+  EXPECT_EQ(iv(cx), (std::vector<std::int64_t>{1, 2, 1, 2, 1, 2}));
+  EXPECT_EQ(iv(cy), (std::vector<std::int64_t>{7, 7, 8, 8, 9, 9}));
+  const auto g = cartesian_grid<2>({2, 3}, dev());
+  EXPECT_EQ(g.shape(), Shape({2, 3, 2}));
+  EXPECT_EQ(iv(g), (std::vector<std::int64_t>{0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2}));
 }
 
 }  // namespace
