@@ -221,6 +221,11 @@ TEST_P(BurnApi, ReductionsAndStatistics) {
   EXPECT_TRUE(near(fv(vb), {0.25f, 1, 2.25f, 4}));
   EXPECT_EQ(fv(mb), (std::vector<float>{1.5f, 3, 4.5f, 6}));
   EXPECT_THROWS(IndexError, v.var(2), "var", "2");
+  // Two variables, four observations: var 5/3 and 20/3, covariance 10/3.
+  EXPECT_TRUE(near(fv(v.cov(1)), {5.0f / 3, 10.0f / 3, 10.0f / 3, 20.0f / 3}));
+  EXPECT_TRUE(near(fv(v.cov(1, 0)), {1.25f, 2.5f, 2.5f, 5}));
+  EXPECT_EQ(v.cov(1).shape(), Shape({2, 2}));
+  EXPECT_TRUE(near(fv(v.transpose().cov(0)), {5.0f / 3, 10.0f / 3, 10.0f / 3, 20.0f / 3}));
   EXPECT_EQ(iv(fl<1>({3, 1, 2}, {3}).argsort_descending(0)), (std::vector<std::int64_t>{0, 2, 1}));
   EXPECT_EQ(fv(fl<1>({3, 1, 2}, {3}).sort_descending_with_indices(0).first), (std::vector<float>{3, 2, 1}));
 }

@@ -138,6 +138,7 @@ const char* name_of(Composite c) {
     case Composite::cross_entropy_with_logits: return "cross_entropy_with_logits";
     case Composite::fmod: return "fmod";
     case Composite::glu: return "glu";
+    case Composite::cov: return "cov";
     case Composite::quiet_softmax: return "quiet_softmax";
     case Composite::diag: return "diag";
     case Composite::trace: return "trace";
@@ -572,7 +573,7 @@ Handle composite_dims(Composite c, Handle&& a_, DimList dims, double p, double q
   const Shape s = x.shape();
   const std::vector<std::size_t> ds = dims_of(op, dims, s.rank());
   if ((c == Composite::var || c == Composite::var_bias || c == Composite::vector_norm || c == Composite::vector_normalize ||
-       c == Composite::glu || c == Composite::quiet_softmax) &&
+       c == Composite::glu || c == Composite::quiet_softmax || c == Composite::cov) &&
       ds.size() != 1)
     throw ShapeError(std::string("[") + op + "] expected one dim; got " + std::to_string(ds.size()));
   return named(op, [&]() -> Handle {
@@ -623,6 +624,14 @@ Handle composite_dims(Composite c, Handle&& a_, DimList dims, double p, double q
         const H e = un(OpCode::exp, bin(OpCode::sub, x, m));
         const H den = bin(OpCode::add, rdim(OpCode::sum_dim, e, d), un(OpCode::exp, un(OpCode::neg, m)));
         return binary(OpCode::div, e.r(), den.r());
+      }
+      case Composite::cov: {  // observations along dim: sum((x - mean)(x - mean)^T) / (n - correction)
+        const std::size_t d = ds[0], r = s.rank();
+        if (r < 2) throw ShapeError("[cov] expected a tensor of rank >= 2; got shape " + s.to_string());
+        H c = bin(OpCode::sub, x, rdim(OpCode::mean_dim, x, d));
+        if (d != r - 1) c = H(swap_dims(c.r(), static_cast<std::int64_t>(d), static_cast<std::int64_t>(r - 1)));
+        const H ct = H(swap_dims(c.r(), static_cast<std::int64_t>(r - 2), static_cast<std::int64_t>(r - 1)));
+        return scalar(OpCode::div_scalar, matmul(c.r(), ct.r()), Scalar(static_cast<double>(s[d]) - p));
       }
       case Composite::vector_norm: return norm_of(x, p, ds[0]).take();
       case Composite::vector_normalize:

@@ -156,7 +156,7 @@ enum class Composite : std::uint8_t {
   is_finite, contains_nan, silu, relu6, hard_swish, gelu_approximate, mish, softsign, tanhshrink, selu, deg2rad, rad2deg,
   softplus, elu, celu, hardtanh, hard_shrink, soft_shrink, threshold, thresholded_relu,              // (x, p[, q])
   sum_dims, mean_dims, prod_dims, max_dims, min_dims, max_abs_dims, var, var_bias, vector_norm, vector_normalize,  // dims
-  glu, quiet_softmax, diag, trace,                                                                   // dims / one tensor
+  glu, quiet_softmax, diag, trace, cov,                                                              // dims / one tensor
   dot, is_close, cosine_similarity, cross_entropy_with_logits, fmod, outer, matvec,                  // two tensors
 };
 TENSOR_API Handle composite(Composite c, Handle&& a, double p = 0, double q = 0);

@@ -443,6 +443,11 @@ class TENSOR_API Tensor {
   Tensor var_bias(std::int64_t dim) const requires kIsFloat { return cd(detail::Composite::var_bias, {&dim, 1}); }
   std::pair<Tensor, Tensor> var_mean(std::int64_t dim) const requires kIsFloat { return two(detail::var_mean(detail::retain(h_), dim, false)); }
   std::pair<Tensor, Tensor> var_mean_bias(std::int64_t dim) const requires kIsFloat { return two(detail::var_mean(detail::retain(h_), dim, true)); }
+  // The covariance of the variables along the other dims, observations along `dim`
+  // ([vars, obs] with dim 1 -> [vars, vars]); divides by n - correction.
+  Tensor cov(std::int64_t dim, std::size_t correction = 1) const requires kIsFloat {
+    return Tensor(detail::composite_dims(detail::Composite::cov, detail::retain(h_), {&dim, 1}, static_cast<double>(correction)));
+  }
   Tensor<D, Int> argsort_descending(std::int64_t d) const { return argsort(d, true); }
   std::pair<Tensor, Tensor<D, Int>> sort_descending_with_indices(std::int64_t d) const { return sort_with_indices(d, true); }
   // Runtime-sized argument lists (as the brace forms).
