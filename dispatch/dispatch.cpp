@@ -106,6 +106,15 @@ OpAttrs with_ints(std::int64_t x, std::int64_t y = 0, std::int64_t z = 0) {
 }
 std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
 
+// An extremum along `d` of a tensor with no elements: raises when the axis itself is
+// empty (no answer), and is true (the result is empty too) when another dim is 0.
+bool empty_off_axis(OpCode op, const Shape& s, std::size_t d) {
+  if (s.num_elements() != 0) return false;
+  if (s[d] == 0)
+    throw ShapeError(fmt::format("[{}] expected a non-empty tensor along dim {}; got shape {}", op_name(op), d, s.to_string()));
+  return true;
+}
+
 }  // namespace
 
 std::string_view kind_name(Kind k) {
@@ -148,6 +157,15 @@ DispatchTensor create(OpCode op, const Shape& shape, DeviceId device, Kind kind,
       meta_of(shape, dt, kind), [&] { OpAttrs a; a.dtype = dt; a.device = device; return a; });
 }
 
+namespace {
+// The empty result of reducing `a` (which has no elements) along `d`.
+DispatchTensor empty_reduced(const DispatchTensor& a, std::size_t d, Kind kind, DType dtype) {
+  Shape out = a.shape();
+  out[d] = 1;
+  return create(OpCode::empty, out, a.device, kind, dtype);
+}
+}  // namespace
+
 DispatchTensor full(const Shape& shape, Scalar value, DeviceId device, Kind kind, std::optional<DType> dtype) {
   const OpCode op = OpCode::full;
   check_create_kind(op, kind);
@@ -166,7 +184,10 @@ DispatchTensor from_data(TensorData data, DeviceId device, Kind kind) {
   if (data.dtype() == DType::QFloat)
     throw DTypeError("[from_data] quantized data is not supported yet; expected a float, int or bool dtype; got qfloat");
   // Data of another kind is converted to the device's default dtype of the wanted kind.
-  if (kind_of_dtype(data.dtype()) != kind) data = data.convert(default_dtype(device, kind));
+  // So does bool data in another bool storage: every bool tensor of a device has its
+  // bool dtype, whatever made it (zeros, comparisons, host data), so they mix freely.
+  if (kind_of_dtype(data.dtype()) != kind || (kind == Kind::Bool && data.dtype() != default_dtype(device, kind)))
+    data = data.convert(default_dtype(device, kind));
   check_storage(op, device, data.dtype());
   return invoke(
       op, device, TENSOR_BODY { return DispatchTensor(entry<Family::FromData>(op, device)(std::move(data), device), kind); },
@@ -433,13 +454,18 @@ DispatchTensor reduce_dim(OpCode op, DispatchTensor a, std::int64_t dim) {
   check_first(op, a);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
   const EmptyRule rule = op_info(op).empty;
-  if (rule == EmptyRule::Raises) check_non_empty(op, a.shape(), "tensor");
+  // Extrema: an empty reduced dim has no answer; another empty dim gives the empty result.
+  const bool empty_result = rule == EmptyRule::Raises && empty_off_axis(op, a.shape(), d);
   if (rule == EmptyRule::IntRaises && a.kind == Kind::Int && a.shape()[d] == 0)
     throw ShapeError(fmt::format("[{}] expected a non-empty axis for an int tensor; got shape {} dim {}", op_name(op),
                                  a.shape().to_string(), d));
   const Kind k = a.kind;
   return invoke(
-      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::Dim>(op, a.device)(a.take(), d), k); },
+      op, a.device,
+      TENSOR_BODY {
+        if (empty_result) return empty_reduced(a, d, k, a.dtype());
+        return DispatchTensor(entry<Family::Dim>(op, a.device)(a.take(), d), k);
+      },
       [&] { return OutMeta{op_info(op).keeps_shape ? a.shape() : reduce_dim_shape(a.shape(), d), a.dtype(), k}; },
       [&] { return with_ints(i64(d)); }, a);
 }
@@ -447,11 +473,15 @@ DispatchTensor reduce_dim(OpCode op, DispatchTensor a, std::int64_t dim) {
 DispatchTensor dim_index(OpCode op, DispatchTensor a, std::int64_t dim) {
   check_first(op, a);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
-  check_non_empty(op, a.shape(), "tensor");
+  const bool empty_result = empty_off_axis(op, a.shape(), d);
   const DeviceId dev = a.device;
   const DType it = int_out(dev);
   return invoke(
-      op, dev, TENSOR_BODY { return DispatchTensor(entry<Family::DimIndex>(op, dev)(a.take(), d, it), Kind::Int); },
+      op, dev,
+      TENSOR_BODY {
+        if (empty_result) return empty_reduced(a, d, Kind::Int, it);
+        return DispatchTensor(entry<Family::DimIndex>(op, dev)(a.take(), d, it), Kind::Int);
+      },
       [&] { return OutMeta{reduce_dim_shape(a.shape(), d), it, Kind::Int}; }, [&] { return with_ints(i64(d)); }, a);
 }
 
@@ -463,12 +493,16 @@ TensorPair wrap_pair(PrimPair p, Kind k) { return {DispatchTensor(std::move(p.fi
 std::pair<DispatchTensor, DispatchTensor> dim_with_indices(OpCode op, DispatchTensor a, std::int64_t dim) {
   check_first(op, a);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
-  check_non_empty(op, a.shape(), "tensor");
+  const bool empty_result = empty_off_axis(op, a.shape(), d);
   const DeviceId dev = a.device;
   const Kind k = a.kind;
   const DType it = int_out(dev);
   return invoke(
-      op, dev, TENSOR_BODY { return wrap_pair(entry<Family::DimWithIndices>(op, dev)(a.take(), d, it), k); },
+      op, dev,
+      TENSOR_BODY {
+        if (empty_result) return TensorPair{empty_reduced(a, d, k, a.dtype()), empty_reduced(a, d, Kind::Int, it)};
+        return wrap_pair(entry<Family::DimWithIndices>(op, dev)(a.take(), d, it), k);
+      },
       [&] { return OutMeta{reduce_dim_shape(a.shape(), d), a.dtype(), k}; }, [&] { return with_ints(i64(d)); }, a);
 }
 
@@ -858,9 +892,10 @@ DispatchTensor mask_where(DispatchTensor a, DispatchTensor mask, DispatchTensor 
   check_mask(op, a, mask);
   check_pair(op, a, value);
   const Shape out = broadcast_shapes(op, broadcast_shapes(op, a.shape(), mask.shape()), value.shape());
-  if (!(out == a.shape()))
-    throw ShapeError(fmt::format("[mask_where] mask and value must broadcast to the tensor's shape; expected {}; got {}",
-                                 a.shape().to_string(), out.to_string()));
+  // As in burn, the tensor broadcasts too: it is repeated (a fresh buffer, never a
+  // stride-0 view the backend might write through) up to the result's shape.
+  for (std::size_t i = 0; i < out.rank(); ++i)
+    if (a.shape()[i] != out[i]) a = repeat_dim(std::move(a), static_cast<std::int64_t>(i), out[i]);
   const Kind k = a.kind;
   return invoke(
       op, a.device,

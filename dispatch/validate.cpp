@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "tensor/error.hpp"
 
 namespace tensor::dispatch {
@@ -102,11 +104,14 @@ std::vector<DimSlice> resolve_slices(OpCode op, const Shape& s, std::span<const 
     }
     const tensor::Slice& sl = slices[d];
     if (sl.step == 0) throw IndexError(fmt::format("[{}] slice step must not be zero; got step 0 in dim {}", op_name(op), d));
-    std::int64_t start = sl.start < 0 ? sl.start + n : sl.start;
-    std::int64_t end = sl.end ? (*sl.end < 0 ? *sl.end + n : *sl.end) : n;
-    if (start < 0 || start > n || end < 0 || end > n)
-      throw IndexError(fmt::format("[{}] slice out of range in dim {}; expected bounds within 0..{}; got {}..{}", op_name(op),
-                                   d, n, sl.start, sl.end ? std::to_string(*sl.end) : std::string("end")));
+    // As burn's Slice::to_range: negative bounds count from the end, and both bounds
+    // clamp to 0..n. A start past the end (after counting from the end) is an error,
+    // as in burn, which rejects a range whose start is beyond its end.
+    if (sl.start > n)
+      throw IndexError(fmt::format("[{}] slice start beyond the end in dim {}; expected a start within -{}..{}; got {}",
+                                   op_name(op), d, n, n, sl.start));
+    std::int64_t start = std::clamp<std::int64_t>(sl.start < 0 ? sl.start + n : sl.start, 0, n);
+    std::int64_t end = sl.end ? std::clamp<std::int64_t>(*sl.end < 0 ? *sl.end + n : *sl.end, 0, n) : n;
     if (end < start) end = start;  // a reversed range selects nothing
     // In uint64: |INT64_MIN| and span + step - 1 do not fit int64.
     const auto span = static_cast<std::uint64_t>(end - start);

@@ -565,4 +565,108 @@ TEST_P(EdgeCases, IndexOutOfRangeRaisesAndLeavesInputs) {
   EXPECT_EQ(vals<float>(alias), (std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
 
+// ---- issue 17: behaviours that differed from burn's ----
+
+// reshape takes 0 as "keep the input's dim at this index" (with -1 inferred).
+TEST_P(EdgeCases, ReshapeZeroKeepsDim) {
+  const auto a = f2<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 2, 6);
+  const auto r = a.reshape(std::array<std::int64_t, 3>{0, 2, -1});
+  EXPECT_EQ(r.shape(), Shape({2, 2, 3}));
+  EXPECT_EQ(vals<float>(r), (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(a.reshape(std::array<std::int64_t, 2>{0, 0}).shape(), Shape({2, 6}));
+  EXPECT_EQ(a.reshape(std::array<std::int64_t, 2>{-1, 0}).shape(), Shape({2, 6}));
+  // 0 past the input's rank has no dim to keep.
+  EXPECT_THROWS(ShapeError, a.reshape(std::array<std::int64_t, 3>{4, 3, 0}), "reshape", "index 2");
+  // Empty tensors still reshape (stack unsqueezes them with their literal dims).
+  const auto e = Tensor<2>::zeros({0, 3}, dev());
+  EXPECT_EQ(e.reshape(std::array<std::int64_t, 2>{3, -1}).shape(), Shape({3, 0}));
+  EXPECT_EQ((stack<2, Float>({e, e}, 0).shape()), Shape({2, 0, 3}));
+}
+
+// slice clamps bounds to the dim as burn's Slice::to_range does; a start past the
+// end and a zero step stay typed errors.
+TEST_P(EdgeCases, SliceClampsLikeBurn) {
+  const auto a = f1<float>({0, 1, 2});
+  EXPECT_EQ(vals<float>(a.slice({Slice::range(0, 4)})), (std::vector<float>{0, 1, 2}));
+  EXPECT_EQ(vals<float>(a.slice({Slice::range(1, 100)})), (std::vector<float>{1, 2}));
+  EXPECT_EQ(vals<float>(a.slice({Slice::range(-10, 2)})), (std::vector<float>{0, 1}));
+  EXPECT_EQ(vals<float>(a.slice({Slice::range(-2, 10)})), (std::vector<float>{1, 2}));
+  EXPECT_EQ(vals<float>(a.slice({Slice::range(0, 10, -1)})), (std::vector<float>{2, 1, 0}));
+  EXPECT_EQ(a.slice({Slice::range(0, -10)}).shape(), Shape({0}));
+  EXPECT_EQ(a.slice({Slice::range(3, 5)}).shape(), Shape({0}));
+  EXPECT_THROWS(IndexError, a.slice({Slice::range(4, 6)}), "slice", "start", "4");
+  EXPECT_THROWS(IndexError, a.slice({Slice::range(0, 4, 0)}), "slice", "step");
+  // Missing dims are whole; each dim clamps on its own.
+  const auto m = f2<float>({0, 1, 2, 3, 4, 5}, 2, 3);
+  EXPECT_EQ(vals<float>(m.slice({Slice::range(1, 9)})), (std::vector<float>{3, 4, 5}));
+  EXPECT_EQ(vals<float>(m.slice({Slice::range(0, 5), Slice::range(-5, 2)})), (std::vector<float>{0, 1, 3, 4}));
+  // slice_assign clamps the same way.
+  EXPECT_EQ(vals<float>(a.slice_assign({Slice::range(1, 9)}, f1<float>({7, 8}))), (std::vector<float>{0, 7, 8}));
+}
+
+// mask_where broadcasts the tensor itself to the mask and value's shape (as burn).
+TEST_P(EdgeCases, MaskWhereBroadcastsTheTensor) {
+  const auto a = Tensor<3>::from_data(TensorData::from<float>({1, 2, 3, 4}, {1, 2, 2}), dev());
+  std::vector<bool> mv(16);
+  for (std::size_t i = 0; i < 16; ++i) mv[i] = i % 3 == 0;
+  const auto m = Tensor<3, Bool>::from_data(TensorData::from<bool>(mv, {4, 2, 2}), dev());
+  const auto v = Tensor<3>::full({4, 2, 2}, 9.0f, dev());
+  const auto r = a.mask_where(m, v);
+  EXPECT_EQ(r.shape(), Shape({4, 2, 2}));
+  EXPECT_EQ(vals<float>(r), (std::vector<float>{9, 2, 3, 9, 1, 2, 9, 4, 1, 9, 3, 4, 9, 2, 3, 9}));
+  EXPECT_EQ(vals<float>(a), (std::vector<float>{1, 2, 3, 4}));  // the input is not touched
+  // Int and Bool tensors too, with a [1, 2, 2] value.
+  const auto ai = Tensor<3, Int>::from_data(TensorData::from<std::int32_t>({1, 2, 3, 4}, {1, 2, 2}), dev());
+  EXPECT_EQ(vals<std::int32_t>(ai.mask_where(m, ai.mul_scalar(10))),
+            (std::vector<std::int32_t>{10, 2, 3, 40, 1, 2, 30, 4, 1, 20, 3, 4, 10, 2, 3, 40}));
+  const auto ab = Tensor<3, Bool>::from_data(TensorData::from<bool>({false, false, false, false}, {1, 2, 2}), dev());
+  EXPECT_EQ(vals<bool>(ab.mask_where(m, m)), mv);
+}
+
+// Bool host data takes the device's bool dtype, so it mixes with zeros, empty and
+// comparison results (cat, bool_and, equal) on every device.
+TEST_P(EdgeCases, BoolFromDataTakesTheDeviceBoolDType) {
+  const DType want = to_dtype(dev().settings().bool_dtype);
+  const auto b = Tensor<1, Bool>::from_data(TensorData::from<bool>({true, false, true}), dev());
+  EXPECT_EQ(b.dtype(), want);
+  const auto z = Tensor<1, Bool>::zeros({3}, dev());
+  EXPECT_EQ(z.dtype(), want);
+  const auto c = f1<float>({1, 2, 3}).greater_elem(1.5);
+  EXPECT_EQ(c.dtype(), want);
+  EXPECT_EQ(vals<bool>(cat<1, Bool>({b, z, c}, 0)), (std::vector<bool>{true, false, true, false, false, false, false, true, true}));
+  EXPECT_EQ(vals<bool>(b.bool_and(c)), (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(vals<bool>(b.equal(c)), (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(vals<bool>(b.bool_or(Tensor<1, Bool>::empty({3}, dev()).bool_and(z))), (std::vector<bool>{true, false, true}));
+  // Data in another bool storage (four-byte bools) is converted the same way.
+  const TensorData u32(std::vector<std::byte>{std::byte{1}, std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
+                                              std::byte{0}, std::byte{0}, std::byte{0}},
+                       Shape{2}, DType::BoolU32);
+  const auto b32 = Tensor<1, Bool>::from_data(u32, dev());
+  EXPECT_EQ(b32.dtype(), want);
+  EXPECT_EQ(vals<bool>(b32), (std::vector<bool>{true, false}));
+}
+
+// Extrema along a non-empty dim of a tensor with a zero-size dim give the empty result.
+TEST_P(EdgeCases, ExtremaAlongANonEmptyDimOfAnEmptyTensor) {
+  const auto e = Tensor<2>::zeros({0, 4}, dev());
+  EXPECT_EQ(e.max_dim(1).shape(), Shape({0, 1}));
+  EXPECT_EQ(e.min_dim(1).shape(), Shape({0, 1}));
+  EXPECT_EQ(e.max_abs_dim(1).shape(), Shape({0, 1}));
+  EXPECT_EQ(e.max_dim(1).dtype(), e.dtype());
+  const auto am = e.argmax(1);
+  EXPECT_EQ(am.shape(), Shape({0, 1}));
+  EXPECT_EQ(am.dtype(), to_dtype(dev().settings().int_dtype));
+  EXPECT_EQ(e.argmin(-1).shape(), Shape({0, 1}));
+  const auto [v, i] = e.max_dim_with_indices(1);
+  EXPECT_EQ(v.shape(), Shape({0, 1}));
+  EXPECT_EQ(i.shape(), Shape({0, 1}));
+  EXPECT_EQ((Tensor<3, Int>::zeros({2, 0, 3}, dev()).min_dim(2).shape()), Shape({2, 0, 1}));
+  EXPECT_EQ(vals<float>(e.max_dim(1)), std::vector<float>{});
+  // Along the empty dim (or to a scalar) there is no answer.
+  EXPECT_THROWS(ShapeError, e.max_dim(0), "max_dim", "[0, 4]");
+  EXPECT_THROWS(ShapeError, e.argmin(0), "argmin", "[0, 4]");
+  EXPECT_THROWS(ShapeError, e.min_dim_with_indices(0), "min_dim_with_indices");
+  EXPECT_THROWS(ShapeError, e.max(), "max");
+}
+
 }  // namespace

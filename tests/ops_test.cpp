@@ -769,7 +769,10 @@ Expected lanes(const Spec& sp, const Host& in, std::optional<std::size_t> dim) {
   using R_ = Spec::EmptyRule;
   const bool tensor_empty = in.size() == 0;
   const std::size_t lane_len = dim ? in.shape[*dim] : in.size();
-  if ((sp.empty == R_::TensorEmpty && tensor_empty) || (!fl && sp.empty == R_::IntTensorEmpty && tensor_empty) ||
+  // Extrema of nothing raise: of an empty tensor, or (along a dim) of an empty lane;
+  // along a non-empty dim of an empty tensor the result is empty (issue 17).
+  const bool extremum_empty = dim ? lane_len == 0 : tensor_empty;
+  if ((sp.empty == R_::TensorEmpty && extremum_empty) || (!fl && sp.empty == R_::IntTensorEmpty && tensor_empty) ||
       (!fl && sp.empty == R_::IntLaneEmpty && lane_len == 0)) {
     e.error = true;
     return e;
@@ -1615,7 +1618,7 @@ std::vector<Trial> make_trials(OpCode op, Family fam, DType dt, Layout L, std::m
           };
           t.want = {exact(vals), exact(idxs)};
         }
-        if (a.logical.size() == 0) t.err = Trial::Err::Shape;  // extrema of nothing raise
+        if (a.logical.shape[dim] == 0) t.err = Trial::Err::Shape;  // extrema of an empty lane raise
         out.push_back(t);
       }
       break;

@@ -228,7 +228,14 @@ class H {
 inline detail::Kind kind_of(DType t) {
   return is_fl(t) ? detail::Kind::Float : is_bo(t) ? detail::Kind::Bool : detail::Kind::Int;
 }
-inline H upload(const Host& h, Device dev = Device::cpu()) { return H(detail::from_data(encode(h), dev, kind_of(h.dtype))); }
+// Bool host data takes the device's bool dtype (as in burn); another bool storage is
+// reached by filling a tensor created in that dtype through the uploaded mask.
+inline H upload(const Host& h, Device dev = Device::cpu()) {
+  H t(detail::from_data(encode(h), dev, kind_of(h.dtype)));
+  if (t.dtype() == h.dtype) return t;
+  H z(detail::create(OpCode::zeros, t.shape(), dev, detail::Kind::Bool, h.dtype));
+  return H(detail::mask_fill(z.take(), t.take(), Scalar(true)));
+}
 
 template <std::size_t D, class K>
 Host read(const Tensor<D, K>& t) { return decode(t.into_data()); }

@@ -1,7 +1,9 @@
 // The *_impl side of the compile firewall: converts opaque handles to DispatchTensors
 // and forwards to Dispatch. Compiled once inside libtensor.so.
+#include <algorithm>
 #include <cstring>
 #include <future>
+#include <string>
 
 #include "dispatch/dispatch.hpp"
 #include "tensor/detail.hpp"
@@ -143,6 +145,21 @@ Handle argtopk(Handle&& a, std::int64_t dim, std::size_t k) { return give(dispat
 
 Handle reshape(OpCode op, Handle&& a, std::span<const std::int64_t> shape) {
   return give(dispatch::reshape(op, take(a), shape));
+}
+Handle reshape_args(Handle&& a, std::span<const std::int64_t> dims) {
+  // burn's reshape arguments: 0 keeps the input's dim at that index, -1 is inferred.
+  std::vector<std::int64_t> out(dims.begin(), dims.end());
+  if (std::find(out.begin(), out.end(), 0) != out.end()) {
+    const Shape s = shape(a);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (out[i] != 0) continue;
+      if (i >= s.rank())
+        throw ShapeError("[reshape] 0 keeps the input's dim at its index; expected an index below the input rank " +
+                         std::to_string(s.rank()) + "; got 0 at index " + std::to_string(i) + " for shape " + s.to_string());
+      out[i] = static_cast<std::int64_t>(s[i]);
+    }
+  }
+  return reshape(OpCode::reshape, std::move(a), out);
 }
 Handle swap_dims(Handle&& a, std::int64_t d0, std::int64_t d1) { return give(dispatch::swap_dims(take(a), d0, d1)); }
 Handle axes(OpCode op, Handle&& a, Dims ax) { return give(dispatch::axes(op, take(a), ax)); }

@@ -1,4 +1,5 @@
 // TensorData: construction checks, conversion and printing.
+#include <cstring>
 #include "tensor/data.hpp"
 
 #include <fmt/format.h>
@@ -34,6 +35,21 @@ TensorData TensorData::zeros(Shape shape, DType dtype) {
                                      bytes, shape.to_string(), dtype_name(dtype)));
   }
   return TensorData(std::move(v), shape, dtype, "TensorData::zeros");
+}
+
+TensorData TensorData::full(Shape shape, Scalar value, DType dtype) {
+  TensorData one;
+  switch (value.kind()) {
+    case Scalar::Kind::Float: one = from<double>({value.to_double()}); break;
+    case Scalar::Kind::Int: one = from<std::int64_t>({value.to_int64()}); break;
+    case Scalar::Kind::UInt: one = from<std::uint64_t>({value.to_uint64()}); break;
+    case Scalar::Kind::Bool: one = from<bool>({value.to_bool()}); break;
+  }
+  const TensorData elem = one.convert(dtype);
+  TensorData out = zeros(shape, dtype);
+  const std::size_t w = dtype_size(dtype);
+  for (std::size_t i = 0; i < out.num_elements(); ++i) std::memcpy(out.bytes_.data() + i * w, elem.bytes_.data(), w);
+  return out;
 }
 
 void TensorData::check_element_type(DType want, std::size_t size) const {

@@ -9,6 +9,7 @@
 #include "tensor/dtype.hpp"
 #include "tensor/error.hpp"
 #include "tensor/export.hpp"
+#include "tensor/scalar.hpp"
 #include "tensor/shape.hpp"
 
 namespace tensor {
@@ -37,6 +38,8 @@ class TENSOR_API TensorData {
 
   // Zero-filled data of the given shape and dtype.
   static TensorData zeros(Shape shape, DType dtype);
+  // Every element `value`, converted to dtype as TensorData::convert converts.
+  static TensorData full(Shape shape, Scalar value, DType dtype);
 
   // The elements as T; throws DTypeError unless T matches dtype() (bool reads any bool storage).
   template <class T>

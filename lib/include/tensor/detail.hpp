@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <utility>
@@ -118,6 +119,8 @@ TENSOR_API std::pair<Handle, Handle> topk_with_indices(Handle&& a, std::int64_t 
 TENSOR_API Handle argtopk(Handle&& a, std::int64_t dim, std::size_t k);
 
 TENSOR_API Handle reshape(OpCode op, Handle&& a, std::span<const std::int64_t> shape);  // -1 infers one dim (reshape)
+// Tensor::reshape's arguments as burn takes them: 0 keeps the input dim at that index.
+TENSOR_API Handle reshape_args(Handle&& a, std::span<const std::int64_t> dims);
 TENSOR_API Handle swap_dims(Handle&& a, std::int64_t d0, std::int64_t d1);
 TENSOR_API Handle axes(OpCode op, Handle&& a, Dims axes);
 TENSOR_API Handle slice(Handle&& a, std::span<const Slice> slices);
@@ -137,5 +140,69 @@ TENSOR_API Handle mask_fill(Handle&& a, Handle&& mask, Scalar value);
 TENSOR_API Handle mask_select(Handle&& a, Handle&& mask);
 TENSOR_API Handle argwhere(Handle&& a);
 TENSOR_API Handle grid_sample_2d(Handle&& a, Handle&& grid, const GridSampleOptions& options);
+
+// A list of dims from braces, a std::vector or a span (negative counts from the end).
+// A pointer and a count: user code instantiates no span constructor for it.
+struct DimList {
+  const std::int64_t* p = nullptr;
+  std::size_t n = 0;
+  DimList(const std::int64_t* ptr, std::size_t count) : p(ptr), n(count) {}
+  // The list's array lives to the end of the call it is an argument of.
+  DimList(std::initializer_list<std::int64_t> l) : n(l.size()) { p = l.begin(); }  // NOLINT: implicit by design
+  DimList(Dims d) : p(d.data()), n(d.size()) {}                                  // NOLINT
+  DimList(const std::vector<std::int64_t>& v) : p(v.data()), n(v.size()) {}      // NOLINT
+};
+
+// burn's composite methods (lib/src/composite.cpp): compositions of the ops above,
+// on every device. `op` names the method in errors.
+enum class Composite : std::uint8_t {
+  is_finite, contains_nan, silu, relu6, hard_swish, gelu_approximate, mish, softsign, tanhshrink, selu, deg2rad, rad2deg,
+  softplus, elu, celu, hardtanh, hard_shrink, soft_shrink, threshold, thresholded_relu,              // (x, p[, q])
+  sum_dims, mean_dims, prod_dims, max_dims, min_dims, max_abs_dims, var, var_bias, vector_norm, vector_normalize,  // dims
+  glu, quiet_softmax, diag, trace, cov,                                                              // dims / one tensor
+  dot, is_close, cosine_similarity, cross_entropy_with_logits, fmod, outer, matvec,                  // two tensors
+};
+TENSOR_API Handle composite(Composite c, Handle&& a, double p = 0, double q = 0);
+TENSOR_API Handle composite_dims(Composite c, Handle&& a, DimList dims, double p = 0, double q = 0);
+TENSOR_API Handle composite2(Composite c, Handle&& a, Handle&& b, std::int64_t dim = 0, double p = 0, double q = 0);
+TENSOR_API std::pair<Handle, Handle> var_mean(Handle&& a, std::int64_t dim, bool biased);
+TENSOR_API Handle squeeze(Handle&& a, DimList dims, std::size_t out_rank, const char* op);  // no dims: every size-1 dim
+TENSOR_API Handle unsqueeze(Handle&& a, DimList axes, std::size_t out_rank, bool leading);
+TENSOR_API Handle flatten(Handle&& a, std::int64_t start, std::int64_t end, std::size_t out_rank);
+// Owned handles (a non-template list: user code instantiates no container for it).
+class TENSOR_API HandleList {
+ public:
+  HandleList() = default;
+  HandleList(Handle* p, std::size_t n) noexcept : p_(p), n_(n) {}
+  HandleList(HandleList&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  HandleList(const HandleList&) = delete;
+  HandleList& operator=(const HandleList&) = delete;
+  HandleList& operator=(HandleList&&) = delete;
+  ~HandleList();
+  std::size_t size() const { return n_; }
+  Handle take(std::size_t i) noexcept { Handle h = p_[i]; p_[i] = Handle{}; return h; }
+
+ private:
+  Handle* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+TENSOR_API HandleList chunk(Handle&& a, std::size_t chunks, std::int64_t dim);
+TENSOR_API HandleList split(Handle&& a, std::size_t split_size, std::int64_t dim);
+TENSOR_API HandleList split_with_sizes(Handle&& a, const std::vector<std::size_t>& sizes, std::int64_t dim);
+TENSOR_API Handle repeat(Handle&& a, const std::vector<std::size_t>& times);
+TENSOR_API Handle pad(Handle&& a, const std::vector<std::pair<std::size_t, std::size_t>>& pads, const PadMode& mode);
+TENSOR_API Handle one_hot(Handle&& a, std::size_t classes, Scalar on, Scalar off, std::int64_t axis, const char* op);
+TENSOR_API Handle eye(std::size_t n, Device device, Kind kind, std::optional<DType> dtype);
+TENSOR_API Handle tri(Handle&& a, std::int64_t diagonal, bool upper);
+TENSOR_API Handle tri_mask(std::size_t rows, std::size_t cols, std::int64_t offset, bool upper, Device device);
+TENSOR_API Handle diag_mask(std::size_t rows, std::size_t cols, std::int64_t offset, Device device);
+TENSOR_API Scalar into_scalar(Handle&& a);
+TENSOR_API Handle movedim(Handle&& a, DimList src, DimList dst);
+TENSOR_API Handle roll(Handle&& a, DimList shifts, DimList dims, const char* op);
+TENSOR_API Handle slice_dim(Handle&& a, std::int64_t dim, Slice s);
+TENSOR_API Handle slice_fill(Handle&& a, std::span<const Slice> slices, Scalar value);
+TENSOR_API Handle take(Handle&& a, std::int64_t dim, Handle&& indices);
+TENSOR_API HandleList nonzero(Handle&& a);
+TENSOR_API std::pair<Handle, Handle> median(Handle&& a, std::int64_t dim, const char* op);
 
 }  // namespace tensor::detail

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "tensor/scalar.hpp"
+
 namespace tensor {
 
 struct Distribution {
@@ -18,6 +20,19 @@ struct Distribution {
 
 // How scatter / select_assign combine a value with what is already there.
 enum class IndexingUpdateOp : std::uint8_t { Assign, Add, Mul, Min, Max };
+
+// Tensor::pad's modes, as burn's PadMode: a constant value, a mirror that excludes
+// the edge ([1, 2, 3] padded by 2 before: [3, 2, 1, 2, 3]), or the edge repeated
+// (Edge; PyTorch calls it "replicate").
+struct PadMode {
+  enum class Kind : std::uint8_t { Constant, Reflect, Edge };
+  Kind kind = Kind::Constant;
+  Scalar value{};
+  static PadMode constant(Scalar v) { return {Kind::Constant, v}; }
+  static PadMode reflect() { return {Kind::Reflect, Scalar{}}; }
+  static PadMode edge() { return {Kind::Edge, Scalar{}}; }
+  static PadMode replicate() { return edge(); }
+};
 
 struct GridSampleOptions {
   enum class Mode : std::uint8_t { Bilinear, Nearest };

@@ -298,13 +298,14 @@ class TENSOR_API Tensor {
   Tensor<D, Int> argtopk(std::size_t k, std::int64_t d) const { return Tensor<D, Int>(detail::argtopk(detail::retain(h_), d, k)); }
 
   // ---- layout (views where the backend can) ----
+  // As burn's: -1 infers one dim, 0 keeps the input's dim at the same index.
   template <std::size_t D2>
   Tensor<D2, K> reshape(const std::array<std::int64_t, D2>& dims) const& {
-    return Tensor<D2, K>(detail::reshape(OpCode::reshape, detail::retain(h_), dims));
+    return Tensor<D2, K>(detail::reshape_args(detail::retain(h_), dims));
   }
   template <std::size_t D2>
   Tensor<D2, K> reshape(const std::array<std::int64_t, D2>& dims) && {
-    return Tensor<D2, K>(detail::reshape(OpCode::reshape, std::move(h_), dims));
+    return Tensor<D2, K>(detail::reshape_args(std::move(h_), dims));
   }
   // Broadcasts size-1 dims (and adds leading dims); -1 keeps a dim.
   template <std::size_t D2>
@@ -321,7 +322,7 @@ class TENSOR_API Tensor {
     std::array<std::int64_t, D + 1> dims{};
     for (std::size_t i = 0, j = 0; i < D + 1; ++i)
       dims[i] = static_cast<std::int64_t>(i) == d ? 1 : static_cast<std::int64_t>(s[j++]);
-    return reshape(dims);
+    return Tensor<D + 1, K>(detail::reshape(OpCode::reshape, detail::retain(h_), dims));  // literal dims (0 is a size)
   }
   TENSOR_METHOD(Tensor, swap_dims, (std::int64_t a, std::int64_t b), detail::swap_dims(std::move(self), a, b))
   TENSOR_METHOD(Tensor, transpose, (), detail::unary(OpCode::transpose, std::move(self)))
@@ -363,6 +364,146 @@ class TENSOR_API Tensor {
   }
   // [n, D] indices of the true elements.
   Tensor<2, Int> argwhere() const requires kIsBool { return Tensor<2, Int>(detail::argwhere(detail::retain(h_))); }
+
+  // ---- burn's composite methods (lib/src/composite.cpp; errors name the method) ----
+  static constexpr std::size_t rank() { return D; }
+  // Removes every size-1 dim (D2: the rank left), the given dim, or the given dims
+  // (all size-1 dims when the list is empty); a listed dim must have size 1.
+  template <std::size_t D2> Tensor<D2, K> squeeze() const { return Tensor<D2, K>(detail::squeeze(detail::retain(h_), {nullptr, 0}, D2, "squeeze")); }
+  template <std::size_t D2 = D - 1> Tensor<D2, K> squeeze_dim(std::int64_t dim) const {
+    return Tensor<D2, K>(detail::squeeze(detail::retain(h_), {&dim, 1}, D2, "squeeze_dim"));
+  }
+  template <std::size_t D2> Tensor<D2, K> squeeze_dims(detail::DimList dims) const {
+    return Tensor<D2, K>(detail::squeeze(detail::retain(h_), dims, D2, "squeeze_dims"));
+  }
+  // Leading size-1 dims up to rank D2; or size-1 dims at the given axes of the result.
+  template <std::size_t D2> Tensor<D2, K> unsqueeze() const { return Tensor<D2, K>(detail::unsqueeze(detail::retain(h_), {nullptr, 0}, D2, true)); }
+  template <std::size_t D2> Tensor<D2, K> unsqueeze_dims(detail::DimList axes) const {
+    return Tensor<D2, K>(detail::unsqueeze(detail::retain(h_), axes, D2, false));
+  }
+  // Dims start..end (inclusive) as one.
+  template <std::size_t D2> Tensor<D2, K> flatten(std::int64_t start, std::int64_t end) const {
+    return Tensor<D2, K>(detail::flatten(detail::retain(h_), start, end, D2));
+  }
+  // Pieces of ceil(size / chunks) (the last shorter; fewer pieces when the dim is short).
+  std::vector<Tensor> chunk(std::size_t chunks, std::int64_t dim) const { return many(detail::chunk(detail::retain(h_), chunks, dim)); }
+  std::vector<Tensor> split(std::size_t size, std::int64_t dim) const { return many(detail::split(detail::retain(h_), size, dim)); }
+  std::vector<Tensor> split_with_sizes(const std::vector<std::size_t>& sizes, std::int64_t dim) const {
+    return many(detail::split_with_sizes(detail::retain(h_), sizes, dim));
+  }
+  // times[i] copies along dim i (fewer counts than dims: the rest once).
+  Tensor repeat(const std::vector<std::size_t>& times) const { return Tensor(detail::repeat(detail::retain(h_), times)); }
+  // (before, after) pairs for the last pads.size() dims.
+  Tensor pad(const std::vector<std::pair<std::size_t, std::size_t>>& pads, const PadMode& mode) const requires(!kIsBool) {
+    return Tensor(detail::pad(detail::retain(h_), pads, mode));
+  }
+  // Class indices -> one-hot along a new last dim (one_hot_fill: on/off values, any axis).
+  template <std::size_t D2 = D + 1> Tensor<D2, K> one_hot(std::size_t classes) const requires(!kIsBool) {
+    static_assert(D2 == D + 1, "one_hot adds one dim");
+    return Tensor<D2, K>(detail::one_hot(detail::retain(h_), classes, Scalar(1), Scalar(0), -1, "one_hot"));
+  }
+  template <std::size_t D2 = D + 1>
+  Tensor<D2, K> one_hot_fill(std::size_t classes, Scalar on, Scalar off, std::int64_t axis = -1) const requires(!kIsBool) {
+    static_assert(D2 == D + 1, "one_hot_fill adds one dim");
+    return Tensor<D2, K>(detail::one_hot(detail::retain(h_), classes, on, off, axis, "one_hot_fill"));
+  }
+  static Tensor eye(std::size_t n, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt)
+    requires(!kIsBool && D == 2) { return Tensor(detail::eye(n, device, K::kKind, dtype)); }
+  // Masks of [rows, cols] (true where tril / triu / diag would zero an element).
+  static Tensor tril_mask(std::size_t rows, std::size_t cols, std::int64_t offset = 0, Device device = Device::default_device())
+    requires(kIsBool && D == 2) { return Tensor(detail::tri_mask(rows, cols, offset, true, device)); }
+  static Tensor triu_mask(std::size_t rows, std::size_t cols, std::int64_t offset = 0, Device device = Device::default_device())
+    requires(kIsBool && D == 2) { return Tensor(detail::tri_mask(rows, cols, offset, false, device)); }
+  static Tensor diag_mask(std::size_t rows, std::size_t cols, std::int64_t offset = 0, Device device = Device::default_device())
+    requires(kIsBool && D == 2) { return Tensor(detail::diag_mask(rows, cols, offset, device)); }
+  // The lower / upper triangle of the last two dims (diagonal > 0: above the main one); the rest 0.
+  Tensor tril(std::int64_t diagonal = 0) const { return Tensor(detail::tri(detail::retain(h_), diagonal, false)); }
+  Tensor triu(std::int64_t diagonal = 0) const { return Tensor(detail::tri(detail::retain(h_), diagonal, true)); }
+  Tensor empty_like() const { return empty(shape(), device(), dtype()); }
+  Tensor random_like(const Distribution& dist) const requires Numeric<K> { return random(shape(), dist, device(), dtype()); }
+  // The one element (ShapeError otherwise), exactly: a double, int64, uint64 or bool Scalar.
+  Scalar into_scalar() const { return detail::into_scalar(detail::retain(h_)); }
+  Tensor<1, K> dot(const Tensor& o) const requires(!kIsBool && D == 1) { return Tensor<1, K>(c2(detail::Composite::dot, o)); }
+  Tensor<D, Bool> is_finite() const requires kIsFloat { return Tensor<D, Bool>(c1(detail::Composite::is_finite)); }
+  Tensor<1, Bool> contains_nan() const requires kIsFloat { return Tensor<1, Bool>(c1(detail::Composite::contains_nan)); }
+  // |a - b| <= atol + rtol |b| (or a == b) elementwise; all_close: everywhere.
+  Tensor<D, Bool> is_close(const Tensor& o, double rtol = 1e-5, double atol = 1e-8) const requires kIsFloat {
+    return Tensor<D, Bool>(c2(detail::Composite::is_close, o, 0, rtol, atol));
+  }
+  bool all_close(const Tensor& o, double rtol = 1e-5, double atol = 1e-8) const requires kIsFloat {
+    return is_close(o, rtol, atol).all().into_scalar().to_bool();
+  }
+  Tensor fmod(const Tensor& o) const requires kIsFloat { return Tensor(c2(detail::Composite::fmod, o)); }
+  Tensor fmod_scalar(double s) const requires kIsFloat { return fmod(full_like(s)); }
+  Tensor deg2rad() const requires kIsFloat { return Tensor(c1(detail::Composite::deg2rad)); }
+  Tensor rad2deg() const requires kIsFloat { return Tensor(c1(detail::Composite::rad2deg)); }
+  // Reductions over several dims, each kept with size 1 (no dims: the tensor unchanged).
+  Tensor sum_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::sum_dims, d); }
+  Tensor mean_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::mean_dims, d); }
+  Tensor prod_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::prod_dims, d); }
+  Tensor max_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::max_dims, d); }
+  Tensor min_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::min_dims, d); }
+  Tensor max_abs_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::max_abs_dims, d); }
+  // Variance along dim (kept): var divides by n - 1, var_bias by n; *_mean also return the mean.
+  Tensor var(std::int64_t dim) const requires kIsFloat { return cd(detail::Composite::var, {&dim, 1}); }
+  Tensor var_bias(std::int64_t dim) const requires kIsFloat { return cd(detail::Composite::var_bias, {&dim, 1}); }
+  std::pair<Tensor, Tensor> var_mean(std::int64_t dim) const requires kIsFloat { return two(detail::var_mean(detail::retain(h_), dim, false)); }
+  std::pair<Tensor, Tensor> var_mean_bias(std::int64_t dim) const requires kIsFloat { return two(detail::var_mean(detail::retain(h_), dim, true)); }
+  // The covariance of the variables along the other dims, observations along `dim`
+  // ([vars, obs] with dim 1 -> [vars, vars]); divides by n - correction.
+  Tensor cov(std::int64_t dim, std::size_t correction = 1) const requires kIsFloat {
+    return Tensor(detail::composite_dims(detail::Composite::cov, detail::retain(h_), {&dim, 1}, static_cast<double>(correction)));
+  }
+  Tensor<D, Int> argsort_descending(std::int64_t d) const { return argsort(d, true); }
+  std::pair<Tensor, Tensor<D, Int>> sort_descending_with_indices(std::int64_t d) const { return sort_with_indices(d, true); }
+  // Runtime-sized argument lists (as the brace forms).
+  Tensor slice(const std::vector<Slice>& s) const { return Tensor(detail::slice(detail::retain(h_), std::span<const Slice>(s.data(), s.size()))); }
+  Tensor flip(const std::vector<std::int64_t>& axes) const {
+    return Tensor(detail::axes(OpCode::flip, detail::retain(h_), std::span<const std::int64_t>(axes.data(), axes.size())));
+  }
+  Tensor t() const { return transpose(); }
+  // Dims src[i] moved to dst[i], the others kept in order.
+  Tensor movedim(detail::DimList src, detail::DimList dst) const { return Tensor(detail::movedim(detail::retain(h_), src, dst)); }
+  // Elements shifted by shifts[i] (wrapping) along dims[i].
+  Tensor roll(detail::DimList shifts, detail::DimList dims) const { return Tensor(detail::roll(detail::retain(h_), shifts, dims, "roll")); }
+  Tensor roll_dim(std::int64_t shift, std::int64_t dim) const { return Tensor(detail::roll(detail::retain(h_), {&shift, 1}, {&dim, 1}, "roll_dim")); }
+  Tensor slice_dim(std::int64_t dim, Slice s) const { return Tensor(detail::slice_dim(detail::retain(h_), dim, s)); }
+  // The sliced elements set to `value`.
+  Tensor slice_fill(std::initializer_list<Slice> s, Scalar value) const {
+    return Tensor(detail::slice_fill(detail::retain(h_), std::span<const Slice>(s.begin(), s.size()), value));
+  }
+  // Slices of size 1 along dim, in order.
+  std::vector<Tensor> iter_dim(std::int64_t dim) const { return split(1, dim); }
+  // select along dim with indices of any rank: dim is replaced by the indices' dims.
+  template <std::size_t DI, std::size_t DO = D + DI - 1>
+  Tensor<DO, K> take(std::int64_t dim, const Tensor<DI, Int>& idx) const {
+    static_assert(DO == D + DI - 1, "take: the result rank is D + DI - 1");
+    return Tensor<DO, K>(detail::take(detail::retain(h_), dim, detail::copy(idx)));
+  }
+  // One index tensor per dim, of the nonzero (true) elements (row-major order).
+  template <std::size_t R = 1>  // (a template: user code compiles the body only where it is called)
+  std::vector<Tensor<R, Int>> nonzero() const {
+    detail::HandleList hs = detail::nonzero(detail::retain(h_));
+    std::vector<Tensor<R, Int>> out;
+    for (std::size_t i = 0; i < hs.size(); ++i) out.emplace_back(hs.take(i));
+    return out;
+  }
+  // sum_dims, then those dims removed.
+  template <std::size_t D2> Tensor<D2, K> sum_dims_squeeze(detail::DimList d) const requires(!kIsBool) {
+    return sum_dims(d).template squeeze_dims<D2>(d);
+  }
+  // The lower median along dim (kept), as burn; with its index.
+  Tensor median(std::int64_t dim) const requires(!kIsBool) { return pair_of(detail::median(detail::retain(h_), dim, "median")).first; }
+  std::pair<Tensor, Tensor<D, Int>> median_with_indices(std::int64_t dim) const requires(!kIsBool) {
+    return pair_of(detail::median(detail::retain(h_), dim, "median_with_indices"));
+  }
+  // burn's primary names of the scalar comparisons (the *_elem forms stay).
+  Tensor<D, Bool> equal_scalar(Scalar s) const { return cmp_s(OpCode::equal_elem, s); }
+  Tensor<D, Bool> not_equal_scalar(Scalar s) const { return cmp_s(OpCode::not_equal_elem, s); }
+  Tensor<D, Bool> greater_scalar(Scalar s) const { return cmp_s(OpCode::greater_elem, s); }
+  Tensor<D, Bool> greater_equal_scalar(Scalar s) const { return cmp_s(OpCode::greater_equal_elem, s); }
+  Tensor<D, Bool> lower_scalar(Scalar s) const { return cmp_s(OpCode::lower_elem, s); }
+  Tensor<D, Bool> lower_equal_scalar(Scalar s) const { return cmp_s(OpCode::lower_equal_elem, s); }
 
   // ---- operators ----
   // Each operator has a const& and an && form (no by-value parameter: fewer
@@ -411,6 +552,18 @@ class TENSOR_API Tensor {
   }
   Tensor<D, Bool> cmp_s(OpCode op, Scalar s) const { return Tensor<D, Bool>(detail::compare_scalar(op, detail::retain(h_), s)); }
   Tensor<1, K> red(OpCode op) const { return Tensor<1, K>(detail::reduce(op, detail::retain(h_))); }
+  Handle c1(detail::Composite c) const { return detail::composite(c, detail::retain(h_)); }
+  Handle c2(detail::Composite c, const Tensor& o, std::int64_t dim = 0, double p = 0, double q = 0) const {
+    return detail::composite2(c, detail::retain(h_), detail::retain(o.h_), dim, p, q);
+  }
+  Tensor cd(detail::Composite c, detail::DimList d) const { return Tensor(detail::composite_dims(c, detail::retain(h_), d)); }
+  static std::vector<Tensor> many(detail::HandleList&& hs) {
+    std::vector<Tensor> out;
+    out.reserve(hs.size());
+    for (std::size_t i = 0; i < hs.size(); ++i) out.emplace_back(hs.take(i));
+    return out;
+  }
+  static std::pair<Tensor, Tensor> two(std::pair<Handle, Handle> p) { return {Tensor(p.first), Tensor(p.second)}; }
   std::pair<Tensor, Tensor<D, Int>> pair_of(std::pair<Handle, Handle> p) const {
     return {Tensor(p.first), Tensor<D, Int>(p.second)};
   }

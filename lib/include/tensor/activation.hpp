@@ -1,0 +1,72 @@
+// More of burn's activations (burn::tensor::activation), composed from the op
+// table's ops in libtensor.so (lib/src/composite.cpp), so every device has them
+// and autodiff differentiates them through their parts. relu, gelu, sigmoid,
+// softmax and the other single-op activations are in tensor.hpp.
+#pragma once
+
+#include "tensor/tensor.hpp"
+
+namespace tensor::activation {
+
+namespace detail_ {
+template <std::size_t D>
+Tensor<D> c(detail::Composite op, const Tensor<D>& x, double p = 0, double q = 0) {
+  return Tensor<D>(detail::composite(op, detail::copy(x), p, q));
+}
+}  // namespace detail_
+
+// x * sigmoid(x).
+template <std::size_t D> Tensor<D> silu(const Tensor<D>& x) { return detail_::c(detail::Composite::silu, x); }
+// log(1 + e^(beta x)) / beta, computed without overflow.
+template <std::size_t D> Tensor<D> softplus(const Tensor<D>& x, double beta = 1.0) {
+  return detail_::c(detail::Composite::softplus, x, beta);
+}
+// x > 0 ? x : alpha (e^x - 1).
+template <std::size_t D> Tensor<D> elu(const Tensor<D>& x, double alpha = 1.0) { return detail_::c(detail::Composite::elu, x, alpha); }
+// x > 0 ? x : alpha (e^(x / alpha) - 1).
+template <std::size_t D> Tensor<D> celu(const Tensor<D>& x, double alpha = 1.0) { return detail_::c(detail::Composite::celu, x, alpha); }
+// scale * elu(x, alpha) with SELU's fixed alpha and scale.
+template <std::size_t D> Tensor<D> selu(const Tensor<D>& x) { return detail_::c(detail::Composite::selu, x); }
+// min(max(x, 0), 6).
+template <std::size_t D> Tensor<D> relu6(const Tensor<D>& x) { return detail_::c(detail::Composite::relu6, x); }
+// x * relu6(x + 3) / 6.
+template <std::size_t D> Tensor<D> hard_swish(const Tensor<D>& x) { return detail_::c(detail::Composite::hard_swish, x); }
+// GELU's tanh approximation: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+template <std::size_t D> Tensor<D> gelu_approximate(const Tensor<D>& x) { return detail_::c(detail::Composite::gelu_approximate, x); }
+// x tanh(softplus(x)).
+template <std::size_t D> Tensor<D> mish(const Tensor<D>& x) { return detail_::c(detail::Composite::mish, x); }
+// x / (1 + |x|).
+template <std::size_t D> Tensor<D> softsign(const Tensor<D>& x) { return detail_::c(detail::Composite::softsign, x); }
+// x - tanh(x).
+template <std::size_t D> Tensor<D> tanhshrink(const Tensor<D>& x) { return detail_::c(detail::Composite::tanhshrink, x); }
+// clamp(x, min, max).
+template <std::size_t D> Tensor<D> hardtanh(const Tensor<D>& x, double min = -1.0, double max = 1.0) {
+  return detail_::c(detail::Composite::hardtanh, x, min, max);
+}
+// |x| > lambda ? x : 0.
+template <std::size_t D> Tensor<D> hard_shrink(const Tensor<D>& x, double lambda = 0.5) {
+  return detail_::c(detail::Composite::hard_shrink, x, lambda);
+}
+// x > lambda ? x - lambda : x < -lambda ? x + lambda : 0.
+template <std::size_t D> Tensor<D> soft_shrink(const Tensor<D>& x, double lambda = 0.5) {
+  return detail_::c(detail::Composite::soft_shrink, x, lambda);
+}
+// x > threshold ? x : value.
+template <std::size_t D> Tensor<D> threshold(const Tensor<D>& x, double threshold, double value) {
+  return detail_::c(detail::Composite::threshold, x, threshold, value);
+}
+// x > alpha ? x : 0.
+template <std::size_t D> Tensor<D> thresholded_relu(const Tensor<D>& x, double alpha = 1.0) {
+  return detail_::c(detail::Composite::thresholded_relu, x, alpha);
+}
+
+// The first half of dim times the sigmoid of the second (the dim's size must be even).
+template <std::size_t D> Tensor<D> glu(const Tensor<D>& x, std::int64_t dim) {
+  return Tensor<D>(detail::composite_dims(detail::Composite::glu, detail::copy(x), {&dim, 1}));
+}
+// e^x / (1 + sum e^x) along dim (softmax with an extra zero logit), computed stably.
+template <std::size_t D> Tensor<D> quiet_softmax(const Tensor<D>& x, std::int64_t dim) {
+  return Tensor<D>(detail::composite_dims(detail::Composite::quiet_softmax, detail::copy(x), {&dim, 1}));
+}
+
+}  // namespace tensor::activation

@@ -1,0 +1,44 @@
+// Coordinate grids (burn's grid helpers: meshgrid, cartesian_grid), composed from
+// Tensor ops (views where the backend has them); included by nothing else.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.hpp"
+
+namespace tensor::grid {
+
+// Matrix ("ij"): output i varies along dim i. Cartesian ("xy"): dims 0 and 1 swap.
+enum class GridIndexing : std::uint8_t { Matrix, Cartesian };
+
+// N rank-N grids of the inputs' sizes, output i holding inputs[i] along its dim.
+template <std::size_t N, TensorKind K>
+std::array<Tensor<N, K>, N> meshgrid(const std::array<Tensor<1, K>, N>& inputs, GridIndexing indexing = GridIndexing::Matrix) {
+  auto pos = [&](std::size_t i) { return indexing == GridIndexing::Cartesian && N >= 2 && i < 2 ? 1 - i : i; };
+  std::array<std::int64_t, N> full{};
+  for (std::size_t i = 0; i < N; ++i) full[pos(i)] = static_cast<std::int64_t>(inputs[i].dims()[0]);
+  auto make = [&](std::size_t i) {
+    std::array<std::int64_t, N> s{};
+    s.fill(1);
+    s[pos(i)] = full[pos(i)];
+    return inputs[i].reshape(s).expand(full);
+  };
+  return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::array<Tensor<N, K>, N>{make(I)...}; }(
+      std::make_index_sequence<N>{});
+}
+
+// [s0, .., s(D-1), D]: the coordinates of every element of a tensor of `shape`.
+template <std::size_t D>
+Tensor<D + 1, Int> cartesian_grid(const std::array<std::size_t, D>& shape, Device device = Device::default_device()) {
+  std::vector<Tensor<D, Int>> parts;
+  std::array<Tensor<1, Int>, D> ranges = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::array<Tensor<1, Int>, D>{Tensor<1, Int>::arange(0, static_cast<std::int64_t>(shape[I]), device)...};
+  }(std::make_index_sequence<D>{});
+  for (auto& g : meshgrid<D, Int>(ranges)) parts.push_back(g);
+  return stack(parts, static_cast<std::int64_t>(D));
+}
+
+}  // namespace tensor::grid

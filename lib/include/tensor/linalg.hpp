@@ -1,0 +1,56 @@
+// burn's linear algebra helpers (burn::tensor::linalg), composed from the op
+// table's ops in libtensor.so (lib/src/composite.cpp), so every device has them.
+#pragma once
+
+#include <limits>
+
+#include "tensor/tensor.hpp"
+
+namespace tensor::linalg {
+
+// The p of vector_norm: L0 counts nonzero elements, LInf / LNegInf are the largest
+// / smallest absolute value, any other p is (sum |x|^p)^(1/p).
+struct Norm {
+  double p;
+  static constexpr Norm L0() { return {0.0}; }
+  static constexpr Norm L1() { return {1.0}; }
+  static constexpr Norm L2() { return {2.0}; }
+  static constexpr Norm LInf() { return {std::numeric_limits<double>::infinity()}; }
+  static constexpr Norm LNegInf() { return {-std::numeric_limits<double>::infinity()}; }
+  static constexpr Norm Lp(double p) { return {p}; }
+};
+
+// The norm along `dim` (kept with size 1).
+template <std::size_t D> Tensor<D> vector_norm(const Tensor<D>& x, Norm norm, std::int64_t dim) {
+  return Tensor<D>(detail::composite_dims(detail::Composite::vector_norm, detail::copy(x), detail::DimList(&dim, 1), norm.p));
+}
+template <std::size_t D> Tensor<D> l2_norm(const Tensor<D>& x, std::int64_t dim) { return vector_norm(x, Norm::L2(), dim); }
+// x / max(norm(x, dim), epsilon).
+template <std::size_t D> Tensor<D> vector_normalize(const Tensor<D>& x, Norm norm, std::int64_t dim, double epsilon = 1e-12) {
+  return Tensor<D>(
+      detail::composite_dims(detail::Composite::vector_normalize, detail::copy(x), detail::DimList(&dim, 1), norm.p, epsilon));
+}
+// sum(a b, dim) / max(|a| |b|, epsilon), along `dim` (kept with size 1).
+template <std::size_t D>
+Tensor<D> cosine_similarity(const Tensor<D>& a, const Tensor<D>& b, std::int64_t dim, double epsilon = 1e-8) {
+  return Tensor<D>(detail::composite2(detail::Composite::cosine_similarity, detail::copy(a), detail::copy(b), dim, epsilon));
+}
+
+// a[i] * b[j]: [n] x [m] -> [n, m].
+template <TensorKind K> Tensor<2, K> outer(const Tensor<1, K>& a, const Tensor<1, K>& b) {
+  return Tensor<2, K>(detail::composite2(detail::Composite::outer, detail::copy(a), detail::copy(b)));
+}
+// [.., m, n] x [.., n] -> [.., m] (batch dims broadcast as in matmul).
+template <std::size_t D, TensorKind K> Tensor<D - 1, K> matvec(const Tensor<D, K>& m, const Tensor<D - 1, K>& v) {
+  return Tensor<D - 1, K>(detail::composite2(detail::Composite::matvec, detail::copy(m), detail::copy(v)));
+}
+// The diagonal of the last two dims: [.., n, m] -> [.., min(n, m)].
+template <std::size_t D, TensorKind K> Tensor<D - 1, K> diag(const Tensor<D, K>& x) {
+  return Tensor<D - 1, K>(detail::composite(detail::Composite::diag, detail::copy(x)));
+}
+// The sum of the diagonal of a matrix, as a one-element tensor.
+template <TensorKind K> Tensor<1, K> trace(const Tensor<2, K>& x) {
+  return Tensor<1, K>(detail::composite(detail::Composite::trace, detail::copy(x)));
+}
+
+}  // namespace tensor::linalg

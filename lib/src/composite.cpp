@@ -1,0 +1,836 @@
+// burn's composite Tensor methods (shape helpers, statistics, predicates,
+// activations, norms, losses), composed from the op table's ops through the
+// detail:: entry points, so every device has them and autodiff sees only ops it
+// knows. Compiled once in libtensor.so: user code sees only the declarations in
+// detail.hpp (the compile firewall). An error raised by an inner op is re-raised
+// as the same type, naming the method the user called.
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/detail.hpp"
+#include "tensor/error.hpp"
+
+namespace tensor::detail {
+namespace {
+
+// An owning handle (released on every path, exceptions included).
+struct H {
+  Handle h;
+  H() = default;
+  explicit H(Handle x) noexcept : h(x) {}
+  H(const H& o) noexcept : h(retain(o.h)) {}
+  H(H&& o) noexcept : h(std::exchange(o.h, Handle{})) {}
+  H& operator=(H o) noexcept { std::swap(h, o.h); return *this; }
+  ~H() { release(h); }
+  Handle r() const { return retain(h); }  // a new reference
+  Handle take() noexcept { return std::exchange(h, Handle{}); }
+  Shape shape() const { return detail::shape(h); }
+};
+
+H un(OpCode op, const H& a) { return H(unary(op, a.r())); }
+H bin(OpCode op, const H& a, const H& b) { return H(binary(op, a.r(), b.r())); }
+H sc(OpCode op, const H& a, Scalar s) { return H(scalar(op, a.r(), s)); }
+H rdim(OpCode op, const H& a, std::size_t d) { return H(reduce_dim(op, a.r(), static_cast<std::int64_t>(d))); }
+H lit_reshape(const H& a, const Shape& s) {
+  std::vector<std::int64_t> v(s.begin(), s.end());
+  return H(reshape(OpCode::reshape, a.r(), v));
+}
+H slice_dim(const H& a, std::size_t d, Slice s) {
+  std::vector<Slice> sl(d + 1);
+  sl[d] = s;
+  return H(slice(a.r(), sl));
+}
+
+std::string rename(const char* method, const std::string& msg) {
+  const std::string tag = std::string("[") + method + "]";
+  if (msg.rfind(tag, 0) == 0) return msg;
+  const std::size_t p = msg.find("] ");
+  if (!msg.empty() && msg[0] == '[' && p != std::string::npos)
+    return tag + " " + msg.substr(p + 2) + " (in " + msg.substr(1, p - 1) + ")";
+  return tag + " " + msg;
+}
+
+// Runs f, re-raising a library error as the same type with the method's name.
+template <class F>
+auto named(const char* method, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(rename(method, e.what()));
+  } catch (const DTypeError& e) {
+    throw DTypeError(rename(method, e.what()));
+  } catch (const DeviceError& e) {
+    throw DeviceError(e.kind(), rename(method, e.what()));
+  } catch (const IndexError& e) {
+    throw IndexError(rename(method, e.what()));
+  } catch (const NotImplemented& e) {
+    throw NotImplemented(rename(method, e.what()));
+  } catch (const ExecutionError& e) {
+    throw ExecutionError(rename(method, e.what()));
+  } catch (const Error& e) {
+    throw Error(rename(method, e.what()));
+  }
+}
+
+std::size_t rdim_of(const char* op, std::int64_t dim, std::size_t rank) {
+  const auto r = static_cast<std::int64_t>(rank);
+  const std::int64_t d = dim < 0 ? dim + r : dim;
+  if (d < 0 || d >= r)
+    throw IndexError(std::string("[") + op + "] dim out of range; expected " + std::to_string(-r) + ".." +
+                     std::to_string(r - 1) + " for rank " + std::to_string(rank) + "; got " + std::to_string(dim));
+  return static_cast<std::size_t>(d);
+}
+
+void check_out_rank(const char* op, std::size_t got, std::size_t want, const Shape& s) {
+  if (got != want)
+    throw ShapeError(std::string("[") + op + "] result rank differs from the requested rank; expected rank " +
+                     std::to_string(want) + "; got rank " + std::to_string(got) + " from shape " + s.to_string());
+}
+
+H int_arange(std::size_t n, Device dev) { return H(arange(0, static_cast<std::int64_t>(n), 1, dev, std::nullopt)); }
+
+// `n` along dim `d` of a rank-`rank` shape of ones.
+Shape along(std::size_t rank, std::size_t d, std::size_t n) {
+  Shape s;
+  for (std::size_t i = 0; i < rank; ++i) s.push_back(i == d ? n : 1);
+  return s;
+}
+
+const char* name_of(Composite c) {
+  switch (c) {
+    case Composite::is_finite: return "is_finite";
+    case Composite::contains_nan: return "contains_nan";
+    case Composite::silu: return "silu";
+    case Composite::relu6: return "relu6";
+    case Composite::hard_swish: return "hard_swish";
+    case Composite::gelu_approximate: return "gelu_approximate";
+    case Composite::mish: return "mish";
+    case Composite::softsign: return "softsign";
+    case Composite::tanhshrink: return "tanhshrink";
+    case Composite::selu: return "selu";
+    case Composite::deg2rad: return "deg2rad";
+    case Composite::rad2deg: return "rad2deg";
+    case Composite::softplus: return "softplus";
+    case Composite::elu: return "elu";
+    case Composite::celu: return "celu";
+    case Composite::hardtanh: return "hardtanh";
+    case Composite::hard_shrink: return "hard_shrink";
+    case Composite::soft_shrink: return "soft_shrink";
+    case Composite::threshold: return "threshold";
+    case Composite::thresholded_relu: return "thresholded_relu";
+    case Composite::sum_dims: return "sum_dims";
+    case Composite::mean_dims: return "mean_dims";
+    case Composite::prod_dims: return "prod_dims";
+    case Composite::max_dims: return "max_dims";
+    case Composite::min_dims: return "min_dims";
+    case Composite::max_abs_dims: return "max_abs_dims";
+    case Composite::var: return "var";
+    case Composite::var_bias: return "var_bias";
+    case Composite::vector_norm: return "vector_norm";
+    case Composite::vector_normalize: return "vector_normalize";
+    case Composite::dot: return "dot";
+    case Composite::is_close: return "is_close";
+    case Composite::cosine_similarity: return "cosine_similarity";
+    case Composite::cross_entropy_with_logits: return "cross_entropy_with_logits";
+    case Composite::fmod: return "fmod";
+    case Composite::glu: return "glu";
+    case Composite::cov: return "cov";
+    case Composite::quiet_softmax: return "quiet_softmax";
+    case Composite::diag: return "diag";
+    case Composite::trace: return "trace";
+    case Composite::outer: return "outer";
+    case Composite::matvec: return "matvec";
+  }
+  return "composite";
+}
+
+// Resolved, sorted, distinct dims.
+std::vector<std::size_t> dims_of(const char* op, DimList dims, std::size_t rank) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < dims.n; ++i) out.push_back(rdim_of(op, dims.p[i], rank));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+H norm_of(const H& x, double p, std::size_t d) {
+  if (p == 0) {  // L0: the count of nonzero elements, in x's dtype
+    const H nz = H(compare_scalar(OpCode::not_equal_elem, x.r(), Scalar(0.0)));
+    const H f = H(cast(OpCode::into_float, nz.r(), dtype(x.h)));
+    return rdim(OpCode::sum_dim, f, d);
+  }
+  if (std::isinf(p)) return p > 0 ? rdim(OpCode::max_abs_dim, x, d) : rdim(OpCode::min_dim, un(OpCode::abs, x), d);
+  if (p == 1) return rdim(OpCode::sum_dim, un(OpCode::abs, x), d);
+  if (p == 2) return un(OpCode::sqrt, rdim(OpCode::sum_dim, bin(OpCode::mul, x, x), d));
+  const H s = rdim(OpCode::sum_dim, sc(OpCode::powf_scalar, un(OpCode::abs, x), Scalar(p)), d);
+  return sc(OpCode::powf_scalar, s, Scalar(1.0 / p));
+}
+
+}  // namespace
+
+Handle squeeze(Handle&& a_, DimList dims, std::size_t out_rank, const char* op) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  std::vector<bool> drop(s.rank(), false);
+  if (dims.n == 0) {
+    for (std::size_t i = 0; i < s.rank(); ++i) drop[i] = s[i] == 1;
+  } else {
+    for (std::size_t d : dims_of(op, dims, s.rank())) {
+      if (s[d] != 1)
+        throw ShapeError(std::string("[") + op + "] can only remove a dim of size 1; expected size 1 at dim " +
+                         std::to_string(d) + "; got shape " + s.to_string());
+      drop[d] = true;
+    }
+  }
+  Shape out;
+  for (std::size_t i = 0; i < s.rank(); ++i)
+    if (!drop[i]) out.push_back(s[i]);
+  check_out_rank(op, out.rank(), out_rank, s);
+  return lit_reshape(a, out).take();
+}
+
+Handle unsqueeze(Handle&& a_, DimList axes, std::size_t out_rank, bool leading) {
+  H a(a_);
+  a_ = Handle{};
+  const char* op = leading ? "unsqueeze" : "unsqueeze_dims";
+  const Shape s = a.shape();
+  if (out_rank < s.rank() || out_rank > kMaxRank)
+    throw ShapeError(std::string("[") + op + "] cannot lower the rank or pass the maximum; expected a rank in " +
+                     std::to_string(s.rank()) + ".." + std::to_string(kMaxRank) + "; got " + std::to_string(out_rank));
+  std::vector<bool> one(out_rank, false);
+  if (leading) {
+    for (std::size_t i = 0; i < out_rank - s.rank(); ++i) one[i] = true;
+  } else {
+    if (axes.n != out_rank - s.rank())
+      throw ShapeError(std::string("[unsqueeze_dims] one axis per new dim; expected ") + std::to_string(out_rank - s.rank()) +
+                       " axes; got " + std::to_string(axes.n));
+    // As burn: negative axes count from the back of the result (repeated -1s stack
+    // up from the end); repeated axes insert that many dims there.
+    std::vector<std::int64_t> pos;
+    auto neg = static_cast<std::int64_t>(out_rank);
+    for (std::size_t k = 0; k < axes.n; ++k) {
+      const std::int64_t x = axes.p[k];
+      const auto r = static_cast<std::int64_t>(out_rank);
+      if (x < -r || x >= r)
+        throw IndexError("[unsqueeze_dims] axis out of range; expected " + std::to_string(-r) + ".." + std::to_string(r - 1) +
+                         "; got " + std::to_string(x));
+      if (x < 0) pos.push_back(x + --neg + 1);
+      else pos.push_back(x);
+    }
+    std::sort(pos.begin(), pos.end());
+    std::int64_t last = -1;
+    for (std::int64_t p : pos) {
+      const std::int64_t q = std::max(p, last + 1);
+      if (q >= static_cast<std::int64_t>(out_rank))
+        throw IndexError("[unsqueeze_dims] axes do not fit the result rank; expected at most rank " + std::to_string(out_rank) +
+                         "; got an axis at " + std::to_string(q));
+      one[static_cast<std::size_t>(q)] = true;
+      last = q;
+    }
+  }
+  Shape out;
+  for (std::size_t i = 0, j = 0; i < out_rank; ++i) out.push_back(one[i] ? 1 : s[j++]);
+  return lit_reshape(a, out).take();
+}
+
+Handle flatten(Handle&& a_, std::int64_t start, std::int64_t end, std::size_t out_rank) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  const std::size_t b = rdim_of("flatten", start, s.rank()), e = rdim_of("flatten", end, s.rank());
+  if (b > e)
+    throw IndexError("[flatten] start dim after end dim; expected start <= end; got " + std::to_string(start) + " and " +
+                     std::to_string(end));
+  Shape out;
+  std::size_t n = 1;
+  for (std::size_t i = 0; i < s.rank(); ++i) {
+    if (i < b || i > e) out.push_back(s[i]);
+    else n *= s[i];
+    if (i == e) out.push_back(n);
+  }
+  check_out_rank("flatten", out.rank(), out_rank, s);
+  return lit_reshape(a, out).take();
+}
+
+HandleList::~HandleList() {
+  for (std::size_t i = 0; i < n_; ++i) release(p_[i]);
+  delete[] p_;
+}
+
+namespace {
+HandleList pieces(const H& a, std::size_t d, const std::vector<std::size_t>& sizes) {
+  std::vector<H> parts;
+  std::size_t at = 0;
+  for (std::size_t n : sizes) {
+    parts.push_back(slice_dim(a, d, Slice::range(static_cast<std::int64_t>(at), static_cast<std::int64_t>(at + n))));
+    at += n;
+  }
+  auto* arr = new Handle[parts.size()];
+  for (std::size_t i = 0; i < parts.size(); ++i) arr[i] = parts[i].take();
+  return HandleList(arr, parts.size());
+}
+}  // namespace
+
+HandleList chunk(Handle&& a_, std::size_t chunks, std::int64_t dim) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  const std::size_t d = rdim_of("chunk", dim, s.rank());
+  if (chunks == 0) throw IndexError("[chunk] number of chunks must be positive; expected >= 1; got 0");
+  const std::size_t n = s[d], size = (n + chunks - 1) / chunks;
+  std::vector<std::size_t> sizes;
+  for (std::size_t at = 0; at < n; at += size) sizes.push_back(std::min(size, n - at));
+  return named("chunk", [&] { return pieces(a, d, sizes); });
+}
+
+HandleList split(Handle&& a_, std::size_t split_size, std::int64_t dim) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  const std::size_t d = rdim_of("split", dim, s.rank());
+  const std::size_t n = s[d];
+  if (split_size == 0 && n != 0)
+    throw IndexError("[split] split_size must be positive unless the dim is empty; expected >= 1; got 0 for size " +
+                     std::to_string(n));
+  std::vector<std::size_t> sizes;
+  if (n == 0) sizes.push_back(0);
+  for (std::size_t at = 0; at < n; at += split_size) sizes.push_back(std::min(split_size, n - at));
+  return named("split", [&] { return pieces(a, d, sizes); });
+}
+
+HandleList split_with_sizes(Handle&& a_, const std::vector<std::size_t>& sizes, std::int64_t dim) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  const std::size_t d = rdim_of("split_with_sizes", dim, s.rank());
+  std::size_t total = 0;
+  for (std::size_t n : sizes) total += n;
+  if (total != s[d])
+    throw ShapeError("[split_with_sizes] sizes must add up to the dim; expected a sum of " + std::to_string(s[d]) + " (dim " +
+                     std::to_string(d) + " of " + s.to_string() + "); got " + std::to_string(total));
+  return named("split_with_sizes", [&] { return pieces(a, d, sizes); });
+}
+
+Handle repeat(Handle&& a_, const std::vector<std::size_t>& times) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  if (times.size() > s.rank())
+    throw ShapeError("[repeat] more repeat counts than dims; expected at most " + std::to_string(s.rank()) + "; got " +
+                     std::to_string(times.size()));
+  return named("repeat", [&] {
+    for (std::size_t i = 0; i < times.size(); ++i)
+      if (times[i] != 1) a = H(repeat_dim(a.r(), static_cast<std::int64_t>(i), times[i]));
+    return a.take();
+  });
+}
+
+Handle pad(Handle&& a_, const std::vector<std::pair<std::size_t, std::size_t>>& pads, const PadMode& mode) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  if (pads.size() > s.rank())
+    throw ShapeError("[pad] more (before, after) pairs than dims; expected at most " + std::to_string(s.rank()) + "; got " +
+                     std::to_string(pads.size()));
+  const std::size_t off = s.rank() - pads.size();
+  for (std::size_t i = 0; i < pads.size(); ++i) {
+    const auto [b, e] = pads[i];
+    const std::size_t n = s[off + i];
+    if (b == 0 && e == 0) continue;
+    if (mode.kind == PadMode::Kind::Reflect && (b >= n || e >= n))
+      throw IndexError("[pad] reflect padding must be below the dim size; expected before and after < " + std::to_string(n) +
+                       " in dim " + std::to_string(off + i) + "; got " + std::to_string(b) + " and " + std::to_string(e));
+    if (mode.kind == PadMode::Kind::Edge && n == 0)
+      throw IndexError("[pad] edge padding of an empty dim; expected a dim of size >= 1; got size 0 in dim " +
+                       std::to_string(off + i));
+  }
+  return named("pad", [&] {
+    for (std::size_t i = 0; i < pads.size(); ++i) {
+      const auto [b, e] = pads[i];
+      if (b == 0 && e == 0) continue;
+      const std::size_t d = off + i;
+      const Shape cur = a.shape();
+      const auto n = static_cast<std::int64_t>(cur[d]);
+      auto side = [&](std::size_t count, bool before) -> H {
+        Shape ps = cur;
+        ps[d] = count;
+        switch (mode.kind) {
+          case PadMode::Kind::Constant: return H(full(ps, mode.value, device(a.h), kind(a.h), dtype(a.h)));
+          case PadMode::Kind::Reflect: {
+            const auto c = static_cast<std::int64_t>(count);
+            return before ? slice_dim(a, d, Slice::range(1, c + 1, -1)) : slice_dim(a, d, Slice::range(n - 1 - c, n - 1, -1));
+          }
+          case PadMode::Kind::Edge: break;
+        }
+        const H edge = slice_dim(a, d, Slice::index(before ? 0 : n - 1));
+        return H(repeat_dim(edge.r(), static_cast<std::int64_t>(d), count));
+      };
+      std::vector<Handle> parts;
+      H pb = side(b, true), pe = side(e, false);
+      parts.push_back(pb.take());
+      parts.push_back(a.r());
+      parts.push_back(pe.take());
+      a = H(cat(std::move(parts), static_cast<std::int64_t>(d)));
+    }
+    return a.take();
+  });
+}
+
+Handle one_hot(Handle&& a_, std::size_t classes, Scalar on, Scalar off, std::int64_t axis, const char* op) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  const auto r = static_cast<std::int64_t>(s.rank()) + 1;
+  const std::int64_t ax = axis < 0 ? axis + r : axis;
+  if (ax < 0 || ax >= r)
+    throw IndexError(std::string("[") + op + "] axis out of range; expected " + std::to_string(-r) + ".." +
+                     std::to_string(r - 1) + "; got " + std::to_string(axis));
+  return named(op, [&] {
+    const Kind k = kind(a.h);
+    const Device dev = device(a.h);
+    const H idx = k == Kind::Int ? a : H(cast(OpCode::into_int, a.r(), to_dtype(dev.settings().int_dtype)));
+    // As burn, the values must be class indices (read back to check them).
+    const TensorData host = into_data(idx.r()).get().convert(DType::I64);
+    for (std::int64_t v : host.to_vec<std::int64_t>())
+      if (v < 0 || v >= static_cast<std::int64_t>(classes))
+        throw IndexError(std::string("[") + op + "] value is not a class index; expected 0.." +
+                         std::to_string(static_cast<std::int64_t>(classes) - 1) + "; got " + std::to_string(v));
+    Shape us = s;
+    us.insert(static_cast<std::size_t>(ax), 1);
+    const H cls = lit_reshape(H(arange(0, static_cast<std::int64_t>(classes), 1, dev, dtype(idx.h))),
+                              along(us.rank(), static_cast<std::size_t>(ax), classes));
+    const H eq = H(compare(OpCode::equal, lit_reshape(idx, us).take(), cls.r()));
+    Shape out = us;
+    out[static_cast<std::size_t>(ax)] = classes;
+    const H base = H(full(out, off, dev, k, dtype(a.h)));
+    return mask_fill(base.r(), eq.r(), on);
+  });
+}
+
+Handle eye(std::size_t n, Device dev, Kind k, std::optional<DType> dt) {
+  return named("eye", [&] {
+    const H i = int_arange(n, dev);
+    const H eq = H(compare(OpCode::equal, lit_reshape(i, Shape{n, 1}).take(), lit_reshape(i, Shape{1, n}).take()));
+    const H z = H(create(OpCode::zeros, Shape{n, n}, dev, k, dt));
+    return mask_fill(z.r(), eq.r(), Scalar(1));
+  });
+}
+
+Handle tri(Handle&& a_, std::int64_t diagonal, bool upper) {
+  H a(a_);
+  a_ = Handle{};
+  const char* op = upper ? "triu" : "tril";
+  const Shape s = a.shape();
+  if (s.rank() < 2)
+    throw ShapeError(std::string("[") + op + "] expected a tensor of rank >= 2; got shape " + s.to_string());
+  return named(op, [&] {
+    const std::size_t rows = s[s.rank() - 2], cols = s[s.rank() - 1];
+    const H m = H(tri_mask(rows, cols, diagonal, !upper, device(a.h)));
+    Shape ms;
+    for (std::size_t i = 0; i + 2 < s.rank(); ++i) ms.push_back(1);
+    ms.push_back(rows);
+    ms.push_back(cols);
+    return mask_fill(a.r(), lit_reshape(m, ms).take(), kind(a.h) == Kind::Bool ? Scalar(false) : Scalar(0));
+  });
+}
+
+Handle tri_mask(std::size_t rows, std::size_t cols, std::int64_t offset, bool upper, Device dev) {
+  return named(upper ? "tril_mask" : "triu_mask", [&] {
+    const H row = lit_reshape(int_arange(rows, dev), Shape{rows, 1});
+    const H col = lit_reshape(int_arange(cols, dev), Shape{1, cols});
+    const H diff = bin(OpCode::sub, col, row);  // col - row: 0 on the diagonal
+    return compare_scalar(upper ? OpCode::greater_elem : OpCode::lower_elem, diff.r(), Scalar(offset));
+  });
+}
+
+Handle diag_mask(std::size_t rows, std::size_t cols, std::int64_t offset, Device dev) {
+  return named("diag_mask", [&] {
+    const H row = lit_reshape(int_arange(rows, dev), Shape{rows, 1});
+    const H col = lit_reshape(int_arange(cols, dev), Shape{1, cols});
+    const H diff = bin(OpCode::sub, col, row);
+    return compare_scalar(OpCode::not_equal_elem, diff.r(), Scalar(offset));
+  });
+}
+
+Scalar into_scalar(Handle&& a_) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  if (s.num_elements() != 1)
+    throw ShapeError("[into_scalar] expected a tensor of exactly one element; got shape " + s.to_string());
+  const TensorData d = named("into_scalar", [&] { return into_data(a.r()).get(); });
+  if (is_float(d.dtype())) return Scalar(d.convert(DType::F64).to_vec<double>()[0]);
+  if (is_unsigned_int(d.dtype())) return Scalar(d.convert(DType::U64).to_vec<std::uint64_t>()[0]);
+  if (is_int(d.dtype())) return Scalar(d.convert(DType::I64).to_vec<std::int64_t>()[0]);
+  return Scalar(static_cast<bool>(d.to_vec<bool>()[0]));
+}
+
+Handle composite(Composite c, Handle&& a_, double p, double q) {
+  H x(a_);
+  a_ = Handle{};
+  return named(name_of(c), [&]() -> Handle {
+    switch (c) {
+      case Composite::is_finite: {
+        const H bad = bin(OpCode::bool_or, H(predicate(OpCode::is_nan, x.r())), H(predicate(OpCode::is_inf, x.r())));
+        return unary(OpCode::bool_not, bad.r());
+      }
+      case Composite::contains_nan: return any_all(OpCode::any, predicate(OpCode::is_nan, x.r()));
+      case Composite::silu: return binary(OpCode::mul, x.r(), unary(OpCode::sigmoid, x.r()));
+      case Composite::relu6: return clamp(OpCode::clamp, x.r(), Scalar(0.0), Scalar(6.0));
+      case Composite::hard_swish: {
+        const H r6 = H(clamp(OpCode::clamp, scalar(OpCode::add_scalar, x.r(), Scalar(3.0)), Scalar(0.0), Scalar(6.0)));
+        return scalar(OpCode::div_scalar, binary(OpCode::mul, x.r(), r6.r()), Scalar(6.0));
+      }
+      case Composite::gelu_approximate: {  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+        const H x3 = bin(OpCode::mul, bin(OpCode::mul, x, x), x);
+        const H in = sc(OpCode::mul_scalar, bin(OpCode::add, x, sc(OpCode::mul_scalar, x3, Scalar(0.044715))),
+                        Scalar(std::sqrt(2.0 / std::numbers::pi)));
+        const H t = sc(OpCode::add_scalar, un(OpCode::tanh, in), Scalar(1.0));
+        return scalar(OpCode::mul_scalar, binary(OpCode::mul, x.r(), t.r()), Scalar(0.5));
+      }
+      case Composite::softplus: {  // log(1 + e^(beta x)) / beta, as relu(bx) + log1p(e^-|bx|) (no overflow)
+        const H bx = sc(OpCode::mul_scalar, x, Scalar(p));
+        const H t = un(OpCode::log1p, un(OpCode::exp, un(OpCode::neg, un(OpCode::abs, bx))));
+        return scalar(OpCode::div_scalar, binary(OpCode::add, unary(OpCode::relu, bx.r()), t.r()), Scalar(p));
+      }
+      case Composite::mish: {  // x tanh(softplus(x))
+        const H sp = H(composite(Composite::softplus, x.r(), 1.0, 0.0));
+        return binary(OpCode::mul, x.r(), unary(OpCode::tanh, sp.r()));
+      }
+      case Composite::softsign:
+        return binary(OpCode::div, x.r(), scalar(OpCode::add_scalar, unary(OpCode::abs, x.r()), Scalar(1.0)));
+      case Composite::tanhshrink: return binary(OpCode::sub, x.r(), unary(OpCode::tanh, x.r()));
+      case Composite::elu:
+      case Composite::celu:
+      case Composite::selu: {
+        // x > 0 ? x : alpha (e^(x / s) - 1) (elu: s = 1; celu: s = alpha; selu: fixed alpha, scale).
+        const double alpha = c == Composite::selu ? 1.6732632423543772848170429916717 : p;
+        const double s = c == Composite::celu ? p : 1.0;
+        const H neg = sc(OpCode::clamp_max, x, Scalar(0.0));
+        H e = sc(OpCode::mul_scalar, sc(OpCode::sub_scalar, un(OpCode::exp, sc(OpCode::div_scalar, neg, Scalar(s))), Scalar(1.0)),
+                 Scalar(alpha));
+        H out = H(mask_where(x.r(), compare_scalar(OpCode::lower_equal_elem, x.r(), Scalar(0.0)), e.r()));
+        if (c == Composite::selu) out = sc(OpCode::mul_scalar, out, Scalar(1.0507009873554804934193349852946));
+        return out.take();
+      }
+      case Composite::hardtanh: return clamp(OpCode::clamp, x.r(), Scalar(p), Scalar(q));
+      case Composite::hard_shrink: {  // |x| > lambda ? x : 0
+        const H keep = H(compare_scalar(OpCode::lower_equal_elem, unary(OpCode::abs, x.r()), Scalar(p)));
+        return mask_fill(x.r(), keep.r(), Scalar(0.0));
+      }
+      case Composite::soft_shrink: {  // x > l ? x - l : x < -l ? x + l : 0
+        const H small = H(compare_scalar(OpCode::lower_equal_elem, unary(OpCode::abs, x.r()), Scalar(p)));
+        const H shrunk = bin(OpCode::sub, x, sc(OpCode::mul_scalar, un(OpCode::sign, x), Scalar(p)));
+        return mask_fill(shrunk.r(), small.r(), Scalar(0.0));
+      }
+      case Composite::threshold: {  // x > threshold ? x : value
+        const H low = H(compare_scalar(OpCode::lower_equal_elem, x.r(), Scalar(p)));
+        return mask_fill(x.r(), low.r(), Scalar(q));
+      }
+      case Composite::thresholded_relu: {  // x > alpha ? x : 0
+        const H low = H(compare_scalar(OpCode::lower_equal_elem, x.r(), Scalar(p)));
+        return mask_fill(x.r(), low.r(), Scalar(0.0));
+      }
+      case Composite::diag:
+      case Composite::trace: {  // the diagonal of the last two dims (off-diagonal zeroed, then summed per row)
+        const Shape s = x.shape();
+        if (s.rank() < 2 || (c == Composite::trace && s.rank() != 2))
+          throw ShapeError(std::string("[") + name_of(c) + "] expected a tensor of rank " + (c == Composite::trace ? "2" : ">= 2") +
+                           "; got shape " + s.to_string());
+        const std::size_t r = s.rank(), k = std::min(s[r - 2], s[r - 1]);
+        std::vector<Slice> sl(r);
+        sl[r - 2] = Slice::range(0, static_cast<std::int64_t>(k));
+        sl[r - 1] = Slice::range(0, static_cast<std::int64_t>(k));
+        const H sq = H(slice(x.r(), sl));
+        Shape ms;
+        for (std::size_t i = 0; i + 2 < r; ++i) ms.push_back(1);
+        ms.push_back(k);
+        ms.push_back(k);
+        const H off = lit_reshape(H(diag_mask(k, k, 0, device(x.h))), ms);
+        const H d = rdim(OpCode::sum_dim, H(mask_fill(sq.r(), off.r(), Scalar(0))), r - 1);
+        Shape out = d.shape();
+        out.erase(r - 1);
+        if (c == Composite::trace) return reduce(OpCode::sum, d.r());
+        return lit_reshape(d, out).take();
+      }
+      case Composite::deg2rad: return scalar(OpCode::mul_scalar, x.r(), Scalar(std::numbers::pi / 180.0));
+      case Composite::rad2deg: return scalar(OpCode::mul_scalar, x.r(), Scalar(180.0 / std::numbers::pi));
+      default: break;
+    }
+    throw Error(std::string("[") + name_of(c) + "] not a one-tensor composite; expected one; got another form");
+  });
+}
+
+Handle composite_dims(Composite c, Handle&& a_, DimList dims, double p, double q) {
+  H x(a_);
+  a_ = Handle{};
+  const char* op = name_of(c);
+  const Shape s = x.shape();
+  const std::vector<std::size_t> ds = dims_of(op, dims, s.rank());
+  if ((c == Composite::var || c == Composite::var_bias || c == Composite::vector_norm || c == Composite::vector_normalize ||
+       c == Composite::glu || c == Composite::quiet_softmax || c == Composite::cov) &&
+      ds.size() != 1)
+    throw ShapeError(std::string("[") + op + "] expected one dim; got " + std::to_string(ds.size()));
+  return named(op, [&]() -> Handle {
+    switch (c) {
+      case Composite::sum_dims:
+      case Composite::prod_dims:
+      case Composite::max_dims:
+      case Composite::min_dims:
+      case Composite::max_abs_dims: {
+        const OpCode r = c == Composite::sum_dims   ? OpCode::sum_dim
+                         : c == Composite::prod_dims ? OpCode::prod_dim
+                         : c == Composite::max_dims  ? OpCode::max_dim
+                         : c == Composite::min_dims  ? OpCode::min_dim
+                                                     : OpCode::max_abs_dim;
+        for (std::size_t d : ds) x = rdim(r, x, d);
+        return x.take();
+      }
+      case Composite::mean_dims: {
+        std::size_t n = 1;
+        for (std::size_t d : ds) n *= s[d];
+        if (kind(x.h) == Kind::Int && n == 0)
+          throw ShapeError("[mean_dims] expected non-empty dims for an int tensor; got shape " + s.to_string());
+        for (std::size_t d : ds) x = rdim(OpCode::sum_dim, x, d);
+        if (ds.empty()) return x.take();
+        return kind(x.h) == Kind::Int ? scalar(OpCode::div_scalar, x.r(), Scalar(static_cast<std::int64_t>(n)))
+                                      : scalar(OpCode::div_scalar, x.r(), Scalar(static_cast<double>(n)));
+      }
+      case Composite::var:
+      case Composite::var_bias: {
+        const std::size_t d = ds[0];
+        const H diff = bin(OpCode::sub, x, rdim(OpCode::mean_dim, x, d));
+        const H ss = rdim(OpCode::sum_dim, bin(OpCode::mul, diff, diff), d);
+        const double n = static_cast<double>(s[d]) - (c == Composite::var ? 1.0 : 0.0);
+        return scalar(OpCode::div_scalar, ss.r(), Scalar(n));
+      }
+      case Composite::glu: {  // first half * sigmoid(second half) along dim
+        const std::size_t d = ds[0], n = s[d];
+        if (n % 2 != 0)
+          throw ShapeError("[glu] the dim must split in halves; expected an even size; got " + std::to_string(n) + " in dim " +
+                           std::to_string(d) + " of " + s.to_string());
+        const auto h = static_cast<std::int64_t>(n / 2);
+        const H a = slice_dim(x, d, Slice::range(0, h)), b = slice_dim(x, d, Slice::range(h, 2 * h));
+        return binary(OpCode::mul, a.r(), unary(OpCode::sigmoid, b.r()));
+      }
+      case Composite::quiet_softmax: {  // e^x / (1 + sum e^x), as e^(x - m) / (e^-m + sum e^(x - m))
+        const std::size_t d = ds[0];
+        const H m = rdim(OpCode::max_dim, un(OpCode::detach, x), d);
+        const H e = un(OpCode::exp, bin(OpCode::sub, x, m));
+        const H den = bin(OpCode::add, rdim(OpCode::sum_dim, e, d), un(OpCode::exp, un(OpCode::neg, m)));
+        return binary(OpCode::div, e.r(), den.r());
+      }
+      case Composite::cov: {  // observations along dim: sum((x - mean)(x - mean)^T) / (n - correction)
+        const std::size_t d = ds[0], r = s.rank();
+        if (r < 2) throw ShapeError("[cov] expected a tensor of rank >= 2; got shape " + s.to_string());
+        H c = bin(OpCode::sub, x, rdim(OpCode::mean_dim, x, d));
+        if (d != r - 1) c = H(swap_dims(c.r(), static_cast<std::int64_t>(d), static_cast<std::int64_t>(r - 1)));
+        const H ct = H(swap_dims(c.r(), static_cast<std::int64_t>(r - 2), static_cast<std::int64_t>(r - 1)));
+        return scalar(OpCode::div_scalar, matmul(c.r(), ct.r()), Scalar(static_cast<double>(s[d]) - p));
+      }
+      case Composite::vector_norm: return norm_of(x, p, ds[0]).take();
+      case Composite::vector_normalize:
+        return binary(OpCode::div, x.r(), scalar(OpCode::clamp_min, norm_of(x, p, ds[0]).take(), Scalar(q)));
+      default: break;
+    }
+    throw Error(std::string("[") + op + "] not a dims composite; expected one; got another form");
+  });
+}
+
+std::pair<Handle, Handle> var_mean(Handle&& a_, std::int64_t dim, bool biased) {
+  H x(a_);
+  a_ = Handle{};
+  const char* op = biased ? "var_mean_bias" : "var_mean";
+  const Shape s = x.shape();
+  const std::size_t d = rdim_of(op, dim, s.rank());
+  return named(op, [&] {
+    H mean = rdim(OpCode::mean_dim, x, d);
+    const H diff = bin(OpCode::sub, x, mean);
+    const H ss = rdim(OpCode::sum_dim, bin(OpCode::mul, diff, diff), d);
+    H var = sc(OpCode::div_scalar, ss, Scalar(static_cast<double>(s[d]) - (biased ? 0.0 : 1.0)));
+    return std::pair<Handle, Handle>(var.take(), mean.take());
+  });
+}
+
+Handle composite2(Composite c, Handle&& a_, Handle&& b_, std::int64_t dim, double p, double q) {
+  H a(a_), b(b_);
+  a_ = Handle{};
+  b_ = Handle{};
+  const char* op = name_of(c);
+  const Shape sa = a.shape(), sb = b.shape();
+  if ((c == Composite::dot || c == Composite::cross_entropy_with_logits) && !(sa == sb))
+    throw ShapeError(std::string("[") + op + "] operand shapes differ; expected " + sa.to_string() + "; got " + sb.to_string());
+  return named(op, [&]() -> Handle {
+    switch (c) {
+      case Composite::dot: return reduce(OpCode::sum, binary(OpCode::mul, a.r(), b.r()));
+      case Composite::is_close: {  // |a - b| <= atol + rtol |b|, or equal (so equal infinities are close)
+        const H diff = un(OpCode::abs, bin(OpCode::sub, a, b));
+        const H tol = sc(OpCode::add_scalar, sc(OpCode::mul_scalar, un(OpCode::abs, b), Scalar(p)), Scalar(q));
+        const H near = H(compare(OpCode::lower_equal, diff.r(), tol.r()));
+        return binary(OpCode::bool_or, near.r(), compare(OpCode::equal, a.r(), b.r()));
+      }
+      case Composite::cosine_similarity: {  // dot / max(|a| |b|, eps) along dim
+        const std::size_t d = rdim_of(op, dim, sa.rank());
+        const H dotp = rdim(OpCode::sum_dim, bin(OpCode::mul, a, b), d);
+        const H den = bin(OpCode::mul, norm_of(a, 2, d), norm_of(b, 2, d));
+        return binary(OpCode::div, dotp.r(), scalar(OpCode::clamp_min, den.r(), Scalar(p)));
+      }
+      case Composite::cross_entropy_with_logits: {  // -mean(sum(targets * log_softmax(logits, last), last))
+        const std::size_t last = sa.rank() - 1;
+        const H ls = H(reduce_dim(OpCode::log_softmax, a.r(), static_cast<std::int64_t>(last)));
+        const H s = rdim(OpCode::sum_dim, bin(OpCode::mul, ls, b), last);
+        return unary(OpCode::neg, reduce(OpCode::mean, s.r()));
+      }
+      case Composite::outer: {  // a[i] * b[j]
+        if (sa.rank() != 1 || sb.rank() != 1)
+          throw ShapeError("[outer] expected two rank-1 tensors; got " + sa.to_string() + " and " + sb.to_string());
+        return binary(OpCode::mul, lit_reshape(a, Shape{sa[0], 1}).take(), lit_reshape(b, Shape{1, sb[0]}).take());
+      }
+      case Composite::matvec: {  // [.., m, n] x [.., n] -> [.., m]
+        if (sa.rank() < 2 || sb.rank() + 1 != sa.rank())
+          throw ShapeError("[matvec] expected a matrix [.., m, n] and a vector [.., n] of one rank less; got " + sa.to_string() +
+                           " and " + sb.to_string());
+        Shape vs = sb;
+        vs.push_back(1);
+        const H r = H(matmul(a.r(), lit_reshape(b, vs).take()));
+        Shape out = r.shape();
+        out.erase(out.rank() - 1);
+        return lit_reshape(r, out).take();
+      }
+      case Composite::fmod: {  // a - trunc(a / b) b (the sign of a, as C's fmod)
+        const H t = un(OpCode::trunc, bin(OpCode::div, a, b));
+        return binary(OpCode::sub, a.r(), binary(OpCode::mul, t.r(), b.r()));
+      }
+      default: break;
+    }
+    throw Error(std::string("[") + op + "] not a two-tensor composite; expected one; got another form");
+  });
+}
+
+Handle movedim(Handle&& a_, DimList src, DimList dst) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  const std::size_t r = s.rank();
+  if (src.n != dst.n)
+    throw ShapeError("[movedim] source and destination dims differ in number; expected " + std::to_string(src.n) + "; got " +
+                     std::to_string(dst.n));
+  std::vector<std::int64_t> perm(r, -1);
+  std::vector<bool> used(r, false), placed(r, false);
+  for (std::size_t i = 0; i < src.n; ++i) {
+    const std::size_t f = rdim_of("movedim", src.p[i], r), t = rdim_of("movedim", dst.p[i], r);
+    if (used[f] || placed[t])
+      throw IndexError("[movedim] repeated dim; expected each source and destination dim once; got " + std::to_string(src.p[i]) +
+                       " -> " + std::to_string(dst.p[i]));
+    used[f] = placed[t] = true;
+    perm[t] = static_cast<std::int64_t>(f);
+  }
+  std::size_t next = 0;
+  for (std::size_t t = 0; t < r; ++t) {
+    if (perm[t] >= 0) continue;
+    while (used[next]) ++next;
+    perm[t] = static_cast<std::int64_t>(next++);
+  }
+  return named("movedim", [&] { return axes(OpCode::permute, a.r(), perm); });
+}
+
+Handle roll(Handle&& a_, DimList shifts, DimList dims, const char* op) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  if (shifts.n != dims.n || shifts.n == 0)
+    throw ShapeError(std::string("[") + op + "] one shift per dim; expected " + std::to_string(dims.n) + " shifts (at least 1); got " +
+                     std::to_string(shifts.n));
+  std::vector<std::size_t> ds;
+  for (std::size_t i = 0; i < dims.n; ++i) ds.push_back(rdim_of(op, dims.p[i], s.rank()));
+  return named(op, [&] {
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+      const auto n = static_cast<std::int64_t>(s[ds[i]]);
+      if (n == 0) continue;
+      const std::int64_t k = ((shifts.p[i] % n) + n) % n;  // the first k elements come from the end
+      if (k == 0) continue;
+      std::vector<Handle> parts;
+      H tail = slice_dim(a, ds[i], Slice::range(n - k, n)), head = slice_dim(a, ds[i], Slice::range(0, n - k));
+      parts.push_back(tail.take());
+      parts.push_back(head.take());
+      a = H(cat(std::move(parts), static_cast<std::int64_t>(ds[i])));
+    }
+    return a.take();
+  });
+}
+
+Handle slice_dim(Handle&& a_, std::int64_t dim, Slice sl) {
+  H a(a_);
+  a_ = Handle{};
+  const std::size_t d = rdim_of("slice_dim", dim, a.shape().rank());
+  return named("slice_dim", [&] { return slice_dim(a, d, sl).take(); });
+}
+
+Handle slice_fill(Handle&& a_, std::span<const Slice> slices, Scalar value) {
+  H a(a_);
+  a_ = Handle{};
+  return named("slice_fill", [&] {
+    const H part = H(slice(a.r(), slices));
+    const H v = H(full(part.shape(), value, device(a.h), kind(a.h), dtype(a.h)));
+    return slice_assign(a.r(), slices, v.r());
+  });
+}
+
+Handle take(Handle&& a_, std::int64_t dim, Handle&& i_) {
+  H a(a_), idx(i_);
+  a_ = Handle{};
+  i_ = Handle{};
+  const Shape s = a.shape(), is = idx.shape();
+  const std::size_t d = rdim_of("take", dim, s.rank());
+  return named("take", [&] {
+    const H flat = lit_reshape(idx, Shape{is.num_elements()});
+    const H sel = H(select(a.r(), static_cast<std::int64_t>(d), flat.r()));
+    Shape out;
+    for (std::size_t k = 0; k < s.rank(); ++k) {
+      if (k != d) { out.push_back(s[k]); continue; }
+      for (std::size_t j = 0; j < is.rank(); ++j) out.push_back(is[j]);
+    }
+    return lit_reshape(sel, out).take();
+  });
+}
+
+HandleList nonzero(Handle&& a_) {
+  H a(a_);
+  a_ = Handle{};
+  return named("nonzero", [&] {
+    const H b = kind(a.h) == Kind::Bool ? a : H(compare_scalar(OpCode::not_equal_elem, a.r(), Scalar(0)));
+    const H w = H(argwhere(b.r()));  // [n, rank]
+    const std::size_t r = b.shape().rank(), n = w.shape()[0];
+    auto* arr = new Handle[r];
+    HandleList out(arr, r);
+    for (std::size_t j = 0; j < r; ++j) {
+      const H col = slice_dim(w, 1, Slice::index(static_cast<std::int64_t>(j)));
+      arr[j] = lit_reshape(col, Shape{n}).take();
+    }
+    return out;
+  });
+}
+
+std::pair<Handle, Handle> median(Handle&& a_, std::int64_t dim, const char* op) {
+  H a(a_);
+  a_ = Handle{};
+  const Shape s = a.shape();
+  const std::size_t d = rdim_of(op, dim, s.rank());
+  if (s[d] == 0)
+    throw ShapeError(std::string("[") + op + "] expected a non-empty dim; got shape " + s.to_string() + " along dim " +
+                     std::to_string(d));
+  return named(op, [&] {
+    auto [v, i] = sort_with_indices(a.r(), static_cast<std::int64_t>(d), false);
+    const H vs(v), is(i);
+    const auto m = static_cast<std::int64_t>((s[d] - 1) / 2);
+    H mv = slice_dim(vs, d, Slice::index(m)), mi = slice_dim(is, d, Slice::index(m));
+    return std::pair<Handle, Handle>(mv.take(), mi.take());
+  });
+}
+
+}  // namespace tensor::detail

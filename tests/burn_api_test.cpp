@@ -1,0 +1,387 @@
+// burn's composite Tensor API (issue 17): shape helpers, creation, reading back,
+// predicates, statistics, activations, norms and losses, on every device
+// (TENSOR_TEST_DEVICE picks one; meson registers cpu, mini and vulkan), against
+// values written here.
+#include <tensor/activation.hpp>
+#include <tensor/grid.hpp>
+#include <tensor/linalg.hpp>
+#include <tensor/loss.hpp>
+#include <tensor/signal.hpp>
+
+#include "conformance/devices.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace tt;
+
+const Device& dev() { return tt::conf::DeviceScope::current(); }
+
+class BurnApi : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override { scope_.enter(GetParam()); }
+  void TearDown() override { scope_.leave(); }
+  tt::conf::DeviceScope scope_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Devices, BurnApi, ::testing::ValuesIn(tt::conf::devices()),
+                         [](const ::testing::TestParamInfo<Device>& p) { return tt::conf::test_name(p.param); });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BurnApi);
+
+template <std::size_t D>
+Tensor<D> fl(std::vector<float> v, Shape s) { return Tensor<D>::from_data(TensorData::from<float>(v, s), dev()); }
+template <std::size_t D>
+Tensor<D, Int> in(std::vector<std::int32_t> v, Shape s) {
+  return Tensor<D, Int>::from_data(TensorData::from<std::int32_t>(v, s), dev());
+}
+template <std::size_t D>
+Tensor<D, Bool> bo(std::vector<bool> v, Shape s) { return Tensor<D, Bool>::from_data(TensorData::from<bool>(v, s), dev()); }
+template <std::size_t D, class K>
+std::vector<float> fv(const Tensor<D, K>& t) { return t.into_data().convert(DType::F32).template to_vec<float>(); }
+template <std::size_t D, class K>
+std::vector<std::int64_t> iv(const Tensor<D, K>& t) { return t.into_data().convert(DType::I64).template to_vec<std::int64_t>(); }
+template <std::size_t D>
+std::vector<bool> bv(const Tensor<D, Bool>& t) { return t.into_data().template to_vec<bool>(); }
+
+// Elementwise |got - want| <= tol (NaN matches NaN).
+::testing::AssertionResult near(const std::vector<float>& got, const std::vector<float>& want, float tol = 1e-5f) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+    if (!(std::fabs(got[i] - want[i]) <= tol * std::max(1.0f, std::fabs(want[i]))))
+      return ::testing::AssertionFailure() << "at " << i << ": " << got[i] << " != " << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_P(BurnApi, SqueezeAndUnsqueeze) {
+  const auto a = fl<4>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 1, 4, 1});
+  EXPECT_EQ(a.squeeze<2>().shape(), Shape({2, 4}));
+  EXPECT_EQ(a.squeeze_dim(1).shape(), Shape({2, 4, 1}));
+  EXPECT_EQ(a.squeeze_dim(-1).shape(), Shape({2, 1, 4}));
+  EXPECT_EQ(a.squeeze_dims<2>({1, 3}).shape(), Shape({2, 4}));
+  EXPECT_EQ(a.squeeze_dims<2>({}).shape(), Shape({2, 4}));
+  EXPECT_EQ(a.squeeze_dims<3>(std::vector<std::int64_t>{-3}).shape(), Shape({2, 4, 1}));
+  EXPECT_EQ(fv(a.squeeze<2>()), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_THROWS(ShapeError, a.squeeze_dim(0), "squeeze_dim", "size 1");
+  EXPECT_THROWS(ShapeError, a.squeeze<3>(), "squeeze", "rank");
+  EXPECT_THROWS(IndexError, a.squeeze_dims<3>({4}), "squeeze_dims", "dim");
+  const auto b = in<2>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(b.unsqueeze<4>().shape(), Shape({1, 1, 2, 3}));
+  EXPECT_EQ(b.unsqueeze<2>().shape(), Shape({2, 3}));
+  EXPECT_EQ(iv(b.unsqueeze<3>()), (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}));
+  const auto c = Tensor<3>::ones({3, 4, 5}, dev());
+  EXPECT_EQ(c.unsqueeze_dims<6>({0, -1, -1}).shape(), Shape({1, 3, 4, 5, 1, 1}));
+  EXPECT_EQ(c.unsqueeze_dims<5>({1, 1}).shape(), Shape({3, 1, 1, 4, 5}));
+  EXPECT_EQ(c.unsqueeze_dims<4>({-2}).shape(), Shape({3, 4, 1, 5}));
+  EXPECT_THROWS(ShapeError, c.unsqueeze_dims<5>({0}), "unsqueeze_dims", "2 axes");
+  EXPECT_EQ(bo<1>({true, false}, {2}).unsqueeze<3>().shape(), Shape({1, 1, 2}));
+  EXPECT_EQ(decltype(c)::rank(), 3u);
+}
+
+TEST_P(BurnApi, Flatten) {
+  const auto a = Tensor<3>::ones({2, 3, 4}, dev());
+  EXPECT_EQ(a.flatten<2>(1, 2).shape(), Shape({2, 12}));
+  EXPECT_EQ(a.flatten<1>(0, -1).shape(), Shape({24}));
+  EXPECT_EQ(a.flatten<3>(1, 1).shape(), Shape({2, 3, 4}));
+  EXPECT_EQ(iv(in<3>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}).flatten<2>(0, 1)), (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_THROWS(IndexError, a.flatten<2>(2, 1), "flatten", "start");
+  EXPECT_THROWS(ShapeError, a.flatten<3>(0, 1), "flatten", "rank");
+}
+
+TEST_P(BurnApi, ChunkSplit) {
+  const auto a = in<1>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10});
+  const auto c = a.chunk(4, 0);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(iv(c[0]), (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_EQ(iv(c[3]), (std::vector<std::int64_t>{9}));
+  const auto c2 = a.chunk(5, 0);
+  ASSERT_EQ(c2.size(), 5u);
+  EXPECT_EQ(iv(c2[4]), (std::vector<std::int64_t>{8, 9}));
+  EXPECT_EQ(a.slice({Slice::range(0, 3)}).chunk(5, 0).size(), 3u);  // fewer elements than chunks: one each
+  EXPECT_THROWS(IndexError, a.chunk(0, 0), "chunk", "0");
+  const auto m = fl<2>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const auto s = m.split(2, 1);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(fv(s[0]), (std::vector<float>{1, 2, 4, 5}));
+  EXPECT_EQ(fv(s[1]), (std::vector<float>{3, 6}));
+  EXPECT_EQ(s[1].shape(), Shape({2, 1}));
+  EXPECT_THROWS(IndexError, m.split(0, 1), "split", "split_size");
+  const auto w = m.split_with_sizes({1, 0, 2}, -1);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(fv(w[0]), (std::vector<float>{1, 4}));
+  EXPECT_EQ(w[1].shape(), Shape({2, 0}));
+  EXPECT_EQ(fv(w[2]), (std::vector<float>{2, 3, 5, 6}));
+  EXPECT_THROWS(ShapeError, m.split_with_sizes({1, 1}, 1), "split_with_sizes", "sum of 3");
+  const auto bs = bo<1>({true, false, true}, {3}).split(2, 0);
+  ASSERT_EQ(bs.size(), 2u);
+  EXPECT_EQ(bv(bs[1]), std::vector<bool>{true});
+}
+
+TEST_P(BurnApi, RepeatAndPad) {
+  const auto a = in<2>({1, 2, 3, 4}, {2, 2});
+  const auto r = a.repeat({2, 3});
+  EXPECT_EQ(r.shape(), Shape({4, 6}));
+  EXPECT_EQ(iv(r), (std::vector<std::int64_t>{1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4, 1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4}));
+  EXPECT_EQ(a.repeat({1, 0}).shape(), Shape({2, 0}));
+  EXPECT_THROWS(ShapeError, a.repeat({1, 1, 1}), "repeat", "3");
+  const auto f = fl<2>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const auto pc = f.pad({{1, 0}, {1, 2}}, PadMode::constant(-1.0));
+  EXPECT_EQ(pc.shape(), Shape({3, 6}));
+  EXPECT_EQ(fv(pc), (std::vector<float>{-1, -1, -1, -1, -1, -1, -1, 1, 2, 3, -1, -1, -1, 4, 5, 6, -1, -1}));
+  const auto v = fl<1>({1, 2, 3, 4}, {4});
+  EXPECT_EQ(fv(v.pad({{2, 1}}, PadMode::reflect())), (std::vector<float>{3, 2, 1, 2, 3, 4, 3}));
+  EXPECT_EQ(fv(v.pad({{2, 3}}, PadMode::edge())), (std::vector<float>{1, 1, 1, 2, 3, 4, 4, 4, 4}));
+  EXPECT_EQ(fv(f.pad({{1, 1}}, PadMode::replicate())), (std::vector<float>{1, 1, 2, 3, 3, 4, 4, 5, 6, 6}));
+  EXPECT_EQ(iv(a.pad({{0, 1}, {0, 0}}, PadMode::constant(7))), (std::vector<std::int64_t>{1, 2, 3, 4, 7, 7}));
+  EXPECT_THROWS(IndexError, v.pad({{4, 0}}, PadMode::reflect()), "pad", "reflect");
+  EXPECT_THROWS(ShapeError, v.pad({{1, 1}, {1, 1}}, PadMode::edge()), "pad", "pairs");
+}
+
+TEST_P(BurnApi, OneHotEyeTriangles) {
+  const auto l = in<1>({0, 2, 1}, {3});
+  const auto oh = l.one_hot(3);
+  EXPECT_EQ(oh.shape(), Shape({3, 3}));
+  EXPECT_EQ(iv(oh), (std::vector<std::int64_t>{1, 0, 0, 0, 0, 1, 0, 1, 0}));
+  EXPECT_EQ(oh.dtype(), l.dtype());
+  const auto fo = fl<1>({1, 0}, {2}).one_hot(2);
+  EXPECT_EQ(fv(fo), (std::vector<float>{0, 1, 1, 0}));
+  EXPECT_EQ(fo.dtype(), DType::F32);
+  EXPECT_EQ(iv(l.one_hot_fill(3, Scalar(5), Scalar(-1), 0)), (std::vector<std::int64_t>{5, -1, -1, -1, -1, 5, -1, 5, -1}));
+  EXPECT_THROWS(IndexError, l.one_hot(2), "one_hot", "class");
+  EXPECT_EQ(fv(Tensor<2>::eye(3, dev())), (std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(iv(Tensor<2, Int>::eye(2, dev())), (std::vector<std::int64_t>{1, 0, 0, 1}));
+  const auto m = fl<2>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3});
+  EXPECT_EQ(fv(m.tril()), (std::vector<float>{1, 0, 0, 4, 5, 0, 7, 8, 9}));
+  EXPECT_EQ(fv(m.triu()), (std::vector<float>{1, 2, 3, 0, 5, 6, 0, 0, 9}));
+  EXPECT_EQ(fv(m.triu(1)), (std::vector<float>{0, 2, 3, 0, 0, 6, 0, 0, 0}));
+  EXPECT_EQ(fv(m.tril(-1)), (std::vector<float>{0, 0, 0, 4, 0, 0, 7, 8, 0}));
+  const auto b3 = in<3>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2});
+  EXPECT_EQ(iv(b3.tril()), (std::vector<std::int64_t>{1, 0, 3, 4, 5, 0, 7, 8}));
+  EXPECT_EQ(bv(Tensor<2, Bool>::ones({2, 3}, dev()).triu()), (std::vector<bool>{true, true, true, false, true, true}));
+  EXPECT_EQ(bv(Tensor<2, Bool>::tril_mask(2, 3, 0, dev())), (std::vector<bool>{false, true, true, false, false, true}));
+  EXPECT_EQ(bv(Tensor<2, Bool>::triu_mask(2, 2, 0, dev())), (std::vector<bool>{false, false, true, false}));
+  EXPECT_EQ(bv(Tensor<2, Bool>::diag_mask(2, 2, 0, dev())), (std::vector<bool>{false, true, true, false}));
+  EXPECT_THROWS(ShapeError, fl<1>({1}, {1}).tril(), "tril", "rank");
+}
+
+TEST_P(BurnApi, ReadingAndPredicates) {
+  EXPECT_EQ(fl<1>({2.5f}, {1}).into_scalar().to_double(), 2.5);
+  EXPECT_EQ(in<2>({-7}, {1, 1}).into_scalar().to_int64(), -7);
+  EXPECT_EQ(bo<1>({true}, {1}).into_scalar().to_bool(), true);
+  EXPECT_THROWS(ShapeError, fl<1>({1, 2}, {2}).into_scalar(), "into_scalar", "[2]");
+  EXPECT_EQ(fv(fl<1>({1, 2, 3}, {3}).dot(fl<1>({4, 5, 6}, {3}))), std::vector<float>{32});
+  EXPECT_EQ(iv(in<1>({1, -2}, {2}).dot(in<1>({3, 4}, {2}))), std::vector<std::int64_t>{-5});
+  EXPECT_THROWS(ShapeError, fl<1>({1, 2}, {2}).dot(fl<1>({1}, {1})), "dot");
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto x = fl<1>({1, NAN, inf, -inf, 0}, {5});
+  EXPECT_EQ(bv(x.is_finite()), (std::vector<bool>{true, false, false, false, true}));
+  EXPECT_EQ(bv(x.contains_nan()), std::vector<bool>{true});
+  EXPECT_EQ(bv(fl<1>({1, inf}, {2}).contains_nan()), std::vector<bool>{false});
+  const auto a = fl<1>({1, 1, 1, inf, NAN}, {5});
+  const auto b = fl<1>({1.000001f, 1.1f, 1, inf, NAN}, {5});
+  EXPECT_EQ(bv(a.is_close(b)), (std::vector<bool>{true, false, true, true, false}));
+  EXPECT_EQ(bv(a.is_close(b, 0.2, 0.0)), (std::vector<bool>{true, true, true, true, false}));
+  EXPECT_TRUE(fl<1>({1, 2}, {2}).all_close(fl<1>({1, 2.0000001f}, {2})));
+  EXPECT_FALSE(fl<1>({1, 2}, {2}).all_close(fl<1>({1, 2.1f}, {2})));
+  const auto c = in<1>({1, 5, 3}, {3});
+  EXPECT_EQ(bv(c.greater_scalar(2)), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(bv(c.greater_equal_scalar(3)), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(bv(c.lower_scalar(3)), (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(bv(c.lower_equal_scalar(3)), (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(bv(c.equal_scalar(5)), (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(bv(c.not_equal_scalar(5)), (std::vector<bool>{true, false, true}));
+  EXPECT_TRUE(near(fv(fl<1>({7, -7, 5.5f}, {3}).fmod_scalar(2)), {1, -1, 1.5f}));
+  EXPECT_TRUE(near(fv(fl<1>({180, 90}, {2}).deg2rad()), {3.14159265f, 1.57079633f}));
+  EXPECT_TRUE(near(fv(fl<1>({3.14159265f}, {1}).rad2deg()), {180}));
+}
+
+TEST_P(BurnApi, ReductionsAndStatistics) {
+  const auto a = fl<3>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
+  const auto s = a.sum_dims({0, 2});
+  EXPECT_EQ(s.shape(), Shape({1, 2, 1}));
+  EXPECT_EQ(fv(s), (std::vector<float>{1 + 2 + 3 + 7 + 8 + 9, 4 + 5 + 6 + 10 + 11 + 12}));
+  EXPECT_EQ(fv(a.mean_dims({-1, 0})), (std::vector<float>{5, 8}));
+  EXPECT_EQ(fv(a.sum_dims(std::vector<std::int64_t>{})), fv(a));
+  EXPECT_EQ(iv(in<2>({1, 2, 3, 4}, {2, 2}).sum_dims({0, 1})), std::vector<std::int64_t>{10});
+  EXPECT_EQ(iv(in<2>({1, 2, 3, 5}, {2, 2}).mean_dims({0, 1})), std::vector<std::int64_t>{2});  // int mean truncates
+  EXPECT_EQ(fv(a.prod_dims({0, 1})), (std::vector<float>{1 * 4 * 7 * 10, 2 * 5 * 8 * 11, 3 * 6 * 9 * 12}));
+  EXPECT_EQ(fv(a.max_dims({1, 2})), (std::vector<float>{6, 12}));
+  EXPECT_EQ(fv(a.neg().min_dims({1, 2})), (std::vector<float>{-6, -12}));
+  EXPECT_EQ(fv(a.neg().max_abs_dims({0, 1, 2})), std::vector<float>{12});
+  EXPECT_THROWS(IndexError, a.sum_dims({3}), "sum_dims", "3");
+  const auto v = fl<2>({1, 2, 3, 4, 2, 4, 6, 8}, {2, 4});
+  EXPECT_TRUE(near(fv(v.var(1)), {5.0f / 3, 20.0f / 3}));
+  EXPECT_TRUE(near(fv(v.var_bias(1)), {1.25f, 5}));
+  const auto [var, mean] = v.var_mean(1);
+  EXPECT_TRUE(near(fv(var), {5.0f / 3, 20.0f / 3}));
+  EXPECT_EQ(fv(mean), (std::vector<float>{2.5f, 5}));
+  EXPECT_EQ(var.shape(), Shape({2, 1}));
+  const auto [vb, mb] = v.var_mean_bias(0);
+  EXPECT_TRUE(near(fv(vb), {0.25f, 1, 2.25f, 4}));
+  EXPECT_EQ(fv(mb), (std::vector<float>{1.5f, 3, 4.5f, 6}));
+  EXPECT_THROWS(IndexError, v.var(2), "var", "2");
+  // Two variables, four observations: var 5/3 and 20/3, covariance 10/3.
+  EXPECT_TRUE(near(fv(v.cov(1)), {5.0f / 3, 10.0f / 3, 10.0f / 3, 20.0f / 3}));
+  EXPECT_TRUE(near(fv(v.cov(1, 0)), {1.25f, 2.5f, 2.5f, 5}));
+  EXPECT_EQ(v.cov(1).shape(), Shape({2, 2}));
+  EXPECT_TRUE(near(fv(v.transpose().cov(0)), {5.0f / 3, 10.0f / 3, 10.0f / 3, 20.0f / 3}));
+  EXPECT_EQ(iv(fl<1>({3, 1, 2}, {3}).argsort_descending(0)), (std::vector<std::int64_t>{0, 2, 1}));
+  EXPECT_EQ(fv(fl<1>({3, 1, 2}, {3}).sort_descending_with_indices(0).first), (std::vector<float>{3, 2, 1}));
+}
+
+TEST_P(BurnApi, Activations) {
+  using namespace activation;
+  const auto x = fl<1>({-2, -0.5f, 0, 1, 3, 8}, {6});
+  auto sig = [](float v) { return 1.0f / (1.0f + std::exp(-v)); };
+  const std::vector<float> xs{-2, -0.5f, 0, 1, 3, 8};
+  std::vector<float> want;
+  for (float v : xs) want.push_back(v * sig(v));
+  EXPECT_TRUE(near(fv(silu(x)), want));
+  EXPECT_TRUE(near(fv(softplus(x)), {0.126928f, 0.474077f, 0.693147f, 1.313262f, 3.048587f, 8.000335f}));
+  EXPECT_TRUE(near(fv(softplus(x, 2.0)), {0.009075f, 0.156631f, 0.346574f, 1.063464f, 3.001238f, 8.0f}));
+  EXPECT_TRUE(near(fv(softplus(fl<1>({100, -100}, {2}))), {100, 0}));  // no overflow
+  EXPECT_TRUE(near(fv(elu(x)), {-0.864665f, -0.393469f, 0, 1, 3, 8}));
+  EXPECT_TRUE(near(fv(elu(x, 2.0)), {-1.729329f, -0.786939f, 0, 1, 3, 8}));
+  EXPECT_TRUE(near(fv(relu6(x)), {0, 0, 0, 1, 3, 6}));
+  EXPECT_TRUE(near(fv(hard_swish(x)), {-0.333333f, -0.208333f, 0, 0.666667f, 3, 8}));
+  EXPECT_TRUE(near(fv(gelu_approximate(x)), {-0.045402f, -0.154286f, 0, 0.841192f, 2.996363f, 8}, 1e-4f));
+  EXPECT_TRUE(near(fv(mish(x)), {-0.252501f, -0.220744f, 0, 0.865098f, 2.986535f, 7.999998f}, 1e-4f));
+  EXPECT_TRUE(near(fv(softsign(x)), {-0.666667f, -0.333333f, 0, 0.5f, 0.75f, 0.888889f}));
+  EXPECT_TRUE(near(fv(tanhshrink(x)), {-1.035972f, -0.037883f, 0, 0.238406f, 2.004945f, 7.000000f}, 1e-4f));
+  EXPECT_TRUE(near(fv(selu(x)), {-1.520166f, -0.691758f, 0, 1.050701f, 3.152103f, 8.405608f}, 1e-4f));
+  EXPECT_TRUE(near(fv(celu(x, 2.0)), {-1.264241f, -0.442398f, 0, 1, 3, 8}));
+  EXPECT_TRUE(near(fv(hardtanh(x)), {-1, -0.5f, 0, 1, 1, 1}));
+  EXPECT_TRUE(near(fv(hard_shrink(x)), {-2, 0, 0, 1, 3, 8}));
+  EXPECT_TRUE(near(fv(soft_shrink(x)), {-1.5f, 0, 0, 0.5f, 2.5f, 7.5f}));
+  EXPECT_TRUE(near(fv(threshold(x, 1.0, -9.0)), {-9, -9, -9, -9, 3, 8}));
+  EXPECT_TRUE(near(fv(thresholded_relu(x, 1.0)), {0, 0, 0, 0, 3, 8}));
+  EXPECT_TRUE(std::isnan(fv(silu(fl<1>({NAN}, {1})))[0]));
+}
+
+TEST_P(BurnApi, NormsAndLosses) {
+  using namespace linalg;
+  const auto x = fl<2>({3, -4, 0, 1, 2, -2}, {2, 3});
+  EXPECT_TRUE(near(fv(vector_norm(x, Norm::L2(), 1)), {5, 3}));
+  EXPECT_TRUE(near(fv(l2_norm(x, 1)), {5, 3}));
+  EXPECT_TRUE(near(fv(vector_norm(x, Norm::L1(), 1)), {7, 5}));
+  EXPECT_TRUE(near(fv(vector_norm(x, Norm::L0(), 1)), {2, 3}));
+  EXPECT_TRUE(near(fv(vector_norm(x, Norm::LInf(), 1)), {4, 2}));
+  EXPECT_TRUE(near(fv(vector_norm(x, Norm::LNegInf(), 1)), {0, 1}));
+  EXPECT_TRUE(near(fv(vector_norm(x, Norm::Lp(3), 1)), {4.497941f, 2.571282f}));
+  EXPECT_TRUE(near(fv(vector_norm(x, Norm::L2(), 0)), {3.162278f, 4.472136f, 2}));
+  EXPECT_EQ(vector_norm(x, Norm::L2(), 1).shape(), Shape({2, 1}));
+  EXPECT_TRUE(near(fv(vector_normalize(x, Norm::L2(), 1)), {0.6f, -0.8f, 0, 1.0f / 3, 2.0f / 3, -2.0f / 3}));
+  EXPECT_TRUE(near(fv(vector_normalize(fl<1>({0, 0}, {2}), Norm::L2(), 0)), {0, 0}));
+  EXPECT_THROWS(IndexError, vector_norm(x, Norm::L2(), 2), "vector_norm", "2");
+  const auto a = fl<2>({1, 0, 1, 1}, {2, 2});
+  const auto b = fl<2>({0, 1, 2, 2}, {2, 2});
+  EXPECT_TRUE(near(fv(cosine_similarity(a, b, 1)), {0, 1}));
+  EXPECT_TRUE(near(fv(cosine_similarity(a, fl<2>({0, 0, 1, 1}, {2, 2}), -1)), {0, 1}));
+  // Targets as probabilities: -mean over rows of sum(t * log_softmax(logits)).
+  const auto logits = fl<2>({1, 2, 3, 1, 1, 1}, {2, 3});
+  const auto t = fl<2>({0, 0, 1, 0.5f, 0.5f, 0}, {2, 3});
+  EXPECT_TRUE(near(fv(loss::cross_entropy_with_logits(logits, t)), {(0.407606f + 1.098612f) / 2}));
+  EXPECT_THROWS(ShapeError, loss::cross_entropy_with_logits(logits, fl<2>({1, 0}, {1, 2})), "cross_entropy_with_logits");
+}
+
+TEST_P(BurnApi, LayoutAndIndexingHelpers) {
+  const auto m = fl<2>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(fv(m.slice(std::vector<Slice>{Slice::all(), Slice::range(1, 3)})), (std::vector<float>{2, 3, 5, 6}));
+  EXPECT_EQ(fv(m.flip(std::vector<std::int64_t>{0, 1})), (std::vector<float>{6, 5, 4, 3, 2, 1}));
+  EXPECT_EQ(fv(m.t()), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  const auto c = Tensor<3>::zeros({2, 3, 4}, dev());
+  EXPECT_EQ(c.movedim({0}, {2}).shape(), Shape({3, 4, 2}));
+  EXPECT_EQ(c.movedim({-1, 0}, {0, -1}).shape(), Shape({4, 3, 2}));
+  EXPECT_EQ(fv(m.movedim({1}, {0})), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_THROWS(IndexError, c.movedim({0, 0}, {1, 2}), "movedim", "repeated");
+  const auto v = in<1>({1, 2, 3, 4, 5}, {5});
+  EXPECT_EQ(iv(v.roll_dim(2, 0)), (std::vector<std::int64_t>{4, 5, 1, 2, 3}));
+  EXPECT_EQ(iv(v.roll_dim(-1, 0)), (std::vector<std::int64_t>{2, 3, 4, 5, 1}));
+  EXPECT_EQ(iv(v.roll_dim(7, 0)), (std::vector<std::int64_t>{4, 5, 1, 2, 3}));
+  EXPECT_EQ(fv(m.roll({1, 1}, {0, 1})), (std::vector<float>{6, 4, 5, 3, 1, 2}));
+  EXPECT_THROWS(ShapeError, m.roll({1}, {0, 1}), "roll", "shift");
+  EXPECT_EQ(fv(m.slice_dim(1, Slice::range(0, 3, 2))), (std::vector<float>{1, 3, 4, 6}));
+  EXPECT_THROWS(IndexError, m.slice_dim(2, Slice::all()), "slice_dim", "2");
+  EXPECT_EQ(fv(m.slice_fill({Slice::range(0, 1), Slice::range(1, 3)}, Scalar(-1.0))), (std::vector<float>{1, -1, -1, 4, 5, 6}));
+  const auto it = m.iter_dim(0);
+  ASSERT_EQ(it.size(), 2u);
+  EXPECT_EQ(fv(it[1]), (std::vector<float>{4, 5, 6}));
+  EXPECT_EQ(it[1].shape(), Shape({1, 3}));
+  const auto tk = m.take<2>(1, in<2>({2, 0, 1, 1}, {2, 2}));
+  EXPECT_EQ(tk.shape(), Shape({2, 2, 2}));
+  EXPECT_EQ(fv(tk), (std::vector<float>{3, 1, 2, 2, 6, 4, 5, 5}));
+  const auto nz = in<2>({0, 3, 0, 4, 0, 5}, {2, 3}).nonzero();
+  ASSERT_EQ(nz.size(), 2u);
+  EXPECT_EQ(iv(nz[0]), (std::vector<std::int64_t>{0, 1, 1}));
+  EXPECT_EQ(iv(nz[1]), (std::vector<std::int64_t>{1, 0, 2}));
+  EXPECT_EQ(bo<1>({false, false}, {2}).nonzero()[0].shape(), Shape({0}));
+  const auto a = fl<3>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
+  const auto sq = a.sum_dims_squeeze<1>({0, 2});
+  EXPECT_EQ(sq.shape(), Shape({2}));
+  EXPECT_EQ(fv(sq), (std::vector<float>{30, 48}));
+  const auto md = fl<2>({3, 1, 2, 9, 7, 8, 5, 6}, {2, 4});
+  EXPECT_EQ(fv(md.median(1)), (std::vector<float>{2, 6}));  // the lower median of an even count
+  const auto [mv, mi] = in<2>({3, 1, 2, 9, 7, 8}, {2, 3}).median_with_indices(1);
+  EXPECT_EQ(iv(mv), (std::vector<std::int64_t>{2, 8}));
+  EXPECT_EQ(iv(mi), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_THROWS(ShapeError, Tensor<2>::zeros({2, 0}, dev()).median(1), "median", "[2, 0]");
+  const auto td = TensorData::full({2, 2}, Scalar(3.5), DType::F32);
+  EXPECT_EQ(td.to_vec<float>(), (std::vector<float>{3.5f, 3.5f, 3.5f, 3.5f}));
+  EXPECT_EQ(TensorData::full({3}, Scalar(-2), DType::I16).to_vec<std::int16_t>(), (std::vector<std::int16_t>{-2, -2, -2}));
+  EXPECT_EQ(m.empty_like().shape(), Shape({2, 3}));
+  EXPECT_EQ(m.random_like(Distribution::uniform(2, 3)).greater_equal_scalar(2.0).all().into_scalar().to_bool(), true);
+}
+
+TEST_P(BurnApi, MatrixHelpersAndMoreActivations) {
+  using namespace linalg;
+  const auto o = outer(fl<1>({1, 2}, {2}), fl<1>({3, 4, 5}, {3}));
+  EXPECT_EQ(o.shape(), Shape({2, 3}));
+  EXPECT_EQ(fv(o), (std::vector<float>{3, 4, 5, 6, 8, 10}));
+  EXPECT_EQ(iv(outer(in<1>({2}, {1}), in<1>({-1, 3}, {2}))), (std::vector<std::int64_t>{-2, 6}));
+  const auto m = fl<2>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(fv(matvec(m, fl<1>({1, 0, -1}, {3}))), (std::vector<float>{-2, -2}));
+  EXPECT_THROWS(ShapeError, matvec(m, fl<1>({1, 0}, {2})), "matvec");
+  EXPECT_EQ(fv(diag(m)), (std::vector<float>{1, 5}));
+  const auto sqm = fl<2>({1, NAN, 3, 4}, {2, 2});
+  EXPECT_EQ(fv(diag(sqm)), (std::vector<float>{1, 4}));  // off-diagonal NaN does not leak
+  EXPECT_EQ(iv(diag(in<3>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}))), (std::vector<std::int64_t>{1, 4, 5, 8}));
+  EXPECT_EQ(fv(trace(fl<2>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}))), std::vector<float>{15});
+  using namespace activation;
+  const auto x = fl<2>({1, 2, 0, -1}, {1, 4});
+  auto sig = [](float v) { return 1.0f / (1.0f + std::exp(-v)); };
+  EXPECT_TRUE(near(fv(glu(x, 1)), {1 * sig(0), 2 * sig(-1)}));
+  EXPECT_THROWS(ShapeError, glu(fl<2>({1, 2, 3}, {1, 3}), 1), "glu", "even");
+  const float den = 1 + std::exp(1.0f) + std::exp(2.0f) + 1 + std::exp(-1.0f);
+  EXPECT_TRUE(near(fv(quiet_softmax(x, 1)), {std::exp(1.0f) / den, std::exp(2.0f) / den, 1 / den, std::exp(-1.0f) / den}));
+  EXPECT_TRUE(near(fv(quiet_softmax(fl<1>({1000, 1000}, {2}), 0)), {0.5f, 0.5f}));
+}
+
+TEST_P(BurnApi, Windows) {
+  using namespace signal;
+  EXPECT_TRUE(near(fv(hann_window(4, true, dev())), {0, 0.5f, 1, 0.5f}, 1e-6f));
+  EXPECT_TRUE(near(fv(hann_window(5, false, dev())), {0, 0.5f, 1, 0.5f, 0}, 1e-6f));
+  EXPECT_TRUE(near(fv(hamming_window(5, false, dev())), {0.08f, 0.54f, 1, 0.54f, 0.08f}, 1e-6f));
+  EXPECT_TRUE(near(fv(blackman_window(5, false, dev())), {0, 0.34f, 1, 0.34f, 0}, 1e-6f));
+  EXPECT_TRUE(near(fv(hann_window(1, true, dev())), {1}));
+  EXPECT_EQ(hann_window(0, true, dev()).shape(), Shape({0}));
+}
+
+TEST_P(BurnApi, Grids) {
+  using namespace grid;
+  const auto a = in<1>({1, 2}, {2});
+  const auto b = in<1>({7, 8, 9}, {3});
+  const auto [x, y] = meshgrid<2, Int>({a, b});
+  EXPECT_EQ(x.shape(), Shape({2, 3}));
+  EXPECT_EQ(iv(x), (std::vector<std::int64_t>{1, 1, 1, 2, 2, 2}));
+  EXPECT_EQ(iv(y), (std::vector<std::int64_t>{7, 8, 9, 7, 8, 9}));
+  const auto [cx, cy] = meshgrid<2, Int>({a, b}, GridIndexing::Cartesian);
+  EXPECT_EQ(cx.shape(), Shape({3, 2}));
+  EXPECT_EQ(iv(cx), (std::vector<std::int64_t>{1, 2, 1, 2, 1, 2}));
+  EXPECT_EQ(iv(cy), (std::vector<std::int64_t>{7, 7, 8, 8, 9, 9}));
+  const auto g = cartesian_grid<2>({2, 3}, dev());
+  EXPECT_EQ(g.shape(), Shape({2, 3, 2}));
+  EXPECT_EQ(iv(g), (std::vector<std::int64_t>{0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2}));
+}
+
+}  // namespace
