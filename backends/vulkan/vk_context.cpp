@@ -92,12 +92,6 @@ static_assert(std::size(kShaders) == static_cast<std::size_t>(ShaderFamily::Coun
 constexpr std::uint32_t kMaxDispatchesPerBatch = 64;
 constexpr VkDeviceSize kParamSlotBytes = 512;  // P_WORDS * 4 rounded up
 constexpr VkDeviceSize kParamArenaBytes = kMaxDispatchesPerBatch * kParamSlotBytes;  // one slot per dispatch
-// Submissions queued ahead of the device at most: a submit beyond this waits for the
-// oldest one, so work queued without any read back holds bounded memory (the
-// buffers the batches keep alive, their arenas and Vulkan objects).
-constexpr std::size_t kMaxInFlight = 16;
-// Retired batches kept for reuse; the rest are destroyed.
-constexpr std::size_t kMaxSpare = 4;
 constexpr std::uint32_t kBindings = 5;
 constexpr std::uint32_t kReduceWorkgroup = 64;  // reduce.comp's local_size_x
 constexpr std::uint32_t kRowsWorkgroup = 256;   // rows.comp's

@@ -127,6 +127,13 @@ struct Pipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
 };
 
+// Submissions queued ahead of the device at most: a submit beyond this waits for the
+// oldest one, so work queued without any read back holds bounded memory (the
+// buffers the batches keep alive, their arenas and Vulkan objects).
+inline constexpr std::size_t kMaxInFlight = 16;
+// Retired batches kept for reuse; the others are destroyed.
+inline constexpr std::size_t kMaxSpare = 4;
+
 // Command recording state of one submission.
 struct Batch {
   VkCommandPool pool = VK_NULL_HANDLE;

@@ -6,6 +6,7 @@
 //
 //   soak [--device cpu|vulkan:0] [--iterations N] [--every K] [--warmup W] [--max-growth-mb M]
 //        [--read-every R]   (only every R-th iteration reads back; the others only queue work)
+//        [--dtypes]         (the read-back iterations cycle through 9 dtypes: more pipelines)
 #include <unistd.h>
 
 #include <cstdio>
@@ -52,6 +53,28 @@ float step(const Device& d, const std::vector<float>& av, const std::vector<floa
   return sv[0] + dv[0];
 }
 
+// --dtypes: the same ops on one of these dtypes per iteration, in turn (float ones
+// through Tensor<2>, int ones through Tensor<2, Int>): more pipelines, all of them
+// compiled within the first cycle, so the RSS is flat after it.
+const DType kCycle[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32,
+                        DType::I64, DType::I16, DType::I8,   DType::U8};
+
+float step_dtype(const Device& d, const std::vector<float>& av, const std::vector<float>& bv, DType dt) {
+  auto a = Tensor<2>::from_data(TensorData::from<float>(av, {8, 8}), d);
+  auto b = Tensor<2>::from_data(TensorData::from<float>(bv, {8, 8}), d);
+  auto read = [](auto t) { return t.into_data().convert(DType::F32).template to_vec<float>()[0]; };
+  if (is_float(dt)) {
+    auto x = a.cast(dt), y = b.cast(dt);
+    auto m = x.matmul(y);
+    auto top = m.slice({Slice::range(0, 4), Slice::all()});
+    return read(((x + y) * 0.01f).exp().sum_dim(1)) + read(cat(std::vector<Tensor<2>>{top, top}, 0) - m);
+  }
+  auto x = a.int_cast(dt), y = b.int_cast(dt);
+  auto m = (x * 2).matmul(y);
+  auto top = m.slice({Slice::range(0, 4), Slice::all()});
+  return read((x + y).sum_dim(1)) + read(cat(std::vector<Tensor<2, Int>>{top, top}, 0) - m);
+}
+
 bool flag(int& i, int argc, char** argv, const char* name, std::string& out) {
   if (std::string(argv[i]) != name || i + 1 >= argc) return false;
   out = argv[++i];
@@ -64,11 +87,13 @@ int main(int argc, char** argv) {
   std::string device = "cpu", v;
   long iterations = 2000, every = 500, warmup = 500, read_every = 1;
   double max_growth = 0;
+  bool dtypes = false;
   for (int i = 1; i < argc; ++i) {
     if (flag(i, argc, argv, "--device", device)) continue;
     if (flag(i, argc, argv, "--iterations", v)) { iterations = std::atol(v.c_str()); continue; }
     if (flag(i, argc, argv, "--every", v)) { every = std::atol(v.c_str()); continue; }
     if (flag(i, argc, argv, "--warmup", v)) { warmup = std::atol(v.c_str()); continue; }
+    if (std::string(argv[i]) == "--dtypes") { dtypes = true; continue; }
     if (flag(i, argc, argv, "--read-every", v)) { read_every = std::atol(v.c_str()); continue; }
     if (flag(i, argc, argv, "--max-growth-mb", v)) { max_growth = std::atof(v.c_str()); continue; }
     std::fprintf(stderr, "soak: unknown argument '%s'\n", argv[i]);
@@ -84,13 +109,18 @@ int main(int argc, char** argv) {
     }
     if (read_every <= 0) read_every = 1;
     const float expect = step(d, av, bv, true);
+    constexpr std::size_t kN = sizeof(kCycle) / sizeof(kCycle[0]);
+    float expect_dt[kN]{};
+    if (dtypes)
+      for (std::size_t k = 0; k < kN; ++k) expect_dt[k] = step_dtype(d, av, bv, kCycle[k]);
     double at_warmup = 0;
     std::printf("soak on %s: %ld iterations, warm-up %ld\n", device.c_str(), iterations, warmup);
     std::printf("%10s %10s %14s %14s %14s\n", "iteration", "rss MiB", "in use", "reserved", "peak");
     for (long it = 1; it <= iterations; ++it) {
       const bool read = it % read_every == 0;
-      const float got = step(d, av, bv, read);
-      if (read && got != expect) {
+      const std::size_t k = static_cast<std::size_t>(it) % kN;
+      const float got = dtypes && read ? step_dtype(d, av, bv, kCycle[k]) : step(d, av, bv, read);
+      if (read && got != (dtypes ? expect_dt[k] : expect)) {
         std::fprintf(stderr, "soak: iteration %ld gave %g, the first gave %g\n", it, static_cast<double>(got),
                      static_cast<double>(expect));
         return 1;
