@@ -137,6 +137,14 @@ void print_vulkan_details(std::ostream& os, DeviceId d) {
     limit = e.what();  // e.g. a bad TENSOR_VK_MEMORY_LIMIT
   }
   t.add({"memory limit (tensor pool)", limit});
+  {
+    const tensor::MemoryStats h = c->host_memory_stats();
+    t.add({"staging/parameter pool", fmt::format("{} bytes in use, {} reserved, peak {}", h.bytes_in_use, h.bytes_reserved,
+                                                 h.peak_bytes_in_use)});
+    t.add({"command batches", fmt::format("{} live, {} in flight (at most {} queued, {} kept for reuse); {} pipelines",
+                                          c->batch_count(), c->in_flight_count(), vk::kMaxInFlight, vk::kMaxSpare,
+                                          c->pipeline_count())});
+  }
   const vk::SubgroupFacts& sf = c->subgroup_facts();
   std::string facts = fmt::format("size {}, arithmetic in compute: {}", sf.size, sf.compute && sf.arithmetic ? "yes" : "no");
   if (sf.size_control_ext)
@@ -187,6 +195,15 @@ int run_info(Args args) {
     os << "  settings: float " << tensor::dtype_name(tensor::to_dtype(s.float_dtype)) << ", int "
        << tensor::dtype_name(tensor::to_dtype(s.int_dtype)) << ", bool "
        << tensor::dtype_name(tensor::to_dtype(s.bool_dtype)) << '\n';
+
+    // The device's memory_stats (SPEC: bytes in use, reserved, peak in use).
+    try {
+      const tensor::MemoryStats m = td::memory_stats(d);
+      os << "  memory: " << m.bytes_in_use << " bytes in use, " << m.bytes_reserved << " reserved, peak "
+         << m.peak_bytes_in_use << " in use\n";
+    } catch (const std::exception& e) {
+      os << "  memory: " << e.what() << '\n';
+    }
 
     os << "  dtype usage:\n";
     print_dtype_table(os, d);

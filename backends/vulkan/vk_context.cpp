@@ -90,8 +90,8 @@ const Spirv kShaders[] = {
 static_assert(std::size(kShaders) == static_cast<std::size_t>(ShaderFamily::Count));
 
 constexpr std::uint32_t kMaxDispatchesPerBatch = 64;
-constexpr VkDeviceSize kParamArenaBytes = 64 * 1024;
 constexpr VkDeviceSize kParamSlotBytes = 512;  // P_WORDS * 4 rounded up
+constexpr VkDeviceSize kParamArenaBytes = kMaxDispatchesPerBatch * kParamSlotBytes;  // one slot per dispatch
 constexpr std::uint32_t kBindings = 5;
 constexpr std::uint32_t kReduceWorkgroup = 64;  // reduce.comp's local_size_x
 constexpr std::uint32_t kRowsWorkgroup = 256;   // rows.comp's
@@ -783,6 +783,7 @@ std::unique_ptr<Batch> Context::make_batch() {
   // mu_ is held here: reclaiming memory may not wait for batches.
   b->params = host_pool_.allocate(kParamArenaBytes, false);
   b->errors = host_pool_.allocate(kMaxDispatchesPerBatch * 8, false);
+  live_batches_.fetch_add(1, std::memory_order_relaxed);
   return b;
 }
 
@@ -933,13 +934,37 @@ void Context::submit_locked() {
   const VkResult r = vkQueueSubmit(queue_, 1, &si, b.fence);
   note_lost(r, "vkQueueSubmit");
   if (r != VK_SUCCESS) {
-    b.keep.clear();
-    spare_.push_back(std::move(current_));
+    recycle_locked(std::move(current_));
     if (lost()) throw_lost_locked();
     check_vk(r, "vkQueueSubmit");
   }
   b.ticket = next_ticket_++;
   in_flight_.push_back(std::move(current_));
+  // Bound the queue: wait for the oldest submission when too many are pending.
+  if (in_flight_.size() > kMaxInFlight) retire_locked(true, in_flight_.front()->ticket);
+}
+
+void Context::recycle_locked(std::unique_ptr<Batch> b) {
+  b->keep.clear();
+  if (spare_.size() < kMaxSpare) {
+    spare_.push_back(std::move(b));
+    return;
+  }
+  destroy_batch(*b);
+}
+
+void Context::destroy_batch(Batch& b) {
+  b.keep.clear();
+  b.params = {};
+  b.errors = {};
+  if (b.pool) vkDestroyCommandPool(device_, b.pool, nullptr);  // frees its command buffer
+  if (b.descriptors) vkDestroyDescriptorPool(device_, b.descriptors, nullptr);
+  if (b.fence) vkDestroyFence(device_, b.fence, nullptr);
+  b.pool = VK_NULL_HANDLE;
+  b.cmd = VK_NULL_HANDLE;
+  b.descriptors = VK_NULL_HANDLE;
+  b.fence = VK_NULL_HANDLE;
+  live_batches_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Context::retire_locked(bool block, std::uint64_t ticket) {
@@ -957,9 +982,9 @@ void Context::retire_locked(bool block, std::uint64_t ticket) {
     }
     completed_ticket_ = b.ticket;
     collect_errors_locked(b);
-    b.keep.clear();
-    spare_.push_back(std::move(in_flight_.front()));
+    std::unique_ptr<Batch> done = std::move(in_flight_.front());
     in_flight_.pop_front();
+    recycle_locked(std::move(done));
   }
 }
 
@@ -1044,14 +1069,11 @@ std::string Context::lost_message() const {
 void Context::throw_lost_locked() {
   // Nothing recorded or submitted will run any more: release what it holds, so that
   // dropping the tensors gives their memory back.
-  if (current_) {
-    current_->keep.clear();
-    spare_.push_back(std::move(current_));
-  }
+  if (current_) recycle_locked(std::move(current_));
   while (!in_flight_.empty()) {
-    in_flight_.front()->keep.clear();
-    spare_.push_back(std::move(in_flight_.front()));
+    std::unique_ptr<Batch> b = std::move(in_flight_.front());
     in_flight_.pop_front();
+    recycle_locked(std::move(b));
   }
   throw ExecutionError(lost_message());
 }

@@ -127,6 +127,13 @@ struct Pipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
 };
 
+// Submissions queued ahead of the device at most: a submit beyond this waits for the
+// oldest one, so work queued without any read back holds bounded memory (the
+// buffers the batches keep alive, their arenas and Vulkan objects).
+inline constexpr std::size_t kMaxInFlight = 16;
+// Retired batches kept for reuse; the others are destroyed.
+inline constexpr std::size_t kMaxSpare = 4;
+
 // Command recording state of one submission.
 struct Batch {
   VkCommandPool pool = VK_NULL_HANDLE;
@@ -261,6 +268,22 @@ class Context {
     return family == ShaderFamily::Reduce ? sub_reduce_.size : family == ShaderFamily::Rows ? sub_rows_.size : 0;
   }
 
+  // Live object counts, to tell this backend's memory from the driver's: command
+  // batches (each a command pool and buffer, a descriptor pool, a fence and a
+  // parameter arena; bounded by the in-flight limit plus the spares kept),
+  // submissions pending, compiled pipelines (one per family, variant and
+  // specialisation seen; never evicted) and the staging/parameter pool's bytes.
+  std::size_t batch_count() const { return live_batches_.load(std::memory_order_relaxed); }
+  std::size_t in_flight_count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return in_flight_.size();
+  }
+  std::size_t pipeline_count() {
+    std::lock_guard<std::mutex> lock(pipeline_mu_);
+    return pipelines_.size();
+  }
+  MemoryStats host_memory_stats() { return {host_pool_.in_use(), host_pool_.reserved(), host_pool_.peak()}; }
+
   // Start-up cost bookkeeping for the pipeline cache.
   bool pipeline_cache_loaded() const { return cache_loaded_; }
 
@@ -294,6 +317,9 @@ class Context {
   void retire_locked(bool block_until_ticket, std::uint64_t ticket);
   void barrier_locked(Batch& b);
   std::unique_ptr<Batch> make_batch();
+  // A retired batch: kept for reuse (at most kMaxSpare) or destroyed.
+  void recycle_locked(std::unique_ptr<Batch> b);
+  void destroy_batch(Batch& b);
   std::string cache_path() const;
 
   VkInstance instance_;
@@ -342,6 +368,7 @@ class Context {
   std::unique_ptr<Batch> current_;
   std::deque<std::unique_ptr<Batch>> in_flight_;
   std::vector<std::unique_ptr<Batch>> spare_;
+  std::atomic<std::size_t> live_batches_{0};  // created and not destroyed (recording, in flight, spare)
   std::uint64_t next_ticket_ = 1;
   std::uint64_t completed_ticket_ = 0;
   std::atomic<bool> lost_{false};

@@ -50,6 +50,9 @@
   X(vkCreatePipelineLayout)                    \
   X(vkCreateShaderModule)                      \
   X(vkDestroyBuffer)                           \
+  X(vkDestroyCommandPool)                      \
+  X(vkDestroyDescriptorPool)                   \
+  X(vkDestroyFence)                            \
   X(vkEndCommandBuffer)                        \
   X(vkFreeMemory)                              \
   X(vkGetBufferMemoryRequirements)             \

@@ -10,6 +10,7 @@
 // vulkan_device_loss_* (each in its own process: a lost device stays lost).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -248,6 +249,30 @@ TEST_F(VulkanMemoryLimit, PendingWorkIsWaitedForBeforeARequestIsRefused) {
   ASSERT_EQ(yv.size(), n);
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(yv[i], 2.0f * xv[i]) << i;
   EXPECT_EQ(read_f32(z), zv);
+}
+
+// Work queued without any read back (issue 16's soak): the submissions pending stay
+// within kMaxInFlight and the command batches in existence within that plus the
+// spares kept, so the buffers they hold and their arenas stay bounded; the chain's
+// value is still exact.
+TEST_F(VulkanMemoryLimit, QueuedWorkWithoutReadsHoldsBoundedBatches) {
+  const std::vector<float> xv = pattern(64, 21);
+  DT y = upload(xv, kVk);
+  constexpr int kOps = 3000;  // ~47 batches of 64 dispatches
+  std::size_t most_in_flight = 0, most_batches = 0;
+  for (int i = 0; i < kOps; ++i) {
+    y = d::scalar(OpCode::add_scalar, y, Scalar(1.0));
+    most_in_flight = std::max(most_in_flight, ctx_->in_flight_count());
+    most_batches = std::max(most_batches, ctx_->batch_count());
+  }
+  EXPECT_LE(most_in_flight, vulkan::kMaxInFlight);
+  EXPECT_LE(most_batches, vulkan::kMaxInFlight + vulkan::kMaxSpare + 1);  // + the one recording
+  EXPECT_LE(d::memory_stats(kVk).bytes_in_use, base_.bytes_in_use + (vulkan::kMaxInFlight + 2) * 64 * 256);
+  const std::vector<float> got = read_f32(y);
+  ASSERT_EQ(got.size(), xv.size());
+  for (std::size_t i = 0; i < xv.size(); ++i) ASSERT_EQ(got[i], xv[i] + static_cast<float>(kOps)) << i;
+  EXPECT_EQ(ctx_->in_flight_count(), 0u);
+  EXPECT_LE(ctx_->batch_count(), vulkan::kMaxSpare + 1);
 }
 
 // A driver that refuses vkAllocateMemory (VK_ERROR_OUT_OF_DEVICE_MEMORY): one refusal
