@@ -3,6 +3,7 @@
 
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/matmul_bf16.hpp"
 
 #if TENSOR_HAVE_OPENMP
 #include <omp.h>
@@ -20,8 +21,10 @@ std::size_t device_count_entry() { return 1; }
 DeviceSettings default_settings_entry(DeviceId) { return {FloatDType::F32, IntDType::I32, BoolDType::Native}; }
 
 // Every float and int dtype and the one-byte bools are general; BoolU32 and QFloat
-// are not CPU storages.
+// are not CPU storages. BF16 is also Accelerated exactly when matmul runs on the
+// AVX512_BF16 dot kernel (a run-time check of this CPU).
 DTypeUsageSet dtype_usage_entry(DeviceId, DType dtype) {
+  if (dtype == DType::BF16 && bf16_dot_live()) return DTypeUsageSet::general() | DTypeUsage::Accelerated;
   if (is_float(dtype) || is_int(dtype) || dtype == DType::Bool || dtype == DType::BoolU8)
     return DTypeUsageSet::general();
   return {};

@@ -1,6 +1,7 @@
 // Matrix product on the CPU, batched with broadcast batch dims: f32/f64 through BLIS's
 // typed gemm on the operands' own row/column strides (a transposed operand is not
-// copied), f16/bf16 through f32, ints through a plain wrapping loop.
+// copied), bf16 on the AVX512_BF16 dot kernel where the CPU has it (matmul_bf16.cpp),
+// else like f16 through f32, ints through a plain wrapping loop.
 //
 // Threads: one large product runs on BLIS's own threads (rntm per call, so the
 // BLIS_NUM_THREADS / OMP_NUM_THREADS environment does not decide it); a batch of
@@ -13,6 +14,7 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/matmul_bf16.hpp"
 
 #include "backends/cpu/blis.hpp"
 
@@ -124,7 +126,8 @@ Prim matmul_entry(Prim pa, Prim pb) {
   CpuRef a = as_cpu(std::move(pa));
   CpuRef b = as_cpu(std::move(pb));
   const DType dtype = a->dtype();
-  if (dtype == DType::F16 || dtype == DType::BF16) {
+  const bool bf16_dot = dtype == DType::BF16 && bf16_dot_live();
+  if ((dtype == DType::F16 || dtype == DType::BF16) && !bf16_dot) {
     Prim r = matmul_entry(convert_tensor(std::move(a), DType::F32), convert_tensor(std::move(b), DType::F32));
     return convert_tensor(as_cpu(std::move(r)), dtype);
   }
@@ -156,7 +159,16 @@ Prim matmul_entry(Prim pa, Prim pb) {
 
   dispatch::visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, dispatch::BoolU32> || dispatch::kIsHalf<T>) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      // Only reached with bf16_dot: each product on the vdpbf16ps kernel.
+      for_each_row(plan, {out->data(), a->data(), b->data()},
+                   [&](std::array<std::byte*, 3> p, std::size_t cnt, std::array<std::int64_t, 3> s) {
+                     for (std::size_t i = 0; i < cnt; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2])
+                       gemm_bf16(m, n, k, reinterpret_cast<const std::uint16_t*>(p[1]), sa.rs, sa.cs,
+                                 reinterpret_cast<const std::uint16_t*>(p[2]), sb.rs, sb.cs,
+                                 reinterpret_cast<std::uint16_t*>(p[0]), sc.rs, sc.cs);
+                   });
+    } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, dispatch::BoolU32> || dispatch::kIsHalf<T>) {
       throw DTypeError("[matmul] expected a float or int dtype; got " + std::string(dtype_name(dtype)));
     } else {
       const std::size_t count = batch.num_elements();
