@@ -1,6 +1,7 @@
 // gemm_bf16: see matmul_bf16.hpp. Layout of the packed operands:
-//   A: rows padded to a multiple of kMr, k padded to even (zeros), row-major, so a
-//      row's k pair (2p, 2p+1) is one 32-bit word to broadcast;
+//   A: rows padded to a multiple of kMr, k padded to even (zeros), in groups of kMr
+//      rows: for each k pair p, kMr words (a[i][2p], a[i][2p+1]) side by side, one
+//      32-bit word to broadcast per row (no 4 KiB-strided rows to alias in L1);
 //   B: panels of kNr columns; in a panel, for each k pair p, kNr words holding
 //      (b[2p][j], b[2p+1][j]), i.e. the vdpbf16ps operand layout.
 // The f32 result is accumulated in a padded buffer over blocks of kKc pairs and
@@ -43,11 +44,13 @@ std::unique_ptr<T[], AlignedFree> aligned(std::size_t n) {
   return std::unique_ptr<T[], AlignedFree>(static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})));
 }
 
-// c[kMr x kNr] (row stride ldc) += a pairs (row stride lda words) . b panel block.
+// c[kMr x kNr] (row stride ldc) += a group block . b panel block.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void micro(std::size_t pairs, const std::uint32_t* a,
-                                                                       std::size_t lda, const std::uint32_t* b,
-                                                                       float* c, std::size_t ldc) {
+                                                                       const std::uint32_t* b, float* c,
+                                                                       std::size_t ldc) {
+  // Fully unrolled so that the 12 accumulators stay in registers.
   __m512 acc[kMr][2];
+#pragma GCC unroll 6
   for (std::size_t r = 0; r < kMr; ++r) {
     acc[r][0] = _mm512_loadu_ps(c + r * ldc);
     acc[r][1] = _mm512_loadu_ps(c + r * ldc + 16);
@@ -55,12 +58,14 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void micro(std::size_t pa
   for (std::size_t p = 0; p < pairs; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_load_si512(b + p * kNr);
     const __m512bh b1 = (__m512bh)_mm512_load_si512(b + p * kNr + 16);
+#pragma GCC unroll 6
     for (std::size_t r = 0; r < kMr; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r * lda + p]));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[p * kMr + r]));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
     }
   }
+#pragma GCC unroll 6
   for (std::size_t r = 0; r < kMr; ++r) {
     _mm512_storeu_ps(c + r * ldc, acc[r][0]);
     _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
@@ -94,7 +99,7 @@ void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const std::uint16_t*
     auto pack = [&](std::size_t chunk) {
       if (chunk == 0) {
         for (std::size_t i = 0; i < mp; ++i) {
-          std::uint32_t* row = ap.get() + i * kp;
+          std::uint32_t* row = ap.get() + (i / kMr) * kMr * kp + i % kMr;
           for (std::size_t p = 0; p < kp; ++p) {
             std::uint32_t lo = 0, hi = 0;
             if (i < m) {
@@ -102,7 +107,7 @@ void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const std::uint16_t*
               lo = at(a, ii, rsa, kk, csa);
               if (2 * p + 1 < k) hi = at(a, ii, rsa, kk + 1, csa);
             }
-            row[p] = lo | (hi << 16);
+            row[p * kMr] = lo | (hi << 16);
           }
         }
       } else {
@@ -136,7 +141,7 @@ void gemm_bf16(std::size_t m, std::size_t n, std::size_t k, const std::uint16_t*
       for (std::size_t jp = g0; jp < g1; ++jp) {
         const std::uint32_t* bb = bp.get() + jp * kp * kNr + p0 * kNr;
         for (std::size_t i = i0; i < i1; i += kMr)
-          micro(pairs, ap.get() + i * kp + p0, kp, bb, cf.get() + i * np + jp * kNr, np);
+          micro(pairs, ap.get() + i * kp + p0 * kMr, bb, cf.get() + i * np + jp * kNr, np);
       }
     }
     // Round once to bf16 into c.
