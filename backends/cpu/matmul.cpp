@@ -15,6 +15,7 @@
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
 #include "backends/cpu/matmul_bf16.hpp"
+#include "backends/cpu/parallel.hpp"
 
 #include "backends/cpu/blis.hpp"
 
@@ -93,15 +94,16 @@ int max_threads() {
 #endif
 }
 
+// One single-threaded BLIS product (or the loop) on a sub-block of c.
 template <class T>
-void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
-          MatStrides sc, int threads) {
+void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
+           MatStrides sc) {
 #if TENSOR_HAVE_BLIS
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     T one = 1, zero = 0;
     const auto dm = static_cast<dim_t>(m), dn = static_cast<dim_t>(n), dk = static_cast<dim_t>(k);
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
-    bli_rntm_set_num_threads(threads, &rntm);
+    bli_rntm_set_num_threads(1, &rntm);
     if constexpr (std::is_same_v<T, float>) {
       bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<float*>(a), sa.rs, sa.cs,
                    const_cast<float*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs, nullptr, &rntm);
@@ -112,8 +114,39 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa
     return;
   }
 #endif
-  (void)threads;
   gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
+}
+
+// A product on `threads` threads: c split into slabs along its longer dim (at least
+// kMinSlab rows or columns, at most 4 per thread), each a single-threaded BLIS call,
+// on parallel_chunks. Not BLIS's own threads: those are an OpenMP region whose
+// barriers wait a whole time slice for a descheduled thread (and whose workers spin
+// after it, GOMP_SPINCOUNT), which made a 2-thread n = 64..512 product 5-480x slower
+// than one thread while another process held the second core; parallel_chunks never
+// waits for a helper that has not started, so a busy core costs at most the helper's
+// share. Each slab packs the whole other operand again: 1/kMinSlab of the flops.
+constexpr std::size_t kMinSlab = 64;
+
+template <class T>
+void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
+          MatStrides sc, int threads) {
+  const bool rows = m >= n;
+  const std::size_t dim = rows ? m : n;
+  const std::size_t pieces = std::min<std::size_t>(dim / kMinSlab, 4 * static_cast<std::size_t>(std::max(threads, 1)));
+  if (threads < 2 || pieces < 2) {
+    gemm1(m, n, k, a, sa, b, sb, c, sc);
+    return;
+  }
+  auto slab = [&](std::size_t i) {
+    const std::size_t lo = dim * i / pieces, hi = dim * (i + 1) / pieces;
+    const auto o = static_cast<std::int64_t>(lo);
+    if (rows) {
+      gemm1(hi - lo, n, k, a + o * sa.rs, sa, b, sb, c + o * sc.rs, sc);
+    } else {
+      gemm1(m, hi - lo, k, a, sa, b + o * sb.cs, sb, c + o * sc.cs, sc);
+    }
+  };
+  parallel_chunks(pieces, slab);
 }
 
 // Whether BLIS (or the loop) can take this operand's last two dims without a copy.
@@ -188,15 +221,15 @@ Prim matmul_entry(Prim pa, Prim pb) {
                        for (std::size_t i = 0; i < cnt; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2])
                          items.push_back(p);
                      });
-        const auto total = static_cast<std::int64_t>(items.size());
-        const std::int64_t chunk = std::max<std::int64_t>(1, total / (8 * threads));
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, chunk) num_threads(threads)
-#endif
-        for (std::int64_t i = 0; i < total; ++i) {
-          const auto& p = items[static_cast<std::size_t>(i)];
-          gemm<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc, 1);
-        }
+        const std::size_t total = items.size();
+        const std::size_t chunks = std::min<std::size_t>(total, 8 * static_cast<std::size_t>(threads));
+        auto run = [&](std::size_t ch) {
+          for (std::size_t i = total * ch / chunks; i < total * (ch + 1) / chunks; ++i) {
+            const auto& p = items[i];
+            gemm1<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc);
+          }
+        };
+        parallel_chunks(chunks, run);
         return;
       }
       const int blis_threads = work >= kBlisThreadsWork ? threads : 1;
