@@ -97,13 +97,13 @@ int max_threads() {
 // One single-threaded BLIS product (or the loop) on a sub-block of c.
 template <class T>
 void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
-           MatStrides sc) {
+           MatStrides sc, int blis_threads = 1) {
 #if TENSOR_HAVE_BLIS
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     T one = 1, zero = 0;
     const auto dm = static_cast<dim_t>(m), dn = static_cast<dim_t>(n), dk = static_cast<dim_t>(k);
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
-    bli_rntm_set_num_threads(1, &rntm);
+    bli_rntm_set_num_threads(blis_threads, &rntm);
     if constexpr (std::is_same_v<T, float>) {
       bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<float*>(a), sa.rs, sa.cs,
                    const_cast<float*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs, nullptr, &rntm);
@@ -114,6 +114,7 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
     return;
   }
 #endif
+  (void)blis_threads;
   gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
 }
 
@@ -125,7 +126,14 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
 // than one thread while another process held the second core; parallel_chunks never
 // waits for a helper that has not started, so a busy core costs at most the helper's
 // share. Each slab packs the whole other operand again: 1/kMinSlab of the flops.
+// From kBlisOwnThreadsWork multiply-adds BLIS's own threads run it instead: they
+// share the packed panels and, hot from the last region, reach 2-thread speed when
+// the second core is only partly busy, where a parked helper is often woken too late
+// to help (n = 512..1024 at load 1.8: 178 GFLOP/s against 99); one time-slice stall
+// (about 4-8 ms) costs at most about a third of such a product (1024^3: 23 ms on
+// one thread).
 constexpr std::size_t kMinSlab = 64;
+constexpr double kBlisOwnThreadsWork = 1024.0 * 1024.0 * 1024.0;
 
 template <class T>
 void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
@@ -135,6 +143,10 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa
   const std::size_t pieces = std::min<std::size_t>(dim / kMinSlab, 4 * static_cast<std::size_t>(std::max(threads, 1)));
   if (threads < 2 || pieces < 2) {
     gemm1(m, n, k, a, sa, b, sb, c, sc);
+    return;
+  }
+  if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kBlisOwnThreadsWork) {
+    gemm1(m, n, k, a, sa, b, sb, c, sc, threads);
     return;
   }
   auto slab = [&](std::size_t i) {
