@@ -3,7 +3,6 @@
 
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
-#include "backends/cpu/matmul_bf16.hpp"
 
 #if TENSOR_HAVE_OPENMP
 #include <omp.h>
@@ -21,10 +20,9 @@ std::size_t device_count_entry() { return 1; }
 DeviceSettings default_settings_entry(DeviceId) { return {FloatDType::F32, IntDType::I32, BoolDType::Native}; }
 
 // Every float and int dtype and the one-byte bools are general; BoolU32 and QFloat
-// are not CPU storages. BF16 is also Accelerated exactly when matmul runs on the
-// AVX512_BF16 dot kernel (a run-time check of this CPU).
+// are not CPU storages. BF16 is not Accelerated: no bf16 kernel uses AVX512_BF16
+// (matmul.cpp says why).
 DTypeUsageSet dtype_usage_entry(DeviceId, DType dtype) {
-  if (dtype == DType::BF16 && bf16_dot_live()) return DTypeUsageSet::general() | DTypeUsage::Accelerated;
   if (is_float(dtype) || is_int(dtype) || dtype == DType::Bool || dtype == DType::BoolU8)
     return DTypeUsageSet::general();
   return {};

@@ -1,11 +1,21 @@
 // Matrix product on the CPU, batched with broadcast batch dims: f32/f64 through BLIS's
 // typed gemm on the operands' own row/column strides (a transposed operand is not
-// copied), bf16 on the AVX512_BF16 dot kernel where the CPU has it (matmul_bf16.cpp),
-// else like f16 through f32, ints through a plain wrapping loop.
+// copied), f16/bf16 through f32, ints through a plain wrapping loop.
 //
-// Threads: one large product runs on BLIS's own threads (rntm per call, so the
-// BLIS_NUM_THREADS / OMP_NUM_THREADS environment does not decide it); a batch of
-// small products runs one product per OpenMP thread with BLIS single-threaded.
+// bf16 through f32 is not a placeholder: a bf16 kernel on AVX512_BF16 (vdpbf16ps,
+// B packed in k pairs, 6 x 32 f32 accumulators, one rounding at the end; `git log --
+// backends/cpu/matmul_bf16.cpp`) was not faster on this project's 2-core Zen 4 VM. There a zmm
+// vdpbf16ps issues at 1.7 G/s per core (109 GFLOP/s) against 6.8 G/s for a zmm f32
+// FMA (218 GFLOP/s), so the bf16 dot has half the f32 peak; the kernel reached 62-81
+// GFLOP/s on one thread against 73-92 for convert + bli_sgemm + convert (n = 256..1024,
+// 1.14-1.27x slower; equal at 2048; medians of interleaved runs, load 2.7-3.0), and
+// 0.89-1.17x of it on two threads. Debian's BLIS 0.9 has no bf16 gemm.
+//
+// Threads (the thread count is set per call, so the BLIS_NUM_THREADS / OMP_NUM_THREADS
+// environment does not decide it): a mid-size product is split into slabs, each a
+// single-threaded BLIS call, on parallel_chunks; a very large one runs on BLIS's own
+// (OpenMP) threads; a batch of small products runs whole products per chunk on
+// parallel_chunks. See gemm() for why.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -14,7 +24,6 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
-#include "backends/cpu/matmul_bf16.hpp"
 #include "backends/cpu/parallel.hpp"
 
 #include "backends/cpu/blis.hpp"
@@ -79,8 +88,12 @@ void gemm_loop(std::size_t m, std::size_t n, std::size_t k, const T* a, std::int
 // can take 5-170x longer than on one thread (18:10 UTC: n = 128 7.95 ms instead of
 // 46 us), as a descheduled thread holds up BLIS's barriers; single stalls of ~8 ms
 // were seen even at load 0.4 (n = 64, ours and the direct 2-thread bli_sgemm alike).
+// Now a product below kBlisOwnThreadsWork is split on parallel_chunks instead (gemm()),
+// and only from 2 * kMinSlab rows or columns (n = 64 stays on one thread: a helper's
+// wake-up costs about what the second thread saves there).
 constexpr double kBlisThreadsWork = 64.0 * 64.0 * 64.0;
-// A batch of products runs one product per OpenMP thread (BLIS on one thread each)
+// A batch of products runs whole products per parallel_chunks chunk (BLIS on one
+// thread each)
 // when each product is below this many multiply-adds (and the whole batch has at
 // least kBlisThreadsWork): above it BLIS's own threads scale as well and keep each
 // product's packed panels in one core's cache.
@@ -171,8 +184,7 @@ Prim matmul_entry(Prim pa, Prim pb) {
   CpuRef a = as_cpu(std::move(pa));
   CpuRef b = as_cpu(std::move(pb));
   const DType dtype = a->dtype();
-  const bool bf16_dot = dtype == DType::BF16 && bf16_dot_live();
-  if ((dtype == DType::F16 || dtype == DType::BF16) && !bf16_dot) {
+  if (dtype == DType::F16 || dtype == DType::BF16) {
     Prim r = matmul_entry(convert_tensor(std::move(a), DType::F32), convert_tensor(std::move(b), DType::F32));
     return convert_tensor(as_cpu(std::move(r)), dtype);
   }
@@ -204,16 +216,7 @@ Prim matmul_entry(Prim pa, Prim pb) {
 
   dispatch::visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, bf16>) {
-      // Only reached with bf16_dot: each product on the vdpbf16ps kernel.
-      for_each_row(plan, {out->data(), a->data(), b->data()},
-                   [&](std::array<std::byte*, 3> p, std::size_t cnt, std::array<std::int64_t, 3> s) {
-                     for (std::size_t i = 0; i < cnt; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2])
-                       gemm_bf16(m, n, k, reinterpret_cast<const std::uint16_t*>(p[1]), sa.rs, sa.cs,
-                                 reinterpret_cast<const std::uint16_t*>(p[2]), sb.rs, sb.cs,
-                                 reinterpret_cast<std::uint16_t*>(p[0]), sc.rs, sc.cs);
-                   });
-    } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, dispatch::BoolU32> || dispatch::kIsHalf<T>) {
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, dispatch::BoolU32> || dispatch::kIsHalf<T>) {
       throw DTypeError("[matmul] expected a float or int dtype; got " + std::string(dtype_name(dtype)));
     } else {
       const std::size_t count = batch.num_elements();
@@ -221,11 +224,11 @@ Prim matmul_entry(Prim pa, Prim pb) {
       const int threads = max_threads();
       if (count >= 2 && threads > 1 && work < kBatchParallelWork &&
           work * static_cast<double>(count) >= kBlisThreadsWork) {
-        // Many small products: one per thread, each on a single BLIS thread, in about
-        // 8 chunks per thread handed out as threads come free (schedule(dynamic, 1):
-        // 1024 x 32^2 took 2.10 ms; static 1.55-1.63 ms = 0.91x two threads of
-        // bli_sgemm per matrix when both cores were free, but 1.8-2.2x one thread when
-        // another process held a core, as the last static half waits for it).
+        // Many small products, each on a single BLIS thread, in 8 chunks per thread
+        // claimed as threads come free (with OpenMP: schedule(dynamic, 1) 1024 x 32^2
+        // took 2.10 ms; static 1.55-1.63 ms when both cores were free, but 1.8-2.2x
+        // one thread when another process held a core, as the last static half waits
+        // for it); parallel_chunks never waits for a helper that has not started.
         std::vector<std::array<std::byte*, 3>> items;
         items.reserve(count);
         for_each_row(plan, {out->data(), a->data(), b->data()},

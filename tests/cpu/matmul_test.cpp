@@ -2,9 +2,7 @@
 // operands, broadcast batch dims, zero-size dims, and the f16/bf16/int paths.
 #include <cmath>
 
-#include "backends/cpu/matmul_bf16.hpp"
 #include "cpu_test_util.hpp"
-#include "tensor/device.hpp"
 
 namespace tensor::cpu::test {
 namespace {
@@ -150,76 +148,6 @@ TEST(CpuMatmul, HalfAndIntPaths) {
   const Prim a = typed({100, 100}, Shape{1, 2}, DType::I8);
   const Prim b = typed({2, 1}, Shape{2, 1}, DType::I8);
   EXPECT_EQ(as_f64(matmul(a, b)), (std::vector<double>{44}));
-}
-
-// bf16 bits of pseudo-random values in [-2, 2) with a full 8-bit mantissa.
-std::vector<std::uint16_t> bf16_values(std::size_t n, std::uint32_t seed) {
-  std::vector<std::uint16_t> v(n);
-  std::uint32_t x = seed * 2654435761u + 1;
-  for (auto& e : v) {
-    x = x * 1664525u + 1013904223u;
-    const float f = static_cast<float>(static_cast<int>(x >> 8) % 4096 - 2048) / 1024.0f;
-    e = bf16::from_float(f);
-  }
-  return v;
-}
-double bf16_f64(std::uint16_t b) { return static_cast<double>(bf16::to_float(b)); }
-
-// The vdpbf16ps kernel against an f64 product of the same bf16 inputs: shapes that
-// cut micro-tiles (m % 6, n % 32), odd k, k over one 256-wide k block, transposed and
-// padded strides. Each element may differ by the final rounding to bf16 (half an ulp:
-// 2^-9 relative) plus f32 accumulation (k * 2^-23 of sum |a||b|).
-TEST(CpuMatmul, Bf16DotKernelAgainstF64) {
-  // Accelerated is reported exactly when the kernel is live.
-  EXPECT_EQ(Device::cpu().dtype_usage(DType::BF16).contains(DTypeUsage::Accelerated), bf16_dot_live());
-  struct Case { std::size_t m, n, k; bool bt; };
-  for (const Case cs : {Case{1, 1, 1, false}, Case{7, 33, 5, false}, Case{13, 70, 301, true}, Case{97, 65, 600, false},
-                        Case{6, 32, 2, true}}) {
-    const std::size_t m = cs.m, n = cs.n, k = cs.k;
-    const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
-    const std::int64_t lda = static_cast<std::int64_t>(k) + 3;  // padded rows
-    const auto a = bf16_values(m * static_cast<std::size_t>(lda), 1);
-    const auto b = bf16_values(k * n, 2);
-    const std::int64_t rsb = cs.bt ? 1 : static_cast<std::int64_t>(n), csb = cs.bt ? static_cast<std::int64_t>(k) : 1;
-    std::vector<double> ref(m * n, 0), mag(m * n, 0);
-    for (std::size_t i = 0; i < m; ++i)
-      for (std::size_t j = 0; j < n; ++j)
-        for (std::size_t p = 0; p < k; ++p) {
-          const double x = bf16_f64(a[i * static_cast<std::size_t>(lda) + p]);
-          const double y = bf16_f64(b[static_cast<std::size_t>(static_cast<std::int64_t>(p) * rsb + static_cast<std::int64_t>(j) * csb)]);
-          ref[i * n + j] += x * y;
-          mag[i * n + j] += std::abs(x * y);
-        }
-    auto check_out = [&](const std::vector<double>& got, const std::string& path) {
-      ASSERT_EQ(got.size(), m * n) << path << " " << what;
-      for (std::size_t e = 0; e < m * n; ++e) {
-        const double tol = std::abs(ref[e]) * 0x1p-8 + static_cast<double>(k) * 0x1p-23 * mag[e] + 1e-30;
-        ASSERT_NEAR(got[e], ref[e], tol) << path << " " << what << " at " << e;
-      }
-    };
-    if (bf16_dot_live()) {
-      std::vector<std::uint16_t> c(m * n, 0xffff);
-      gemm_bf16(m, n, k, a.data(), lda, 1, b.data(), rsb, csb, c.data(), static_cast<std::int64_t>(n), 1);
-      std::vector<double> got(m * n);
-      for (std::size_t e = 0; e < m * n; ++e) got[e] = bf16_f64(c[e]);
-      check_out(got, "gemm_bf16");
-    }
-    // Through the matmul entry (the kernel where live, else through f32).
-    std::vector<double> av(m * k), bv(k * n);
-    for (std::size_t i = 0; i < m; ++i)
-      for (std::size_t p = 0; p < k; ++p) av[i * k + p] = bf16_f64(a[i * static_cast<std::size_t>(lda) + p]);
-    for (std::size_t p = 0; p < k; ++p)
-      for (std::size_t j = 0; j < n; ++j)
-        bv[p * n + j] = bf16_f64(b[static_cast<std::size_t>(static_cast<std::int64_t>(p) * rsb + static_cast<std::int64_t>(j) * csb)]);
-    const Prim pa = typed(av, Shape{m, k}, DType::BF16);
-    std::vector<double> btv(n * k);  // b transposed, to pass b as a transposed view
-    for (std::size_t p = 0; p < k; ++p)
-      for (std::size_t j = 0; j < n; ++j) btv[j * k + p] = bv[p * n + j];
-    const Prim pb = cs.bt ? swap_dims(typed(btv, Shape{n, k}, DType::BF16), 0, 1) : typed(bv, Shape{k, n}, DType::BF16);
-    const Prim pc = matmul(pa, pb);
-    EXPECT_EQ(cpu_of(pc).dtype(), DType::BF16);
-    check_out(as_f64(pc), "matmul");
-  }
 }
 
 }  // namespace

@@ -359,29 +359,6 @@ struct Bench {
 #endif
     }
     batched_matmul();
-    bf16_matmul();
-  }
-
-  // bf16 x bf16 -> bf16: ours (on the AVX512_BF16 dot kernel where the CPU has it)
-  // beside the route bf16 matmul took before: convert both to f32, f32 matmul (BLIS),
-  // convert the product back, through the same public ops.
-  void bf16_matmul() {
-    const bool accel = dev.dtype_usage(DType::BF16).contains(DTypeUsage::Accelerated);
-    std::vector<std::size_t> sizes = {64, 128, 256, 512, 1024, 2048};
-    if (quick) sizes = {64, 256};
-    for (const std::size_t n : sizes) {
-      const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-      const int r = reps(n <= 256 ? 21 : n <= 1024 ? 9 : 5);
-      const auto a = Tensor<2>::random({n, n}, Distribution::uniform(-1, 1), dev).cast(DType::BF16);
-      const auto b = Tensor<2>::random({n, n}, Distribution::uniform(-1, 1), dev).cast(DType::BF16);
-      std::optional<Tensor<2>> c;
-      const Pair p = measure(
-          r, [&] { c = a.matmul(b); sync(); },
-          [&] { c = a.cast(DType::F32).matmul(b.cast(DType::F32)).cast(DType::BF16); sync(); });
-      rows.push_back(ratio_row("matmul bf16 n=" + std::to_string(n), p.ours, "f32 convert+matmul", p.ref, 1.0,
-                               fmt("%.1f GFLOP/s", flop / p.ours / 1e9) + fmt(" vs %.1f", flop / p.ref / 1e9) +
-                                   (accel ? "; AVX512_BF16 kernel" : "; no bf16 kernel (same route)")));
-    }
   }
 
   // Many small products in one call: [B, n, n] x [B, n, n].
