@@ -12,9 +12,8 @@
 // 0.89-1.17x of it on two threads. Debian's BLIS 0.9 has no bf16 gemm.
 //
 // Threads (the thread count is set per call, so the BLIS_NUM_THREADS / OMP_NUM_THREADS
-// environment does not decide it): a mid-size product is split into slabs, each a
-// single-threaded BLIS call, on parallel_chunks; a very large one runs on BLIS's own
-// (OpenMP) threads; a batch of small products runs whole products per chunk on
+// environment does not decide it): a product is split into slabs, each a
+// single-threaded BLIS call, on parallel_chunks (never BLIS's own OpenMP threads); a batch of small products runs whole products per chunk on
 // parallel_chunks. See gemm() for why.
 #include <algorithm>
 #include <cstring>
@@ -88,7 +87,7 @@ void gemm_loop(std::size_t m, std::size_t n, std::size_t k, const T* a, std::int
 // can take 5-170x longer than on one thread (18:10 UTC: n = 128 7.95 ms instead of
 // 46 us), as a descheduled thread holds up BLIS's barriers; single stalls of ~8 ms
 // were seen even at load 0.4 (n = 64, ours and the direct 2-thread bli_sgemm alike).
-// Now a product below kBlisOwnThreadsWork is split on parallel_chunks instead (gemm()),
+// Now such a product is split on parallel_chunks instead (gemm()),
 // and only from 2 * kMinSlab rows or columns (n = 64 stays on one thread: a helper's
 // wake-up costs about what the second thread saves there).
 constexpr double kBlisThreadsWork = 64.0 * 64.0 * 64.0;
@@ -110,13 +109,13 @@ int max_threads() {
 // One single-threaded BLIS product (or the loop) on a sub-block of c.
 template <class T>
 void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
-           MatStrides sc, int blis_threads = 1) {
+           MatStrides sc) {
 #if TENSOR_HAVE_BLIS
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     T one = 1, zero = 0;
     const auto dm = static_cast<dim_t>(m), dn = static_cast<dim_t>(n), dk = static_cast<dim_t>(k);
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
-    bli_rntm_set_num_threads(blis_threads, &rntm);
+    bli_rntm_set_num_threads(1, &rntm);
     if constexpr (std::is_same_v<T, float>) {
       bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<float*>(a), sa.rs, sa.cs,
                    const_cast<float*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs, nullptr, &rntm);
@@ -127,7 +126,6 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
     return;
   }
 #endif
-  (void)blis_threads;
   gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
 }
 
@@ -139,14 +137,14 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
 // than one thread while another process held the second core; parallel_chunks never
 // waits for a helper that has not started, so a busy core costs at most the helper's
 // share. Each slab packs the whole other operand again: 1/kMinSlab of the flops.
-// From kBlisOwnThreadsWork multiply-adds BLIS's own threads run it instead: they
-// share the packed panels and, hot from the last region, reach 2-thread speed when
-// the second core is only partly busy, where a parked helper is often woken too late
-// to help (n = 512..1024 at load 1.8: 178 GFLOP/s against 99); one time-slice stall
-// (about 4-8 ms) costs at most about a third of such a product (1024^3: 23 ms on
-// one thread).
+// BLIS's own threads are not used for any size: two interleaved rounds of three
+// builds (BLIS's threads; these slabs; slabs below 1024^3 and BLIS's threads above),
+// square f32, medians of 31, machine load 3.4-3.6, had BLIS's 2 threads at n = 128
+// 21.7 us in one round and 7.15 ms in the next, n = 1024 at 116 ms (23 ms on one
+// thread); these slabs gave 37-43 us, 0.31-0.34 ms, 2.6-2.8 ms and 21.8-23.7 ms for
+// n = 128..1024 (max 36 ms), and 150-200 GFLOP/s at n = 256..512 when the second
+// core came free; BLIS's threads from 1024^3 still took 28-34 ms at n = 1024.
 constexpr std::size_t kMinSlab = 64;
-constexpr double kBlisOwnThreadsWork = 1024.0 * 1024.0 * 1024.0;
 
 template <class T>
 void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
@@ -156,10 +154,6 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa
   const std::size_t pieces = std::min<std::size_t>(dim / kMinSlab, 4 * static_cast<std::size_t>(std::max(threads, 1)));
   if (threads < 2 || pieces < 2) {
     gemm1(m, n, k, a, sa, b, sb, c, sc);
-    return;
-  }
-  if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kBlisOwnThreadsWork) {
-    gemm1(m, n, k, a, sa, b, sb, c, sc, threads);
     return;
   }
   auto slab = [&](std::size_t i) {
@@ -247,11 +241,11 @@ Prim matmul_entry(Prim pa, Prim pb) {
         parallel_chunks(chunks, run);
         return;
       }
-      const int blis_threads = work >= kBlisThreadsWork ? threads : 1;
+      const int split_threads = work >= kBlisThreadsWork ? threads : 1;
       for_each_row(plan, {out->data(), a->data(), b->data()},
                    [&](std::array<std::byte*, 3> p, std::size_t cnt, std::array<std::int64_t, 3> s) {
                      for (std::size_t i = 0; i < cnt; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2])
-                       gemm<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc, blis_threads);
+                       gemm<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc, split_threads);
                    });
     }
   });
