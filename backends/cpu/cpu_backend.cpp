@@ -20,7 +20,8 @@ std::size_t device_count_entry() { return 1; }
 DeviceSettings default_settings_entry(DeviceId) { return {FloatDType::F32, IntDType::I32, BoolDType::Native}; }
 
 // Every float and int dtype and the one-byte bools are general; BoolU32 and QFloat
-// are not CPU storages.
+// are not CPU storages. BF16 is not Accelerated: no bf16 kernel uses AVX512_BF16
+// (matmul.cpp says why).
 DTypeUsageSet dtype_usage_entry(DeviceId, DType dtype) {
   if (is_float(dtype) || is_int(dtype) || dtype == DType::Bool || dtype == DType::BoolU8)
     return DTypeUsageSet::general();

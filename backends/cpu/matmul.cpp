@@ -2,9 +2,19 @@
 // typed gemm on the operands' own row/column strides (a transposed operand is not
 // copied), f16/bf16 through f32, ints through a plain wrapping loop.
 //
-// Threads: one large product runs on BLIS's own threads (rntm per call, so the
-// BLIS_NUM_THREADS / OMP_NUM_THREADS environment does not decide it); a batch of
-// small products runs one product per OpenMP thread with BLIS single-threaded.
+// bf16 through f32 is not a placeholder: a bf16 kernel on AVX512_BF16 (vdpbf16ps,
+// B packed in k pairs, 6 x 32 f32 accumulators, one rounding at the end; `git log --
+// backends/cpu/matmul_bf16.cpp`) was not faster on this project's 2-core Zen 4 VM. There a zmm
+// vdpbf16ps issues at 1.7 G/s per core (109 GFLOP/s) against 6.8 G/s for a zmm f32
+// FMA (218 GFLOP/s), so the bf16 dot has half the f32 peak; the kernel reached 62-81
+// GFLOP/s on one thread against 73-92 for convert + bli_sgemm + convert (n = 256..1024,
+// 1.14-1.27x slower; equal at 2048; medians of interleaved runs, load 2.7-3.0), and
+// 0.89-1.17x of it on two threads. Debian's BLIS 0.9 has no bf16 gemm.
+//
+// Threads (the thread count is set per call, so the BLIS_NUM_THREADS / OMP_NUM_THREADS
+// environment does not decide it): a product is split into slabs, each a
+// single-threaded BLIS call, on parallel_chunks (never BLIS's own OpenMP threads); a batch of small products runs whole products per chunk on
+// parallel_chunks. See gemm() for why.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -13,6 +23,7 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/parallel.hpp"
 
 #include "backends/cpu/blis.hpp"
 
@@ -76,8 +87,12 @@ void gemm_loop(std::size_t m, std::size_t n, std::size_t k, const T* a, std::int
 // can take 5-170x longer than on one thread (18:10 UTC: n = 128 7.95 ms instead of
 // 46 us), as a descheduled thread holds up BLIS's barriers; single stalls of ~8 ms
 // were seen even at load 0.4 (n = 64, ours and the direct 2-thread bli_sgemm alike).
+// Now such a product is split on parallel_chunks instead (gemm()),
+// and only from 2 * kMinSlab rows or columns (n = 64 stays on one thread: a helper's
+// wake-up costs about what the second thread saves there).
 constexpr double kBlisThreadsWork = 64.0 * 64.0 * 64.0;
-// A batch of products runs one product per OpenMP thread (BLIS on one thread each)
+// A batch of products runs whole products per parallel_chunks chunk (BLIS on one
+// thread each)
 // when each product is below this many multiply-adds (and the whole batch has at
 // least kBlisThreadsWork): above it BLIS's own threads scale as well and keep each
 // product's packed panels in one core's cache.
@@ -91,15 +106,16 @@ int max_threads() {
 #endif
 }
 
+// One single-threaded BLIS product (or the loop) on a sub-block of c.
 template <class T>
-void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
-          MatStrides sc, int threads) {
+void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
+           MatStrides sc) {
 #if TENSOR_HAVE_BLIS
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     T one = 1, zero = 0;
     const auto dm = static_cast<dim_t>(m), dn = static_cast<dim_t>(n), dk = static_cast<dim_t>(k);
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
-    bli_rntm_set_num_threads(threads, &rntm);
+    bli_rntm_set_num_threads(1, &rntm);
     if constexpr (std::is_same_v<T, float>) {
       bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<float*>(a), sa.rs, sa.cs,
                    const_cast<float*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs, nullptr, &rntm);
@@ -110,8 +126,46 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa
     return;
   }
 #endif
-  (void)threads;
   gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
+}
+
+// A product on `threads` threads: c split into slabs along its longer dim (at least
+// kMinSlab rows or columns, at most 4 per thread), each a single-threaded BLIS call,
+// on parallel_chunks. Not BLIS's own threads: those are an OpenMP region whose
+// barriers wait a whole time slice for a descheduled thread (and whose workers spin
+// after it, GOMP_SPINCOUNT), which made a 2-thread n = 64..512 product 5-480x slower
+// than one thread while another process held the second core; parallel_chunks never
+// waits for a helper that has not started, so a busy core costs at most the helper's
+// share. Each slab packs the whole other operand again: 1/kMinSlab of the flops.
+// BLIS's own threads are not used for any size: two interleaved rounds of three
+// builds (BLIS's threads; these slabs; slabs below 1024^3 and BLIS's threads above),
+// square f32, medians of 31, machine load 3.4-3.6, had BLIS's 2 threads at n = 128
+// 21.7 us in one round and 7.15 ms in the next, n = 1024 at 116 ms (23 ms on one
+// thread); these slabs gave 37-43 us, 0.31-0.34 ms, 2.6-2.8 ms and 21.8-23.7 ms for
+// n = 128..1024 (max 36 ms), and 150-200 GFLOP/s at n = 256..512 when the second
+// core came free; BLIS's threads from 1024^3 still took 28-34 ms at n = 1024.
+constexpr std::size_t kMinSlab = 64;
+
+template <class T>
+void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
+          MatStrides sc, int threads) {
+  const bool rows = m >= n;
+  const std::size_t dim = rows ? m : n;
+  const std::size_t pieces = std::min<std::size_t>(dim / kMinSlab, 4 * static_cast<std::size_t>(std::max(threads, 1)));
+  if (threads < 2 || pieces < 2) {
+    gemm1(m, n, k, a, sa, b, sb, c, sc);
+    return;
+  }
+  auto slab = [&](std::size_t i) {
+    const std::size_t lo = dim * i / pieces, hi = dim * (i + 1) / pieces;
+    const auto o = static_cast<std::int64_t>(lo);
+    if (rows) {
+      gemm1(hi - lo, n, k, a + o * sa.rs, sa, b, sb, c + o * sc.rs, sc);
+    } else {
+      gemm1(m, hi - lo, k, a, sa, b + o * sb.cs, sb, c + o * sc.cs, sc);
+    }
+  };
+  parallel_chunks(pieces, slab);
 }
 
 // Whether BLIS (or the loop) can take this operand's last two dims without a copy.
@@ -164,11 +218,11 @@ Prim matmul_entry(Prim pa, Prim pb) {
       const int threads = max_threads();
       if (count >= 2 && threads > 1 && work < kBatchParallelWork &&
           work * static_cast<double>(count) >= kBlisThreadsWork) {
-        // Many small products: one per thread, each on a single BLIS thread, in about
-        // 8 chunks per thread handed out as threads come free (schedule(dynamic, 1):
-        // 1024 x 32^2 took 2.10 ms; static 1.55-1.63 ms = 0.91x two threads of
-        // bli_sgemm per matrix when both cores were free, but 1.8-2.2x one thread when
-        // another process held a core, as the last static half waits for it).
+        // Many small products, each on a single BLIS thread, in 8 chunks per thread
+        // claimed as threads come free (with OpenMP: schedule(dynamic, 1) 1024 x 32^2
+        // took 2.10 ms; static 1.55-1.63 ms when both cores were free, but 1.8-2.2x
+        // one thread when another process held a core, as the last static half waits
+        // for it); parallel_chunks never waits for a helper that has not started.
         std::vector<std::array<std::byte*, 3>> items;
         items.reserve(count);
         for_each_row(plan, {out->data(), a->data(), b->data()},
@@ -176,22 +230,22 @@ Prim matmul_entry(Prim pa, Prim pb) {
                        for (std::size_t i = 0; i < cnt; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2])
                          items.push_back(p);
                      });
-        const auto total = static_cast<std::int64_t>(items.size());
-        const std::int64_t chunk = std::max<std::int64_t>(1, total / (8 * threads));
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(dynamic, chunk) num_threads(threads)
-#endif
-        for (std::int64_t i = 0; i < total; ++i) {
-          const auto& p = items[static_cast<std::size_t>(i)];
-          gemm<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc, 1);
-        }
+        const std::size_t total = items.size();
+        const std::size_t chunks = std::min<std::size_t>(total, 8 * static_cast<std::size_t>(threads));
+        auto run = [&](std::size_t ch) {
+          for (std::size_t i = total * ch / chunks; i < total * (ch + 1) / chunks; ++i) {
+            const auto& p = items[i];
+            gemm1<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc);
+          }
+        };
+        parallel_chunks(chunks, run);
         return;
       }
-      const int blis_threads = work >= kBlisThreadsWork ? threads : 1;
+      const int split_threads = work >= kBlisThreadsWork ? threads : 1;
       for_each_row(plan, {out->data(), a->data(), b->data()},
                    [&](std::array<std::byte*, 3> p, std::size_t cnt, std::array<std::int64_t, 3> s) {
                      for (std::size_t i = 0; i < cnt; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2])
-                       gemm<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc, blis_threads);
+                       gemm<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc, split_threads);
                    });
     }
   });

@@ -119,6 +119,26 @@ TEST(CpuMatmul, FloatLayoutsAgainstNaiveReference) {
   }
 }
 
+// Products (from 64^3 multiply-adds) split into slabs of rows (m >= n) or columns
+// (n > m) over threads, with row-major and transposed operands and slabs that do not
+// divide evenly, and a batch of small products split into chunks.
+TEST(CpuMatmul, ThreadSlabsAgainstNaiveReference) {
+  for (DType dt : {DType::F32, DType::F64}) {
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        for (const auto [m, n, k] : {std::array<std::size_t, 3>{301, 20, 48}, std::array<std::size_t, 3>{17, 290, 64},
+                                     std::array<std::size_t, 3>{200, 200, 130}}) {
+          const Prim a = ta ? swap_dims(typed(values(m * k, 1), Shape{k, m}, dt), 0, 1) : typed(values(m * k, 1), Shape{m, k}, dt);
+          const Prim b = tb ? swap_dims(typed(values(k * n, 2), Shape{n, k}, dt), 0, 1) : typed(values(k * n, 2), Shape{k, n}, dt);
+          check(a, b, 1e-6, std::string(dtype_name(dt)) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                std::to_string(k) + (ta ? " a^T" : "") + (tb ? " b^T" : ""));
+        }
+      }
+    check(typed(values(37 * 32 * 16, 3), Shape{37, 32, 16}, dt), typed(values(37 * 16 * 32, 4), Shape{37, 16, 32}, dt), 1e-6,
+          std::string(dtype_name(dt)) + " batch 37");
+  }
+}
+
 TEST(CpuMatmul, ZeroSizeDims) {
   const Prim a = typed({}, Shape{3, 0}, DType::F32);
   const Prim b = typed({}, Shape{0, 2}, DType::F32);

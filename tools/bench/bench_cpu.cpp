@@ -453,9 +453,11 @@ int run(const Options& opt) {
   if (want("matmul")) b.matmul();
   print_rows(b.rows);
   if (want("matmul") && threads() > 1)
-    std::printf("matmul: ours sets BLIS's thread count per call (1 for small products, %d for large ones; a batch\n"
-                "of small products runs one per thread); each reference is a direct bli_sgemm timed beside ours on\n"
-                "1 and on %d threads: the row shows the faster, the note ours/ref for both thread counts\n",
+    std::printf("matmul: ours splits a product from 128 rows or columns into slabs of single-threaded BLIS calls on\n"
+                "its own helper threads (never BLIS's OpenMP threads; a batch of small products likewise); each\n"
+                "reference is a direct bli_sgemm timed beside ours on 1 and on %d threads: the row shows the faster,\n"
+                "the note ours/ref for both. The %d-thread reference's OpenMP workers spin after each call\n"
+                "(GOMP_SPINCOUNT) on the core ours' helper would use, which the ratio includes\n",
                 threads(), threads());
   std::printf("total %.1f s\n", seconds_of(t0));
   return 0;
