@@ -148,9 +148,11 @@ Handle reshape(OpCode op, Handle&& a, std::span<const std::int64_t> shape) {
 }
 Handle reshape_args(Handle&& a, std::span<const std::int64_t> dims) {
   // burn's reshape arguments: 0 keeps the input's dim at that index, -1 is inferred.
+  // The handle is taken first, so a throw below releases it.
+  DispatchTensor t = take(a);
   std::vector<std::int64_t> out(dims.begin(), dims.end());
   if (std::find(out.begin(), out.end(), 0) != out.end()) {
-    const Shape s = shape(a);
+    const Shape s = t.shape();
     for (std::size_t i = 0; i < out.size(); ++i) {
       if (out[i] != 0) continue;
       if (i >= s.rank())
@@ -159,7 +161,7 @@ Handle reshape_args(Handle&& a, std::span<const std::int64_t> dims) {
       out[i] = static_cast<std::int64_t>(s[i]);
     }
   }
-  return reshape(OpCode::reshape, std::move(a), out);
+  return give(dispatch::reshape(OpCode::reshape, std::move(t), out));
 }
 Handle swap_dims(Handle&& a, std::int64_t d0, std::int64_t d1) { return give(dispatch::swap_dims(take(a), d0, d1)); }
 Handle axes(OpCode op, Handle&& a, Dims ax) { return give(dispatch::axes(op, take(a), ax)); }

@@ -54,7 +54,7 @@ void write_file(const char* op, const std::string& path, const std::vector<std::
   if (!f) throw FormatError(path, fmt::format("[{}] cannot create '{}': {}", op, tmp, std::strerror(errno)));
   bool ok = std::fwrite(head.data(), 1, head.size(), f) == head.size();
   for (const TensorData* d : parts)
-    ok = ok && std::fwrite(d->bytes().data(), 1, d->bytes().size(), f) == d->bytes().size();
+    ok = ok && (d->bytes().empty() || std::fwrite(d->bytes().data(), 1, d->bytes().size(), f) == d->bytes().size());
   ok = (std::fclose(f) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
