@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -127,6 +128,11 @@ Prim d_arange_step(std::int64_t start, std::int64_t end, std::int64_t step, Devi
   const std::uint64_t n = arange_count(start, end, step);
   std::vector<std::int64_t> v;
   try {
+    // Probed with malloc first: it returns null where a failing operator new would be
+    // fatal under AddressSanitizer instead of throwing.
+    void* probe = n > std::numeric_limits<std::size_t>::max() / sizeof(std::int64_t) ? nullptr : std::malloc(n * sizeof(std::int64_t));
+    if (!probe && n) throw std::bad_alloc();
+    std::free(probe);
     v.reserve(n);
   } catch (const std::exception&) {  // bad_alloc, or length_error beyond max_size
     throw ExecutionError(fmt::format("[{}] out of host memory; expected {} bytes on the host to build a range of {} "
