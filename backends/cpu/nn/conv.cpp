@@ -421,17 +421,19 @@ void fill_opts(std::array<I, 3>& dst, const std::array<I, N>& src) {
 
 }  // namespace
 
-template <std::size_t N>
-ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& weight, const tensor::nn::ConvOptions<N>& o) {
-  const Shape y = tensor::nn::conv_output_shape<N>(op, x, weight, o);
+// The geometry of the forward conv that maps `in` to `out` (for a transposed conv, its
+// output is that conv's input): the two public builders differ only in which shape is which.
+template <std::size_t N, class O>
+ConvGeom conv_geom_of(std::size_t batch, std::size_t c_in, std::size_t c_out, const Shape& in, const Shape& weight,
+                      const Shape& out, const O& o) {
   ConvGeom g;
-  g.batch = x[0];
-  g.c_in = x[1];
-  g.c_out = weight[0];
+  g.batch = batch;
+  g.c_in = c_in;
+  g.c_out = c_out;
   g.groups = static_cast<std::size_t>(o.groups);
-  fill_spatial<N>(g.in, x);
+  fill_spatial<N>(g.in, in);
   fill_spatial<N>(g.kernel, weight);
-  fill_spatial<N>(g.out, y);
+  fill_spatial<N>(g.out, out);
   fill_opts<N>(g.stride, o.stride);
   fill_opts<N>(g.padding, o.padding);
   fill_opts<N>(g.dilation, o.dilation);
@@ -439,21 +441,16 @@ ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& weight, con
 }
 
 template <std::size_t N>
+ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& weight, const tensor::nn::ConvOptions<N>& o) {
+  const Shape y = tensor::nn::conv_output_shape<N>(op, x, weight, o);
+  return conv_geom_of<N>(x[0], x[1], weight[0], x, weight, y, o);
+}
+
+template <std::size_t N>
 ConvGeom conv_transpose_geom(std::string_view op, const Shape& x, const Shape& weight,
                              const tensor::nn::ConvTransposeOptions<N>& o) {
   const Shape y = tensor::nn::conv_transpose_output_shape<N>(op, x, weight, o);
-  ConvGeom g;
-  g.batch = x[0];
-  g.c_in = y[1];
-  g.c_out = x[1];
-  g.groups = static_cast<std::size_t>(o.groups);
-  fill_spatial<N>(g.in, y);
-  fill_spatial<N>(g.kernel, weight);
-  fill_spatial<N>(g.out, x);
-  fill_opts<N>(g.stride, o.stride);
-  fill_opts<N>(g.padding, o.padding);
-  fill_opts<N>(g.dilation, o.dilation);
-  return g;
+  return conv_geom_of<N>(x[0], y[1], x[1], y, weight, x, o);
 }
 
 template ConvGeom conv_geom<1>(std::string_view, const Shape&, const Shape&, const tensor::nn::ConvOptions<1>&);
