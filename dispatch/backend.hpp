@@ -66,7 +66,8 @@ class Backend {
 // install_builtin_backends() (defined in backends/, so dispatch includes none of them).
 class Registry {
  public:
-  static constexpr std::size_t kMaxTypes = 8;
+  // Types 0..7 are backends; 8..15 their autodiff wrappers (type + kAutodiffTypeOffset).
+  static constexpr std::size_t kMaxTypes = 16;
 
   static Registry& instance();
   // Fills defaults, records missing required entries, takes ownership.
@@ -96,6 +97,14 @@ class Registry {
   std::mutex register_mutex_;  // one registration at a time
   std::vector<std::pair<std::string, std::string>> absent_;
 };
+
+// Autodiff devices (dispatch/autodiff.hpp): the wrapper of device type t has type
+// t + kAutodiffTypeOffset and the same index; it shares the inner device's settings.
+inline constexpr std::uint16_t kAutodiffTypeOffset = 8;
+constexpr bool is_autodiff_device(DeviceId d) { return d.type_id >= kAutodiffTypeOffset; }
+constexpr DeviceId autodiff_inner(DeviceId d) {
+  return is_autodiff_device(d) ? DeviceId{static_cast<std::uint16_t>(d.type_id - kAutodiffTypeOffset), d.index_id} : d;
+}
 
 // Defined in backends/backends.cpp: registers every compiled-in backend.
 void install_builtin_backends(Registry& registry);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "dispatch/autodiff.hpp"
 #include "dispatch/element.hpp"
 #include "dispatch/hooks.hpp"
 #include "dispatch/settings.hpp"
@@ -247,6 +248,11 @@ DispatchTensor to_device(DispatchTensor a, DeviceId device) {
   if (a.device != device) {
     check_device("to_device", device);  // the destination must exist
     check_storage(op, device, a.dtype());
+    if (ad::is_tracked(a) && a.device.type_id != device.type_id)
+      throw DeviceError(DeviceError::Kind::Mismatch,
+                        fmt::format("[to_device] a tensor that requires grad cannot leave its backend; expected a device "
+                                    "like {}; got {} (detach() or inner() it first)",
+                                    device_string(a.device), device_string(device)));
   }
   return invoke(
       op, a.device,
@@ -398,6 +404,26 @@ DispatchTensor predicate(OpCode op, DispatchTensor a) {
   return invoke(
       op, d, TENSOR_BODY { return DispatchTensor(entry<Family::Predicate>(op, d)(a.take(), bt), Kind::Bool); },
       meta_of(a.shape(), bt, Kind::Bool), no_attrs, a);
+}
+
+// Tracking flags (native on autodiff devices; identity and false elsewhere).
+DispatchTensor set_require_grad(DispatchTensor a, bool on) {
+  const OpCode op = OpCode::set_require_grad;
+  check_kind(op, a);
+  const DeviceId d = a.device;
+  return invoke(
+      op, d, TENSOR_BODY { return DispatchTensor(entry<Family::SetFlag>(op, d)(a.take(), on), Kind::Float); }, like(a),
+      [&] { return with_ints(on ? 1 : 0); }, a);
+}
+
+bool is_require_grad(const DispatchTensor& a) {
+  const OpCode op = OpCode::is_require_grad;
+  check_kind(op, a);
+  a.prim->add_ref();
+  const Prim p = Prim::adopt(a.prim);
+  return invoke(
+      op, a.device, TENSOR_BODY { return entry<Family::Query>(op, a.device)(p); },
+      [&] { return OutMeta{a.shape(), a.dtype(), a.kind, false}; }, no_attrs, a);
 }
 
 DispatchTensor matmul(DispatchTensor a, DispatchTensor b) {
@@ -959,6 +985,7 @@ DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridS
 // ---- devices -------------------------------------------------------------------------
 
 std::string device_string(DeviceId device) {
+  if (is_autodiff_device(device)) return fmt::format("autodiff<{}>", device_string(autodiff_inner(device)));
   const Backend* b = Registry::instance().find(device.type_id);
   const std::string name = b ? b->short_name() : fmt::format("type{}", device.type_id);
   if (device.type_id == kCpuDeviceType && device.index_id == 0) return name;
@@ -984,6 +1011,7 @@ std::size_t device_count(std::uint16_t type_id) {
 std::vector<DeviceId> available_devices() {
   std::vector<DeviceId> out;
   for (const Backend* b : Registry::instance().backends()) {
+    if (b->type_id() >= kAutodiffTypeOffset) continue;  // Device::autodiff() of a listed device
     const std::size_t n = b->get<DeviceOp::device_count>()();
     for (std::size_t i = 0; i < n; ++i) out.push_back({b->type_id(), static_cast<std::uint16_t>(i)});
   }

@@ -69,6 +69,8 @@ DispatchTensor clamp(OpCode op, DispatchTensor a, Scalar lo, Scalar hi);
 DispatchTensor compare(OpCode op, DispatchTensor a, DispatchTensor b);
 DispatchTensor compare_scalar(OpCode op, DispatchTensor a, Scalar s);
 DispatchTensor predicate(OpCode op, DispatchTensor a);
+DispatchTensor set_require_grad(DispatchTensor a, bool on);
+bool is_require_grad(const DispatchTensor& a);
 DispatchTensor matmul(DispatchTensor a, DispatchTensor b);
 DispatchTensor cross(DispatchTensor a, DispatchTensor b, std::int64_t dim);
 DispatchTensor powi(DispatchTensor a, DispatchTensor b);

@@ -28,6 +28,7 @@ Table& table() {
 }
 
 std::atomic<const DeviceSettings*>& slot(DeviceId d) {
+  d = autodiff_inner(d);  // an autodiff device shares its inner device's settings
   if (d.type_id >= Registry::kMaxTypes || d.index_id >= kMaxIndex)
     throw DeviceError(DeviceError::Kind::Unavailable,
                       "[settings] device id out of range; got type " + std::to_string(d.type_id) + " index " +
@@ -58,7 +59,7 @@ const DeviceSettings& device_settings(DeviceId device) {
   if (const DeviceSettings* s = sl.load(std::memory_order_acquire)) return *s;
   Registry::instance().get(device.type_id);  // an unknown device type is an error, not a silent default
   bool won = false;
-  return *publish(sl, backend_default_settings(device), &won);
+  return *publish(sl, backend_default_settings(autodiff_inner(device)), &won);
 }
 
 SettingsResult set_default_dtypes(DeviceId device, FloatDType f, IntDType i, BoolDType b) {

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "dispatch/autodiff.hpp"
 #include "dispatch/dispatch.hpp"
 #include "tools/tensorctl.hpp"
 
@@ -55,7 +56,7 @@ std::vector<OpRow> op_rows(DeviceId device) {
     const OpInfo& info = kOps[i];
     const auto op = static_cast<OpCode>(i);
     OpRow r{std::string(info.name), std::string(family_name(info.family)), kinds_letters(info.kinds),
-            info.policy == Policy::Req ? "required" : "defaulted", std::string(info.meaning), {}};
+            info.policy == Policy::Req ? "required" : "defaulted", std::string(info.meaning), {}, {}};
     const std::uint8_t bits[3] = {kKindF, kKindI, kKindB};
     for (int k = 0; k < 3; ++k) {
       if (!(info.kinds & bits[k])) r.status[k] = OpStatus::NotApplicable;
@@ -63,6 +64,8 @@ std::vector<OpRow> op_rows(DeviceId device) {
       else if (!fam_ok[k]) r.status[k] = OpStatus::Unsupported;
       else r.status[k] = b.is_native(op) ? OpStatus::Native : OpStatus::Default;
     }
+    const ad::Coverage c = ad::coverage(op);
+    r.autodiff = c == ad::Coverage::NotDifferentiable ? "-" : std::string(ad::coverage_name(c));
     rows.push_back(std::move(r));
   }
   return rows;
@@ -72,6 +75,7 @@ namespace {
 
 struct Totals {
   int native = 0, deflt = 0, missing = 0, unsupported = 0;
+  int ad_native = 0, ad_decomposed = 0, ad_missing = 0;
 };
 
 Totals totals(const std::vector<OpRow>& rows) {
@@ -83,13 +87,20 @@ Totals totals(const std::vector<OpRow>& rows) {
       else if (s == OpStatus::Missing) ++t.missing;
       else if (s == OpStatus::Unsupported) ++t.unsupported;
     }
+  for (const auto& r : rows) {
+    if (r.autodiff == "native") ++t.ad_native;
+    else if (r.autodiff == "decomposed") ++t.ad_decomposed;
+    else if (r.autodiff == "missing") ++t.ad_missing;
+  }
   return t;
 }
 
 std::string totals_line(const Totals& t) {
   std::ostringstream os;
   os << t.native << " native, " << t.deflt << " default, " << t.missing << " missing, " << t.unsupported
-     << " unsupported (op x dtype family)";
+     << " unsupported (op x dtype family); autodiff: " << t.ad_native << " native backward, " << t.ad_decomposed
+     << " decomposed, " << t.ad_missing << " without a backward (of " << t.ad_native + t.ad_decomposed + t.ad_missing
+     << " differentiable ops)";
   return os.str();
 }
 
@@ -100,11 +111,12 @@ std::string ops_markdown(DeviceId device) {
   std::ostringstream os;
   os << "## " << Registry::instance().get(device.type_id).short_name() << "\n\n";
   os << totals_line(totals(rows)) << ".\n\n";
-  os << "| op | family | kinds | policy | float | int | bool | meaning |\n";
-  os << "|---|---|---|---|---|---|---|---|\n";
+  os << "| op | family | kinds | policy | float | int | bool | autodiff | meaning |\n";
+  os << "|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : rows)
     os << "| `" << r.name << "` | " << r.family << " | " << r.kinds << " | " << r.policy << " | " << status_name(r.status[0])
-       << " | " << status_name(r.status[1]) << " | " << status_name(r.status[2]) << " | " << r.meaning << " |\n";
+       << " | " << status_name(r.status[1]) << " | " << status_name(r.status[2]) << " | " << r.autodiff << " | " << r.meaning
+       << " |\n";
   return os.str();
 }
 
@@ -117,7 +129,10 @@ std::string ops_markdown_document(const std::vector<DeviceId>& devices) {
         "Per op and dtype family: `native` (the backend's own kernel), `default` (composed by Dispatch\n"
         "from other entries, `dispatch/defaults.cpp`), `missing` (a required entry the backend lacks:\n"
         "calling it raises NotImplemented), `unsupported` (the device has no dtype of that family), `-`\n"
-        "(the op does not take that kind).\n\n";
+        "(the op does not take that kind). `autodiff`: how the device's `Device::autodiff()` wrapper\n"
+        "differentiates the op (`dispatch/autodiff.cpp`): `native` (an explicit backward step),\n"
+        "`decomposed` (the op's default composition, differentiated through its parts), `missing` (a\n"
+        "tracked input raises), `-` (nothing to differentiate).\n\n";
   for (DeviceId d : devices) os << ops_markdown(d) << "\n";
   return os.str();
 }
@@ -126,9 +141,10 @@ std::string ops_text(DeviceId device) {
   const auto rows = op_rows(device);
   std::ostringstream os;
   os << device_string(device) << " (" << backend_name(device) << "): " << totals_line(totals(rows)) << "\n";
-  TextTable t({"op", "family", "policy", "float", "int", "bool"});
+  TextTable t({"op", "family", "policy", "float", "int", "bool", "autodiff"});
   for (const auto& r : rows)
-    t.add({r.name, r.family, r.policy, status_name(r.status[0]), status_name(r.status[1]), status_name(r.status[2])});
+    t.add({r.name, r.family, r.policy, status_name(r.status[0]), status_name(r.status[1]), status_name(r.status[2]),
+           r.autodiff});
   t.print(os);
   return os.str();
 }

@@ -17,6 +17,7 @@ const char* status_name(OpStatus s);
 struct OpRow {
   std::string name, family, kinds, policy, meaning;
   OpStatus status[3];  // float, int, bool
+  std::string autodiff;  // on the device's autodiff wrapper: native, decomposed, missing or "-"
 };
 
 // One row per op of the table for `device`.

@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <optional>
 #include <string>
+#include <utility>
 
+#include "dispatch/autodiff.hpp"
+#include "dispatch/backend.hpp"
 #include "dispatch/dispatch.hpp"
 #include "tensor/detail.hpp"
+#include "tensor/gradients.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::detail {
@@ -220,4 +225,90 @@ void DataFuture::reset() noexcept {
   impl_ = nullptr;
 }
 
+}  // namespace tensor
+
+// ---- autodiff ----------------------------------------------------------------------
+
+namespace tensor {
+namespace {
+dispatch::ad::GradStore* store_of(const Gradients& g) { return static_cast<dispatch::ad::GradStore*>(g.raw()); }
+}  // namespace
+
+Gradients& Gradients::operator=(Gradients&& o) noexcept {
+  if (this != &o) {
+    delete store_of(*this);
+    impl_ = std::exchange(o.impl_, nullptr);
+  }
+  return *this;
+}
+Gradients::~Gradients() { delete store_of(*this); }
+std::size_t Gradients::size() const { return impl_ ? store_of(*this)->grads.size() : 0; }
+
+namespace detail {
+namespace {
+// The graph node a gradient of `x` is stored under; throws for an empty handle.
+std::optional<std::uint64_t> grad_key(const Handle& x, const char* op) {
+  if (x.empty()) throw Error(std::string("[") + op + "] use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
+  Handle h = retain(x);
+  return dispatch::ad::node_id(take(h));
+}
+}  // namespace
+
+Gradients backward(const Handle& loss) {
+  Handle h = retain(loss);
+  const DispatchTensor t = take(h);
+  if (!t.prim) throw Error("[backward] use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
+  return Gradients::adopt(dispatch::ad::backward(t).release());
+}
+
+Handle grad(const Gradients& grads, const Handle& x) {
+  const auto key = grad_key(x, "grad");
+  const dispatch::ad::GradStore* s = store_of(grads);
+  if (!key || !s) return Handle{};
+  auto it = s->grads.find(*key);
+  return it == s->grads.end() ? Handle{} : give(it->second);
+}
+
+Handle grad_remove(Gradients& grads, const Handle& x) {
+  const auto key = grad_key(x, "grad_remove");
+  dispatch::ad::GradStore* s = store_of(grads);
+  if (!key || !s) return Handle{};
+  auto it = s->grads.find(*key);
+  if (it == s->grads.end()) return Handle{};
+  DispatchTensor g = std::move(it->second);
+  s->grads.erase(it);
+  return give(std::move(g));
+}
+
+void grad_replace(Gradients& grads, const Handle& x, Handle&& g) {
+  DispatchTensor v = take(g);
+  const auto key = grad_key(x, "grad_replace");
+  if (!key)
+    throw Error("[grad_replace] expected a tensor that requires grad (a graph leaf); got an untracked tensor");
+  if (!v.prim) throw Error("[grad_replace] expected a gradient tensor; got an empty (moved-from) handle");
+  const Shape want = shape(x);
+  if (!(v.shape() == want))
+    throw ShapeError("[grad_replace] gradient shape differs from the tensor's; expected " + want.to_string() + "; got " +
+                     v.shape().to_string());
+  if (v.device != dispatch::autodiff_inner(device(x).id()))
+    throw DeviceError(DeviceError::Kind::Mismatch, "[grad_replace] expected a gradient on the inner device " +
+                                                       dispatch::device_string(dispatch::autodiff_inner(device(x).id())) +
+                                                       "; got one on " + dispatch::device_string(v.device));
+  if (!grads.raw()) grads = Gradients::adopt(new dispatch::ad::GradStore());
+  store_of(grads)->grads.insert_or_assign(*key, std::move(v));
+}
+
+Handle set_require_grad(Handle&& a, bool on) { return give(dispatch::set_require_grad(take(a), on)); }
+bool is_require_grad(const Handle& a) {
+  Handle h = retain(a);
+  return dispatch::is_require_grad(take(h));
+}
+Handle inner(Handle&& a) {
+  DispatchTensor t = take(a);
+  if (t.prim && !dispatch::is_autodiff_device(t.device)) return give(std::move(t));  // already a plain device's
+  return give(dispatch::ad::inner(std::move(t)));
+}
+Handle from_inner(Handle&& a) { return give(dispatch::ad::from_inner(take(a))); }
+
+}  // namespace detail
 }  // namespace tensor

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "dispatch/autodiff.hpp"
+#include "dispatch/backend.hpp"
 #include "dispatch/dispatch.hpp"
 #include "dispatch/settings.hpp"
 #include "dispatch/validate.hpp"
@@ -27,6 +29,10 @@ std::vector<Device> Device::available() {
 }
 
 std::string Device::to_string() const { return dispatch::device_string(id_); }
+
+Device Device::autodiff() const { return Device(dispatch::ad::autodiff_device(id_)); }
+bool Device::is_autodiff() const { return dispatch::is_autodiff_device(id_); }
+Device Device::inner() const { return Device(dispatch::autodiff_inner(id_)); }
 namespace {
 void check_dtype(const char* op, DType t) {
   if (!is_valid(t))

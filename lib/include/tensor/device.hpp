@@ -67,6 +67,14 @@ class TENSOR_API Device {
   MemoryStats memory_stats() const;
   void memory_cleanup() const;
 
+  // Autodiff (burn's Device::autodiff()): the device wrapping this one, whose Float
+  // tensors can require grad and record a graph; DeviceError for an autodiff device.
+  Device autodiff() const;
+  // True for a Device::autodiff() device (burn's ad_enabled).
+  bool is_autodiff() const;
+  // The wrapped device of an autodiff device; the device itself otherwise.
+  Device inner() const;
+
   constexpr bool operator==(const Device& o) const { return id_ == o.id_; }
 
  private:

@@ -18,6 +18,7 @@
 #include "tensor/device.hpp"
 #include "tensor/dtype.hpp"
 #include "tensor/error.hpp"
+#include "tensor/gradients.hpp"
 #include "tensor/options.hpp"
 #include "tensor/scalar.hpp"
 #include "tensor/shape.hpp"
@@ -214,6 +215,29 @@ class TENSOR_API Tensor {
   TENSOR_FLOAT_METHOD(Tensor, hypot, (const Tensor& o), detail::binary(OpCode::hypot, std::move(self), detail::retain(o.h_)))
   TENSOR_FLOAT_METHOD(Tensor, cross, (const Tensor& o, std::int64_t dim), detail::cross(std::move(self), detail::retain(o.h_), dim))
   TENSOR_FLOAT_METHOD(Tensor, detach, (), detail::unary(OpCode::detach, std::move(self)))
+
+  // ---- autodiff (on a Device::autodiff() device; elsewhere require_grad is a no-op) ----
+  // A leaf whose gradient backward() keeps.
+  TENSOR_FLOAT_METHOD(Tensor, require_grad, (), detail::set_require_grad(std::move(self), true))
+  TENSOR_FLOAT_METHOD(Tensor, set_require_grad, (bool on), detail::set_require_grad(std::move(self), on))
+  bool is_require_grad() const requires(kIsFloat) { return detail::is_require_grad(h_); }
+  // Backward pass from this one-element tensor (a loss); frees the graph's intermediates.
+  Gradients backward() const requires(kIsFloat) { return detail::backward(h_); }
+  // This tensor's gradient (on the inner device), or nullopt when it took no part.
+  std::optional<Tensor> grad(const Gradients& grads) const requires(kIsFloat) {
+    Handle h = detail::grad(grads, h_);
+    if (h.empty()) return std::nullopt;
+    return Tensor(h);
+  }
+  std::optional<Tensor> grad_remove(Gradients& grads) const requires(kIsFloat) {
+    Handle h = detail::grad_remove(grads, h_);
+    if (h.empty()) return std::nullopt;
+    return Tensor(h);
+  }
+  void grad_replace(Gradients& grads, Tensor g) const requires(kIsFloat) { detail::grad_replace(grads, h_, std::move(g.h_)); }
+  // The same values on the inner device (untracked), and back (untracked, on its autodiff device).
+  TENSOR_METHOD(Tensor, inner, (), detail::inner(std::move(self)))
+  static Tensor from_inner(Tensor t) { return Tensor(detail::from_inner(std::move(t.h_))); }
 
   // Int-only bit operations.
   TENSOR_INT_METHOD(Tensor, bitwise_and, (const Tensor& o), detail::binary(OpCode::bitwise_and, std::move(self), detail::retain(o.h_)))
