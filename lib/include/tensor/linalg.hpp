@@ -36,9 +36,16 @@ Tensor<D> cosine_similarity(const Tensor<D>& a, const Tensor<D>& b, std::int64_t
   return Tensor<D>(detail::composite2(detail::Composite::cosine_similarity, detail::copy(a), detail::copy(b), dim, epsilon));
 }
 
-// a[i] * b[j]: [n] x [m] -> [n, m].
-template <TensorKind K> Tensor<2, K> outer(const Tensor<1, K>& a, const Tensor<1, K>& b) {
-  return Tensor<2, K>(detail::composite2(detail::Composite::outer, detail::copy(a), detail::copy(b)));
+// burn's outer_dim: result[.., i, j, ..] = a[.., i, ..] * b[.., j, ..], dim `dim` of the
+// operands becoming dims (dim, dim + 1) of the result; the other dims broadcast.
+template <std::size_t D, TensorKind K>
+Tensor<D + 1, K> outer_dim(const Tensor<D, K>& a, const Tensor<D, K>& b, std::int64_t dim) requires(!std::is_same_v<K, Bool>) {
+  return Tensor<D + 1, K>(detail::composite2(detail::Composite::outer_dim, detail::copy(a), detail::copy(b), dim));
+}
+// outer_dim along the last dim: [n] x [m] -> [n, m]; [b, n] x [b, m] -> [b, n, m].
+template <std::size_t D, TensorKind K>
+Tensor<D + 1, K> outer(const Tensor<D, K>& a, const Tensor<D, K>& b) requires(!std::is_same_v<K, Bool>) {
+  return Tensor<D + 1, K>(detail::composite2(detail::Composite::outer, detail::copy(a), detail::copy(b)));
 }
 // [.., m, n] x [.., n] -> [.., m] (batch dims broadcast as in matmul).
 template <std::size_t D, TensorKind K> Tensor<D - 1, K> matvec(const Tensor<D, K>& m, const Tensor<D - 1, K>& v) {
