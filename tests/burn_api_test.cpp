@@ -594,4 +594,35 @@ TEST_P(BurnApi, Transaction) {
   EXPECT_EQ(fv(a), (std::vector<float>{1, 2, 3, 4}));  // the registered tensors stay usable
 }
 
+TEST_P(BurnApi, DetLuQr) {
+  using namespace linalg;
+  const auto a = Tensor<2>::from_floats({{0, 2, 1}, {1, 1, 0}, {2, 1, 3}}, dev());  // det: 0(3-0) - 2(3-0) + 1(1-2) = -7
+  EXPECT_TRUE(near(fv(det(a)), {-7}));
+  EXPECT_EQ(det(a).shape(), Shape({1}));
+  const auto batch = Tensor<3>::from_floats({{{1, 2}, {3, 4}}, {{2, 0}, {0, 3}}, {{1, 2}, {2, 4}}}, dev());
+  EXPECT_EQ(det(batch).shape(), Shape({3, 1}));
+  EXPECT_TRUE(near(fv(det(batch)), {-2, 6, 0}, 1e-5f));
+  EXPECT_TRUE(near(fv(det(Tensor<2>::from_floats({{0, 1}, {1, 0}}, dev()))), {-1}));
+  // P A = L U for a: the first pivot is row 2 (|2| largest), then row 0 (|2| > |0.5|).
+  const auto [l, u, perm] = lu(a);
+  EXPECT_EQ(iv(perm), (std::vector<std::int64_t>{2, 0, 1}));
+  EXPECT_TRUE(near(fv(l), {1, 0, 0, 0, 1, 0, 0.5f, 0.25f, 1}));
+  EXPECT_TRUE(near(fv(u), {2, 1, 3, 0, 2, 1, 0, 0, -1.75f}));
+  const auto [packed, perm2] = lu_decomposition(a);
+  EXPECT_TRUE(near(fv(packed), {2, 1, 3, 0, 2, 1, 0.5f, 0.25f, -1.75f}));
+  EXPECT_EQ(iv(perm2), (std::vector<std::int64_t>{2, 0, 1}));
+  EXPECT_THROWS(ShapeError, det(Tensor<2>::ones({2, 3}, dev())), "[det]", "square");
+  EXPECT_THROWS(ShapeError, lu(Tensor<2>::ones({3, 2}, dev())), "[lu]", "square");
+  // QR of [[3, 1], [4, 2], [0, 2]]: q0 = (0.6, 0.8, 0), r00 = 5, r01 = 0.6 + 1.6 = 2.2,
+  // v = (1, 2, 2) - 2.2 q0 = (-0.32, 0.24, 2), r11 = sqrt(0.1024 + 0.0576 + 4) = sqrt(4.16).
+  const auto m = Tensor<2>::from_floats({{3, 1}, {4, 2}, {0, 2}}, dev());
+  const auto [q, r] = qr(m);
+  EXPECT_EQ(q.shape(), Shape({3, 2}));
+  EXPECT_EQ(r.shape(), Shape({2, 2}));
+  const float r11 = std::sqrt(4.16f);
+  EXPECT_TRUE(near(fv(r), {5, 2.2f, 0, r11}, 1e-5f));
+  EXPECT_TRUE(near(fv(q), {0.6f, -0.32f / r11, 0.8f, 0.24f / r11, 0, 2 / r11}, 1e-5f));
+  EXPECT_THROWS(ShapeError, qr(Tensor<2>::ones({2, 3}, dev())), "[qr]", "m >= n");
+}
+
 }  // namespace

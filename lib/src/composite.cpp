@@ -1171,3 +1171,164 @@ std::vector<TensorData> transaction(std::vector<Handle>&& hs_) {
 }
 
 }  // namespace tensor::detail
+
+// ---- det / lu / qr: small (batched) matrices, composed from tensor ops ----------------
+
+namespace tensor::detail {
+namespace {
+
+std::vector<Slice> sl3(Slice a, Slice b, Slice c) { return {a, b, c}; }
+
+struct LuParts {
+  H lu;    // [B, n, n]: L below the diagonal (unit diagonal implied), U on and above it
+  H perm;  // [B, n] Int: row i of P A is row perm[i] of A
+  H sign;  // [B, 1, 1]: the permutation's sign
+};
+
+void check_square(const char* op, const H& a) {
+  const Shape s = a.shape();
+  if (s.rank() < 2 || s[s.rank() - 1] != s[s.rank() - 2])
+    throw ShapeError(std::string("[") + op + "] expected square matrices [.., n, n]; got shape " + s.to_string());
+  if (kind(a.h) != Kind::Float) throw DTypeError(std::string("[") + op + "] expected a Float tensor; got another kind");
+}
+
+// Gaussian elimination with partial pivoting, one column per step, every batch at once.
+LuParts lu_steps(const H& a) {
+  const Shape s = a.shape();
+  const std::size_t r = s.rank(), n = s[r - 1];
+  std::size_t b = 1;
+  for (std::size_t i = 0; i + 2 < r; ++i) b *= s[i];
+  const Device dev = device(a.h);
+  const auto bi = static_cast<std::int64_t>(b), ni = static_cast<std::int64_t>(n);
+  H m = lit_reshape(a, Shape{b, n, n});
+  const H ar = lit_reshape(int_arange(n, dev), Shape{1, n});
+  const H arb = H(reshape(OpCode::expand, ar.r(), std::vector<std::int64_t>{bi, ni}));
+  H perm = arb;
+  H sign = H(create(OpCode::ones, Shape{b, 1, 1}, dev, Kind::Float, dtype(a.h)));
+  const Slice all = Slice::all();
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto ki = static_cast<std::int64_t>(k);
+    const H col = H(slice(m.r(), sl3(all, Slice::from(ki), Slice::range(ki, ki + 1))));     // [B, n - k, 1]
+    const H p = sc(OpCode::add_scalar, H(dim_index(OpCode::argmax, unary(OpCode::abs, col.r()), 1)), Scalar(ki));  // [B, 1, 1]
+    const H pb = lit_reshape(p, Shape{b, 1});
+    const H pbe = H(reshape(OpCode::expand, pb.r(), std::vector<std::int64_t>{bi, ni}));
+    H idx = H(mask_fill(arb.r(), compare(OpCode::equal, arb.r(), pbe.r()), Scalar(ki)));  // row p <- row k
+    idx = H(mask_where(idx.r(), compare_scalar(OpCode::equal_elem, arb.r(), Scalar(ki)), pbe.r()));  // row k <- row p
+    const H idx3 = H(reshape(OpCode::expand, lit_reshape(idx, Shape{b, n, 1}).take(), std::vector<std::int64_t>{bi, ni, ni}));
+    m = H(gather(m.r(), 1, idx3.r()));
+    perm = H(gather(perm.r(), 1, idx.r()));
+    const H swapped = H(compare_scalar(OpCode::not_equal_elem, p.r(), Scalar(ki)));
+    sign = H(mask_where(sign.r(), swapped.r(), unary(OpCode::neg, sign.r())));
+    if (k + 1 == n) break;
+    // The pivot is the largest |value| of its column: a zero pivot has zeros below it, so 0 / 1 = 0.
+    const H piv = H(slice(m.r(), sl3(all, Slice::range(ki, ki + 1), Slice::range(ki, ki + 1))));
+    const H safe = H(mask_fill(piv.r(), compare_scalar(OpCode::equal_elem, piv.r(), Scalar(0.0)), Scalar(1.0)));
+    const H below = H(slice(m.r(), sl3(all, Slice::from(ki + 1), Slice::range(ki, ki + 1))));
+    const H f = bin(OpCode::div, below, safe);                                                  // [B, n - k - 1, 1]
+    const H row = H(slice(m.r(), sl3(all, Slice::range(ki, ki + 1), Slice::from(ki + 1))));    // [B, 1, n - k - 1]
+    const auto rest = sl3(all, Slice::from(ki + 1), Slice::from(ki + 1));
+    const H sub = bin(OpCode::sub, H(slice(m.r(), rest)), bin(OpCode::mul, f, row));
+    m = H(slice_assign(m.r(), rest, sub.r()));
+    m = H(slice_assign(m.r(), sl3(all, Slice::from(ki + 1), Slice::range(ki, ki + 1)), f.r()));
+  }
+  return {m, perm, sign};
+}
+
+Shape batch_with(const Shape& s, std::size_t drop, std::initializer_list<std::size_t> tail) {
+  Shape out;
+  for (std::size_t i = 0; i + drop < s.rank(); ++i) out.push_back(s[i]);
+  for (std::size_t t : tail) out.push_back(t);
+  return out;
+}
+
+}  // namespace
+
+std::pair<Handle, Handle> lu_decomposition(Handle&& a_) {
+  H a = take_h(a_);
+  check_square("lu_decomposition", a);
+  const Shape s = a.shape();
+  const std::size_t n = s[s.rank() - 1];
+  return named("lu_decomposition", [&] {
+    LuParts p = lu_steps(a);
+    H lu = lit_reshape(p.lu, s), perm = lit_reshape(p.perm, batch_with(s, 2, {n}));
+    return std::pair<Handle, Handle>(lu.take(), perm.take());
+  });
+}
+
+HandleList lu(Handle&& a_) {
+  H a = take_h(a_);
+  check_square("lu", a);
+  const Shape s = a.shape();
+  const std::size_t n = s[s.rank() - 1];
+  return named("lu", [&] {
+    LuParts p = lu_steps(a);
+    const H packed = lit_reshape(p.lu, s);
+    Shape es = batch_with(s, 2, {n, n});
+    for (std::size_t i = 0; i + 2 < es.rank(); ++i) es[i] = 1;
+    const H id = lit_reshape(H(eye(n, device(a.h), Kind::Float, dtype(a.h))), es);
+    H l = bin(OpCode::add, H(tri(packed.r(), -1, false)), id), u = H(tri(packed.r(), 0, true));
+    H perm = lit_reshape(p.perm, batch_with(s, 2, {n}));
+    auto* arr = new Handle[3];
+    HandleList out(arr, 3);
+    arr[0] = l.take();
+    arr[1] = u.take();
+    arr[2] = perm.take();
+    return out;
+  });
+}
+
+Handle det(Handle&& a_) {
+  H a = take_h(a_);
+  check_square("det", a);
+  const Shape s = a.shape();
+  const std::size_t n = s[s.rank() - 1];
+  return named("det", [&]() -> Handle {
+    const Shape out = batch_with(s, 2, {1});
+    if (n == 0) return create(OpCode::ones, out, device(a.h), Kind::Float, dtype(a.h));
+    LuParts p = lu_steps(a);
+    const H d = rdim(OpCode::prod_dim, H(composite(Composite::diag, p.lu.r())), 1);  // [B, 1]
+    const H v = bin(OpCode::mul, d, lit_reshape(p.sign, d.shape()));
+    return lit_reshape(v, out).take();
+  });
+}
+
+std::pair<Handle, Handle> qr(Handle&& a_) {
+  H a = take_h(a_);
+  const Shape s = a.shape();
+  if (s.rank() < 2 || s[s.rank() - 2] < s[s.rank() - 1])
+    throw ShapeError("[qr] expected matrices [.., m, n] with m >= n; got shape " + s.to_string());
+  if (kind(a.h) != Kind::Float) throw DTypeError("[qr] expected a Float tensor; got another kind");
+  const std::size_t r = s.rank(), n = s[r - 1];
+  return named("qr", [&] {
+    // Modified Gram-Schmidt, column by column: R's diagonal is >= 0.
+    std::vector<H> q;
+    std::vector<std::vector<H>> rcol(n);  // rcol[j][i]: R[i, j], each [.., 1, 1]
+    const H zero = H(create(OpCode::zeros, batch_with(s, 2, {1, 1}), device(a.h), Kind::Float, dtype(a.h)));
+    for (std::size_t j = 0; j < n; ++j) {
+      H v = slice_dim(a, r - 1, Slice::range(static_cast<std::int64_t>(j), static_cast<std::int64_t>(j + 1)));  // [.., m, 1]
+      for (std::size_t i = 0; i < j; ++i) {
+        const H rij = rdim(OpCode::sum_dim, bin(OpCode::mul, q[i], v), r - 2);  // [.., 1, 1]
+        v = bin(OpCode::sub, v, bin(OpCode::mul, rij, q[i]));
+        rcol[j].push_back(rij);
+      }
+      const H nrm = un(OpCode::sqrt, rdim(OpCode::sum_dim, bin(OpCode::mul, v, v), r - 2));
+      const H safe = H(mask_fill(nrm.r(), compare_scalar(OpCode::equal_elem, nrm.r(), Scalar(0.0)), Scalar(1.0)));
+      rcol[j].push_back(nrm);
+      q.push_back(bin(OpCode::div, v, safe));
+      for (std::size_t i = j + 1; i < n; ++i) rcol[j].push_back(zero);
+    }
+    std::vector<Handle> qs, rs;
+    for (H& x : q) qs.push_back(x.take());
+    const H qm = H(cat(std::move(qs), static_cast<std::int64_t>(r - 1)));
+    for (std::size_t j = 0; j < n; ++j) {
+      std::vector<Handle> c;
+      for (H& x : rcol[j]) c.push_back(x.r());
+      rs.push_back(cat(std::move(c), static_cast<std::int64_t>(r - 2)));  // column j of R: [.., n, 1]
+    }
+    const H rm = H(cat(std::move(rs), static_cast<std::int64_t>(r - 1)));
+    H qq = qm, rr = rm;
+    return std::pair<Handle, Handle>(qq.take(), rr.take());
+  });
+}
+
+}  // namespace tensor::detail

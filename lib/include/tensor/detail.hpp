@@ -221,6 +221,10 @@ TENSOR_API Handle grid_sample_2d_composed(Handle&& a, Handle&& grid, const GridS
 TENSOR_API Handle permute_list(Handle&& a, DimList axes);
 // Reads every handle back with one wait (all reads are queued before the first wait).
 TENSOR_API std::vector<TensorData> transaction(std::vector<Handle>&& hs);
+TENSOR_API std::pair<Handle, Handle> lu_decomposition(Handle&& a);
+TENSOR_API HandleList lu(Handle&& a);
+TENSOR_API Handle det(Handle&& a);
+TENSOR_API std::pair<Handle, Handle> qr(Handle&& a);
 TENSOR_API std::string format(const Handle& h, const PrintOptions& options);
 TENSOR_API std::ostream& print(std::ostream& os, const Handle& h);
 TENSOR_API PrintOptions print_options();
