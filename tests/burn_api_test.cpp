@@ -2,6 +2,8 @@
 // predicates, statistics, activations, norms and losses, on every device
 // (TENSOR_TEST_DEVICE picks one; meson registers cpu, mini and vulkan), against
 // values written here.
+#include <sstream>
+
 #include <tensor/activation.hpp>
 #include <tensor/grid.hpp>
 #include <tensor/linalg.hpp>
@@ -382,6 +384,245 @@ TEST_P(BurnApi, Grids) {
   const auto g = cartesian_grid<2>({2, 3}, dev());
   EXPECT_EQ(g.shape(), Shape({2, 3, 2}));
   EXPECT_EQ(iv(g), (std::vector<std::int64_t>{0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2}));
+}
+
+// ---- issue 17, second part ----
+
+using I1 = Tensor<1, Int>;
+using I2 = Tensor<2, Int>;
+using I3 = Tensor<3, Int>;
+using B1 = Tensor<1, Bool>;
+using B2 = Tensor<2, Bool>;
+
+TEST_P(BurnApi, LiteralConstructors) {
+  const auto a = Tensor<2>::from_floats({{1, 2.5}, {3, -4}}, dev());
+  EXPECT_EQ(a.shape(), Shape({2, 2}));
+  EXPECT_EQ(a.dtype(), Tensor<2>::zeros({1, 1}, dev()).dtype());
+  EXPECT_EQ(fv(a), (std::vector<float>{1, 2.5f, 3, -4}));
+  const auto i = I1::from_ints({1, -2, 3}, dev());
+  EXPECT_EQ(i.dtype(), I1::zeros({1}, dev()).dtype());
+  EXPECT_EQ(iv(i), (std::vector<std::int64_t>{1, -2, 3}));
+  const auto b = B2::from_bools({{true, false}, {false, true}}, dev());
+  EXPECT_EQ(b.dtype(), B2::zeros({1, 1}, dev()).dtype());
+  EXPECT_EQ(bv(b.bool_or(B2::zeros({2, 2}, dev()))), (std::vector<bool>{true, false, false, true}));
+  const auto c = Tensor<3>::from_floats({{{1}, {2}}, {{3}, {4}}}, dev());
+  EXPECT_EQ(c.shape(), Shape({2, 2, 1}));
+  EXPECT_EQ(fv(c), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(fv(Tensor<2>::from_floats({1, 2, 3, 4, 5, 6}, {3, 2}, dev())), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(Tensor<2>::from_floats({1, 2, 3, 4, 5, 6}, {3, 2}, dev()).shape(), Shape({3, 2}));
+  EXPECT_EQ(iv(I2::from_ints({7, 8}, {1, 2}, dev())), (std::vector<std::int64_t>{7, 8}));
+  EXPECT_EQ(bv(B1::from_bools(std::vector<bool>{false, true}, {2}, dev())), (std::vector<bool>{false, true}));
+  EXPECT_EQ(Tensor<2>::from_floats({{}, {}}, dev()).shape(), Shape({2, 0}));
+  EXPECT_THROWS(ShapeError, Tensor<2>::from_floats({{1, 2}, {3}}, dev()), "[from_floats]", "ragged");
+  EXPECT_THROWS(ShapeError, (I3::from_ints({{{1, 2}}, {{3}}}, dev())), "[from_ints]", "ragged");
+  EXPECT_THROWS(ShapeError, I2::from_ints({1, 2, 3}, {2, 2}, dev()), "[from_ints]", "expected 4");
+  EXPECT_THROWS(ShapeError, Tensor<2>::from_floats({1, 2}, {2}, dev()), "[from_floats]", "rank");
+}
+
+TEST_P(BurnApi, ReadBackAs) {
+  const auto a = Tensor<1>::from_floats({1.5, -2.75, 3}, dev());
+  const TensorData d = a.into_data_as(DType::F64);
+  EXPECT_EQ(d.dtype(), DType::F64);
+  EXPECT_EQ(d.to_vec<double>(), (std::vector<double>{1.5, -2.75, 3}));
+  EXPECT_EQ(a.to_data_as<std::int32_t>().to_vec<std::int32_t>(), (std::vector<std::int32_t>{1, -2, 3}));
+  EXPECT_EQ(a.to_vec<std::int64_t>(), (std::vector<std::int64_t>{1, -2, 3}));
+  EXPECT_EQ(I1::from_ints({0, 5}, dev()).to_vec<bool>(), (std::vector<bool>{false, true}));
+  EXPECT_EQ(B1::from_bools({true, false}, dev()).to_data_as(DType::F32).to_vec<float>(), (std::vector<float>{1, 0}));
+}
+
+TEST_P(BurnApi, Printing) {
+  const PrintOptions saved = print_options();
+  set_print_options(PrintOptions{});
+  const auto a = Tensor<2>::from_floats({{1, 2.5}, {-3, 0}}, dev());
+  const std::string s = a.to_string();
+  const std::string want = "Tensor {\n  data:\n[[1.0, 2.5],\n [-3.0, 0.0]],\n  shape:  [2, 2],\n  device:  " + dev().to_string() +
+                           ",\n  backend:  \"" + dev().backend_name() + "\",\n  kind:  \"Float\",\n  dtype:  \"" +
+                           std::string(dtype_name(a.dtype())) + "\",\n}";
+  EXPECT_EQ(s, want);
+  std::ostringstream os;
+  os << a;
+  EXPECT_EQ(os.str(), want);
+  EXPECT_NE(I1::from_ints({1, -2, 3}, dev()).to_string().find("data:\n[1, -2, 3],\n"), std::string::npos);
+  EXPECT_NE(I1::from_ints({1}, dev()).to_string().find("kind:  \"Int\""), std::string::npos);
+  EXPECT_NE(B1::from_bools({true, false}, dev()).to_string().find("[true, false]"), std::string::npos);
+  EXPECT_NE(Tensor<1>::from_floats({0.1, NAN, -INFINITY}, dev()).to_string().find("[0.1, NaN, -inf]"), std::string::npos);
+  PrintOptions p2;
+  p2.precision = 2;
+  EXPECT_NE(Tensor<1>::from_floats({1, 2.5}, dev()).to_string(p2).find("[1.00, 2.50]"), std::string::npos);
+  PrintOptions cut;
+  cut.threshold = 5;
+  cut.edge_items = 2;
+  EXPECT_NE(I1::arange(0, 10, dev()).to_string(cut).find("[0, 1, ..., 8, 9]"), std::string::npos);
+  cut.edge_items = 1;
+  const auto m = I1::arange(0, 16, dev()).reshape<2>({4, 4});
+  EXPECT_NE(m.to_string(cut).find("[[0, ..., 3],\n ...,\n [12, ..., 15]]"), std::string::npos) << m.to_string(cut);
+  EXPECT_NE(I1::arange(0, 4, dev()).to_string(cut).find("[0, 1, 2, 3]"), std::string::npos);  // under the threshold
+  set_print_options(cut);
+  EXPECT_NE(I1::arange(0, 10, dev()).to_string().find("[0, ..., 9]"), std::string::npos);
+  set_print_options(saved);
+}
+
+TEST_P(BurnApi, SelectDimAndRuntimeLists) {
+  const auto a = Tensor<2>::from_floats({{1, 2, 3}, {4, 5, 6}}, dev());
+  EXPECT_EQ(a.select_dim(1, -1).shape(), Shape({2, 1}));
+  EXPECT_EQ(fv(a.select_dim(1, -1)), (std::vector<float>{3, 6}));
+  EXPECT_EQ(fv(a.select_dim(0, 1)), (std::vector<float>{4, 5, 6}));
+  EXPECT_EQ(iv(I2::from_ints({{1, 2}, {3, 4}}, dev()).select_dim(-1, 0)), (std::vector<std::int64_t>{1, 3}));
+  EXPECT_THROWS(IndexError, a.select_dim(1, 3), "[select_dim]", "index out of range");
+  EXPECT_THROWS(IndexError, a.select_dim(2, 0), "[select_dim]", "dim");
+  EXPECT_EQ(fv(a.select(1, std::vector<std::int64_t>{2, 0})), (std::vector<float>{3, 1, 6, 4}));
+  EXPECT_EQ(bv(B1::from_bools({true, false}, dev()).select(0, std::vector<std::int64_t>{1, 1, 0})),
+            (std::vector<bool>{false, false, true}));
+  const std::vector<std::int64_t> perm{1, 0};
+  EXPECT_EQ(a.permute(perm).shape(), Shape({3, 2}));
+  EXPECT_EQ(fv(a.permute(perm)), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_THROWS(ShapeError, a.permute(std::vector<std::int64_t>{0}), "[permute]", "2 axes");
+}
+
+TEST_P(BurnApi, OuterAndPrelu) {
+  using namespace linalg;
+  const auto ab = outer(Tensor<2>::from_floats({{1, 2}, {3, 4}}, dev()), Tensor<2>::from_floats({{1, 0, 2}, {0, 1, 1}}, dev()));
+  EXPECT_EQ(ab.shape(), Shape({2, 2, 3}));
+  EXPECT_EQ(fv(ab), (std::vector<float>{1, 0, 2, 2, 0, 4, 0, 3, 3, 0, 4, 4}));
+  const auto od = outer_dim(I2::from_ints({{1}, {2}}, dev()), I2::from_ints({{1}, {2}, {3}}, dev()), 0);
+  EXPECT_EQ(od.shape(), Shape({2, 3, 1}));
+  EXPECT_EQ(iv(od), (std::vector<std::int64_t>{1, 2, 3, 2, 4, 6}));
+  EXPECT_THROWS(ShapeError, outer_dim(Tensor<2>::ones({2, 2}, dev()), Tensor<2>::ones({3, 3}, dev()), 0), "[outer_dim]");
+  EXPECT_THROWS(IndexError, outer_dim(Tensor<2>::ones({2, 2}, dev()), Tensor<2>::ones({2, 2}, dev()), 2), "[outer_dim]", "dim");
+  using namespace activation;
+  const auto x = Tensor<3>::from_floats({{{-1, 2}, {-3, 4}}}, dev());  // [1, 2 channels, 2]
+  EXPECT_TRUE(near(fv(prelu(x, Tensor<1>::from_floats({0.5, 0.1}, dev()))), {-0.5f, 2, -0.3f, 4}));
+  EXPECT_TRUE(near(fv(prelu(x, Tensor<1>::from_floats({0.2}, dev()))), {-0.2f, 2, -0.6f, 4}));
+  EXPECT_THROWS(ShapeError, prelu(x, Tensor<1>::from_floats({1, 2, 3}, dev())), "[prelu]", "[C]");
+}
+
+TEST_P(BurnApi, Categorical) {
+  dev().seed(42);
+  const auto det = Tensor<2>::from_floats({{0, 1, 0}, {0, 0, 5}}, dev()).categorical(6);
+  EXPECT_EQ(det.shape(), Shape({2, 6}));
+  EXPECT_EQ(iv(det), (std::vector<std::int64_t>{1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2}));
+  const std::vector<std::int64_t> half = Tensor<1>::from_floats({1, 0, 3}, dev()).categorical(2000).to_vec<std::int64_t>();
+  std::size_t zeros = 0, twos = 0;
+  for (std::int64_t v : half) {
+    EXPECT_TRUE(v == 0 || v == 2) << v;  // a zero-weight class is never drawn
+    zeros += v == 0;
+    twos += v == 2;
+  }
+  EXPECT_GT(zeros, 400u);  // expected 500 (weight 1 of 4)
+  EXPECT_LT(zeros, 600u);
+  EXPECT_EQ(zeros + twos, 2000u);
+  dev().seed(7);
+  const auto p = Tensor<2>::from_floats({{0.2, 0.3, 0.5}}, dev());
+  const auto s1 = iv(p.categorical(20));
+  dev().seed(7);
+  EXPECT_EQ(iv(p.categorical(20)), s1);
+  EXPECT_EQ(p.categorical(0).shape(), Shape({1, 0}));
+  EXPECT_THROWS(IndexError, Tensor<1>::from_floats({1, -1}, dev()).categorical(3), "[categorical]", "negative");
+  EXPECT_THROWS(IndexError, Tensor<2>::from_floats({{1, 1}, {0, 0}}, dev()).categorical(3), "[categorical]", "sum");
+  EXPECT_THROWS(ShapeError, Tensor<2>::zeros({2, 0}, dev()).categorical(3), "[categorical]", "class");
+}
+
+TEST_P(BurnApi, GatherScatterNd) {
+  const auto a = Tensor<2>::from_floats({{1, 2, 3}, {4, 5, 6}}, dev());
+  const auto pts = I2::from_ints({{1, 0}, {0, 2}}, dev());
+  EXPECT_EQ(fv(a.gather_nd<1>(pts)), (std::vector<float>{4, 3}));
+  const auto rows = a.gather_nd<2>(I2::from_ints({{1}, {0}, {1}}, dev()));
+  EXPECT_EQ(rows.shape(), Shape({3, 3}));
+  EXPECT_EQ(fv(rows), (std::vector<float>{4, 5, 6, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(iv(I2::from_ints({{1, 2}, {3, 4}}, dev()).gather_nd<1>(I1::from_ints({1, 0}, dev()))),
+            std::vector<std::int64_t>{3});
+  EXPECT_THROWS(IndexError, a.gather_nd<1>(I2::from_ints({{2, 0}}, dev())), "[gather_nd]", "out of range");
+  EXPECT_THROWS(ShapeError, a.gather_nd<1>(I2::from_ints({{0, 0, 0}}, dev())), "[gather_nd]", "depth");
+  EXPECT_THROWS(ShapeError, a.gather_nd<2>(pts), "[gather_nd]", "rank");
+  const auto z = Tensor<2>::zeros({2, 3}, dev());
+  const auto pv = Tensor<1>::from_floats({7, 8}, dev());
+  const auto idx = I2::from_ints({{0, 1}, {1, 2}}, dev());
+  EXPECT_EQ(fv(z.scatter_nd(idx, pv)), (std::vector<float>{0, 7, 0, 0, 0, 8}));
+  EXPECT_EQ(fv(Tensor<2>::ones({2, 3}, dev()).scatter_nd(idx, pv, IndexingUpdateOp::Add)), (std::vector<float>{1, 8, 1, 1, 1, 9}));
+  EXPECT_EQ(iv(I2::zeros({2, 2}, dev()).scatter_nd(I2::from_ints({{1}}, dev()), I2::from_ints({{5, 6}}, dev()))),
+            (std::vector<std::int64_t>{0, 0, 5, 6}));
+  const auto dup = Tensor<2>::full({2, 3}, 1.0f, dev()).scatter_nd(I2::from_ints({{0, 1}, {1, 0}, {0, 1}}, dev()),
+                                                                   Tensor<1>::from_floats({7, 8, 9}, dev()));
+  EXPECT_EQ(fv(dup), (std::vector<float>{1, 9, 1, 8, 1, 1}));  // Assign: the last write wins
+  EXPECT_THROWS(ShapeError, z.scatter_nd(idx, Tensor<1>::ones({3}, dev())), "[scatter_nd]", "values");
+  EXPECT_EQ(fv(z), (std::vector<float>{0, 0, 0, 0, 0, 0}));  // the input is untouched
+}
+
+TEST_P(BurnApi, AffineGridAndGridSample) {
+  using namespace grid;
+  const auto id = Tensor<3>::from_floats({{{1, 0, 0}, {0, 1, 0}}}, dev());
+  const auto ga = affine_grid_2d(id, {1, 1, 2, 2}, true);
+  EXPECT_EQ(ga.shape(), Shape({1, 2, 2, 2}));
+  EXPECT_TRUE(near(fv(ga), {-1, -1, 1, -1, -1, 1, 1, 1}));
+  const auto gf = affine_grid_2d(id, {1, 1, 2, 2});
+  EXPECT_TRUE(near(fv(gf), {-0.5f, -0.5f, 0.5f, -0.5f, -0.5f, 0.5f, 0.5f, 0.5f}));
+  // Scale x by 2 and shift y by 0.5: (x, y) -> (2x, y + 0.5).
+  const auto sh = affine_grid_2d(Tensor<3>::from_floats({{{2, 0, 0}, {0, 1, 0.5}}}, dev()), {1, 3, 1, 2}, true);
+  EXPECT_TRUE(near(fv(sh), {-2, 0.5f, 2, 0.5f}));
+  EXPECT_THROWS(ShapeError, affine_grid_2d(Tensor<3>::ones({1, 3, 3}, dev()), {1, 1, 2, 2}), "[affine_grid_2d]");
+  const auto img = Tensor<4>::from_floats({{{{1, 2}, {3, 4}}}}, dev());
+  EXPECT_TRUE(near(fv(img.grid_sample_2d(gf)), {1, 2, 3, 4}));  // the identity grid
+  GridSampleOptions ac;
+  ac.align_corners = true;
+  EXPECT_TRUE(near(fv(grid_sample_2d(img, ga, ac)), {1, 2, 3, 4}));
+  const auto pts = Tensor<4>::from_floats({{{{0, 0}, {-1, -1}, {0.5, 0}}}}, dev());  // [1, 1, 3, 2]
+  EXPECT_TRUE(near(fv(img.grid_sample_2d(pts, ac)), {2.5f, 1, 2.75f}));
+  EXPECT_TRUE(near(fv(img.grid_sample_2d(pts)), {2.5f, 0.25f, 2.5f + 0.5f}));  // zeros padding outside
+  GridSampleOptions border;
+  border.padding = GridSampleOptions::Padding::Border;
+  EXPECT_TRUE(near(fv(img.grid_sample_2d(pts, border)), {2.5f, 1, 3}));
+  GridSampleOptions nearest = ac;
+  nearest.mode = GridSampleOptions::Mode::Nearest;
+  EXPECT_TRUE(near(fv(img.grid_sample_2d(Tensor<4>::from_floats({{{{0.6, -1}, {-0.6, 0.9}}}}, dev()), nearest)), {2, 3}));
+  EXPECT_THROWS(ShapeError, img.grid_sample_2d(Tensor<4>::zeros({1, 2, 2, 3}, dev())), "[grid_sample_2d]");
+}
+
+TEST_P(BurnApi, Transaction) {
+  const auto a = Tensor<2>::from_floats({{1, 2}, {3, 4}}, dev());
+  const auto b = I1::from_ints({5, -6}, dev());
+  const auto c = B1::from_bools({true, false}, dev());
+  Transaction tx;
+  tx.register_(a).register_(b * 2).register_(c);
+  EXPECT_EQ(tx.size(), 3u);
+  const std::vector<TensorData> out = tx.execute();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].shape(), Shape({2, 2}));
+  EXPECT_EQ(out[0].convert(DType::F32).to_vec<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(out[1].convert(DType::I64).to_vec<std::int64_t>(), (std::vector<std::int64_t>{10, -12}));
+  EXPECT_EQ(out[2].to_vec<bool>(), (std::vector<bool>{true, false}));
+  EXPECT_TRUE(tx.execute().empty());
+  EXPECT_EQ(fv(a), (std::vector<float>{1, 2, 3, 4}));  // the registered tensors stay usable
+}
+
+TEST_P(BurnApi, DetLuQr) {
+  using namespace linalg;
+  const auto a = Tensor<2>::from_floats({{0, 2, 1}, {1, 1, 0}, {2, 1, 3}}, dev());  // det: 0(3-0) - 2(3-0) + 1(1-2) = -7
+  EXPECT_TRUE(near(fv(det(a)), {-7}));
+  EXPECT_EQ(det(a).shape(), Shape({1}));
+  const auto batch = Tensor<3>::from_floats({{{1, 2}, {3, 4}}, {{2, 0}, {0, 3}}, {{1, 2}, {2, 4}}}, dev());
+  EXPECT_EQ(det(batch).shape(), Shape({3, 1}));
+  EXPECT_TRUE(near(fv(det(batch)), {-2, 6, 0}, 1e-5f));
+  EXPECT_TRUE(near(fv(det(Tensor<2>::from_floats({{0, 1}, {1, 0}}, dev()))), {-1}));
+  // P A = L U for a: the first pivot is row 2 (|2| largest), then row 0 (|2| > |0.5|).
+  const auto [l, u, perm] = lu(a);
+  EXPECT_EQ(iv(perm), (std::vector<std::int64_t>{2, 0, 1}));
+  EXPECT_TRUE(near(fv(l), {1, 0, 0, 0, 1, 0, 0.5f, 0.25f, 1}));
+  EXPECT_TRUE(near(fv(u), {2, 1, 3, 0, 2, 1, 0, 0, -1.75f}));
+  const auto [packed, perm2] = lu_decomposition(a);
+  EXPECT_TRUE(near(fv(packed), {2, 1, 3, 0, 2, 1, 0.5f, 0.25f, -1.75f}));
+  EXPECT_EQ(iv(perm2), (std::vector<std::int64_t>{2, 0, 1}));
+  EXPECT_THROWS(ShapeError, det(Tensor<2>::ones({2, 3}, dev())), "[det]", "square");
+  EXPECT_THROWS(ShapeError, lu(Tensor<2>::ones({3, 2}, dev())), "[lu]", "square");
+  // QR of [[3, 1], [4, 2], [0, 2]]: q0 = (0.6, 0.8, 0), r00 = 5, r01 = 0.6 + 1.6 = 2.2,
+  // v = (1, 2, 2) - 2.2 q0 = (-0.32, 0.24, 2), r11 = sqrt(0.1024 + 0.0576 + 4) = sqrt(4.16).
+  const auto m = Tensor<2>::from_floats({{3, 1}, {4, 2}, {0, 2}}, dev());
+  const auto [q, r] = qr(m);
+  EXPECT_EQ(q.shape(), Shape({3, 2}));
+  EXPECT_EQ(r.shape(), Shape({2, 2}));
+  const float r11 = std::sqrt(4.16f);
+  EXPECT_TRUE(near(fv(r), {5, 2.2f, 0, r11}, 1e-5f));
+  EXPECT_TRUE(near(fv(q), {0.6f, -0.32f / r11, 0.8f, 0.24f / r11, 0, 2 / r11}, 1e-5f));
+  EXPECT_THROWS(ShapeError, qr(Tensor<2>::ones({2, 3}, dev())), "[qr]", "m >= n");
 }
 
 }  // namespace

@@ -144,6 +144,8 @@ const char* name_of(Composite c) {
     case Composite::trace: return "trace";
     case Composite::outer: return "outer";
     case Composite::matvec: return "matvec";
+    case Composite::outer_dim: return "outer_dim";
+    case Composite::prelu: return "prelu";
   }
   return "composite";
 }
@@ -686,10 +688,28 @@ Handle composite2(Composite c, Handle&& a_, Handle&& b_, std::int64_t dim, doubl
         const H s = rdim(OpCode::sum_dim, bin(OpCode::mul, ls, b), last);
         return unary(OpCode::neg, reduce(OpCode::mean, s.r()));
       }
-      case Composite::outer: {  // a[i] * b[j]
-        if (sa.rank() != 1 || sb.rank() != 1)
-          throw ShapeError("[outer] expected two rank-1 tensors; got " + sa.to_string() + " and " + sb.to_string());
-        return binary(OpCode::mul, lit_reshape(a, Shape{sa[0], 1}).take(), lit_reshape(b, Shape{1, sb[0]}).take());
+      case Composite::outer:
+      case Composite::outer_dim: {  // a[.., i, ..] * b[.., j, ..] at dims (d, d + 1), the other dims broadcast
+        if (sa.rank() != sb.rank())
+          throw ShapeError(std::string("[") + op + "] operands of one rank; expected rank " + std::to_string(sa.rank()) + "; got " +
+                           sa.to_string() + " and " + sb.to_string());
+        if (sa.rank() + 1 > kMaxRank)
+          throw ShapeError(std::string("[") + op + "] expected a rank below " + std::to_string(kMaxRank) + "; got " + sa.to_string());
+        if (kind(a.h) == Kind::Bool) throw DTypeError(std::string("[") + op + "] expected Float or Int tensors; got Bool");
+        const std::size_t d = rdim_of(op, c == Composite::outer ? -1 : dim, sa.rank());
+        Shape ua = sa, ub = sb;
+        ua.insert(d + 1, 1);
+        ub.insert(d, 1);
+        return binary(OpCode::mul, lit_reshape(a, ua).take(), lit_reshape(b, ub).take());
+      }
+      case Composite::prelu: {  // alpha [1] or [C] along dim 1 of x
+        const std::size_t n = sb.rank() == 1 ? sb[0] : 0;
+        if (sb.rank() != 1 || !(n == 1 || (sa.rank() >= 2 && n == sa[1])))
+          throw ShapeError("[prelu] expected weights of shape [1] or [C] with C the size of dim 1; got weights " + sb.to_string() +
+                           " for input " + sa.to_string());
+        Shape ws;
+        for (std::size_t i = 0; i < sa.rank(); ++i) ws.push_back(i == 1 ? n : 1);
+        return binary(OpCode::prelu, a.r(), lit_reshape(b, ws).take());
       }
       case Composite::matvec: {  // [.., m, n] x [.., n] -> [.., m]
         if (sa.rank() < 2 || sb.rank() + 1 != sa.rank())
@@ -830,6 +850,484 @@ std::pair<Handle, Handle> median(Handle&& a_, std::int64_t dim, const char* op) 
     const auto m = static_cast<std::int64_t>((s[d] - 1) / 2);
     H mv = slice_dim(vs, d, Slice::index(m)), mi = slice_dim(is, d, Slice::index(m));
     return std::pair<Handle, Handle>(mv.take(), mi.take());
+  });
+}
+
+}  // namespace tensor::detail
+
+// ---- issue 17, second part -------------------------------------------------------------
+
+namespace tensor::detail {
+namespace {
+
+H take_h(Handle& h) noexcept { return H(std::exchange(h, Handle{})); }
+
+// The shape with dim `d` replaced by `n`.
+Shape with_dim(Shape s, std::size_t d, std::size_t n) {
+  s[d] = n;
+  return s;
+}
+
+// The linear row index of each k-tuple of `idx` ([.., k]) into the first k dims of `s`,
+// as a rank-1 Int tensor of prod(idx dims but the last) entries. Every component is
+// checked against its dim on the host first (an out-of-range component would
+// otherwise alias another row).
+H nd_rows(const char* op, const Shape& s, const H& idx, std::vector<std::int64_t>* host_rows = nullptr) {
+  const Shape is = idx.shape();
+  if (is.rank() < 1 || is[is.rank() - 1] < 1 || is[is.rank() - 1] > s.rank())
+    throw ShapeError(std::string("[") + op + "] the last dim of the indices is the index depth; expected 1.." +
+                     std::to_string(s.rank()) + "; got indices of shape " + is.to_string() + " for a tensor of shape " +
+                     s.to_string());
+  if (kind(idx.h) != Kind::Int)
+    throw DTypeError(std::string("[") + op + "] indices must be an Int tensor; expected Int; got another kind");
+  const std::size_t k = is[is.rank() - 1], m = is.num_elements() / k;
+  const std::vector<std::int64_t> host = into_data(idx.r()).get().convert(DType::I64).to_vec<std::int64_t>();
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    const std::size_t j = i % k;
+    if (host[i] < 0 || host[i] >= static_cast<std::int64_t>(s[j]))
+      throw IndexError(std::string("[") + op + "] index out of range; expected 0.." + std::to_string(static_cast<std::int64_t>(s[j]) - 1) +
+                       " for dim " + std::to_string(j) + " of " + s.to_string() + "; got " + std::to_string(host[i]));
+  }
+  std::vector<std::int64_t> strides(k, 1);
+  for (std::size_t j = k - 1; j > 0; --j) strides[j - 1] = strides[j] * static_cast<std::int64_t>(s[j]);
+  const Device dev = device(idx.h);
+  const H st = lit_reshape(H(from_values(TensorData::from<std::int64_t>(strides), dev, Kind::Int, op)), along(is.rank(), is.rank() - 1, k));
+  const H cast_idx = H(cast(OpCode::cast, idx.r(), dtype(st.h)));
+  const H lin = rdim(OpCode::sum_dim, bin(OpCode::mul, cast_idx, st), is.rank() - 1);
+  if (host_rows) {
+    host_rows->assign(m, 0);
+    for (std::size_t i = 0; i < host.size(); ++i) (*host_rows)[i / k] += host[i] * strides[i % k];
+  }
+  return lit_reshape(lin, Shape{m});
+}
+
+}  // namespace
+
+Handle from_values(TensorData data, Device dev, Kind k, const char* op) {
+  return named(op, [&] {
+    if (k == Kind::Float) data = data.convert(to_dtype(dev.settings().float_dtype));
+    else if (k == Kind::Int) data = data.convert(to_dtype(dev.settings().int_dtype));
+    return from_data(std::move(data), dev, k);
+  });
+}
+
+Handle select_dim(Handle&& a_, std::int64_t dim, std::int64_t index) {
+  H a = take_h(a_);
+  const Shape s = a.shape();
+  const std::size_t d = rdim_of("select_dim", dim, s.rank());
+  const auto n = static_cast<std::int64_t>(s[d]);
+  const std::int64_t i = index < 0 ? index + n : index;
+  if (i < 0 || i >= n)
+    throw IndexError("[select_dim] index out of range; expected " + std::to_string(-n) + ".." + std::to_string(n - 1) + " for dim " +
+                     std::to_string(d) + " of " + s.to_string() + "; got " + std::to_string(index));
+  return named("select_dim", [&] { return slice_dim(a, d, Slice::range(i, i + 1)).take(); });
+}
+
+Handle select_list(Handle&& a_, std::int64_t dim, DimList indices) {
+  H a = take_h(a_);
+  const std::vector<std::int64_t> v(indices.p, indices.p + indices.n);
+  return named("select", [&] {
+    const H idx = H(from_values(TensorData::from<std::int64_t>(v), device(a.h), Kind::Int, "select"));
+    return select(a.r(), dim, idx.r());
+  });
+}
+
+Handle permute_list(Handle&& a_, DimList axes_) {
+  H a = take_h(a_);
+  const Shape s = a.shape();
+  if (axes_.n != s.rank())
+    throw ShapeError("[permute] one axis per dim; expected " + std::to_string(s.rank()) + " axes; got " + std::to_string(axes_.n));
+  return named("permute", [&] { return axes(OpCode::permute, a.r(), Dims(axes_.p, axes_.n)); });
+}
+
+Handle categorical(Handle&& a_, std::size_t num_samples) {
+  H a = take_h(a_);
+  const Shape s = a.shape();
+  const std::size_t r = s.rank(), last = r - 1, c = s[last];
+  if (kind(a.h) != Kind::Float)
+    throw DTypeError("[categorical] expected a Float tensor of class weights; got another kind");
+  if (c == 0) throw ShapeError("[categorical] expected at least one class in the last dim; got shape " + s.to_string());
+  if (r + 1 > kMaxRank)
+    throw ShapeError("[categorical] expected a rank below " + std::to_string(kMaxRank) + "; got shape " + s.to_string());
+  return named("categorical", [&]() -> Handle {
+    const Device dev = device(a.h);
+    const Shape out = with_dim(s, last, num_samples);
+    if (out.num_elements() == 0) return create(OpCode::zeros, out, dev, Kind::Int, std::nullopt);
+    // Weights: finite, non-negative, a positive sum per row (checked on the host).
+    const H cum = rdim(OpCode::cumsum, a, last);
+    const H total = slice_dim(cum, last, Slice::index(static_cast<std::int64_t>(c) - 1));  // [.., 1]
+    const double lo = into_scalar(reduce(OpCode::min, a.r())).to_double();
+    const double lo_total = into_scalar(reduce(OpCode::min, total.r())).to_double();
+    const bool finite = into_scalar(any_all(OpCode::all, composite(Composite::is_finite, a.r()))).to_bool();
+    if (!finite || !(lo >= 0) || !(lo_total > 0))
+      throw IndexError("[categorical] expected finite, non-negative class weights with a positive sum in every row; got " +
+                       std::string(!finite ? "a non-finite weight" : !(lo >= 0) ? "a negative weight" : "a row summing to 0"));
+    // u in [0, 1) per sample; the class is the number of running sums <= u * total
+    // (the last running sum is left out, so the index stays below c).
+    Shape us = out;
+    us.push_back(1);  // [.., S, 1]
+    const H u = H(random(us, Distribution{}, dev, Kind::Float, dtype(a.h)));
+    Shape ts = s;
+    ts.insert(last, 1);  // [.., 1, 1]
+    ts[r] = 1;
+    const H t = bin(OpCode::mul, u, lit_reshape(total, ts));  // [.., S, 1]
+    Shape cs = s;
+    cs.insert(last, 1);  // [.., 1, C]
+    H head = lit_reshape(cum, cs);
+    if (c == 1) return create(OpCode::zeros, out, dev, Kind::Int, std::nullopt);
+    head = slice_dim(head, r, Slice::range(0, static_cast<std::int64_t>(c) - 1));  // [.., 1, C - 1]
+    const H le = H(compare(OpCode::lower_equal, head.r(), t.r()));                // [.., S, C - 1]
+    const H cnt = rdim(OpCode::sum_dim, H(cast(OpCode::into_int, le.r(), to_dtype(dev.settings().int_dtype))), r);
+    return lit_reshape(cnt, out).take();
+  });
+}
+
+Handle gather_nd(Handle&& a_, Handle&& i_, std::size_t out_rank) {
+  H a = take_h(a_), idx = take_h(i_);
+  const Shape s = a.shape(), is = idx.shape();
+  return named("gather_nd", [&] {
+    const H rows = nd_rows("gather_nd", s, idx);
+    const std::size_t k = is[is.rank() - 1];
+    Shape flat{1}, out;
+    for (std::size_t j = 0; j < k; ++j) flat[0] *= s[j];
+    for (std::size_t j = k; j < s.rank(); ++j) flat.push_back(s[j]);
+    for (std::size_t j = 0; j + 1 < is.rank(); ++j) out.push_back(is[j]);
+    for (std::size_t j = k; j < s.rank(); ++j) out.push_back(s[j]);
+    if (out.rank() == 0) out.push_back(1);
+    check_out_rank("gather_nd", out.rank(), out_rank, s);
+    const H sel = H(select(lit_reshape(a, flat).take(), 0, rows.r()));
+    return lit_reshape(sel, out).take();
+  });
+}
+
+Handle scatter_nd(Handle&& a_, Handle&& i_, Handle&& v_, IndexingUpdateOp update) {
+  H a = take_h(a_), idx = take_h(i_), v = take_h(v_);
+  const Shape s = a.shape(), is = idx.shape(), vs = v.shape();
+  return named("scatter_nd", [&] {
+    std::vector<std::int64_t> host_rows;
+    H rows = nd_rows("scatter_nd", s, idx, &host_rows);
+    const std::size_t k = is[is.rank() - 1];
+    Shape flat{1}, want;
+    for (std::size_t j = 0; j < k; ++j) flat[0] *= s[j];
+    for (std::size_t j = k; j < s.rank(); ++j) flat.push_back(s[j]);
+    for (std::size_t j = 0; j + 1 < is.rank(); ++j) want.push_back(is[j]);
+    for (std::size_t j = k; j < s.rank(); ++j) want.push_back(s[j]);
+    if (want.rank() == 0) want.push_back(1);
+    if (!(vs == want))
+      throw ShapeError("[scatter_nd] values must have the indices' leading dims and the remaining dims; expected " + want.to_string() +
+                       "; got " + vs.to_string());
+    Shape vflat = flat;
+    vflat[0] = host_rows.size();
+    H base = lit_reshape(a, flat), vals = lit_reshape(v, vflat);
+    IndexingUpdateOp how = update;
+    if (update == IndexingUpdateOp::Assign) {
+      // On every device: the addressed rows zeroed, then the last value written to each
+      // row added (duplicates: the last write wins).
+      const Device dev = device(a.h);
+      std::vector<std::int64_t> last(flat[0], -1), keep, kept_rows;
+      for (std::size_t i = 0; i < host_rows.size(); ++i) last[static_cast<std::size_t>(host_rows[i])] = static_cast<std::int64_t>(i);
+      std::vector<bool> hit(flat[0], false);
+      for (std::size_t i = 0; i < host_rows.size(); ++i)
+        if (last[static_cast<std::size_t>(host_rows[i])] == static_cast<std::int64_t>(i)) {
+          keep.push_back(static_cast<std::int64_t>(i));
+          kept_rows.push_back(host_rows[i]);
+          hit[static_cast<std::size_t>(host_rows[i])] = true;
+        }
+      Shape ms = along(flat.rank(), 0, flat[0]);
+      const H mask = lit_reshape(H(from_values(TensorData::from<bool>(hit), dev, Kind::Bool, "scatter_nd")), ms);
+      base = H(mask_fill(base.r(), mask.r(), kind(a.h) == Kind::Bool ? Scalar(false) : Scalar(0)));
+      if (keep.size() != host_rows.size()) {
+        vals = H(select(vals.r(), 0, H(from_values(TensorData::from<std::int64_t>(keep), dev, Kind::Int, "scatter_nd")).take()));
+        rows = H(from_values(TensorData::from<std::int64_t>(kept_rows), dev, Kind::Int, "scatter_nd"));
+      }
+      how = IndexingUpdateOp::Add;
+    }
+    const H out = H(select_assign(kind(a.h) == Kind::Bool ? OpCode::select_or : OpCode::select_assign, base.r(), 0, rows.r(), vals.r(), how));
+    return lit_reshape(out, s).take();
+  });
+}
+
+namespace {
+// n sample positions in [-1, 1] (align_corners: the end points are the corner pixels'
+// centres; otherwise their outer edges), as a Float tensor of shape [n].
+H norm_coords(std::size_t n, bool align, Device dev, DType dt) {
+  const H i = H(cast(OpCode::into_float, int_arange(n, dev).take(), dt));
+  if (align) {
+    if (n == 1) return sc(OpCode::mul_scalar, i, Scalar(0.0));
+    return sc(OpCode::sub_scalar, sc(OpCode::mul_scalar, i, Scalar(2.0 / static_cast<double>(n - 1))), Scalar(1.0));
+  }
+  return sc(OpCode::sub_scalar, sc(OpCode::div_scalar, sc(OpCode::add_scalar, sc(OpCode::mul_scalar, i, Scalar(2.0)), Scalar(1.0)),
+                                   Scalar(static_cast<double>(n))),
+            Scalar(1.0));
+}
+}  // namespace
+
+Handle affine_grid_2d(Handle&& t_, const Shape& size, bool align_corners) {
+  H theta = take_h(t_);
+  const Shape ts = theta.shape();
+  if (ts.rank() != 3 || ts[1] != 2 || ts[2] != 3)
+    throw ShapeError("[affine_grid_2d] expected affine matrices of shape [N, 2, 3]; got " + ts.to_string());
+  if (size.rank() != 4 || size[0] != ts[0])
+    throw ShapeError("[affine_grid_2d] expected an output size [N, C, H, W] with N = " + std::to_string(ts[0]) + "; got " + size.to_string());
+  if (kind(theta.h) != Kind::Float) throw DTypeError("[affine_grid_2d] expected Float matrices; got another kind");
+  return named("affine_grid_2d", [&] {
+    const std::size_t n = size[0], h = size[2], w = size[3];
+    const Device dev = device(theta.h);
+    const DType dt = dtype(theta.h);
+    const Shape hw1{h, w, 1};
+    const H xs = H(reshape(OpCode::expand, lit_reshape(norm_coords(w, align_corners, dev, dt), Shape{1, w, 1}).take(),
+                           std::vector<std::int64_t>{static_cast<std::int64_t>(h), static_cast<std::int64_t>(w), 1}));
+    const H ys = H(reshape(OpCode::expand, lit_reshape(norm_coords(h, align_corners, dev, dt), Shape{h, 1, 1}).take(),
+                           std::vector<std::int64_t>{static_cast<std::int64_t>(h), static_cast<std::int64_t>(w), 1}));
+    const H ones = H(create(OpCode::ones, hw1, dev, Kind::Float, dt));
+    std::vector<Handle> parts;
+    parts.push_back(xs.r());
+    parts.push_back(ys.r());
+    parts.push_back(ones.r());
+    const H base = lit_reshape(H(cat(std::move(parts), 2)), Shape{1, h * w, 3});  // (x, y, 1) per output point
+    const H tt = H(swap_dims(theta.r(), 1, 2));                                    // [N, 3, 2]
+    const H g = H(matmul(base.r(), tt.r()));                                       // [N, H W, 2]
+    return lit_reshape(g, Shape{n, h, w, 2}).take();
+  });
+}
+
+Handle grid_sample_2d_composed(Handle&& a_, Handle&& g_, const GridSampleOptions& o) {
+  H a = take_h(a_), g = take_h(g_);
+  const Shape s = a.shape(), gs = g.shape();
+  if (s.rank() != 4 || gs.rank() != 4 || gs[3] != 2 || gs[0] != s[0])
+    throw ShapeError("[grid_sample_2d] expected input [N, C, H, W] and grid [N, Hout, Wout, 2]; got " + s.to_string() + " and " +
+                     gs.to_string());
+  if (kind(g.h) != Kind::Float) throw DTypeError("[grid_sample_2d] expected a Float grid; got another kind");
+  if (o.padding == GridSampleOptions::Padding::Reflection)
+    throw NotImplemented("[grid_sample_2d] reflection padding is not implemented; expected Zeros or Border padding; got Reflection");
+  return named("grid_sample_2d", [&] {
+    const std::size_t n = s[0], c = s[1], h = s[2], w = s[3], ho = gs[1], wo = gs[2];
+    const Device dev = device(a.h);
+    const H grid = H(cast(OpCode::cast, g.r(), dtype(a.h)));
+    // Pixel coordinates [N, Ho, Wo] of the grid's x (along W) and y (along H).
+    auto coord = [&](std::int64_t which, std::size_t size) {
+      std::vector<Slice> sl(4);
+      sl[3] = Slice::index(which);
+      const H v = lit_reshape(H(slice(grid.r(), sl)), Shape{n, ho, wo});
+      const double sz = static_cast<double>(size);
+      H p = o.align_corners ? sc(OpCode::mul_scalar, sc(OpCode::add_scalar, v, Scalar(1.0)), Scalar((sz - 1) / 2))
+                            : sc(OpCode::div_scalar, sc(OpCode::sub_scalar, sc(OpCode::mul_scalar, sc(OpCode::add_scalar, v, Scalar(1.0)), Scalar(sz)), Scalar(1.0)),
+                                 Scalar(2.0));
+      if (o.padding == GridSampleOptions::Padding::Border) p = H(clamp(OpCode::clamp, p.r(), Scalar(0.0), Scalar(sz - 1)));
+      return p;
+    };
+    const H ix = coord(0, w), iy = coord(1, h);
+    const H flat = lit_reshape(a, Shape{n, c, h * w});
+    const DType it = to_dtype(dev.settings().int_dtype);
+    // One tap: the pixel at integer coordinates (xc, yc) (Float tensors) times weight wt,
+    // zero where the pixel is outside the image.
+    auto tap = [&](const H& xc, const H& yc, const H& wt) {
+      const H outside = bin(OpCode::bool_or,
+                            bin(OpCode::bool_or, H(compare_scalar(OpCode::lower_elem, xc.r(), Scalar(0.0))),
+                                H(compare_scalar(OpCode::greater_elem, xc.r(), Scalar(static_cast<double>(w) - 1)))),
+                            bin(OpCode::bool_or, H(compare_scalar(OpCode::lower_elem, yc.r(), Scalar(0.0))),
+                                H(compare_scalar(OpCode::greater_elem, yc.r(), Scalar(static_cast<double>(h) - 1)))));
+      const H xcl = H(clamp(OpCode::clamp, xc.r(), Scalar(0.0), Scalar(static_cast<double>(w) - 1)));
+      const H ycl = H(clamp(OpCode::clamp, yc.r(), Scalar(0.0), Scalar(static_cast<double>(h) - 1)));
+      const H lin = bin(OpCode::add, sc(OpCode::mul_scalar, ycl, Scalar(static_cast<double>(w))), xcl);
+      const H li = lit_reshape(H(cast(OpCode::into_int, lin.r(), it)), Shape{n, 1, ho * wo});
+      const H lie = H(reshape(OpCode::expand, li.r(), std::vector<std::int64_t>{static_cast<std::int64_t>(n), static_cast<std::int64_t>(c),
+                                                                                  static_cast<std::int64_t>(ho * wo)}));
+      const H vals = lit_reshape(H(gather(flat.r(), 2, lie.r())), Shape{n, c, ho, wo});
+      const H wz = lit_reshape(H(mask_fill(wt.r(), outside.r(), Scalar(0.0))), Shape{n, 1, ho, wo});
+      return bin(OpCode::mul, vals, wz);
+    };
+    if (o.mode == GridSampleOptions::Mode::Nearest) {
+      const H one = H(create(OpCode::ones, Shape{n, ho, wo}, dev, Kind::Float, dtype(a.h)));
+      return tap(un(OpCode::round, ix), un(OpCode::round, iy), one).take();
+    }
+    const H x0 = un(OpCode::floor, ix), y0 = un(OpCode::floor, iy);
+    const H x1 = sc(OpCode::add_scalar, x0, Scalar(1.0)), y1 = sc(OpCode::add_scalar, y0, Scalar(1.0));
+    const H fx = bin(OpCode::sub, ix, x0), fy = bin(OpCode::sub, iy, y0);  // weights of x1 / y1
+    const H gx = H(scalar(OpCode::add_scalar, unary(OpCode::neg, fx.r()), Scalar(1.0)));
+    const H gy = H(scalar(OpCode::add_scalar, unary(OpCode::neg, fy.r()), Scalar(1.0)));
+    H acc = tap(x0, y0, bin(OpCode::mul, gx, gy));
+    acc = bin(OpCode::add, acc, tap(x1, y0, bin(OpCode::mul, fx, gy)));
+    acc = bin(OpCode::add, acc, tap(x0, y1, bin(OpCode::mul, gx, fy)));
+    acc = bin(OpCode::add, acc, tap(x1, y1, bin(OpCode::mul, fx, fy)));
+    return acc.take();
+  });
+}
+
+std::vector<TensorData> transaction(std::vector<Handle>&& hs_) {
+  std::vector<H> hs;
+  hs.reserve(hs_.size());
+  for (Handle& h : hs_) hs.emplace_back(std::exchange(h, Handle{}));
+  hs_.clear();
+  return named("transaction", [&] {
+    std::vector<DataFuture> pending;
+    pending.reserve(hs.size());
+    for (H& h : hs) pending.push_back(into_data(h.take()));  // queue every read, then wait
+    std::vector<TensorData> out;
+    out.reserve(pending.size());
+    for (DataFuture& f : pending) out.push_back(f.get());
+    return out;
+  });
+}
+
+}  // namespace tensor::detail
+
+// ---- det / lu / qr: small (batched) matrices, composed from tensor ops ----------------
+
+namespace tensor::detail {
+namespace {
+
+std::vector<Slice> sl3(Slice a, Slice b, Slice c) { return {a, b, c}; }
+
+struct LuParts {
+  H lu;    // [B, n, n]: L below the diagonal (unit diagonal implied), U on and above it
+  H perm;  // [B, n] Int: row i of P A is row perm[i] of A
+  H sign;  // [B, 1, 1]: the permutation's sign
+};
+
+void check_square(const char* op, const H& a) {
+  const Shape s = a.shape();
+  if (s.rank() < 2 || s[s.rank() - 1] != s[s.rank() - 2])
+    throw ShapeError(std::string("[") + op + "] expected square matrices [.., n, n]; got shape " + s.to_string());
+  if (kind(a.h) != Kind::Float) throw DTypeError(std::string("[") + op + "] expected a Float tensor; got another kind");
+}
+
+// Gaussian elimination with partial pivoting, one column per step, every batch at once.
+LuParts lu_steps(const H& a) {
+  const Shape s = a.shape();
+  const std::size_t r = s.rank(), n = s[r - 1];
+  std::size_t b = 1;
+  for (std::size_t i = 0; i + 2 < r; ++i) b *= s[i];
+  const Device dev = device(a.h);
+  const auto bi = static_cast<std::int64_t>(b), ni = static_cast<std::int64_t>(n);
+  H m = lit_reshape(a, Shape{b, n, n});
+  const H ar = lit_reshape(int_arange(n, dev), Shape{1, n});
+  const H arb = H(reshape(OpCode::expand, ar.r(), std::vector<std::int64_t>{bi, ni}));
+  H perm = arb;
+  H sign = H(create(OpCode::ones, Shape{b, 1, 1}, dev, Kind::Float, dtype(a.h)));
+  const Slice all = Slice::all();
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto ki = static_cast<std::int64_t>(k);
+    const H col = H(slice(m.r(), sl3(all, Slice::from(ki), Slice::range(ki, ki + 1))));     // [B, n - k, 1]
+    const H p = sc(OpCode::add_scalar, H(dim_index(OpCode::argmax, unary(OpCode::abs, col.r()), 1)), Scalar(ki));  // [B, 1, 1]
+    const H pb = lit_reshape(p, Shape{b, 1});
+    const H pbe = H(reshape(OpCode::expand, pb.r(), std::vector<std::int64_t>{bi, ni}));
+    H idx = H(mask_fill(arb.r(), compare(OpCode::equal, arb.r(), pbe.r()), Scalar(ki)));  // row p <- row k
+    idx = H(mask_where(idx.r(), compare_scalar(OpCode::equal_elem, arb.r(), Scalar(ki)), pbe.r()));  // row k <- row p
+    const H idx3 = H(reshape(OpCode::expand, lit_reshape(idx, Shape{b, n, 1}).take(), std::vector<std::int64_t>{bi, ni, ni}));
+    m = H(gather(m.r(), 1, idx3.r()));
+    perm = H(gather(perm.r(), 1, idx.r()));
+    const H swapped = H(compare_scalar(OpCode::not_equal_elem, p.r(), Scalar(ki)));
+    sign = H(mask_where(sign.r(), swapped.r(), unary(OpCode::neg, sign.r())));
+    if (k + 1 == n) break;
+    // The pivot is the largest |value| of its column: a zero pivot has zeros below it, so 0 / 1 = 0.
+    const H piv = H(slice(m.r(), sl3(all, Slice::range(ki, ki + 1), Slice::range(ki, ki + 1))));
+    const H safe = H(mask_fill(piv.r(), compare_scalar(OpCode::equal_elem, piv.r(), Scalar(0.0)), Scalar(1.0)));
+    const H below = H(slice(m.r(), sl3(all, Slice::from(ki + 1), Slice::range(ki, ki + 1))));
+    const H f = bin(OpCode::div, below, safe);                                                  // [B, n - k - 1, 1]
+    const H row = H(slice(m.r(), sl3(all, Slice::range(ki, ki + 1), Slice::from(ki + 1))));    // [B, 1, n - k - 1]
+    const auto rest = sl3(all, Slice::from(ki + 1), Slice::from(ki + 1));
+    const H sub = bin(OpCode::sub, H(slice(m.r(), rest)), bin(OpCode::mul, f, row));
+    m = H(slice_assign(m.r(), rest, sub.r()));
+    m = H(slice_assign(m.r(), sl3(all, Slice::from(ki + 1), Slice::range(ki, ki + 1)), f.r()));
+  }
+  return {m, perm, sign};
+}
+
+Shape batch_with(const Shape& s, std::size_t drop, std::initializer_list<std::size_t> tail) {
+  Shape out;
+  for (std::size_t i = 0; i + drop < s.rank(); ++i) out.push_back(s[i]);
+  for (std::size_t t : tail) out.push_back(t);
+  return out;
+}
+
+}  // namespace
+
+std::pair<Handle, Handle> lu_decomposition(Handle&& a_) {
+  H a = take_h(a_);
+  check_square("lu_decomposition", a);
+  const Shape s = a.shape();
+  const std::size_t n = s[s.rank() - 1];
+  return named("lu_decomposition", [&] {
+    LuParts p = lu_steps(a);
+    H lu = lit_reshape(p.lu, s), perm = lit_reshape(p.perm, batch_with(s, 2, {n}));
+    return std::pair<Handle, Handle>(lu.take(), perm.take());
+  });
+}
+
+HandleList lu(Handle&& a_) {
+  H a = take_h(a_);
+  check_square("lu", a);
+  const Shape s = a.shape();
+  const std::size_t n = s[s.rank() - 1];
+  return named("lu", [&] {
+    LuParts p = lu_steps(a);
+    const H packed = lit_reshape(p.lu, s);
+    Shape es = batch_with(s, 2, {n, n});
+    for (std::size_t i = 0; i + 2 < es.rank(); ++i) es[i] = 1;
+    const H id = lit_reshape(H(eye(n, device(a.h), Kind::Float, dtype(a.h))), es);
+    H l = bin(OpCode::add, H(tri(packed.r(), -1, false)), id), u = H(tri(packed.r(), 0, true));
+    H perm = lit_reshape(p.perm, batch_with(s, 2, {n}));
+    auto* arr = new Handle[3];
+    HandleList out(arr, 3);
+    arr[0] = l.take();
+    arr[1] = u.take();
+    arr[2] = perm.take();
+    return out;
+  });
+}
+
+Handle det(Handle&& a_) {
+  H a = take_h(a_);
+  check_square("det", a);
+  const Shape s = a.shape();
+  const std::size_t n = s[s.rank() - 1];
+  return named("det", [&]() -> Handle {
+    const Shape out = batch_with(s, 2, {1});
+    if (n == 0) return create(OpCode::ones, out, device(a.h), Kind::Float, dtype(a.h));
+    LuParts p = lu_steps(a);
+    const H d = rdim(OpCode::prod_dim, H(composite(Composite::diag, p.lu.r())), 1);  // [B, 1]
+    const H v = bin(OpCode::mul, d, lit_reshape(p.sign, d.shape()));
+    return lit_reshape(v, out).take();
+  });
+}
+
+std::pair<Handle, Handle> qr(Handle&& a_) {
+  H a = take_h(a_);
+  const Shape s = a.shape();
+  if (s.rank() < 2 || s[s.rank() - 2] < s[s.rank() - 1])
+    throw ShapeError("[qr] expected matrices [.., m, n] with m >= n; got shape " + s.to_string());
+  if (kind(a.h) != Kind::Float) throw DTypeError("[qr] expected a Float tensor; got another kind");
+  const std::size_t r = s.rank(), n = s[r - 1];
+  return named("qr", [&] {
+    // Modified Gram-Schmidt, column by column: R's diagonal is >= 0.
+    std::vector<H> q;
+    std::vector<std::vector<H>> rcol(n);  // rcol[j][i]: R[i, j], each [.., 1, 1]
+    const H zero = H(create(OpCode::zeros, batch_with(s, 2, {1, 1}), device(a.h), Kind::Float, dtype(a.h)));
+    for (std::size_t j = 0; j < n; ++j) {
+      H v = slice_dim(a, r - 1, Slice::range(static_cast<std::int64_t>(j), static_cast<std::int64_t>(j + 1)));  // [.., m, 1]
+      for (std::size_t i = 0; i < j; ++i) {
+        const H rij = rdim(OpCode::sum_dim, bin(OpCode::mul, q[i], v), r - 2);  // [.., 1, 1]
+        v = bin(OpCode::sub, v, bin(OpCode::mul, rij, q[i]));
+        rcol[j].push_back(rij);
+      }
+      const H nrm = un(OpCode::sqrt, rdim(OpCode::sum_dim, bin(OpCode::mul, v, v), r - 2));
+      const H safe = H(mask_fill(nrm.r(), compare_scalar(OpCode::equal_elem, nrm.r(), Scalar(0.0)), Scalar(1.0)));
+      rcol[j].push_back(nrm);
+      q.push_back(bin(OpCode::div, v, safe));
+      for (std::size_t i = j + 1; i < n; ++i) rcol[j].push_back(zero);
+    }
+    std::vector<Handle> qs, rs;
+    for (H& x : q) qs.push_back(x.take());
+    const H qm = H(cat(std::move(qs), static_cast<std::int64_t>(r - 1)));
+    for (std::size_t j = 0; j < n; ++j) {
+      std::vector<Handle> c;
+      for (H& x : rcol[j]) c.push_back(x.r());
+      rs.push_back(cat(std::move(c), static_cast<std::int64_t>(r - 2)));  // column j of R: [.., n, 1]
+    }
+    const H rm = H(cat(std::move(rs), static_cast<std::int64_t>(r - 1)));
+    H qq = qm, rr = rm;
+    return std::pair<Handle, Handle>(qq.take(), rr.take());
   });
 }
 

@@ -69,4 +69,10 @@ template <std::size_t D> Tensor<D> quiet_softmax(const Tensor<D>& x, std::int64_
   return Tensor<D>(detail::composite_dims(detail::Composite::quiet_softmax, detail::copy(x), {&dim, 1}));
 }
 
+// burn's prelu with per-channel weights: alpha of shape [1] (one slope) or [C], the
+// slope of channel c (dim 1) of x. (prelu(x, alpha) with alpha of x's rank broadcasts.)
+template <std::size_t D> Tensor<D> prelu(const Tensor<D>& x, const Tensor<1>& alpha) requires(D > 1) {
+  return Tensor<D>(detail::composite2(detail::Composite::prelu, detail::copy(x), detail::copy(alpha)));
+}
+
 }  // namespace tensor::activation

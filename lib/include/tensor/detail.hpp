@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <iosfwd>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -161,6 +163,7 @@ enum class Composite : std::uint8_t {
   sum_dims, mean_dims, prod_dims, max_dims, min_dims, max_abs_dims, var, var_bias, vector_norm, vector_normalize,  // dims
   glu, quiet_softmax, diag, trace, cov,                                                              // dims / one tensor
   dot, is_close, cosine_similarity, cross_entropy_with_logits, fmod, outer, matvec,                  // two tensors
+  outer_dim, prelu,                                                                                  // two tensors
 };
 TENSOR_API Handle composite(Composite c, Handle&& a, double p = 0, double q = 0);
 TENSOR_API Handle composite_dims(Composite c, Handle&& a, DimList dims, double p = 0, double q = 0);
@@ -204,5 +207,27 @@ TENSOR_API Handle slice_fill(Handle&& a, std::span<const Slice> slices, Scalar v
 TENSOR_API Handle take(Handle&& a, std::int64_t dim, Handle&& indices);
 TENSOR_API HandleList nonzero(Handle&& a);
 TENSOR_API std::pair<Handle, Handle> median(Handle&& a, std::int64_t dim, const char* op);
+
+// Issue 17, second part (lib/src/composite.cpp, lib/src/print.cpp).
+TENSOR_API Handle select_dim(Handle&& a, std::int64_t dim, std::int64_t index);
+TENSOR_API Handle select_list(Handle&& a, std::int64_t dim, DimList indices);
+TENSOR_API Handle categorical(Handle&& a, std::size_t num_samples);
+// Host values (any dtype of the kind) on `device` in its default dtype of `kind`.
+TENSOR_API Handle from_values(TensorData data, Device device, Kind kind, const char* op);
+TENSOR_API Handle gather_nd(Handle&& a, Handle&& indices, std::size_t out_rank);
+TENSOR_API Handle scatter_nd(Handle&& a, Handle&& indices, Handle&& values, IndexingUpdateOp update);
+TENSOR_API Handle affine_grid_2d(Handle&& theta, const Shape& size, bool align_corners);
+TENSOR_API Handle grid_sample_2d_composed(Handle&& a, Handle&& grid, const GridSampleOptions& options);
+TENSOR_API Handle permute_list(Handle&& a, DimList axes);
+// Reads every handle back with one wait (all reads are queued before the first wait).
+TENSOR_API std::vector<TensorData> transaction(std::vector<Handle>&& hs);
+TENSOR_API std::pair<Handle, Handle> lu_decomposition(Handle&& a);
+TENSOR_API HandleList lu(Handle&& a);
+TENSOR_API Handle det(Handle&& a);
+TENSOR_API std::pair<Handle, Handle> qr(Handle&& a);
+TENSOR_API std::string format(const Handle& h, const PrintOptions& options);
+TENSOR_API std::ostream& print(std::ostream& os, const Handle& h);
+TENSOR_API PrintOptions print_options();
+TENSOR_API void set_print_options(const PrintOptions& options);
 
 }  // namespace tensor::detail

@@ -41,4 +41,16 @@ Tensor<D + 1, Int> cartesian_grid(const std::array<std::size_t, D>& shape, Devic
   return stack(parts, static_cast<std::int64_t>(D));
 }
 
+// burn's affine_grid_2d: for affine matrices theta [N, 2, 3] and an output size
+// [N, C, H, W], the [N, H, W, 2] grid of theta (x, y, 1) over the normalised output
+// coordinates (x along W, y along H, in [-1, 1]; align_corners: -1 and 1 are the
+// corner pixels' centres, otherwise their outer edges, as grid_sample_2d reads them).
+inline Tensor<4> affine_grid_2d(const Tensor<3>& theta, const std::array<std::size_t, 4>& size, bool align_corners = false) {
+  return Tensor<4>(detail::affine_grid_2d(detail::copy(theta), Shape{size[0], size[1], size[2], size[3]}, align_corners));
+}
+// grid_sample_2d as a free function (Tensor<4>::grid_sample_2d).
+inline Tensor<4> grid_sample_2d(const Tensor<4>& input, const Tensor<4>& grid, const GridSampleOptions& options = {}) {
+  return input.grid_sample_2d(grid, options);
+}
+
 }  // namespace tensor::grid

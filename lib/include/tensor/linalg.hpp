@@ -3,6 +3,8 @@
 #pragma once
 
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "tensor/tensor.hpp"
 
@@ -36,9 +38,16 @@ Tensor<D> cosine_similarity(const Tensor<D>& a, const Tensor<D>& b, std::int64_t
   return Tensor<D>(detail::composite2(detail::Composite::cosine_similarity, detail::copy(a), detail::copy(b), dim, epsilon));
 }
 
-// a[i] * b[j]: [n] x [m] -> [n, m].
-template <TensorKind K> Tensor<2, K> outer(const Tensor<1, K>& a, const Tensor<1, K>& b) {
-  return Tensor<2, K>(detail::composite2(detail::Composite::outer, detail::copy(a), detail::copy(b)));
+// burn's outer_dim: result[.., i, j, ..] = a[.., i, ..] * b[.., j, ..], dim `dim` of the
+// operands becoming dims (dim, dim + 1) of the result; the other dims broadcast.
+template <std::size_t D, TensorKind K>
+Tensor<D + 1, K> outer_dim(const Tensor<D, K>& a, const Tensor<D, K>& b, std::int64_t dim) requires(!std::is_same_v<K, Bool>) {
+  return Tensor<D + 1, K>(detail::composite2(detail::Composite::outer_dim, detail::copy(a), detail::copy(b), dim));
+}
+// outer_dim along the last dim: [n] x [m] -> [n, m]; [b, n] x [b, m] -> [b, n, m].
+template <std::size_t D, TensorKind K>
+Tensor<D + 1, K> outer(const Tensor<D, K>& a, const Tensor<D, K>& b) requires(!std::is_same_v<K, Bool>) {
+  return Tensor<D + 1, K>(detail::composite2(detail::Composite::outer, detail::copy(a), detail::copy(b)));
 }
 // [.., m, n] x [.., n] -> [.., m] (batch dims broadcast as in matmul).
 template <std::size_t D, TensorKind K> Tensor<D - 1, K> matvec(const Tensor<D, K>& m, const Tensor<D - 1, K>& v) {
@@ -51,6 +60,40 @@ template <std::size_t D, TensorKind K> Tensor<D - 1, K> diag(const Tensor<D, K>&
 // The sum of the diagonal of a matrix, as a one-element tensor.
 template <TensorKind K> Tensor<1, K> trace(const Tensor<2, K>& x) {
   return Tensor<1, K>(detail::composite(detail::Composite::trace, detail::copy(x)));
+}
+
+// det, lu and qr of small matrices, batched over the leading dims, composed from
+// tensor ops on every device (one elimination step per column: meant for small n;
+// no LAPACK path). Float tensors only.
+
+// LU with partial pivoting of [.., n, n]: P A = L U, packed as burn's lu_decomposition:
+// L below the diagonal (its unit diagonal implied) and U on and above it, with the
+// permutation [.., n] (row i of P A is row permutation[i] of A).
+template <std::size_t D>
+std::pair<Tensor<D>, Tensor<D - 1, Int>> lu_decomposition(const Tensor<D>& a) requires(D >= 2) {
+  auto [lu, perm] = detail::lu_decomposition(detail::copy(a));
+  return {Tensor<D>(lu), Tensor<D - 1, Int>(perm)};
+}
+// The same unpacked: (L, U, permutation).
+template <std::size_t D>
+std::tuple<Tensor<D>, Tensor<D>, Tensor<D - 1, Int>> lu(const Tensor<D>& a) requires(D >= 2) {
+  detail::HandleList hs = detail::lu(detail::copy(a));
+  Tensor<D> l(hs.take(0));
+  Tensor<D> u(hs.take(1));
+  return {std::move(l), std::move(u), Tensor<D - 1, Int>(hs.take(2))};
+}
+// The determinant of each [.., n, n] matrix, as [.., 1] (the product of U's diagonal
+// times the permutation's sign; a singular matrix gives 0; n = 0 gives 1).
+template <std::size_t D> Tensor<D - 1> det(const Tensor<D>& a) requires(D >= 2) {
+  return Tensor<D - 1>(detail::det(detail::copy(a)));
+}
+// Reduced QR of [.., m, n] (m >= n) by modified Gram-Schmidt: Q [.., m, n] with
+// orthonormal columns, R [.., n, n] upper triangular with a non-negative diagonal
+// (LAPACK may flip the signs of a column of Q and a row of R). A rank-deficient
+// column gives a zero column of Q and a zero diagonal entry.
+template <std::size_t D> std::pair<Tensor<D>, Tensor<D>> qr(const Tensor<D>& a) requires(D >= 2) {
+  auto [q, r] = detail::qr(detail::copy(a));
+  return {Tensor<D>(q), Tensor<D>(r)};
 }
 
 }  // namespace tensor::linalg

@@ -1,7 +1,9 @@
 // Argument types of ops: random distributions, indexing update rules, sampling options.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "tensor/scalar.hpp"
 
@@ -40,6 +42,16 @@ struct GridSampleOptions {
   Mode mode = Mode::Bilinear;
   Padding padding = Padding::Zeros;
   bool align_corners = false;
+};
+
+// How Tensor::to_string and operator<< print (burn's PrintOptions): `precision`
+// digits after the point for floats (none: the shortest form that reads back
+// exactly, as burn's Display); a tensor of more than `threshold` elements shows only
+// `edge_items` entries at each end of every dim, with "..." between them.
+struct PrintOptions {
+  std::optional<std::size_t> precision;
+  std::size_t threshold = 1000;
+  std::size_t edge_items = 3;
 };
 
 }  // namespace tensor

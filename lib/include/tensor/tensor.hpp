@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -35,6 +37,31 @@ template <class K> concept Numeric = std::is_same_v<K, Float> || std::is_same_v<
 
 template <std::size_t D, TensorKind K = Float>
 class TENSOR_API Tensor;
+
+namespace detail {
+// Nested braces of rank D (the literal constructors' argument).
+template <class T, std::size_t D> struct NestedT { using type = std::initializer_list<typename NestedT<T, D - 1>::type>; };
+template <class T> struct NestedT<T, 1> { using type = std::initializer_list<T>; };
+template <class T, std::size_t D> using Nested = typename NestedT<T, D>::type;
+// Appends the values row-major; the first list met at a depth fixes that dim, later ones must match.
+template <class T, std::size_t D>
+void flatten_nested(Nested<T, D> v, std::vector<T>& out, Shape& shape, unsigned& seen, std::size_t depth, const char* op) {
+  const std::size_t n = v.size();
+  if (!(seen & (1u << depth))) {
+    seen |= 1u << depth;
+    shape[depth] = n;
+  } else if (shape[depth] != n) {
+    throw ShapeError(std::string("[") + op + "] ragged nested values; expected " + std::to_string(shape[depth]) +
+                     " entries at depth " + std::to_string(depth) + "; got " + std::to_string(n));
+  }
+  if constexpr (D == 1) {
+    for (const T& x : v) out.push_back(x);
+  } else {
+    for (const auto& row : v) flatten_nested<T, D - 1>(row, out, shape, seen, depth + 1, op);
+  }
+}
+}  // namespace detail
+
 
 namespace detail {
 template <std::size_t D, class K> Tensor<D, K> adopt(Handle h);
@@ -529,6 +556,68 @@ class TENSOR_API Tensor {
   Tensor<D, Bool> lower_scalar(Scalar s) const { return cmp_s(OpCode::lower_elem, s); }
   Tensor<D, Bool> lower_equal_scalar(Scalar s) const { return cmp_s(OpCode::lower_equal_elem, s); }
 
+  // ---- issue 17, second part ----
+  // burn's literal constructors: nested braces of rank D (Tensor<2>::from_floats({{1, 2}, {3, 4}})),
+  // or flat values and a shape; stored in the device's default dtype of the kind.
+  // Ragged braces or a shape that does not match the values: ShapeError.
+  static Tensor from_floats(detail::Nested<double, D> v, Device device = Device::default_device()) requires kIsFloat {
+    return from_nested<double>(v, device, "from_floats");
+  }
+  static Tensor from_floats(const std::vector<double>& v, const Shape& shape, Device device = Device::default_device())
+    requires kIsFloat { return from_flat<double>(v, shape, device, "from_floats"); }
+  static Tensor from_ints(detail::Nested<std::int64_t, D> v, Device device = Device::default_device()) requires kIsInt {
+    return from_nested<std::int64_t>(v, device, "from_ints");
+  }
+  static Tensor from_ints(const std::vector<std::int64_t>& v, const Shape& shape, Device device = Device::default_device())
+    requires kIsInt { return from_flat<std::int64_t>(v, shape, device, "from_ints"); }
+  static Tensor from_bools(detail::Nested<bool, D> v, Device device = Device::default_device()) requires kIsBool {
+    return from_nested<bool>(v, device, "from_bools");
+  }
+  static Tensor from_bools(const std::vector<bool>& v, const Shape& shape, Device device = Device::default_device())
+    requires kIsBool { return from_flat<bool>(v, shape, device, "from_bools"); }
+  // Reads back converted to another dtype (as TensorData::convert converts).
+  TensorData into_data_as(DType t) const { return into_data().convert(t); }
+  TensorData to_data_as(DType t) const { return into_data().convert(t); }
+  template <class T> TensorData into_data_as() const { return into_data().convert(dtype_of<T>); }
+  template <class T> TensorData to_data_as() const { return into_data().convert(dtype_of<T>); }
+  // The values as T, converted from the tensor's dtype.
+  template <class T> std::vector<T> to_vec() const { return into_data().convert(dtype_of<T>).template to_vec<T>(); }
+  // burn's Display: values (truncated past PrintOptions::threshold), shape, device, backend, kind, dtype.
+  std::string to_string() const { return detail::format(h_, detail::print_options()); }
+  std::string to_string(const PrintOptions& o) const { return detail::format(h_, o); }
+  friend std::ostream& operator<<(std::ostream& os, const Tensor& t) { return detail::print(os, t.h_); }
+  // The element at `index` along dim, the dim kept with size 1 (negative counts from the end).
+  Tensor select_dim(std::int64_t dim, std::int64_t index) const { return Tensor(detail::select_dim(detail::retain(h_), dim, index)); }
+  // select with a runtime list of indices (negative: not allowed, as select's).
+  Tensor select(std::int64_t dim, const std::vector<std::int64_t>& idx) const {
+    return Tensor(detail::select_list(detail::retain(h_), dim, idx));
+  }
+  // permute with a runtime list (one entry per dim; a std::vector converts). A span, so
+  // that braces still pick the std::array form.
+  Tensor permute(detail::Dims axes) const { return Tensor(detail::permute_list(detail::retain(h_), axes)); }
+  // Multinomial sampling with replacement: the last dim holds non-negative class weights
+  // (not necessarily normalised); the result holds num_samples class indices per row in
+  // its last dim. Uses the device's random stream (Device::seed makes it reproducible).
+  Tensor<D, Int> categorical(std::size_t num_samples) const requires(kIsFloat && D < kMaxRank) {
+    return Tensor<D, Int>(detail::categorical(detail::retain(h_), num_samples));
+  }
+  // burn's gather_nd: indices [..., k] address the first k dims; the result is
+  // indices' leading dims followed by the remaining dims of this tensor (rank DI - 1 + D - k).
+  template <std::size_t DO, std::size_t DI> Tensor<DO, K> gather_nd(const Tensor<DI, Int>& idx) const requires(!kIsBool) {
+    return Tensor<DO, K>(detail::gather_nd(detail::retain(h_), detail::copy(idx), DO));
+  }
+  // burn's scatter_nd: values of shape (indices' leading dims + remaining dims) combined
+  // into the slices the indices address (Assign: the last write of duplicates wins).
+  template <std::size_t DI, std::size_t DV>
+  Tensor scatter_nd(const Tensor<DI, Int>& idx, const Tensor<DV, K>& values, IndexingUpdateOp op = IndexingUpdateOp::Assign) const
+    requires(!kIsBool) {
+    return Tensor(detail::scatter_nd(detail::retain(h_), detail::copy(idx), detail::copy(values), op));
+  }
+  // Samples [N, C, H, W] at grid [N, Hout, Wout, 2] points (x, y in [-1, 1]) -> [N, C, Hout, Wout].
+  Tensor grid_sample_2d(const Tensor<4>& grid, const GridSampleOptions& options = {}) const requires(kIsFloat && D == 4) {
+    return Tensor(detail::grid_sample_2d_composed(detail::retain(h_), detail::copy(grid), options));
+  }
+
   // ---- operators ----
   // Each operator has a const& and an && form (no by-value parameter: fewer
   // temporaries in user code); the && form lets the backend reuse the buffer.
@@ -614,6 +703,24 @@ class TENSOR_API Tensor {
     return detail::slice(std::move(self), s);
   }
 
+  template <class T>
+  static Tensor from_flat(const std::vector<T>& v, const Shape& shape, Device device, const char* op) {
+    if (shape.rank() != D) throw_rank(op, shape);
+    if (shape.num_elements() != v.size())
+      throw ShapeError(std::string("[") + op + "] value count differs from the shape; expected " +
+                       std::to_string(shape.num_elements()) + " values for " + shape.to_string() + "; got " + std::to_string(v.size()));
+    return Tensor(detail::from_values(TensorData::from<T>(v, shape), device, K::kKind, op));
+  }
+  template <class T>
+  static Tensor from_nested(detail::Nested<T, D> v, Device device, const char* op) {
+    std::vector<T> flat;
+    Shape shape;
+    for (std::size_t i = 0; i < D; ++i) shape.push_back(0);
+    unsigned seen = 0;
+    detail::flatten_nested<T, D>(v, flat, shape, seen, 0, op);
+    return Tensor(detail::from_values(TensorData::from<T>(flat, shape), device, K::kKind, op));
+  }
+
   Handle h_;
 };
 
@@ -638,6 +745,30 @@ Handle copy(const Tensor<D, K>& t) { return retain(t.h_); }
   X class Tensor<1, Int>; X class Tensor<2, Int>; X class Tensor<3, Int>; X class Tensor<4, Int>;         \
   X class Tensor<1, Bool>; X class Tensor<2, Bool>; X class Tensor<3, Bool>; X class Tensor<4, Bool>;
 TENSOR_INSTANCES(extern template)
+
+// burn's set_print_options: how every later to_string / operator<< prints.
+inline void set_print_options(const PrintOptions& o) { detail::set_print_options(o); }
+inline PrintOptions print_options() { return detail::print_options(); }
+
+// burn's Transaction: register tensors, then execute() reads them all back with one
+// wait (every read is queued before the first wait), in registration order.
+class TENSOR_API Transaction {
+ public:
+  template <std::size_t D, TensorKind K> Transaction& register_(const Tensor<D, K>& t) {  // `register` is a C++ keyword
+    hs_.push_back(detail::copy(t));
+    return *this;
+  }
+  std::size_t size() const { return hs_.size(); }
+  // Consumes the registered tensors (a second execute() returns an empty list).
+  std::vector<TensorData> execute() { return detail::transaction(std::exchange(hs_, {})); }
+  Transaction() = default;
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  ~Transaction() { for (auto& h : hs_) detail::release(h); }
+
+ private:
+  std::vector<detail::Handle> hs_;
+};
 
 // Concatenates tensors of one rank along `dim` (empty tensors are skipped).
 template <std::size_t D, TensorKind K>
