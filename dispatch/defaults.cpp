@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 
 #include "dispatch/dispatch.hpp"
 #include "dispatch/element.hpp"
@@ -627,6 +628,306 @@ Prim d_log_sigmoid_backward(Prim x, Prim grad) {
   return bin(OpCode::mul, std::move(grad), un(OpCode::sigmoid, un(OpCode::neg, std::move(x))));
 }
 
+// ---- module ops ---------------------------------------------------------------------------
+// Compositions on the device for the CNN path (conv1d/2d through windows of the padded
+// input and one batched matmul, the pools through the same windows, layer_norm,
+// embedding); the rest (host_trip rows) run the CPU kernel through the host.
+
+// Host trip: each tensor argument is read back and uploaded to the CPU, the CPU
+// backend's entry runs, and the result is uploaded to `d`.
+constexpr DeviceId kCpuDev{kCpuDeviceType, 0};
+Prim to_cpu(Prim p) {
+  if (!p || p->device().type_id == kCpuDeviceType) return p;
+  return call<Family::FromData>(OpCode::from_data, kCpuDev, read_prim(std::move(p)), kCpuDev);
+}
+Prim from_cpu(Prim p, DeviceId d) { return upload(read_prim(std::move(p)), d); }
+template <class A>
+decltype(auto) lift(A&& a) {
+  if constexpr (std::is_same_v<std::decay_t<A>, Prim>) return to_cpu(std::forward<A>(a));
+  else return std::forward<A>(a);
+}
+template <Family F, class... A>
+auto on_cpu(OpCode op, DeviceId d, A&&... args) {
+  const Backend& cpu = Registry::instance().get(kCpuDeviceType);
+  auto fn = cpu.get<F>(op);
+  if (!fn || d.type_id == kCpuDeviceType) throw_not_implemented(op, backend_of(d));
+  auto r = fn(lift(std::forward<A>(args))...);
+  if constexpr (std::is_same_v<decltype(r), PrimPair>) return PrimPair{from_cpu(std::move(r.first), d), from_cpu(std::move(r.second), d)};
+  else return from_cpu(std::move(r), d);
+}
+
+template <OpCode op>
+Prim d_conv_host(Prim x, Prim w, Prim bias, const ConvArgs& a) {
+  const DeviceId d = x->device();
+  return on_cpu<Family::Conv>(op, d, std::move(x), std::move(w), std::move(bias), a);
+}
+template <OpCode op>
+Prim d_conv_backward_host(Prim a, Prim b, const Shape& target, const ConvArgs& args) {
+  const DeviceId d = a->device();
+  return on_cpu<Family::ConvBackward>(op, d, std::move(a), std::move(b), target, args);
+}
+template <OpCode op>
+PrimPair d_max_pool_wi_host(Prim x, const PoolArgs& a, DType it) {
+  const DeviceId d = x->device();
+  return on_cpu<Family::PoolWithIndices>(op, d, std::move(x), a, it);
+}
+Prim d_max_pool_with_indices_backward(Prim dy, Prim idx, const Shape& x_shape, const PoolArgs& a) {
+  const DeviceId d = dy->device();
+  return on_cpu<Family::MaxPoolBackward>(OpCode::max_pool_with_indices_backward, d, std::move(dy), std::move(idx), x_shape, a);
+}
+template <OpCode op>
+Prim d_pool_backward_host(Prim dy, const Shape& x_shape, const PoolArgs& a) {
+  const DeviceId d = dy->device();
+  return on_cpu<Family::PoolBackward>(op, d, std::move(dy), x_shape, a);
+}
+Prim d_interpolate(Prim x, const InterpArgs& a) {
+  const DeviceId d = x->device();
+  return on_cpu<Family::Interpolate>(OpCode::interpolate, d, std::move(x), a);
+}
+Prim d_interpolate_backward(Prim dy, const Shape& x_shape, const InterpArgs& a) {
+  const DeviceId d = dy->device();
+  return on_cpu<Family::InterpolateBackward>(OpCode::interpolate_backward, d, std::move(dy), x_shape, a);
+}
+Prim d_attention(Prim q, Prim k, Prim v, Prim mask, Prim bias, const tensor::nn::AttentionModuleOptions& o) {
+  const DeviceId d = q->device();
+  return on_cpu<Family::Attention>(OpCode::attention, d, std::move(q), std::move(k), std::move(v), std::move(mask),
+                                   std::move(bias), o);
+}
+
+Prim permute_prim(Prim x, std::vector<std::size_t> axes) {
+  const DeviceId d = x->device();
+  return call<Family::Axes>(OpCode::permute, d, std::move(x), Axes(axes));
+}
+Prim full_shape(const Shape& s, Scalar v, DeviceId d, DType dt) { return call<Family::Full>(OpCode::full, d, s, v, d, dt); }
+
+// x [N, C, H, W] inside a `fill` border: `before` rows/cols above/left, `after` below/right.
+Prim padded(Prim x, std::array<std::int64_t, 2> before, std::array<std::int64_t, 2> after, Scalar fill) {
+  if (before == std::array<std::int64_t, 2>{0, 0} && after == std::array<std::int64_t, 2>{0, 0}) return x;
+  const DeviceId d = x->device();
+  const Shape s = x->shape();
+  const Shape ps{s[0], s[1], s[2] + static_cast<std::size_t>(before[0] + after[0]),
+                 s[3] + static_cast<std::size_t>(before[1] + after[1])};
+  std::vector<DimSlice> at = full_slices(s);
+  at[2].start = before[0];
+  at[3].start = before[1];
+  return call<Family::SliceAssign>(OpCode::slice_assign, d, full_shape(ps, fill, d, x->dtype()), DimSlices(at), std::move(x));
+}
+
+// The kernel windows of a padded [N, C, Hp, Wp]: [N, C, Ho, Wo, kh, kw] (window (i, j)
+// starts at (i*s0, j*s1), taps dilation apart).
+Prim windows(Prim xp, std::array<std::int64_t, 2> k, std::array<std::int64_t, 2> s, std::array<std::int64_t, 2> dil) {
+  const DeviceId d = xp->device();
+  const auto eh = static_cast<std::size_t>(dil[0] * (k[0] - 1) + 1), ew = static_cast<std::size_t>(dil[1] * (k[1] - 1) + 1);
+  Prim u = call<Family::Unfold>(OpCode::unfold, d, std::move(xp), std::size_t{2}, eh, static_cast<std::size_t>(s[0]));
+  u = call<Family::Unfold>(OpCode::unfold, d, std::move(u), std::size_t{3}, ew, static_cast<std::size_t>(s[1]));
+  if (dil[0] == 1 && dil[1] == 1) return u;
+  std::vector<DimSlice> ds = full_slices(u->shape());
+  ds[4] = {0, dil[0], static_cast<std::size_t>(k[0])};
+  ds[5] = {0, dil[1], static_cast<std::size_t>(k[1])};
+  return slice_prim(std::move(u), std::move(ds));
+}
+
+// The extra right/bottom padding a ceil-mode pool needs so that `out` windows fit.
+std::int64_t overhang(std::size_t in, std::int64_t out, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t dil) {
+  const std::int64_t need = (out - 1) * s + dil * (k - 1) + 1, have = static_cast<std::int64_t>(in) + 2 * p;
+  return need > have ? need - have : 0;
+}
+
+// conv2d: windows of the zero-padded input, [N, G, Ho*Wo, Cg*kh*kw] x [1, G, Cg*kh*kw, Cout/G].
+Prim d_conv2d(Prim x, Prim w, Prim bias, const ConvArgs& a) {
+  const DeviceId d = x->device();
+  const Shape xs = x->shape(), ws = w->shape();
+  const std::size_t n = xs[0], c = xs[1], co = ws[0], kh = ws[2], kw = ws[3];
+  const auto g = static_cast<std::size_t>(a.groups);
+  const std::size_t cg = c / g, cog = co / g;
+  const std::array<std::int64_t, 2> k{static_cast<std::int64_t>(kh), static_cast<std::int64_t>(kw)};
+  const std::array<std::int64_t, 2> p{a.padding[0], a.padding[1]};
+  Prim u = windows(padded(std::move(x), p, p, Scalar(0.0)), k, {a.stride[0], a.stride[1]}, {a.dilation[0], a.dilation[1]});
+  const std::size_t ho = u->shape()[2], wo = u->shape()[3], l = ho * wo, taps = cg * kh * kw;
+  // [N, C, Ho, Wo, kh, kw] -> [N, Ho, Wo, C, kh, kw] -> [N, L, G, Cg*kh*kw] -> [N, G, L, Cg*kh*kw]
+  u = reshape_to(permute_prim(std::move(u), {0, 2, 3, 1, 4, 5}), Shape{n, l, g, taps});
+  u = permute_prim(std::move(u), {0, 2, 1, 3});
+  // weight [Cout, Cg, kh, kw] -> [1, G, Cog, Cg*kh*kw] -> [1, G, Cg*kh*kw, Cog]
+  Prim wm = permute_prim(reshape_to(std::move(w), Shape{1, g, cog, taps}), {0, 1, 3, 2});
+  Prim y = call<Family::Matmul>(OpCode::matmul, d, std::move(u), std::move(wm));  // [N, G, L, Cog]
+  y = reshape_to(permute_prim(std::move(y), {0, 1, 3, 2}), Shape{n, co, ho, wo});
+  if (bias) y = bin(OpCode::add, std::move(y), reshape_to(std::move(bias), Shape{1, co, 1, 1}));
+  return y;
+}
+
+// 1-d module ops run as 2-d ones over [N, C, 1, L] (burn's compositions).
+ConvArgs conv_as_2d(const ConvArgs& a) {
+  ConvArgs b;
+  b.rank = 2;
+  b.stride = {1, a.stride[0], 1};
+  b.padding = {0, a.padding[0], 0};
+  b.dilation = {1, a.dilation[0], 1};
+  b.padding_out = {0, a.padding_out[0], 0};
+  b.groups = a.groups;
+  return b;
+}
+Prim unsqueeze2(Prim x) {
+  const Shape s = x->shape();
+  return reshape_to(std::move(x), Shape{s[0], s[1], 1, s[2]});
+}
+Prim squeeze2(Prim y) {
+  const Shape s = y->shape();
+  return reshape_to(std::move(y), Shape{s[0], s[1], s[3]});
+}
+Prim d_conv1d(Prim x, Prim w, Prim bias, const ConvArgs& a) {
+  const DeviceId d = x->device();
+  return squeeze2(call<Family::Conv>(OpCode::conv2d, d, unsqueeze2(std::move(x)), unsqueeze2(std::move(w)), std::move(bias),
+                                     conv_as_2d(a)));
+}
+
+// dy [N, C, *S] summed over every dim but 1.
+Prim d_conv_bias_backward(Prim dy) {
+  const std::size_t c = dy->shape()[1], r = dy->shape().rank();
+  for (std::size_t i = 0; i < r; ++i)
+    if (i != 1) dy = rdim(OpCode::sum_dim, std::move(dy), i);
+  return reshape_to(std::move(dy), Shape{c});
+}
+
+PoolArgs pool_as_2d(const PoolArgs& a) {
+  PoolArgs b = a;
+  b.rank = 2;
+  b.kernel = {1, a.kernel[0], 1};
+  b.stride = {1, a.stride[0], 1};
+  b.padding = {0, a.padding[0], 0};
+  b.dilation = {1, a.dilation[0], 1};
+  b.output_size = {1, a.output_size[0], 1};
+  return b;
+}
+std::array<std::int64_t, 2> two(const std::array<std::int64_t, 3>& v) { return {v[0], v[1]}; }
+
+// The window sums / maxima of x [N, C, H, W] as [N, C, Ho, Wo] (out from the shape rule).
+Prim pooled_windows(Prim x, const PoolArgs& a, std::size_t oh, std::size_t ow, Scalar fill, bool max) {
+  const Shape xs = x->shape();
+  const auto ho = static_cast<std::int64_t>(oh), wo = static_cast<std::int64_t>(ow);
+  const std::array<std::int64_t, 2> after{
+      a.padding[0] + overhang(xs[2], ho, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0]),
+      a.padding[1] + overhang(xs[3], wo, a.kernel[1], a.stride[1], a.padding[1], a.dilation[1])};
+  Prim u = windows(padded(std::move(x), two(a.padding), after, fill), two(a.kernel), two(a.stride), two(a.dilation));
+  // Ceil mode may leave one window more than torch keeps: take the first `out`.
+  std::vector<DimSlice> ds = full_slices(u->shape());
+  ds[2].len = oh;
+  ds[3].len = ow;
+  u = slice_prim(std::move(u), std::move(ds));
+  const Shape us = u->shape();
+  u = reshape_to(std::move(u), Shape{us[0], us[1], oh, ow, us[4] * us[5]});
+  u = rdim(max ? OpCode::max_dim : OpCode::sum_dim, std::move(u), 4);
+  return reshape_to(std::move(u), Shape{us[0], us[1], oh, ow});
+}
+
+// Output size of one pool dim (the nn_options rule the forwarder checked).
+std::size_t pool_dim(std::size_t in, const PoolArgs& a, std::size_t i) {
+  return static_cast<std::size_t>(tensor::nn::pool_out_size(static_cast<std::int64_t>(in), a.kernel[i], a.stride[i],
+                                                            a.padding[i], a.dilation[i], a.ceil_mode));
+}
+
+Prim d_max_pool2d(Prim x, const PoolArgs& a) {
+  const Shape xs = x->shape();
+  return pooled_windows(std::move(x), a, pool_dim(xs[2], a, 0), pool_dim(xs[3], a, 1),
+                        Scalar(-std::numeric_limits<double>::infinity()), true);
+}
+Prim d_max_pool1d(Prim x, const PoolArgs& a) {
+  const DeviceId d = x->device();
+  return squeeze2(call<Family::Pool>(OpCode::max_pool2d, d, unsqueeze2(std::move(x)), pool_as_2d(a)));
+}
+
+// avg: window sums over zero padding, divided by the count of taps inside the padded
+// input (count_include_pad) or inside the input; the counts come from pooling a mask
+// of ones the same way, so everything stays on the device.
+Prim d_avg_pool2d(Prim x, const PoolArgs& args) {
+  PoolArgs a = args;
+  a.dilation = {1, 1, 1};  // avg pools have none
+  const DeviceId d = x->device();
+  const Shape xs = x->shape();
+  const DType dt = x->dtype();
+  const std::size_t oh = pool_dim(xs[2], a, 0), ow = pool_dim(xs[3], a, 1);
+  Prim sums = pooled_windows(std::move(x), a, oh, ow, Scalar(0.0), false);
+  Prim ones = full_shape(Shape{1, 1, xs[2], xs[3]}, Scalar(1.0), d, dt);
+  if (a.count_include_pad) ones = padded(std::move(ones), two(a.padding), two(a.padding), Scalar(1.0));
+  // With the padding made of ones, the windows start at the ones' origin.
+  Prim counts;
+  if (a.count_include_pad) {
+    const Shape os = ones->shape();
+    const std::array<std::int64_t, 2> after{
+        overhang(os[2], static_cast<std::int64_t>(oh), a.kernel[0], a.stride[0], 0, 1),
+        overhang(os[3], static_cast<std::int64_t>(ow), a.kernel[1], a.stride[1], 0, 1)};
+    Prim u = windows(padded(std::move(ones), {0, 0}, after, Scalar(0.0)), two(a.kernel), two(a.stride), {1, 1});
+    std::vector<DimSlice> ds = full_slices(u->shape());
+    ds[2].len = oh;
+    ds[3].len = ow;
+    u = slice_prim(std::move(u), std::move(ds));
+    u = reshape_to(std::move(u), Shape{1, 1, oh, ow, static_cast<std::size_t>(a.kernel[0] * a.kernel[1])});
+    counts = reshape_to(rdim(OpCode::sum_dim, std::move(u), 4), Shape{1, 1, oh, ow});
+  } else {
+    counts = pooled_windows(std::move(ones), a, oh, ow, Scalar(0.0), false);
+  }
+  return bin(OpCode::div, std::move(sums), std::move(counts));
+}
+Prim d_avg_pool1d(Prim x, const PoolArgs& a) {
+  const DeviceId d = x->device();
+  return squeeze2(call<Family::Pool>(OpCode::avg_pool2d, d, unsqueeze2(std::move(x)), pool_as_2d(a)));
+}
+
+// Adaptive average: separable, one slice + mean per output row, then per output column.
+Prim adaptive_dim(Prim x, std::size_t dim, std::size_t out) {
+  const DeviceId d = x->device();
+  const std::size_t in = x->shape()[dim];
+  std::vector<Prim> parts;
+  for (std::size_t i = 0; i < out; ++i) {
+    const auto s = tensor::nn::adaptive_start(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
+    const auto e = tensor::nn::adaptive_end(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
+    std::vector<DimSlice> ds = full_slices(x->shape());
+    ds[dim] = {s, 1, static_cast<std::size_t>(e - s)};
+    parts.push_back(rdim(OpCode::mean_dim, slice_prim(x, std::move(ds)), dim));
+  }
+  if (parts.size() == 1) return std::move(parts[0]);
+  return call<Family::Cat>(OpCode::cat, d, std::move(parts), dim);
+}
+Prim d_adaptive_avg_pool2d(Prim x, const PoolArgs& a) {
+  Prim y = adaptive_dim(std::move(x), 2, static_cast<std::size_t>(a.output_size[0]));
+  return adaptive_dim(std::move(y), 3, static_cast<std::size_t>(a.output_size[1]));
+}
+Prim d_adaptive_avg_pool1d(Prim x, const PoolArgs& a) {
+  const DeviceId d = x->device();
+  return squeeze2(call<Family::Pool>(OpCode::adaptive_avg_pool2d, d, unsqueeze2(std::move(x)), pool_as_2d(a)));
+}
+
+// embedding: select rows of the weights at the flattened indices.
+Prim d_embedding(Prim weights, Prim indices) {
+  const DeviceId d = weights->device();
+  Shape out = indices->shape();
+  out.push_back(weights->shape()[1]);
+  Prim rows = call<Family::Select>(OpCode::select, d, std::move(weights), std::size_t{0}, flat(std::move(indices)));
+  return reshape_to(std::move(rows), out);
+}
+// embedding_backward: dy rows added into zeros at the indices.
+Prim d_embedding_backward(Prim dy, Prim indices, const Shape& weight_shape) {
+  const DeviceId d = dy->device();
+  const std::size_t count = indices->shape().num_elements();
+  Prim zeros = full_shape(weight_shape, Scalar(0.0), d, dy->dtype());
+  Prim rows = reshape_to(std::move(dy), Shape{count, weight_shape[1]});
+  return call<Family::SelectAssign>(OpCode::select_add, d, std::move(zeros), std::size_t{0}, flat(std::move(indices)),
+                                    std::move(rows));
+}
+
+// layer_norm over the last dim: (x - mean) / sqrt(biased var + eps) * gamma + beta.
+Prim d_layer_norm(Prim x, Prim gamma, Prim beta, double eps) {
+  const Shape s = x->shape();
+  const std::size_t last = s.rank() - 1;
+  Shape ps{std::vector<std::size_t>(s.rank(), 1)};
+  ps[last] = s[last];
+  Prim xc = bin(OpCode::sub, x, rdim(OpCode::mean_dim, x, last));
+  Prim var = rdim(OpCode::mean_dim, d_square(xc), last);
+  Prim rstd = un(OpCode::recip, un(OpCode::sqrt, sc(OpCode::add_scalar, std::move(var), Scalar(eps))));
+  Prim y = bin(OpCode::mul, bin(OpCode::mul, std::move(xc), std::move(rstd)), reshape_to(std::move(gamma), ps));
+  if (beta) y = bin(OpCode::add, std::move(y), reshape_to(std::move(beta), ps));
+  return y;
+}
+
 // ---- transactions and devices -----------------------------------------------------------
 
 std::future<std::vector<TensorData>> d_tr_execute(std::vector<Prim> prims) {
@@ -671,6 +972,18 @@ constexpr auto d_min_dim_with_indices = d_min_dim_wi;
 constexpr auto d_sort_with_indices = d_sort_wi;
 constexpr auto d_topk_with_indices = d_topk_wi;
 constexpr auto d_grid_sample_2d = d_grid_sample;
+constexpr auto d_conv3d = d_conv_host<OpCode::conv3d>;
+constexpr auto d_conv_transpose1d = d_conv_host<OpCode::conv_transpose1d>;
+constexpr auto d_conv_transpose2d = d_conv_host<OpCode::conv_transpose2d>;
+constexpr auto d_conv_transpose3d = d_conv_host<OpCode::conv_transpose3d>;
+constexpr auto d_conv_x_backward = d_conv_backward_host<OpCode::conv_x_backward>;
+constexpr auto d_conv_weight_backward = d_conv_backward_host<OpCode::conv_weight_backward>;
+constexpr auto d_conv_transpose_x_backward = d_conv_backward_host<OpCode::conv_transpose_x_backward>;
+constexpr auto d_conv_transpose_weight_backward = d_conv_backward_host<OpCode::conv_transpose_weight_backward>;
+constexpr auto d_max_pool1d_with_indices = d_max_pool_wi_host<OpCode::max_pool1d_with_indices>;
+constexpr auto d_max_pool2d_with_indices = d_max_pool_wi_host<OpCode::max_pool2d_with_indices>;
+constexpr auto d_avg_pool_backward = d_pool_backward_host<OpCode::avg_pool_backward>;
+constexpr auto d_adaptive_avg_pool_backward = d_pool_backward_host<OpCode::adaptive_avg_pool_backward>;
 constexpr auto d_sync = d_noop;
 constexpr auto d_supports_dtype = d_supports;
 constexpr auto d_ad_enabled = d_false;

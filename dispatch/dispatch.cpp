@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "dispatch/autodiff.hpp"
@@ -980,6 +981,415 @@ DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridS
       TENSOR_BODY { return DispatchTensor(entry<Family::GridSample>(op, a.device)(a.take(), grid.take(), options), Kind::Float); },
       [&] { return OutMeta{Shape{s[0], s[1], g[1], g[2]}, a.dtype(), Kind::Float}; },
       [&] { OpAttrs x; x.options = &options; return x; }, a, grid);
+}
+
+// ---- module ops (Float only) ---------------------------------------------------------
+
+namespace {
+
+// An operand of a module op: present, Float, on the first operand's device. Optional
+// operands are checked only when present (a null prim).
+void check_operand(OpCode op, const DispatchTensor& first, const DispatchTensor& t, const char* what) {
+  if (!t.prim) throw Error(fmt::format("[{}] expected a {} tensor; got an empty handle", op_name(op), what));
+  if (t.kind != Kind::Float)
+    throw DTypeError(fmt::format("[{}] {} must be a Float tensor; expected Float; got {}", op_name(op), what, kind_name(t.kind)));
+  check_same_device(op, first, t);
+}
+void check_module_first(OpCode op, const DispatchTensor& t, const char* what) {
+  if (!t.prim) throw Error(fmt::format("[{}] expected a {} tensor; got an empty handle", op_name(op), what));
+  check_first(op, t);
+}
+const Shape* shape_or_null(const DispatchTensor& t) { return t.prim ? &t.shape() : nullptr; }
+
+template <std::size_t N>
+tensor::nn::ConvOptions<N> conv_options(const ConvArgs& a) {
+  tensor::nn::ConvOptions<N> o;
+  for (std::size_t i = 0; i < N; ++i) {
+    o.stride[i] = a.stride[i];
+    o.padding[i] = a.padding[i];
+    o.dilation[i] = a.dilation[i];
+  }
+  o.groups = a.groups;
+  return o;
+}
+template <std::size_t N>
+tensor::nn::ConvTransposeOptions<N> conv_transpose_options(const ConvArgs& a) {
+  tensor::nn::ConvTransposeOptions<N> o;
+  for (std::size_t i = 0; i < N; ++i) {
+    o.stride[i] = a.stride[i];
+    o.padding[i] = a.padding[i];
+    o.dilation[i] = a.dilation[i];
+    o.padding_out[i] = a.padding_out[i];
+  }
+  o.groups = a.groups;
+  return o;
+}
+
+std::size_t conv_rank(OpCode op) {
+  switch (op) {
+    case OpCode::conv1d: case OpCode::conv_transpose1d: return 1;
+    case OpCode::conv3d: case OpCode::conv_transpose3d: return 3;
+    default: return 2;
+  }
+}
+bool conv_is_transpose(OpCode op) {
+  return op == OpCode::conv_transpose1d || op == OpCode::conv_transpose2d || op == OpCode::conv_transpose3d ||
+         op == OpCode::conv_transpose_x_backward || op == OpCode::conv_transpose_weight_backward;
+}
+
+// The forward output shape of a conv (transpose) of rank args.rank: validates every option.
+Shape conv_out_shape(OpCode op, bool transpose, const ConvArgs& a, const Shape& x, const Shape& w, const Shape* bias) {
+  const std::string_view name = op_name(op);
+  if (a.rank < 1 || a.rank > 3)
+    throw ShapeError(fmt::format("[{}] convolution rank out of range; expected 1, 2 or 3; got {}", name, a.rank));
+  if (transpose) {
+    switch (a.rank) {
+      case 1: return tensor::nn::conv_transpose_output_shape<1>(name, x, w, conv_transpose_options<1>(a), bias);
+      case 2: return tensor::nn::conv_transpose_output_shape<2>(name, x, w, conv_transpose_options<2>(a), bias);
+      default: return tensor::nn::conv_transpose_output_shape<3>(name, x, w, conv_transpose_options<3>(a), bias);
+    }
+  }
+  switch (a.rank) {
+    case 1: return tensor::nn::conv_output_shape<1>(name, x, w, conv_options<1>(a), bias);
+    case 2: return tensor::nn::conv_output_shape<2>(name, x, w, conv_options<2>(a), bias);
+    default: return tensor::nn::conv_output_shape<3>(name, x, w, conv_options<3>(a), bias);
+  }
+}
+
+// The args a backend sees: only the op's rank dims used, the rest neutral.
+ConvArgs normalized(ConvArgs a, std::size_t rank) {
+  a.rank = rank;
+  for (std::size_t i = rank; i < 3; ++i) {
+    a.stride[i] = 1;
+    a.padding[i] = 0;
+    a.dilation[i] = 1;
+    a.padding_out[i] = 0;
+  }
+  return a;
+}
+
+void check_same_shape(OpCode op, const char* what, const Shape& got, const Shape& want) {
+  if (!(got == want))
+    throw ShapeError(fmt::format("[{}] {} has the wrong shape; expected {}; got {}", op_name(op), what, want.to_string(),
+                                 got.to_string()));
+}
+
+}  // namespace
+
+DispatchTensor conv(OpCode op, DispatchTensor x, DispatchTensor weight, DispatchTensor bias, const ConvArgs& args) {
+  check_module_first(op, x, "x");
+  check_operand(op, x, weight, "weight");
+  if (bias.prim) check_operand(op, x, bias, "bias");
+  const ConvArgs a = normalized(args, conv_rank(op));
+  const Shape out = conv_out_shape(op, conv_is_transpose(op), a, x.shape(), weight.shape(), shape_or_null(bias));
+  check_alloc_shape(op, out, x.dtype());
+  return invoke(
+      op, x.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::Conv>(op, x.device)(x.take(), weight.take(), bias.take(), a), Kind::Float);
+      },
+      meta_of(out, x.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &a; return o; }, x, weight, bias);
+}
+
+// a, b: (dy, weight) for the x gradient, (x, dy) for the weight gradient; `target` is
+// the shape of the gradient (x's or weight's).
+DispatchTensor conv_backward(OpCode op, DispatchTensor a, DispatchTensor b, const Shape& target, const ConvArgs& args) {
+  const bool for_x = op == OpCode::conv_x_backward || op == OpCode::conv_transpose_x_backward;
+  check_module_first(op, a, for_x ? "output gradient" : "x");
+  check_operand(op, a, b, for_x ? "weight" : "output gradient");
+  const ConvArgs c = normalized(args, args.rank);
+  const Shape& x = for_x ? target : a.shape();
+  const Shape& w = for_x ? b.shape() : target;
+  const Shape& dy = for_x ? a.shape() : b.shape();
+  const Shape out = conv_out_shape(op, conv_is_transpose(op), c, x, w, nullptr);
+  check_same_shape(op, "output gradient", dy, out);
+  check_alloc_shape(op, target, a.dtype());
+  return invoke(
+      op, a.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::ConvBackward>(op, a.device)(a.take(), b.take(), target, c), Kind::Float);
+      },
+      meta_of(target, a.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &c; o.shape = &target; return o; }, a, b);
+}
+
+DispatchTensor conv_backward_x(DispatchTensor dy, DispatchTensor weight, const Shape& x_shape, const ConvArgs& args) {
+  return conv_backward(OpCode::conv_x_backward, std::move(dy), std::move(weight), x_shape, args);
+}
+DispatchTensor conv_backward_weight(DispatchTensor x, DispatchTensor dy, const Shape& weight_shape, const ConvArgs& args) {
+  return conv_backward(OpCode::conv_weight_backward, std::move(x), std::move(dy), weight_shape, args);
+}
+DispatchTensor conv_transpose_backward_x(DispatchTensor dy, DispatchTensor weight, const Shape& x_shape,
+                                         const ConvArgs& args) {
+  return conv_backward(OpCode::conv_transpose_x_backward, std::move(dy), std::move(weight), x_shape, args);
+}
+DispatchTensor conv_transpose_backward_weight(DispatchTensor x, DispatchTensor dy, const Shape& weight_shape,
+                                              const ConvArgs& args) {
+  return conv_backward(OpCode::conv_transpose_weight_backward, std::move(x), std::move(dy), weight_shape, args);
+}
+
+DispatchTensor conv_backward_bias(DispatchTensor dy) {
+  const OpCode op = OpCode::conv_bias_backward;
+  check_module_first(op, dy, "output gradient");
+  const Shape& s = dy.shape();
+  if (s.rank() < 3 || s.rank() > 5)
+    throw ShapeError(fmt::format("[conv_bias_backward] output gradient has the wrong rank; expected [N, C, *spatial] "
+                                 "with 1 to 3 spatial dims; got {}",
+                                 s.to_string()));
+  const Shape out{s[1]};
+  return invoke(
+      op, dy.device,
+      TENSOR_BODY { return DispatchTensor(entry<Family::ConvBiasBackward>(op, dy.device)(dy.take()), Kind::Float); },
+      meta_of(out, dy.dtype(), Kind::Float), no_attrs, dy);
+}
+
+namespace {
+
+std::size_t pool_rank(OpCode op) {
+  switch (op) {
+    case OpCode::max_pool1d: case OpCode::max_pool1d_with_indices: case OpCode::avg_pool1d:
+    case OpCode::adaptive_avg_pool1d:
+      return 1;
+    default:
+      return 2;
+  }
+}
+
+template <std::size_t N>
+std::array<std::int64_t, N> first_n(const std::array<std::int64_t, 3>& v) {
+  std::array<std::int64_t, N> o{};
+  for (std::size_t i = 0; i < N; ++i) o[i] = v[i];
+  return o;
+}
+template <std::size_t N>
+Shape pool_out_n(OpCode op, OpCode kind, const PoolArgs& a, const Shape& x) {
+  const std::string_view name = op_name(op);
+  if (kind == OpCode::adaptive_avg_pool2d)
+    return tensor::nn::adaptive_avg_pool_output_shape<N>(name, x, first_n<N>(a.output_size));
+  if (kind == OpCode::avg_pool2d) {
+    tensor::nn::AvgPoolOptions<N> o;
+    o.kernel_size = first_n<N>(a.kernel);
+    o.stride = first_n<N>(a.stride);
+    o.padding = first_n<N>(a.padding);
+    o.ceil_mode = a.ceil_mode;
+    o.count_include_pad = a.count_include_pad;
+    return tensor::nn::avg_pool_output_shape<N>(name, x, o);
+  }
+  tensor::nn::MaxPoolOptions<N> o;
+  o.kernel_size = first_n<N>(a.kernel);
+  o.stride = first_n<N>(a.stride);
+  o.padding = first_n<N>(a.padding);
+  o.dilation = first_n<N>(a.dilation);
+  o.ceil_mode = a.ceil_mode;
+  return tensor::nn::max_pool_output_shape<N>(name, x, o);
+}
+// kind: max_pool2d, avg_pool2d or adaptive_avg_pool2d (the rule, whatever the rank).
+Shape pool_out_shape(OpCode op, OpCode kind, const PoolArgs& a, const Shape& x) {
+  if (a.rank < 1 || a.rank > 2)
+    throw ShapeError(fmt::format("[{}] pooling rank out of range; expected 1 or 2; got {}", op_name(op), a.rank));
+  return a.rank == 1 ? pool_out_n<1>(op, kind, a, x) : pool_out_n<2>(op, kind, a, x);
+}
+OpCode pool_kind(OpCode op) {
+  switch (op) {
+    case OpCode::avg_pool1d: case OpCode::avg_pool2d: case OpCode::avg_pool_backward: return OpCode::avg_pool2d;
+    case OpCode::adaptive_avg_pool1d: case OpCode::adaptive_avg_pool2d: case OpCode::adaptive_avg_pool_backward:
+      return OpCode::adaptive_avg_pool2d;
+    default: return OpCode::max_pool2d;
+  }
+}
+PoolArgs normalized(PoolArgs a, std::size_t rank) {
+  a.rank = rank;
+  for (std::size_t i = rank; i < 3; ++i) {
+    a.kernel[i] = 1;
+    a.stride[i] = 1;
+    a.padding[i] = 0;
+    a.dilation[i] = 1;
+    a.output_size[i] = 1;
+  }
+  return a;
+}
+
+}  // namespace
+
+DispatchTensor pool(OpCode op, DispatchTensor x, const PoolArgs& args) {
+  check_module_first(op, x, "x");
+  const PoolArgs a = normalized(args, pool_rank(op));
+  const Shape out = pool_out_shape(op, pool_kind(op), a, x.shape());
+  check_alloc_shape(op, out, x.dtype());
+  return invoke(
+      op, x.device, TENSOR_BODY { return DispatchTensor(entry<Family::Pool>(op, x.device)(x.take(), a), Kind::Float); },
+      meta_of(out, x.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &a; return o; }, x);
+}
+
+std::pair<DispatchTensor, DispatchTensor> max_pool_with_indices(OpCode op, DispatchTensor x, const PoolArgs& args) {
+  check_module_first(op, x, "x");
+  const PoolArgs a = normalized(args, pool_rank(op));
+  const Shape out = pool_out_shape(op, OpCode::max_pool2d, a, x.shape());
+  check_alloc_shape(op, out, x.dtype());
+  const DType it = int_out(x.device);
+  return invoke(
+      op, x.device,
+      TENSOR_BODY {
+        auto [v, i] = entry<Family::PoolWithIndices>(op, x.device)(x.take(), a, it);
+        return std::pair{DispatchTensor(std::move(v), Kind::Float), DispatchTensor(std::move(i), Kind::Int)};
+      },
+      meta_of(out, x.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &a; o.dtype = it; return o; }, x);
+}
+
+// avg_pool_backward / adaptive_avg_pool_backward: dy [N, C, *out] -> dx of `x_shape`.
+DispatchTensor pool_backward(OpCode op, DispatchTensor dy, const Shape& x_shape, const PoolArgs& args) {
+  check_module_first(op, dy, "output gradient");
+  const PoolArgs a = normalized(args, args.rank);
+  const Shape out = pool_out_shape(op, pool_kind(op), a, x_shape);
+  check_same_shape(op, "output gradient", dy.shape(), out);
+  check_alloc_shape(op, x_shape, dy.dtype());
+  return invoke(
+      op, dy.device,
+      TENSOR_BODY { return DispatchTensor(entry<Family::PoolBackward>(op, dy.device)(dy.take(), x_shape, a), Kind::Float); },
+      meta_of(x_shape, dy.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &a; o.shape = &x_shape; return o; }, dy);
+}
+
+DispatchTensor max_pool_backward(DispatchTensor dy, DispatchTensor indices, const Shape& x_shape, const PoolArgs& args) {
+  const OpCode op = OpCode::max_pool_with_indices_backward;
+  check_module_first(op, dy, "output gradient");
+  check_indices(op, dy, indices);
+  const PoolArgs a = normalized(args, args.rank);
+  const Shape out = pool_out_shape(op, OpCode::max_pool2d, a, x_shape);
+  check_same_shape(op, "output gradient", dy.shape(), out);
+  check_same_shape(op, "indices", indices.shape(), out);
+  check_alloc_shape(op, x_shape, dy.dtype());
+  return invoke(
+      op, dy.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::MaxPoolBackward>(op, dy.device)(dy.take(), indices.take(), x_shape, a),
+                              Kind::Float);
+      },
+      meta_of(x_shape, dy.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &a; o.shape = &x_shape; return o; }, dy,
+      indices);
+}
+
+DispatchTensor interpolate(DispatchTensor x, const InterpArgs& args) {
+  const OpCode op = OpCode::interpolate;
+  check_module_first(op, x, "x");
+  const Shape out = tensor::nn::interpolate_output_shape(op_name(op), x.shape(), args.size);
+  check_alloc_shape(op, out, x.dtype());
+  return invoke(
+      op, x.device, TENSOR_BODY { return DispatchTensor(entry<Family::Interpolate>(op, x.device)(x.take(), args), Kind::Float); },
+      meta_of(out, x.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &args; return o; }, x);
+}
+
+DispatchTensor interpolate_backward(DispatchTensor dy, const Shape& x_shape, const InterpArgs& args) {
+  const OpCode op = OpCode::interpolate_backward;
+  check_module_first(op, dy, "output gradient");
+  const Shape out = tensor::nn::interpolate_output_shape(op_name(op), x_shape, args.size);
+  check_same_shape(op, "output gradient", dy.shape(), out);
+  check_alloc_shape(op, x_shape, dy.dtype());
+  return invoke(
+      op, dy.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::InterpolateBackward>(op, dy.device)(dy.take(), x_shape, args), Kind::Float);
+      },
+      meta_of(x_shape, dy.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &args; o.shape = &x_shape; return o; }, dy);
+}
+
+namespace {
+// Embedding indices: Int [B, L] (any rank >= 1 is accepted: the output appends d).
+void check_embedding_indices(OpCode op, const DispatchTensor& w, const DispatchTensor& idx) {
+  check_indices(op, w, idx);
+  if (idx.shape().rank() < 1)
+    throw ShapeError(fmt::format("[{}] indices must have rank >= 1; expected [B, L]; got {}", op_name(op),
+                                 idx.shape().to_string()));
+}
+Shape embedding_out(const Shape& idx, std::size_t d) {
+  Shape out = idx;
+  out.push_back(d);
+  return out;
+}
+}  // namespace
+
+// weights [n, d], indices Int [*I] -> [*I, d]; an index outside [0, n) raises IndexError
+// (checked by the entry: it needs the index values).
+DispatchTensor embedding(DispatchTensor weights, DispatchTensor indices) {
+  const OpCode op = OpCode::embedding;
+  check_module_first(op, weights, "weights");
+  if (weights.shape().rank() != 2)
+    throw ShapeError(fmt::format("[embedding] weights has the wrong rank; expected rank 2 [n_embedding, d_model]; got {}",
+                                 weights.shape().to_string()));
+  check_embedding_indices(op, weights, indices);
+  const Shape out = embedding_out(indices.shape(), weights.shape()[1]);
+  check_alloc_shape(op, out, weights.dtype());
+  return invoke(
+      op, weights.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::Embedding>(op, weights.device)(weights.take(), indices.take()), Kind::Float);
+      },
+      meta_of(out, weights.dtype(), Kind::Float), no_attrs, weights, indices);
+}
+
+// dy [*I, d], indices [*I] -> [n, d] of `weight_shape`.
+DispatchTensor embedding_backward(DispatchTensor dy, DispatchTensor indices, const Shape& weight_shape) {
+  const OpCode op = OpCode::embedding_backward;
+  check_module_first(op, dy, "output gradient");
+  check_embedding_indices(op, dy, indices);
+  if (weight_shape.rank() != 2)
+    throw ShapeError(fmt::format("[embedding_backward] weights has the wrong rank; expected rank 2 [n_embedding, "
+                                 "d_model]; got {}",
+                                 weight_shape.to_string()));
+  check_same_shape(op, "output gradient", dy.shape(), embedding_out(indices.shape(), weight_shape[1]));
+  check_alloc_shape(op, weight_shape, dy.dtype());
+  return invoke(
+      op, dy.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::EmbeddingBackward>(op, dy.device)(dy.take(), indices.take(), weight_shape),
+                              Kind::Float);
+      },
+      meta_of(weight_shape, dy.dtype(), Kind::Float), [&] { OpAttrs o; o.shape = &weight_shape; return o; }, dy, indices);
+}
+
+// x [.., d], gamma [d], beta [d]? -> x's shape.
+DispatchTensor layer_norm(DispatchTensor x, DispatchTensor gamma, DispatchTensor beta, double eps) {
+  const OpCode op = OpCode::layer_norm;
+  check_module_first(op, x, "x");
+  check_operand(op, x, gamma, "gamma");
+  if (beta.prim) check_operand(op, x, beta, "beta");
+  const Shape& s = x.shape();
+  if (s.rank() < 1)
+    throw ShapeError(fmt::format("[layer_norm] x has no dims; expected [..., d]; got {}", s.to_string()));
+  const Shape want{s[s.rank() - 1]};
+  check_same_shape(op, "gamma", gamma.shape(), want);
+  if (beta.prim) check_same_shape(op, "beta", beta.shape(), want);
+  if (!(eps >= 0.0) || std::isinf(eps))
+    throw ShapeError(fmt::format("[layer_norm] epsilon must be finite and not negative; expected eps >= 0; got {}", eps));
+  return invoke(
+      op, x.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::LayerNorm>(op, x.device)(x.take(), gamma.take(), beta.take(), eps), Kind::Float);
+      },
+      like(x), [&] { OpAttrs o; o.scalars[0] = Scalar(eps); return o; }, x, gamma, beta);
+}
+
+// q [B,H,Lq,D], k [B,H,Lk,D], v [B,H,Lk,Dv], mask Bool [B|1,H|1,Lq,Lk]? (true = masked
+// out), bias Float of the mask's shape? -> [B,H,Lq,Dv].
+DispatchTensor attention(DispatchTensor q, DispatchTensor k, DispatchTensor v, DispatchTensor mask, DispatchTensor bias,
+                         const tensor::nn::AttentionModuleOptions& options) {
+  const OpCode op = OpCode::attention;
+  check_module_first(op, q, "q");
+  check_operand(op, q, k, "k");
+  check_operand(op, q, v, "v");
+  if (mask.prim) check_mask(op, q, mask);
+  if (bias.prim) check_operand(op, q, bias, "attn_bias");
+  if (options.scale && !std::isfinite(*options.scale))
+    throw ShapeError(fmt::format("[attention] scale must be finite; expected a finite scale; got {}", *options.scale));
+  const Shape out = tensor::nn::attention_output_shape(op_name(op), q.shape(), k.shape(), v.shape(), shape_or_null(mask),
+                                                       shape_or_null(bias), options);
+  check_alloc_shape(op, out, q.dtype());
+  return invoke(
+      op, q.device,
+      TENSOR_BODY {
+        return DispatchTensor(
+            entry<Family::Attention>(op, q.device)(q.take(), k.take(), v.take(), mask.take(), bias.take(), options),
+            Kind::Float);
+      },
+      meta_of(out, q.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &options; return o; }, q, k, v, mask, bias);
 }
 
 // ---- devices -------------------------------------------------------------------------

@@ -109,6 +109,46 @@ DispatchTensor mask_select(DispatchTensor a, DispatchTensor mask);
 DispatchTensor argwhere(DispatchTensor a);
 DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridSampleOptions& options);
 
+// ---- nn: the module ops (burn's ModuleOps), Float only ------------------------------
+// Each forwarder validates with the tensor/nn_options.hpp shape rules (ShapeError naming
+// the op), so backend entries and defaults do not validate again. An absent optional
+// tensor (bias, beta, mask, attn_bias) is an empty DispatchTensor. The backward
+// forwarders are what the autodiff layer calls on the inner device:
+//   conv(op, x, w, bias, args)             conv1d/2d/3d, conv_transpose1d/2d/3d (args.rank from op)
+//   conv_backward_x(dy, w, x_shape, args)  dL/dx of conv (args.rank = the conv's rank)
+//   conv_backward_weight(x, dy, w_shape, args)
+//   conv_backward_bias(dy)                 dL/dbias of conv and conv_transpose: dy summed but dim 1
+//   conv_transpose_backward_x(dy, w, x_shape, args), conv_transpose_backward_weight(x, dy, w_shape, args)
+//   pool(op, x, args)                      max/avg_pool1d/2d, adaptive_avg_pool1d/2d (args.rank from op)
+//   max_pool_with_indices(op, x, args)     (values, Int indices flat h*W+w in the unpadded plane)
+//   max_pool_backward(dy, indices, x_shape, args)
+//   pool_backward(op, dy, x_shape, args)   op: avg_pool_backward or adaptive_avg_pool_backward
+//   interpolate(x, args), interpolate_backward(dy, x_shape, args)
+//   embedding(weights, indices), embedding_backward(dy, indices, weight_shape)
+//   layer_norm(x, gamma, beta, eps), attention(q, k, v, mask, bias, options)
+DispatchTensor conv(OpCode op, DispatchTensor x, DispatchTensor weight, DispatchTensor bias, const ConvArgs& args);
+// op: conv_x_backward, conv_weight_backward, conv_transpose_x_backward or
+// conv_transpose_weight_backward; (a, b) = (dy, weight) for x, (x, dy) for weight.
+DispatchTensor conv_backward(OpCode op, DispatchTensor a, DispatchTensor b, const Shape& target, const ConvArgs& args);
+DispatchTensor conv_backward_x(DispatchTensor dy, DispatchTensor weight, const Shape& x_shape, const ConvArgs& args);
+DispatchTensor conv_backward_weight(DispatchTensor x, DispatchTensor dy, const Shape& weight_shape, const ConvArgs& args);
+DispatchTensor conv_backward_bias(DispatchTensor dy);
+DispatchTensor conv_transpose_backward_x(DispatchTensor dy, DispatchTensor weight, const Shape& x_shape,
+                                         const ConvArgs& args);
+DispatchTensor conv_transpose_backward_weight(DispatchTensor x, DispatchTensor dy, const Shape& weight_shape,
+                                              const ConvArgs& args);
+DispatchTensor pool(OpCode op, DispatchTensor x, const PoolArgs& args);
+std::pair<DispatchTensor, DispatchTensor> max_pool_with_indices(OpCode op, DispatchTensor x, const PoolArgs& args);
+DispatchTensor max_pool_backward(DispatchTensor dy, DispatchTensor indices, const Shape& x_shape, const PoolArgs& args);
+DispatchTensor pool_backward(OpCode op, DispatchTensor dy, const Shape& x_shape, const PoolArgs& args);
+DispatchTensor interpolate(DispatchTensor x, const InterpArgs& args);
+DispatchTensor interpolate_backward(DispatchTensor dy, const Shape& x_shape, const InterpArgs& args);
+DispatchTensor embedding(DispatchTensor weights, DispatchTensor indices);
+DispatchTensor embedding_backward(DispatchTensor dy, DispatchTensor indices, const Shape& weight_shape);
+DispatchTensor layer_norm(DispatchTensor x, DispatchTensor gamma, DispatchTensor beta, double eps);
+DispatchTensor attention(DispatchTensor q, DispatchTensor k, DispatchTensor v, DispatchTensor mask, DispatchTensor bias,
+                         const tensor::nn::AttentionModuleOptions& options);
+
 // Device-level entries.
 std::string backend_name(DeviceId device);  // "dispatch<cpu>"
 DTypeUsageSet dtype_usage(DeviceId device, DType dtype);

@@ -40,7 +40,9 @@ struct OpAttrs {
   std::optional<DType> dtype;              // cast target, requested creation dtype
   DeviceId device{};                       // to_device target, creation device
   IndexingUpdateOp update = IndexingUpdateOp::Assign;
-  const void* options = nullptr;           // GridSampleOptions* (grid_sample_2d), Distribution* (random)
+  const void* options = nullptr;           // GridSampleOptions* (grid_sample_2d), Distribution* (random),
+                                           // ConvArgs*/PoolArgs*/InterpArgs*/AttentionModuleOptions* (nn rows)
+  const Shape* shape = nullptr;            // nn backward rows: the shape of the gradient they produce
 };
 
 // One op passing the hooks. `inputs` point at the caller's tensors and stay valid only

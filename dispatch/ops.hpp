@@ -15,6 +15,7 @@
 #include "dispatch/primitive.hpp"
 #include "tensor/data.hpp"
 #include "tensor/device.hpp"
+#include "tensor/nn_options.hpp"
 #include "tensor/op_code.hpp"
 #include "tensor/options.hpp"
 #include "tensor/scalar.hpp"
@@ -32,6 +33,30 @@ struct DimSlice {
 };
 
 using PrimPair = std::pair<Prim, Prim>;
+
+// ---- module-op arguments (the nn rows of the op table) ----------------------------
+// One struct per module family, rank-generic (rank 1..3; unused trailing dims hold 1/0),
+// so one family serves conv1d..conv3d and its transposes, pools 1-d and 2-d. The
+// forwarder resolves and validates them (tensor/nn_options.hpp rules) before a backend
+// sees them; a null Prim stands for an absent optional tensor (bias, mask, beta).
+struct ConvArgs {
+  std::size_t rank = 2;
+  std::array<std::int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1}, padding_out{0, 0, 0};
+  std::int64_t groups = 1;
+};
+// Pools: kernel/stride/padding/dilation for max and avg pools, output_size for the
+// adaptive ones; count_include_pad for avg only.
+struct PoolArgs {
+  std::size_t rank = 2;
+  std::array<std::int64_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
+  std::array<std::int64_t, 3> output_size{1, 1, 1};
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+struct InterpArgs {
+  std::array<std::int64_t, 2> size{1, 1};
+  tensor::nn::InterpolateOptions options;
+};
 using Axes = std::span<const std::size_t>;
 using DimSlices = std::span<const DimSlice>;
 
@@ -82,6 +107,19 @@ using DimSlices = std::span<const DimSlice>;
   X(TopKWithIndices, PrimPair (*)(Prim, std::size_t, std::size_t, DType))               \
   X(ArgTopK, Prim (*)(Prim, std::size_t, std::size_t, DType))                           \
   X(GridSample, Prim (*)(Prim, Prim, const GridSampleOptions&))                         \
+  X(Conv, Prim (*)(Prim, Prim, Prim, const ConvArgs&))                                   \
+  X(ConvBackward, Prim (*)(Prim, Prim, const Shape&, const ConvArgs&))                   \
+  X(ConvBiasBackward, Prim (*)(Prim))                                                    \
+  X(Pool, Prim (*)(Prim, const PoolArgs&))                                               \
+  X(PoolWithIndices, PrimPair (*)(Prim, const PoolArgs&, DType))                         \
+  X(PoolBackward, Prim (*)(Prim, const Shape&, const PoolArgs&))                         \
+  X(MaxPoolBackward, Prim (*)(Prim, Prim, const Shape&, const PoolArgs&))                \
+  X(Interpolate, Prim (*)(Prim, const InterpArgs&))                                      \
+  X(InterpolateBackward, Prim (*)(Prim, const Shape&, const InterpArgs&))                \
+  X(Embedding, Prim (*)(Prim, Prim))                                                     \
+  X(EmbeddingBackward, Prim (*)(Prim, Prim, const Shape&))                               \
+  X(LayerNorm, Prim (*)(Prim, Prim, Prim, double))                                       \
+  X(Attention, Prim (*)(Prim, Prim, Prim, Prim, Prim, const tensor::nn::AttentionModuleOptions&)) \
   X(FromData, Prim (*)(TensorData, DeviceId))                                           \
   X(Create, Prim (*)(const Shape&, DeviceId, DType))                                    \
   X(Full, Prim (*)(const Shape&, tensor::Scalar, DeviceId, DType))                      \
@@ -155,6 +193,12 @@ constexpr std::uint8_t default_diff(Family f, std::uint8_t kinds) {
   switch (f) {
     case Family::Binary: case Family::Matmul: case Family::Cross: case Family::SliceAssign: case Family::GridSample:
       return 0b11;
+    case Family::Conv: case Family::LayerNorm:  // x, weight, bias (gamma, beta)
+      return 0b111;
+    case Family::Pool: case Family::PoolWithIndices: case Family::Interpolate: case Family::Embedding:
+      return 0b1;  // x (embedding: the weights, not the indices)
+    case Family::Attention:  // q, k, v and the additive bias, not the mask
+      return 0b10111;
     case Family::Scatter: case Family::ScatterUpdate: case Family::SelectAssign: case Family::SelectUpdate:
     case Family::MaskWhere: case Family::ScatterNd:
       return 0b101;

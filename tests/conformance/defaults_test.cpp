@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <array>
 #include <map>
 #include <random>
 #include <set>
@@ -101,9 +102,200 @@ std::vector<Inputs> numeric_inputs(const Shape& s, bool specials = true) {
   return {{Kind::Float, floats(s, 1, specials), floats(s, 2, specials)}, {Kind::Int, ints(s, 3), ints(s, 4)}};
 }
 
+// ---- module ops: fixed shapes and options per op (each recipe runs a few variants) ----
+std::vector<DispatchTensor> one_of(DispatchTensor t) { std::vector<DispatchTensor> v; v.push_back(std::move(t)); return v; }
+DispatchTensor fl(DeviceId d, const Shape& s, std::uint32_t seed) { return from_data(floats(s, seed, false), d, Kind::Float); }
+DispatchTensor none() { return DispatchTensor(); }
+ConvArgs cargs(std::size_t rank, std::array<std::int64_t, 3> st, std::array<std::int64_t, 3> pad, std::array<std::int64_t, 3> dil,
+               std::int64_t groups, std::array<std::int64_t, 3> pout = {0, 0, 0}) {
+  ConvArgs a;
+  a.rank = rank;
+  a.stride = st;
+  a.padding = pad;
+  a.dilation = dil;
+  a.groups = groups;
+  a.padding_out = pout;
+  return a;
+}
+PoolArgs pargs(std::size_t rank, std::array<std::int64_t, 3> k, std::array<std::int64_t, 3> st, std::array<std::int64_t, 3> pad,
+               std::array<std::int64_t, 3> dil, bool ceil, bool cip = true) {
+  PoolArgs a;
+  a.rank = rank;
+  a.kernel = k;
+  a.stride = st;
+  a.padding = pad;
+  a.dilation = dil;
+  a.ceil_mode = ceil;
+  a.count_include_pad = cip;
+  return a;
+}
+PoolArgs adaptive(std::size_t rank, std::array<std::int64_t, 3> out) {
+  PoolArgs a;
+  a.rank = rank;
+  a.output_size = out;
+  return a;
+}
+
+using NnRun = std::function<std::vector<DispatchTensor>(DeviceId)>;
+NnRun nn_recipe(OpCode op) {
+  const ConvArgs c1 = cargs(1, {2, 1, 1}, {1, 0, 0}, {2, 1, 1}, 2);
+  const ConvArgs c2 = cargs(2, {2, 1, 1}, {1, 1, 0}, {1, 2, 1}, 2);
+  const ConvArgs c3 = cargs(3, {1, 2, 1}, {0, 1, 1}, {1, 1, 1}, 1);
+  const ConvArgs t2 = cargs(2, {2, 2, 1}, {1, 0, 0}, {1, 1, 1}, 2, {1, 1, 0});
+  const Shape x2{2, 4, 7, 6}, w2{6, 2, 3, 2};
+  const Shape tx2{2, 4, 3, 4}, tw2{4, 3, 3, 2};
+  switch (op) {
+    case OpCode::conv1d:
+      return [=](DeviceId d) { return one_of(conv(op, fl(d, {2, 4, 9}, 1), fl(d, {6, 2, 3}, 2), fl(d, {6}, 3), c1)); };
+    case OpCode::conv2d:
+      return [=](DeviceId d) {
+        auto v = one_of(conv(op, fl(d, x2, 1), fl(d, w2, 2), fl(d, {6}, 3), c2));
+        v.push_back(conv(op, fl(d, {1, 3, 5, 5}, 4), fl(d, {2, 3, 3, 3}, 5), none(), cargs(2, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 1)));
+        return v;
+      };
+    case OpCode::conv3d:
+      return [=](DeviceId d) { return one_of(conv(op, fl(d, {1, 2, 4, 4, 3}, 1), fl(d, {3, 2, 2, 2, 2}, 2), fl(d, {3}, 3), c3)); };
+    case OpCode::conv_transpose1d:
+      return [=](DeviceId d) {
+        return one_of(conv(op, fl(d, {2, 2, 5}, 1), fl(d, {2, 3, 3}, 2), fl(d, {3}, 3), cargs(1, {2, 1, 1}, {1, 0, 0}, {1, 1, 1}, 1, {1, 0, 0})));
+      };
+    case OpCode::conv_transpose2d:
+      return [=](DeviceId d) { return one_of(conv(op, fl(d, tx2, 1), fl(d, tw2, 2), fl(d, {6}, 3), t2)); };
+    case OpCode::conv_transpose3d:
+      return [=](DeviceId d) {
+        return one_of(conv(op, fl(d, {1, 2, 2, 3, 2}, 1), fl(d, {2, 2, 2, 2, 2}, 2), none(), cargs(3, {2, 1, 2}, {0, 0, 1}, {1, 1, 1}, 1)));
+      };
+    case OpCode::conv_x_backward:
+      return [=](DeviceId d) {
+        const Shape y = tensor::nn::conv_output_shape<2>("t", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
+        return one_of(conv_backward_x(fl(d, y, 7), fl(d, w2, 2), x2, c2));
+      };
+    case OpCode::conv_weight_backward:
+      return [=](DeviceId d) {
+        const Shape y = tensor::nn::conv_output_shape<2>("t", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
+        return one_of(conv_backward_weight(fl(d, x2, 1), fl(d, y, 7), w2, c2));
+      };
+    case OpCode::conv_bias_backward:
+      return [=](DeviceId d) { return one_of(conv_backward_bias(fl(d, {2, 3, 4, 5}, 1))); };
+    case OpCode::conv_transpose_x_backward:
+      return [=](DeviceId d) {
+        const Shape y = tensor::nn::conv_transpose_output_shape<2>("t", tx2, tw2, tensor::nn::ConvTransposeOptions<2>{{2, 2}, {1, 0}, {1, 1}, {1, 1}, 2});
+        return one_of(conv_transpose_backward_x(fl(d, y, 7), fl(d, tw2, 2), tx2, t2));
+      };
+    case OpCode::conv_transpose_weight_backward:
+      return [=](DeviceId d) {
+        const Shape y = tensor::nn::conv_transpose_output_shape<2>("t", tx2, tw2, tensor::nn::ConvTransposeOptions<2>{{2, 2}, {1, 0}, {1, 1}, {1, 1}, 2});
+        return one_of(conv_transpose_backward_weight(fl(d, tx2, 1), fl(d, y, 7), tw2, t2));
+      };
+    case OpCode::max_pool1d:
+      return [=](DeviceId d) {
+        auto v = one_of(pool(op, fl(d, {2, 3, 9}, 1), pargs(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 1, 1}, true)));
+        v.push_back(pool(op, fl(d, {2, 3, 9}, 2), pargs(1, {2, 1, 1}, {1, 1, 1}, {1, 0, 0}, {2, 1, 1}, false)));
+        return v;
+      };
+    case OpCode::max_pool2d:
+      return [=](DeviceId d) {
+        auto v = one_of(pool(op, fl(d, {2, 3, 7, 8}, 1), pargs(2, {3, 2, 1}, {2, 2, 1}, {1, 1, 0}, {1, 2, 1}, true)));
+        v.push_back(pool(op, fl(d, {1, 2, 6, 6}, 2), pargs(2, {2, 2, 1}, {2, 2, 1}, {0, 0, 0}, {1, 1, 1}, false)));
+        return v;
+      };
+    case OpCode::max_pool1d_with_indices:
+      return [=](DeviceId d) {
+        auto [y, i] = max_pool_with_indices(op, fl(d, {2, 3, 9}, 1), pargs(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 1, 1}, true));
+        auto v = one_of(std::move(y));
+        v.push_back(std::move(i));
+        return v;
+      };
+    case OpCode::max_pool2d_with_indices:
+      return [=](DeviceId d) {
+        auto [y, i] = max_pool_with_indices(op, fl(d, {2, 3, 7, 8}, 1), pargs(2, {3, 2, 1}, {2, 2, 1}, {1, 1, 0}, {1, 2, 1}, true));
+        auto v = one_of(std::move(y));
+        v.push_back(std::move(i));
+        return v;
+      };
+    case OpCode::max_pool_with_indices_backward:
+      return [=](DeviceId d) {
+        const PoolArgs a = pargs(2, {3, 2, 1}, {2, 2, 1}, {1, 1, 0}, {1, 2, 1}, true);
+        auto [y, i] = max_pool_with_indices(OpCode::max_pool2d_with_indices, fl(d, {2, 3, 7, 8}, 1), a);
+        return one_of(max_pool_backward(fl(d, y.shape(), 5), std::move(i), Shape{2, 3, 7, 8}, a));
+      };
+    case OpCode::avg_pool1d:
+      return [=](DeviceId d) {
+        auto v = one_of(pool(op, fl(d, {2, 3, 6}, 1), pargs(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 1, 1}, true, true)));
+        v.push_back(pool(op, fl(d, {2, 3, 6}, 1), pargs(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 1, 1}, true, false)));
+        return v;
+      };
+    case OpCode::avg_pool2d:
+      return [=](DeviceId d) {
+        auto v = one_of(pool(op, fl(d, {2, 3, 7, 6}, 1), pargs(2, {3, 2, 1}, {2, 1, 1}, {1, 1, 0}, {1, 1, 1}, true, true)));
+        v.push_back(pool(op, fl(d, {2, 3, 7, 6}, 1), pargs(2, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 1}, true, false)));
+        v.push_back(pool(op, fl(d, {1, 2, 4, 4}, 2), pargs(2, {2, 2, 1}, {2, 2, 1}, {0, 0, 0}, {1, 1, 1}, false, true)));
+        return v;
+      };
+    case OpCode::avg_pool_backward:
+      return [=](DeviceId d) {
+        const PoolArgs a = pargs(2, {3, 2, 1}, {2, 1, 1}, {1, 1, 0}, {1, 1, 1}, true, false);
+        const Shape y = tensor::nn::avg_pool_output_shape<2>("t", Shape{2, 3, 7, 6}, tensor::nn::AvgPoolOptions<2>{{3, 2}, {2, 1}, {1, 1}, false, true});
+        return one_of(pool_backward(op, fl(d, y, 5), Shape{2, 3, 7, 6}, a));
+      };
+    case OpCode::adaptive_avg_pool1d:
+      return [=](DeviceId d) { return one_of(pool(op, fl(d, {2, 3, 7}, 1), adaptive(1, {3, 1, 1}))); };
+    case OpCode::adaptive_avg_pool2d:
+      return [=](DeviceId d) {
+        auto v = one_of(pool(op, fl(d, {2, 3, 7, 5}, 1), adaptive(2, {3, 4, 1})));
+        v.push_back(pool(op, fl(d, {2, 3, 4, 4}, 2), adaptive(2, {1, 1, 1})));
+        return v;
+      };
+    case OpCode::adaptive_avg_pool_backward:
+      return [=](DeviceId d) { return one_of(pool_backward(op, fl(d, {2, 3, 3, 4}, 5), Shape{2, 3, 7, 5}, adaptive(2, {3, 4, 1}))); };
+    case OpCode::interpolate:
+      return [=](DeviceId d) {
+        InterpArgs a{{7, 3}, {tensor::nn::InterpolateMode::Bilinear, false}};
+        auto v = one_of(interpolate(fl(d, {2, 3, 4, 5}, 1), a));
+        a.options = {tensor::nn::InterpolateMode::Bicubic, true};
+        v.push_back(interpolate(fl(d, {2, 3, 4, 5}, 1), a));
+        return v;
+      };
+    case OpCode::interpolate_backward:
+      return [=](DeviceId d) {
+        const InterpArgs a{{7, 3}, {tensor::nn::InterpolateMode::Nearest, false}};
+        return one_of(interpolate_backward(fl(d, {2, 3, 7, 3}, 5), Shape{2, 3, 4, 5}, a));
+      };
+    case OpCode::embedding:
+      return [=](DeviceId d) {
+        auto idx = from_data(TensorData::from(std::vector<std::int32_t>{0, 4, 2, 2, 1, 3, 0, 4}, Shape{2, 4}), d, Kind::Int);
+        return one_of(embedding(fl(d, {5, 3}, 1), std::move(idx)));
+      };
+    case OpCode::embedding_backward:
+      return [=](DeviceId d) {
+        auto idx = from_data(TensorData::from(std::vector<std::int32_t>{0, 4, 2, 2, 1, 3, 0, 4}, Shape{2, 4}), d, Kind::Int);
+        return one_of(embedding_backward(fl(d, {2, 4, 3}, 1), std::move(idx), Shape{6, 3}));
+      };
+    case OpCode::layer_norm:
+      return [=](DeviceId d) {
+        auto v = one_of(layer_norm(fl(d, {2, 3, 5}, 1), fl(d, {5}, 2), fl(d, {5}, 3), 1e-5));
+        v.push_back(layer_norm(fl(d, {4, 6}, 4), fl(d, {6}, 5), none(), 0.0));
+        return v;
+      };
+    case OpCode::attention:
+      return [=](DeviceId d) {
+        std::vector<bool> m(15);
+        for (std::size_t i = 0; i < m.size(); ++i) m[i] = i % 4 == 1;
+        auto mask = from_data(TensorData::from(m, Shape{1, 1, 3, 5}), d, Kind::Bool);
+        return one_of(attention(fl(d, {1, 2, 3, 4}, 1), fl(d, {1, 2, 5, 4}, 2), fl(d, {1, 2, 5, 2}, 3), std::move(mask), none(),
+                                tensor::nn::AttentionModuleOptions{}));
+      };
+    default:
+      return nullptr;
+  }
+}
+
 // The recipes. Scalars and dims are fixed per family; ops that need their own
 // arguments are special-cased.
 Case case_for(OpCode op) {
+  if (NnRun r = nn_recipe(op))
+    return Case{{{Kind::Float, floats(Shape{1}, 1, false), floats(Shape{1}, 2, false)}},
+                [r](OpCode, DeviceId d, const Inputs&) { return r(d); }};
   const Shape s{4, 5};
   const std::uint8_t kinds = op_info(op).kinds;
   std::vector<Inputs> in;

@@ -1,0 +1,397 @@
+// The CPU backend's module-op entries (the nn rows of the op table): each makes its
+// inputs contiguous in f32 or f64 (f16/bf16 compute in f32), builds the kernel geometry
+// from the already validated arguments and runs the kernels of backends/cpu/nn/.
+#include <fmt/format.h>
+
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/nn/attention.hpp"
+#include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/nn/interpolate.hpp"
+#include "backends/cpu/nn/norm.hpp"
+#include "backends/cpu/nn/pool.hpp"
+#include "tensor/error.hpp"
+
+namespace tensor::cpu {
+namespace {
+
+using dispatch::ConvArgs;
+using dispatch::InterpArgs;
+using dispatch::PoolArgs;
+using dispatch::Prim;
+using dispatch::PrimPair;
+
+// The dtype a float tensor is computed in: itself for f32/f64, f32 otherwise.
+DType work_dtype(DType d) { return d == DType::F64 ? DType::F64 : DType::F32; }
+
+// `p` contiguous in `work` (null stays null).
+CpuRef prep(Prim p, DType work) {
+  if (!p) return nullptr;
+  return to_contiguous(convert_tensor(as_cpu(std::move(p)), work));
+}
+// Int indices contiguous as i64.
+CpuRef prep_index(Prim p) { return to_contiguous(convert_tensor(as_cpu(std::move(p)), DType::I64)); }
+
+template <class T>
+const T* ptr(const CpuRef& t) { return t ? reinterpret_cast<const T*>(t->data()) : nullptr; }
+template <class T>
+T* mut(const CpuRef& t) { return reinterpret_cast<T*>(t->data()); }
+
+// Runs f(T{}) with T = float or double for the work dtype.
+template <class F>
+void on_work(DType work, F&& f) {
+  if (work == DType::F64) f(double{});
+  else f(float{});
+}
+
+// The result back in the caller's dtype.
+Prim finish(CpuRef out, DType want) { return convert_tensor(std::move(out), want); }
+
+template <std::size_t N>
+tensor::nn::ConvOptions<N> conv_opts(const ConvArgs& a) {
+  tensor::nn::ConvOptions<N> o;
+  for (std::size_t i = 0; i < N; ++i) {
+    o.stride[i] = a.stride[i];
+    o.padding[i] = a.padding[i];
+    o.dilation[i] = a.dilation[i];
+  }
+  o.groups = a.groups;
+  return o;
+}
+template <std::size_t N>
+tensor::nn::ConvTransposeOptions<N> convt_opts(const ConvArgs& a) {
+  tensor::nn::ConvTransposeOptions<N> o;
+  for (std::size_t i = 0; i < N; ++i) {
+    o.stride[i] = a.stride[i];
+    o.padding[i] = a.padding[i];
+    o.dilation[i] = a.dilation[i];
+    o.padding_out[i] = a.padding_out[i];
+  }
+  o.groups = a.groups;
+  return o;
+}
+
+// Geometry of a conv (x: the conv input shape) or a transpose (x: the transpose input).
+nn::ConvGeom geom(OpCode op, bool transpose, const ConvArgs& a, const Shape& x, const Shape& w) {
+  const std::string_view name = dispatch::op_name(op);
+  if (transpose) {
+    if (a.rank == 1) return nn::conv_transpose_geom<1>(name, x, w, convt_opts<1>(a));
+    if (a.rank == 2) return nn::conv_transpose_geom<2>(name, x, w, convt_opts<2>(a));
+    return nn::conv_transpose_geom<3>(name, x, w, convt_opts<3>(a));
+  }
+  if (a.rank == 1) return nn::conv_geom<1>(name, x, w, conv_opts<1>(a));
+  if (a.rank == 2) return nn::conv_geom<2>(name, x, w, conv_opts<2>(a));
+  return nn::conv_geom<3>(name, x, w, conv_opts<3>(a));
+}
+
+template <OpCode op, bool kTranspose>
+Prim conv_entry(Prim x, Prim w, Prim bias, const ConvArgs& a) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape(), ws = w->shape();
+  const nn::ConvGeom g = geom(op, kTranspose, a, xs, ws);
+  CpuRef cx = prep(std::move(x), work), cw = prep(std::move(w), work), cb = prep(std::move(bias), work);
+  Shape out{xs[0], kTranspose ? g.c_in : g.c_out};
+  for (std::size_t i = 3 - a.rank; i < 3; ++i) out.push_back(kTranspose ? g.in[i] : g.out[i]);
+  CpuRef y = alloc_tensor(work, out);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (kTranspose) nn::conv_transpose_forward(g, ptr<T>(cx), ptr<T>(cw), ptr<T>(cb), mut<T>(y));
+    else nn::conv_forward(g, ptr<T>(cx), ptr<T>(cw), ptr<T>(cb), mut<T>(y));
+  });
+  return finish(std::move(y), want);
+}
+
+// (a, b) = (dy, w) for the x gradient, (x, dy) for the weight gradient.
+template <OpCode op, bool kTranspose, bool kForX>
+Prim conv_backward_entry(Prim a, Prim b, const Shape& target, const ConvArgs& args) {
+  const DType want = a->dtype(), work = work_dtype(want);
+  const Shape& x = kForX ? target : a->shape();
+  const Shape w = kForX ? b->shape() : target;
+  const nn::ConvGeom g = geom(op, kTranspose, args, x, w);
+  CpuRef ca = prep(std::move(a), work), cb = prep(std::move(b), work);
+  CpuRef out = alloc_tensor(work, target);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (kTranspose && kForX) nn::conv_transpose_backward_x(g, ptr<T>(ca), ptr<T>(cb), mut<T>(out));
+    else if constexpr (kTranspose) nn::conv_transpose_backward_weight(g, ptr<T>(ca), ptr<T>(cb), mut<T>(out));
+    else if constexpr (kForX) nn::conv_backward_x(g, ptr<T>(ca), ptr<T>(cb), mut<T>(out));
+    else nn::conv_backward_weight(g, ptr<T>(ca), ptr<T>(cb), mut<T>(out));
+  });
+  return finish(std::move(out), want);
+}
+
+Prim conv_bias_backward_entry(Prim dy) {
+  const DType want = dy->dtype(), work = work_dtype(want);
+  const Shape s = dy->shape();
+  nn::ConvGeom g;
+  g.batch = s[0];
+  g.c_out = s[1];
+  for (std::size_t i = 2; i < s.rank(); ++i) g.out[3 - (s.rank() - i)] = s[i];
+  CpuRef c = prep(std::move(dy), work);
+  CpuRef out = alloc_tensor(work, Shape{s[1]});
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::conv_backward_bias(g, ptr<T>(c), mut<T>(out));
+  });
+  return finish(std::move(out), want);
+}
+
+template <std::size_t N>
+std::array<std::int64_t, N> first(const std::array<std::int64_t, 3>& v) {
+  std::array<std::int64_t, N> o{};
+  for (std::size_t i = 0; i < N; ++i) o[i] = v[i];
+  return o;
+}
+template <std::size_t N>
+tensor::nn::MaxPoolOptions<N> max_opts(const PoolArgs& a) {
+  tensor::nn::MaxPoolOptions<N> o;
+  o.kernel_size = first<N>(a.kernel);
+  o.stride = first<N>(a.stride);
+  o.padding = first<N>(a.padding);
+  o.dilation = first<N>(a.dilation);
+  o.ceil_mode = a.ceil_mode;
+  return o;
+}
+template <std::size_t N>
+tensor::nn::AvgPoolOptions<N> avg_opts(const PoolArgs& a) {
+  tensor::nn::AvgPoolOptions<N> o;
+  o.kernel_size = first<N>(a.kernel);
+  o.stride = first<N>(a.stride);
+  o.padding = first<N>(a.padding);
+  o.ceil_mode = a.ceil_mode;
+  o.count_include_pad = a.count_include_pad;
+  return o;
+}
+nn::Pool2dGeom max_geom(OpCode op, const PoolArgs& a, const Shape& x) {
+  return a.rank == 1 ? nn::max_pool_geom<1>(dispatch::op_name(op), x, max_opts<1>(a))
+                     : nn::max_pool_geom<2>(dispatch::op_name(op), x, max_opts<2>(a));
+}
+nn::Pool2dGeom avg_geom(OpCode op, const PoolArgs& a, const Shape& x) {
+  return a.rank == 1 ? nn::avg_pool_geom<1>(dispatch::op_name(op), x, avg_opts<1>(a))
+                     : nn::avg_pool_geom<2>(dispatch::op_name(op), x, avg_opts<2>(a));
+}
+nn::AdaptiveGeom adaptive_geom(OpCode op, const PoolArgs& a, const Shape& x) {
+  return a.rank == 1 ? nn::adaptive_avg_pool_geom<1>(dispatch::op_name(op), x, first<1>(a.output_size))
+                     : nn::adaptive_avg_pool_geom<2>(dispatch::op_name(op), x, first<2>(a.output_size));
+}
+Shape pooled(const Shape& x, const PoolArgs& a, std::size_t h, std::size_t w) {
+  Shape out{x[0], x[1]};
+  if (a.rank == 2) out.push_back(h);
+  out.push_back(w);
+  return out;
+}
+
+// max_pool1d/2d (values only) and the _with_indices rows.
+std::pair<CpuRef, CpuRef> max_pool_run(OpCode op, Prim x, const PoolArgs& a, bool with_indices) {
+  const DType work = work_dtype(x->dtype());
+  const Shape xs = x->shape();
+  const nn::Pool2dGeom g = max_geom(op, a, xs);
+  CpuRef cx = prep(std::move(x), work);
+  const Shape out = pooled(xs, a, g.out_h, g.out_w);
+  CpuRef y = alloc_tensor(work, out);
+  CpuRef idx = with_indices ? alloc_tensor(DType::I64, out) : nullptr;
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::max_pool2d_forward(g, ptr<T>(cx), mut<T>(y), idx ? mut<std::int64_t>(idx) : nullptr);
+  });
+  return {std::move(y), std::move(idx)};
+}
+template <OpCode op>
+Prim max_pool_entry(Prim x, const PoolArgs& a) {
+  const DType want = x->dtype();
+  return finish(max_pool_run(op, std::move(x), a, false).first, want);
+}
+template <OpCode op>
+PrimPair max_pool_wi_entry(Prim x, const PoolArgs& a, DType index_dtype) {
+  const DType want = x->dtype();
+  auto [y, idx] = max_pool_run(op, std::move(x), a, true);
+  return {finish(std::move(y), want), convert_tensor(std::move(idx), index_dtype)};
+}
+Prim max_pool_backward_entry(Prim dy, Prim indices, const Shape& x_shape, const PoolArgs& a) {
+  const DType want = dy->dtype(), work = work_dtype(want);
+  const nn::Pool2dGeom g = max_geom(OpCode::max_pool_with_indices_backward, a, x_shape);
+  CpuRef cdy = prep(std::move(dy), work), ci = prep_index(std::move(indices));
+  CpuRef dx = alloc_tensor(work, x_shape);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::max_pool2d_backward(g, ptr<T>(cdy), ptr<std::int64_t>(ci), mut<T>(dx));
+  });
+  return finish(std::move(dx), want);
+}
+
+template <OpCode op>
+Prim avg_pool_entry(Prim x, const PoolArgs& a) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape();
+  const nn::Pool2dGeom g = avg_geom(op, a, xs);
+  CpuRef cx = prep(std::move(x), work);
+  CpuRef y = alloc_tensor(work, pooled(xs, a, g.out_h, g.out_w));
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::avg_pool2d_forward(g, ptr<T>(cx), mut<T>(y));
+  });
+  return finish(std::move(y), want);
+}
+Prim avg_pool_backward_entry(Prim dy, const Shape& x_shape, const PoolArgs& a) {
+  const DType want = dy->dtype(), work = work_dtype(want);
+  const nn::Pool2dGeom g = avg_geom(OpCode::avg_pool_backward, a, x_shape);
+  CpuRef cdy = prep(std::move(dy), work);
+  CpuRef dx = alloc_tensor(work, x_shape);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::avg_pool2d_backward(g, ptr<T>(cdy), mut<T>(dx));
+  });
+  return finish(std::move(dx), want);
+}
+
+template <OpCode op>
+Prim adaptive_entry(Prim x, const PoolArgs& a) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape();
+  const nn::AdaptiveGeom g = adaptive_geom(op, a, xs);
+  CpuRef cx = prep(std::move(x), work);
+  CpuRef y = alloc_tensor(work, pooled(xs, a, g.out[1], g.out[2]));
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::adaptive_avg_pool_forward(g, ptr<T>(cx), mut<T>(y));
+  });
+  return finish(std::move(y), want);
+}
+Prim adaptive_backward_entry(Prim dy, const Shape& x_shape, const PoolArgs& a) {
+  const DType want = dy->dtype(), work = work_dtype(want);
+  const nn::AdaptiveGeom g = adaptive_geom(OpCode::adaptive_avg_pool_backward, a, x_shape);
+  CpuRef cdy = prep(std::move(dy), work);
+  CpuRef dx = alloc_tensor(work, x_shape);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::adaptive_avg_pool_backward(g, ptr<T>(cdy), mut<T>(dx));
+  });
+  return finish(std::move(dx), want);
+}
+
+Prim interpolate_entry(Prim x, const InterpArgs& a) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape();
+  const nn::InterpGeom g = nn::interpolate_geom("interpolate", xs, a.size, a.options);
+  CpuRef cx = prep(std::move(x), work);
+  CpuRef y = alloc_tensor(work, Shape{xs[0], xs[1], g.out_h, g.out_w});
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::interpolate_forward(g, ptr<T>(cx), mut<T>(y));
+  });
+  return finish(std::move(y), want);
+}
+Prim interpolate_backward_entry(Prim dy, const Shape& x_shape, const InterpArgs& a) {
+  const DType want = dy->dtype(), work = work_dtype(want);
+  const nn::InterpGeom g = nn::interpolate_geom("interpolate_backward", x_shape, a.size, a.options);
+  CpuRef cdy = prep(std::move(dy), work);
+  CpuRef dx = alloc_tensor(work, x_shape);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::interpolate_backward(g, ptr<T>(cdy), mut<T>(dx));
+  });
+  return finish(std::move(dx), want);
+}
+
+// Rows of weights at the indices; an index outside [0, n) raises IndexError.
+Prim embedding_entry(Prim weights, Prim indices) {
+  const Shape ws = weights->shape(), is = indices->shape();
+  const std::size_t n = ws[0], d = ws[1], count = is.num_elements();
+  CpuRef w = to_contiguous(as_cpu(std::move(weights)));
+  CpuRef idx = prep_index(std::move(indices));
+  const auto* ip = ptr<std::int64_t>(idx);
+  for (std::size_t i = 0; i < count; ++i)
+    if (ip[i] < 0 || static_cast<std::size_t>(ip[i]) >= n)
+      throw IndexError(fmt::format("[embedding] index out of range; expected 0 <= index < {}; got {} at position {}", n,
+                                   ip[i], i));
+  Shape out = is;
+  out.push_back(d);
+  CpuRef y = alloc_tensor(w->dtype(), out);
+  const std::size_t row = d * w->elem_size();
+  const std::byte* src = w->data();
+  std::byte* dst = y->data();
+  for (std::size_t i = 0; i < count; ++i)
+    if (row) std::memcpy(dst + i * row, src + static_cast<std::size_t>(ip[i]) * row, row);
+  return y;
+}
+Prim embedding_backward_entry(Prim dy, Prim indices, const Shape& weight_shape) {
+  const DType want = dy->dtype(), work = work_dtype(want);
+  const std::size_t count = indices->shape().num_elements();
+  CpuRef cdy = prep(std::move(dy), work), idx = prep_index(std::move(indices));
+  CpuRef dw = alloc_tensor(work, weight_shape);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::embedding_backward(weight_shape[0], weight_shape[1], count, ptr<std::int64_t>(idx), ptr<T>(cdy), mut<T>(dw));
+  });
+  return finish(std::move(dw), want);
+}
+
+Prim layer_norm_entry(Prim x, Prim gamma, Prim beta, double eps) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape();
+  const std::size_t d = xs[xs.rank() - 1];
+  const std::size_t rows = d ? xs.num_elements() / d : 0;
+  CpuRef cx = prep(std::move(x), work), cg = prep(std::move(gamma), work), cb = prep(std::move(beta), work);
+  CpuRef y = alloc_tensor(work, xs);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::layer_norm_forward(rows, d, ptr<T>(cx), ptr<T>(cg), ptr<T>(cb), eps, mut<T>(y), nullptr, nullptr);
+  });
+  return finish(std::move(y), want);
+}
+
+Prim attention_entry(Prim q, Prim k, Prim v, Prim mask, Prim bias, const tensor::nn::AttentionModuleOptions& o) {
+  const DType want = q->dtype(), work = work_dtype(want);
+  const Shape qs = q->shape(), ks = k->shape(), vs = v->shape();
+  const Shape ms = mask ? mask->shape() : Shape{}, bs = bias ? bias->shape() : Shape{};
+  const nn::AttentionGeom g =
+      nn::attention_geom("attention", qs, ks, vs, mask ? &ms : nullptr, bias ? &bs : nullptr, o);
+  CpuRef cq = prep(std::move(q), work), ck = prep(std::move(k), work), cv = prep(std::move(v), work);
+  CpuRef cb = prep(std::move(bias), work);
+  CpuRef cm = mask ? to_contiguous(convert_tensor(as_cpu(std::move(mask)), DType::U8)) : nullptr;
+  CpuRef y = alloc_tensor(work, Shape{qs[0], qs[1], qs[2], vs[3]});
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::attention_forward(g, ptr<T>(cq), ptr<T>(ck), ptr<T>(cv), ptr<std::uint8_t>(cm), ptr<T>(cb), mut<T>(y));
+  });
+  return finish(std::move(y), want);
+}
+
+}  // namespace
+
+void register_nn_ops(dispatch::Backend& b) {
+  b.set<OpCode::conv1d>(&conv_entry<OpCode::conv1d, false>);
+  b.set<OpCode::conv2d>(&conv_entry<OpCode::conv2d, false>);
+  b.set<OpCode::conv3d>(&conv_entry<OpCode::conv3d, false>);
+  b.set<OpCode::conv_transpose1d>(&conv_entry<OpCode::conv_transpose1d, true>);
+  b.set<OpCode::conv_transpose2d>(&conv_entry<OpCode::conv_transpose2d, true>);
+  b.set<OpCode::conv_transpose3d>(&conv_entry<OpCode::conv_transpose3d, true>);
+  b.set<OpCode::conv_x_backward>(&conv_backward_entry<OpCode::conv_x_backward, false, true>);
+  b.set<OpCode::conv_weight_backward>(&conv_backward_entry<OpCode::conv_weight_backward, false, false>);
+  b.set<OpCode::conv_transpose_x_backward>(&conv_backward_entry<OpCode::conv_transpose_x_backward, true, true>);
+  b.set<OpCode::conv_transpose_weight_backward>(
+      &conv_backward_entry<OpCode::conv_transpose_weight_backward, true, false>);
+  b.set<OpCode::conv_bias_backward>(&conv_bias_backward_entry);
+  b.set<OpCode::max_pool1d>(&max_pool_entry<OpCode::max_pool1d>);
+  b.set<OpCode::max_pool2d>(&max_pool_entry<OpCode::max_pool2d>);
+  b.set<OpCode::max_pool1d_with_indices>(&max_pool_wi_entry<OpCode::max_pool1d_with_indices>);
+  b.set<OpCode::max_pool2d_with_indices>(&max_pool_wi_entry<OpCode::max_pool2d_with_indices>);
+  b.set<OpCode::max_pool_with_indices_backward>(&max_pool_backward_entry);
+  b.set<OpCode::avg_pool1d>(&avg_pool_entry<OpCode::avg_pool1d>);
+  b.set<OpCode::avg_pool2d>(&avg_pool_entry<OpCode::avg_pool2d>);
+  b.set<OpCode::avg_pool_backward>(&avg_pool_backward_entry);
+  b.set<OpCode::adaptive_avg_pool1d>(&adaptive_entry<OpCode::adaptive_avg_pool1d>);
+  b.set<OpCode::adaptive_avg_pool2d>(&adaptive_entry<OpCode::adaptive_avg_pool2d>);
+  b.set<OpCode::adaptive_avg_pool_backward>(&adaptive_backward_entry);
+  b.set<OpCode::interpolate>(&interpolate_entry);
+  b.set<OpCode::interpolate_backward>(&interpolate_backward_entry);
+  b.set<OpCode::embedding>(&embedding_entry);
+  b.set<OpCode::embedding_backward>(&embedding_backward_entry);
+  b.set<OpCode::layer_norm>(&layer_norm_entry);
+  b.set<OpCode::attention>(&attention_entry);
+}
+
+}  // namespace tensor::cpu
