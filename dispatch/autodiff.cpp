@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <numbers>
 #include <span>
@@ -448,6 +449,15 @@ DeviceId pick_device(const A&... args) {
 }
 
 constexpr Coverage coverage_of(OpCode op);
+// The module ops' backward entries: differentiating them is second-order autodiff.
+constexpr bool second_order(OpCode op) {
+  switch (op_family(op)) {
+    case Family::ConvBackward: case Family::ConvBiasBackward: case Family::PoolBackward: case Family::MaxPoolBackward:
+    case Family::InterpolateBackward: case Family::EmbeddingBackward:
+      return true;
+    default: return false;
+  }
+}
 
 template <OpCode op, class Fn> struct Pass;
 template <OpCode op, class R, class... A>
@@ -457,6 +467,11 @@ struct Pass<op, R (*)(A...)> {
       if ((tracked_arg(args) || ...))
         throw Error(fmt::format("[{}] has no backward on autodiff devices; expected inputs that do not require grad; "
                                 "got a tracked tensor (detach() it first)",
+                                op_name(op)));
+    } else if constexpr (second_order(op)) {
+      if ((tracked_arg(args) || ...))
+        throw Error(fmt::format("[{}] is a backward entry and second-order autodiff is not supported; expected "
+                                "inputs that do not require grad; got a tracked tensor (detach() it first)",
                                 op_name(op)));
     }
     const auto fn = inner_fn<op_family(op)>(op, pick_device(args...));
@@ -794,6 +809,128 @@ Prim t_to_device(Prim a, DeviceId to) {
   });
 }
 
+// ---- module ops: their backward entries on the inner device --------------------------
+
+In open_opt(Prim&& a) { return a ? open(std::move(a)) : In{}; }
+
+constexpr bool is_transpose_conv(OpCode op) {
+  return op == OpCode::conv_transpose1d || op == OpCode::conv_transpose2d || op == OpCode::conv_transpose3d;
+}
+template <OpCode op>
+Prim t_conv(Prim x, Prim w, Prim b, const ConvArgs& args) {
+  In xi = open(std::move(x)), wi = open(std::move(w)), bi = open_opt(std::move(b));
+  if (!xi.node && !wi.node && !bi.node)
+    return wrap(run_inner<Family::Conv>(op, xi.p, std::move(xi.p), std::move(wi.p), std::move(bi.p), args));
+  Prim y = run_inner<Family::Conv>(op, xi.p, xi.p, wi.p, bi.p, args);
+  return record<3>(op, y, {xi.node, wi.node, bi.node}, [xs = dt(xi.p), ws = dt(wi.p), args](const T& g, std::uint32_t need, std::span<T> out) {
+    if constexpr (is_transpose_conv(op)) {
+      if (need & 1) out[0] = conv_transpose_backward_x(g, ws, xs.shape(), args);
+      if (need & 2) out[1] = conv_transpose_backward_weight(xs, g, ws.shape(), args);
+    } else {
+      if (need & 1) out[0] = conv_backward_x(g, ws, xs.shape(), args);
+      if (need & 2) out[1] = conv_backward_weight(xs, g, ws.shape(), args);
+    }
+    if (need & 4) out[2] = conv_backward_bias(g);
+  });
+}
+
+constexpr OpCode with_indices_of(OpCode op) {
+  return op == OpCode::max_pool1d ? OpCode::max_pool1d_with_indices : OpCode::max_pool2d_with_indices;
+}
+Prim record_max_pool(OpCode op, const In& x, Prim values, const Prim& idx, const PoolArgs& args) {
+  return record<1>(op, std::move(values), {x.node}, [from = x.p->shape(), is = dt(idx), args](const T& g, std::uint32_t, std::span<T> out) {
+    out[0] = max_pool_backward(g, is, from, args);
+  });
+}
+template <OpCode op>
+Prim t_pool(Prim a, const PoolArgs& args) {
+  In x = open(std::move(a));
+  if (!x.node) return wrap(run_inner<Family::Pool>(op, x.p, std::move(x.p), args));
+  if constexpr (op == OpCode::max_pool1d || op == OpCode::max_pool2d) {
+    const DType it = to_dtype(device_settings(x.p->device()).int_dtype);
+    auto [v, i] = run_inner<Family::PoolWithIndices>(with_indices_of(op), x.p, x.p, args, it);
+    return record_max_pool(op, x, std::move(v), i, args);
+  } else {
+    const Shape from = x.p->shape();
+    Prim y = run_inner<Family::Pool>(op, x.p, std::move(x.p), args);
+    return record<1>(op, y, {x.node}, [from, args](const T& g, std::uint32_t, std::span<T> out) {
+      constexpr bool adaptive = op == OpCode::adaptive_avg_pool1d || op == OpCode::adaptive_avg_pool2d;
+      out[0] = pool_backward(adaptive ? OpCode::adaptive_avg_pool_backward : OpCode::avg_pool_backward, g, from, args);
+    });
+  }
+}
+template <OpCode op>
+PrimPair t_pool_with_indices(Prim a, const PoolArgs& args, DType it) {
+  In x = open(std::move(a));
+  auto [v, i] = run_inner<Family::PoolWithIndices>(op, x.p, x.node ? x.p : std::move(x.p), args, it);
+  if (!x.node) return {wrap(std::move(v)), wrap(std::move(i))};
+  Prim values = record_max_pool(op, x, std::move(v), i, args);
+  return {std::move(values), wrap(std::move(i))};
+}
+
+Prim t_interpolate(Prim a, const InterpArgs& args) {
+  constexpr OpCode op = OpCode::interpolate;
+  In x = open(std::move(a));
+  if (!x.node) return wrap(run_inner<Family::Interpolate>(op, x.p, std::move(x.p), args));
+  const Shape from = x.p->shape();
+  Prim y = run_inner<Family::Interpolate>(op, x.p, std::move(x.p), args);
+  return record<1>(op, y, {x.node}, [from, args](const T& g, std::uint32_t, std::span<T> out) {
+    out[0] = interpolate_backward(g, from, args);
+  });
+}
+
+Prim t_embedding(Prim w, Prim idx) {
+  constexpr OpCode op = OpCode::embedding;
+  In wi = open(std::move(w));
+  Prim i = unwrap(std::move(idx));
+  if (!wi.node) return wrap(run_inner<Family::Embedding>(op, wi.p, std::move(wi.p), std::move(i)));
+  const Shape ws = wi.p->shape();
+  Prim y = run_inner<Family::Embedding>(op, wi.p, std::move(wi.p), i);
+  return record<1>(op, y, {wi.node}, [ws, is = dt(i)](const T& g, std::uint32_t, std::span<T> out) {
+    out[0] = embedding_backward(g, is, ws);
+  });
+}
+
+// attention on an autodiff device is burn's attention_fallback (module-ops.md §2.13),
+// composed from tracked ops, so it is differentiated through its parts.
+Prim t_attention(Prim q, Prim k, Prim v, Prim mask, Prim bias, const tensor::nn::AttentionModuleOptions& o) {
+  constexpr OpCode op = OpCode::attention;
+  const bool tracked = node_of(q) || node_of(k) || node_of(v) || (bias && node_of(bias));
+  if (!tracked) {
+    Prim qi = unwrap(std::move(q));
+    return wrap(run_inner<Family::Attention>(op, qi, std::move(qi), unwrap(std::move(k)), unwrap(std::move(v)),
+                                             mask ? unwrap(std::move(mask)) : Prim(), bias ? unwrap(std::move(bias)) : Prim(), o));
+  }
+  const bool f64 = q->dtype() == DType::F64;
+  const double lowest = f64 ? -1.7976931348623157e308 : -3.4028234663852886e38;
+  const double tiny = f64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
+  const std::size_t r = q->shape().rank(), lq = q->shape()[r - 2], lk = k->shape()[r - 2], d = q->shape()[r - 1];
+  T Q(std::move(q), Kind::Float), K(std::move(k), Kind::Float), V(std::move(v), Kind::Float);
+  const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(d));
+  T S = muls(matmul(Q, swap_last(K)), scale);
+  if (o.softcap) S = muls(un(OpCode::tanh, muls(std::move(S), 1.0 / *o.softcap)), *o.softcap);
+  const double ninf = -std::numeric_limits<double>::infinity();
+  if (mask) S = mask_fill(std::move(S), T(std::move(mask), Kind::Bool), Scalar(ninf));
+  if (o.is_causal) {
+    const DeviceId dev = S.device;
+    const DType it = to_dtype(device_settings(dev).int_dtype);
+    const std::int64_t col_shape[2] = {1, i64(lk)}, row_shape[2] = {i64(lq), 1};
+    T cols = reshape(OpCode::reshape, arange(0, i64(lk), 1, dev, it), col_shape);
+    T rows = scalar(OpCode::add_scalar, reshape(OpCode::reshape, arange(0, i64(lq), 1, dev, it), row_shape),
+                    Scalar(static_cast<std::int64_t>(lk) - static_cast<std::int64_t>(lq)));
+    T above = compare(OpCode::greater, expand_to(std::move(cols), Shape{lq, lk}), expand_to(std::move(rows), Shape{lq, lk}));
+    Shape full = S.shape();
+    Shape m = full;
+    for (std::size_t i = 0; i + 2 < m.rank(); ++i) m[i] = 1;
+    S = mask_fill(std::move(S), expand_to(reshape_to(std::move(above), m), full), Scalar(ninf));
+  }
+  if (bias) S = add(std::move(S), T(std::move(bias), Kind::Float));
+  T mx = scalar(OpCode::clamp_min, reduce_dim(OpCode::max_dim, S, -1), Scalar(lowest));
+  T e = un(OpCode::exp, sub(std::move(S), std::move(mx)));
+  T z = scalar(OpCode::clamp_min, reduce_dim(OpCode::sum_dim, e, -1), Scalar(tiny));
+  return matmul(dvd(std::move(e), std::move(z)), std::move(V)).take();
+}
+
 Prim t_set_require_grad(Prim a, bool on) {
   AdTensor& t = as_ad(a);
   if (!is_float(t.dtype())) return a;
@@ -825,6 +962,9 @@ constexpr bool native_step(OpCode op) {
     case Family::Select: case Family::MaskWhere: case Family::MaskFill: case Family::MaskSelect: case Family::Sort:
     case Family::SortWithIndices: case Family::TopK: case Family::TopKWithIndices: case Family::ToDevice:
       return true;
+    case Family::Conv: case Family::Pool: case Family::PoolWithIndices: case Family::Interpolate: case Family::Embedding:
+    case Family::Attention:
+      return true;
     case Family::Cast: return op == OpCode::cast;
     case Family::Scatter: return op == OpCode::scatter_add;
     case Family::SelectAssign: return op == OpCode::select_add;
@@ -843,9 +983,9 @@ constexpr Coverage coverage_of(OpCode op) {
       return Coverage::NotDifferentiable;
     default: break;
   }
-  if (op == OpCode::into_int || op == OpCode::into_float) return Coverage::NotDifferentiable;
+  if (op == OpCode::into_int || op == OpCode::into_float || second_order(op)) return Coverage::NotDifferentiable;
   if (native_step(op)) return Coverage::Native;
-  if (info.policy == Policy::Def) return Coverage::Decomposed;
+  if (info.policy == Policy::Def && !info.host_trip) return Coverage::Decomposed;
   return Coverage::Missing;
 }
 
@@ -883,7 +1023,16 @@ void set_entry(Backend& b) {
     else if constexpr (f == Family::TopK) b.set<op>(&t_topk);
     else if constexpr (f == Family::TopKWithIndices) b.set<op>(&t_topk_with_indices<op>);
     else if constexpr (f == Family::ToDevice) b.set<op>(&t_to_device);
-  } else if constexpr (op_info(op).policy == Policy::Req) {
+    else if constexpr (f == Family::Conv) b.set<op>(&t_conv<op>);
+    else if constexpr (f == Family::Pool) b.set<op>(&t_pool<op>);
+    else if constexpr (f == Family::PoolWithIndices) b.set<op>(&t_pool_with_indices<op>);
+    else if constexpr (f == Family::Interpolate) b.set<op>(&t_interpolate);
+    else if constexpr (f == Family::Embedding) b.set<op>(&t_embedding);
+    else if constexpr (f == Family::Attention) b.set<op>(&t_attention);
+  } else if constexpr (op_info(op).policy == Policy::Req || op_info(op).host_trip || second_order(op)) {
+    // Forwarded to the inner backend's own entry; raises for a tracked input unless the
+    // op carries no gradient. (A host-trip default would read a tracked tensor back and
+    // lose its graph; a backward entry's own gradient is second order.)
     b.set<op>(&Pass<op, FamilyFn<f>>::call);
   }
   // Defaulted ops without a step: install_defaults composes them from these entries.

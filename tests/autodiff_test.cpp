@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <tensor/nn.hpp>
 #include <tensor/profile.hpp>
 
 #include "conformance/devices.hpp"
@@ -459,6 +460,133 @@ TEST_P(Autodiff, GradcheckFromOpTable) {
   }
   EXPECT_GE(checked, 60) << "ops gradchecked";
   std::printf("[ gradcheck ] %d ops x 3 layouts on %s\n", checked, ad().to_string().c_str());
+}
+
+// ---- module ops --------------------------------------------------------------------
+
+// A weighted sum, so every output element has its own gradient.
+template <std::size_t D>
+Tensor<1> wsum(const Tensor<D>& t) {
+  const std::size_t n = t.shape().num_elements();
+  auto w = Tensor<1>::from_data(TensorData::from(spread(n, -1, 1, 77), Shape{n}).convert(t.dtype()), t.device());
+  return (t.reshape(std::array<std::int64_t, 1>{static_cast<std::int64_t>(n)}) * w).sum();
+}
+
+using AnyLoss = std::function<Tensor<1>(std::vector<Handle>)>;
+
+// Gradients of loss(inputs) for every input, against central differences on the plain
+// device (f64) or the cpu autodiff device's (other devices).
+void gradcheck_any(const std::string& name, const std::vector<Shape>& shapes, const AnyLoss& loss,
+                   const std::vector<Domain>& doms = {}) {
+  std::vector<std::vector<double>> xs;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const Domain d = i < doms.size() ? doms[i] : Domain{};
+    xs.push_back(spread(shapes[i].num_elements(), d.lo, d.hi, unsigned(11 * i + 5)));
+  }
+  auto inputs = [&](Device d, DType t, bool track, const std::vector<std::vector<double>>& v) {
+    std::vector<Handle> hs;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      Handle h = tensor::detail::from_data(TensorData::from(v[i], shapes[i]).convert(t), d, tensor::detail::Kind::Float);
+      hs.push_back(track ? tensor::detail::set_require_grad(std::move(h), true) : h);
+    }
+    return hs;
+  };
+  auto grads = [&](Device d, DType t) {
+    std::vector<Handle> hs = inputs(d, t, true, xs);
+    std::vector<Handle> keep;
+    for (const Handle& h : hs) keep.push_back(tensor::detail::retain(h));
+    Gradients g = loss(std::move(hs)).backward();
+    std::vector<std::vector<double>> out;
+    for (Handle& h : keep) {
+      Handle gh = tensor::detail::grad(g, h);
+      EXPECT_FALSE(gh.empty()) << name << ": an input got no gradient";
+      out.push_back(gh.empty() ? std::vector<double>{} : tensor::detail::into_data(std::move(gh)).get().convert(DType::F64).to_vec<double>());
+      tensor::detail::release(h);
+    }
+    return out;
+  };
+  const auto got = grads(ad(), fdt());
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    std::vector<double> want(xs[i].size());
+    if (fdt() == DType::F64) {
+      for (std::size_t k = 0; k < xs[i].size(); ++k) {
+        auto eval = [&](double delta) {
+          auto v = xs;
+          v[i][k] += delta;
+          return values(loss(inputs(dev(), DType::F64, false, v)))[0];
+        };
+        want[k] = (eval(1e-6) - eval(-1e-6)) / 2e-6;
+      }
+    } else {
+      want = [&] {
+        const Device c = Device::cpu().autodiff();
+        std::vector<Handle> hs = inputs(c, DType::F64, true, xs);
+        Handle keep = tensor::detail::retain(hs[i]);
+        Gradients g = loss(std::move(hs)).backward();
+        Handle gh = tensor::detail::grad(g, keep);
+        tensor::detail::release(keep);
+        return tensor::detail::into_data(std::move(gh)).get().convert(DType::F64).to_vec<double>();
+      }();
+    }
+    expect_near(got[i], want, fdt() == DType::F64 ? 1e-5 : 2e-3, name + " input " + std::to_string(i));
+  }
+}
+
+TEST_P(Autodiff, Conv2dWithBiasGradcheck) {
+  nn::ConvOptions<2> o;
+  o.padding = {1, 0};
+  o.stride = {1, 2};
+  gradcheck_any("conv2d", {Shape{2, 2, 4, 5}, Shape{3, 2, 3, 2}, Shape{3}}, [o](std::vector<Handle> h) {
+    return wsum(nn::conv2d(Tensor<4>(h[0]), Tensor<4>(h[1]), Tensor<1>(h[2]), o));
+  });
+  nn::ConvOptions<2> g;
+  g.groups = 2;
+  gradcheck_any("conv2d groups", {Shape{1, 4, 3, 3}, Shape{2, 2, 2, 2}}, [g](std::vector<Handle> h) {
+    return wsum(nn::conv2d(Tensor<4>(h[0]), Tensor<4>(h[1]), std::nullopt, g));
+  });
+}
+
+TEST_P(Autodiff, PoolsGradcheck) {
+  nn::MaxPoolOptions<2> m;
+  m.kernel_size = {2, 2};
+  m.stride = {2, 2};
+  gradcheck_any("max_pool2d", {Shape{1, 2, 4, 4}}, [m](std::vector<Handle> h) { return wsum(nn::max_pool2d(Tensor<4>(h[0]), m)); });
+  gradcheck_any("max_pool2d_with_indices", {Shape{1, 1, 4, 4}},
+                [m](std::vector<Handle> h) { return wsum(nn::max_pool2d_with_indices(Tensor<4>(h[0]), m).first); });
+  nn::AvgPoolOptions<2> a;
+  a.kernel_size = {3, 3};
+  a.stride = {1, 2};
+  a.padding = {1, 1};
+  gradcheck_any("avg_pool2d", {Shape{1, 2, 4, 5}}, [a](std::vector<Handle> h) { return wsum(nn::avg_pool2d(Tensor<4>(h[0]), a)); });
+  gradcheck_any("adaptive_avg_pool2d", {Shape{2, 1, 5, 4}},
+                [](std::vector<Handle> h) { return wsum(nn::adaptive_avg_pool2d(Tensor<4>(h[0]), {2, 3})); });
+}
+
+TEST_P(Autodiff, InterpolateEmbeddingLayerNormAttentionGradcheck) {
+  nn::InterpolateOptions bil;
+  bil.mode = nn::InterpolateMode::Bilinear;
+  gradcheck_any("interpolate bilinear", {Shape{1, 1, 3, 3}},
+                [bil](std::vector<Handle> h) { return wsum(nn::interpolate(Tensor<4>(h[0]), {5, 4}, bil)); });
+  gradcheck_any("embedding", {Shape{4, 3}}, [](std::vector<Handle> h) {
+    Tensor<2> w(h[0]);
+    auto idx = Tensor<2, Int>::from_data(TensorData::from(std::vector<std::int64_t>{3, 0, 3, 1}, Shape{2, 2}), w.device());
+    return wsum(nn::embedding(w, idx));
+  });
+  gradcheck_any("layer_norm", {Shape{2, 4}, Shape{4}, Shape{4}}, [](std::vector<Handle> h) {
+    return wsum(nn::layer_norm(Tensor<2>(h[0]), Tensor<1>(h[1]), Tensor<1>(h[2])));
+  });
+  nn::AttentionOptions causal;
+  causal.is_causal = true;
+  gradcheck_any("attention causal", {Shape{1, 2, 3, 2}, Shape{1, 2, 4, 2}, Shape{1, 2, 4, 3}}, [causal](std::vector<Handle> h) {
+    return wsum(nn::attention(Tensor<4>(h[0]), Tensor<4>(h[1]), Tensor<4>(h[2]), std::nullopt, std::nullopt, causal));
+  });
+}
+
+TEST_P(Autodiff, SecondOrderIsRefused) {
+  auto x = make<4>(spread(16, -1, 1, 1), Shape{1, 1, 4, 4}, ad()).require_grad();
+  auto w = make<4>(spread(4, -1, 1, 2), Shape{1, 1, 2, 2}, ad());
+  auto dy = make<4>(spread(9, -1, 1, 3), Shape{1, 1, 3, 3}, ad());
+  EXPECT_THROWS(Error, nn::conv2d_weight_backward(x, w, dy, nn::ConvOptions<2>{}), "second-order");
 }
 
 TEST(AutodiffCoverage, NoDifferentiableOpIsMissing) {
