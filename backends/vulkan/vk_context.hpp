@@ -309,6 +309,9 @@ class Context {
   // the submitted ones hold (a lost device runs nothing more), then throws.
   [[noreturn]] void throw_lost_locked();
   std::string lost_message() const;
+  // Descriptor set and pipeline layouts, the shader modules (`coop`: the
+  // cooperative-matrix family too) and the pipeline cache from disk (vk_pipeline.cpp).
+  void init_pipelines(bool coop);
   void save_pipeline_cache();
   VkPipeline pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide);
   void collect_errors_locked(Batch& b);
@@ -377,7 +380,8 @@ class Context {
   std::string pending_error_;  // an index error seen in a retired batch, thrown at the next wait
 };
 
-// The context of vulkan device `index` (null when the index is unknown).
+// The context of vulkan device `index` (null when the index is unknown); the list is
+// filled once by discover_devices (vk_instance.cpp).
 Context* context(std::uint16_t index);
 std::size_t context_count();
 
