@@ -299,105 +299,67 @@ Prim cast_entry(Prim pa, DType to) {
 
 }  // namespace
 
+namespace {
+
+// The elementwise code serving `op` (vk_codes.h's TENSOR_VK_EW_OPS), -1 for none.
+constexpr int ew_code(OpCode op) {
+  switch (op) {
+#define TENSOR_X(name, code) \
+  case OpCode::name:         \
+    return code;
+    TENSOR_VK_EW_OPS(TENSOR_X)
+#undef TENSOR_X
+    default:
+      return -1;
+  }
+}
+
+template <OpCode>
+inline constexpr bool kNoEwEntry = false;
+
+// The entry of `op` from its family and elementwise code; null when it has no code
+// (its entry, if any, is registered by hand below or in another family's file).
+template <OpCode op>
+constexpr dispatch::FamilyFn<dispatch::op_family(op)> ew_entry() {
+  using dispatch::Family;
+  constexpr int c = ew_code(op);
+  constexpr Family f = dispatch::op_family(op);
+  if constexpr (c < 0) return nullptr;
+  else if constexpr (f == Family::Unary) return &unary_entry<c>;
+  else if constexpr (f == Family::Binary || f == Family::PowI) return &binary_entry<c>;
+  else if constexpr (f == Family::Scalar) return &scalar_entry<c>;
+  else if constexpr (f == Family::Compare) return &compare_entry<c>;
+  else if constexpr (f == Family::CompareScalar) return &compare_scalar_entry<c>;
+  else if constexpr (f == Family::Predicate) return &predicate_entry<c>;
+  else static_assert(kNoEwEntry<op>, "TENSOR_VK_EW_OPS lists an op of a family without an elementwise entry");
+}
+
+}  // namespace
+
 void register_elementwise(dispatch::Backend& b) {
+  // Every op table row with an elementwise code, on its family's entry.
+#define TENSOR_OP(name, ...) \
+  if constexpr (ew_code(OpCode::name) >= 0) b.set<OpCode::name>(ew_entry<OpCode::name>());
+#include "dispatch/op_table.def"
+#undef TENSOR_OP
+
+  // The ops with their own kernels or scalar conversions.
   using O = OpCode;
   b.set<O::cast>(&cast_entry);
   b.set<O::into_int>(&cast_entry);
   b.set<O::into_float>(&cast_entry);
   b.set<O::mask_fill>(&mask_fill_entry);
   b.set<O::mask_where>(&mask_where_entry);
-
-  b.set<O::equal>(&compare_entry<EW_EQ>);
-  b.set<O::greater>(&compare_entry<EW_GT>);
-  b.set<O::greater_equal>(&compare_entry<EW_GE>);
-  b.set<O::lower>(&compare_entry<EW_LT>);
-  b.set<O::lower_equal>(&compare_entry<EW_LE>);
-  b.set<O::equal_elem>(&compare_scalar_entry<EW_EQ>);
-  b.set<O::greater_elem>(&compare_scalar_entry<EW_GT>);
-  b.set<O::greater_equal_elem>(&compare_scalar_entry<EW_GE>);
-  b.set<O::lower_elem>(&compare_scalar_entry<EW_LT>);
-  b.set<O::lower_equal_elem>(&compare_scalar_entry<EW_LE>);
-
-  b.set<O::add>(&binary_entry<EW_ADD>);
-  b.set<O::sub>(&binary_entry<EW_SUB>);
-  b.set<O::mul>(&binary_entry<EW_MUL>);
-  b.set<O::div>(&binary_entry<EW_DIV>);
-  b.set<O::remainder>(&binary_entry<EW_REM>);
-  b.set<O::powf>(&binary_entry<EW_POW>);
-  b.set<O::atan2>(&binary_entry<EW_ATAN2>);
-  b.set<O::add_scalar>(&scalar_entry<EW_ADD>);
-  b.set<O::sub_scalar>(&scalar_entry<EW_SUB>);
-  b.set<O::mul_scalar>(&scalar_entry<EW_MUL>);
-  b.set<O::div_scalar>(&scalar_entry<EW_DIV>);
-  b.set<O::remainder_scalar>(&scalar_entry<EW_REM>);
-  b.set<O::powf_scalar_impl>(&powf_scalar_impl_entry);
-  b.set<O::recip>(&unary_entry<EW_RECIP>);
-  b.set<O::sqrt>(&unary_entry<EW_SQRT>);
-  b.set<O::exp>(&unary_entry<EW_EXP>);
-  b.set<O::log>(&unary_entry<EW_LOG>);
-  b.set<O::log1p>(&unary_entry<EW_LOG1P>);
-  b.set<O::abs>(&unary_entry<EW_ABS>);
-  b.set<O::cos>(&unary_entry<EW_COS>);
-  b.set<O::sin>(&unary_entry<EW_SIN>);
-  b.set<O::tan>(&unary_entry<EW_TAN>);
-  b.set<O::cosh>(&unary_entry<EW_COSH>);
-  b.set<O::sinh>(&unary_entry<EW_SINH>);
-  b.set<O::tanh>(&unary_entry<EW_TANH>);
-  b.set<O::acos>(&unary_entry<EW_ACOS>);
-  b.set<O::acosh>(&unary_entry<EW_ACOSH>);
-  b.set<O::asin>(&unary_entry<EW_ASIN>);
-  b.set<O::asinh>(&unary_entry<EW_ASINH>);
-  b.set<O::atan>(&unary_entry<EW_ATAN>);
-  b.set<O::atanh>(&unary_entry<EW_ATANH>);
-  b.set<O::round>(&unary_entry<EW_ROUND>);
-  b.set<O::floor>(&unary_entry<EW_FLOOR>);
-  b.set<O::ceil>(&unary_entry<EW_CEIL>);
-  b.set<O::trunc>(&unary_entry<EW_TRUNC>);
-  b.set<O::erf>(&unary_entry<EW_ERF>);
-
-  b.set<O::bitwise_and>(&binary_entry<EW_AND>);
-  b.set<O::bitwise_or>(&binary_entry<EW_OR>);
-  b.set<O::bitwise_xor>(&binary_entry<EW_XOR>);
-  b.set<O::bitwise_left_shift>(&binary_entry<EW_SHL>);
-  b.set<O::bitwise_right_shift>(&binary_entry<EW_SHR>);
-  b.set<O::bitwise_and_scalar>(&scalar_entry<EW_AND>);
-  b.set<O::bitwise_or_scalar>(&scalar_entry<EW_OR>);
-  b.set<O::bitwise_xor_scalar>(&scalar_entry<EW_XOR>);
-  b.set<O::bitwise_left_shift_scalar>(&scalar_entry<EW_SHL>);
-  b.set<O::bitwise_right_shift_scalar>(&scalar_entry<EW_SHR>);
-  b.set<O::bitwise_not>(&unary_entry<EW_NOT>);
-  b.set<O::bool_not>(&unary_entry<EW_BOOL_NOT>);
-  b.set<O::bool_and>(&binary_entry<EW_BOOL_AND>);
-  b.set<O::bool_or>(&binary_entry<EW_BOOL_OR>);
-
   // Fused: one kernel each instead of the default compositions.
-  b.set<O::not_equal>(&compare_entry<EW_NE>);
-  b.set<O::not_equal_elem>(&compare_scalar_entry<EW_NE>);
-  b.set<O::is_nan>(&predicate_entry<EW_IS_NAN>);
-  b.set<O::is_inf>(&predicate_entry<EW_IS_INF>);
-  b.set<O::bool_xor>(&binary_entry<EW_BOOL_XOR>);
-  b.set<O::neg>(&unary_entry<EW_NEG>);
-  b.set<O::sign>(&unary_entry<EW_SIGN>);
-  b.set<O::square>(&unary_entry<EW_SQUARE>);
-  b.set<O::hypot>(&binary_entry<EW_HYPOT>);
-  b.set<O::powi>(&binary_entry<EW_POWI>);
+  b.set<O::powf_scalar_impl>(&powf_scalar_impl_entry);
   b.set<O::powi_scalar>(&powi_scalar_entry);
   b.set<O::powi_scalar_impl>(&powi_scalar_impl_entry);
   b.set<O::powf_scalar>(&powf_scalar_entry);
   b.set<O::clamp_min>(&clamp_min_entry);
   b.set<O::clamp_max>(&clamp_max_entry);
   b.set<O::clamp>(&clamp_entry);
-  b.set<O::relu>(&unary_entry<EW_RELU>);
   b.set<O::leaky_relu>(&leaky_relu_entry);
-  b.set<O::prelu>(&binary_entry<EW_PRELU>);
-  b.set<O::gelu>(&unary_entry<EW_GELU>);
-  b.set<O::sigmoid>(&unary_entry<EW_SIGMOID>);
   b.set<O::hard_sigmoid>(&hard_sigmoid_entry);
-  b.set<O::log_sigmoid>(&unary_entry<EW_LOG_SIGMOID>);
-  b.set<O::relu_backward>(&binary_entry<EW_RELU_BWD>);
-  b.set<O::gelu_backward>(&binary_entry<EW_GELU_BWD>);
-  b.set<O::sigmoid_backward>(&binary_entry<EW_SIGMOID_BWD>);
-  b.set<O::log_sigmoid_backward>(&binary_entry<EW_LOG_SIGMOID_BWD>);
 }
 
 }  // namespace tensor::vulkan
