@@ -3,6 +3,7 @@
 // lazily created pipelines with an on-disk VkPipelineCache.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -123,10 +124,6 @@ struct Binding {
   VkDeviceSize range = 0;
 };
 
-struct Pipeline {
-  VkPipeline pipeline = VK_NULL_HANDLE;
-};
-
 // Submissions queued ahead of the device at most: a submit beyond this waits for the
 // oldest one, so work queued without any read back holds bounded memory (the
 // buffers the batches keep alive, their arenas and Vulkan objects).
@@ -158,6 +155,36 @@ struct Batch {
 // storage, needs shaderFloat16 + storageBuffer16BitAccess) and MatmulCoop (the
 // VK_NV_cooperative_matrix f16 matmul); their modules exist only where usable.
 enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Rows, ElementwiseF16, MatmulCoop, Count };
+
+[[noreturn]] void throw_too_many_spec_constants(std::size_t count);
+
+// Which pipeline a dispatch needs: its shader family, module variant (0 narrow, 1
+// WIDE, 2 SUBGROUP), required subgroup size and every specialization constant in
+// full (32 bits each, and their count), so that two dispatches share a pipeline
+// only when every value agrees: an op code or dtype code of any size cannot alias.
+struct PipelineKey {
+  static constexpr std::size_t kMaxSpec = 8;  // constants per pipeline
+  std::array<std::uint32_t, kMaxSpec + 2> words{};
+  friend constexpr bool operator==(const PipelineKey&, const PipelineKey&) = default;
+};
+struct PipelineKeyHash {
+  std::size_t operator()(const PipelineKey& k) const noexcept {
+    std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the words
+    for (std::uint32_t w : k.words) h = (h ^ w) * 0x100000001b3ull;
+    return static_cast<std::size_t>(h);
+  }
+};
+// Throws ExecutionError when `spec` has more than kMaxSpec constants.
+constexpr PipelineKey pipeline_key(ShaderFamily family, int variant, std::uint32_t subgroup, const std::uint32_t* spec,
+                                   std::size_t count) {
+  if (count > PipelineKey::kMaxSpec) throw_too_many_spec_constants(count);
+  PipelineKey k;
+  k.words[0] = static_cast<std::uint32_t>(family) | static_cast<std::uint32_t>(variant) << 8 |
+               static_cast<std::uint32_t>(count) << 16;
+  k.words[1] = subgroup;
+  for (std::size_t i = 0; i < count; ++i) k.words[2 + i] = spec[i];
+  return k;
+}
 
 // State of the cooperative-matrix path: not usable on this device, usable but not
 // yet self-tested, live, or switched off by a failed self-test.
@@ -293,8 +320,8 @@ class Context {
   // Test hook (a real loss cannot be provoked on lavapipe): waits for submitted work,
   // then puts the context in the state a VK_ERROR_DEVICE_LOST from `where` leaves.
   void simulate_device_loss(const char* where);
-  // Test hook: pretend maxComputeSharedMemorySize is `bytes` for pipelines created
-  // from now on (cached pipelines are kept), to reach the tile-size check.
+  // Test hook: pretend maxComputeSharedMemorySize is `bytes` from now on, to reach
+  // the matmul tile-size check (vk_matmul.cpp).
   void set_shared_memory_limit_for_testing(std::uint32_t bytes) { props_.limits.maxComputeSharedMemorySize = bytes; }
 
  private:
@@ -364,7 +391,7 @@ class Context {
   bool cache_loaded_ = false;
   // Per family: narrow, WIDE and (reduce only) the narrow SUBGROUP variant.
   VkShaderModule modules_[static_cast<int>(ShaderFamily::Count)][3]{};
-  std::unordered_map<std::uint64_t, VkPipeline> pipelines_;  // see pipeline()
+  std::unordered_map<PipelineKey, VkPipeline, PipelineKeyHash> pipelines_;  // see pipeline()
   std::mutex pipeline_mu_;
 
   std::mutex mu_;  // recording, submission

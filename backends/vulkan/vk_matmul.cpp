@@ -88,6 +88,17 @@ VkRef matmul_coop(const VulkanTensor& a, const VulkanTensor& b, const Shape& out
 
 VkRef matmul_tiled(VkRef a, VkRef b);
 
+// matmul.comp's tile (its BM, BN, BK): 64 x 64 outputs per workgroup, K in steps of 16, a 64 x 16
+// slice of A and a 16 x 64 slice of B in shared memory (sa + sb, raw words of 4 or 8 bytes).
+constexpr std::uint32_t kTileM = 64, kTileN = 64, kTileK = 16;
+
+void check_tile_fits(const Context& c, bool wide64) {
+  const std::uint32_t shared = kTileK * (kTileM + kTileN) * (wide64 ? 8 : 4);
+  if (shared > c.limits().maxComputeSharedMemorySize)
+    throw ExecutionError(fmt::format("[matmul] tile needs {} bytes of shared memory; expected at most {} "
+                                     "(maxComputeSharedMemorySize)", shared, c.limits().maxComputeSharedMemorySize));
+}
+
 // First use of the cooperative-matrix path: a small f16 matmul with edge tiles on
 // both paths; a mismatch (or any failure) switches the path off for the process and
 // records why (tensorctl info shows it).
@@ -162,6 +173,7 @@ VkRef matmul_tiled(VkRef a, VkRef b) {
     oa.strides[d] = a->shape()[d] == batch[d] ? a->stride(d) : 0;
     ob.strides[d] = b->shape()[d] == batch[d] ? b->stride(d) : 0;
   }
+  check_tile_fits(a->ctx(), wide({dt}));
   for (std::size_t base = 0; base < nb; base += 65535) {
     Params p;
     p.shape(batch, nb);
@@ -180,7 +192,8 @@ VkRef matmul_tiled(VkRef a, VkRef b) {
     const auto gz = static_cast<std::uint32_t>(std::min<std::size_t>(65535, nb - base));
     a->ctx().dispatch(ShaderFamily::Matmul, {code(dt)}, p.w,
                       {{a->buffer().get(), false}, {b->buffer().get(), false}, {nullptr, false}, {out->buffer().get(), true}},
-                      static_cast<std::uint32_t>((N + 63) / 64), static_cast<std::uint32_t>((M + 63) / 64), gz, wide({dt}));
+                      static_cast<std::uint32_t>((N + kTileN - 1) / kTileN),
+                      static_cast<std::uint32_t>((M + kTileM - 1) / kTileM), gz, wide({dt}));
   }
   return out;
 }

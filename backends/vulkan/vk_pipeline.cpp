@@ -19,6 +19,22 @@
 
 namespace tensor::vulkan {
 
+void throw_too_many_spec_constants(std::size_t count) {
+  throw ExecutionError(fmt::format("[vulkan] pipeline key; expected at most {} specialization constants; got {}",
+                                   PipelineKey::kMaxSpec, count));
+}
+
+namespace {
+// The key keeps every bit of a constant: op codes 1 and 257 (equal in their low 8
+// bits, which the key once packed alone) are different pipelines.
+constexpr std::uint32_t kCode1[] = {1, DT_F32}, kCode257[] = {257, DT_F32};
+static_assert(!(pipeline_key(ShaderFamily::Elementwise, 0, 0, kCode1, 2) ==
+                pipeline_key(ShaderFamily::Elementwise, 0, 0, kCode257, 2)));
+static_assert(!(pipeline_key(ShaderFamily::Elementwise, 0, 0, kCode1, 1) ==
+                pipeline_key(ShaderFamily::Elementwise, 0, 0, kCode1, 2)));
+static_assert(pipeline_key(ShaderFamily::Reduce, 1, 0, kCode257, 2) == pipeline_key(ShaderFamily::Reduce, 1, 0, kCode257, 2));
+}  // namespace
+
 std::string Context::cache_path() const {
   std::string dir;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/libtensor";
@@ -115,21 +131,13 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
   // The SUBGROUP variant (narrow only) runs with the family's chosen subgroup size.
   const std::uint32_t sg = wide ? 0 : subgroup_size(family);
   const int variant = wide ? 1 : sg ? 2 : 0;
-  // Key: family, variant and the specialization constants (each < 256), packed.
-  std::uint64_t key = static_cast<std::uint64_t>(family) | (wide ? 16u : 0u) | (sg ? 32u : 0u);
-  for (std::size_t i = 0; i < spec.size(); ++i) key |= static_cast<std::uint64_t>(spec[i] & 0xFFu) << (8 * i + 8);
+  const PipelineKey key = pipeline_key(family, variant, sg, spec.data(), spec.size());
   std::lock_guard<std::mutex> lock(pipeline_mu_);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   if (!modules_[static_cast<int>(family)][variant])
     throw ExecutionError(fmt::format("[vulkan] pipeline {}{}: its shader module is not available on device {} ({})",
                                      shader_spirv(family).name,
                                      wide ? " (wide)" : sg ? " (subgroup)" : "", index_, name()));
-  if (family == ShaderFamily::Matmul) {
-    const std::uint32_t shared = 16 * (64 + 64) * (wide ? 8 : 4);  // matmul.comp's sa + sb
-    if (shared > props_.limits.maxComputeSharedMemorySize)
-      throw ExecutionError(fmt::format("[matmul] tile needs {} bytes of shared memory; expected at most {} "
-                                       "(maxComputeSharedMemorySize)", shared, props_.limits.maxComputeSharedMemorySize));
-  }
   std::vector<std::uint32_t> values = spec;
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (std::uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};

@@ -11,9 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -114,6 +116,31 @@ TEST(VulkanMemoryLimitSyntax, ByteCountsWithKMGSuffixes) {
     EXPECT_TRUE(contains(msg, "[vulkan] TENSOR_VK_MEMORY_LIMIT; expected ")) << bad << ": " << msg;
     EXPECT_TRUE(contains(msg, std::string("got '") + bad + "'")) << bad << ": " << msg;
   }
+}
+
+// The pipeline key keeps every specialization constant whole: an op code >= 256
+// (which the old key packed into 8 bits, aliasing code - 256) and a dtype code with
+// high bits set name other pipelines; more constants than the key holds raise.
+TEST(VulkanPipelineKey, EverySpecializationBitCounts) {
+  using vulkan::ShaderFamily;
+  auto key = [](ShaderFamily f, int variant, std::uint32_t sg, std::vector<std::uint32_t> spec) {
+    return vulkan::pipeline_key(f, variant, sg, spec.data(), spec.size());
+  };
+  const auto base = key(ShaderFamily::Elementwise, 0, 0, {1, 1, 1, 1, 0, 1});
+  EXPECT_TRUE(base == key(ShaderFamily::Elementwise, 0, 0, {1, 1, 1, 1, 0, 1}));
+  EXPECT_FALSE(base == key(ShaderFamily::Elementwise, 0, 0, {257, 1, 1, 1, 0, 1}));
+  EXPECT_FALSE(base == key(ShaderFamily::Elementwise, 0, 0, {1, 1u | (1u << 31), 1, 1, 0, 1}));
+  EXPECT_FALSE(base == key(ShaderFamily::Elementwise, 0, 0, {1, 1, 1, 1, 0, 1, 0}));  // one more constant
+  EXPECT_FALSE(base == key(ShaderFamily::Elementwise, 1, 0, {1, 1, 1, 1, 0, 1}));     // WIDE
+  EXPECT_FALSE(base == key(ShaderFamily::Reduce, 0, 0, {1, 1, 1, 1, 0, 1}));
+  EXPECT_FALSE(key(ShaderFamily::Reduce, 2, 16, {1, 1, 1}) == key(ShaderFamily::Reduce, 2, 32, {1, 1, 1}));
+  // Every (op code, dtype) pair of a wide range gets its own key.
+  std::set<std::array<std::uint32_t, vulkan::PipelineKey::kMaxSpec + 2>> seen;
+  for (std::uint32_t op = 0; op < 600; ++op)
+    for (std::uint32_t dt = 0; dt < 15; ++dt) seen.insert(key(ShaderFamily::Index, 0, 0, {op, dt, dt}).words);
+  EXPECT_EQ(seen.size(), 600u * 15u);
+  const std::string msg = execution_error([&] { key(ShaderFamily::Rows, 0, 0, std::vector<std::uint32_t>(9, 0u)); });
+  EXPECT_TRUE(contains(msg, "expected at most 8 specialization constants; got 9")) << msg;
 }
 
 // Runs under TENSOR_VK_MEMORY_LIMIT (16M in meson); each test starts from a pool
