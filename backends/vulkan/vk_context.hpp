@@ -1,6 +1,14 @@
-// Per-physical-device state of the Vulkan backend: instance and device setup, the
-// pooled buffer suballocator, command batching with a fence per submission, and
-// lazily created pipelines with an on-disk VkPipelineCache.
+// Per-physical-device state of the Vulkan backend: the runtime layer, beneath the op
+// families (vk_kernel.hpp) and the registration (vk_backend.cpp). One concern per file:
+//   vk_instance.cpp     instance, validation messenger, discovery, context()
+//   vk_device.cpp       feature probing (Context::Context), logical-device init
+//   vk_memory.cpp       the pooled buffer suballocator (Buffer, Pool), allocate/reclaim
+//   vk_memory_limit.cpp TENSOR_VK_MEMORY_LIMIT and the pools' heap limits
+//   vk_spirv.cpp        the embedded SPIR-V (vk_runtime.hpp: shader_spirv)
+//   vk_pipeline.cpp     shader modules, pipelines by PipelineKey, the on-disk cache
+//   vk_stream.cpp       command batches, barriers, submit / retire, index-error flags
+//   vk_transfer.cpp     host <-> buffer uploads and readbacks (direct or staged)
+//   vk_device_loss.cpp  VK_ERROR_DEVICE_LOST bookkeeping
 #pragma once
 
 #include <array>
@@ -209,7 +217,7 @@ class Context {
   // binding offsets (valid after ensure_init()).
   VkDeviceSize max_binding() const { return props_.limits.maxStorageBufferRange; }
   // A software device (lavapipe/llvmpipe): its compiler ends any one invocation's loops
-  // after 65535 iterations in all, silently (see kLoopSafe in vk_ops.cpp).
+  // after 65535 iterations in all, silently (see kLoopSafe in vk_kernel.hpp).
   bool software() const { return props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU; }
   VkDeviceSize binding_align() const { return align_; }
   DeviceId id() const { return {kVulkanDeviceType, index_}; }
@@ -267,7 +275,7 @@ class Context {
   void set_f16_arith(bool on) { f16_on_.store(on && f16_ok_, std::memory_order_relaxed); }
 
   // Cooperative-matrix f16 matmul: the device facts, the gate's decision, and the
-  // state after the first-use self-test (vk_ops.cpp runs it and records the result).
+  // state after the first-use self-test (vk_matmul.cpp runs it and records the result).
   const CoopFacts& coop_facts() const { return coop_facts_; }
   CoopState coop_state() const;
   std::string coop_reason() const;
