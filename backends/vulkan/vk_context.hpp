@@ -145,6 +145,8 @@ struct Batch {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   VkFence fence = VK_NULL_HANDLE;
   VkDescriptorPool descriptors = VK_NULL_HANDLE;
+  VkQueryPool timestamps = VK_NULL_HANDLE;  // 2 queries: batch start and end (when timed)
+  bool timed = false;              // this recording writes both timestamps
   BufRef params;                   // host-visible parameter arena
   VkDeviceSize params_used = 0;
   std::vector<BufRef> keep;        // buffers used by the recorded work
@@ -322,6 +324,17 @@ class Context {
   // Start-up cost bookkeeping for the pipeline cache.
   bool pipeline_cache_loaded() const { return cache_loaded_; }
 
+  // Device time from timestamp queries: each batch recorded while timing is on writes
+  // a timestamp at its start and one at its end, and retiring it adds the difference
+  // to device_time_ns() (so after a sync it holds the device time of all the work
+  // submitted before, what a profiler that syncs after each op charges to that op).
+  // Supported where the queue family has timestamp bits; on with TENSOR_PROFILE=1 at
+  // init, or through set_timestamps (no-op without support).
+  bool timestamps_supported() const { return ts_bits_ != 0 && props_.limits.timestampPeriod > 0; }
+  bool timestamps_on() const { return ts_on_.load(std::memory_order_relaxed); }
+  void set_timestamps(bool on) { ts_on_.store(on && timestamps_supported(), std::memory_order_relaxed); }
+  std::uint64_t device_time_ns() const { return device_ns_.load(std::memory_order_relaxed); }
+
   // Whether VK_ERROR_DEVICE_LOST was seen: from then on reads, syncs and new work on
   // this device throw ExecutionError naming the loss; dropping tensors stays safe.
   bool lost() const { return lost_.load(std::memory_order_acquire); }
@@ -350,6 +363,8 @@ class Context {
   void save_pipeline_cache();
   VkPipeline pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide);
   void collect_errors_locked(Batch& b);
+  // Adds a retired timed batch's start-to-end time to device_ns_.
+  void collect_time_locked(Batch& b);
   Batch& begin_batch();
   void submit_locked();
   void retire_locked(bool block_until_ticket, std::uint64_t ticket);
@@ -410,6 +425,9 @@ class Context {
   std::uint64_t next_ticket_ = 1;
   std::uint64_t completed_ticket_ = 0;
   std::atomic<bool> lost_{false};
+  std::uint32_t ts_bits_ = 0;  // the queue family's timestampValidBits
+  std::atomic<bool> ts_on_{false};
+  std::atomic<std::uint64_t> device_ns_{0};
   mutable std::mutex lost_mu_;
   std::string lost_where_;     // the call that returned VK_ERROR_DEVICE_LOST first
   std::string pending_error_;  // an index error seen in a retired batch, thrown at the next wait

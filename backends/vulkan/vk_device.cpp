@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "tensor/error.hpp"
 
@@ -44,6 +45,11 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
     : instance_(instance), phys_(phys), queue_family_(queue_family), index_(index) {
   vkGetPhysicalDeviceProperties(phys_, &props_);
   vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
+  std::uint32_t nq = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> queues(nq);
+  vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, queues.data());
+  if (queue_family_ < nq) ts_bits_ = queues[queue_family_].timestampValidBits;
   // The shaders keep every element in 32-bit words (8/16-bit ones packed and stored
   // with atomics) and compute in 32 bits, so these need no optional feature; f16 and
   // bf16 are 16-bit storage computed in f32 (exact conversions in the shader), as on
@@ -261,6 +267,8 @@ void Context::init_device() {
   host_pool_.init(this, static_cast<std::uint32_t>(hst), true, true, std::min<VkDeviceSize>(block, 16ull << 20));
 
   init_pipelines(coop);
+  // The profiler's device clock (TENSOR_PROFILE=1; see Context::device_time_ns).
+  if (env_flag("TENSOR_PROFILE")) set_timestamps(true);
 }
 
 CoopState Context::coop_state() const {

@@ -45,6 +45,12 @@ std::unique_ptr<Batch> Context::make_batch() {
   di.poolSizeCount = 1;
   di.pPoolSizes = &ps;
   check_vk(vkCreateDescriptorPool(device_, &di, nullptr, &b->descriptors), "vkCreateDescriptorPool");
+  if (timestamps_supported()) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = 2;
+    check_vk(vkCreateQueryPool(device_, &qi, nullptr, &b->timestamps), "vkCreateQueryPool");
+  }
   // mu_ is held here: reclaiming memory may not wait for batches.
   b->params = host_pool_.allocate(kParamArenaBytes, false);
   b->errors = host_pool_.allocate(kMaxDispatchesPerBatch * 8, false);
@@ -75,6 +81,11 @@ Batch& Context::begin_batch() {
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check_vk(vkBeginCommandBuffer(b->cmd, &bi), "vkBeginCommandBuffer");
+  b->timed = b->timestamps != VK_NULL_HANDLE && timestamps_on();
+  if (b->timed) {
+    vkCmdResetQueryPool(b->cmd, b->timestamps, 0, 2);
+    vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->timestamps, 0);
+  }
   current_ = std::move(b);
   // Orders this batch after everything submitted before it (cross-batch dependencies).
   barrier_locked(*current_);
@@ -191,6 +202,7 @@ void Context::submit_locked() {
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
   vkCmdPipelineBarrier(b.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  if (b.timed) vkCmdWriteTimestamp(b.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b.timestamps, 1);
   check_vk(vkEndCommandBuffer(b.cmd), "vkEndCommandBuffer");
   check_vk(vkResetFences(device_, 1, &b.fence), "vkResetFences");
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
@@ -225,6 +237,8 @@ void Context::destroy_batch(Batch& b) {
   if (b.pool) vkDestroyCommandPool(device_, b.pool, nullptr);  // frees its command buffer
   if (b.descriptors) vkDestroyDescriptorPool(device_, b.descriptors, nullptr);
   if (b.fence) vkDestroyFence(device_, b.fence, nullptr);
+  if (b.timestamps) vkDestroyQueryPool(device_, b.timestamps, nullptr);
+  b.timestamps = VK_NULL_HANDLE;
   b.pool = VK_NULL_HANDLE;
   b.cmd = VK_NULL_HANDLE;
   b.descriptors = VK_NULL_HANDLE;
@@ -247,6 +261,7 @@ void Context::retire_locked(bool block, std::uint64_t ticket) {
     }
     completed_ticket_ = b.ticket;
     collect_errors_locked(b);
+    collect_time_locked(b);
     std::unique_ptr<Batch> done = std::move(in_flight_.front());
     in_flight_.pop_front();
     recycle_locked(std::move(done));
@@ -257,6 +272,17 @@ std::uint64_t Context::flush() {
   std::lock_guard<std::mutex> lock(mu_);
   submit_locked();
   return next_ticket_ - 1;
+}
+
+void Context::collect_time_locked(Batch& b) {
+  if (!b.timed) return;
+  std::uint64_t t[2] = {0, 0};
+  if (vkGetQueryPoolResults(device_, b.timestamps, 0, 2, sizeof(t), t, sizeof(t[0]), VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
+    return;  // completed batches have their results; a failure only loses this sample
+  const std::uint64_t mask = ts_bits_ >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << ts_bits_) - 1;
+  const std::uint64_t ticks = (t[1] - t[0]) & mask;
+  device_ns_.fetch_add(static_cast<std::uint64_t>(static_cast<double>(ticks) * props_.limits.timestampPeriod),
+                       std::memory_order_relaxed);
 }
 
 void Context::collect_errors_locked(Batch& b) {

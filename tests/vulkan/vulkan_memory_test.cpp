@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -141,6 +142,41 @@ TEST(VulkanPipelineKey, EverySpecializationBitCounts) {
   EXPECT_EQ(seen.size(), 600u * 15u);
   const std::string msg = execution_error([&] { key(ShaderFamily::Rows, 0, 0, std::vector<std::uint32_t>(9, 0u)); });
   EXPECT_TRUE(contains(msg, "expected at most 8 specialization constants; got 9")) << msg;
+}
+
+// Timestamp queries (the profiler's device clock): while on, the work a sync waited
+// for adds its device time, bounded by the wall time around it; while off, nothing
+// is added. A software device (lavapipe) has timestamps.
+class VulkanTimestamps : public vk_test::VulkanTest {};
+TEST_F(VulkanTimestamps, SyncedWorkAddsDeviceTimeOnlyWhileOn) {
+  vulkan::Context* c = vulkan::context(0);
+  ASSERT_NE(c, nullptr);
+  c->ensure_init();
+  if (c->software()) {
+    ASSERT_TRUE(c->timestamps_supported());
+  }
+  const bool was = c->timestamps_on();
+  if (!c->timestamps_supported()) {
+    c->set_timestamps(true);
+    EXPECT_FALSE(c->timestamps_on());
+    return;
+  }
+  const std::vector<float> av = pattern(128 * 128, 3);
+  DT a = upload(av, kVk, Shape{128, 128});
+  d::sync(kVk);
+  c->set_timestamps(false);
+  const std::uint64_t t0 = c->device_time_ns();
+  EXPECT_EQ(read_f32(d::matmul(a, a)).size(), av.size());
+  EXPECT_EQ(c->device_time_ns(), t0);
+  c->set_timestamps(true);
+  EXPECT_TRUE(c->timestamps_on());
+  const auto w0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(read_f32(d::matmul(a, a)).size(), av.size());
+  const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - w0).count();
+  const std::uint64_t t1 = c->device_time_ns();
+  EXPECT_GT(t1, t0);
+  EXPECT_LE(t1 - t0, static_cast<std::uint64_t>(wall));
+  c->set_timestamps(was);
 }
 
 // Runs under TENSOR_VK_MEMORY_LIMIT (16M in meson); each test starts from a pool
