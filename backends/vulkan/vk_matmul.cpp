@@ -8,6 +8,7 @@
 #include "backends/vulkan/vk_kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "backends/vulkan/vk_features.hpp"
+#include "dispatch/shape_rules.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -86,7 +87,7 @@ VkRef matmul_coop(const VulkanTensor& a, const VulkanTensor& b, const Shape& out
   return out;
 }
 
-VkRef matmul_tiled(VkRef a, VkRef b);
+VkRef matmul_tiled(VkRef a, VkRef b, const Shape& out_shape);
 
 // matmul.comp's tile (its BM, BN, BK): 64 x 64 outputs per workgroup, K in steps of 16, a 64 x 16
 // slice of A and a 16 x 64 slice of B in shared memory (sa + sb, raw words of 4 or 8 bytes).
@@ -114,7 +115,7 @@ void coop_self_test(Context& c) {
     VkRef a = as_vk(upload_data(TensorData::from(av, Shape{M, K}).convert(DType::F16), c.id()));
     VkRef b = as_vk(upload_data(TensorData::from(bv, Shape{K, N}).convert(DType::F16), c.id()));
     const std::vector<float> want =
-        read_data(matmul_tiled(a, b)).get().convert(DType::F32).to_vec<float>();
+        read_data(matmul_tiled(a, b, Shape{M, N})).get().convert(DType::F32).to_vec<float>();
     const std::vector<float> got =
         read_data(matmul_coop(*a, *b, Shape{M, N})).get().convert(DType::F32).to_vec<float>();
     for (std::size_t i = 0; i < want.size(); ++i) {
@@ -139,24 +140,20 @@ bool coop_ready(Context& c) {
 Prim matmul_entry(Prim pa, Prim pb) {
   VkRef a = as_vk(std::move(pa));
   VkRef b = as_vk(std::move(pb));
+  // The family's one output-shape rule (dispatch/shape_rules.hpp).
+  const Shape out_shape = dispatch::matmul_shape(OpCode::matmul, a->shape(), b->shape());
   if (a->dtype() == DType::F16 && a->shape().num_elements() && b->shape().num_elements() && coop_ready(a->ctx())) {
-    const std::size_t r = a->rank();
-    Shape out_shape = a->shape();
-    for (std::size_t d = 0; d + 2 < r; ++d) out_shape[d] = a->shape()[d] == 1 ? b->shape()[d] : a->shape()[d];
-    out_shape[r - 1] = b->shape()[r - 1];
+    const std::size_t r = out_shape.rank();
     if (out_shape.num_elements() && out_shape.num_elements() / (out_shape[r - 1] * out_shape[r - 2]) <= 65535)
       return matmul_coop(*a, *b, out_shape);
   }
-  return matmul_tiled(std::move(a), std::move(b));
+  return matmul_tiled(std::move(a), std::move(b), out_shape);
 }
 
-VkRef matmul_tiled(VkRef a, VkRef b) {
+VkRef matmul_tiled(VkRef a, VkRef b, const Shape& out_shape) {
   const DType dt = a->dtype();
   const std::size_t r = a->rank();
   const std::size_t M = a->shape()[r - 2], K = a->shape()[r - 1], N = b->shape()[r - 1];
-  Shape out_shape = a->shape();
-  for (std::size_t d = 0; d + 2 < r; ++d) out_shape[d] = a->shape()[d] == 1 ? b->shape()[d] : a->shape()[d];
-  out_shape[r - 1] = N;
   VkRef out = alloc(a->device(), dt, out_shape);
   if (out_shape.num_elements() == 0) return out;
   if (K == 0) {
