@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "backends/vulkan/vk_instance.hpp"  // validation_message_count
 #include "dispatch/backend.hpp"
 
 namespace tensor::vulkan {
@@ -10,8 +11,5 @@ namespace tensor::vulkan {
 // Discovers Vulkan devices with a compute queue and registers the backend; when
 // there is no loader or no device it records why (note_absent) and registers nothing.
 void install_vulkan_backend(dispatch::Registry& registry);
-
-// Validation-layer messages (warnings and errors) seen since start; tests assert 0.
-std::uint64_t validation_message_count();
 
 }  // namespace tensor::vulkan

@@ -1,8 +1,17 @@
-// Per-physical-device state of the Vulkan backend: instance and device setup, the
-// pooled buffer suballocator, command batching with a fence per submission, and
-// lazily created pipelines with an on-disk VkPipelineCache.
+// Per-physical-device state of the Vulkan backend: the runtime layer, beneath the op
+// families (vk_kernel.hpp) and the registration (vk_backend.cpp). One concern per file:
+//   vk_instance.cpp     instance, validation messenger, discovery, context()
+//   vk_device.cpp       feature probing (Context::Context), logical-device init
+//   vk_memory.cpp       the pooled buffer suballocator (Buffer, Pool), allocate/reclaim
+//   vk_memory_limit.cpp TENSOR_VK_MEMORY_LIMIT and the pools' heap limits
+//   vk_spirv.cpp        the embedded SPIR-V (vk_runtime.hpp: shader_spirv)
+//   vk_pipeline.cpp     shader modules, pipelines by PipelineKey, the on-disk cache
+//   vk_stream.cpp       command batches, barriers, submit / retire, index-error flags
+//   vk_transfer.cpp     host <-> buffer uploads and readbacks (direct or staged)
+//   vk_device_loss.cpp  VK_ERROR_DEVICE_LOST bookkeeping
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -123,10 +132,6 @@ struct Binding {
   VkDeviceSize range = 0;
 };
 
-struct Pipeline {
-  VkPipeline pipeline = VK_NULL_HANDLE;
-};
-
 // Submissions queued ahead of the device at most: a submit beyond this waits for the
 // oldest one, so work queued without any read back holds bounded memory (the
 // buffers the batches keep alive, their arenas and Vulkan objects).
@@ -140,6 +145,8 @@ struct Batch {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   VkFence fence = VK_NULL_HANDLE;
   VkDescriptorPool descriptors = VK_NULL_HANDLE;
+  VkQueryPool timestamps = VK_NULL_HANDLE;  // 2 queries: batch start and end (when timed)
+  bool timed = false;              // this recording writes both timestamps
   BufRef params;                   // host-visible parameter arena
   VkDeviceSize params_used = 0;
   std::vector<BufRef> keep;        // buffers used by the recorded work
@@ -158,6 +165,36 @@ struct Batch {
 // storage, needs shaderFloat16 + storageBuffer16BitAccess) and MatmulCoop (the
 // VK_NV_cooperative_matrix f16 matmul); their modules exist only where usable.
 enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Rows, ElementwiseF16, MatmulCoop, Count };
+
+[[noreturn]] void throw_too_many_spec_constants(std::size_t count);
+
+// Which pipeline a dispatch needs: its shader family, module variant (0 narrow, 1
+// WIDE, 2 SUBGROUP), required subgroup size and every specialization constant in
+// full (32 bits each, and their count), so that two dispatches share a pipeline
+// only when every value agrees: an op code or dtype code of any size cannot alias.
+struct PipelineKey {
+  static constexpr std::size_t kMaxSpec = 8;  // constants per pipeline
+  std::array<std::uint32_t, kMaxSpec + 2> words{};
+  friend constexpr bool operator==(const PipelineKey&, const PipelineKey&) = default;
+};
+struct PipelineKeyHash {
+  std::size_t operator()(const PipelineKey& k) const noexcept {
+    std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the words
+    for (std::uint32_t w : k.words) h = (h ^ w) * 0x100000001b3ull;
+    return static_cast<std::size_t>(h);
+  }
+};
+// Throws ExecutionError when `spec` has more than kMaxSpec constants.
+constexpr PipelineKey pipeline_key(ShaderFamily family, int variant, std::uint32_t subgroup, const std::uint32_t* spec,
+                                   std::size_t count) {
+  if (count > PipelineKey::kMaxSpec) throw_too_many_spec_constants(count);
+  PipelineKey k;
+  k.words[0] = static_cast<std::uint32_t>(family) | static_cast<std::uint32_t>(variant) << 8 |
+               static_cast<std::uint32_t>(count) << 16;
+  k.words[1] = subgroup;
+  for (std::size_t i = 0; i < count; ++i) k.words[2 + i] = spec[i];
+  return k;
+}
 
 // State of the cooperative-matrix path: not usable on this device, usable but not
 // yet self-tested, live, or switched off by a failed self-test.
@@ -182,7 +219,7 @@ class Context {
   // binding offsets (valid after ensure_init()).
   VkDeviceSize max_binding() const { return props_.limits.maxStorageBufferRange; }
   // A software device (lavapipe/llvmpipe): its compiler ends any one invocation's loops
-  // after 65535 iterations in all, silently (see kLoopSafe in vk_ops.cpp).
+  // after 65535 iterations in all, silently (see kLoopSafe in vk_kernel.hpp).
   bool software() const { return props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU; }
   VkDeviceSize binding_align() const { return align_; }
   DeviceId id() const { return {kVulkanDeviceType, index_}; }
@@ -240,7 +277,7 @@ class Context {
   void set_f16_arith(bool on) { f16_on_.store(on && f16_ok_, std::memory_order_relaxed); }
 
   // Cooperative-matrix f16 matmul: the device facts, the gate's decision, and the
-  // state after the first-use self-test (vk_ops.cpp runs it and records the result).
+  // state after the first-use self-test (vk_matmul.cpp runs it and records the result).
   const CoopFacts& coop_facts() const { return coop_facts_; }
   CoopState coop_state() const;
   std::string coop_reason() const;
@@ -287,14 +324,25 @@ class Context {
   // Start-up cost bookkeeping for the pipeline cache.
   bool pipeline_cache_loaded() const { return cache_loaded_; }
 
+  // Device time from timestamp queries: each batch recorded while timing is on writes
+  // a timestamp at its start and one at its end, and retiring it adds the difference
+  // to device_time_ns() (so after a sync it holds the device time of all the work
+  // submitted before, what a profiler that syncs after each op charges to that op).
+  // Supported where the queue family has timestamp bits; on with TENSOR_PROFILE=1 at
+  // init, or through set_timestamps (no-op without support).
+  bool timestamps_supported() const { return ts_bits_ != 0 && props_.limits.timestampPeriod > 0; }
+  bool timestamps_on() const { return ts_on_.load(std::memory_order_relaxed); }
+  void set_timestamps(bool on) { ts_on_.store(on && timestamps_supported(), std::memory_order_relaxed); }
+  std::uint64_t device_time_ns() const { return device_ns_.load(std::memory_order_relaxed); }
+
   // Whether VK_ERROR_DEVICE_LOST was seen: from then on reads, syncs and new work on
   // this device throw ExecutionError naming the loss; dropping tensors stays safe.
   bool lost() const { return lost_.load(std::memory_order_acquire); }
   // Test hook (a real loss cannot be provoked on lavapipe): waits for submitted work,
   // then puts the context in the state a VK_ERROR_DEVICE_LOST from `where` leaves.
   void simulate_device_loss(const char* where);
-  // Test hook: pretend maxComputeSharedMemorySize is `bytes` for pipelines created
-  // from now on (cached pipelines are kept), to reach the tile-size check.
+  // Test hook: pretend maxComputeSharedMemorySize is `bytes` from now on, to reach
+  // the matmul tile-size check (vk_matmul.cpp).
   void set_shared_memory_limit_for_testing(std::uint32_t bytes) { props_.limits.maxComputeSharedMemorySize = bytes; }
 
  private:
@@ -309,9 +357,14 @@ class Context {
   // the submitted ones hold (a lost device runs nothing more), then throws.
   [[noreturn]] void throw_lost_locked();
   std::string lost_message() const;
+  // Descriptor set and pipeline layouts, the shader modules (`coop`: the
+  // cooperative-matrix family too) and the pipeline cache from disk (vk_pipeline.cpp).
+  void init_pipelines(bool coop);
   void save_pipeline_cache();
   VkPipeline pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide);
   void collect_errors_locked(Batch& b);
+  // Adds a retired timed batch's start-to-end time to device_ns_.
+  void collect_time_locked(Batch& b);
   Batch& begin_batch();
   void submit_locked();
   void retire_locked(bool block_until_ticket, std::uint64_t ticket);
@@ -361,7 +414,7 @@ class Context {
   bool cache_loaded_ = false;
   // Per family: narrow, WIDE and (reduce only) the narrow SUBGROUP variant.
   VkShaderModule modules_[static_cast<int>(ShaderFamily::Count)][3]{};
-  std::unordered_map<std::uint64_t, VkPipeline> pipelines_;  // see pipeline()
+  std::unordered_map<PipelineKey, VkPipeline, PipelineKeyHash> pipelines_;  // see pipeline()
   std::mutex pipeline_mu_;
 
   std::mutex mu_;  // recording, submission
@@ -372,12 +425,16 @@ class Context {
   std::uint64_t next_ticket_ = 1;
   std::uint64_t completed_ticket_ = 0;
   std::atomic<bool> lost_{false};
+  std::uint32_t ts_bits_ = 0;  // the queue family's timestampValidBits
+  std::atomic<bool> ts_on_{false};
+  std::atomic<std::uint64_t> device_ns_{0};
   mutable std::mutex lost_mu_;
   std::string lost_where_;     // the call that returned VK_ERROR_DEVICE_LOST first
   std::string pending_error_;  // an index error seen in a retired batch, thrown at the next wait
 };
 
-// The context of vulkan device `index` (null when the index is unknown).
+// The context of vulkan device `index` (null when the index is unknown); the list is
+// filled once by discover_devices (vk_instance.cpp).
 Context* context(std::uint16_t index);
 std::size_t context_count();
 

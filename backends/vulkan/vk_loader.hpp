@@ -40,6 +40,8 @@
   X(vkCmdCopyBuffer)                           \
   X(vkCmdDispatch)                             \
   X(vkCmdPipelineBarrier)                      \
+  X(vkCmdResetQueryPool)                       \
+  X(vkCmdWriteTimestamp)                       \
   X(vkCreateBuffer)                            \
   X(vkCreateCommandPool)                       \
   X(vkCreateComputePipelines)                  \
@@ -48,17 +50,20 @@
   X(vkCreateFence)                             \
   X(vkCreatePipelineCache)                     \
   X(vkCreatePipelineLayout)                    \
+  X(vkCreateQueryPool)                         \
   X(vkCreateShaderModule)                      \
   X(vkDestroyBuffer)                           \
   X(vkDestroyCommandPool)                      \
   X(vkDestroyDescriptorPool)                   \
   X(vkDestroyFence)                            \
+  X(vkDestroyQueryPool)                        \
   X(vkEndCommandBuffer)                        \
   X(vkFreeMemory)                              \
   X(vkGetBufferMemoryRequirements)             \
   X(vkGetDeviceQueue)                          \
   X(vkGetFenceStatus)                          \
   X(vkGetPipelineCacheData)                    \
+  X(vkGetQueryPoolResults)                     \
   X(vkMapMemory)                               \
   X(vkQueueSubmit)                             \
   X(vkResetCommandPool)                        \

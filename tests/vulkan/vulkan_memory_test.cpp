@@ -11,9 +11,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -114,6 +117,66 @@ TEST(VulkanMemoryLimitSyntax, ByteCountsWithKMGSuffixes) {
     EXPECT_TRUE(contains(msg, "[vulkan] TENSOR_VK_MEMORY_LIMIT; expected ")) << bad << ": " << msg;
     EXPECT_TRUE(contains(msg, std::string("got '") + bad + "'")) << bad << ": " << msg;
   }
+}
+
+// The pipeline key keeps every specialization constant whole: an op code >= 256
+// (which the old key packed into 8 bits, aliasing code - 256) and a dtype code with
+// high bits set name other pipelines; more constants than the key holds raise.
+TEST(VulkanPipelineKey, EverySpecializationBitCounts) {
+  using vulkan::ShaderFamily;
+  auto key = [](ShaderFamily f, int variant, std::uint32_t sg, std::vector<std::uint32_t> spec) {
+    return vulkan::pipeline_key(f, variant, sg, spec.data(), spec.size());
+  };
+  const auto base = key(ShaderFamily::Elementwise, 0, 0, {1, 1, 1, 1, 0, 1});
+  EXPECT_TRUE(base == key(ShaderFamily::Elementwise, 0, 0, {1, 1, 1, 1, 0, 1}));
+  EXPECT_FALSE(base == key(ShaderFamily::Elementwise, 0, 0, {257, 1, 1, 1, 0, 1}));
+  EXPECT_FALSE(base == key(ShaderFamily::Elementwise, 0, 0, {1, 1u | (1u << 31), 1, 1, 0, 1}));
+  EXPECT_FALSE(base == key(ShaderFamily::Elementwise, 0, 0, {1, 1, 1, 1, 0, 1, 0}));  // one more constant
+  EXPECT_FALSE(base == key(ShaderFamily::Elementwise, 1, 0, {1, 1, 1, 1, 0, 1}));     // WIDE
+  EXPECT_FALSE(base == key(ShaderFamily::Reduce, 0, 0, {1, 1, 1, 1, 0, 1}));
+  EXPECT_FALSE(key(ShaderFamily::Reduce, 2, 16, {1, 1, 1}) == key(ShaderFamily::Reduce, 2, 32, {1, 1, 1}));
+  // Every (op code, dtype) pair of a wide range gets its own key.
+  std::set<std::array<std::uint32_t, vulkan::PipelineKey::kMaxSpec + 2>> seen;
+  for (std::uint32_t op = 0; op < 600; ++op)
+    for (std::uint32_t dt = 0; dt < 15; ++dt) seen.insert(key(ShaderFamily::Index, 0, 0, {op, dt, dt}).words);
+  EXPECT_EQ(seen.size(), 600u * 15u);
+  const std::string msg = execution_error([&] { key(ShaderFamily::Rows, 0, 0, std::vector<std::uint32_t>(9, 0u)); });
+  EXPECT_TRUE(contains(msg, "expected at most 8 specialization constants; got 9")) << msg;
+}
+
+// Timestamp queries (the profiler's device clock): while on, the work a sync waited
+// for adds its device time, bounded by the wall time around it; while off, nothing
+// is added. A software device (lavapipe) has timestamps.
+class VulkanTimestamps : public vk_test::VulkanTest {};
+TEST_F(VulkanTimestamps, SyncedWorkAddsDeviceTimeOnlyWhileOn) {
+  vulkan::Context* c = vulkan::context(0);
+  ASSERT_NE(c, nullptr);
+  c->ensure_init();
+  if (c->software()) {
+    ASSERT_TRUE(c->timestamps_supported());
+  }
+  const bool was = c->timestamps_on();
+  if (!c->timestamps_supported()) {
+    c->set_timestamps(true);
+    EXPECT_FALSE(c->timestamps_on());
+    return;
+  }
+  const std::vector<float> av = pattern(128 * 128, 3);
+  DT a = upload(av, kVk, Shape{128, 128});
+  d::sync(kVk);
+  c->set_timestamps(false);
+  const std::uint64_t t0 = c->device_time_ns();
+  EXPECT_EQ(read_f32(d::matmul(a, a)).size(), av.size());
+  EXPECT_EQ(c->device_time_ns(), t0);
+  c->set_timestamps(true);
+  EXPECT_TRUE(c->timestamps_on());
+  const auto w0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(read_f32(d::matmul(a, a)).size(), av.size());
+  const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - w0).count();
+  const std::uint64_t t1 = c->device_time_ns();
+  EXPECT_GT(t1, t0);
+  EXPECT_LE(t1 - t0, static_cast<std::uint64_t>(wall));
+  c->set_timestamps(was);
 }
 
 // Runs under TENSOR_VK_MEMORY_LIMIT (16M in meson); each test starts from a pool

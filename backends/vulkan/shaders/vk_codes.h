@@ -156,4 +156,29 @@
 #define P_ERR 63           // index family: this dispatch's slot in the error-flag buffer
 #define P_WORDS 64
 
+#ifdef __cplusplus
+// The op table rows (dispatch/op_table.def) served by one elementwise code each, on
+// the entry their family implies (Unary, Binary/PowI, Scalar, Compare, CompareScalar,
+// Predicate: vk_elementwise.cpp registers them in one loop over the op table). A new
+// op of these families: its EW_ code above, its shader case, and a row here.
+#define TENSOR_VK_EW_OPS(X) \
+  X(equal, EW_EQ) X(greater, EW_GT) X(greater_equal, EW_GE) X(lower, EW_LT) X(lower_equal, EW_LE)               \
+  X(equal_elem, EW_EQ) X(greater_elem, EW_GT) X(greater_equal_elem, EW_GE) X(lower_elem, EW_LT)                 \
+  X(lower_equal_elem, EW_LE) X(add, EW_ADD) X(sub, EW_SUB) X(mul, EW_MUL) X(div, EW_DIV) X(remainder, EW_REM)   \
+  X(powf, EW_POW) X(atan2, EW_ATAN2) X(add_scalar, EW_ADD) X(sub_scalar, EW_SUB) X(mul_scalar, EW_MUL)          \
+  X(div_scalar, EW_DIV) X(remainder_scalar, EW_REM) X(recip, EW_RECIP) X(sqrt, EW_SQRT) X(exp, EW_EXP)          \
+  X(log, EW_LOG) X(log1p, EW_LOG1P) X(abs, EW_ABS) X(cos, EW_COS) X(sin, EW_SIN) X(tan, EW_TAN)                 \
+  X(cosh, EW_COSH) X(sinh, EW_SINH) X(tanh, EW_TANH) X(acos, EW_ACOS) X(acosh, EW_ACOSH) X(asin, EW_ASIN)       \
+  X(asinh, EW_ASINH) X(atan, EW_ATAN) X(atanh, EW_ATANH) X(round, EW_ROUND) X(floor, EW_FLOOR) X(ceil, EW_CEIL) \
+  X(trunc, EW_TRUNC) X(erf, EW_ERF) X(bitwise_and, EW_AND) X(bitwise_or, EW_OR) X(bitwise_xor, EW_XOR)          \
+  X(bitwise_left_shift, EW_SHL) X(bitwise_right_shift, EW_SHR) X(bitwise_and_scalar, EW_AND)                    \
+  X(bitwise_or_scalar, EW_OR) X(bitwise_xor_scalar, EW_XOR) X(bitwise_left_shift_scalar, EW_SHL)                \
+  X(bitwise_right_shift_scalar, EW_SHR) X(bitwise_not, EW_NOT) X(bool_not, EW_BOOL_NOT)                         \
+  X(bool_and, EW_BOOL_AND) X(bool_or, EW_BOOL_OR) X(not_equal, EW_NE) X(not_equal_elem, EW_NE)                  \
+  X(is_nan, EW_IS_NAN) X(is_inf, EW_IS_INF) X(bool_xor, EW_BOOL_XOR) X(neg, EW_NEG) X(sign, EW_SIGN)            \
+  X(square, EW_SQUARE) X(hypot, EW_HYPOT) X(powi, EW_POWI) X(relu, EW_RELU) X(prelu, EW_PRELU) X(gelu, EW_GELU) \
+  X(sigmoid, EW_SIGMOID) X(log_sigmoid, EW_LOG_SIGMOID) X(relu_backward, EW_RELU_BWD)                           \
+  X(gelu_backward, EW_GELU_BWD) X(sigmoid_backward, EW_SIGMOID_BWD) X(log_sigmoid_backward, EW_LOG_SIGMOID_BWD)
+#endif
+
 #endif

@@ -1,0 +1,48 @@
+// Device loss: VK_ERROR_DEVICE_LOST recorded once, every later use throws naming it,
+// and what pending work holds is released so dropping tensors stays safe.
+
+// Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
+// remaining members zeroed by the language; that is the intended idiom here.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include "backends/vulkan/vk_runtime.hpp"
+
+#include <fmt/format.h>
+
+#include "tensor/error.hpp"
+
+namespace tensor::vulkan {
+
+void Context::note_lost(VkResult r, const char* where) {
+  if (r != VK_ERROR_DEVICE_LOST) return;
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  if (lost_.load()) return;
+  lost_where_ = where;
+  lost_.store(true, std::memory_order_release);
+}
+
+std::string Context::lost_message() const {
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  return fmt::format("[vulkan] device {} ({}) lost; expected a working device; got VK_ERROR_DEVICE_LOST from {} "
+                     "(its tensors can only be dropped now)", index_, name(), lost_where_);
+}
+
+void Context::throw_lost_locked() {
+  // Nothing recorded or submitted will run any more: release what it holds, so that
+  // dropping the tensors gives their memory back.
+  if (current_) recycle_locked(std::move(current_));
+  while (!in_flight_.empty()) {
+    std::unique_ptr<Batch> b = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    recycle_locked(std::move(b));
+  }
+  throw ExecutionError(lost_message());
+}
+
+void Context::simulate_device_loss(const char* where) {
+  ensure_init();
+  std::lock_guard<std::mutex> lock(mu_);
+  retire_locked(true, next_ticket_ - 1);  // the real device must not run on freed buffers
+  note_lost(VK_ERROR_DEVICE_LOST, where);
+}
+
+}  // namespace tensor::vulkan

@@ -1,0 +1,28 @@
+// Internal to the runtime files (vk_device, vk_memory, vk_memory_limit, vk_pipeline,
+// vk_stream, vk_transfer, vk_device_loss, vk_spirv, vk_instance): the constants they
+// share and the embedded SPIR-V. Kernels and registration include vk_context.hpp only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/vulkan/vk_context.hpp"
+
+namespace tensor::vulkan {
+
+inline constexpr std::uint32_t kMaxDispatchesPerBatch = 64;
+inline constexpr VkDeviceSize kParamSlotBytes = 512;  // P_WORDS * 4 rounded up
+inline constexpr VkDeviceSize kParamArenaBytes = kMaxDispatchesPerBatch * kParamSlotBytes;  // one slot per dispatch
+inline constexpr std::uint32_t kBindings = 5;
+inline constexpr std::uint32_t kReduceWorkgroup = 64;  // reduce.comp's local_size_x
+inline constexpr std::uint32_t kRowsWorkgroup = 256;   // rows.comp's
+
+// One shader family's SPIR-V: narrow, WIDE (null for the narrow-only families) and
+// SUBGROUP (reduce and rows only) modules, and the name errors use.
+struct Spirv {
+  const std::uint32_t* code; std::size_t bytes; const std::uint32_t* wide; std::size_t wide_bytes; const char* name;
+  const std::uint32_t* subgroup = nullptr; std::size_t subgroup_bytes = 0;
+};
+const Spirv& shader_spirv(ShaderFamily family);
+
+}  // namespace tensor::vulkan

@@ -1,0 +1,325 @@
+// The command stream: batches (command buffer, descriptor pool, parameter arena, fence)
+// recorded, submitted with a bounded queue, retired and recycled; hazard barriers;
+// the index-error flags read back at retire.
+
+// Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
+// remaining members zeroed by the language; that is the intended idiom here.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include "backends/vulkan/vk_runtime.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "backends/vulkan/shaders/vk_codes.h"
+#include "dispatch/validate.hpp"
+#include "tensor/error.hpp"
+
+namespace tensor::vulkan {
+
+namespace {
+
+bool overlaps(const Batch::Region& r, VkBuffer buf, VkDeviceSize off, VkDeviceSize size) {
+  return r.buf == buf && r.off < off + size && off < r.off + r.size;
+}
+
+
+}  // namespace
+
+std::unique_ptr<Batch> Context::make_batch() {
+  auto b = std::make_unique<Batch>();
+  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pi.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+  pi.queueFamilyIndex = queue_family_;
+  check_vk(vkCreateCommandPool(device_, &pi, nullptr, &b->pool), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = b->pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  check_vk(vkAllocateCommandBuffers(device_, &ai, &b->cmd), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  check_vk(vkCreateFence(device_, &fi, nullptr, &b->fence), "vkCreateFence");
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxDispatchesPerBatch * kBindings};
+  VkDescriptorPoolCreateInfo di{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  di.maxSets = kMaxDispatchesPerBatch;
+  di.poolSizeCount = 1;
+  di.pPoolSizes = &ps;
+  check_vk(vkCreateDescriptorPool(device_, &di, nullptr, &b->descriptors), "vkCreateDescriptorPool");
+  if (timestamps_supported()) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = 2;
+    check_vk(vkCreateQueryPool(device_, &qi, nullptr, &b->timestamps), "vkCreateQueryPool");
+  }
+  // mu_ is held here: reclaiming memory may not wait for batches.
+  b->params = host_pool_.allocate(kParamArenaBytes, false);
+  b->errors = host_pool_.allocate(kMaxDispatchesPerBatch * 8, false);
+  live_batches_.fetch_add(1, std::memory_order_relaxed);
+  return b;
+}
+
+Batch& Context::begin_batch() {
+  if (lost()) throw_lost_locked();
+  if (current_) return *current_;
+  retire_locked(false, 0);
+  std::unique_ptr<Batch> b;
+  if (!spare_.empty()) {
+    b = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    b = make_batch();
+  }
+  check_vk(vkResetCommandPool(device_, b->pool, 0), "vkResetCommandPool");
+  check_vk(vkResetDescriptorPool(device_, b->descriptors, 0), "vkResetDescriptorPool");
+  b->params_used = 0;
+  b->dispatches = 0;
+  b->checks.clear();
+  std::memset(b->errors->mapped(), 0, kMaxDispatchesPerBatch * 8);
+  b->keep.clear();
+  b->written.clear();
+  b->read.clear();
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check_vk(vkBeginCommandBuffer(b->cmd, &bi), "vkBeginCommandBuffer");
+  b->timed = b->timestamps != VK_NULL_HANDLE && timestamps_on();
+  if (b->timed) {
+    vkCmdResetQueryPool(b->cmd, b->timestamps, 0, 2);
+    vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->timestamps, 0);
+  }
+  current_ = std::move(b);
+  // Orders this batch after everything submitted before it (cross-batch dependencies).
+  barrier_locked(*current_);
+  return *current_;
+}
+
+void Context::barrier_locked(Batch& b) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT;
+  vkCmdPipelineBarrier(b.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0,
+                       nullptr);
+  b.written.clear();
+  b.read.clear();
+}
+
+void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& spec, const std::vector<std::uint32_t>& params,
+                       const std::vector<Binding>& bindings, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz, bool wide,
+                       const std::string* check) {
+  // Effective byte ranges of the bindings (buffer-absolute).
+  VkDeviceSize off[kBindings - 1]{}, len[kBindings - 1]{};
+  for (std::size_t i = 0; i < bindings.size() && i < kBindings - 1; ++i) {
+    const Binding& bd = bindings[i];
+    if (!bd.buffer) continue;
+    off[i] = bd.buffer->offset() + bd.offset;
+    len[i] = bd.range ? bd.range : bd.buffer->size() - bd.offset;
+    if (len[i] > props_.limits.maxStorageBufferRange)
+      throw ExecutionError(fmt::format("[{}] tensor too large for the {} kernel on vulkan:{}; expected at most {} bytes "
+                                       "(maxStorageBufferRange; only contiguous elementwise ops split larger tensors); got {} "
+                                       "bytes",
+                                       dispatch::current_op_name(), shader_spirv(family).name, index_,
+                                       props_.limits.maxStorageBufferRange, len[i]));
+  }
+  VkPipeline pipe = pipeline(family, spec, wide);
+  std::lock_guard<std::mutex> lock(mu_);
+  Batch* b = &begin_batch();
+  const VkDeviceSize pbytes = params.size() * 4;
+  if (b->params_used + kParamSlotBytes > kParamArenaBytes || pbytes > kParamSlotBytes) {
+    submit_locked();
+    b = &begin_batch();
+  }
+  const VkDeviceSize poff = b->params_used;
+  std::memcpy(b->params->mapped() + poff, params.data(), pbytes);
+  b->params_used += kParamSlotBytes;
+  if (check) {  // this dispatch's error slot (one per dispatch of the batch)
+    const auto slot = static_cast<std::uint32_t>(b->checks.size());
+    std::memcpy(b->params->mapped() + poff + P_ERR * 4, &slot, 4);
+    b->checks.push_back(*check);
+  }
+
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = b->descriptors;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &set_layout_;
+  VkDescriptorSet set;
+  check_vk(vkAllocateDescriptorSets(device_, &ai, &set), "vkAllocateDescriptorSets");
+  VkDescriptorBufferInfo infos[kBindings];
+  infos[0] = {b->params->vk(), b->params->offset() + poff, kParamSlotBytes};
+  for (std::uint32_t i = 1; i < kBindings; ++i) {
+    const Buffer* buf = i - 1 < bindings.size() ? bindings[i - 1].buffer : nullptr;
+    infos[i] = buf ? VkDescriptorBufferInfo{buf->vk(), off[i - 1], len[i - 1]} : infos[0];
+  }
+  // The error flags (binding 3 of checked dispatches) are only ever set, never read
+  // on the device, so they need no hazard tracking.
+  if (check) infos[3] = {b->errors->vk(), b->errors->offset(), b->errors->size()};
+  VkWriteDescriptorSet writes[kBindings];
+  for (std::uint32_t i = 0; i < kBindings; ++i) {
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(device_, kBindings, writes, 0, nullptr);
+
+  // A barrier only when this dispatch touches what an earlier one in this batch
+  // wrote (RAW, WAW) or writes what one read (WAR) since the last barrier.
+  bool need = false;
+  for (std::size_t i = 0; i < bindings.size(); ++i) {
+    const Binding& bd = bindings[i];
+    if (!bd.buffer) continue;
+    for (const auto& r : b->written) need = need || overlaps(r, bd.buffer->vk(), off[i], len[i]);
+    if (bd.write)
+      for (const auto& r : b->read) need = need || overlaps(r, bd.buffer->vk(), off[i], len[i]);
+  }
+  if (need) barrier_locked(*b);
+  for (std::size_t i = 0; i < bindings.size(); ++i) {
+    const Binding& bd = bindings[i];
+    if (!bd.buffer) continue;
+    (bd.write ? b->written : b->read).push_back({bd.buffer->vk(), off[i], len[i]});
+    bd.buffer->add_ref();
+    b->keep.push_back(BufRef::adopt(const_cast<Buffer*>(bd.buffer)));
+  }
+  vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+  vkCmdBindDescriptorSets(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &set, 0, nullptr);
+  vkCmdDispatch(b->cmd, gx, gy, gz);
+  if (++b->dispatches >= kMaxDispatchesPerBatch) submit_locked();
+}
+
+void Context::keep(BufRef buf) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (current_) current_->keep.push_back(std::move(buf));
+}
+
+void Context::submit_locked() {
+  if (!current_) return;
+  if (lost()) throw_lost_locked();
+  Batch& b = *current_;
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(b.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  if (b.timed) vkCmdWriteTimestamp(b.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b.timestamps, 1);
+  check_vk(vkEndCommandBuffer(b.cmd), "vkEndCommandBuffer");
+  check_vk(vkResetFences(device_, 1, &b.fence), "vkResetFences");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &b.cmd;
+  const VkResult r = vkQueueSubmit(queue_, 1, &si, b.fence);
+  note_lost(r, "vkQueueSubmit");
+  if (r != VK_SUCCESS) {
+    recycle_locked(std::move(current_));
+    if (lost()) throw_lost_locked();
+    check_vk(r, "vkQueueSubmit");
+  }
+  b.ticket = next_ticket_++;
+  in_flight_.push_back(std::move(current_));
+  // Bound the queue: wait for the oldest submission when too many are pending.
+  if (in_flight_.size() > kMaxInFlight) retire_locked(true, in_flight_.front()->ticket);
+}
+
+void Context::recycle_locked(std::unique_ptr<Batch> b) {
+  b->keep.clear();
+  if (spare_.size() < kMaxSpare) {
+    spare_.push_back(std::move(b));
+    return;
+  }
+  destroy_batch(*b);
+}
+
+void Context::destroy_batch(Batch& b) {
+  b.keep.clear();
+  b.params = {};
+  b.errors = {};
+  if (b.pool) vkDestroyCommandPool(device_, b.pool, nullptr);  // frees its command buffer
+  if (b.descriptors) vkDestroyDescriptorPool(device_, b.descriptors, nullptr);
+  if (b.fence) vkDestroyFence(device_, b.fence, nullptr);
+  if (b.timestamps) vkDestroyQueryPool(device_, b.timestamps, nullptr);
+  b.timestamps = VK_NULL_HANDLE;
+  b.pool = VK_NULL_HANDLE;
+  b.cmd = VK_NULL_HANDLE;
+  b.descriptors = VK_NULL_HANDLE;
+  b.fence = VK_NULL_HANDLE;
+  live_batches_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Context::retire_locked(bool block, std::uint64_t ticket) {
+  while (!in_flight_.empty()) {
+    Batch& b = *in_flight_.front();
+    VkResult r;
+    if (block && b.ticket <= ticket) r = vkWaitForFences(device_, 1, &b.fence, VK_TRUE, UINT64_MAX);
+    else r = vkGetFenceStatus(device_, b.fence);
+    if (r == VK_NOT_READY || r == VK_TIMEOUT) return;
+    if (r != VK_SUCCESS) {
+      const char* what = block && b.ticket <= ticket ? "vkWaitForFences" : "vkGetFenceStatus";
+      note_lost(r, what);
+      if (lost()) throw_lost_locked();
+      check_vk(r, what);
+    }
+    completed_ticket_ = b.ticket;
+    collect_errors_locked(b);
+    collect_time_locked(b);
+    std::unique_ptr<Batch> done = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    recycle_locked(std::move(done));
+  }
+}
+
+std::uint64_t Context::flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  submit_locked();
+  return next_ticket_ - 1;
+}
+
+void Context::collect_time_locked(Batch& b) {
+  if (!b.timed) return;
+  std::uint64_t t[2] = {0, 0};
+  if (vkGetQueryPoolResults(device_, b.timestamps, 0, 2, sizeof(t), t, sizeof(t[0]), VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
+    return;  // completed batches have their results; a failure only loses this sample
+  const std::uint64_t mask = ts_bits_ >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << ts_bits_) - 1;
+  const std::uint64_t ticks = (t[1] - t[0]) & mask;
+  device_ns_.fetch_add(static_cast<std::uint64_t>(static_cast<double>(ticks) * props_.limits.timestampPeriod),
+                       std::memory_order_relaxed);
+}
+
+void Context::collect_errors_locked(Batch& b) {
+  if (b.checks.empty() || !pending_error_.empty()) return;
+  const auto* words = reinterpret_cast<const std::uint32_t*>(b.errors->mapped());
+  for (std::size_t i = 0; i < b.checks.size(); ++i) {
+    if (words[2 * i] == 0) continue;
+    pending_error_ = fmt::format("{}; got {}", b.checks[i], static_cast<std::int32_t>(words[2 * i + 1]));
+    return;
+  }
+}
+
+void Context::wait(std::uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lost()) throw_lost_locked();
+  retire_locked(true, ticket);
+  if (!pending_error_.empty()) {
+    // Reported once, at the first wait after the faulty op completed (its output
+    // holds zeros where an index was out of range).
+    std::string e = std::move(pending_error_);
+    pending_error_.clear();
+    throw IndexError(e);
+  }
+}
+
+void Context::copy(const Buffer& src, const Buffer& dst, std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Batch& b = begin_batch();
+  barrier_locked(b);
+  VkBufferCopy region{src.offset(), dst.offset(), bytes};
+  vkCmdCopyBuffer(b.cmd, src.vk(), dst.vk(), 1, &region);
+  b.written.push_back({dst.vk(), dst.offset(), dst.size()});
+  src.add_ref();
+  dst.add_ref();
+  b.keep.push_back(BufRef::adopt(const_cast<Buffer*>(&src)));
+  b.keep.push_back(BufRef::adopt(const_cast<Buffer*>(&dst)));
+  if (++b.dispatches >= kMaxDispatchesPerBatch) submit_locked();
+}
+
+}  // namespace tensor::vulkan
