@@ -570,9 +570,9 @@ constexpr std::size_t kSplitMin = 16384;
 // Lines of `a` along `dim` one invocation walks whole: at most `max` on a software device.
 void check_loop_limit(const VulkanTensor& a, const char* what, std::size_t max, std::size_t dim) {
   if (a.shape()[dim] > max && a.ctx().software())
-    throw ExecutionError(fmt::format("[vulkan] {} too long for a software Vulkan device (its shader loops stop after 65535 "
+    throw ExecutionError(fmt::format("[{}] {} too long for a software Vulkan device (its shader loops stop after 65535 "
                                      "iterations); expected at most {} elements along dim {}; got {}",
-                                     what, max, dim, a.shape()[dim]));
+                                     dispatch::current_op_name(), what, max, dim, a.shape()[dim]));
 }
 constexpr std::size_t kSplitChunk = 4096;
 
@@ -706,9 +706,9 @@ Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
   }
   if (!column && count == 1 && n >= kSplitMin && splittable) chunk = kSplitChunk;
   if (chunk == 0 && n > kLineReduceMax && c.software())
-    throw ExecutionError(fmt::format("[vulkan] reduction lines too long for a software Vulkan device; expected at most {} "
+    throw ExecutionError(fmt::format("[{}] reduction lines too long for a software Vulkan device; expected at most {} "
                                      "elements per line for this reduction (an unsplittable integer mean); got {}",
-                                     kLineReduceMax, n));
+                                     dispatch::current_op_name(), kLineReduceMax, n));
   if (chunk > 0) {
     const bool mean = op == RD_MEAN;  // float mean: split sum, then divide in the accumulator dtype
     // Pass 1: one workgroup (line path) or invocation (column path) per chunk of a line
