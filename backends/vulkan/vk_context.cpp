@@ -120,8 +120,9 @@ const char* vk_result_name(VkResult r) {
 }
 
 void check_vk(VkResult r, const char* what) {
-  if (r != VK_SUCCESS) throw ExecutionError(fmt::format("[vulkan] {} failed; expected VK_SUCCESS; got {} ({})", what,
-                                                        vk_result_name(r), static_cast<int>(r)));
+  if (r != VK_SUCCESS)
+    throw ExecutionError(fmt::format("[{}] vulkan: {} failed; expected VK_SUCCESS; got {} ({})", dispatch::current_op_name(),
+                                     what, vk_result_name(r), static_cast<int>(r)));
 }
 
 // ---- Buffer / Pool ---------------------------------------------------------------
@@ -431,7 +432,8 @@ void Context::ensure_init() {
     }
   });
   if (init_failed_)
-    throw ExecutionError(fmt::format("[vulkan] device {} ({}) could not be initialised: {}", index_, name(), init_error_));
+    throw ExecutionError(fmt::format("[{}] vulkan device {} ({}) could not be initialised; expected a working device; got: {}",
+                                     dispatch::current_op_name(), index_, name(), init_error_));
 }
 
 std::string Context::cache_path() const {
@@ -682,8 +684,8 @@ void Context::save_pipeline_cache() {
 
 VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide) {
   if (wide && !wide_ok_)
-    throw DTypeError(fmt::format("[vulkan] a 64-bit dtype needs shaderInt64 and shaderFloat64; device {} ({}) lacks them",
-                                 index_, name()));
+    throw DTypeError(fmt::format("[{}] a 64-bit dtype needs shaderInt64 and shaderFloat64; expected them on vulkan device {} "
+                                 "({}); got a device without them", dispatch::current_op_name(), index_, name()));
   // The SUBGROUP variant (narrow only) runs with the family's chosen subgroup size.
   const std::uint32_t sg = wide ? 0 : subgroup_size(family);
   const int variant = wide ? 1 : sg ? 2 : 0;
@@ -693,8 +695,8 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
   std::lock_guard<std::mutex> lock(pipeline_mu_);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   if (!modules_[static_cast<int>(family)][variant])
-    throw ExecutionError(fmt::format("[vulkan] pipeline {}{}: its shader module is not available on device {} ({})",
-                                     kShaders[static_cast<int>(family)].name,
+    throw ExecutionError(fmt::format("[{}] vulkan pipeline {}{}: its shader module is not available on device {} ({})",
+                                     dispatch::current_op_name(), kShaders[static_cast<int>(family)].name,
                                      wide ? " (wide)" : sg ? " (subgroup)" : "", index_, name()));
   if (family == ShaderFamily::Matmul) {
     const std::uint32_t shared = 16 * (64 + 64) * (wide ? 8 : 4);  // matmul.comp's sa + sb
@@ -845,6 +847,14 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
                                        dispatch::current_op_name(), kShaders[static_cast<int>(family)].name, index_,
                                        props_.limits.maxStorageBufferRange, len[i]));
   }
+  // Beyond the device's grid a dispatch would be invalid usage (undefined behaviour, a
+  // lost device at worst): refused before anything is recorded.
+  const std::uint32_t* grid = props_.limits.maxComputeWorkGroupCount;
+  if (gx > grid[0] || gy > grid[1] || gz > grid[2])
+    throw ExecutionError(fmt::format("[{}] too many workgroups for the {} kernel on vulkan:{}; expected at most {} x {} x {} "
+                                     "(maxComputeWorkGroupCount); got {} x {} x {}",
+                                     dispatch::current_op_name(), kShaders[static_cast<int>(family)].name, index_, grid[0],
+                                     grid[1], grid[2], gx, gy, gz));
   VkPipeline pipe = pipeline(family, spec, wide);
   std::lock_guard<std::mutex> lock(mu_);
   Batch* b = &begin_batch();
@@ -1062,8 +1072,8 @@ void Context::note_lost(VkResult r, const char* where) {
 
 std::string Context::lost_message() const {
   std::lock_guard<std::mutex> lock(lost_mu_);
-  return fmt::format("[vulkan] device {} ({}) lost; expected a working device; got VK_ERROR_DEVICE_LOST from {} "
-                     "(its tensors can only be dropped now)", index_, name(), lost_where_);
+  return fmt::format("[{}] vulkan device {} ({}) lost; expected a working device; got VK_ERROR_DEVICE_LOST from {} "
+                     "(its tensors can only be dropped now)", dispatch::current_op_name(), index_, name(), lost_where_);
 }
 
 void Context::throw_lost_locked() {
