@@ -53,7 +53,7 @@ DType int_out(DeviceId d) { return to_dtype(device_settings(d).int_dtype); }
 
 DType resolve_dtype(OpCode op, DeviceId device, Kind kind, std::optional<DType> dtype) {
   check_device(op_name(op), device);
-  if (!dtype) return default_dtype(device, kind);
+  if (!dtype) return default_dtype(device, kind, op_name(op));
   if (kind_of_dtype(*dtype) != kind)
     throw DTypeError(fmt::format("[{}] dtype does not match the tensor kind; expected a {} dtype; got {}", op_name(op),
                                  kind_name(kind), dtype_name(*dtype)));
@@ -136,7 +136,7 @@ Kind kind_of_dtype(DType dtype) {
   return Kind::QFloat;
 }
 
-DType default_dtype(DeviceId device, Kind kind) {
+DType default_dtype(DeviceId device, Kind kind, std::string_view op) {
   const DeviceSettings& s = device_settings(device);
   switch (kind) {
     case Kind::Float: return to_dtype(s.float_dtype);
@@ -144,7 +144,7 @@ DType default_dtype(DeviceId device, Kind kind) {
     case Kind::Bool: return to_dtype(s.bool_dtype);
     case Kind::QFloat: break;
   }
-  throw DTypeError("[dtype] quantized tensors are not supported yet; expected Float, Int or Bool; got QFloat");
+  throw DTypeError(fmt::format("[{}] quantized tensors are not supported yet; expected Float, Int or Bool; got QFloat", op));
 }
 
 // ---- creation and transfer -------------------------------------------------------
@@ -188,8 +188,8 @@ DispatchTensor from_data(TensorData data, DeviceId device, Kind kind) {
   // Data of another kind is converted to the device's default dtype of the wanted kind.
   // So does bool data in another bool storage: every bool tensor of a device has its
   // bool dtype, whatever made it (zeros, comparisons, host data), so they mix freely.
-  if (kind_of_dtype(data.dtype()) != kind || (kind == Kind::Bool && data.dtype() != default_dtype(device, kind)))
-    data = data.convert(default_dtype(device, kind));
+  if (kind_of_dtype(data.dtype()) != kind || (kind == Kind::Bool && data.dtype() != default_dtype(device, kind, "from_data")))
+    data = data.convert(default_dtype(device, kind, "from_data"));
   check_storage(op, device, data.dtype());
   return invoke(
       op, device, TENSOR_BODY { return DispatchTensor(entry<Family::FromData>(op, device)(std::move(data), device), kind); },

@@ -47,7 +47,8 @@ struct DispatchTensor {
 static_assert(sizeof(DispatchTensor) <= sizeof(tensor::detail::Handle));
 
 // Settings-aware dtype defaults (first use fixes the device settings).
-DType default_dtype(DeviceId device, Kind kind);
+// `op` names the user's op in the error for a kind without a default (QFloat).
+DType default_dtype(DeviceId device, Kind kind, std::string_view op = "default_dtype");
 
 // ---- forwarders (argument dims may be negative: counted from the end) ----------
 DispatchTensor create(OpCode op, const Shape& shape, DeviceId device, Kind kind, std::optional<DType> dtype);

@@ -1,9 +1,14 @@
 // Hook installation and the chain that runs the installed hooks around one op.
 #include "dispatch/hooks.hpp"
 
+#include <cxxabi.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <new>
+#include <typeinfo>
 
 namespace tensor::dispatch {
 namespace hooks_detail {
@@ -55,6 +60,17 @@ void run_hooked(OpCall& call, OpNext body) {
 std::string fmt_hook_error(OpCode op) {
   return fmt::format("[{}] a hook skipped the op without producing its output; expected every output set; got none",
                      op_name(op));
+}
+
+void rethrow_backend_exception(OpCode op, DeviceId device, const std::exception& e) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status), std::free);
+  const std::string type = status == 0 && name ? name.get() : typeid(e).name();
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    throw ExecutionError(fmt::format("[{}] out of memory on {}; expected the backend's allocations to succeed; got {}",
+                                     op_name(op), device_string(device), type));
+  throw ExecutionError(fmt::format("[{}] the backend failed on {}; expected success or a tensor::Error; got {}: {}",
+                                   op_name(op), device_string(device), type, e.what()));
 }
 
 }  // namespace hooks_detail

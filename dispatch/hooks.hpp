@@ -95,6 +95,22 @@ extern std::atomic<std::uint32_t> g_installed;
 void run_hooked(OpCall& call, OpNext body);
 // "[op] a hook skipped the op without producing its output; ..."
 std::string fmt_hook_error(OpCode op);
+// The std:: exception net: a std::bad_alloc (or any other std:: exception that is not
+// a tensor::Error) escaping a backend entry becomes an ExecutionError naming the op
+// and the device. Out of line and cold: the body's direct path stays as it was.
+[[noreturn]] void rethrow_backend_exception(OpCode op, DeviceId device, const std::exception& e);
+
+// Runs an op body (backend entry + wrap) under the net; tensor::Errors pass unchanged.
+template <class Body>
+__attribute__((always_inline)) inline auto guarded(OpCode op, DeviceId device, Body& body) {
+  try {
+    return body();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    rethrow_backend_exception(op, device, e);
+  }
+}
 
 template <class R> struct Outputs {  // an op result as a list of output tensors
   static constexpr std::size_t kCount = 0;
@@ -132,7 +148,7 @@ auto invoke_hooked(OpCode op, DeviceId device, Body& body, MetaFn& meta, AttrFn&
     std::array<DispatchTensor, O::kCount> outs{};
     call.outputs = outs;
     auto run = [&](OpCall& c) {
-      auto r = O::split(body());
+      auto r = O::split(guarded(op, device, body));
       for (std::size_t i = 0; i < O::kCount; ++i) c.outputs[i] = std::move(r[i]);
     };
     run_hooked(call, OpNext([](const void* f, OpCall& c) { (*static_cast<const decltype(run)*>(f))(c); }, &run));
@@ -142,7 +158,7 @@ auto invoke_hooked(OpCode op, DeviceId device, Body& body, MetaFn& meta, AttrFn&
     return O::join(outs);
   } else {
     std::optional<R> result;
-    auto run = [&](OpCall&) { result.emplace(body()); };
+    auto run = [&](OpCall&) { result.emplace(guarded(op, device, body)); };
     run_hooked(call, OpNext([](const void* f, OpCall& c) { (*static_cast<const decltype(run)*>(f))(c); }, &run));
     if (!result) throw Error(fmt_hook_error(op));
     return std::move(*result);
@@ -152,11 +168,12 @@ auto invoke_hooked(OpCode op, DeviceId device, Body& body, MetaFn& meta, AttrFn&
 
 // The hook step of the one invocation path: with no hook installed anywhere it is one
 // relaxed load and a predictable branch before `body` (backend entry + wrap). `meta`
-// and `attrs` are evaluated only when hooks run.
+// and `attrs` are evaluated only when hooks run. On both paths the body runs under the
+// std:: exception net (hooks_detail::guarded); a hook's own exceptions pass unchanged.
 template <class Body, class MetaFn, class AttrFn, class... In>
 inline auto invoke(OpCode op, DeviceId device, Body&& body, MetaFn&& meta, AttrFn&& attrs, const In&... in) {
   if (hooks_detail::g_installed.load(std::memory_order_relaxed) == 0) [[likely]]
-    return body();
+    return hooks_detail::guarded(op, device, body);
   return hooks_detail::invoke_hooked(op, device, body, meta, attrs, in...);
 }
 

@@ -58,7 +58,16 @@ class Profiler final : public OpHook {
       row.bytes = a.bytes;
       r.rows.push_back(std::move(row));
       if (r.clocks.empty() || r.clocks.back().device != r.rows.back().device)
-        r.clocks.push_back({r.rows.back().device, std::string(dev.type_id == kCpuDeviceType ? kHostClock : kSyncedClock)});
+        r.clocks.push_back({r.rows.back().device, std::string(dev.type_id == kCpuDeviceType ? kHostClock : kSyncedClock), {}, false});
+    }
+    // The devices' memory as of now (a device-level entry: no hook, no op recorded).
+    for (ProfileClock& c : r.clocks) {
+      try {
+        c.memory = memory_stats(parse_device(c.device));
+        // All zero: the device keeps no account (the cpu), not an empty pool.
+        c.has_memory = c.memory.bytes_reserved != 0 || c.memory.peak_bytes_in_use != 0;
+      } catch (const std::exception&) {  // a lost device: the table goes without its memory line
+      }
     }
     // acc_ is ordered by device, so the rows are grouped; sort each group by total time.
     auto first = r.rows.begin();
@@ -136,6 +145,9 @@ std::string format_profile(const ProfileResult& r) {
       out += fmt::format("  {:<{}}  {:>9}  {:>12.3f}  {:>11.3f}  {:>11}\n", row.op, w, row.calls, row.total_ms, row.mean_us,
                          human_bytes(row.bytes));
     }
+    if (c.has_memory)
+      out += fmt::format("  memory: {} in use, {} reserved, {} peak in use\n", human_bytes(c.memory.bytes_in_use),
+                         human_bytes(c.memory.bytes_reserved), human_bytes(c.memory.peak_bytes_in_use));
   }
   return out;
 }

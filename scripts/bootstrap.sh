@@ -16,6 +16,7 @@ PACKAGES=(
   mesa-vulkan-drivers                   # lavapipe: software Vulkan, so the vulkan suite runs without a GPU
   vulkan-validationlayers vulkan-tools  # validation layer in CI, vulkaninfo for diagnosis
   python3                               # build-time helpers
+  clang-14 libclang-rt-14-dev           # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes for clang
 )
 
 installed() {

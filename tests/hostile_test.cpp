@@ -5,6 +5,7 @@
 // the op; the process stays usable afterwards. Runs on TENSOR_TEST_DEVICE (cpu when
 // unset): meson runs it as hostile_cpu and, with Vulkan, hostile_vulkan.
 #include <cstdlib>
+#include <functional>
 #include <limits>
 
 #include "test_util.hpp"
@@ -253,6 +254,65 @@ TEST(HostileDevices, TensorFromAHandleChecksRankAndKind) {
   const Tensor<2> g(detail::retain(f.handle()));
   EXPECT_EQ(fvals(g), (std::vector<float>{1, 2, 3, 4}));
   EXPECT_EQ(fvals(f), (std::vector<float>{1, 2, 3, 4}));
+}
+
+// ---- 6. messages -------------------------------------------------------------------------
+
+// Every error names the op the user called, first: "[op] ...", never a layer
+// ([vulkan], [cpu], [dispatch], [tensor], [dtype], [settings], ...).
+TEST(HostileMessages, EveryErrorStartsWithTheOpTheUserCalled) {
+  const Device d = dev();
+  const auto x = mat({1, 2, 3, 4, 5, 6}, 2, 3);
+  const auto idx = I1::from_data(TensorData::from<std::int32_t>({0, 7}), d);
+  struct Case {
+    const char* op;
+    std::function<void()> call;
+  };
+  const std::vector<Case> cases = {
+      {"zeros", [&] { (void)Tensor<2>::zeros({k2p32, k2p32}, d); }},
+      {"zeros", [&] { (void)Tensor<1>::zeros({2}, Device(DeviceId{kCpuDeviceType, 3})); }},
+      {"zeros", [&] { (void)Tensor<1>::zeros({2}, d, static_cast<DType>(42)); }},
+      {"ones", [&] { (void)Tensor<1>::ones({std::size_t{1} << 62}, d); }},
+      {"full", [&] { (void)Tensor<2>::full({k2p32, k2p32}, 1.0f, d); }},
+      {"arange", [&] { (void)I1::arange(0, kI64Max, d); }},
+      {"arange_step", [&] { (void)I1::arange_step(0, 10, 0, d); }},
+      {"from_data", [&] { (void)Tensor<2>::from_data(TensorData::from<float>({1, 2, 3}), d); }},
+      {"add", [&] { (void)(x + mat({1, 2, 3, 4, 5, 6}, 3, 2)); }},
+      {"matmul", [&] { (void)x.matmul(x); }},
+      {"reshape", [&] { (void)x.reshape<2>({4, -1}); }},
+      {"expand", [&] { (void)x.expand<2>({3, 3}); }},
+      {"repeat_dim", [&] { (void)x.repeat_dim(0, std::size_t{1} << 63); }},
+      {"slice", [&] { (void)x.slice({Slice{0, 2, 0}}); }},
+      {"narrow", [&] { (void)x.narrow(1, 2, 5); }},
+      {"sum_dim", [&] { (void)x.sum_dim(5); }},
+      {"argmax", [&] { (void)x.argmax(-3); }},
+      {"sort", [&] { (void)x.sort(2); }},
+      {"topk", [&] { (void)x.topk(4, 1); }},
+      // Read back: on vulkan an index is checked on the device, and the error surfaces at the wait.
+      {"select", [&] { (void)x.select(1, idx).into_data(); }},
+      {"gather", [&] { (void)x.gather(1, I2::zeros({3, 3}, d)); }},
+      {"cast", [&] { (void)x.cast(static_cast<DType>(42)); }},
+      {"swap_dims", [&] { (void)x.swap_dims(0, 2); }},
+      {"unfold", [&] { (void)x.unfold(1, 0, 1); }},
+      {"shape", [&] { Tensor<2> m = x; Tensor<2> n = std::move(m); (void)n; (void)m.shape(); }},
+      {"dtype", [&] { Tensor<2> m = x; Tensor<2> n = std::move(m); (void)n; (void)m.dtype(); }},
+      {"set_default_dtypes", [&] { set_default_dtypes(d, static_cast<FloatDType>(9), IntDType::I32, BoolDType::Native); }},
+      {"Device::sync", [&] { Device(DeviceId{kCpuDeviceType, 3}).sync(); }},
+      {"Tensor", [&] { (void)Tensor<3>(detail::retain(x.handle())); }},
+  };
+  for (const Case& c : cases) {
+    try {
+      c.call();
+      ADD_FAILURE() << c.op << ": no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind(std::string("[") + c.op + "] ", 0), 0u) << c.op << ": " << msg;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << c.op << ": not a tensor::Error: " << e.what();
+    }
+  }
+  EXPECT_EQ(fvals(x), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  still_usable();
 }
 
 // ---- 7. cpu / vulkan disagreements -------------------------------------------------------

@@ -61,7 +61,7 @@ Prim act_impl(ActOp op, Prim pa, double p, double q) {
     if constexpr (dispatch::kIsFloatLike<T>) {
       apply(ActFn<T>{op, static_cast<calc_t<T>>(p), static_cast<calc_t<T>>(q)});
     } else {
-      throw DTypeError("[activation] expected a float dtype; got " + std::string(dtype_name(dt)));
+      throw_unsupported_dtype("an activation (float dtypes only)", dt);
     }
   });
 }
@@ -118,7 +118,7 @@ Prim act2_entry(Prim pa, Prim pb) {
       Act2Fn<T> fn{kOp};
       map2<T, T, T>(plan, out->data(), a->data(), b->data(), fn);
     } else {
-      throw DTypeError("[activation] expected a float dtype; got " + std::string(dtype_name(dt)));
+      throw_unsupported_dtype("an activation (float dtypes only)", dt);
     }
   });
   return out;

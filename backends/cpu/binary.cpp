@@ -202,7 +202,7 @@ Prim binary_entry(Prim pa, Prim pb) {
       const Operand o = operand(*out, shape), x = operand(*a, shape), y = operand(*b, shape);
       map2<T, T, T>(plan_of<3>(shape, {&o, &x, &y}), o.ptr, x.ptr, y.ptr, fn);
     } else {
-      throw DTypeError("[cpu] binary op on an unsupported dtype: " + std::string(dtype_name(dt)));
+      throw_unsupported_dtype("a binary op", dt);
     }
   });
   return out;
@@ -226,7 +226,7 @@ Prim scalar_entry(Prim pa, Scalar s) {
       BinFn<T, Op> fn;
       map2<T, T, T>(plan, o.ptr, x.ptr, y.ptr, fn);
     } else {
-      throw DTypeError("[cpu] scalar op on an unsupported dtype: " + std::string(dtype_name(dt)));
+      throw_unsupported_dtype("a scalar op", dt);
     }
   });
   return out;

@@ -190,6 +190,11 @@ void buffer_cache_clear() { cache().clear(); }
                                    dispatch::current_op_name(), bytes));
 }
 
+[[noreturn]] void throw_unsupported_dtype(const char* what, DType dt) {
+  throw DTypeError(fmt::format("[{}] {} on an unsupported dtype on cpu; expected a dtype this op supports; got {}",
+                               dispatch::current_op_name(), what, dtype_name(dt)));
+}
+
 StorageRef Storage::allocate_impl(std::size_t bytes, bool zeroed) {
   if (bytes > dispatch::kMaxAllocBytes) throw_out_of_memory(bytes);
   const std::size_t need = kAlign + bytes;

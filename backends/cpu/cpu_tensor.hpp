@@ -136,4 +136,7 @@ BufferCacheStats buffer_cache_stats();
 // Unmaps every cached buffer (the device's memory_cleanup).
 void buffer_cache_clear();
 
+// "[op] <what> on an unsupported dtype on cpu; ...": names the op being run.
+[[noreturn]] void throw_unsupported_dtype(const char* what, DType dt);
+
 }  // namespace tensor::cpu

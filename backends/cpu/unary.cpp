@@ -115,7 +115,7 @@ Prim unary_entry(Prim pa) {
     if constexpr (kOk) {
       apply(UnFn<T, Op>{});
     } else {
-      throw DTypeError("[cpu] unary op on an unsupported dtype: " + std::string(dtype_name(dt)));
+      throw_unsupported_dtype("a unary op", dt);
     }
   });
 }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -35,8 +36,9 @@ const char* vk_result_name(VkResult r) {
 }
 
 void check_vk(VkResult r, const char* what) {
-  if (r != VK_SUCCESS) throw ExecutionError(fmt::format("[vulkan] {} failed; expected VK_SUCCESS; got {} ({})", what,
-                                                        vk_result_name(r), static_cast<int>(r)));
+  if (r != VK_SUCCESS)
+    throw ExecutionError(fmt::format("[{}] vulkan: {} failed; expected VK_SUCCESS; got {} ({})", dispatch::current_op_name(),
+                                     what, vk_result_name(r), static_cast<int>(r)));
 }
 
 // ---- Context ----------------------------------------------------------------------
@@ -167,7 +169,8 @@ void Context::ensure_init() {
     }
   });
   if (init_failed_)
-    throw ExecutionError(fmt::format("[vulkan] device {} ({}) could not be initialised: {}", index_, name(), init_error_));
+    throw ExecutionError(fmt::format("[{}] vulkan device {} ({}) could not be initialised; expected a working device; got: {}",
+                                     dispatch::current_op_name(), index_, name(), init_error_));
 }
 
 void Context::init_device() {

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -22,8 +23,8 @@ void Context::note_lost(VkResult r, const char* where) {
 
 std::string Context::lost_message() const {
   std::lock_guard<std::mutex> lock(lost_mu_);
-  return fmt::format("[vulkan] device {} ({}) lost; expected a working device; got VK_ERROR_DEVICE_LOST from {} "
-                     "(its tensors can only be dropped now)", index_, name(), lost_where_);
+  return fmt::format("[{}] vulkan device {} ({}) lost; expected a working device; got VK_ERROR_DEVICE_LOST from {} "
+                     "(its tensors can only be dropped now)", dispatch::current_op_name(), index_, name(), lost_where_);
 }
 
 void Context::throw_lost_locked() {

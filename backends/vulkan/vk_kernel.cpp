@@ -97,9 +97,9 @@ std::uint64_t scalar_raw(DType dt, Scalar s) {
 // Lines of `a` along `dim` one invocation walks whole: at most `max` on a software device.
 void check_loop_limit(const VulkanTensor& a, const char* what, std::size_t max, std::size_t dim) {
   if (a.shape()[dim] > max && a.ctx().software())
-    throw ExecutionError(fmt::format("[vulkan] {} too long for a software Vulkan device (its shader loops stop after 65535 "
+    throw ExecutionError(fmt::format("[{}] {} too long for a software Vulkan device (its shader loops stop after 65535 "
                                      "iterations); expected at most {} elements along dim {}; got {}",
-                                     what, max, dim, a.shape()[dim]));
+                                     dispatch::current_op_name(), what, max, dim, a.shape()[dim]));
 }
 
 }  // namespace kernel

@@ -161,9 +161,9 @@ Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
   }
   if (!column && count == 1 && n >= kSplitMin && splittable) chunk = kSplitChunk;
   if (chunk == 0 && n > kLineReduceMax && c.software())
-    throw ExecutionError(fmt::format("[vulkan] reduction lines too long for a software Vulkan device; expected at most {} "
+    throw ExecutionError(fmt::format("[{}] reduction lines too long for a software Vulkan device; expected at most {} "
                                      "elements per line for this reduction (an unsplittable integer mean); got {}",
-                                     kLineReduceMax, n));
+                                     dispatch::current_op_name(), kLineReduceMax, n));
   if (chunk > 0) {
     const bool mean = op == RD_MEAN;  // float mean: split sum, then divide in the accumulator dtype
     // Pass 1: one workgroup (line path) or invocation (column path) per chunk of a line

@@ -121,6 +121,14 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
                                        dispatch::current_op_name(), shader_spirv(family).name, index_,
                                        props_.limits.maxStorageBufferRange, len[i]));
   }
+  // Beyond the device's grid a dispatch would be invalid usage (undefined behaviour, a
+  // lost device at worst): refused before anything is recorded.
+  const std::uint32_t* grid = props_.limits.maxComputeWorkGroupCount;
+  if (gx > grid[0] || gy > grid[1] || gz > grid[2])
+    throw ExecutionError(fmt::format("[{}] too many workgroups for the {} kernel on vulkan:{}; expected at most {} x {} x {} "
+                                     "(maxComputeWorkGroupCount); got {} x {} x {}",
+                                     dispatch::current_op_name(), kShaders[static_cast<int>(family)].name, index_, grid[0],
+                                     grid[1], grid[2], gx, gy, gz));
   VkPipeline pipe = pipeline(family, spec, wide);
   std::lock_guard<std::mutex> lock(mu_);
   Batch* b = &begin_batch();

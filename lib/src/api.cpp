@@ -26,9 +26,9 @@ using handles::give2;
 using handles::prim_of;
 using handles::take;
 
-const Primitive& peek(const Handle& h) {
+const Primitive& peek(const Handle& h, const char* op) {
   const Primitive* p = prim_of(h);
-  if (!p) throw Error("[tensor] use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
+  if (!p) throw Error(std::string("[") + op + "] use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
   return *p;
 }
 
@@ -45,16 +45,16 @@ void release(Handle& h) noexcept {
   h = Handle{};
 }
 
-Shape shape(const Handle& h) { return peek(h).shape(); }
-DType dtype(const Handle& h) { return peek(h).dtype(); }
-Device device(const Handle& h) { return Device(peek(h).device()); }
+Shape shape(const Handle& h) { return peek(h, "shape").shape(); }
+DType dtype(const Handle& h) { return peek(h, "dtype").dtype(); }
+Device device(const Handle& h) { return Device(peek(h, "device").device()); }
 Kind kind(const Handle& h) {
-  peek(h);
+  peek(h, "kind");
   return static_cast<Kind>(h.bytes[12]);
 }
 
 void check_rank(const Handle& h, std::size_t rank, const char* op) {
-  const Shape& s = peek(h).shape();
+  const Shape& s = peek(h, op).shape();
   if (s.rank() != rank)
     throw ShapeError(std::string("[") + op + "] rank mismatch; expected rank " + std::to_string(rank) + "; got shape " +
                      s.to_string());
@@ -191,7 +191,14 @@ std::future<TensorData>& fut(void* impl) {
 TensorData DataFuture::get() {
   std::future<TensorData>& f = fut(impl_);
   struct Reset { DataFuture* self; ~Reset() { self->reset(); } } r{this};
-  return f.get();
+  try {
+    return f.get();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // the std:: exception net of dispatch's invoke, for pending results
+    throw ExecutionError(std::string("[into_data] the pending result failed; expected a tensor::Error on failure; got ") +
+                         e.what());
+  }
 }
 bool DataFuture::ready() const { return fut(impl_).wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
 void DataFuture::wait() const { fut(impl_).wait(); }

@@ -194,7 +194,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
       }
       continue;
     }
-    auto bad = [&](const std::string& what) { return fail(fmt::format("tensor '{}': {}", name, what)); };
+    // A named copy: clang 14 cannot capture a structured binding in a lambda.
+    const std::string& tensor_name = name;
+    auto bad = [&](const std::string& what) { return fail(fmt::format("tensor '{}': {}", tensor_name, what)); };
     if (!v.is_object()) throw bad("the entry is not an object");
     if (!v.contains("dtype") || !v["dtype"].is_string()) throw bad("no \"dtype\" string");
     if (!v.contains("shape") || !v["shape"].is_array()) throw bad("no \"shape\" array");

@@ -25,6 +25,7 @@
 #include "backends/vulkan/vk_backend.hpp"
 #include "backends/vulkan/vk_context.hpp"
 #include "dispatch/dispatch.hpp"
+#include "dispatch/validate.hpp"
 #include "tests/vulkan/vk_test_util.hpp"
 
 namespace {
@@ -276,6 +277,30 @@ TEST_F(VulkanMemoryLimit, FillingThePoolFailsCleanlyAndFreedMemoryIsReused) {
     for (std::size_t j = 0; j < n; ++j) ASSERT_EQ(sum[i * n + j], av[i] + bv[j]) << i << "," << j;
 }
 
+// A dispatch beyond maxComputeWorkGroupCount is refused with an ExecutionError naming
+// the op and the limit before anything is recorded: the device is not lost, work goes on.
+TEST_F(VulkanMemoryLimit, AWorkgroupGridBeyondTheDeviceIsRefusedBeforeRecording) {
+  const DT x = upload(pattern(64, 31), kVk);
+  const std::uint32_t* grid = ctx_->limits().maxComputeWorkGroupCount;
+  ASSERT_GE(grid[0], 65535u);  // the Vulkan minimum, in each dim
+  int refused = 0;
+  for (int dim = 0; dim < 3; ++dim) {
+    if (grid[dim] == UINT32_MAX) continue;  // nothing lies beyond it in this dim
+    std::uint32_t g[3] = {1, 1, 1};
+    g[dim] = grid[dim] + 1;
+    d::set_current_op(OpCode::add);
+    const std::string msg = execution_error([&] {
+      ctx_->dispatch(vulkan::ShaderFamily::Elementwise, {}, {}, {}, g[0], g[1], g[2]);
+    });
+    EXPECT_EQ(msg.rfind("[add] too many workgroups for the ", 0), 0u) << msg;
+    EXPECT_TRUE(contains(msg, "(maxComputeWorkGroupCount); got ")) << msg;
+    ++refused;
+  }
+  EXPECT_GE(refused, 2) << "devices bound y and z of the grid (lavapipe: 65535 each)";
+  EXPECT_FALSE(ctx_->lost());
+  EXPECT_EQ(read_f32(d::scalar(OpCode::add_scalar, x, Scalar(1.0)))[0], pattern(64, 31)[0] + 1.0f);
+}
+
 TEST_F(VulkanMemoryLimit, CachedEmptyBlocksAreFreedBeforeARequestIsRefused) {
   {
     std::vector<DT> ts;
@@ -470,7 +495,8 @@ TEST(VulkanDeviceLoss, ReadsSyncsAndNewWorkFailDroppingIsSafe) {
     EXPECT_TRUE(ctx.lost());
     auto expect_lost = [&](const char* what, const std::function<void()>& f) {
       const std::string msg = execution_error(f);
-      EXPECT_TRUE(contains(msg, "[vulkan] device 0 (")) << what << ": " << msg;
+      // Named after the op the user called (read: into_data), not the backend.
+      EXPECT_TRUE(contains(msg, "] vulkan device 0 (") && msg.rfind("[vulkan]", 0) != 0) << what << ": " << msg;
       EXPECT_TRUE(contains(msg, "lost; expected a working device; got VK_ERROR_DEVICE_LOST from " + where)) << what << ": " << msg;
     };
     expect_lost("read", [&] { d::read(x); });

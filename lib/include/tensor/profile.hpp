@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/device.hpp"
 #include "tensor/export.hpp"
 
 namespace tensor {
@@ -25,6 +26,10 @@ struct ProfileRow {
 struct ProfileClock {
   std::string device;
   std::string clock;  // "host wall time" or "host wall time, device synced after each op"
+  // The device's memory_stats() when the profile was read (bytes in use, reserved, peak);
+  // has_memory is false where the device keeps no account (the cpu) or could not report.
+  MemoryStats memory;
+  bool has_memory = false;
 };
 
 struct TENSOR_API ProfileResult {
