@@ -8,6 +8,7 @@
 #include "backends/vulkan/vk_kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "backends/vulkan/vk_features.hpp"
+#include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {

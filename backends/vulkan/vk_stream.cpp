@@ -127,7 +127,7 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
   if (gx > grid[0] || gy > grid[1] || gz > grid[2])
     throw ExecutionError(fmt::format("[{}] too many workgroups for the {} kernel on vulkan:{}; expected at most {} x {} x {} "
                                      "(maxComputeWorkGroupCount); got {} x {} x {}",
-                                     dispatch::current_op_name(), kShaders[static_cast<int>(family)].name, index_, grid[0],
+                                     dispatch::current_op_name(), shader_spirv(family).name, index_, grid[0],
                                      grid[1], grid[2], gx, gy, gz));
   VkPipeline pipe = pipeline(family, spec, wide);
   std::lock_guard<std::mutex> lock(mu_);
