@@ -780,6 +780,52 @@ Prim d_conv1d(Prim x, Prim w, Prim bias, const ConvArgs& a) {
                                      conv_as_2d(a)));
 }
 
+
+// conv_x_backward, rank 1 and 2, on the device: dy spread `stride` apart into zeros (the
+// positions that reach x only), correlated with the flipped, group-transposed weight at
+// stride 1 and the forward's dilation. Rank 3 runs through the host.
+Prim conv_x_backward_2d(Prim dy, Prim w, const Shape& xs, const ConvArgs& a) {
+  const DeviceId d = dy->device();
+  const Shape ys = dy->shape(), ws = w->shape();
+  const auto g = static_cast<std::size_t>(a.groups);
+  const std::size_t co = ws[0], cg = ws[1], cog = co / g, c = cg * g;
+  std::vector<DimSlice> src = full_slices(ys), dst = full_slices(ys);
+  Shape zs = ys;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto k = static_cast<std::int64_t>(ws[2 + i]), s = a.stride[i], in = static_cast<std::int64_t>(xs[2 + i]);
+    const std::int64_t e = a.dilation[i] * (k - 1) + 1, left = e - 1 - a.padding[i], len = in + e - 1;
+    const auto out = static_cast<std::int64_t>(ys[2 + i]);
+    std::int64_t i0 = 0, i1 = out;  // outputs whose position left + i*s lies in [0, len)
+    while (i0 < i1 && left + i0 * s < 0) ++i0;
+    while (i1 > i0 && left + (i1 - 1) * s >= len) --i1;
+    src[2 + i] = {i0, 1, static_cast<std::size_t>(i1 - i0)};
+    dst[2 + i] = {left + i0 * s, s, static_cast<std::size_t>(i1 - i0)};
+    zs[2 + i] = static_cast<std::size_t>(len);
+  }
+  Prim z = full_shape(zs, Scalar(0.0), d, dy->dtype());
+  if (src[2].len > 0 && src[3].len > 0)
+    z = call<Family::SliceAssign>(OpCode::slice_assign, d, std::move(z), DimSlices(dst), slice_prim(std::move(dy), src));
+  // weight [Co, Cg, kh, kw] -> [G, Cog, Cg, kh, kw] -> [G, Cg, Cog, kh, kw] -> [C, Cog, kh, kw], flipped in space.
+  Prim wt = permute_prim(reshape_to(std::move(w), Shape{g, cog, cg, ws[2], ws[3]}), {0, 2, 1, 3, 4});
+  wt = reshape_to(std::move(wt), Shape{c, cog, ws[2], ws[3]});
+  const std::vector<std::size_t> sp{2, 3};
+  wt = call<Family::Axes>(OpCode::flip, d, std::move(wt), Axes(sp));
+  ConvArgs b;
+  b.rank = 2;
+  b.dilation = {a.dilation[0], a.dilation[1], 1};
+  b.groups = a.groups;
+  return call<Family::Conv>(OpCode::conv2d, d, std::move(z), std::move(wt), Prim(), b);
+}
+Prim d_conv_x_backward(Prim dy, Prim w, const Shape& xs, const ConvArgs& a) {
+  if (a.rank == 2) return conv_x_backward_2d(std::move(dy), std::move(w), xs, a);
+  if (a.rank == 1) {
+    const Shape x2{xs[0], xs[1], 1, xs[2]};
+    return squeeze2(conv_x_backward_2d(unsqueeze2(std::move(dy)), unsqueeze2(std::move(w)), x2, conv_as_2d(a)));
+  }
+  const DeviceId d = dy->device();
+  return on_cpu<Family::ConvBackward>(OpCode::conv_x_backward, d, std::move(dy), std::move(w), xs, a);
+}
+
 // dy [N, C, *S] summed over every dim but 1.
 Prim d_conv_bias_backward(Prim dy) {
   const std::size_t c = dy->shape()[1], r = dy->shape().rank();
@@ -976,7 +1022,6 @@ constexpr auto d_conv3d = d_conv_host<OpCode::conv3d>;
 constexpr auto d_conv_transpose1d = d_conv_host<OpCode::conv_transpose1d>;
 constexpr auto d_conv_transpose2d = d_conv_host<OpCode::conv_transpose2d>;
 constexpr auto d_conv_transpose3d = d_conv_host<OpCode::conv_transpose3d>;
-constexpr auto d_conv_x_backward = d_conv_backward_host<OpCode::conv_x_backward>;
 constexpr auto d_conv_weight_backward = d_conv_backward_host<OpCode::conv_weight_backward>;
 constexpr auto d_conv_transpose_x_backward = d_conv_backward_host<OpCode::conv_transpose_x_backward>;
 constexpr auto d_conv_transpose_weight_backward = d_conv_backward_host<OpCode::conv_transpose_weight_backward>;

@@ -168,7 +168,13 @@ NnRun nn_recipe(OpCode op) {
     case OpCode::conv_x_backward:
       return [=](DeviceId d) {
         const Shape y = tensor::nn::conv_output_shape<2>("t", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
-        return one_of(conv_backward_x(fl(d, y, 7), fl(d, w2, 2), x2, c2));
+        auto v = one_of(conv_backward_x(fl(d, y, 7), fl(d, w2, 2), x2, c2));
+        // rank 1: stride 3, dilation 2, padding 2 (trailing inputs the forward never reads)
+        const Shape x1{2, 2, 12}, w1{4, 2, 3};
+        const ConvArgs a1 = cargs(1, {3, 1, 1}, {2, 0, 0}, {2, 1, 1}, 1);
+        const Shape y1 = tensor::nn::conv_output_shape<1>("t", x1, w1, tensor::nn::ConvOptions<1>{{3}, {2}, {2}, 1});
+        v.push_back(conv_backward_x(fl(d, y1, 8), fl(d, w1, 9), x1, a1));
+        return v;
       };
     case OpCode::conv_weight_backward:
       return [=](DeviceId d) {
