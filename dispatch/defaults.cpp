@@ -826,6 +826,35 @@ Prim d_conv_x_backward(Prim dy, Prim w, const Shape& xs, const ConvArgs& a) {
   return on_cpu<Family::ConvBackward>(OpCode::conv_x_backward, d, std::move(dy), std::move(w), xs, a);
 }
 
+
+// conv_weight_backward, rank 1 and 2, on the device: the forward's windows of the padded
+// x, [G, Cog, N*L] x [G, N*L, Cg*kh*kw]. Rank 3 runs through the host.
+Prim conv_weight_backward_2d(Prim x, Prim dy, const Shape& ws, const ConvArgs& a) {
+  const DeviceId d = x->device();
+  const Shape xs = x->shape(), ys = dy->shape();
+  const auto g = static_cast<std::size_t>(a.groups);
+  const std::size_t n = xs[0], co = ws[0], cg = ws[1], cog = co / g, taps = cg * ws[2] * ws[3];
+  const std::array<std::int64_t, 2> p{a.padding[0], a.padding[1]};
+  const std::array<std::int64_t, 2> k{static_cast<std::int64_t>(ws[2]), static_cast<std::int64_t>(ws[3])};
+  Prim u = windows(padded(std::move(x), p, p, Scalar(0.0)), k, {a.stride[0], a.stride[1]}, {a.dilation[0], a.dilation[1]});
+  const std::size_t l = u->shape()[2] * u->shape()[3];
+  u = reshape_to(permute_prim(std::move(u), {0, 2, 3, 1, 4, 5}), Shape{n, l, g, taps});
+  u = reshape_to(permute_prim(std::move(u), {2, 0, 1, 3}), Shape{g, n * l, taps});
+  Prim gy = reshape_to(std::move(dy), Shape{n, g, cog, ys[2] * ys[3]});
+  gy = reshape_to(permute_prim(std::move(gy), {1, 2, 0, 3}), Shape{g, cog, n * l});
+  Prim dw = call<Family::Matmul>(OpCode::matmul, d, std::move(gy), std::move(u));  // [G, Cog, Cg*kh*kw]
+  return reshape_to(std::move(dw), ws);
+}
+Prim d_conv_weight_backward(Prim x, Prim dy, const Shape& ws, const ConvArgs& a) {
+  if (a.rank == 2) return conv_weight_backward_2d(std::move(x), std::move(dy), ws, a);
+  if (a.rank == 1) {
+    const Shape w2{ws[0], ws[1], 1, ws[2]};
+    return reshape_to(conv_weight_backward_2d(unsqueeze2(std::move(x)), unsqueeze2(std::move(dy)), w2, conv_as_2d(a)), ws);
+  }
+  const DeviceId d = x->device();
+  return on_cpu<Family::ConvBackward>(OpCode::conv_weight_backward, d, std::move(x), std::move(dy), ws, a);
+}
+
 // dy [N, C, *S] summed over every dim but 1.
 Prim d_conv_bias_backward(Prim dy) {
   const std::size_t c = dy->shape()[1], r = dy->shape().rank();
@@ -1022,7 +1051,6 @@ constexpr auto d_conv3d = d_conv_host<OpCode::conv3d>;
 constexpr auto d_conv_transpose1d = d_conv_host<OpCode::conv_transpose1d>;
 constexpr auto d_conv_transpose2d = d_conv_host<OpCode::conv_transpose2d>;
 constexpr auto d_conv_transpose3d = d_conv_host<OpCode::conv_transpose3d>;
-constexpr auto d_conv_weight_backward = d_conv_backward_host<OpCode::conv_weight_backward>;
 constexpr auto d_conv_transpose_x_backward = d_conv_backward_host<OpCode::conv_transpose_x_backward>;
 constexpr auto d_conv_transpose_weight_backward = d_conv_backward_host<OpCode::conv_transpose_weight_backward>;
 constexpr auto d_max_pool1d_with_indices = d_max_pool_wi_host<OpCode::max_pool1d_with_indices>;

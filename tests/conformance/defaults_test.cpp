@@ -179,7 +179,12 @@ NnRun nn_recipe(OpCode op) {
     case OpCode::conv_weight_backward:
       return [=](DeviceId d) {
         const Shape y = tensor::nn::conv_output_shape<2>("t", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
-        return one_of(conv_backward_weight(fl(d, x2, 1), fl(d, y, 7), w2, c2));
+        auto v = one_of(conv_backward_weight(fl(d, x2, 1), fl(d, y, 7), w2, c2));
+        const Shape x1{2, 2, 12}, w1{4, 2, 3};
+        const ConvArgs a1 = cargs(1, {3, 1, 1}, {2, 0, 0}, {2, 1, 1}, 1);
+        const Shape y1 = tensor::nn::conv_output_shape<1>("t", x1, w1, tensor::nn::ConvOptions<1>{{3}, {2}, {2}, 1});
+        v.push_back(conv_backward_weight(fl(d, x1, 8), fl(d, y1, 9), w1, a1));
+        return v;
       };
     case OpCode::conv_bias_backward:
       return [=](DeviceId d) { return one_of(conv_backward_bias(fl(d, {2, 3, 4, 5}, 1))); };
