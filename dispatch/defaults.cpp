@@ -671,9 +671,21 @@ PrimPair d_max_pool_wi_host(Prim x, const PoolArgs& a, DType it) {
   const DeviceId d = x->device();
   return on_cpu<Family::PoolWithIndices>(op, d, std::move(x), a, it);
 }
-Prim d_max_pool_with_indices_backward(Prim dy, Prim idx, const Shape& x_shape, const PoolArgs& a) {
+Prim full_shape(const Shape& s, Scalar v, DeviceId d, DType dt);
+// On the device: dy scatter-added into zeros [N*C, H*W] at the flat indices (an index -1,
+// a window without a valid tap, adds nothing).
+Prim d_max_pool_with_indices_backward(Prim dy, Prim idx, const Shape& x_shape, const PoolArgs&) {
   const DeviceId d = dy->device();
-  return on_cpu<Family::MaxPoolBackward>(OpCode::max_pool_with_indices_backward, d, std::move(dy), std::move(idx), x_shape, a);
+  const std::size_t planes = x_shape[0] * x_shape[1], plane = x_shape.num_elements() / (planes ? planes : 1);
+  const std::size_t per = planes ? dy->shape().num_elements() / planes : 0;
+  const Shape s2{planes, per};
+  Prim i2 = reshape_to(std::move(idx), s2);
+  Prim none = cmp_s(OpCode::lower_elem, i2, Scalar(0));
+  Prim g = mfill(reshape_to(std::move(dy), s2), std::move(none), Scalar(0.0));
+  i2 = sc(OpCode::clamp_min, std::move(i2), Scalar(0));
+  Prim zeros = full_shape(Shape{planes, plane}, Scalar(0.0), d, g->dtype());
+  Prim dx = call<Family::Scatter>(OpCode::scatter_add, d, std::move(zeros), std::size_t{1}, std::move(i2), std::move(g));
+  return reshape_to(std::move(dx), x_shape);
 }
 template <OpCode op>
 Prim d_pool_backward_host(Prim dy, const Shape& x_shape, const PoolArgs& a) {
