@@ -925,14 +925,9 @@ Prim d_max_pool1d(Prim x, const PoolArgs& a) {
 // avg: window sums over zero padding, divided by the count of taps inside the padded
 // input (count_include_pad) or inside the input; the counts come from pooling a mask
 // of ones the same way, so everything stays on the device.
-Prim d_avg_pool2d(Prim x, const PoolArgs& args) {
-  PoolArgs a = args;
-  a.dilation = {1, 1, 1};  // avg pools have none
-  const DeviceId d = x->device();
-  const Shape xs = x->shape();
-  const DType dt = x->dtype();
-  const std::size_t oh = pool_dim(xs[2], a, 0), ow = pool_dim(xs[3], a, 1);
-  Prim sums = pooled_windows(std::move(x), a, oh, ow, Scalar(0.0), false);
+// The divisors of avg pooling [1, 1, oh, ow]: taps inside the padded input
+// (count_include_pad) or inside the input, from pooling ones on the device.
+Prim avg_counts(const Shape& xs, const PoolArgs& a, std::size_t oh, std::size_t ow, DeviceId d, DType dt) {
   Prim ones = full_shape(Shape{1, 1, xs[2], xs[3]}, Scalar(1.0), d, dt);
   if (a.count_include_pad) ones = padded(std::move(ones), two(a.padding), two(a.padding), Scalar(1.0));
   // With the padding made of ones, the windows start at the ones' origin.
@@ -952,7 +947,55 @@ Prim d_avg_pool2d(Prim x, const PoolArgs& args) {
   } else {
     counts = pooled_windows(std::move(ones), a, oh, ow, Scalar(0.0), false);
   }
+  return counts;
+}
+
+Prim d_avg_pool2d(Prim x, const PoolArgs& args) {
+  PoolArgs a = args;
+  a.dilation = {1, 1, 1};  // avg pools have none
+  const DeviceId d = x->device();
+  const Shape xs = x->shape();
+  const DType dt = x->dtype();
+  const std::size_t oh = pool_dim(xs[2], a, 0), ow = pool_dim(xs[3], a, 1);
+  Prim sums = pooled_windows(std::move(x), a, oh, ow, Scalar(0.0), false);
+  Prim counts = avg_counts(xs, a, oh, ow, d, dt);
   return bin(OpCode::div, std::move(sums), std::move(counts));
+}
+// avg_pool_backward on the device: dy / counts added into the padded input once per
+// kernel tap (slice_assign with the stride), then the padding cropped.
+Prim avg_backward_2d(Prim dy, const Shape& xs, const PoolArgs& args) {
+  PoolArgs a = args;
+  a.dilation = {1, 1, 1};
+  const DeviceId d = dy->device();
+  const DType dt = dy->dtype();
+  const Shape ys = dy->shape();
+  const std::size_t oh = ys[2], ow = ys[3];
+  Prim g = bin(OpCode::div, std::move(dy), avg_counts(xs, a, oh, ow, d, dt));
+  const auto hp = static_cast<std::size_t>(static_cast<std::int64_t>(xs[2]) + 2 * a.padding[0] +
+                                            overhang(xs[2], static_cast<std::int64_t>(oh), a.kernel[0], a.stride[0], a.padding[0], 1));
+  const auto wp = static_cast<std::size_t>(static_cast<std::int64_t>(xs[3]) + 2 * a.padding[1] +
+                                            overhang(xs[3], static_cast<std::int64_t>(ow), a.kernel[1], a.stride[1], a.padding[1], 1));
+  const Shape ps{xs[0], xs[1], hp, wp};
+  Prim acc;
+  for (std::int64_t ka = 0; ka < a.kernel[0]; ++ka)
+    for (std::int64_t kb = 0; kb < a.kernel[1]; ++kb) {
+      std::vector<DimSlice> at = full_slices(ps);
+      at[2] = {ka, a.stride[0], oh};
+      at[3] = {kb, a.stride[1], ow};
+      Prim part = call<Family::SliceAssign>(OpCode::slice_assign, d, full_shape(ps, Scalar(0.0), d, dt), DimSlices(at), g);
+      acc = acc ? bin(OpCode::add, std::move(acc), std::move(part)) : std::move(part);
+    }
+  std::vector<DimSlice> crop = full_slices(ps);
+  crop[2] = {a.padding[0], 1, xs[2]};
+  crop[3] = {a.padding[1], 1, xs[3]};
+  return slice_prim(std::move(acc), std::move(crop));
+}
+Prim d_avg_pool_backward(Prim dy, const Shape& x_shape, const PoolArgs& a) {
+  if (a.rank == 1) {
+    const Shape x2{x_shape[0], x_shape[1], 1, x_shape[2]};
+    return reshape_to(avg_backward_2d(unsqueeze2(std::move(dy)), x2, pool_as_2d(a)), x_shape);
+  }
+  return avg_backward_2d(std::move(dy), x_shape, a);
 }
 Prim d_avg_pool1d(Prim x, const PoolArgs& a) {
   const DeviceId d = x->device();
@@ -1067,7 +1110,6 @@ constexpr auto d_conv_transpose_x_backward = d_conv_backward_host<OpCode::conv_t
 constexpr auto d_conv_transpose_weight_backward = d_conv_backward_host<OpCode::conv_transpose_weight_backward>;
 constexpr auto d_max_pool1d_with_indices = d_max_pool_wi_host<OpCode::max_pool1d_with_indices>;
 constexpr auto d_max_pool2d_with_indices = d_max_pool_wi_host<OpCode::max_pool2d_with_indices>;
-constexpr auto d_avg_pool_backward = d_pool_backward_host<OpCode::avg_pool_backward>;
 constexpr auto d_adaptive_avg_pool_backward = d_pool_backward_host<OpCode::adaptive_avg_pool_backward>;
 constexpr auto d_sync = d_noop;
 constexpr auto d_supports_dtype = d_supports;

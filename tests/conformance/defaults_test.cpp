@@ -247,7 +247,13 @@ NnRun nn_recipe(OpCode op) {
       return [=](DeviceId d) {
         const PoolArgs a = pargs(2, {3, 2, 1}, {2, 1, 1}, {1, 1, 0}, {1, 1, 1}, true, false);
         const Shape y = tensor::nn::avg_pool_output_shape<2>("t", Shape{2, 3, 7, 6}, tensor::nn::AvgPoolOptions<2>{{3, 2}, {2, 1}, {1, 1}, false, true});
-        return one_of(pool_backward(op, fl(d, y, 5), Shape{2, 3, 7, 6}, a));
+        auto v = one_of(pool_backward(op, fl(d, y, 5), Shape{2, 3, 7, 6}, a));
+        const PoolArgs b = pargs(2, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 1}, true, true);
+        const Shape yb = tensor::nn::avg_pool_output_shape<2>("t", Shape{1, 2, 6, 7}, tensor::nn::AvgPoolOptions<2>{{3, 3}, {2, 2}, {1, 1}, true, true});
+        v.push_back(pool_backward(op, fl(d, yb, 6), Shape{1, 2, 6, 7}, b));
+        const PoolArgs c = pargs(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 1, 1}, true, true);  // E11's 1-d pool
+        v.push_back(pool_backward(op, fl(d, {1, 1, 4}, 7), Shape{1, 1, 6}, c));
+        return v;
       };
     case OpCode::adaptive_avg_pool1d:
       return [=](DeviceId d) { return one_of(pool(op, fl(d, {2, 3, 7}, 1), adaptive(1, {3, 1, 1}))); };
