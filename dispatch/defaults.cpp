@@ -687,11 +687,6 @@ Prim d_max_pool_with_indices_backward(Prim dy, Prim idx, const Shape& x_shape, c
   Prim dx = call<Family::Scatter>(OpCode::scatter_add, d, std::move(zeros), std::size_t{1}, std::move(i2), std::move(g));
   return reshape_to(std::move(dx), x_shape);
 }
-template <OpCode op>
-Prim d_pool_backward_host(Prim dy, const Shape& x_shape, const PoolArgs& a) {
-  const DeviceId d = dy->device();
-  return on_cpu<Family::PoolBackward>(op, d, std::move(dy), x_shape, a);
-}
 Prim d_interpolate(Prim x, const InterpArgs& a) {
   const DeviceId d = x->device();
   return on_cpu<Family::Interpolate>(OpCode::interpolate, d, std::move(x), a);
@@ -1021,6 +1016,36 @@ Prim d_adaptive_avg_pool2d(Prim x, const PoolArgs& a) {
   Prim y = adaptive_dim(std::move(x), 2, static_cast<std::size_t>(a.output_size[0]));
   return adaptive_dim(std::move(y), 3, static_cast<std::size_t>(a.output_size[1]));
 }
+// adaptive_avg_pool_backward on the device, one dim at a time: each output's gradient,
+// divided by its window length, added over its window.
+Prim adaptive_dim_backward(Prim g, std::size_t dim, std::size_t in) {
+  const DeviceId d = g->device();
+  const std::size_t out = g->shape()[dim];
+  Shape target = g->shape();
+  target[dim] = in;
+  Prim acc;
+  for (std::size_t i = 0; i < out; ++i) {
+    const auto s = tensor::nn::adaptive_start(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
+    const auto e = tensor::nn::adaptive_end(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
+    std::vector<DimSlice> one = full_slices(g->shape());
+    one[dim] = {static_cast<std::int64_t>(i), 1, 1};
+    Prim gi = sc(OpCode::mul_scalar, slice_prim(g, std::move(one)), Scalar(1.0 / static_cast<double>(e - s)));
+    Shape wide = gi->shape();
+    wide[dim] = static_cast<std::size_t>(e - s);
+    gi = call<Family::Reshape>(OpCode::expand, d, std::move(gi), wide);
+    std::vector<DimSlice> at = full_slices(target);
+    at[dim] = {s, 1, static_cast<std::size_t>(e - s)};
+    Prim part = call<Family::SliceAssign>(OpCode::slice_assign, d, full_shape(target, Scalar(0.0), d, g->dtype()),
+                                          DimSlices(at), std::move(gi));
+    acc = acc ? bin(OpCode::add, std::move(acc), std::move(part)) : std::move(part);
+  }
+  return acc;
+}
+Prim d_adaptive_avg_pool_backward(Prim dy, const Shape& x_shape, const PoolArgs& a) {
+  if (a.rank == 1) return adaptive_dim_backward(std::move(dy), 2, x_shape[2]);
+  Prim g = adaptive_dim_backward(std::move(dy), 3, x_shape[3]);
+  return adaptive_dim_backward(std::move(g), 2, x_shape[2]);
+}
 Prim d_adaptive_avg_pool1d(Prim x, const PoolArgs& a) {
   const DeviceId d = x->device();
   return squeeze2(call<Family::Pool>(OpCode::adaptive_avg_pool2d, d, unsqueeze2(std::move(x)), pool_as_2d(a)));
@@ -1110,7 +1135,6 @@ constexpr auto d_conv_transpose_x_backward = d_conv_backward_host<OpCode::conv_t
 constexpr auto d_conv_transpose_weight_backward = d_conv_backward_host<OpCode::conv_transpose_weight_backward>;
 constexpr auto d_max_pool1d_with_indices = d_max_pool_wi_host<OpCode::max_pool1d_with_indices>;
 constexpr auto d_max_pool2d_with_indices = d_max_pool_wi_host<OpCode::max_pool2d_with_indices>;
-constexpr auto d_adaptive_avg_pool_backward = d_pool_backward_host<OpCode::adaptive_avg_pool_backward>;
 constexpr auto d_sync = d_noop;
 constexpr auto d_supports_dtype = d_supports;
 constexpr auto d_ad_enabled = d_false;

@@ -264,7 +264,11 @@ NnRun nn_recipe(OpCode op) {
         return v;
       };
     case OpCode::adaptive_avg_pool_backward:
-      return [=](DeviceId d) { return one_of(pool_backward(op, fl(d, {2, 3, 3, 4}, 5), Shape{2, 3, 7, 5}, adaptive(2, {3, 4, 1}))); };
+      return [=](DeviceId d) {
+        auto v = one_of(pool_backward(op, fl(d, {2, 3, 3, 4}, 5), Shape{2, 3, 7, 5}, adaptive(2, {3, 4, 1})));
+        v.push_back(pool_backward(op, fl(d, {1, 2, 5}, 6), Shape{1, 2, 3}, adaptive(1, {5, 1, 1})));  // upsampling, 1-d
+        return v;
+      };
     case OpCode::interpolate:
       return [=](DeviceId d) {
         InterpArgs a{{7, 3}, {tensor::nn::InterpolateMode::Bilinear, false}};
