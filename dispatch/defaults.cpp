@@ -671,14 +671,21 @@ PrimPair d_max_pool_wi_host(Prim x, const PoolArgs& a, DType it) {
   const DeviceId d = x->device();
   return on_cpu<Family::PoolWithIndices>(op, d, std::move(x), a, it);
 }
-Prim d_max_pool_with_indices_backward(Prim dy, Prim idx, const Shape& x_shape, const PoolArgs& a) {
+Prim full_shape(const Shape& s, Scalar v, DeviceId d, DType dt);
+// On the device: dy scatter-added into zeros [N*C, H*W] at the flat indices (an index -1,
+// a window without a valid tap, adds nothing).
+Prim d_max_pool_with_indices_backward(Prim dy, Prim idx, const Shape& x_shape, const PoolArgs&) {
   const DeviceId d = dy->device();
-  return on_cpu<Family::MaxPoolBackward>(OpCode::max_pool_with_indices_backward, d, std::move(dy), std::move(idx), x_shape, a);
-}
-template <OpCode op>
-Prim d_pool_backward_host(Prim dy, const Shape& x_shape, const PoolArgs& a) {
-  const DeviceId d = dy->device();
-  return on_cpu<Family::PoolBackward>(op, d, std::move(dy), x_shape, a);
+  const std::size_t planes = x_shape[0] * x_shape[1], plane = x_shape.num_elements() / (planes ? planes : 1);
+  const std::size_t per = planes ? dy->shape().num_elements() / planes : 0;
+  const Shape s2{planes, per};
+  Prim i2 = reshape_to(std::move(idx), s2);
+  Prim none = cmp_s(OpCode::lower_elem, i2, Scalar(0));
+  Prim g = mfill(reshape_to(std::move(dy), s2), std::move(none), Scalar(0.0));
+  i2 = sc(OpCode::clamp_min, std::move(i2), Scalar(0));
+  Prim zeros = full_shape(Shape{planes, plane}, Scalar(0.0), d, g->dtype());
+  Prim dx = call<Family::Scatter>(OpCode::scatter_add, d, std::move(zeros), std::size_t{1}, std::move(i2), std::move(g));
+  return reshape_to(std::move(dx), x_shape);
 }
 Prim d_interpolate(Prim x, const InterpArgs& a) {
   const DeviceId d = x->device();
@@ -780,6 +787,81 @@ Prim d_conv1d(Prim x, Prim w, Prim bias, const ConvArgs& a) {
                                      conv_as_2d(a)));
 }
 
+
+// conv_x_backward, rank 1 and 2, on the device: dy spread `stride` apart into zeros (the
+// positions that reach x only), correlated with the flipped, group-transposed weight at
+// stride 1 and the forward's dilation. Rank 3 runs through the host.
+Prim conv_x_backward_2d(Prim dy, Prim w, const Shape& xs, const ConvArgs& a) {
+  const DeviceId d = dy->device();
+  const Shape ys = dy->shape(), ws = w->shape();
+  const auto g = static_cast<std::size_t>(a.groups);
+  const std::size_t co = ws[0], cg = ws[1], cog = co / g, c = cg * g;
+  std::vector<DimSlice> src = full_slices(ys), dst = full_slices(ys);
+  Shape zs = ys;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto k = static_cast<std::int64_t>(ws[2 + i]), s = a.stride[i], in = static_cast<std::int64_t>(xs[2 + i]);
+    const std::int64_t e = a.dilation[i] * (k - 1) + 1, left = e - 1 - a.padding[i], len = in + e - 1;
+    const auto out = static_cast<std::int64_t>(ys[2 + i]);
+    std::int64_t i0 = 0, i1 = out;  // outputs whose position left + i*s lies in [0, len)
+    while (i0 < i1 && left + i0 * s < 0) ++i0;
+    while (i1 > i0 && left + (i1 - 1) * s >= len) --i1;
+    src[2 + i] = {i0, 1, static_cast<std::size_t>(i1 - i0)};
+    dst[2 + i] = {left + i0 * s, s, static_cast<std::size_t>(i1 - i0)};
+    zs[2 + i] = static_cast<std::size_t>(len);
+  }
+  Prim z = full_shape(zs, Scalar(0.0), d, dy->dtype());
+  if (src[2].len > 0 && src[3].len > 0)
+    z = call<Family::SliceAssign>(OpCode::slice_assign, d, std::move(z), DimSlices(dst), slice_prim(std::move(dy), src));
+  // weight [Co, Cg, kh, kw] -> [G, Cog, Cg, kh, kw] -> [G, Cg, Cog, kh, kw] -> [C, Cog, kh, kw], flipped in space.
+  Prim wt = permute_prim(reshape_to(std::move(w), Shape{g, cog, cg, ws[2], ws[3]}), {0, 2, 1, 3, 4});
+  wt = reshape_to(std::move(wt), Shape{c, cog, ws[2], ws[3]});
+  const std::vector<std::size_t> sp{2, 3};
+  wt = call<Family::Axes>(OpCode::flip, d, std::move(wt), Axes(sp));
+  ConvArgs b;
+  b.rank = 2;
+  b.dilation = {a.dilation[0], a.dilation[1], 1};
+  b.groups = a.groups;
+  return call<Family::Conv>(OpCode::conv2d, d, std::move(z), std::move(wt), Prim(), b);
+}
+Prim d_conv_x_backward(Prim dy, Prim w, const Shape& xs, const ConvArgs& a) {
+  if (a.rank == 2) return conv_x_backward_2d(std::move(dy), std::move(w), xs, a);
+  if (a.rank == 1) {
+    const Shape x2{xs[0], xs[1], 1, xs[2]};
+    return squeeze2(conv_x_backward_2d(unsqueeze2(std::move(dy)), unsqueeze2(std::move(w)), x2, conv_as_2d(a)));
+  }
+  const DeviceId d = dy->device();
+  return on_cpu<Family::ConvBackward>(OpCode::conv_x_backward, d, std::move(dy), std::move(w), xs, a);
+}
+
+
+// conv_weight_backward, rank 1 and 2, on the device: the forward's windows of the padded
+// x, [G, Cog, N*L] x [G, N*L, Cg*kh*kw]. Rank 3 runs through the host.
+Prim conv_weight_backward_2d(Prim x, Prim dy, const Shape& ws, const ConvArgs& a) {
+  const DeviceId d = x->device();
+  const Shape xs = x->shape(), ys = dy->shape();
+  const auto g = static_cast<std::size_t>(a.groups);
+  const std::size_t n = xs[0], co = ws[0], cg = ws[1], cog = co / g, taps = cg * ws[2] * ws[3];
+  const std::array<std::int64_t, 2> p{a.padding[0], a.padding[1]};
+  const std::array<std::int64_t, 2> k{static_cast<std::int64_t>(ws[2]), static_cast<std::int64_t>(ws[3])};
+  Prim u = windows(padded(std::move(x), p, p, Scalar(0.0)), k, {a.stride[0], a.stride[1]}, {a.dilation[0], a.dilation[1]});
+  const std::size_t l = u->shape()[2] * u->shape()[3];
+  u = reshape_to(permute_prim(std::move(u), {0, 2, 3, 1, 4, 5}), Shape{n, l, g, taps});
+  u = reshape_to(permute_prim(std::move(u), {2, 0, 1, 3}), Shape{g, n * l, taps});
+  Prim gy = reshape_to(std::move(dy), Shape{n, g, cog, ys[2] * ys[3]});
+  gy = reshape_to(permute_prim(std::move(gy), {1, 2, 0, 3}), Shape{g, cog, n * l});
+  Prim dw = call<Family::Matmul>(OpCode::matmul, d, std::move(gy), std::move(u));  // [G, Cog, Cg*kh*kw]
+  return reshape_to(std::move(dw), ws);
+}
+Prim d_conv_weight_backward(Prim x, Prim dy, const Shape& ws, const ConvArgs& a) {
+  if (a.rank == 2) return conv_weight_backward_2d(std::move(x), std::move(dy), ws, a);
+  if (a.rank == 1) {
+    const Shape w2{ws[0], ws[1], 1, ws[2]};
+    return reshape_to(conv_weight_backward_2d(unsqueeze2(std::move(x)), unsqueeze2(std::move(dy)), w2, conv_as_2d(a)), ws);
+  }
+  const DeviceId d = x->device();
+  return on_cpu<Family::ConvBackward>(OpCode::conv_weight_backward, d, std::move(x), std::move(dy), ws, a);
+}
+
 // dy [N, C, *S] summed over every dim but 1.
 Prim d_conv_bias_backward(Prim dy) {
   const std::size_t c = dy->shape()[1], r = dy->shape().rank();
@@ -838,14 +920,9 @@ Prim d_max_pool1d(Prim x, const PoolArgs& a) {
 // avg: window sums over zero padding, divided by the count of taps inside the padded
 // input (count_include_pad) or inside the input; the counts come from pooling a mask
 // of ones the same way, so everything stays on the device.
-Prim d_avg_pool2d(Prim x, const PoolArgs& args) {
-  PoolArgs a = args;
-  a.dilation = {1, 1, 1};  // avg pools have none
-  const DeviceId d = x->device();
-  const Shape xs = x->shape();
-  const DType dt = x->dtype();
-  const std::size_t oh = pool_dim(xs[2], a, 0), ow = pool_dim(xs[3], a, 1);
-  Prim sums = pooled_windows(std::move(x), a, oh, ow, Scalar(0.0), false);
+// The divisors of avg pooling [1, 1, oh, ow]: taps inside the padded input
+// (count_include_pad) or inside the input, from pooling ones on the device.
+Prim avg_counts(const Shape& xs, const PoolArgs& a, std::size_t oh, std::size_t ow, DeviceId d, DType dt) {
   Prim ones = full_shape(Shape{1, 1, xs[2], xs[3]}, Scalar(1.0), d, dt);
   if (a.count_include_pad) ones = padded(std::move(ones), two(a.padding), two(a.padding), Scalar(1.0));
   // With the padding made of ones, the windows start at the ones' origin.
@@ -865,7 +942,55 @@ Prim d_avg_pool2d(Prim x, const PoolArgs& args) {
   } else {
     counts = pooled_windows(std::move(ones), a, oh, ow, Scalar(0.0), false);
   }
+  return counts;
+}
+
+Prim d_avg_pool2d(Prim x, const PoolArgs& args) {
+  PoolArgs a = args;
+  a.dilation = {1, 1, 1};  // avg pools have none
+  const DeviceId d = x->device();
+  const Shape xs = x->shape();
+  const DType dt = x->dtype();
+  const std::size_t oh = pool_dim(xs[2], a, 0), ow = pool_dim(xs[3], a, 1);
+  Prim sums = pooled_windows(std::move(x), a, oh, ow, Scalar(0.0), false);
+  Prim counts = avg_counts(xs, a, oh, ow, d, dt);
   return bin(OpCode::div, std::move(sums), std::move(counts));
+}
+// avg_pool_backward on the device: dy / counts added into the padded input once per
+// kernel tap (slice_assign with the stride), then the padding cropped.
+Prim avg_backward_2d(Prim dy, const Shape& xs, const PoolArgs& args) {
+  PoolArgs a = args;
+  a.dilation = {1, 1, 1};
+  const DeviceId d = dy->device();
+  const DType dt = dy->dtype();
+  const Shape ys = dy->shape();
+  const std::size_t oh = ys[2], ow = ys[3];
+  Prim g = bin(OpCode::div, std::move(dy), avg_counts(xs, a, oh, ow, d, dt));
+  const auto hp = static_cast<std::size_t>(static_cast<std::int64_t>(xs[2]) + 2 * a.padding[0] +
+                                            overhang(xs[2], static_cast<std::int64_t>(oh), a.kernel[0], a.stride[0], a.padding[0], 1));
+  const auto wp = static_cast<std::size_t>(static_cast<std::int64_t>(xs[3]) + 2 * a.padding[1] +
+                                            overhang(xs[3], static_cast<std::int64_t>(ow), a.kernel[1], a.stride[1], a.padding[1], 1));
+  const Shape ps{xs[0], xs[1], hp, wp};
+  Prim acc;
+  for (std::int64_t ka = 0; ka < a.kernel[0]; ++ka)
+    for (std::int64_t kb = 0; kb < a.kernel[1]; ++kb) {
+      std::vector<DimSlice> at = full_slices(ps);
+      at[2] = {ka, a.stride[0], oh};
+      at[3] = {kb, a.stride[1], ow};
+      Prim part = call<Family::SliceAssign>(OpCode::slice_assign, d, full_shape(ps, Scalar(0.0), d, dt), DimSlices(at), g);
+      acc = acc ? bin(OpCode::add, std::move(acc), std::move(part)) : std::move(part);
+    }
+  std::vector<DimSlice> crop = full_slices(ps);
+  crop[2] = {a.padding[0], 1, xs[2]};
+  crop[3] = {a.padding[1], 1, xs[3]};
+  return slice_prim(std::move(acc), std::move(crop));
+}
+Prim d_avg_pool_backward(Prim dy, const Shape& x_shape, const PoolArgs& a) {
+  if (a.rank == 1) {
+    const Shape x2{x_shape[0], x_shape[1], 1, x_shape[2]};
+    return reshape_to(avg_backward_2d(unsqueeze2(std::move(dy)), x2, pool_as_2d(a)), x_shape);
+  }
+  return avg_backward_2d(std::move(dy), x_shape, a);
 }
 Prim d_avg_pool1d(Prim x, const PoolArgs& a) {
   const DeviceId d = x->device();
@@ -890,6 +1015,36 @@ Prim adaptive_dim(Prim x, std::size_t dim, std::size_t out) {
 Prim d_adaptive_avg_pool2d(Prim x, const PoolArgs& a) {
   Prim y = adaptive_dim(std::move(x), 2, static_cast<std::size_t>(a.output_size[0]));
   return adaptive_dim(std::move(y), 3, static_cast<std::size_t>(a.output_size[1]));
+}
+// adaptive_avg_pool_backward on the device, one dim at a time: each output's gradient,
+// divided by its window length, added over its window.
+Prim adaptive_dim_backward(Prim g, std::size_t dim, std::size_t in) {
+  const DeviceId d = g->device();
+  const std::size_t out = g->shape()[dim];
+  Shape target = g->shape();
+  target[dim] = in;
+  Prim acc;
+  for (std::size_t i = 0; i < out; ++i) {
+    const auto s = tensor::nn::adaptive_start(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
+    const auto e = tensor::nn::adaptive_end(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
+    std::vector<DimSlice> one = full_slices(g->shape());
+    one[dim] = {static_cast<std::int64_t>(i), 1, 1};
+    Prim gi = sc(OpCode::mul_scalar, slice_prim(g, std::move(one)), Scalar(1.0 / static_cast<double>(e - s)));
+    Shape wide = gi->shape();
+    wide[dim] = static_cast<std::size_t>(e - s);
+    gi = call<Family::Reshape>(OpCode::expand, d, std::move(gi), wide);
+    std::vector<DimSlice> at = full_slices(target);
+    at[dim] = {s, 1, static_cast<std::size_t>(e - s)};
+    Prim part = call<Family::SliceAssign>(OpCode::slice_assign, d, full_shape(target, Scalar(0.0), d, g->dtype()),
+                                          DimSlices(at), std::move(gi));
+    acc = acc ? bin(OpCode::add, std::move(acc), std::move(part)) : std::move(part);
+  }
+  return acc;
+}
+Prim d_adaptive_avg_pool_backward(Prim dy, const Shape& x_shape, const PoolArgs& a) {
+  if (a.rank == 1) return adaptive_dim_backward(std::move(dy), 2, x_shape[2]);
+  Prim g = adaptive_dim_backward(std::move(dy), 3, x_shape[3]);
+  return adaptive_dim_backward(std::move(g), 2, x_shape[2]);
 }
 Prim d_adaptive_avg_pool1d(Prim x, const PoolArgs& a) {
   const DeviceId d = x->device();
@@ -976,14 +1131,10 @@ constexpr auto d_conv3d = d_conv_host<OpCode::conv3d>;
 constexpr auto d_conv_transpose1d = d_conv_host<OpCode::conv_transpose1d>;
 constexpr auto d_conv_transpose2d = d_conv_host<OpCode::conv_transpose2d>;
 constexpr auto d_conv_transpose3d = d_conv_host<OpCode::conv_transpose3d>;
-constexpr auto d_conv_x_backward = d_conv_backward_host<OpCode::conv_x_backward>;
-constexpr auto d_conv_weight_backward = d_conv_backward_host<OpCode::conv_weight_backward>;
 constexpr auto d_conv_transpose_x_backward = d_conv_backward_host<OpCode::conv_transpose_x_backward>;
 constexpr auto d_conv_transpose_weight_backward = d_conv_backward_host<OpCode::conv_transpose_weight_backward>;
 constexpr auto d_max_pool1d_with_indices = d_max_pool_wi_host<OpCode::max_pool1d_with_indices>;
 constexpr auto d_max_pool2d_with_indices = d_max_pool_wi_host<OpCode::max_pool2d_with_indices>;
-constexpr auto d_avg_pool_backward = d_pool_backward_host<OpCode::avg_pool_backward>;
-constexpr auto d_adaptive_avg_pool_backward = d_pool_backward_host<OpCode::adaptive_avg_pool_backward>;
 constexpr auto d_sync = d_noop;
 constexpr auto d_supports_dtype = d_supports;
 constexpr auto d_ad_enabled = d_false;

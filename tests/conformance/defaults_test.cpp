@@ -168,12 +168,23 @@ NnRun nn_recipe(OpCode op) {
     case OpCode::conv_x_backward:
       return [=](DeviceId d) {
         const Shape y = tensor::nn::conv_output_shape<2>("t", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
-        return one_of(conv_backward_x(fl(d, y, 7), fl(d, w2, 2), x2, c2));
+        auto v = one_of(conv_backward_x(fl(d, y, 7), fl(d, w2, 2), x2, c2));
+        // rank 1: stride 3, dilation 2, padding 2 (trailing inputs the forward never reads)
+        const Shape x1{2, 2, 12}, w1{4, 2, 3};
+        const ConvArgs a1 = cargs(1, {3, 1, 1}, {2, 0, 0}, {2, 1, 1}, 1);
+        const Shape y1 = tensor::nn::conv_output_shape<1>("t", x1, w1, tensor::nn::ConvOptions<1>{{3}, {2}, {2}, 1});
+        v.push_back(conv_backward_x(fl(d, y1, 8), fl(d, w1, 9), x1, a1));
+        return v;
       };
     case OpCode::conv_weight_backward:
       return [=](DeviceId d) {
         const Shape y = tensor::nn::conv_output_shape<2>("t", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
-        return one_of(conv_backward_weight(fl(d, x2, 1), fl(d, y, 7), w2, c2));
+        auto v = one_of(conv_backward_weight(fl(d, x2, 1), fl(d, y, 7), w2, c2));
+        const Shape x1{2, 2, 12}, w1{4, 2, 3};
+        const ConvArgs a1 = cargs(1, {3, 1, 1}, {2, 0, 0}, {2, 1, 1}, 1);
+        const Shape y1 = tensor::nn::conv_output_shape<1>("t", x1, w1, tensor::nn::ConvOptions<1>{{3}, {2}, {2}, 1});
+        v.push_back(conv_backward_weight(fl(d, x1, 8), fl(d, y1, 9), w1, a1));
+        return v;
       };
     case OpCode::conv_bias_backward:
       return [=](DeviceId d) { return one_of(conv_backward_bias(fl(d, {2, 3, 4, 5}, 1))); };
@@ -236,7 +247,13 @@ NnRun nn_recipe(OpCode op) {
       return [=](DeviceId d) {
         const PoolArgs a = pargs(2, {3, 2, 1}, {2, 1, 1}, {1, 1, 0}, {1, 1, 1}, true, false);
         const Shape y = tensor::nn::avg_pool_output_shape<2>("t", Shape{2, 3, 7, 6}, tensor::nn::AvgPoolOptions<2>{{3, 2}, {2, 1}, {1, 1}, false, true});
-        return one_of(pool_backward(op, fl(d, y, 5), Shape{2, 3, 7, 6}, a));
+        auto v = one_of(pool_backward(op, fl(d, y, 5), Shape{2, 3, 7, 6}, a));
+        const PoolArgs b = pargs(2, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 1}, true, true);
+        const Shape yb = tensor::nn::avg_pool_output_shape<2>("t", Shape{1, 2, 6, 7}, tensor::nn::AvgPoolOptions<2>{{3, 3}, {2, 2}, {1, 1}, true, true});
+        v.push_back(pool_backward(op, fl(d, yb, 6), Shape{1, 2, 6, 7}, b));
+        const PoolArgs c = pargs(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 1, 1}, true, true);  // E11's 1-d pool
+        v.push_back(pool_backward(op, fl(d, {1, 1, 4}, 7), Shape{1, 1, 6}, c));
+        return v;
       };
     case OpCode::adaptive_avg_pool1d:
       return [=](DeviceId d) { return one_of(pool(op, fl(d, {2, 3, 7}, 1), adaptive(1, {3, 1, 1}))); };
@@ -247,7 +264,11 @@ NnRun nn_recipe(OpCode op) {
         return v;
       };
     case OpCode::adaptive_avg_pool_backward:
-      return [=](DeviceId d) { return one_of(pool_backward(op, fl(d, {2, 3, 3, 4}, 5), Shape{2, 3, 7, 5}, adaptive(2, {3, 4, 1}))); };
+      return [=](DeviceId d) {
+        auto v = one_of(pool_backward(op, fl(d, {2, 3, 3, 4}, 5), Shape{2, 3, 7, 5}, adaptive(2, {3, 4, 1})));
+        v.push_back(pool_backward(op, fl(d, {1, 2, 5}, 6), Shape{1, 2, 3}, adaptive(1, {5, 1, 1})));  // upsampling, 1-d
+        return v;
+      };
     case OpCode::interpolate:
       return [=](DeviceId d) {
         InterpArgs a{{7, 3}, {tensor::nn::InterpolateMode::Bilinear, false}};
