@@ -194,6 +194,26 @@ TEST(Train, ResumeGivesTheLossOfAnUninterruptedRun) {
   for (const auto& d : {whole, first, resumed}) std::filesystem::remove_all(std::filesystem::path(d.checkpoint).parent_path());
 }
 
+// Registered for vulkan only (train_vulkan, TENSOR_DEVICE=vulkan): a CNN epoch on a small
+// subset on the default device agrees with the cpu (lavapipe: about 30 s).
+TEST(Train, DeviceAgreesWithTheCpuOnASubset) {
+  require_fashion();
+  train::Options o;
+  o.limit = 256;
+  o.test_limit = 250;
+  o.epochs = 1;
+  o.progress = false;
+  o.write_files = false;
+  std::ostringstream log;
+  const auto dev = train::run_training(o, Device::default_device(), log);
+  const auto cpu = train::run_training(o, Device::cpu(), log);
+  ASSERT_EQ(dev.history.size(), 1u);
+  ASSERT_EQ(cpu.history.size(), 1u);
+  EXPECT_NEAR(dev.history[0].accuracy, cpu.history[0].accuracy, 0.005) << Device::default_device().to_string();
+  EXPECT_NEAR(dev.history[0].loss, cpu.history[0].loss, 1e-3 * cpu.history[0].loss);
+  EXPECT_GT(cpu.history[0].accuracy, 0.2) << "the cpu run learned something (10% is chance)";
+}
+
 TEST(Train, BadInputIsATypedError) {
   EXPECT_THROW(train::load_data("cifar", "", 0, 0, 1), tensor::ShapeError);
   EXPECT_THROW(train::load_data("fashion", "/nonexistent/fashion", 0, 0, 1), tensor::FormatError);
