@@ -148,7 +148,8 @@ TEST(Train, CnnOnAFashionSubsetReaches80PercentAndEvalAgrees) {
   o.limit = 6000;
   o.test_limit = 2000;
   o.epochs = 1;
-  o.lr = 5e-3;
+  o.batch = 64;  // 94 steps (83.3% on this machine; batch 128 at lr 3e-3 gives 80.35%)
+  o.lr = 2e-3;
   o.progress = false;
   o.out_dir = temp_dir("subset");
   std::ostringstream log;
