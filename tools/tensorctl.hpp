@@ -27,6 +27,8 @@ int run_ops(Args args);
 int run_check(Args args);
 int run_demo(Args args);
 int run_bench(Args args);
+int run_train(Args args);
+int run_eval(Args args);
 
 // Columns padded to their widest cell, separated by two spaces, indented.
 class TextTable {

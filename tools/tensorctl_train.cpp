@@ -1,0 +1,14 @@
+// tensorctl train / eval: the CNN (or MLP) on Fashion-MNIST (or digits) with autodiff and
+// Adam on TENSOR_DEVICE; the code is tools/train/ (public API only).
+#include <string>
+#include <vector>
+
+#include "tools/tensorctl.hpp"
+#include "trainer.hpp"
+
+namespace tensorctl {
+
+int run_train(Args args) { return train::train_main(std::vector<std::string>(args.begin(), args.end())); }
+int run_eval(Args args) { return train::eval_main(std::vector<std::string>(args.begin(), args.end())); }
+
+}  // namespace tensorctl

@@ -1,0 +1,78 @@
+// `tensorctl train` / `tensorctl eval`: the training loop over tools/train/model.hpp with
+// autodiff and Adam, on Fashion-MNIST (or the UCI digits), with per-epoch progress, test
+// accuracy, a .safetensors checkpoint (weights, Adam's record, epoch, history) and an SVG
+// training curve. Public API only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <tensor/device.hpp>
+
+namespace train {
+
+// A data set as normalised float images [n, 1, h, w] (pixels in [0, 1]) and labels 0..classes-1.
+struct Images {
+  std::size_t n = 0, height = 0, width = 0;
+  std::vector<float> pixels;
+  std::vector<std::int32_t> labels;
+};
+struct DataSet {
+  Images train, test;
+  std::size_t classes = 10;
+};
+// "fashion": Fashion-MNIST from `dir` (or datasets::find_fashion_mnist()); "digits": the
+// 8x8 UCI digits (80/20 split, seeded). train_limit / test_limit: 0 for all. Missing data is
+// a tensor::FormatError saying how to fetch it.
+DataSet load_data(const std::string& dataset, const std::string& dir, std::size_t train_limit, std::size_t test_limit,
+                  std::uint64_t seed);
+
+struct Options {
+  std::string model = "cnn";        // cnn | mlp
+  std::string dataset = "fashion";  // fashion | digits
+  std::string data_dir;             // default: find_fashion_mnist() / the digits cache
+  std::string out_dir = "train-out";
+  std::string resume;               // a checkpoint to continue from
+  std::size_t epochs = 5;           // total, counting the resumed ones
+  std::size_t batch = 128;
+  double lr = 1e-3;
+  std::uint64_t seed = 42;
+  std::size_t limit = 0;            // train images (0: all)
+  std::size_t test_limit = 0;       // test images (0: all)
+  bool progress = true;             // a bar on a terminal, plain lines otherwise
+  bool write_files = true;          // checkpoint + SVG in out_dir
+};
+
+struct EpochRecord {
+  std::size_t epoch = 0;
+  double loss = 0.0;      // mean training loss over the epoch
+  double accuracy = 0.0;  // test accuracy after it, in [0, 1]
+  double images_per_second = 0.0;
+};
+
+struct Result {
+  std::vector<EpochRecord> history;  // every epoch, the resumed ones included
+  std::string checkpoint;            // path written ("" without write_files)
+  std::string svg;
+  std::size_t parameters = 0;
+};
+
+// Trains on `device` (an autodiff device is made from it). Writes progress to `log`.
+Result run_training(const Options& options, tensor::Device device, std::ostream& log);
+
+// Test accuracy of the checkpoint at `weights` on `device`, with the data set and test subset
+// the checkpoint names (data_dir overrides where the files are).
+double evaluate_checkpoint(const std::string& weights, const std::string& data_dir, tensor::Device device,
+                           std::size_t* correct = nullptr, std::size_t* total = nullptr);
+
+// The training-curve plot: loss (left axis) and test accuracy (right axis) per epoch.
+std::string curve_svg(const std::vector<EpochRecord>& history, const std::string& title);
+
+// The subcommands' argument parsing and reports; return a process exit status.
+int train_main(const std::vector<std::string>& args);
+int eval_main(const std::vector<std::string>& args);
+
+}  // namespace train
