@@ -1,7 +1,7 @@
 // Shape (dims of a tensor, at most kMaxRank) and Slice (a range with a step along one dim).
 #pragma once
 
-#include <algorithm>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -53,8 +53,11 @@ class TENSOR_API Shape {
   void erase(std::size_t axis);
   void insert(std::size_t axis, std::size_t d);
 
+  // A loop, not std::equal: <algorithm> costs every user file ~0.06 s (SPEC §8).
   bool operator==(const Shape& o) const {
-    return rank_ == o.rank_ && std::equal(begin(), end(), o.begin());
+    if (rank_ != o.rank_) return false;
+    for (std::size_t i = 0; i < rank_; ++i) if (dims_[i] != o.dims_[i]) return false;
+    return true;
   }
   // "[2, 3]"
   std::string to_string() const;
