@@ -1,18 +1,25 @@
-// The op profiler: a global hook that times each op (host wall clock, with a device
-// sync off the CPU so queued GPU work is counted where it is issued) and sums calls,
-// time and output bytes per (device, op).
+// The op profiler: a global hook that times each op and sums calls, time and output
+// bytes per (device, op). On the CPU the clock is the host's wall time. Off the CPU the
+// device is synced before and after each op, so queued GPU work is counted where it
+// is issued; where the device has a clock (DeviceClock, which the Vulkan backend
+// registers: timestamp queries) the op's time is the device time of the work it submitted, with the host
+// wall time beside it; otherwise the host wall time.
 #include "dispatch/profiler.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <string_view>
+#include <vector>
 
+#include "dispatch/backend.hpp"
 #include "dispatch/hooks.hpp"
 
 namespace tensor::dispatch {
@@ -20,28 +27,65 @@ namespace {
 
 constexpr std::string_view kHostClock = "host wall time";
 constexpr std::string_view kSyncedClock = "host wall time, device synced after each op";
+constexpr std::string_view kDeviceClock = "device timestamp queries";
+
+struct Clocks {
+  std::mutex mutex;
+  std::array<DeviceClock, Registry::kMaxTypes> by_type{};
+};
+Clocks& clocks() {
+  static Clocks* c = new Clocks();  // never destroyed: ops may run during static destruction
+  return *c;
+}
+
+std::uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
 
 class Profiler final : public OpHook {
  public:
   void around(OpCall& call, const OpNext& next) override {
+    const DeviceId dev = call.device;
+    if (dev.type_id == kCpuDeviceType) {
+      const auto t0 = std::chrono::steady_clock::now();
+      next(call);
+      const std::uint64_t ns = ns_since(t0);
+      record(call, ns, ns);
+      return;
+    }
+    // Off the CPU an op only queues work: wait for what was queued before it (not its
+    // work) and for its own after it, so its time lands on this op.
+    const DeviceClock clock = device_clock(dev);
+    sync(dev);
+    const std::uint64_t d0 = clock.ns ? clock.ns(dev) : 0;
     const auto t0 = std::chrono::steady_clock::now();
     next(call);
-    // Off the CPU an op only queues work: wait for it so its time lands on this op.
-    if (call.device.type_id != kCpuDeviceType) sync(call.device);
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-    std::uint64_t bytes = 0;
-    for (const DispatchTensor& t : call.outputs)
-      if (t.prim) bytes += t.shape().num_elements() * dtype_size(t.dtype());
-    const std::lock_guard<std::mutex> lock(mutex_);
-    Acc& a = acc_[{call.device, call.op}];
-    a.calls += 1;
-    a.ns += static_cast<std::uint64_t>(ns);
-    a.bytes += bytes;
+    sync(dev);
+    const std::uint64_t host = ns_since(t0);
+    record(call, clock.ns ? clock.ns(dev) - d0 : host, host);
   }
 
   void clear() {
     const std::lock_guard<std::mutex> lock(mutex_);
     acc_.clear();
+    clocks_.clear();
+  }
+
+  // Turns the device clocks this profile turned on off again (at stop).
+  void stop_device_clocks() {
+    std::vector<DeviceId> on;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [dev, timed] : clocks_)
+        if (timed) on.push_back(dev);
+    }
+    for (const DeviceId dev : on) {
+      try {
+        (void)device_clock_of(dev).set(dev, false);
+      } catch (const std::exception&) {  // a lost device: nothing to turn off
+      }
+    }
   }
 
   ProfileResult snapshot() {
@@ -55,10 +99,18 @@ class Profiler final : public OpHook {
       row.calls = a.calls;
       row.total_ms = static_cast<double>(a.ns) / 1e6;
       row.mean_us = a.calls ? static_cast<double>(a.ns) / 1e3 / static_cast<double>(a.calls) : 0.0;
+      row.host_ms = static_cast<double>(a.host_ns) / 1e6;
       row.bytes = a.bytes;
       r.rows.push_back(std::move(row));
-      if (r.clocks.empty() || r.clocks.back().device != r.rows.back().device)
-        r.clocks.push_back({r.rows.back().device, std::string(dev.type_id == kCpuDeviceType ? kHostClock : kSyncedClock), {}, false});
+      if (r.clocks.empty() || r.clocks.back().device != r.rows.back().device) {
+        const auto c = clocks_.find(dev);
+        const bool timed = c != clocks_.end() && c->second;
+        ProfileClock clock;
+        clock.device = r.rows.back().device;
+        clock.clock = std::string(dev.type_id == kCpuDeviceType ? kHostClock : timed ? kDeviceClock : kSyncedClock);
+        clock.device_clock = timed;
+        r.clocks.push_back(std::move(clock));
+      }
     }
     // The devices' memory as of now (a device-level entry: no hook, no op recorded).
     for (ProfileClock& c : r.clocks) {
@@ -81,10 +133,38 @@ class Profiler final : public OpHook {
 
  private:
   struct Acc {
-    std::uint64_t calls = 0, ns = 0, bytes = 0;
+    std::uint64_t calls = 0, ns = 0, host_ns = 0, bytes = 0;
   };
+
+  // The clock `dev` times ops with (null members: the host's). The first op a profile
+  // sees on a device turns its clock on (no hook, no op recorded).
+  DeviceClock device_clock(DeviceId dev) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (const auto it = clocks_.find(dev); it != clocks_.end()) return it->second ? device_clock_of(dev) : DeviceClock{};
+    }
+    const DeviceClock c = device_clock_of(dev);
+    const bool timed = c.set && c.ns && c.set(dev, true);
+    const std::lock_guard<std::mutex> lock(mutex_);
+    clocks_[dev] = timed;
+    return timed ? c : DeviceClock{};
+  }
+
+  void record(const OpCall& call, std::uint64_t ns, std::uint64_t host_ns) {
+    std::uint64_t bytes = 0;
+    for (const DispatchTensor& t : call.outputs)
+      if (t.prim) bytes += t.shape().num_elements() * dtype_size(t.dtype());
+    const std::lock_guard<std::mutex> lock(mutex_);
+    Acc& a = acc_[{call.device, call.op}];
+    a.calls += 1;
+    a.ns += ns;
+    a.host_ns += host_ns;
+    a.bytes += bytes;
+  }
+
   std::mutex mutex_;
   std::map<std::pair<DeviceId, OpCode>, Acc> acc_;
+  std::map<DeviceId, bool> clocks_;  // devices seen: whether their clock is the device's
 };
 
 struct State {
@@ -107,6 +187,21 @@ std::string human_bytes(std::uint64_t b) {
 
 }  // namespace
 
+void register_device_clock(std::uint16_t device_type, DeviceClock clock) {
+  if (device_type >= Registry::kMaxTypes) return;
+  Clocks& c = clocks();
+  const std::lock_guard<std::mutex> lock(c.mutex);
+  c.by_type[device_type] = clock;
+}
+
+DeviceClock device_clock_of(DeviceId device) {
+  const std::uint16_t t = autodiff_inner(device).type_id;
+  if (t >= Registry::kMaxTypes) return {};
+  Clocks& c = clocks();
+  const std::lock_guard<std::mutex> lock(c.mutex);
+  return c.by_type[t];
+}
+
 void profiler_start() {
   State& s = state();
   const std::lock_guard<std::mutex> lock(s.mutex);
@@ -123,6 +218,7 @@ ProfileResult profiler_stop() {
   if (!s.active) return {};
   remove_global_hook(&s.profiler);
   s.active = false;
+  s.profiler.stop_device_clocks();
   return s.profiler.snapshot();
 }
 
@@ -138,12 +234,17 @@ std::string format_profile(const ProfileResult& r) {
   std::size_t w = 2;
   for (const ProfileRow& row : r.rows) w = std::max(w, row.op.size());
   for (const ProfileClock& c : r.clocks) {
+    // A device clock's block adds the host wall time of the same calls (host ms: from the
+    // sync before the op to the sync after it).
     out += fmt::format("tensor profile: {} (clock: {})\n", c.device, c.clock);
-    out += fmt::format("  {:<{}}  {:>9}  {:>12}  {:>11}  {:>11}\n", "op", w, "calls", "total ms", "mean us", "bytes out");
+    out += fmt::format("  {:<{}}  {:>9}  {:>12}  {:>11}", "op", w, "calls", "total ms", "mean us");
+    if (c.device_clock) out += fmt::format("  {:>12}", "host ms");
+    out += fmt::format("  {:>11}\n", "bytes out");
     for (const ProfileRow& row : r.rows) {
       if (row.device != c.device) continue;
-      out += fmt::format("  {:<{}}  {:>9}  {:>12.3f}  {:>11.3f}  {:>11}\n", row.op, w, row.calls, row.total_ms, row.mean_us,
-                         human_bytes(row.bytes));
+      out += fmt::format("  {:<{}}  {:>9}  {:>12.3f}  {:>11.3f}", row.op, w, row.calls, row.total_ms, row.mean_us);
+      if (c.device_clock) out += fmt::format("  {:>12.3f}", row.host_ms);
+      out += fmt::format("  {:>11}\n", human_bytes(row.bytes));
     }
     if (c.has_memory)
       out += fmt::format("  memory: {} in use, {} reserved, {} peak in use\n", human_bytes(c.memory.bytes_in_use),

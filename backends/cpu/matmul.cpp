@@ -24,6 +24,7 @@
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
 #include "backends/cpu/parallel.hpp"
+#include "dispatch/shape_rules.hpp"
 
 #include "backends/cpu/blis.hpp"
 
@@ -184,9 +185,7 @@ Prim matmul_entry(Prim pa, Prim pb) {
   }
   const std::size_t r = a->rank();
   const std::size_t m = a->shape()[r - 2], k = a->shape()[r - 1], n = b->shape()[r - 1];
-  Shape out_shape = a->shape();
-  for (std::size_t d = 0; d + 2 < r; ++d) out_shape[d] = a->shape()[d] == 1 ? b->shape()[d] : a->shape()[d];
-  out_shape[r - 1] = n;
+  const Shape out_shape = dispatch::matmul_shape(OpCode::matmul, a->shape(), b->shape());
   if (out_shape.num_elements() == 0) return alloc_tensor(dtype, out_shape);
   if (k == 0) return alloc_zeroed(dtype, out_shape);
   // Zero, negative or doubly non-unit strides: copy that operand once.

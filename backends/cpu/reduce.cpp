@@ -10,6 +10,7 @@
 #include "backends/cpu/elementwise.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/reduce_hwy.hpp"
+#include "dispatch/shape_rules.hpp"
 
 namespace tensor::cpu {
 namespace {
@@ -197,9 +198,8 @@ template <RedOp kOp>
 Prim reduce_dim_entry(Prim p, std::size_t dim) {
   constexpr bool kProd = kOp == RedOp::Prod;
   const CpuRef a = as_cpu(std::move(p));
-  Shape out_shape = a->shape();
-  const std::size_t n = out_shape[dim];
-  out_shape[dim] = 1;
+  const Shape out_shape = dispatch::reduce_dim_shape(a->shape(), dim);
+  const std::size_t n = a->shape()[dim];
   CpuRef out = alloc_tensor(a->dtype(), out_shape);
   const std::size_t count = out_shape.num_elements();
   if (count == 0) return out;  // nothing to write (the reduced dim may still be huge: do not walk it)
@@ -436,10 +436,7 @@ void extremum_lanes(const CpuTensor& a, std::size_t dim, CpuTensor* vals, CpuTen
   });
 }
 
-Shape kept(Shape s, std::size_t dim) {
-  s[dim] = 1;
-  return s;
-}
+Shape kept(const Shape& s, std::size_t dim) { return dispatch::reduce_dim_shape(s, dim); }
 
 template <Ext kE>
 Prim ext_dim_entry(Prim p, std::size_t dim) {

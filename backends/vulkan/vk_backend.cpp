@@ -13,6 +13,7 @@
 #include "backends/vulkan/vk_context.hpp"
 #include "backends/vulkan/vk_instance.hpp"
 #include "backends/vulkan/vk_ops.hpp"
+#include "dispatch/profiler.hpp"
 
 namespace tensor::vulkan {
 namespace {
@@ -39,6 +40,18 @@ MemoryStats memory_entry(DeviceId d) {
 }
 void cleanup_entry(DeviceId d) {
   if (Context* c = context(d.index_id)) c->memory_cleanup();
+}
+// The profiler's device clock: timestamp queries per command batch (Context::device_time_ns).
+bool timing_entry(DeviceId d, bool on) {
+  Context* c = context(d.index_id);
+  if (!c) return false;
+  c->ensure_init();
+  c->set_timestamps(on);
+  return c->timestamps_on();
+}
+std::uint64_t time_entry(DeviceId d) {
+  Context* c = context(d.index_id);
+  return c ? c->device_time_ns() : 0;
 }
 
 }  // namespace
@@ -72,6 +85,7 @@ void install_vulkan_backend(dispatch::Registry& registry) {
   b->set<D::memory_stats>(&memory_entry);
   b->set<D::memory_cleanup>(&cleanup_entry);
   registry.register_backend(std::move(b));
+  dispatch::register_device_clock(kVulkanDeviceType, {&timing_entry, &time_entry});
 }
 
 }  // namespace tensor::vulkan

@@ -328,8 +328,8 @@ class Context {
   // a timestamp at its start and one at its end, and retiring it adds the difference
   // to device_time_ns() (so after a sync it holds the device time of all the work
   // submitted before, what a profiler that syncs after each op charges to that op).
-  // Supported where the queue family has timestamp bits; on with TENSOR_PROFILE=1 at
-  // init, or through set_timestamps (no-op without support).
+  // Supported where the queue family has timestamp bits; turned on by the profiler
+  // (its DeviceClock, dispatch/profiler.hpp) or set_timestamps (no-op without support).
   bool timestamps_supported() const { return ts_bits_ != 0 && props_.limits.timestampPeriod > 0; }
   bool timestamps_on() const { return ts_on_.load(std::memory_order_relaxed); }
   void set_timestamps(bool on) { ts_on_.store(on && timestamps_supported(), std::memory_order_relaxed); }

@@ -270,8 +270,6 @@ void Context::init_device() {
   host_pool_.init(this, static_cast<std::uint32_t>(hst), true, true, std::min<VkDeviceSize>(block, 16ull << 20));
 
   init_pipelines(coop);
-  // The profiler's device clock (TENSOR_PROFILE=1; see Context::device_time_ns).
-  if (env_flag("TENSOR_PROFILE")) set_timestamps(true);
 }
 
 CoopState Context::coop_state() const {

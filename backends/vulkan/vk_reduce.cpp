@@ -8,6 +8,7 @@
 #include "backends/vulkan/vk_kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "backends/vulkan/vk_features.hpp"
+#include "dispatch/shape_rules.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
@@ -130,9 +131,8 @@ bool use_column(const VulkanTensor& a, std::size_t dim, std::size_t count) {
 // of sum/prod/mean (the input's) and any/all (the bool dtype), the index dtype of an
 // arg-style op. `mode` (arg-style): RD_OUT_INDEX, RD_OUT_VALUE or RD_OUT_BOTH.
 Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
-  Shape out_shape = a->shape();
-  const std::size_t n = out_shape[dim];
-  out_shape[dim] = 1;
+  const Shape out_shape = dispatch::reduce_dim_shape(a->shape(), dim);
+  const std::size_t n = a->shape()[dim];
   const DType dt = a->dtype();
   const bool arg = arg_style(op);
   const bool flags = flag_op(op);

@@ -4,7 +4,7 @@
 // whole-tensor reductions split across workgroups for every dtype, direct checks,
 // memory accounting, staging and the dtype mask. The elementwise, comparison,
 // reduction, scan, softmax, sort/top-k, indexing, cat and cross ops are covered on
-// Vulkan by the device-generic suites (tests/ops_test.cpp, tests/edge_cases_test.cpp:
+// Vulkan by the device-generic suites (tests/ops/, tests/edge_cases_test.cpp:
 // meson tests ops_vulkan, edge_cases_vulkan). The validation layer is on
 // (TENSOR_VK_VALIDATION=1) and any message fails the test.
 #include <gtest/gtest.h>

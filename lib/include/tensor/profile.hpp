@@ -1,6 +1,8 @@
-// The op profiler: wall time, calls and bytes produced per op and device, recorded
-// on dispatch's one invocation path. TENSOR_PROFILE=1 prints the table at exit; the
-// functions here start, read and stop a profile in code.
+// The op profiler: time, calls and bytes produced per op and device, recorded on
+// dispatch's one invocation path. TENSOR_PROFILE=1 prints the table at exit; the
+// functions here start, read and stop a profile in code. Times come from the device's
+// clock: timestamp queries on a GPU whose queue has them (Vulkan), host wall time
+// otherwise; ProfileClock says which.
 #pragma once
 
 #include <cstdint>
@@ -17,15 +19,20 @@ struct ProfileRow {
   std::string device;     // "cpu", "vulkan:0"
   std::string op;         // op table name ("add", "matmul")
   std::uint64_t calls = 0;
-  double total_ms = 0.0;  // wall time of every call together
+  double total_ms = 0.0;  // time of every call together, on the device's clock (ProfileClock)
   double mean_us = 0.0;   // total / calls
+  double host_ms = 0.0;   // host wall time of every call together (= total_ms on a host clock)
   std::uint64_t bytes = 0;  // bytes of the output tensors the calls produced
 };
 
 // Which clock a device's times come from.
 struct ProfileClock {
   std::string device;
-  std::string clock;  // "host wall time" or "host wall time, device synced after each op"
+  // "host wall time" (cpu), "device timestamp queries" (a GPU queue with timestamps:
+  // the device time of the work each op submitted), or "host wall time, device synced
+  // after each op" (a device without them).
+  std::string clock;
+  bool device_clock = false;  // the times are the device's own (timestamp queries)
   // The device's memory_stats() when the profile was read (bytes in use, reserved, peak);
   // has_memory is false where the device keeps no account (the cpu) or could not report.
   MemoryStats memory;
@@ -41,7 +48,9 @@ struct TENSOR_API ProfileResult {
 
 namespace profile {
 // Starts recording every op (clearing what a previous profile recorded). Recording
-// adds a lock and a clock read per op, and a device sync per op off the CPU.
+// adds a lock and a clock read per op, and off the CPU a device sync before and after
+// each op, and timestamp queries per command batch where the device has them
+// (turned off again by stop()).
 TENSOR_API void start();
 // What has been recorded since start(); recording goes on.
 TENSOR_API ProfileResult read();
