@@ -13,7 +13,7 @@
 #include <type_traits>
 
 #include "dispatch/dispatch.hpp"
-#include "dispatch/element.hpp"
+#include "backends/common/element.hpp"
 #include "dispatch/settings.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"

@@ -12,7 +12,7 @@
 #include <cstdlib>
 
 #include "dispatch/autodiff.hpp"
-#include "dispatch/element.hpp"
+#include "backends/common/element.hpp"
 #include "dispatch/hooks.hpp"
 #include "dispatch/settings.hpp"
 #include "dispatch/shape_rules.hpp"

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/common/strided.hpp"
 #include "dispatch/primitive.hpp"
 #include "tensor/data.hpp"
 #include "tensor/device.hpp"
@@ -23,14 +24,6 @@
 namespace tensor::dispatch {
 
 using tensor::OpCode;
-
-// A resolved slice of one dim: element i of the result is source index
-// start + i * step, for i < len. Validation produces one per dim.
-struct DimSlice {
-  std::int64_t start = 0;
-  std::int64_t step = 1;
-  std::size_t len = 0;
-};
 
 using PrimPair = std::pair<Prim, Prim>;
 
@@ -57,8 +50,7 @@ struct InterpArgs {
   std::array<std::int64_t, 2> size{1, 1};
   tensor::nn::InterpolateOptions options;
 };
-using Axes = std::span<const std::size_t>;
-using DimSlices = std::span<const DimSlice>;
+// DimSlice, Axes and DimSlices (the resolved layout arguments) are backends/common's.
 
 // Every signature family, with the function type a backend provides for it.
 // Dims reaching a backend are already resolved (non-negative, in range).

@@ -10,6 +10,15 @@
 
 namespace tensor::dispatch {
 
+// Broadcast of equal-rank shapes already checked compatible (broadcast_shapes in
+// validate.hpp checks them and names the op): a size-1 dim takes the other's size.
+inline Shape broadcast_shape(const Shape& a, const Shape& b) {
+  Shape out = a;
+  for (std::size_t d = 0; d < a.rank(); ++d)
+    if (a[d] == 1) out[d] = b[d];
+  return out;
+}
+
 // Batched matmul [.., m, k] x [.., k, n] -> [.., m, n], batch dims broadcast.
 // Validates (equal ranks >= 2, inner dims, batch broadcast); ShapeError otherwise.
 Shape matmul_shape(OpCode op, const Shape& a, const Shape& b);

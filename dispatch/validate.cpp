@@ -75,14 +75,11 @@ Shape broadcast_shapes(OpCode op, const Shape& a, const Shape& b) {
   if (a.rank() != b.rank())
     throw ShapeError(fmt::format("[{}] operand ranks differ; expected equal ranks; got {} and {}", op_name(op),
                                  a.to_string(), b.to_string()));
-  Shape out = a;
-  for (std::size_t i = 0; i < a.rank(); ++i) {
-    if (a[i] == b[i]) continue;
-    if (a[i] == 1) out[i] = b[i];
-    else if (b[i] != 1)
+  for (std::size_t i = 0; i < a.rank(); ++i)
+    if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
       throw ShapeError(fmt::format("[{}] shapes do not broadcast; expected dim {} equal or 1; got {} and {}", op_name(op), i,
                                    a.to_string(), b.to_string()));
-  }
+  const Shape out = broadcast_shape(a, b);
   check_view_shape(op, out);
   return out;
 }

@@ -11,7 +11,8 @@
 #include "backends/cpu/cpu_tensor.hpp"
 #include "backends/cpu/strided.hpp"
 #include "backends/cpu/unary_hwy.hpp"
-#include "dispatch/element.hpp"
+#include "backends/common/element.hpp"
+#include "dispatch/shape_rules.hpp"
 #include "tensor/scalar.hpp"
 
 namespace tensor::cpu {
@@ -156,14 +157,8 @@ void unary_simd(simd::UnOp op, T* o, const T* x, std::size_t n) {
   }
 }
 
-// Output shape of broadcasting operands of equal rank (dispatch checked compatibility).
-inline Shape broadcast_shape(const Shape& a, const Shape& b) {
-  Shape out = a;
-  for (std::size_t d = 0; d < a.rank(); ++d) {
-    if (a[d] == 1) out[d] = b[d];
-  }
-  return out;
-}
+// Output shapes of broadcasting operands: dispatch's rule (shape_rules.hpp).
+using dispatch::broadcast_shape;
 
 // Whether `t` may be written as the output of an op with this shape and element size.
 inline bool reusable(const CpuTensor& t, const Shape& out, std::size_t elem_size) {

@@ -6,7 +6,7 @@
 #include <bit>
 #include <type_traits>
 
-#include "dispatch/element.hpp"
+#include "backends/common/element.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
@@ -62,13 +62,6 @@ Operand operand(const VulkanTensor& t, const Shape& out) {
   Operand o{t.buffer().get(), t.offset(), {}};
   for (std::size_t d = 0; d < t.rank(); ++d) o.strides[d] = t.shape()[d] == out[d] ? t.stride(d) : 0;
   return o;
-}
-
-Shape broadcast(const Shape& a, const Shape& b) {
-  Shape out = a;
-  for (std::size_t d = 0; d < a.rank(); ++d)
-    if (a[d] == 1) out[d] = b[d];
-  return out;
 }
 
 // A Scalar as the raw bit pattern of an element of `dt` (the CPU's scalar_as).

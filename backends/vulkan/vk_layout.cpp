@@ -2,7 +2,7 @@
 // no data moves), and slice_assign.
 #include "backends/vulkan/vk_kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
-#include "dispatch/strided.hpp"
+#include "backends/common/strided.hpp"
 
 namespace tensor::vulkan {
 

@@ -8,7 +8,7 @@
 
 #include "backends/vulkan/vk_context.hpp"
 #include "dispatch/primitive.hpp"
-#include "dispatch/strided.hpp"
+#include "backends/common/strided.hpp"
 
 namespace tensor::vulkan {
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "dispatch/element.hpp"
+#include "backends/common/element.hpp"
 
 namespace tensor {
 

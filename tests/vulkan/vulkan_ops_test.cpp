@@ -23,7 +23,7 @@
 #include "backends/vulkan/vk_context.hpp"
 #include "dispatch/dispatch.hpp"
 #include "tests/vulkan/vk_test_util.hpp"
-#include "dispatch/element.hpp"
+#include "backends/common/element.hpp"
 
 namespace {
 

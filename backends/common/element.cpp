@@ -1,5 +1,6 @@
-// Bulk dtype conversion for host data (TensorData::convert) and backends.
-#include "dispatch/element.hpp"
+// Bulk dtype conversion for host data (TensorData::convert) and backends. Errors name
+// the op the user called (dispatch's current op: the one call up into dispatch/).
+#include "backends/common/element.hpp"
 
 #include <fmt/format.h>
 
@@ -8,14 +9,14 @@
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
-namespace tensor::dispatch {
+namespace tensor::common {
 
 void throw_unvisitable_dtype(DType dtype) {
   if (dtype == DType::QFloat)
     throw DTypeError(fmt::format("[{}] quantized tensors are not supported by this operation; expected a float, int or bool "
                                  "dtype; got qfloat",
-                                 current_op_name()));
-  throw DTypeError(fmt::format("[{}] invalid dtype; expected a DType value below {}; got {}", current_op_name(), kDTypeCount,
+                                 dispatch::current_op_name()));
+  throw DTypeError(fmt::format("[{}] invalid dtype; expected a DType value below {}; got {}", dispatch::current_op_name(), kDTypeCount,
                                static_cast<unsigned>(dtype)));
 }
 
@@ -41,4 +42,4 @@ void convert_elements(DType from, const void* src, DType to, void* dst, std::siz
   });
 }
 
-}  // namespace tensor::dispatch
+}  // namespace tensor::common

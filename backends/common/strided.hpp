@@ -1,17 +1,29 @@
 // The strided layout every backend uses (shape + signed element strides + element
-// offset into a buffer), and the view ops computed on it once for all backends:
+// offset into a buffer), the resolved slice and axis arguments of the layout ops, and
+// the view ops computed on it once for all backends:
 // expand, swap_dims, permute, flip, slice and unfold only rewrite shape, strides
 // and offset, so a backend turns the result into a view of the same buffer.
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 
-#include "dispatch/ops.hpp"
 #include "tensor/shape.hpp"
 
-namespace tensor::dispatch {
+namespace tensor::common {
+
+// A resolved slice of one dim: element i of the result is source index
+// start + i * step, for i < len. Validation produces one per dim.
+struct DimSlice {
+  std::int64_t start = 0;
+  std::int64_t step = 1;
+  std::size_t len = 0;
+};
+using Axes = std::span<const std::size_t>;
+using DimSlices = std::span<const DimSlice>;
 
 struct StridedLayout {
   std::array<std::int64_t, kMaxRank> strides{};
@@ -100,4 +112,10 @@ inline StridedView unfold_view(const Shape& shape, const StridedLayout& from, st
   return v;
 }
 
+}  // namespace tensor::common
+
+// dispatch and the backends spell these names dispatch::... (where they lived before
+// backends/common/): the using-directive keeps that spelling valid.
+namespace tensor::dispatch {
+using namespace tensor::common;
 }  // namespace tensor::dispatch

@@ -1,4 +1,5 @@
-// Element-type plumbing shared by backends and the host side: dtype -> C++ type
+// Element-type plumbing shared by the backends, dispatch and the host side (TensorData):
+// dtype -> C++ type
 // visitation and value conversion with Rust `as` semantics (saturating float->int,
 // NaN -> 0, wrapping int->int), so no conversion is undefined behaviour.
 #pragma once
@@ -13,7 +14,7 @@
 #include "tensor/error.hpp"
 #include "tensor/half.hpp"
 
-namespace tensor::dispatch {
+namespace tensor::common {
 
 // One-byte and four-byte bool storages.
 struct BoolU32 { std::uint32_t v; };
@@ -109,4 +110,10 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
 // Converts n contiguous elements between dtypes.
 void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t n);
 
+}  // namespace tensor::common
+
+// dispatch and the backends spell these names dispatch::... (where they lived before
+// backends/common/): the using-directive keeps that spelling valid.
+namespace tensor::dispatch {
+using namespace tensor::common;
 }  // namespace tensor::dispatch
