@@ -13,6 +13,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 [ $# -gt 0 ] && shift
+build=$(cd "$build" 2>/dev/null && pwd || echo "$build")  # absolute: it goes into the rpath
 [ "${1:-}" = "--" ] && shift
 threads=${THREADS:-2}
 if [ ! -f "$build/libtensor.so" ]; then

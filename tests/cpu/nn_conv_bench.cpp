@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -17,14 +19,26 @@ namespace {
 using tensor::Shape;
 using namespace tensor::cpu::nn;
 
+// NN_BENCH_CPU_TIME=1: process CPU time instead of wall time (on one thread, the kernel's
+// own cost while other processes share the cores).
+double now_seconds() {
+  static const bool cpu = std::getenv("NN_BENCH_CPU_TIME") != nullptr;
+  if (cpu) {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 template <class F>
 double best_seconds(F&& f, int reps) {
   f();  // warm-up (page faults, BLIS packing buffers)
   double best = 1e30;
   for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_seconds();
     f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best, now_seconds() - t0);
   }
   return best;
 }

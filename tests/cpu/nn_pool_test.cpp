@@ -183,8 +183,17 @@ TEST(NnPool, MaxPool2x2Stride2MatchesLoops) {
     }
     const auto xf = cast<float>(x);
     std::vector<float> y(want.y.size());
-    max_pool2d_forward(g, xf.data(), y.data(), nullptr);
+    max_pool2d_forward(g, xf.data(), y.data(), static_cast<I*>(nullptr));
     expect_close(std::vector<double>(y.begin(), y.end()), want.y, 1e-6, what + " without indices");
+    // int32 indices (the default int dtype): the same positions, the same gradient.
+    std::vector<std::int32_t> i32(want.idx.size());
+    max_pool2d_forward(g, xf.data(), y.data(), i32.data());
+    EXPECT_EQ(std::vector<I>(i32.begin(), i32.end()), want.idx) << what << " int32";
+    const auto dy = cast<float>(rnd(want.y.size(), 24));
+    std::vector<float> dx64(xf.size(), 5.0f), dx32(xf.size(), 6.0f);
+    max_pool2d_backward(g, dy.data(), want.idx.data(), dx64.data());
+    max_pool2d_backward(g, dy.data(), i32.data(), dx32.data());
+    EXPECT_EQ(dx32, dx64) << what;
   }
 }
 

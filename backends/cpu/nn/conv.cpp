@@ -417,16 +417,22 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
 }
 
 // db[c] = sum over batch and the `space` positions of a [batch, channels, space] buffer.
+// Channels on parallel_chunks; each sums its planes in double in a fixed order (in vector
+// lanes under omp simd, added at the end), so the thread count does not change it.
 template <class T>
 void channel_sum(std::size_t batch, std::size_t channels, std::size_t space, const T* dy, T* db) {
-  for (std::size_t c = 0; c < channels; ++c) {
+  const double work = static_cast<double>(batch * channels * space);
+  for_range(channels, nn_threads() > 1 && work >= kThreadsWork, [&](std::size_t c) {
     double s = 0;
     for (std::size_t n = 0; n < batch; ++n) {
       const T* p = dy + (n * channels + c) * space;
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd reduction(+ : s) simdlen(8)
+#endif
       for (std::size_t i = 0; i < space; ++i) s += static_cast<double>(p[i]);
     }
     db[c] = static_cast<T>(s);
-  }
+  });
 }
 
 template <std::size_t N>

@@ -22,8 +22,8 @@ bool is_2x2_s2(const Pool2dGeom& g) {
          2 * g.out_w <= g.in_w;
 }
 
-template <class T>
-void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, I* indices) {
+template <class T, class IT>
+void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
   const std::size_t W = g.in_w, S = g.in_h * g.in_w, O = g.out_h * g.out_w, ow_n = g.out_w;
   for_items(g.planes, static_cast<double>(4 * O), [&](std::size_t p) {
     for (std::size_t oh = 0; oh < g.out_h; ++oh) {
@@ -33,7 +33,7 @@ void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, I* indices) {
       const I base = static_cast<I>(2 * oh * W);
       const I w = static_cast<I>(W);
       if (indices) {
-        I* __restrict__ ir = indices + p * O + oh * ow_n;
+        IT* __restrict__ ir = indices + p * O + oh * ow_n;
         for (std::size_t ow = 0; ow < ow_n; ++ow) {
           const std::size_t j = 2 * ow;
           T best = r0[j];
@@ -47,7 +47,7 @@ void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, I* indices) {
           take(r1[j], base + w + static_cast<I>(j));
           take(r1[j + 1], base + w + static_cast<I>(j) + 1);
           yr[ow] = best;
-          ir[ow] = idx;
+          ir[ow] = static_cast<IT>(idx);
         }
       } else {
         for (std::size_t ow = 0; ow < ow_n; ++ow) {
@@ -64,8 +64,8 @@ void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, I* indices) {
   });
 }
 
-template <class T>
-void max_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) {
+template <class T, class IT>
+void max_forward(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
   if (is_2x2_s2(g)) {
     max_forward_2x2(g, x, y, indices);
     return;
@@ -94,19 +94,19 @@ void max_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) {
                    }
                    const std::size_t o = p * O + oh * g.out_w + ow;
                    y[o] = best;
-                   if (indices) indices[o] = idx;
+                   if (indices) indices[o] = static_cast<IT>(idx);
                  }
              });
 }
 
-template <class T>
-void max_backward(const Pool2dGeom& g, const T* dy, const I* indices, T* dx) {
+template <class T, class IT>
+void max_backward(const Pool2dGeom& g, const T* dy, const IT* indices, T* dx) {
   const std::size_t O = g.out_h * g.out_w, S = g.in_h * g.in_w;
   for_items(g.planes, static_cast<double>(O + S), [&](std::size_t p) {
     T* dxp = dx + p * S;
     std::fill(dxp, dxp + S, T(0));
     for (std::size_t o = 0; o < O; ++o) {
-      const I idx = indices[p * O + o];
+      const I idx = static_cast<I>(indices[p * O + o]);
       if (idx >= 0) dxp[idx] += dy[p * O + o];
     }
   });
@@ -250,7 +250,13 @@ template AdaptiveGeom adaptive_avg_pool_geom<3>(std::string_view, const Shape&, 
 
 #define TENSOR_NN_POOL_TYPED(T)                                                                                \
   void max_pool2d_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) { max_forward(g, x, y, indices); } \
+  void max_pool2d_forward(const Pool2dGeom& g, const T* x, T* y, std::int32_t* indices) {                    \
+    max_forward(g, x, y, indices);                                                                           \
+  }                                                                                                          \
   void max_pool2d_backward(const Pool2dGeom& g, const T* dy, const I* indices, T* dx) {                      \
+    max_backward(g, dy, indices, dx);                                                                        \
+  }                                                                                                          \
+  void max_pool2d_backward(const Pool2dGeom& g, const T* dy, const std::int32_t* indices, T* dx) {           \
     max_backward(g, dy, indices, dx);                                                                        \
   }                                                                                                          \
   void avg_pool2d_forward(const Pool2dGeom& g, const T* x, T* y) { avg_impl<T, false>(g, x, y); }            \
