@@ -350,7 +350,7 @@ TEST(NnConv, ConvTransposeBackwardMatchesFiniteDifferences) {
 
 // Cases above the threading threshold: samples on parallel_chunks (batch >= threads), one
 // sample with its gemms cut into slabs on parallel_chunks, and a batch of 11 (the weight
-// gradient sums 8 fixed sample ranges); forward, backward and the transpose. The threaded
+// gradient sums two fixed halves, 5 + 6 samples); forward, backward and the transpose. The threaded
 // gradients equal the serial ones exactly (the kernels do not depend on the thread count).
 TEST(NnConv, ThreadedPathsMatchReference) {
   Case a;
@@ -380,7 +380,7 @@ TEST(NnConv, ThreadedPathsMatchReference) {
   dw.cout = 32;
   dw.groups = 16;
   dw.in = {24, 24};
-  Case e = a;  // more samples than weight-gradient ranges, not a multiple of them
+  Case e = a;  // an odd batch: unequal halves of the weight gradient
   e.batch = 11;
   e.cin = 4;
   e.cout = 8;
