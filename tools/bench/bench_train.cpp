@@ -6,7 +6,7 @@
 // the script sets OMP_NUM_THREADS to match, which libtensor reads at start). Each row runs
 // the two alternately, step by step, after warm-up steps, and prints the medians and
 // ratio = libtorch time / libtensor time (> 1: we are faster).
-//   bench_train [--threads N] [--steps N] [--only cnn|mlp|tape|conv]
+//   bench_train [--threads N] [--steps N] [--only cnn|mlp|tape|conv]   (BENCH_OURS_ONLY=1: libtensor alone)
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -43,7 +43,11 @@ struct Result {
 };
 
 // `warm` untimed calls of each, then `reps` interleaved timed calls; medians.
-Result measure(int warm, int reps, const std::function<void()>& ours, const std::function<void()>& theirs) {
+// BENCH_OURS_ONLY=1 skips libtorch (for profiling libtensor alone; the ratio is then meaningless).
+Result measure(int warm, int reps, const std::function<void()>& ours, const std::function<void()>& theirs_in) {
+  static const bool ours_only = std::getenv("BENCH_OURS_ONLY") != nullptr;
+  const std::function<void()> skip = [] {};
+  const std::function<void()>& theirs = ours_only ? skip : theirs_in;
   for (int i = 0; i < warm; ++i) {
     ours();
     theirs();
