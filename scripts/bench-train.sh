@@ -49,14 +49,19 @@ echo "load before: $(cat /proc/loadavg)"
 "$out" --threads "$threads" "$@"
 echo "load after: $(cat /proc/loadavg)"
 case " $* " in *" --only "*) exit 0 ;; esac
-if ! python3 -c 'import torch' 2>/dev/null; then
+# Debian's interpreter (python3-torch installs there), not whatever python3 PATH finds first.
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+if ! "$py" -c 'import torch' 2>/dev/null; then
   if apt-cache policy python3-torch 2>/dev/null | grep -q 'Candidate: [0-9]'; then
     echo "bench-train: installing python3-torch (benchmark only)"
     apt_install python3-torch || true
   fi
 fi
-if python3 -c 'import torch' 2>/dev/null; then
-  python3 "$root/tools/bench/bench_train.py" --threads "$threads"
+if "$py" -c 'import torch' 2>/dev/null; then
+  echo "load before: $(cat /proc/loadavg)"
+  "$py" "$root/tools/bench/bench_train.py" --threads "$threads"
+  echo "load after: $(cat /proc/loadavg)"
 else
   echo "bench-train: python3-torch not available; the libtorch C++ rows above stand for PyTorch"
 fi
