@@ -14,8 +14,10 @@ namespace {
 using I = std::int64_t;
 
 // 2x2 windows at stride 2 without padding or dilation, all inside the input (the usual
-// CNN pool): per output row its two input rows, no bounds checks, branch-free compares.
-// Same answer as the general loop: the first of equal maxima, a NaN wins over numbers.
+// CNN pool): per output row its two input rows, no bounds checks or window loops. Same
+// answer as the general loop: the first of equal maxima, a NaN wins over numbers. (An
+// integer-key version that GCC could if-convert was not faster: 3.6-4.4 ms against
+// 3.1-3.7 ms for [128,32,28,28] on one thread, CPU time, load 14.)
 bool is_2x2_s2(const Pool2dGeom& g) {
   return g.kernel[0] == 2 && g.kernel[1] == 2 && g.stride[0] == 2 && g.stride[1] == 2 && g.padding[0] == 0 &&
          g.padding[1] == 0 && g.dilation[0] == 1 && g.dilation[1] == 1 && 2 * g.out_h <= g.in_h &&
