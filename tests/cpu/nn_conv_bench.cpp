@@ -4,25 +4,41 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/nn/attention.hpp"
 #include "backends/cpu/nn/conv.hpp"
 #include "backends/cpu/nn/nn_gemm.hpp"
+#include "backends/cpu/nn/pool.hpp"
 
 namespace {
 
 using tensor::Shape;
 using namespace tensor::cpu::nn;
 
+// NN_BENCH_CPU_TIME=1: process CPU time instead of wall time (on one thread, the kernel's
+// own cost while other processes share the cores).
+double now_seconds() {
+  static const bool cpu = std::getenv("NN_BENCH_CPU_TIME") != nullptr;
+  if (cpu) {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 template <class F>
 double best_seconds(F&& f, int reps) {
   f();  // warm-up (page faults, BLIS packing buffers)
   double best = 1e30;
   for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_seconds();
     f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best, now_seconds() - t0);
   }
   return best;
 }
@@ -82,13 +98,30 @@ void attention_row(std::size_t B, std::size_t H, std::size_t L, std::size_t D, b
               B, H, L, D, causal ? " causal" : "", t * 1e3, flops / t * 1e-9, tg * 1e3, flops / tg * 1e-9, tg / t);
 }
 
+// max_pool2d 2x2 stride 2 with indices and its backward on [n, c, hw, hw] (the CNN's pools).
+void pool_row(std::size_t n, std::size_t c, std::size_t hw, int reps) {
+  const auto g = max_pool_geom<2>("max_pool2d", Shape{n, c, hw, hw},
+                                  tensor::nn::MaxPoolOptions<2>{{2, 2}, {2, 2}, {0, 0}, {1, 1}, false});
+  std::vector<float> x(n * c * hw * hw), y(g.planes * g.out_h * g.out_w), dx(x.size());
+  std::vector<std::int64_t> idx(y.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1009) * 0.01f;
+  const double tf = best_seconds([&] { max_pool2d_forward(g, x.data(), y.data(), idx.data()); }, reps);
+  const double tb = best_seconds([&] { max_pool2d_backward(g, y.data(), idx.data(), dx.data()); }, reps);
+  std::printf("max_pool2d 2x2 [%zu,%zu,%zu,%zu] | fwd (indices) %7.3f ms | bwd %7.3f ms\n", n, c, hw, hw, tf * 1e3, tb * 1e3);
+}
+
 }  // namespace
 
-int main() {
+// `nn_conv_bench cnn`: only the rows of the issue-15 CNN at batch 128 (convs and pools).
+int main(int argc, char** argv) {
+  const bool cnn_only = argc > 1 && std::string(argv[1]) == "cnn";
   std::printf("threads: %d\n", nn_threads());
-  row(32, 64, 56, 64, 3);
+  if (!cnn_only) row(32, 64, 56, 64, 3);
   row(128, 1, 28, 32, 5);
   row(128, 32, 14, 64, 5);
+  pool_row(128, 32, 28, 5);
+  pool_row(128, 64, 14, 5);
+  if (cnn_only) return 0;
   row(32, 128, 56, 128, 3, 128);  // depthwise (the gemm column is the dense-equivalent size)
   attention_row(8, 8, 512, 64, false);
   attention_row(8, 8, 512, 64, true);

@@ -158,6 +158,45 @@ TEST(NnPool, MaxPool2dMatchesLoopsAndFiniteDifferences) {
   EXPECT_GT(cases, 30);
 }
 
+// The 2x2 stride-2 fast path (the CNN's pool) against the loops: odd sides (a dropped last
+// row / column), ties, NaNs, infinities, with and without indices, and enough planes to
+// run on threads.
+TEST(NnPool, MaxPool2x2Stride2MatchesLoops) {
+  for (const auto& [H, W, planes] : {std::array<I, 3>{7, 5, 3}, std::array<I, 3>{14, 14, 256}, std::array<I, 3>{2, 9, 2}}) {
+    auto x = rnd(static_cast<std::size_t>(planes * H * W), 23);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (i % 11 == 3) x[i] = kNaN;
+      if (i % 13 == 5) x[i] = -kInf;
+      if (i % 17 == 7) x[i] = kInf;
+      if (i % 5 == 1) x[i] = x[i - 1];  // ties with the left neighbour
+      if (i % 19 == 0 && i >= static_cast<std::size_t>(W)) x[i] = x[i - static_cast<std::size_t>(W)];  // with the row above
+    }
+    const MaxPoolOptions<2> o{{2, 2}, {2, 2}, {0, 0}, {1, 1}, false};
+    const auto g = max_pool_geom<2>("max_pool2d", Shape{static_cast<std::size_t>(planes), 1, static_cast<std::size_t>(H),
+                                                         static_cast<std::size_t>(W)},
+                                    o);
+    const std::string what = std::to_string(H) + "x" + std::to_string(W) + " x" + std::to_string(planes);
+    const Ref want = ref_max(x, planes, H, W, o);
+    for (const Ref& got : {run_max<double>(g, x), run_max<float>(g, x)}) {
+      expect_close(got.y, want.y, 1e-6, what);
+      EXPECT_EQ(got.idx, want.idx) << what;
+    }
+    const auto xf = cast<float>(x);
+    std::vector<float> y(want.y.size());
+    max_pool2d_forward(g, xf.data(), y.data(), static_cast<I*>(nullptr));
+    expect_close(std::vector<double>(y.begin(), y.end()), want.y, 1e-6, what + " without indices");
+    // int32 indices (the default int dtype): the same positions, the same gradient.
+    std::vector<std::int32_t> i32(want.idx.size());
+    max_pool2d_forward(g, xf.data(), y.data(), i32.data());
+    EXPECT_EQ(std::vector<I>(i32.begin(), i32.end()), want.idx) << what << " int32";
+    const auto dy = cast<float>(rnd(want.y.size(), 24));
+    std::vector<float> dx64(xf.size(), 5.0f), dx32(xf.size(), 6.0f);
+    max_pool2d_backward(g, dy.data(), want.idx.data(), dx64.data());
+    max_pool2d_backward(g, dy.data(), i32.data(), dx32.data());
+    EXPECT_EQ(dx32, dx64) << what;
+  }
+}
+
 TEST(NnPool, MaxPool1dRunsAsHeightOne) {
   const auto g = max_pool_geom<1>("max_pool1d", Shape{1, 2, 9}, MaxPoolOptions<1>{{3}, {2}, {1}, {2}, true});
   EXPECT_EQ(g.in_h, 1u);

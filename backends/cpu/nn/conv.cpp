@@ -1,8 +1,12 @@
 // Convolution and transposed convolution on the CPU: im2col (or the input itself for a
 // 1x1 stride-1 unpadded kernel) + one gemm per (sample, group); col2im for the input
 // gradient; direct row loops for depthwise kernels. Above 64^3 multiply-adds, samples run
-// on OpenMP threads with BLIS single-threaded when there are at least as many samples as
-// threads, else BLIS gets the threads.
+// on parallel_chunks with BLIS single-threaded when there are at least as many samples as
+// threads, else each gemm is cut into single-threaded BLIS slabs on parallel_chunks (as
+// matmul.cpp; never OpenMP regions or BLIS's own threads, whose barriers wait a whole time
+// slice for a descheduled thread on a shared machine, see parallel.hpp). Results do not
+// depend on the thread count: every output element is computed by one fixed sequence of
+// operations, and the weight gradient sums fixed sample ranges in a fixed order.
 #include "backends/cpu/nn/conv.hpp"
 
 #include <algorithm>
@@ -10,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/nn/nn_gemm.hpp"
+#include "backends/cpu/parallel.hpp"
 
 namespace tensor::cpu::nn {
 namespace {
@@ -85,40 +90,73 @@ void col2im_add(const ConvGeom& g, std::size_t cg, const T* cols, T* x) {
   im2col_impl<T, true>(g, cg, nullptr, x, const_cast<T*>(cols));
 }
 
+// A per-thread scratch buffer of at least n elements, kept between calls (an im2col buffer
+// of a few hundred KB would otherwise be a fresh mmap, page-faulted in, on every sample).
+// `Slot` tells apart buffers one kernel needs at the same time.
+template <class T, int Slot = 0>
+T* scratch(std::size_t n) {
+  thread_local std::vector<T> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// Runs f(i) for every i in [0, n): on parallel_chunks when `parallel`, else in order.
+template <class F>
+void for_range(std::size_t n, bool parallel, F&& f) {
+  if (parallel && n > 1) {
+    auto body = [&](std::size_t i) { f(i); };
+    parallel_chunks(n, body);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) f(i);
+  }
+}
+
+// Below 64^3 multiply-adds in all, threads cost more than they save.
+constexpr double kThreadsWork = 64.0 * 64.0 * 64.0;
+
 struct Plan {
   int threads;       // total threads
-  bool per_sample;   // OpenMP over samples, BLIS single-threaded
-  int blis_threads;  // BLIS threads per gemm
+  bool per_sample;   // samples on parallel_chunks, BLIS single-threaded
+  int blis_threads;  // threads per gemm (slabs on parallel_chunks) when not per_sample
 };
 Plan plan(const ConvGeom& g, std::size_t m, std::size_t n, std::size_t k) {
   const int t = nn_threads();
-  // Below 64^3 multiply-adds in all, threads cost more than they save.
   const double work = static_cast<double>(g.batch * g.groups) * static_cast<double>(m) * static_cast<double>(n) *
                       static_cast<double>(k);
-  Plan p{t, t > 1 && g.batch >= static_cast<std::size_t>(t) && work >= 64.0 * 64.0 * 64.0, 1};
+  Plan p{t, t > 1 && g.batch >= static_cast<std::size_t>(t) && work >= kThreadsWork, 1};
   if (!p.per_sample) p.blis_threads = gemm_threads(m, n, k, t);
   return p;
+}
+
+// nn_gemm on `threads` threads: C cut along its longer dim into slabs of at least 64 rows
+// or columns, each a single-threaded gemm, on parallel_chunks (the cut depends on the
+// thread count; each element's sum over k runs in the same order in any slab).
+template <class T>
+void split_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+                const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc, int threads) {
+  constexpr std::size_t kMinSlab = 64;
+  const bool rows = m >= n;
+  const std::size_t dim = rows ? m : n;
+  const std::size_t pieces = std::min<std::size_t>(dim / kMinSlab, 4 * static_cast<std::size_t>(std::max(threads, 1)));
+  if (threads < 2 || pieces < 2) {
+    nn_gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1);
+    return;
+  }
+  auto slab = [&](std::size_t i) {
+    const std::size_t lo = dim * i / pieces, hi = dim * (i + 1) / pieces;
+    if (rows) {
+      nn_gemm<T>(ta, tb, hi - lo, n, k, alpha, ta ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc, ldc, 1);
+    } else {
+      nn_gemm<T>(ta, tb, m, hi - lo, k, alpha, a, lda, tb ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc, 1);
+    }
+  };
+  parallel_chunks(pieces, slab);
 }
 
 // Runs f(n, cols_buffer) for every sample, on threads as the plan says.
 template <class T, class F>
 void for_samples(const ConvGeom& g, const Plan& p, std::size_t cols_size, F&& f) {
-  const I batch = static_cast<I>(g.batch);
-  if (p.per_sample) {
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel num_threads(p.threads)
-#endif
-    {
-      std::vector<T> cols(cols_size);
-#if TENSOR_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-      for (I n = 0; n < batch; ++n) f(static_cast<std::size_t>(n), cols.data());
-    }
-  } else {
-    std::vector<T> cols(cols_size);
-    for (I n = 0; n < batch; ++n) f(static_cast<std::size_t>(n), cols.data());
-  }
+  for_range(g.batch, p.per_sample, [&](std::size_t n) { f(n, scratch<T>(cols_size)); });
 }
 
 // Direct convolution for depthwise kernels (one input channel per group, at most
@@ -173,14 +211,8 @@ void direct_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T*
           }
     }
   };
-  if (t > 1 && tasks > 1 && work >= 64.0 * 64.0 * 64.0) {
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(t)
-#endif
-    for (I task = 0; task < tasks; ++task) one(task);
-  } else {
-    for (I task = 0; task < tasks; ++task) one(task);
-  }
+  for_range(static_cast<std::size_t>(tasks), t > 1 && work >= kThreadsWork,
+            [&](std::size_t task) { one(static_cast<I>(task)); });
 }
 
 bool depthwise(const ConvGeom& g) {
@@ -216,15 +248,8 @@ void for_tap_rows(const ConvGeom& g, F&& f) {
 
 template <class F>
 void for_tasks(I tasks, double work, F&& f) {
-  const int t = nn_threads();
-  if (t > 1 && tasks > 1 && work >= 64.0 * 64.0 * 64.0) {
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(t)
-#endif
-    for (I task = 0; task < tasks; ++task) f(task);
-  } else {
-    for (I task = 0; task < tasks; ++task) f(task);
-  }
+  for_range(static_cast<std::size_t>(tasks), nn_threads() > 1 && work >= kThreadsWork,
+            [&](std::size_t task) { f(static_cast<I>(task)); });
 }
 
 // Depthwise input gradient: per (sample, input channel), each output row of its group's
@@ -307,7 +332,7 @@ void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
         im2col(g, cgi, xg, cols);
         b = cols;
       }
-      nn_gemm<T>(false, false, cgo, P, Kc, T(1), w + grp * cgo * Kc, Kc, b, P, T(0), yg, P, p.blis_threads);
+      split_gemm<T>(false, false, cgo, P, Kc, T(1), w + grp * cgo * Kc, Kc, b, P, T(0), yg, P, p.blis_threads);
       if (Kc == 0) std::fill(yg, yg + cgo * P, T(0));
     }
     if (bias)
@@ -334,15 +359,22 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
       T* dxg = dx + (n * g.c_in + grp * cgi) * g.in_size();
       const T* wg = w + grp * cgo * Kc;
       if (pw) {
-        nn_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), dxg, P, p.blis_threads);
+        split_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), dxg, P, p.blis_threads);
       } else {
-        nn_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), cols, P, p.blis_threads);
+        split_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), cols, P, p.blis_threads);
         std::fill(dxg, dxg + cgi * g.in_size(), T(0));
         col2im_add(g, cgi, cols, dxg);
       }
     }
   });
 }
+
+// The weight gradient sums dy_n x cols_n^T over the samples: two fixed halves of the
+// batch each accumulate a partial dW on whichever thread takes them, added at the end, so
+// the result is the same on any number of threads. Two, not more: that is the sum the
+// 2-thread kernel before this one formed (OpenMP halves), so trained models and the
+// README's 91.00% stay bit for bit; more ranges balance no better on two cores.
+constexpr std::size_t kWeightParts = 2;
 
 template <class T>
 void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
@@ -354,60 +386,51 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
   const std::size_t wsize = g.c_out * Kc;
   const bool pw = pointwise(g);
   const Plan p = plan(g, cgo, Kc, P);
-  std::fill(dw, dw + wsize, T(0));
-  const int parts = p.per_sample ? p.threads : 1;
-  // One partial dW per thread (the first is dw itself), summed at the end.
-  std::vector<T> partial(static_cast<std::size_t>(parts - 1) * wsize, T(0));
-  const I batch = static_cast<I>(g.batch);
-  auto run = [&](I n0, I n1, T* acc, T* cols) {
-    for (I n = n0; n < n1; ++n)
+  const std::size_t parts = std::min(g.batch, kWeightParts);
+  if (parts == 0 || P == 0) {
+    std::fill(dw, dw + wsize, T(0));
+    return;
+  }
+  // Part 0 accumulates into dw itself, part i > 0 into partial[i - 1].
+  std::vector<T> partial((parts - 1) * wsize);
+  auto part = [&](std::size_t i) {
+    T* acc = i == 0 ? dw : partial.data() + (i - 1) * wsize;
+    T* cols = scratch<T>(pw ? 0 : Kc * P);
+    const std::size_t n0 = g.batch * i / parts, n1 = g.batch * (i + 1) / parts;
+    for (std::size_t n = n0; n < n1; ++n)
       for (std::size_t grp = 0; grp < g.groups; ++grp) {
-        const T* xg = x + (static_cast<std::size_t>(n) * g.c_in + grp * cgi) * g.in_size();
-        const T* dyg = dy + (static_cast<std::size_t>(n) * g.c_out + grp * cgo) * P;
+        const T* xg = x + (n * g.c_in + grp * cgi) * g.in_size();
+        const T* dyg = dy + (n * g.c_out + grp * cgo) * P;
         const T* b = xg;
         if (!pw) {
           im2col(g, cgi, xg, cols);
           b = cols;
         }
-        nn_gemm<T>(false, true, cgo, Kc, P, T(1), dyg, P, b, P, T(1), acc + grp * cgo * Kc, Kc, p.blis_threads);
+        split_gemm<T>(false, true, cgo, Kc, P, T(1), dyg, P, b, P, n == n0 ? T(0) : T(1), acc + grp * cgo * Kc, Kc,
+                      p.per_sample ? 1 : p.blis_threads);
       }
   };
-  if (parts > 1) {
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel num_threads(parts)
-#endif
-    {
-#if TENSOR_HAVE_OPENMP
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-#else
-      const int t = 0, nt = 1;
-#endif
-      std::vector<T> cols(pw ? 0 : Kc * P);
-      const I n0 = batch * t / nt, n1 = batch * (t + 1) / nt;
-      T* acc = t == 0 ? dw : partial.data() + static_cast<std::size_t>(t - 1) * wsize;
-      run(n0, n1, acc, cols.data());
-    }
-    for (int t = 1; t < parts; ++t) {
-      const T* src = partial.data() + static_cast<std::size_t>(t - 1) * wsize;
-      for (std::size_t i = 0; i < wsize; ++i) dw[i] += src[i];
-    }
-  } else {
-    std::vector<T> cols(pw ? 0 : Kc * P);
-    run(0, batch, dw, cols.data());
+  for_range(parts, p.per_sample, part);
+  for (std::size_t i = 1; i < parts; ++i) {
+    const T* src = partial.data() + (i - 1) * wsize;
+    for (std::size_t j = 0; j < wsize; ++j) dw[j] += src[j];
   }
 }
 
 // db[c] = sum over batch and the `space` positions of a [batch, channels, space] buffer.
+// Channels on parallel_chunks; each sums its planes in double in order (as before
+// threading, so the result is unchanged bit for bit).
 template <class T>
 void channel_sum(std::size_t batch, std::size_t channels, std::size_t space, const T* dy, T* db) {
-  for (std::size_t c = 0; c < channels; ++c) {
+  const double work = static_cast<double>(batch * channels * space);
+  for_range(channels, nn_threads() > 1 && work >= kThreadsWork, [&](std::size_t c) {
     double s = 0;
     for (std::size_t n = 0; n < batch; ++n) {
       const T* p = dy + (n * channels + c) * space;
       for (std::size_t i = 0; i < space; ++i) s += static_cast<double>(p[i]);
     }
     db[c] = static_cast<T>(s);
-  }
+  });
 }
 
 template <std::size_t N>

@@ -184,18 +184,27 @@ Shape pooled(const Shape& x, const PoolArgs& a, std::size_t h, std::size_t w) {
   return out;
 }
 
-// max_pool1d/2d (values only) and the _with_indices rows.
-std::pair<CpuRef, CpuRef> max_pool_run(OpCode op, Prim x, const PoolArgs& a, bool with_indices) {
+// Whether indices into planes of g can be int32 (flat positions below 2^31).
+bool i32_fits(const nn::Pool2dGeom& g) {
+  return static_cast<double>(g.in_h) * static_cast<double>(g.in_w) <= 2147483647.0;
+}
+
+// max_pool1d/2d (values only) and the _with_indices rows; the indices are written as
+// int32 when that is the dtype asked for and it fits (no conversion pass), else as int64.
+std::pair<CpuRef, CpuRef> max_pool_run(OpCode op, Prim x, const PoolArgs& a, bool with_indices,
+                                       DType index_dtype = DType::I64) {
   const DType work = work_dtype(x->dtype());
   const Shape xs = x->shape();
   const nn::Pool2dGeom g = max_geom(op, a, xs);
   CpuRef cx = prep(std::move(x), work);
   const Shape out = pooled(xs, a, g.out_h, g.out_w);
   CpuRef y = alloc_tensor(work, out);
-  CpuRef idx = with_indices ? alloc_tensor(DType::I64, out) : nullptr;
+  const bool i32 = index_dtype == DType::I32 && i32_fits(g);
+  CpuRef idx = with_indices ? alloc_tensor(i32 ? DType::I32 : DType::I64, out) : nullptr;
   on_work(work, [&](auto t) {
     using T = decltype(t);
-    nn::max_pool2d_forward(g, ptr<T>(cx), mut<T>(y), idx ? mut<std::int64_t>(idx) : nullptr);
+    if (idx && i32) nn::max_pool2d_forward(g, ptr<T>(cx), mut<T>(y), mut<std::int32_t>(idx));
+    else nn::max_pool2d_forward(g, ptr<T>(cx), mut<T>(y), idx ? mut<std::int64_t>(idx) : nullptr);
   });
   return {std::move(y), std::move(idx)};
 }
@@ -207,17 +216,20 @@ Prim max_pool_entry(Prim x, const PoolArgs& a) {
 template <OpCode op>
 PrimPair max_pool_wi_entry(Prim x, const PoolArgs& a, DType index_dtype) {
   const DType want = x->dtype();
-  auto [y, idx] = max_pool_run(op, std::move(x), a, true);
+  auto [y, idx] = max_pool_run(op, std::move(x), a, true, index_dtype);
   return {finish(std::move(y), want), convert_tensor(std::move(idx), index_dtype)};
 }
 Prim max_pool_backward_entry(Prim dy, Prim indices, const Shape& x_shape, const PoolArgs& a) {
   const DType want = dy->dtype(), work = work_dtype(want);
   const nn::Pool2dGeom g = max_geom(OpCode::max_pool_with_indices_backward, a, x_shape);
-  CpuRef cdy = prep(std::move(dy), work), ci = prep_index(std::move(indices));
+  const bool i32 = indices->dtype() == DType::I32 && i32_fits(g);
+  CpuRef cdy = prep(std::move(dy), work);
+  CpuRef ci = i32 ? to_contiguous(as_cpu(std::move(indices))) : prep_index(std::move(indices));
   CpuRef dx = alloc_tensor(work, x_shape);
   on_work(work, [&](auto t) {
     using T = decltype(t);
-    nn::max_pool2d_backward(g, ptr<T>(cdy), ptr<std::int64_t>(ci), mut<T>(dx));
+    if (i32) nn::max_pool2d_backward(g, ptr<T>(cdy), ptr<std::int32_t>(ci), mut<T>(dx));
+    else nn::max_pool2d_backward(g, ptr<T>(cdy), ptr<std::int64_t>(ci), mut<T>(dx));
   });
   return finish(std::move(dx), want);
 }

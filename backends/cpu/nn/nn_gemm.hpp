@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backends/cpu/blis.hpp"
+#include "backends/cpu/parallel.hpp"
 
 #if TENSOR_HAVE_OPENMP
 #include <omp.h>
@@ -24,21 +25,26 @@ inline int nn_threads() {
 #endif
 }
 
-// Runs f(i) for every i in [0, n): on OpenMP threads when there are several items and
-// n * work_per_item (window taps, multiply-adds) reaches kParallelWork, below which a
-// parallel region costs more than it saves; serially otherwise.
+// Runs f(i) for every i in [0, n): on parallel_chunks (never an OpenMP region: see
+// parallel.hpp) when there are several items and n * work_per_item (window taps,
+// multiply-adds) reaches kParallelWork, below which waking a helper costs more than it
+// saves; serially otherwise. Items go in chunks of about kChunkWork work each.
 constexpr double kParallelWork = 32768.0;
+constexpr double kChunkWork = 8192.0;
 template <class F>
 void for_items(std::size_t n, double work_per_item, F&& f) {
-  const auto ni = static_cast<std::int64_t>(n);
   const int t = nn_threads();
   if (t > 1 && n > 1 && static_cast<double>(n) * work_per_item >= kParallelWork) {
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(t)
-#endif
-    for (std::int64_t i = 0; i < ni; ++i) f(static_cast<std::size_t>(i));
+    const std::size_t per =
+        std::max<std::size_t>(1, static_cast<std::size_t>(kChunkWork / std::max(work_per_item, 1.0)));
+    const std::size_t chunks = (n + per - 1) / per;
+    auto body = [&](std::size_t c) {
+      const std::size_t hi = std::min(n, (c + 1) * per);
+      for (std::size_t i = c * per; i < hi; ++i) f(i);
+    };
+    parallel_chunks(chunks, body);
   } else {
-    for (std::int64_t i = 0; i < ni; ++i) f(static_cast<std::size_t>(i));
+    for (std::size_t i = 0; i < n; ++i) f(i);
   }
 }
 

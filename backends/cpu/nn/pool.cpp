@@ -1,4 +1,5 @@
-// Pooling on the CPU: direct window loops per (n, c) plane, planes on OpenMP threads.
+// Pooling on the CPU: direct window loops per (n, c) plane, planes on parallel_chunks
+// (for_items).
 #include "backends/cpu/nn/pool.hpp"
 
 #include <algorithm>
@@ -12,8 +13,65 @@ namespace {
 
 using I = std::int64_t;
 
-template <class T>
-void max_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) {
+// 2x2 windows at stride 2 without padding or dilation, all inside the input (the usual
+// CNN pool): per output row its two input rows, no bounds checks or window loops. Same
+// answer as the general loop: the first of equal maxima, a NaN wins over numbers. (An
+// integer-key version that GCC could if-convert was not faster: 3.6-4.4 ms against
+// 3.1-3.7 ms for [128,32,28,28] on one thread, CPU time, load 14.)
+bool is_2x2_s2(const Pool2dGeom& g) {
+  return g.kernel[0] == 2 && g.kernel[1] == 2 && g.stride[0] == 2 && g.stride[1] == 2 && g.padding[0] == 0 &&
+         g.padding[1] == 0 && g.dilation[0] == 1 && g.dilation[1] == 1 && 2 * g.out_h <= g.in_h &&
+         2 * g.out_w <= g.in_w;
+}
+
+template <class T, class IT>
+void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
+  const std::size_t W = g.in_w, S = g.in_h * g.in_w, O = g.out_h * g.out_w, ow_n = g.out_w;
+  for_items(g.planes, static_cast<double>(4 * O), [&](std::size_t p) {
+    for (std::size_t oh = 0; oh < g.out_h; ++oh) {
+      const T* __restrict__ r0 = x + p * S + 2 * oh * W;
+      const T* __restrict__ r1 = r0 + W;
+      T* __restrict__ yr = y + p * O + oh * ow_n;
+      const I base = static_cast<I>(2 * oh * W);
+      const I w = static_cast<I>(W);
+      if (indices) {
+        IT* __restrict__ ir = indices + p * O + oh * ow_n;
+        for (std::size_t ow = 0; ow < ow_n; ++ow) {
+          const std::size_t j = 2 * ow;
+          T best = r0[j];
+          I idx = base + static_cast<I>(j);
+          auto take = [&](T v, I at) {
+            const bool c = v > best || (v != v && best == best);
+            best = c ? v : best;
+            idx = c ? at : idx;
+          };
+          take(r0[j + 1], base + static_cast<I>(j) + 1);
+          take(r1[j], base + w + static_cast<I>(j));
+          take(r1[j + 1], base + w + static_cast<I>(j) + 1);
+          yr[ow] = best;
+          ir[ow] = static_cast<IT>(idx);
+        }
+      } else {
+        for (std::size_t ow = 0; ow < ow_n; ++ow) {
+          const std::size_t j = 2 * ow;
+          T best = r0[j];
+          auto take = [&](T v) { best = v > best || (v != v && best == best) ? v : best; };
+          take(r0[j + 1]);
+          take(r1[j]);
+          take(r1[j + 1]);
+          yr[ow] = best;
+        }
+      }
+    }
+  });
+}
+
+template <class T, class IT>
+void max_forward(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
+  if (is_2x2_s2(g)) {
+    max_forward_2x2(g, x, y, indices);
+    return;
+  }
   const I H = static_cast<I>(g.in_h), W = static_cast<I>(g.in_w);
   const std::size_t O = g.out_h * g.out_w;
   for_items(g.planes, static_cast<double>(O * static_cast<std::size_t>(g.kernel[0] * g.kernel[1])),
@@ -38,19 +96,19 @@ void max_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) {
                    }
                    const std::size_t o = p * O + oh * g.out_w + ow;
                    y[o] = best;
-                   if (indices) indices[o] = idx;
+                   if (indices) indices[o] = static_cast<IT>(idx);
                  }
              });
 }
 
-template <class T>
-void max_backward(const Pool2dGeom& g, const T* dy, const I* indices, T* dx) {
+template <class T, class IT>
+void max_backward(const Pool2dGeom& g, const T* dy, const IT* indices, T* dx) {
   const std::size_t O = g.out_h * g.out_w, S = g.in_h * g.in_w;
   for_items(g.planes, static_cast<double>(O + S), [&](std::size_t p) {
     T* dxp = dx + p * S;
     std::fill(dxp, dxp + S, T(0));
     for (std::size_t o = 0; o < O; ++o) {
-      const I idx = indices[p * O + o];
+      const I idx = static_cast<I>(indices[p * O + o]);
       if (idx >= 0) dxp[idx] += dy[p * O + o];
     }
   });
@@ -194,7 +252,13 @@ template AdaptiveGeom adaptive_avg_pool_geom<3>(std::string_view, const Shape&, 
 
 #define TENSOR_NN_POOL_TYPED(T)                                                                                \
   void max_pool2d_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) { max_forward(g, x, y, indices); } \
+  void max_pool2d_forward(const Pool2dGeom& g, const T* x, T* y, std::int32_t* indices) {                    \
+    max_forward(g, x, y, indices);                                                                           \
+  }                                                                                                          \
   void max_pool2d_backward(const Pool2dGeom& g, const T* dy, const I* indices, T* dx) {                      \
+    max_backward(g, dy, indices, dx);                                                                        \
+  }                                                                                                          \
+  void max_pool2d_backward(const Pool2dGeom& g, const T* dy, const std::int32_t* indices, T* dx) {           \
     max_backward(g, dy, indices, dx);                                                                        \
   }                                                                                                          \
   void avg_pool2d_forward(const Pool2dGeom& g, const T* x, T* y) { avg_impl<T, false>(g, x, y); }            \

@@ -25,11 +25,17 @@ Pool2dGeom avg_pool_geom(std::string_view op, const Shape& x, const tensor::nn::
 // y and indices [planes, out_h, out_w]; indices (may be null) are flat h*in_w + w in the
 // unpadded plane, the first maximum in window order; NaN wins (its first position). A
 // window without a valid tap gives -inf and index -1.
+// The int32 indices (the default int dtype) spare a conversion pass each way; the caller
+// takes them only when a plane has at most INT32_MAX elements.
 void max_pool2d_forward(const Pool2dGeom& g, const float* x, float* y, std::int64_t* indices);
 void max_pool2d_forward(const Pool2dGeom& g, const double* x, double* y, std::int64_t* indices);
+void max_pool2d_forward(const Pool2dGeom& g, const float* x, float* y, std::int32_t* indices);
+void max_pool2d_forward(const Pool2dGeom& g, const double* x, double* y, std::int32_t* indices);
 // dx = zeros with dy scatter-added at the indices (index -1 is skipped).
 void max_pool2d_backward(const Pool2dGeom& g, const float* dy, const std::int64_t* indices, float* dx);
 void max_pool2d_backward(const Pool2dGeom& g, const double* dy, const std::int64_t* indices, double* dx);
+void max_pool2d_backward(const Pool2dGeom& g, const float* dy, const std::int32_t* indices, float* dx);
+void max_pool2d_backward(const Pool2dGeom& g, const double* dy, const std::int32_t* indices, double* dx);
 
 void avg_pool2d_forward(const Pool2dGeom& g, const float* x, float* y);
 void avg_pool2d_forward(const Pool2dGeom& g, const double* x, double* y);
