@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 c++ -std=c++20 -O2 -Ilib/include -I"$B/lib/include" tools/bench/linalg_lapack.cpp -o "$B/linalg_lapack" \
-  -L"$B/lib" -Wl,-rpath,"$PWD/$B/lib" -ltensor -llapack
+  -L"$B" -Wl,-rpath,"$PWD/$B" -ltensor -llapack
 TENSOR_DEVICE=cpu "$B/linalg_lapack"
