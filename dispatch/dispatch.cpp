@@ -983,6 +983,57 @@ DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridS
       [&] { OpAttrs x; x.options = &options; return x; }, a, grid);
 }
 
+namespace {
+// gather_nd / scatter_nd: indices [.., k] with 1 <= k <= rank; the result (gather) or the
+// values (scatter) are the indices' leading dims followed by a's dims from k on ([1] when
+// that is empty).
+Shape nd_slices_shape(OpCode op, const Shape& s, const Shape& is) {
+  if (is.rank() < 1 || is[is.rank() - 1] < 1 || is[is.rank() - 1] > s.rank())
+    throw ShapeError(fmt::format("[{}] the last dim of the indices is the index depth; expected 1..{}; got indices of shape {} "
+                                 "for a tensor of shape {}",
+                                 op_name(op), s.rank(), is.to_string(), s.to_string()));
+  const std::size_t k = is[is.rank() - 1];
+  Shape out;
+  for (std::size_t j = 0; j + 1 < is.rank(); ++j) out.push_back(is[j]);
+  for (std::size_t j = k; j < s.rank(); ++j) out.push_back(s[j]);
+  if (out.rank() == 0) out.push_back(1);
+  return out;
+}
+}  // namespace
+
+// An index component outside its dim raises IndexError (checked by the entry: it needs the
+// index values).
+DispatchTensor gather_nd(DispatchTensor a, DispatchTensor idx) {
+  const OpCode op = OpCode::gather_nd;
+  check_first(op, a);
+  check_indices(op, a, idx);
+  const Shape out = nd_slices_shape(op, a.shape(), idx.shape());
+  check_alloc_shape(op, out, a.dtype());
+  const Kind k = a.kind;
+  return invoke(
+      op, a.device, TENSOR_BODY { return DispatchTensor(entry<Family::GatherNd>(op, a.device)(a.take(), idx.take()), k); },
+      meta_of(out, a.dtype(), k), no_attrs, a, idx);
+}
+
+DispatchTensor scatter_nd(DispatchTensor a, DispatchTensor idx, DispatchTensor values, IndexingUpdateOp update) {
+  const OpCode op = OpCode::scatter_nd;
+  check_first(op, a);
+  check_indices(op, a, idx);
+  check_pair(op, a, values);
+  const Shape want = nd_slices_shape(op, a.shape(), idx.shape());
+  if (!(values.shape() == want))
+    throw ShapeError(fmt::format("[scatter_nd] values must have the indices' leading dims and the remaining dims; expected {}; "
+                                 "got {}",
+                                 want.to_string(), values.shape().to_string()));
+  const Kind k = a.kind;
+  return invoke(
+      op, a.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::ScatterNd>(op, a.device)(a.take(), idx.take(), values.take(), update), k);
+      },
+      like(a), [&] { OpAttrs x; x.update = update; return x; }, a, idx, values);
+}
+
 // ---- module ops (Float only) ---------------------------------------------------------
 
 namespace {
@@ -1390,6 +1441,58 @@ DispatchTensor attention(DispatchTensor q, DispatchTensor k, DispatchTensor v, D
             Kind::Float);
       },
       meta_of(out, q.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &options; return o; }, q, k, v, mask, bias);
+}
+
+// ---- fft --------------------------------------------------------------------------------
+
+// x [.., L, ..] -> (re, im) [.., n/2 + 1, ..] along dim; n 0 means L (L >= 1).
+std::pair<DispatchTensor, DispatchTensor> rfft(DispatchTensor x, std::int64_t dim, std::size_t n) {
+  const OpCode op = OpCode::rfft;
+  check_module_first(op, x, "signal");
+  const Shape& s = x.shape();
+  if (s.rank() < 1) throw ShapeError("[rfft] expected a signal of rank >= 1; got a scalar shape []");
+  const std::size_t d = resolve_dim(op, dim, s.rank());
+  const std::size_t len = n ? n : s[d];
+  if (len < 1)
+    throw ShapeError(fmt::format("[rfft] expected a signal length n >= 1; got n = 0 for an empty dim {} of {}", d, s.to_string()));
+  const Shape out = resized_shape(s, d, len / 2 + 1);
+  check_alloc_shape(op, out, x.dtype());
+  return invoke(
+      op, x.device,
+      TENSOR_BODY {
+        auto [re, im] = entry<Family::Rfft>(op, x.device)(x.take(), d, len);
+        return std::pair{DispatchTensor(std::move(re), Kind::Float), DispatchTensor(std::move(im), Kind::Float)};
+      },
+      meta_of(out, x.dtype(), Kind::Float), [&] { return with_ints(i64(d), i64(len)); }, x);
+}
+
+// (re, im) [.., m, ..] -> [.., n, ..] along dim; n 0 means 2 (m - 1) (m >= 2).
+DispatchTensor irfft(DispatchTensor re, DispatchTensor im, std::int64_t dim, std::size_t n) {
+  const OpCode op = OpCode::irfft;
+  check_module_first(op, re, "real part");
+  check_operand(op, re, im, "imaginary part");
+  const Shape& s = re.shape();
+  check_same_shape(op, "imaginary part", im.shape(), s);
+  if (!(re.dtype() == im.dtype()))
+    throw DTypeError(fmt::format("[irfft] real and imaginary parts must have one dtype; got {} and {}", dtype_name(re.dtype()),
+                                 dtype_name(im.dtype())));
+  if (s.rank() < 1) throw ShapeError("[irfft] expected spectra of rank >= 1; got a scalar shape []");
+  const std::size_t d = resolve_dim(op, dim, s.rank());
+  const std::size_t m = s[d];
+  if (m < 1) throw ShapeError(fmt::format("[irfft] expected at least one bin along dim {}; got shape {}", d, s.to_string()));
+  const std::size_t len = n ? n : 2 * (m - 1);
+  if (len < 1)
+    throw ShapeError(fmt::format("[irfft] the default output length 2 (bins - 1) is 0 for one bin; expected an explicit n >= 1 "
+                                 "or at least 2 bins; got shape {}",
+                                 s.to_string()));
+  const Shape out = resized_shape(s, d, len);
+  check_alloc_shape(op, out, re.dtype());
+  return invoke(
+      op, re.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::Irfft>(op, re.device)(re.take(), im.take(), d, len), Kind::Float);
+      },
+      meta_of(out, re.dtype(), Kind::Float), [&] { return with_ints(i64(d), i64(len)); }, re, im);
 }
 
 // ---- devices -------------------------------------------------------------------------

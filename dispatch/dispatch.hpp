@@ -109,6 +109,11 @@ DispatchTensor mask_fill(DispatchTensor a, DispatchTensor mask, Scalar value);
 DispatchTensor mask_select(DispatchTensor a, DispatchTensor mask);
 DispatchTensor argwhere(DispatchTensor a);
 DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridSampleOptions& options);
+// burn's gather_nd / scatter_nd: indices [.., k] (Int) address the first k dims of `a`;
+// gather_nd gives [indices' leading dims.., a's dims from k..]; scatter_nd's values have
+// that shape and update `a`'s addressed slices. An index outside its dim is an IndexError.
+DispatchTensor gather_nd(DispatchTensor a, DispatchTensor indices);
+DispatchTensor scatter_nd(DispatchTensor a, DispatchTensor indices, DispatchTensor values, IndexingUpdateOp update);
 
 // ---- nn: the module ops (burn's ModuleOps), Float only ------------------------------
 // Each forwarder validates with the tensor/nn_options.hpp shape rules (ShapeError naming
@@ -128,6 +133,10 @@ DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridS
 //   embedding(weights, indices), embedding_backward(dy, indices, weight_shape)
 //   layer_norm(x, gamma, beta, eps), attention(q, k, v, mask, bias, options)
 DispatchTensor conv(OpCode op, DispatchTensor x, DispatchTensor weight, DispatchTensor bias, const ConvArgs& args);
+// rfft(x, dim, n): (re, im), n/2 + 1 bins along dim (x truncated or zero-padded to n; n 0:
+// the length along dim). irfft(re, im, dim, n): length n along dim (n 0: 2 (bins - 1)).
+std::pair<DispatchTensor, DispatchTensor> rfft(DispatchTensor x, std::int64_t dim, std::size_t n);
+DispatchTensor irfft(DispatchTensor re, DispatchTensor im, std::int64_t dim, std::size_t n);
 // op: conv_x_backward, conv_weight_backward, conv_transpose_x_backward or
 // conv_transpose_weight_backward; (a, b) = (dy, weight) for x, (x, dy) for weight.
 DispatchTensor conv_backward(OpCode op, DispatchTensor a, DispatchTensor b, const Shape& target, const ConvArgs& args);

@@ -112,6 +112,8 @@ struct InterpArgs {
   X(EmbeddingBackward, Prim (*)(Prim, Prim, const Shape&))                               \
   X(LayerNorm, Prim (*)(Prim, Prim, Prim, double))                                       \
   X(Attention, Prim (*)(Prim, Prim, Prim, Prim, Prim, const tensor::nn::AttentionModuleOptions&)) \
+  X(Rfft, PrimPair (*)(Prim, std::size_t, std::size_t))                                  \
+  X(Irfft, Prim (*)(Prim, Prim, std::size_t, std::size_t))                               \
   X(FromData, Prim (*)(TensorData, DeviceId))                                           \
   X(Create, Prim (*)(const Shape&, DeviceId, DType))                                    \
   X(Full, Prim (*)(const Shape&, tensor::Scalar, DeviceId, DType))                      \
@@ -191,6 +193,10 @@ constexpr std::uint8_t default_diff(Family f, std::uint8_t kinds) {
       return 0b1;  // x (embedding: the weights, not the indices)
     case Family::Attention:  // q, k, v and the additive bias, not the mask
       return 0b10111;
+    case Family::Rfft:  // the signal
+      return 0b1;
+    case Family::Irfft:  // re and im
+      return 0b11;
     case Family::Scatter: case Family::ScatterUpdate: case Family::SelectAssign: case Family::SelectUpdate:
     case Family::MaskWhere: case Family::ScatterNd:
       return 0b101;

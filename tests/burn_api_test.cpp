@@ -8,6 +8,7 @@
 #include <tensor/grid.hpp>
 #include <tensor/linalg.hpp>
 #include <tensor/loss.hpp>
+#include <tensor/nn.hpp>
 #include <tensor/signal.hpp>
 
 #include "conformance/devices.hpp"
@@ -575,6 +576,282 @@ TEST_P(BurnApi, AffineGridAndGridSample) {
   nearest.mode = GridSampleOptions::Mode::Nearest;
   EXPECT_TRUE(near(fv(img.grid_sample_2d(Tensor<4>::from_floats({{{{0.6, -1}, {-0.6, 0.9}}}}, dev()), nearest)), {2, 3}));
   EXPECT_THROWS(ShapeError, img.grid_sample_2d(Tensor<4>::zeros({1, 2, 2, 3}, dev())), "[grid_sample_2d]");
+}
+
+TEST_P(BurnApi, GatherScatterNdThroughTheOp) {
+  // 3-D tensor, index depth 2: rows [.., 4] of x [2, 3, 4].
+  std::vector<float> v(24);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  const auto x = fl<3>(v, {2, 3, 4});
+  const auto g = x.gather_nd<3>(I3::from_ints({{{1, 2}}, {{0, 1}}}, dev()));  // indices [2, 1, 2] -> [2, 1, 4]
+  EXPECT_EQ(g.shape(), Shape({2, 1, 4}));
+  EXPECT_EQ(fv(g), (std::vector<float>{20, 21, 22, 23, 4, 5, 6, 7}));
+  const auto e = x.gather_nd<1>(I2::from_ints({{1, 0, 3}, {0, 2, 1}}, dev()));  // full depth: elements
+  EXPECT_EQ(fv(e), (std::vector<float>{15, 9}));
+  EXPECT_THROWS(IndexError, x.gather_nd<2>(I2::from_ints({{0, 3}}, dev())), "[gather_nd]", "dim 1");
+  const auto s = Tensor<3>::zeros({2, 3, 4}, dev()).scatter_nd(I2::from_ints({{1, 2}, {0, 0}}, dev()),
+                                                                 fl<2>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4}), IndexingUpdateOp::Add);
+  std::vector<float> want(24, 0.0f);
+  for (int j = 0; j < 4; ++j) want[20 + j] = static_cast<float>(1 + j), want[j] = static_cast<float>(5 + j);
+  EXPECT_EQ(fv(s), want);
+  EXPECT_THROWS(IndexError, x.scatter_nd(I2::from_ints({{2, 0}}, dev()), Tensor<2>::ones({1, 4}, dev())), "[scatter_nd]",
+                "out of range");
+  EXPECT_EQ(fv(x), v);  // inputs intact
+  // On the autodiff device the op is differentiated through its composition.
+  const Device ad = dev().autodiff();
+  auto xa = Tensor<2>::from_data(TensorData::from<float>({1, 2, 3, 4, 5, 6}, {2, 3}), ad).require_grad();
+  const Gradients gr = (xa.gather_nd<2>(Tensor<2, Int>::from_data(TensorData::from<std::int32_t>({1, 1}, {2, 1}), ad)) * 2.0f)
+                           .sum()
+                           .backward();
+  EXPECT_EQ(fv(*xa.grad(gr)), (std::vector<float>{0, 0, 0, 4, 4, 4}));
+}
+
+TEST_P(BurnApi, GridSampleReflection) {
+  const auto img = Tensor<4>::from_floats({{{{1, 2}, {3, 4}}}}, dev());
+  const auto pts = Tensor<4>::from_floats({{{{0, 0}, {2, 0}, {-2, -1}, {3, 1}, {0.75, 0}}}}, dev());  // [1, 1, 5, 2]
+  GridSampleOptions r;
+  r.padding = GridSampleOptions::Padding::Reflection;
+  // Not aligned: x, y in pixels are g + 0.5, reflected at -0.5 and 1.5, then clamped to [0, 1].
+  EXPECT_TRUE(near(fv(img.grid_sample_2d(pts, r)), {2.5f, 2.5f, 1.5f, 3, 3}));
+  r.align_corners = true;  // pixels (g + 1) / 2, reflected at 0 and 1
+  EXPECT_TRUE(near(fv(img.grid_sample_2d(pts, r)), {2.5f, 2.5f, 1.5f, 3, 2.875f}));
+  r.mode = GridSampleOptions::Mode::Nearest;  // (1.5 -> 0.5 -> round half even 0, 0.5 -> 0): pixel 1
+  EXPECT_TRUE(near(fv(img.grid_sample_2d(Tensor<4>::from_floats({{{{2, 0}, {3, 1}}}}, dev()), r)), {1, 3}));
+  // A single-pixel image reflects everything onto it.
+  GridSampleOptions r1;
+  r1.padding = GridSampleOptions::Padding::Reflection;
+  r1.align_corners = true;
+  EXPECT_TRUE(near(fv(Tensor<4>::from_floats({{{{7}}}}, dev()).grid_sample_2d(Tensor<4>::from_floats({{{{0.3, -5}}}}, dev()), r1)),
+                   {7}));
+}
+
+// ---- rfft / irfft against a naive DFT written here ----------------------------------------
+void naive_rfft(const std::vector<double>& x, std::size_t n, std::vector<float>& re, std::vector<float>& im) {
+  const double pi = 3.14159265358979323846;
+  re.assign(n / 2 + 1, 0.0f);
+  im.assign(n / 2 + 1, 0.0f);
+  for (std::size_t k = 0; k <= n / 2; ++k) {
+    double r = 0, i = 0;
+    for (std::size_t j = 0; j < std::min(n, x.size()); ++j) {
+      r += x[j] * std::cos(2 * pi * static_cast<double>(j * k) / static_cast<double>(n));
+      i -= x[j] * std::sin(2 * pi * static_cast<double>(j * k) / static_cast<double>(n));
+    }
+    re[k] = static_cast<float>(r);
+    im[k] = static_cast<float>(i);
+  }
+}
+std::vector<double> signal(std::size_t len) {
+  std::vector<double> x(len);
+  for (std::size_t j = 0; j < len; ++j) x[j] = std::sin(0.7 * static_cast<double>(j) + 0.3) + 0.25 * static_cast<double>(j % 3);
+  return x;
+}
+std::vector<float> to_f(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+TEST_P(BurnApi, RfftAnyLengthMatchesNaiveDft) {
+  for (std::size_t len : {1, 2, 5, 8, 12, 97}) {
+    SCOPED_TRACE("length " + std::to_string(len));
+    const std::vector<double> x = signal(len);
+    std::vector<float> wr, wi;
+    naive_rfft(x, len, wr, wi);
+    const auto [re, im] = nn::rfft(fl<1>(to_f(x), {len}), 0);
+    EXPECT_EQ(re.shape(), Shape({len / 2 + 1}));
+    const float tol = len > 50 ? 2e-4f : 2e-5f;
+    EXPECT_TRUE(near(fv(re), wr, tol));
+    EXPECT_TRUE(near(fv(im), wi, tol));
+    // irfft with the explicit length gives the signal back.
+    EXPECT_TRUE(near(fv(nn::irfft(re, im, 0, len)), to_f(x), tol));
+  }
+  // Truncated and zero-padded n (E48), along dim 0 of a [4, 2] tensor.
+  const auto cols = fl<2>({1, 10, 2, 20, 3, 30, 4, 40}, {4, 2});
+  const auto [r2, i2] = nn::rfft(cols, 0, 2);
+  EXPECT_EQ(r2.shape(), Shape({2, 2}));
+  EXPECT_TRUE(near(fv(r2), {3, 30, -1, -10}));
+  EXPECT_TRUE(near(fv(i2), {0, 0, 0, 0}));
+  const auto [r8, i8] = nn::rfft(cols, -2, 8);
+  EXPECT_TRUE(near(fv(r8.slice({Slice::all(), Slice::range(0, 1)})), {10, -0.41421356f, -2, 2.41421356f, -2}));
+  EXPECT_TRUE(near(fv(r8.slice({Slice::all(), Slice::range(1, 2)})), {100, -4.1421356f, -20, 24.1421356f, -20}, 1e-4f));
+  // E46 / E47: even and odd lengths.
+  const auto [re4, im4] = nn::rfft(fl<1>({1, 2, 3, 4}, {4}), 0);
+  EXPECT_TRUE(near(fv(re4), {10, -2, -2}));
+  EXPECT_TRUE(near(fv(im4), {0, 2, 0}));
+  const auto [re5, im5] = nn::rfft(fl<1>({1, 2, 3, 4, 5}, {5}), -1);
+  EXPECT_TRUE(near(fv(re5), {15, -2.5f, -2.5f}));
+  EXPECT_TRUE(near(fv(im5), {0, 3.4409548f, 0.81229924f}));
+  // E49: the imaginary parts of DC and Nyquist are ignored; E50: default n = 2 (m - 1).
+  EXPECT_TRUE(near(fv(nn::irfft(fl<1>({1, 0, 0}, {3}), fl<1>({5, 0, 7}, {3}), 0)), {0.25f, 0.25f, 0.25f, 0.25f}));
+  EXPECT_TRUE(near(fv(nn::irfft(re5, im5, 0)), {1.875f, 2.6545085f, 4.375f, 6.0954915f}));
+  EXPECT_TRUE(near(fv(nn::irfft(re5, im5, 0, 5)), {1, 2, 3, 4, 5}));
+  // A middle dim of a rank-3 tensor: [2, 3, 2], transform along dim 1.
+  const auto t3 = fl<3>({1, 0, 2, 0, 3, 0, 0, 1, 0, 1, 0, 1}, {2, 3, 2});
+  const auto [r3, i3] = nn::rfft(t3, 1);
+  EXPECT_EQ(r3.shape(), Shape({2, 2, 2}));
+  EXPECT_TRUE(near(fv(r3), {6, 0, -1.5f, 0, 0, 3, 0, 0}));
+  EXPECT_TRUE(near(fv(i3), {0, 0, 0.8660254f, 0, 0, 0, 0, 0}));
+  EXPECT_TRUE(near(fv(nn::irfft(r3, i3, 1, 3)), fv(t3)));
+  // Typed errors naming the op; inputs intact.
+  const auto a = fl<1>({1, 2, 3}, {3});
+  EXPECT_THROWS(ShapeError, nn::rfft(a, 0, 0), "[rfft]", "n >= 1");
+  EXPECT_THROWS(IndexError, nn::rfft(a, 1), "[rfft]", "dim");
+  EXPECT_THROWS(ShapeError, nn::rfft(Tensor<2>::zeros({2, 0}, dev()), 1), "[rfft]", "n >= 1");
+  EXPECT_THROWS(ShapeError, nn::irfft(a, fl<1>({1, 2}, {2}), 0), "[irfft]", "shape");
+  EXPECT_THROWS(ShapeError, nn::irfft(fl<1>({1}, {1}), fl<1>({0}, {1}), 0), "[irfft]", "explicit n");
+  EXPECT_THROWS(ShapeError, nn::irfft(a, a, 0, 0), "[irfft]", "n >= 1");
+  EXPECT_EQ(fv(a), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(nn::rfft(Tensor<2>::zeros({0, 4}, dev()), 1).first.shape(), Shape({0, 3}));
+}
+
+TEST_P(BurnApi, RfftIrfftGradients) {
+  // E51: d/dx of sum(re(rfft(x))) for [1, 2, 3, 4] is [3, 0, 1, 0]; through im: -sum_k sin.
+  const Device ad = dev().autodiff();
+  auto x = Tensor<1>::from_data(TensorData::from<float>({1, 2, 3, 4}, {4}), ad).require_grad();
+  auto [re, im] = nn::rfft(x, 0);
+  const Gradients g = (re.sum() + im.sum() * 2.0f).backward();
+  // im bins: -sin(2 pi j k / 4) for k = 0, 1, 2 summed: [0, -1, 0, 1], times 2.
+  EXPECT_TRUE(near(fv(*x.grad(g)), {3, -2, 1, 2}));
+  // irfft: y = irfft(re, im, n = 4); d sum(y) / d re = [1, 0, 0] (only DC survives the sum),
+  // d sum(y * w) for w = [1, 0, 0, 0]: d re_k = c_k / 4, d im = 0 at j = 0.
+  auto r = Tensor<1>::from_data(TensorData::from<float>({1, 2, 3}, {3}), ad).require_grad();
+  auto i = Tensor<1>::from_data(TensorData::from<float>({0, 1, 0}, {3}), ad).require_grad();
+  const auto y = nn::irfft(r, i, 0);
+  EXPECT_TRUE(near(fv(y), {(1 + 2 * 2 + 3) / 4.0f, (1 - 2 * 1 - 3) / 4.0f, (1 - 4 + 3) / 4.0f, (1 + 2 - 3) / 4.0f}));
+  const auto w = Tensor<1>::from_data(TensorData::from<float>({1, 0, 0, 0}, {4}), ad);
+  const Gradients gy = (y * w).sum().backward();
+  EXPECT_TRUE(near(fv(*r.grad(gy)), {0.25f, 0.5f, 0.25f}));
+  EXPECT_TRUE(near(fv(*i.grad(gy)), {0, 0, 0}));
+}
+
+// ---- stft / istft against a direct nested-loop reference written here ---------------------
+struct RefSpec {
+  std::vector<float> re, im;  // [B, bins, frames]
+};
+// x [B, L] rows; w: the window already padded to n_fft; reflect padding by n_fft / 2 when center.
+RefSpec ref_stft(const std::vector<std::vector<double>>& x, std::size_t n, std::size_t hop, const std::vector<double>& w,
+                 bool center, bool normalized, bool onesided) {
+  const double pi = 3.14159265358979323846;
+  RefSpec out;
+  const std::size_t bins = onesided ? n / 2 + 1 : n;
+  for (const auto& row : x) {
+    const auto len = static_cast<std::int64_t>(row.size()), pad = center ? static_cast<std::int64_t>(n / 2) : 0;
+    std::vector<double> xp;
+    for (std::int64_t i = -pad; i < len + pad; ++i) {
+      std::int64_t j = i < 0 ? -i : i;
+      if (j >= len) j = 2 * (len - 1) - j;
+      xp.push_back(row[static_cast<std::size_t>(j)]);
+    }
+    const std::size_t frames = 1 + (xp.size() - n) / hop;
+    for (std::size_t k = 0; k < bins; ++k)
+      for (std::size_t t = 0; t < frames; ++t) {
+        double r = 0, im = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+          const double a = 2 * pi * static_cast<double>(j * k) / static_cast<double>(n);
+          r += xp[t * hop + j] * w[j] * std::cos(a);
+          im -= xp[t * hop + j] * w[j] * std::sin(a);
+        }
+        const double sc = normalized ? 1.0 / std::sqrt(static_cast<double>(n)) : 1.0;
+        out.re.push_back(static_cast<float>(r * sc));
+        out.im.push_back(static_cast<float>(im * sc));
+      }
+  }
+  return out;
+}
+std::vector<double> hann_ref(std::size_t m) {  // periodic
+  std::vector<double> w(m);
+  for (std::size_t j = 0; j < m; ++j) w[j] = 0.5 - 0.5 * std::cos(2 * 3.14159265358979323846 * static_cast<double>(j) / static_cast<double>(m));
+  return w;
+}
+
+TEST_P(BurnApi, StftMatchesDirectSums) {
+  std::vector<std::vector<double>> rows(2);
+  std::vector<float> flat;
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t i = 0; i < 13; ++i) {
+      rows[b].push_back(std::sin(0.9 * static_cast<double>(i) + static_cast<double>(b)) + 0.1 * static_cast<double>(i));
+      flat.push_back(static_cast<float>(rows[b].back()));
+    }
+  const auto x = fl<2>(flat, {2, 13});
+  signal::StftOptions o;
+  o.hop_length = 2;
+  o.window = signal::hann_window(8, true, dev());
+  const auto [re, im] = signal::stft(x, 8, o);
+  EXPECT_EQ(re.shape(), Shape({2, 5, 7}));
+  const RefSpec want = ref_stft(rows, 8, 2, hann_ref(8), true, false, true);
+  EXPECT_TRUE(near(fv(re), want.re, 1e-4f));
+  EXPECT_TRUE(near(fv(im), want.im, 1e-4f));
+  // Not centred, a 6-point window padded to 8, hop 3, normalized, two-sided; the 1-d overload.
+  signal::StftOptions p;
+  p.hop_length = 3;
+  p.win_length = 6;
+  p.window = signal::hann_window(6, true, dev());
+  p.center = false;
+  p.normalized = true;
+  p.onesided = false;
+  std::vector<float> x16;
+  std::vector<double> r16;
+  for (std::size_t i = 0; i < 16; ++i) r16.push_back(std::cos(0.4 * static_cast<double>(i * i) / 7.0)), x16.push_back(static_cast<float>(r16.back()));
+  const auto [re1, im1] = signal::stft(fl<1>(x16, {16}), 8, p);
+  EXPECT_EQ(re1.shape(), Shape({8, 3}));
+  std::vector<double> w6 = hann_ref(6), w8{0};
+  w8.insert(w8.end(), w6.begin(), w6.end());
+  w8.push_back(0);
+  const RefSpec want1 = ref_stft({r16}, 8, 3, w8, false, true, false);
+  EXPECT_TRUE(near(fv(re1), want1.re, 1e-4f));
+  EXPECT_TRUE(near(fv(im1), want1.im, 1e-4f));
+  // Defaults: hop n_fft / 4, the rectangular window.
+  const auto [rd, id] = signal::stft(x, 8);
+  EXPECT_EQ(rd.shape(), Shape({2, 5, 7}));
+  EXPECT_TRUE(near(fv(rd), ref_stft(rows, 8, 2, std::vector<double>(8, 1.0), true, false, true).re, 1e-4f));
+  // Typed errors.
+  signal::StftOptions bad;
+  bad.win_length = 9;
+  EXPECT_THROWS(ShapeError, signal::stft(x, 8, bad), "[stft]", "win_length");
+  bad.win_length = 0;
+  bad.window = signal::hann_window(5, true, dev());
+  EXPECT_THROWS(ShapeError, signal::stft(x, 8, bad), "[stft]", "window");
+  EXPECT_THROWS(ShapeError, signal::stft(x, 2), "[stft]", "hop_length");
+  EXPECT_THROWS(ShapeError, signal::stft(fl<2>({1, 2, 3}, {1, 3}), 8), "[stft]", "reflect");
+}
+
+TEST_P(BurnApi, IstftInvertsStft) {
+  std::vector<float> v;
+  for (std::size_t i = 0; i < 26; ++i) v.push_back(static_cast<float>(std::sin(0.5 * static_cast<double>(i)) + 0.05 * static_cast<double>(i)));
+  const auto x = fl<2>(v, {2, 13});
+  signal::StftOptions o;
+  o.hop_length = 2;
+  o.window = signal::hann_window(8, true, dev());
+  const auto [re, im] = signal::stft(x, 8, o);
+  EXPECT_TRUE(near(fv(signal::istft(re, im, 8, o, 13)), v, 1e-4f));
+  // Default length: n_fft + hop (frames - 1) - n_fft = 12 samples.
+  const auto y12 = signal::istft(re, im, 8, o);
+  EXPECT_EQ(y12.shape(), Shape({2, 12}));
+  std::vector<float> first12(v.begin(), v.begin() + 12);
+  first12.insert(first12.end(), v.begin() + 13, v.begin() + 25);
+  EXPECT_TRUE(near(fv(y12), first12, 1e-4f));
+  // Past the signal the reflect-padded samples come back; past the frames, zeros.
+  const auto y18 = signal::istft(re, im, 8, o, 18);
+  EXPECT_EQ(y18.shape(), Shape({2, 18}));
+  EXPECT_TRUE(near(fv(y18.slice({Slice::range(0, 1), Slice::range(12, 18)})), {v[12], v[11], v[10], v[9], 0, 0}, 1e-4f));
+  // Two-sided, normalized, a short window, not centred: round trip over the covered samples.
+  signal::StftOptions p;
+  p.hop_length = 1;
+  p.window = signal::hamming_window(6, true, dev());
+  p.center = false;
+  p.normalized = true;
+  p.onesided = false;
+  const auto x1 = fl<1>(std::vector<float>(v.begin(), v.begin() + 12), {12});
+  const auto [r1, i1] = signal::stft(x1, 6, p);
+  EXPECT_EQ(r1.shape(), Shape({6, 7}));
+  const auto back = signal::istft(r1, i1, 6, p);
+  EXPECT_EQ(back.shape(), Shape({12}));
+  EXPECT_TRUE(near(fv(back), std::vector<float>(v.begin(), v.begin() + 12), 1e-4f));
+  // Typed errors: the bin count, shapes, and a zero overlap-add envelope (NOLA).
+  EXPECT_THROWS(ShapeError, signal::istft(re, im, 6), "[istft]", "bins");
+  EXPECT_THROWS(ShapeError, signal::istft(re, im.slice({Slice::all(), Slice::all(), Slice::range(0, 3)}), 8, o), "[istft]", "shape");
+  signal::StftOptions gap;
+  gap.hop_length = 8;
+  gap.win_length = 2;
+  gap.center = false;
+  const auto [rg, ig] = signal::stft(x, 8, gap);
+  EXPECT_THROWS(ShapeError, signal::istft(rg, ig, 8, gap), "[istft]", "NOLA");
 }
 
 TEST_P(BurnApi, Transaction) {

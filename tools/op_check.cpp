@@ -315,7 +315,7 @@ bool has_recipe(Family f) {
     case Family::Conv: case Family::ConvBackward: case Family::ConvBiasBackward: case Family::Pool:
     case Family::PoolWithIndices: case Family::PoolBackward: case Family::MaxPoolBackward: case Family::Interpolate:
     case Family::InterpolateBackward: case Family::Embedding: case Family::EmbeddingBackward: case Family::LayerNorm:
-    case Family::Attention:
+    case Family::Attention: case Family::Rfft: case Family::Irfft:
       return false;
     default:
       return true;

@@ -178,6 +178,27 @@ Handle grid_sample_2d(Handle&& a, Handle&& grid, const GridSampleOptions& option
   return give(dispatch::grid_sample_2d(take(a), take(grid), options));
 }
 
+// The public gather_nd<DO> names its result rank: checked here (after the op's own
+// checks of the index depth), the rest by the op.
+Handle gather_nd(Handle&& a, Handle&& indices, std::size_t out_rank) {
+  DispatchTensor ta = take(a), ti = take(indices);
+  if (ta.prim && ti.prim) {
+    const Shape& s = ta.shape();
+    const Shape& is = ti.shape();
+    if (is.rank() >= 1 && is[is.rank() - 1] >= 1 && is[is.rank() - 1] <= s.rank()) {
+      const std::size_t got = std::max<std::size_t>(1, is.rank() - 1 + s.rank() - is[is.rank() - 1]);
+      if (got != out_rank)
+        throw ShapeError("[gather_nd] result rank differs from the requested rank; expected rank " + std::to_string(out_rank) +
+                         "; got rank " + std::to_string(got) + " for a tensor of shape " + s.to_string() + " and indices " +
+                         is.to_string());
+    }
+  }
+  return give(dispatch::gather_nd(std::move(ta), std::move(ti)));
+}
+Handle scatter_nd(Handle&& a, Handle&& indices, Handle&& values, IndexingUpdateOp update) {
+  return give(dispatch::scatter_nd(take(a), take(indices), take(values), update));
+}
+
 }  // namespace tensor::detail
 
 namespace tensor {

@@ -868,38 +868,6 @@ Shape with_dim(Shape s, std::size_t d, std::size_t n) {
   return s;
 }
 
-// The linear row index of each k-tuple of `idx` ([.., k]) into the first k dims of `s`,
-// as a rank-1 Int tensor of prod(idx dims but the last) entries. Every component is
-// checked against its dim on the host first (an out-of-range component would
-// otherwise alias another row).
-H nd_rows(const char* op, const Shape& s, const H& idx, std::vector<std::int64_t>* host_rows = nullptr) {
-  const Shape is = idx.shape();
-  if (is.rank() < 1 || is[is.rank() - 1] < 1 || is[is.rank() - 1] > s.rank())
-    throw ShapeError(std::string("[") + op + "] the last dim of the indices is the index depth; expected 1.." +
-                     std::to_string(s.rank()) + "; got indices of shape " + is.to_string() + " for a tensor of shape " +
-                     s.to_string());
-  if (kind(idx.h) != Kind::Int)
-    throw DTypeError(std::string("[") + op + "] indices must be an Int tensor; expected Int; got another kind");
-  const std::size_t k = is[is.rank() - 1], m = is.num_elements() / k;
-  const std::vector<std::int64_t> host = into_data(idx.r()).get().convert(DType::I64).to_vec<std::int64_t>();
-  for (std::size_t i = 0; i < host.size(); ++i) {
-    const std::size_t j = i % k;
-    if (host[i] < 0 || host[i] >= static_cast<std::int64_t>(s[j]))
-      throw IndexError(std::string("[") + op + "] index out of range; expected 0.." + std::to_string(static_cast<std::int64_t>(s[j]) - 1) +
-                       " for dim " + std::to_string(j) + " of " + s.to_string() + "; got " + std::to_string(host[i]));
-  }
-  std::vector<std::int64_t> strides(k, 1);
-  for (std::size_t j = k - 1; j > 0; --j) strides[j - 1] = strides[j] * static_cast<std::int64_t>(s[j]);
-  const Device dev = device(idx.h);
-  const H st = lit_reshape(H(from_values(TensorData::from<std::int64_t>(strides), dev, Kind::Int, op)), along(is.rank(), is.rank() - 1, k));
-  const H cast_idx = H(cast(OpCode::cast, idx.r(), dtype(st.h)));
-  const H lin = rdim(OpCode::sum_dim, bin(OpCode::mul, cast_idx, st), is.rank() - 1);
-  if (host_rows) {
-    host_rows->assign(m, 0);
-    for (std::size_t i = 0; i < host.size(); ++i) (*host_rows)[i / k] += host[i] * strides[i % k];
-  }
-  return lit_reshape(lin, Shape{m});
-}
 
 }  // namespace
 
@@ -982,71 +950,6 @@ Handle categorical(Handle&& a_, std::size_t num_samples) {
   });
 }
 
-Handle gather_nd(Handle&& a_, Handle&& i_, std::size_t out_rank) {
-  H a = take_h(a_), idx = take_h(i_);
-  const Shape s = a.shape(), is = idx.shape();
-  return named("gather_nd", [&] {
-    const H rows = nd_rows("gather_nd", s, idx);
-    const std::size_t k = is[is.rank() - 1];
-    Shape flat{1}, out;
-    for (std::size_t j = 0; j < k; ++j) flat[0] *= s[j];
-    for (std::size_t j = k; j < s.rank(); ++j) flat.push_back(s[j]);
-    for (std::size_t j = 0; j + 1 < is.rank(); ++j) out.push_back(is[j]);
-    for (std::size_t j = k; j < s.rank(); ++j) out.push_back(s[j]);
-    if (out.rank() == 0) out.push_back(1);
-    check_out_rank("gather_nd", out.rank(), out_rank, s);
-    const H sel = H(select(lit_reshape(a, flat).take(), 0, rows.r()));
-    return lit_reshape(sel, out).take();
-  });
-}
-
-Handle scatter_nd(Handle&& a_, Handle&& i_, Handle&& v_, IndexingUpdateOp update) {
-  H a = take_h(a_), idx = take_h(i_), v = take_h(v_);
-  const Shape s = a.shape(), is = idx.shape(), vs = v.shape();
-  return named("scatter_nd", [&] {
-    std::vector<std::int64_t> host_rows;
-    H rows = nd_rows("scatter_nd", s, idx, &host_rows);
-    const std::size_t k = is[is.rank() - 1];
-    Shape flat{1}, want;
-    for (std::size_t j = 0; j < k; ++j) flat[0] *= s[j];
-    for (std::size_t j = k; j < s.rank(); ++j) flat.push_back(s[j]);
-    for (std::size_t j = 0; j + 1 < is.rank(); ++j) want.push_back(is[j]);
-    for (std::size_t j = k; j < s.rank(); ++j) want.push_back(s[j]);
-    if (want.rank() == 0) want.push_back(1);
-    if (!(vs == want))
-      throw ShapeError("[scatter_nd] values must have the indices' leading dims and the remaining dims; expected " + want.to_string() +
-                       "; got " + vs.to_string());
-    Shape vflat = flat;
-    vflat[0] = host_rows.size();
-    H base = lit_reshape(a, flat), vals = lit_reshape(v, vflat);
-    IndexingUpdateOp how = update;
-    if (update == IndexingUpdateOp::Assign) {
-      // On every device: the addressed rows zeroed, then the last value written to each
-      // row added (duplicates: the last write wins).
-      const Device dev = device(a.h);
-      std::vector<std::int64_t> last(flat[0], -1), keep, kept_rows;
-      for (std::size_t i = 0; i < host_rows.size(); ++i) last[static_cast<std::size_t>(host_rows[i])] = static_cast<std::int64_t>(i);
-      std::vector<bool> hit(flat[0], false);
-      for (std::size_t i = 0; i < host_rows.size(); ++i)
-        if (last[static_cast<std::size_t>(host_rows[i])] == static_cast<std::int64_t>(i)) {
-          keep.push_back(static_cast<std::int64_t>(i));
-          kept_rows.push_back(host_rows[i]);
-          hit[static_cast<std::size_t>(host_rows[i])] = true;
-        }
-      Shape ms = along(flat.rank(), 0, flat[0]);
-      const H mask = lit_reshape(H(from_values(TensorData::from<bool>(hit), dev, Kind::Bool, "scatter_nd")), ms);
-      base = H(mask_fill(base.r(), mask.r(), kind(a.h) == Kind::Bool ? Scalar(false) : Scalar(0)));
-      if (keep.size() != host_rows.size()) {
-        vals = H(select(vals.r(), 0, H(from_values(TensorData::from<std::int64_t>(keep), dev, Kind::Int, "scatter_nd")).take()));
-        rows = H(from_values(TensorData::from<std::int64_t>(kept_rows), dev, Kind::Int, "scatter_nd"));
-      }
-      how = IndexingUpdateOp::Add;
-    }
-    const H out = H(select_assign(kind(a.h) == Kind::Bool ? OpCode::select_or : OpCode::select_assign, base.r(), 0, rows.r(), vals.r(), how));
-    return lit_reshape(out, s).take();
-  });
-}
-
 namespace {
 // n sample positions in [-1, 1] (align_corners: the end points are the corner pixels'
 // centres; otherwise their outer edges), as a Float tensor of shape [n].
@@ -1088,69 +991,6 @@ Handle affine_grid_2d(Handle&& t_, const Shape& size, bool align_corners) {
     const H tt = H(swap_dims(theta.r(), 1, 2));                                    // [N, 3, 2]
     const H g = H(matmul(base.r(), tt.r()));                                       // [N, H W, 2]
     return lit_reshape(g, Shape{n, h, w, 2}).take();
-  });
-}
-
-Handle grid_sample_2d_composed(Handle&& a_, Handle&& g_, const GridSampleOptions& o) {
-  H a = take_h(a_), g = take_h(g_);
-  const Shape s = a.shape(), gs = g.shape();
-  if (s.rank() != 4 || gs.rank() != 4 || gs[3] != 2 || gs[0] != s[0])
-    throw ShapeError("[grid_sample_2d] expected input [N, C, H, W] and grid [N, Hout, Wout, 2]; got " + s.to_string() + " and " +
-                     gs.to_string());
-  if (kind(g.h) != Kind::Float) throw DTypeError("[grid_sample_2d] expected a Float grid; got another kind");
-  if (o.padding == GridSampleOptions::Padding::Reflection)
-    throw NotImplemented("[grid_sample_2d] reflection padding is not implemented; expected Zeros or Border padding; got Reflection");
-  return named("grid_sample_2d", [&] {
-    const std::size_t n = s[0], c = s[1], h = s[2], w = s[3], ho = gs[1], wo = gs[2];
-    const Device dev = device(a.h);
-    const H grid = H(cast(OpCode::cast, g.r(), dtype(a.h)));
-    // Pixel coordinates [N, Ho, Wo] of the grid's x (along W) and y (along H).
-    auto coord = [&](std::int64_t which, std::size_t size) {
-      std::vector<Slice> sl(4);
-      sl[3] = Slice::index(which);
-      const H v = lit_reshape(H(slice(grid.r(), sl)), Shape{n, ho, wo});
-      const double sz = static_cast<double>(size);
-      H p = o.align_corners ? sc(OpCode::mul_scalar, sc(OpCode::add_scalar, v, Scalar(1.0)), Scalar((sz - 1) / 2))
-                            : sc(OpCode::div_scalar, sc(OpCode::sub_scalar, sc(OpCode::mul_scalar, sc(OpCode::add_scalar, v, Scalar(1.0)), Scalar(sz)), Scalar(1.0)),
-                                 Scalar(2.0));
-      if (o.padding == GridSampleOptions::Padding::Border) p = H(clamp(OpCode::clamp, p.r(), Scalar(0.0), Scalar(sz - 1)));
-      return p;
-    };
-    const H ix = coord(0, w), iy = coord(1, h);
-    const H flat = lit_reshape(a, Shape{n, c, h * w});
-    const DType it = to_dtype(dev.settings().int_dtype);
-    // One tap: the pixel at integer coordinates (xc, yc) (Float tensors) times weight wt,
-    // zero where the pixel is outside the image.
-    auto tap = [&](const H& xc, const H& yc, const H& wt) {
-      const H outside = bin(OpCode::bool_or,
-                            bin(OpCode::bool_or, H(compare_scalar(OpCode::lower_elem, xc.r(), Scalar(0.0))),
-                                H(compare_scalar(OpCode::greater_elem, xc.r(), Scalar(static_cast<double>(w) - 1)))),
-                            bin(OpCode::bool_or, H(compare_scalar(OpCode::lower_elem, yc.r(), Scalar(0.0))),
-                                H(compare_scalar(OpCode::greater_elem, yc.r(), Scalar(static_cast<double>(h) - 1)))));
-      const H xcl = H(clamp(OpCode::clamp, xc.r(), Scalar(0.0), Scalar(static_cast<double>(w) - 1)));
-      const H ycl = H(clamp(OpCode::clamp, yc.r(), Scalar(0.0), Scalar(static_cast<double>(h) - 1)));
-      const H lin = bin(OpCode::add, sc(OpCode::mul_scalar, ycl, Scalar(static_cast<double>(w))), xcl);
-      const H li = lit_reshape(H(cast(OpCode::into_int, lin.r(), it)), Shape{n, 1, ho * wo});
-      const H lie = H(reshape(OpCode::expand, li.r(), std::vector<std::int64_t>{static_cast<std::int64_t>(n), static_cast<std::int64_t>(c),
-                                                                                  static_cast<std::int64_t>(ho * wo)}));
-      const H vals = lit_reshape(H(gather(flat.r(), 2, lie.r())), Shape{n, c, ho, wo});
-      const H wz = lit_reshape(H(mask_fill(wt.r(), outside.r(), Scalar(0.0))), Shape{n, 1, ho, wo});
-      return bin(OpCode::mul, vals, wz);
-    };
-    if (o.mode == GridSampleOptions::Mode::Nearest) {
-      const H one = H(create(OpCode::ones, Shape{n, ho, wo}, dev, Kind::Float, dtype(a.h)));
-      return tap(un(OpCode::round, ix), un(OpCode::round, iy), one).take();
-    }
-    const H x0 = un(OpCode::floor, ix), y0 = un(OpCode::floor, iy);
-    const H x1 = sc(OpCode::add_scalar, x0, Scalar(1.0)), y1 = sc(OpCode::add_scalar, y0, Scalar(1.0));
-    const H fx = bin(OpCode::sub, ix, x0), fy = bin(OpCode::sub, iy, y0);  // weights of x1 / y1
-    const H gx = H(scalar(OpCode::add_scalar, unary(OpCode::neg, fx.r()), Scalar(1.0)));
-    const H gy = H(scalar(OpCode::add_scalar, unary(OpCode::neg, fy.r()), Scalar(1.0)));
-    H acc = tap(x0, y0, bin(OpCode::mul, gx, gy));
-    acc = bin(OpCode::add, acc, tap(x1, y0, bin(OpCode::mul, fx, gy)));
-    acc = bin(OpCode::add, acc, tap(x0, y1, bin(OpCode::mul, gx, fy)));
-    acc = bin(OpCode::add, acc, tap(x1, y1, bin(OpCode::mul, fx, fy)));
-    return acc.take();
   });
 }
 

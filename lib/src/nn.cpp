@@ -76,6 +76,16 @@ Handle nn_layer_norm(Handle&& x, Handle&& gamma, Handle&& beta, double eps) {
   auto tx = take(x), tg = take(gamma), tb = take(beta);
   return give(dispatch::layer_norm(std::move(tx), std::move(tg), std::move(tb), eps));
 }
+std::pair<Handle, Handle> nn_rfft(Handle&& signal, std::int64_t dim, std::optional<std::size_t> n) {
+  auto tx = take(signal);
+  if (n && *n == 0) throw ShapeError("[rfft] expected a signal length n >= 1; got n = 0");
+  return give2(dispatch::rfft(std::move(tx), dim, n.value_or(0)));
+}
+Handle nn_irfft(Handle&& re, Handle&& im, std::int64_t dim, std::optional<std::size_t> n) {
+  auto tr = take(re), ti = take(im);
+  if (n && *n == 0) throw ShapeError("[irfft] expected an output length n >= 1; got n = 0");
+  return give(dispatch::irfft(std::move(tr), std::move(ti), dim, n.value_or(0)));
+}
 Handle nn_attention(Handle&& q, Handle&& k, Handle&& v, Handle&& mask, Handle&& bias, const nn::AttentionModuleOptions& o) {
   auto tq = take(q), tk = take(k), tv = take(v), tm = take(mask), tb = take(bias);
   return give(dispatch::attention(std::move(tq), std::move(tk), std::move(tv), std::move(tm), std::move(tb), o));

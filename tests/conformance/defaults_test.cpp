@@ -292,6 +292,24 @@ NnRun nn_recipe(OpCode op) {
         auto idx = from_data(TensorData::from(std::vector<std::int32_t>{0, 4, 2, 2, 1, 3, 0, 4}, Shape{2, 4}), d, Kind::Int);
         return one_of(embedding_backward(fl(d, {2, 4, 3}, 1), std::move(idx), Shape{6, 3}));
       };
+    case OpCode::rfft:  // along the last dim and a middle one; truncated, padded, odd and prime lengths
+      return [=](DeviceId d) {
+        std::vector<DispatchTensor> v;
+        for (auto [dim, n] : std::vector<std::pair<std::int64_t, std::size_t>>{{-1, 0}, {-1, 4}, {-1, 12}, {1, 0}, {1, 7}}) {
+          auto [re, im] = rfft(fl(d, {2, 5, 3}, 7), dim, n);
+          v.push_back(std::move(re));
+          v.push_back(std::move(im));
+        }
+        return v;
+      };
+    case OpCode::irfft:
+      return [=](DeviceId d) {
+        auto v = one_of(irfft(fl(d, {2, 5, 3}, 1), fl(d, {2, 5, 3}, 2), -1, 0));
+        v.push_back(irfft(fl(d, {2, 5, 3}, 3), fl(d, {2, 5, 3}, 4), 1, 0));
+        v.push_back(irfft(fl(d, {2, 5}, 5), fl(d, {2, 5}, 6), 1, 9));
+        v.push_back(irfft(fl(d, {2, 5}, 5), fl(d, {2, 5}, 6), 1, 3));
+        return v;
+      };
     case OpCode::layer_norm:
       return [=](DeviceId d) {
         auto v = one_of(layer_norm(fl(d, {2, 3, 5}, 1), fl(d, {5}, 2), fl(d, {5}, 3), 1e-5));
@@ -457,8 +475,8 @@ Case case_for(OpCode op) {
   return c;
 }
 
-// Defaulted ops with no native CPU override worth comparing, or whose default is
-// an error by design (gather_nd, scatter_nd: "not implemented" on both).
+// Defaulted ops with no input recipe here (gather_nd, scatter_nd and grid_sample_2d have
+// no native CPU override; they are tested with values in tests/burn_api_test.cpp).
 const std::set<std::string> kNoRecipe = {"set_require_grad", "is_require_grad", "gather_nd", "scatter_nd",
                                          "grid_sample_2d", "tr_execute"};
 

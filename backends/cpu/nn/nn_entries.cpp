@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/nn/attention.hpp"
 #include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/nn/fft.hpp"
 #include "backends/cpu/nn/interpolate.hpp"
 #include "backends/cpu/nn/norm.hpp"
 #include "backends/cpu/nn/pool.hpp"
@@ -374,6 +375,86 @@ Prim attention_entry(Prim q, Prim k, Prim v, Prim mask, Prim bias, const tensor:
 
 }  // namespace
 
+// ---- rfft / irfft along any dim: the kernels work on rows of the last dim, so a dim with
+// inner elements after it is gathered into [outer * inner, len] rows and scattered back.
+struct Lanes {
+  std::size_t outer = 1, len = 1, inner = 1;
+};
+Lanes lanes(const Shape& s, std::size_t dim) {
+  Lanes l;
+  for (std::size_t i = 0; i < dim; ++i) l.outer *= s[i];
+  l.len = s[dim];
+  for (std::size_t i = dim + 1; i < s.rank(); ++i) l.inner *= s[i];
+  return l;
+}
+// [outer, len, inner] -> [outer * inner, len] (or back with `back`).
+template <class T>
+void to_rows(const T* src, T* dst, const Lanes& l, bool back) {
+  for (std::size_t o = 0; o < l.outer; ++o)
+    for (std::size_t j = 0; j < l.len; ++j)
+      for (std::size_t i = 0; i < l.inner; ++i) {
+        const std::size_t a = (o * l.len + j) * l.inner + i, r = (o * l.inner + i) * l.len + j;
+        if (back) dst[a] = src[r];
+        else dst[r] = src[a];
+      }
+}
+template <class T>
+std::vector<T> rows_copy(const T* src, const Lanes& l) {
+  std::vector<T> v(l.outer * l.len * l.inner);
+  to_rows(src, v.data(), l, false);
+  return v;
+}
+
+PrimPair rfft_entry(Prim x, std::size_t dim, std::size_t n) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape();
+  const Lanes l = lanes(xs, dim);
+  const std::size_t bins = n / 2 + 1, rows = l.outer * l.inner;
+  Shape os = xs;
+  os[dim] = bins;
+  CpuRef cx = prep(std::move(x), work);
+  CpuRef re = alloc_tensor(work, os), im = alloc_tensor(work, os);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    if (rows == 0) return;
+    if (l.inner == 1) {
+      nn::rfft(rows, l.len, n, ptr<T>(cx), mut<T>(re), mut<T>(im));
+      return;
+    }
+    const std::vector<T> xr = rows_copy(ptr<T>(cx), l);
+    std::vector<T> r(rows * bins), i(rows * bins);
+    nn::rfft(rows, l.len, n, xr.data(), r.data(), i.data());
+    const Lanes lo{l.outer, bins, l.inner};
+    to_rows(r.data(), mut<T>(re), lo, true);
+    to_rows(i.data(), mut<T>(im), lo, true);
+  });
+  return {finish(std::move(re), want), finish(std::move(im), want)};
+}
+
+Prim irfft_entry(Prim re, Prim im, std::size_t dim, std::size_t n) {
+  const DType want = re->dtype(), work = work_dtype(want);
+  const Shape s = re->shape();
+  const Lanes l = lanes(s, dim);
+  const std::size_t rows = l.outer * l.inner;
+  Shape os = s;
+  os[dim] = n;
+  CpuRef cr = prep(std::move(re), work), ci = prep(std::move(im), work);
+  CpuRef y = alloc_tensor(work, os);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    if (rows == 0) return;
+    if (l.inner == 1) {
+      nn::irfft(rows, l.len, n, ptr<T>(cr), ptr<T>(ci), mut<T>(y));
+      return;
+    }
+    const std::vector<T> rr = rows_copy(ptr<T>(cr), l), ir = rows_copy(ptr<T>(ci), l);
+    std::vector<T> yr(rows * n);
+    nn::irfft(rows, l.len, n, rr.data(), ir.data(), yr.data());
+    to_rows(yr.data(), mut<T>(y), Lanes{l.outer, n, l.inner}, true);
+  });
+  return finish(std::move(y), want);
+}
+
 void register_nn_ops(dispatch::Backend& b) {
   b.set<OpCode::conv1d>(&conv_entry<OpCode::conv1d, false>);
   b.set<OpCode::conv2d>(&conv_entry<OpCode::conv2d, false>);
@@ -404,6 +485,8 @@ void register_nn_ops(dispatch::Backend& b) {
   b.set<OpCode::embedding_backward>(&embedding_backward_entry);
   b.set<OpCode::layer_norm>(&layer_norm_entry);
   b.set<OpCode::attention>(&attention_entry);
+  b.set<OpCode::rfft>(&rfft_entry);
+  b.set<OpCode::irfft>(&irfft_entry);
 }
 
 }  // namespace tensor::cpu

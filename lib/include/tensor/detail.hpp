@@ -217,7 +217,6 @@ TENSOR_API Handle from_values(TensorData data, Device device, Kind kind, const c
 TENSOR_API Handle gather_nd(Handle&& a, Handle&& indices, std::size_t out_rank);
 TENSOR_API Handle scatter_nd(Handle&& a, Handle&& indices, Handle&& values, IndexingUpdateOp update);
 TENSOR_API Handle affine_grid_2d(Handle&& theta, const Shape& size, bool align_corners);
-TENSOR_API Handle grid_sample_2d_composed(Handle&& a, Handle&& grid, const GridSampleOptions& options);
 TENSOR_API Handle permute_list(Handle&& a, DimList axes);
 // Reads every handle back with one wait (all reads are queued before the first wait).
 TENSOR_API std::vector<TensorData> transaction(std::vector<Handle>&& hs);

@@ -46,6 +46,9 @@ TENSOR_API Handle nn_embedding_backward(Handle&& dy, Handle&& indices, const Sha
 TENSOR_API Handle nn_layer_norm(Handle&& x, Handle&& gamma, Handle&& beta, double eps);
 TENSOR_API Handle nn_attention(Handle&& q, Handle&& k, Handle&& v, Handle&& mask, Handle&& bias,
                                const nn::AttentionModuleOptions& o);
+// n: the length (0: the signal's length; irfft: 2 (bins - 1)); an explicit 0 is refused.
+TENSOR_API std::pair<Handle, Handle> nn_rfft(Handle&& signal, std::int64_t dim, std::optional<std::size_t> n);
+TENSOR_API Handle nn_irfft(Handle&& re, Handle&& im, std::int64_t dim, std::optional<std::size_t> n);
 
 }  // namespace tensor::detail
 
@@ -267,6 +270,24 @@ inline Tensor<4> attention(const Tensor<4>& q, const Tensor<4>& k, const Tensor<
                            const AttentionModuleOptions& options = {}) {
   return Tensor<4>(tensor::detail::nn_attention(tensor::detail::copy(q), tensor::detail::copy(k), tensor::detail::copy(v), nn_detail::opt(mask),
                                         nn_detail::opt(attn_bias), options));
+}
+
+// ---- rfft / irfft (module-ops.md §2.15; torch's semantics, any length n >= 1) ----------
+// rfft(signal, dim, n) -> (re, im), n/2 + 1 bins along dim: X[k] = sum_{j<n} x[j] e^{-2 pi i
+// j k / n}, the signal truncated or zero-padded to n (default: its length). burn accepts
+// only powers of two and panics otherwise; we take any n >= 1 (mixed radix + Bluestein
+// on the CPU, a DFT matmul elsewhere).
+template <std::size_t D>
+std::pair<Tensor<D>, Tensor<D>> rfft(const Tensor<D>& signal, std::int64_t dim, std::optional<std::size_t> n = std::nullopt) {
+  auto [re, im] = tensor::detail::nn_rfft(tensor::detail::copy(signal), dim, n);
+  return {Tensor<D>(re), Tensor<D>(im)};
+}
+// irfft(re, im, dim, n) -> the real signal of length n along dim (default 2 (bins - 1)),
+// normalised by 1/n; uses the first n/2 + 1 bins (missing ones are zero) and ignores the
+// imaginary parts of DC and Nyquist. An odd-length signal round-trips only with its n.
+template <std::size_t D>
+Tensor<D> irfft(const Tensor<D>& re, const Tensor<D>& im, std::int64_t dim, std::optional<std::size_t> n = std::nullopt) {
+  return Tensor<D>(tensor::detail::nn_irfft(tensor::detail::copy(re), tensor::detail::copy(im), dim, n));
 }
 
 }  // namespace tensor::nn

@@ -622,7 +622,7 @@ class TENSOR_API Tensor {
   }
   // Samples [N, C, H, W] at grid [N, Hout, Wout, 2] points (x, y in [-1, 1]) -> [N, C, Hout, Wout].
   Tensor grid_sample_2d(const Tensor<4>& grid, const GridSampleOptions& options = {}) const requires(kIsFloat && D == 4) {
-    return Tensor(detail::grid_sample_2d_composed(detail::retain(h_), detail::copy(grid), options));
+    return Tensor(detail::grid_sample_2d(detail::retain(h_), detail::copy(grid), options));
   }
 
   // ---- operators ----
