@@ -9,6 +9,7 @@ set -euo pipefail
 PACKAGES=(
   meson ninja-build g++ pkg-config      # build
   libhwy-dev libblis-openmp-dev         # CPU backend: Highway SIMD, BLIS gemm (+ OpenMP via libgomp)
+  liblapack-dev                         # det / lu / qr on the CPU (reference LAPACK; BSD licence)
   libfmt-dev zlib1g-dev                 # formatting inside the library; gzip reading for tensorctl demo
   libgtest-dev                          # tests
   nlohmann-json3-dev                    # JSON headers of .safetensors files (header-only, inside lib/src)

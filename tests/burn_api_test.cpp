@@ -2,6 +2,8 @@
 // predicates, statistics, activations, norms and losses, on every device
 // (TENSOR_TEST_DEVICE picks one; meson registers cpu, mini and vulkan), against
 // values written here.
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include <tensor/activation.hpp>
@@ -900,6 +902,76 @@ TEST_P(BurnApi, DetLuQr) {
   EXPECT_TRUE(near(fv(r), {5, 2.2f, 0, r11}, 1e-5f));
   EXPECT_TRUE(near(fv(q), {0.6f, -0.32f / r11, 0.8f, 0.24f / r11, 0, 2 / r11}, 1e-5f));
   EXPECT_THROWS(ShapeError, qr(Tensor<2>::ones({2, 3}, dev())), "[qr]", "m >= n");
+}
+
+// Larger matrices (the cpu device takes LAPACK here, the others the composed path):
+// checked by reconstruction in double, written in the test: L U == rows perm of A,
+// Q R == A with Q's columns orthonormal and R upper triangular, diagonal >= 0; det of a
+// row-permuted triangular matrix; a rank-deficient qr keeps the documented zero column.
+TEST_P(BurnApi, DetLuQrReconstructLargerMatrices) {
+  using namespace linalg;
+  constexpr std::size_t n = 24, m = 30;
+  auto entry = [](std::size_t i, std::size_t j) { return static_cast<float>(std::sin(0.7 * i + 1.3 * j) + (i == j ? 0.5 : 0.0)); };
+  std::vector<float> av(n * n), bv(m * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) av[i * n + j] = entry(i, j);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) bv[i * n + j] = entry(i + 3, 2 * j);
+  const auto a = fl<2>(av, {n, n});
+  const auto [l, u, perm] = lu(a);
+  const std::vector<float> lv = fv(l), uv = fv(u);
+  const std::vector<std::int64_t> pv = iv(perm);
+  ASSERT_EQ(pv.size(), n);
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (std::size_t k = 0; k < n; ++k) acc += double(lv[i * n + k]) * uv[k * n + j];
+      worst = std::max(worst, std::abs(acc - av[static_cast<std::size_t>(pv[i]) * n + j]));
+      if (j > i) EXPECT_EQ(lv[i * n + j], 0.0f);
+      if (j < i) EXPECT_EQ(uv[i * n + j], 0.0f);
+      if (j == i) EXPECT_EQ(lv[i * n + j], 1.0f);
+      if (j < i) EXPECT_LE(std::abs(lv[i * n + j]), 1.0f + 1e-6f);  // partial pivoting
+    }
+  EXPECT_LT(worst, 1e-4);
+  // det of P T, T upper triangular with diagonal 1..n/4 repeating: the rows are
+  // reversed, n/2 = 12 swaps, so the sign is +.
+  std::vector<float> tv(n * n, 0.0f);
+  double want = 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float d = 0.5f + 0.25f * static_cast<float>(i % 4);
+    want *= d;
+    tv[(n - 1 - i) * n + i] = d;
+    for (std::size_t j = i + 1; j < n; ++j) tv[(n - 1 - i) * n + j] = static_cast<float>(std::cos(double(i + j)));
+  }
+  EXPECT_NEAR(fv(det(fl<2>(tv, {n, n})))[0], want, std::abs(want) * 1e-4);
+  const auto b = fl<2>(bv, {m, n});
+  const auto [q, r] = qr(b);
+  const std::vector<float> qv = fv(q), rv = fv(r);
+  worst = 0;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (std::size_t k = 0; k < n; ++k) acc += double(qv[i * n + k]) * rv[k * n + j];
+      worst = std::max(worst, std::abs(acc - bv[i * n + j]));
+    }
+  EXPECT_LT(worst, 1e-4);
+  for (std::size_t c = 0; c < n; ++c) {
+    EXPECT_GE(rv[c * n + c], 0.0f);
+    for (std::size_t k = 0; k < c; ++k) EXPECT_EQ(rv[c * n + k], 0.0f);
+    for (std::size_t d = 0; d < n; ++d) {
+      double dot = 0;
+      for (std::size_t i = 0; i < m; ++i) dot += double(qv[i * n + c]) * qv[i * n + d];
+      EXPECT_NEAR(dot, c == d ? 1.0 : 0.0, 1e-4) << c << "," << d;
+    }
+  }
+  const auto [qd, rd] = qr(Tensor<2>::from_floats({{1, 1}, {2, 2}, {3, 3}}, dev()));
+  const float s14 = std::sqrt(14.0f);
+  EXPECT_TRUE(near(fv(rd), {s14, s14, 0, 0}, 1e-5f));
+  const std::vector<float> qdv = fv(qd);  // Q's first column; the second (zero where the
+  EXPECT_NEAR(qdv[0], 1 / s14, 1e-5f);   // cancellation is exact) is not asserted
+  EXPECT_NEAR(qdv[2], 2 / s14, 1e-5f);
+  EXPECT_NEAR(qdv[4], 3 / s14, 1e-5f);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "tensor/detail.hpp"
 #include "tensor/error.hpp"
+#include "lapack.hpp"
 
 namespace tensor::detail {
 namespace {
@@ -1074,6 +1075,13 @@ LuParts lu_steps(const H& a) {
   return {m, perm, sign};
 }
 
+// LAPACK on the plain cpu device (lapack.hpp), the composed elimination elsewhere.
+LuParts lu_parts(const H& a) {
+  lapack::Lu f;
+  if (lapack::lu(a.h, f)) return {H(f.lu), H(f.perm), H(f.sign)};
+  return lu_steps(a);
+}
+
 Shape batch_with(const Shape& s, std::size_t drop, std::initializer_list<std::size_t> tail) {
   Shape out;
   for (std::size_t i = 0; i + drop < s.rank(); ++i) out.push_back(s[i]);
@@ -1089,7 +1097,7 @@ std::pair<Handle, Handle> lu_decomposition(Handle&& a_) {
   const Shape s = a.shape();
   const std::size_t n = s[s.rank() - 1];
   return named("lu_decomposition", [&] {
-    LuParts p = lu_steps(a);
+    LuParts p = lu_parts(a);
     H lu = lit_reshape(p.lu, s), perm = lit_reshape(p.perm, batch_with(s, 2, {n}));
     return std::pair<Handle, Handle>(lu.take(), perm.take());
   });
@@ -1101,7 +1109,7 @@ HandleList lu(Handle&& a_) {
   const Shape s = a.shape();
   const std::size_t n = s[s.rank() - 1];
   return named("lu", [&] {
-    LuParts p = lu_steps(a);
+    LuParts p = lu_parts(a);
     const H packed = lit_reshape(p.lu, s);
     Shape es = batch_with(s, 2, {n, n});
     for (std::size_t i = 0; i + 2 < es.rank(); ++i) es[i] = 1;
@@ -1125,7 +1133,7 @@ Handle det(Handle&& a_) {
   return named("det", [&]() -> Handle {
     const Shape out = batch_with(s, 2, {1});
     if (n == 0) return create(OpCode::ones, out, device(a.h), Kind::Float, dtype(a.h));
-    LuParts p = lu_steps(a);
+    LuParts p = lu_parts(a);
     const H d = rdim(OpCode::prod_dim, H(composite(Composite::diag, p.lu.r())), 1);  // [B, 1]
     const H v = bin(OpCode::mul, d, lit_reshape(p.sign, d.shape()));
     return lit_reshape(v, out).take();
@@ -1140,6 +1148,7 @@ std::pair<Handle, Handle> qr(Handle&& a_) {
   if (kind(a.h) != Kind::Float) throw DTypeError("[qr] expected a Float tensor; got another kind");
   const std::size_t r = s.rank(), n = s[r - 1];
   return named("qr", [&] {
+    if (Handle q0{}, r0{}; lapack::qr(a.h, q0, r0)) return std::pair<Handle, Handle>(q0, r0);
     // Modified Gram-Schmidt, column by column: R's diagonal is >= 0.
     std::vector<H> q;
     std::vector<std::vector<H>> rcol(n);  // rcol[j][i]: R[i, j], each [.., 1, 1]

@@ -64,7 +64,8 @@ template <TensorKind K> Tensor<1, K> trace(const Tensor<2, K>& x) {
 
 // det, lu and qr of small matrices, batched over the leading dims, composed from
 // tensor ops on every device (one elimination step per column: meant for small n;
-// no LAPACK path). Float tensors only.
+// on the plain cpu device, f32 and f64 call LAPACK instead: lib/src/lapack.hpp). Float
+// tensors only.
 
 // LU with partial pivoting of [.., n, n]: P A = L U, packed as burn's lu_decomposition:
 // L below the diagonal (its unit diagonal implied) and U on and above it, with the
