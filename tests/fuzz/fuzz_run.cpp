@@ -1,8 +1,11 @@
 // The fuzz decoder as a plain program (no gtest, no clang): runs every file of the
 // given corpus directories or files, then --iterations pseudo-random inputs from
-// --seed, on --device. Prints the calls made; on a contract breach prints the input
+// --seed, on --device (with --seconds S: random inputs until S seconds have passed, at
+// most --iterations of them when that is given too). Prints the calls made; on a
+// contract breach prints the input
 // (hex) and exits 1, so a finding of scripts/fuzz.sh reproduces here:
 //   fuzz_run --device cpu crash-<sha1>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,12 +42,14 @@ int main(int argc, char** argv) {
   std::string device = "cpu";
   unsigned long iterations = 0;
   unsigned long long seed = 1;
+  double seconds = 0;
   std::vector<std::filesystem::path> paths;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--device" && i + 1 < argc) device = argv[++i];
     else if (a == "--iterations" && i + 1 < argc) iterations = std::strtoul(argv[++i], nullptr, 10);
     else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--seconds" && i + 1 < argc) seconds = std::strtod(argv[++i], nullptr);
     else paths.emplace_back(a);
   }
   std::size_t calls = 0, errors = 0, inputs = 0;
@@ -69,7 +74,13 @@ int main(int argc, char** argv) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   };
-  for (unsigned long it = 0; it < iterations; ++it) {
+  const auto start = std::chrono::steady_clock::now();
+  auto more = [&](unsigned long it) {
+    if (seconds <= 0) return it < iterations;
+    if (iterations > 0 && it >= iterations) return false;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds;
+  };
+  for (unsigned long it = 0; more(it); ++it) {
     std::vector<std::uint8_t> input(1 + next() % 256);
     for (auto& b : input) b = static_cast<std::uint8_t>(next());
     ok = check(input, device, "random input " + std::to_string(it), calls, errors) && ok;

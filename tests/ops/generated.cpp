@@ -69,7 +69,7 @@ TEST_P(GeneratedOp, MatchesScalarReference) {
         for (std::int64_t s : (un ? sp.us : sp.ss)) scalars.emplace_back(Scalar(s));
       }
     }
-    std::vector<Layout> dt_layouts = layouts;
+    std::vector<Layout> dt_layouts = grid_layouts(dev, dt, dtypes, layouts);
     if (huge_dt == dt) dt_layouts.push_back(Layout::Huge);
     for (Layout L : dt_layouts) {
       const bool huge = L == Layout::Huge;

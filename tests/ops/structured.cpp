@@ -28,9 +28,10 @@ TEST_P(StructuredOp, MatchesReference) {
     layouts.insert(layouts.end(), {Layout::Large, Layout::LargeTransposed, Layout::Row257, Layout::Wide3x1025Transposed});
   std::mt19937 rng(4321u + static_cast<unsigned>(GetParam().op));
   int combos = 0;
-  for (DType dt : dtypes_for(info.kinds)) {
+  const std::vector<DType> dtypes = dtypes_for(info.kinds);
+  for (DType dt : dtypes) {
     if (!dev.supports_dtype(dt)) continue;
-    for (Layout L : layouts) {
+    for (Layout L : grid_layouts(dev, dt, dtypes, layouts)) {
       const std::mt19937 before = rng;
       std::vector<Trial> trials = make_trials(op, info.family, dt, L, rng);
       ASSERT_FALSE(trials.empty()) << op_name << " made no trials";
