@@ -399,7 +399,7 @@ template <class V> struct Conv {
   template <class U> static decltype(auto) out(U&& v) { return std::forward<U>(v); }
 };
 template <> struct Conv<Prim> {
-  static Prim in(Prim p) { return unwrap(std::move(p)); }
+  static Prim in(Prim p) { return p ? unwrap(std::move(p)) : Prim(); }  // null: an absent optional tensor
   static Prim out(Prim p) { return wrap(std::move(p)); }
 };
 template <> struct Conv<const Prim&> {
@@ -411,6 +411,11 @@ template <> struct Conv<PrimPair> {
 template <> struct Conv<std::vector<Prim>> {
   static std::vector<Prim> in(std::vector<Prim> v) {
     for (Prim& p : v) p = unwrap(std::move(p));
+    return v;
+  }
+  static std::vector<Prim> out(std::vector<Prim> v) {  // a null entry (an absent gradient) stays null
+    for (Prim& p : v)
+      if (p) p = wrap(std::move(p));
     return v;
   }
 };

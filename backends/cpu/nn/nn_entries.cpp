@@ -397,7 +397,8 @@ Prim linear_entry(Prim x, Prim w, Prim bias) {
 Prim batch_norm_entry(Prim x, Prim gamma, Prim beta, Prim mean, Prim var, double eps) {
   const DType want = x->dtype(), work = work_dtype(want);
   const Shape xs = x->shape();
-  const std::size_t n = xs[0], c = xs[1], inner = (n * c) ? xs.num_elements() / (n * c) : 0;
+  const std::size_t n = xs[0], c = xs[1], planes = n * c;
+  const std::size_t inner = planes ? xs.num_elements() / planes : 0;
   CpuRef cx = prep(std::move(x), work), cg = prep(std::move(gamma), work), cb = prep(std::move(beta), work);
   CpuRef cm = prep(std::move(mean), work), cv = prep(std::move(var), work);
   CpuRef y = alloc_tensor(work, xs);
