@@ -411,12 +411,12 @@ std::vector<DispatchTensor> nn_run(OpCode op, DeviceId d, DType dt, Layout layou
       o.weight_groups = 2;
       o.offset_groups = 2;
       auto x = in.F({1, 4, 4, 4});
-      auto off = in.F({1, 16, 4, 3}, -1.7, 1.7);
+      auto off = in.F({1, 16, 5, 3}, -1.7, 1.7);
       auto w = in.F({2, 2, 2, 2});
-      auto m = in.F({1, 8, 4, 3});
+      auto m = in.F({1, 8, 5, 3});
       if (op == OpCode::deform_conv2d)
         return one(deform_conv2d(std::move(x), std::move(off), std::move(w), std::move(m), in.F({2}), o));
-      return deform_conv2d_backward(std::move(x), std::move(off), std::move(w), std::move(m), in.F({1, 2, 4, 3}), true, o);
+      return deform_conv2d_backward(std::move(x), std::move(off), std::move(w), std::move(m), in.F({1, 2, 5, 3}), true, o);
     }
     default: break;
   }

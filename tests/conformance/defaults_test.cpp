@@ -363,13 +363,13 @@ NnRun nn_recipe(OpCode op) {
         o.padding = {1, 0};
         o.weight_groups = 2;
         o.offset_groups = 2;
-        auto off = unary(OpCode::exp, fl(d, {1, 16, 4, 3}, 2));  // offsets in (e^-2, e^2): some points leave the image
+        auto off = unary(OpCode::exp, fl(d, {1, 16, 5, 3}, 2));  // offsets in (e^-2, e^2): some points leave the image
         if (op == OpCode::deform_conv2d)
-          return one_of(deform_conv2d(fl(d, {1, 4, 4, 4}, 1), std::move(off), fl(d, {2, 2, 2, 2}, 3), fl(d, {1, 8, 4, 3}, 4),
+          return one_of(deform_conv2d(fl(d, {1, 4, 4, 4}, 1), std::move(off), fl(d, {2, 2, 2, 2}, 3), fl(d, {1, 8, 5, 3}, 4),
                                       fl(d, {2}, 5), o));
         std::vector<DispatchTensor> v;
         for (auto& g : deform_conv2d_backward(fl(d, {1, 4, 4, 4}, 1), std::move(off), fl(d, {2, 2, 2, 2}, 3),
-                                              fl(d, {1, 8, 4, 3}, 4), fl(d, {1, 2, 4, 3}, 6), true, o))
+                                              fl(d, {1, 8, 5, 3}, 4), fl(d, {1, 2, 5, 3}, 6), true, o))
           v.push_back(std::move(g));
         return v;
       };
