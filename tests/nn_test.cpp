@@ -659,6 +659,10 @@ TEST_P(Nn, E44CtcEmptyTargetAndPaddedBatch) {
   auto l1 = ctc_loss(lp, make_int<2>({1, 2, 2, 2}, {2, 2}), make_int<1>({2, 1}, {2}), make_int<1>({1, 0}, {2}));
   expect_values(values(l1), {0.8210, 0.6931});
 }
+TEST_P(Nn, E45CtcMeanClampsTheTargetLength) {
+  auto m = ctc_loss_mean(make<1>({1.6864, 3.2958}, {2}), make_int<1>({2, 0}, {2}));
+  expect_values(values(m), {2.0695});
+}
 TEST_P(Nn, CtcErrorsNameTheOp) {
   auto lp = ctc_lp({.5, .3, .2, .4, .4, .2}, {2, 1, 3});
   auto tg = make_int<2>({1}, {1, 1});

@@ -351,6 +351,11 @@ inline Tensor<3> ctc_loss_backward(const Tensor<3>& log_probs, const Tensor<2, I
       tensor::detail::copy(log_probs), tensor::detail::copy(targets), tensor::detail::copy(input_lengths),
       tensor::detail::copy(target_lengths), tensor::detail::copy(output_grad), blank));
 }
+// The 'mean' reduction (torch's): each loss divided by its target length clamped to >= 1,
+// then averaged over the batch (burn-nn divides an empty target's loss by 0).
+inline Tensor<1> ctc_loss_mean(const Tensor<1>& losses, const Tensor<1, Int>& target_lengths) {
+  return losses.div(target_lengths.float_().cast(losses.dtype()).clamp_min(1.0)).mean();
+}
 
 // ---- deform_conv2d (torchvision semantics: DCNv1 without a mask, DCNv2 with one) -----------
 // x [N, C_in, H, W], offset [N, 2*OG*kh*kw, Ho, Wo] (dy then dx per tap), weight
