@@ -458,7 +458,8 @@ constexpr Coverage coverage_of(OpCode op);
 constexpr bool second_order(OpCode op) {
   switch (op_family(op)) {
     case Family::ConvBackward: case Family::ConvBiasBackward: case Family::PoolBackward: case Family::MaxPoolBackward:
-    case Family::InterpolateBackward: case Family::EmbeddingBackward:
+    case Family::InterpolateBackward: case Family::EmbeddingBackward: case Family::CtcLossBackward:
+    case Family::DeformConvBackward:
       return true;
     default: return false;
   }

@@ -625,6 +625,11 @@ TEST_P(Autodiff, SecondOrderIsRefused) {
   auto w = make<4>(spread(4, -1, 1, 2), Shape{1, 1, 2, 2}, ad());
   auto dy = make<4>(spread(9, -1, 1, 3), Shape{1, 1, 3, 3}, ad());
   EXPECT_THROWS(Error, nn::conv2d_weight_backward(x, w, dy, nn::ConvOptions<2>{}), "second-order");
+  auto lp = make<3>(spread(6, -2, -0.5, 4), Shape{2, 1, 3}, ad()).require_grad();
+  auto tg = Tensor<2, Int>::from_data(TensorData::from(std::vector<std::int64_t>{1}, Shape{1, 1}), ad());
+  auto len = Tensor<1, Int>::from_data(TensorData::from(std::vector<std::int64_t>{2}, Shape{1}), ad());
+  auto one = Tensor<1, Int>::from_data(TensorData::from(std::vector<std::int64_t>{1}, Shape{1}), ad());
+  EXPECT_THROWS(Error, nn::ctc_loss_backward(lp, tg, len, one, make<1>({1.0}, Shape{1}, ad())), "second-order");
 }
 
 TEST(AutodiffCoverage, NoDifferentiableOpIsMissing) {
