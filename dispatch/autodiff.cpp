@@ -399,7 +399,7 @@ template <class V> struct Conv {
   template <class U> static decltype(auto) out(U&& v) { return std::forward<U>(v); }
 };
 template <> struct Conv<Prim> {
-  static Prim in(Prim p) { return unwrap(std::move(p)); }
+  static Prim in(Prim p) { return p ? unwrap(std::move(p)) : Prim(); }  // null: an absent optional tensor
   static Prim out(Prim p) { return wrap(std::move(p)); }
 };
 template <> struct Conv<const Prim&> {
@@ -411,6 +411,11 @@ template <> struct Conv<PrimPair> {
 template <> struct Conv<std::vector<Prim>> {
   static std::vector<Prim> in(std::vector<Prim> v) {
     for (Prim& p : v) p = unwrap(std::move(p));
+    return v;
+  }
+  static std::vector<Prim> out(std::vector<Prim> v) {  // a null entry (an absent gradient) stays null
+    for (Prim& p : v)
+      if (p) p = wrap(std::move(p));
     return v;
   }
 };
@@ -453,7 +458,8 @@ constexpr Coverage coverage_of(OpCode op);
 constexpr bool second_order(OpCode op) {
   switch (op_family(op)) {
     case Family::ConvBackward: case Family::ConvBiasBackward: case Family::PoolBackward: case Family::MaxPoolBackward:
-    case Family::InterpolateBackward: case Family::EmbeddingBackward:
+    case Family::InterpolateBackward: case Family::EmbeddingBackward: case Family::CtcLossBackward:
+    case Family::DeformConvBackward:
       return true;
     default: return false;
   }
@@ -854,7 +860,8 @@ Prim t_pool(Prim a, const PoolArgs& args) {
     const Shape from = x.p->shape();
     Prim y = run_inner<Family::Pool>(op, x.p, std::move(x.p), args);
     return record<1>(op, y, {x.node}, [from, args](const T& g, std::uint32_t, std::span<T> out) {
-      constexpr bool adaptive = op == OpCode::adaptive_avg_pool1d || op == OpCode::adaptive_avg_pool2d;
+      constexpr bool adaptive =
+          op == OpCode::adaptive_avg_pool1d || op == OpCode::adaptive_avg_pool2d || op == OpCode::adaptive_avg_pool3d;
       out[0] = pool_backward(adaptive ? OpCode::adaptive_avg_pool_backward : OpCode::avg_pool_backward, g, from, args);
     });
   }
@@ -889,6 +896,40 @@ Prim t_embedding(Prim w, Prim idx) {
   return record<1>(op, y, {wi.node}, [ws, is = dt(i)](const T& g, std::uint32_t, std::span<T> out) {
     out[0] = embedding_backward(g, is, ws);
   });
+}
+
+// ctc_loss: the exact gradient with respect to the log-probabilities from the backward
+// entry (module-ops.md §6.6); the integer inputs carry none.
+Prim t_ctc_loss(Prim lp, Prim targets, Prim in_len, Prim tgt_len, std::int64_t blank) {
+  constexpr OpCode op = OpCode::ctc_loss;
+  In li = open(std::move(lp));
+  Prim t = unwrap(std::move(targets)), il = unwrap(std::move(in_len)), tl = unwrap(std::move(tgt_len));
+  if (!li.node)
+    return wrap(run_inner<Family::CtcLoss>(op, li.p, std::move(li.p), std::move(t), std::move(il), std::move(tl), blank));
+  Prim y = run_inner<Family::CtcLoss>(op, li.p, li.p, t, il, tl, blank);
+  return record<1>(op, y, {li.node},
+                   [ls = dt(li.p), ts = dt(t), is = dt(il), ns = dt(tl), blank](const T& g, std::uint32_t, std::span<T> out) {
+                     out[0] = ctc_loss_backward(ls, ts, is, ns, g, blank);
+                   });
+}
+
+// deform_conv2d: every gradient from the one backward entry.
+Prim t_deform_conv2d(Prim x, Prim offset, Prim w, Prim mask, Prim bias, const tensor::nn::DeformConvOptions<2>& o) {
+  constexpr OpCode op = OpCode::deform_conv2d;
+  In xi = open(std::move(x)), oi = open(std::move(offset)), wi = open(std::move(w)), mi = open_opt(std::move(mask)),
+     bi = open_opt(std::move(bias));
+  if (!xi.node && !oi.node && !wi.node && !mi.node && !bi.node)
+    return wrap(run_inner<Family::DeformConv>(op, xi.p, std::move(xi.p), std::move(oi.p), std::move(wi.p), std::move(mi.p),
+                                              std::move(bi.p), o));
+  const bool with_bias = static_cast<bool>(bi.p);
+  Prim y = run_inner<Family::DeformConv>(op, xi.p, xi.p, oi.p, wi.p, mi.p, bi.p, o);
+  return record<5>(op, y, {xi.node, oi.node, wi.node, mi.node, bi.node},
+                   [xs = dt(xi.p), os = dt(oi.p), ws = dt(wi.p), ms = mi.p ? dt(mi.p) : T(), with_bias, o](
+                       const T& g, std::uint32_t need, std::span<T> out) {
+                     std::vector<T> r = deform_conv2d_backward(xs, os, ws, ms, g, with_bias && (need & 16), o);
+                     for (std::size_t i = 0; i < 5 && i < r.size(); ++i)
+                       if (need & (1u << i)) out[i] = std::move(r[i]);
+                   });
 }
 
 // attention on an autodiff device is burn's attention_fallback (module-ops.md §2.13),
@@ -963,7 +1004,7 @@ constexpr bool native_step(OpCode op) {
     case Family::SortWithIndices: case Family::TopK: case Family::TopKWithIndices: case Family::ToDevice:
       return true;
     case Family::Conv: case Family::Pool: case Family::PoolWithIndices: case Family::Interpolate: case Family::Embedding:
-    case Family::Attention:
+    case Family::Attention: case Family::CtcLoss: case Family::DeformConv:
       return true;
     case Family::Cast: return op == OpCode::cast;
     case Family::Scatter: return op == OpCode::scatter_add;
@@ -1029,6 +1070,8 @@ void set_entry(Backend& b) {
     else if constexpr (f == Family::Interpolate) b.set<op>(&t_interpolate);
     else if constexpr (f == Family::Embedding) b.set<op>(&t_embedding);
     else if constexpr (f == Family::Attention) b.set<op>(&t_attention);
+    else if constexpr (f == Family::CtcLoss) b.set<op>(&t_ctc_loss);
+    else if constexpr (f == Family::DeformConv) b.set<op>(&t_deform_conv2d);
   } else if constexpr (op_info(op).policy == Policy::Req || op_info(op).host_trip || second_order(op)) {
     // Forwarded to the inner backend's own entry; raises for a tracked input unless the
     // op carries no gradient. (A host-trip default would read a tracked tensor back and

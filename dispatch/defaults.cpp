@@ -1036,6 +1036,7 @@ Prim adaptive_dim_backward(Prim g, std::size_t dim, std::size_t in) {
 }
 Prim d_adaptive_avg_pool_backward(Prim dy, const Shape& x_shape, const PoolArgs& a) {
   if (a.rank == 1) return adaptive_dim_backward(std::move(dy), 2, x_shape[2]);
+  if (a.rank == 3) dy = adaptive_dim_backward(std::move(dy), 4, x_shape[4]);
   Prim g = adaptive_dim_backward(std::move(dy), 3, x_shape[3]);
   return adaptive_dim_backward(std::move(g), 2, x_shape[2]);
 }
@@ -1324,6 +1325,113 @@ Prim d_irfft(Prim re, Prim im, std::size_t dim, std::size_t n) {
   Prim y = bin(OpCode::add, call<Family::Matmul>(OpCode::matmul, d, rows_of(std::move(re), used), matrix(used, n, d, dt, a)),
                call<Family::Matmul>(OpCode::matmul, d, rows_of(std::move(im), used), matrix(used, n, d, dt, b)));
   return back_to(std::move(y), s, n, dim);
+}
+
+// linear: the leading dims folded into rows, one 2-d matmul, the bias broadcast (burn's
+// default with the fold policy; the weight is [d_in, d_out]).
+Prim d_linear(Prim x, Prim w, Prim bias) {
+  const DeviceId d = x->device();
+  const Shape xs = x->shape();
+  const std::size_t d_in = w->shape()[0], d_out = w->shape()[1];
+  std::size_t rows = 1;
+  for (std::size_t i = 0; i + 1 < xs.rank(); ++i) rows *= xs[i];
+  Prim y = call<Family::Matmul>(OpCode::matmul, d, reshape_to(std::move(x), Shape{rows, d_in}), std::move(w));
+  if (bias) y = bin(OpCode::add, std::move(y), reshape_to(std::move(bias), Shape{1, d_out}));
+  Shape out = xs;
+  out[out.rank() - 1] = d_out;
+  return reshape_to(std::move(y), out);
+}
+
+// batch_norm (inference): each [C] statistic reshaped to [1, C, 1, ...];
+// (x - mean) / sqrt(var + eps) * gamma + beta.
+Prim d_batch_norm(Prim x, Prim gamma, Prim beta, Prim mean, Prim var, double eps) {
+  const Shape s = x->shape();
+  Shape ps{std::vector<std::size_t>(s.rank(), 1)};
+  ps[1] = s[1];
+  Prim xc = bin(OpCode::sub, std::move(x), reshape_to(std::move(mean), ps));
+  Prim rstd = un(OpCode::recip, un(OpCode::sqrt, sc(OpCode::add_scalar, reshape_to(std::move(var), ps), Scalar(eps))));
+  Prim y = bin(OpCode::mul, bin(OpCode::mul, std::move(xc), std::move(rstd)), reshape_to(std::move(gamma), ps));
+  return bin(OpCode::add, std::move(y), reshape_to(std::move(beta), ps));
+}
+
+// The one-hot weight [C*kh*kw, C, kh, kw] of unfold4d/fold4d: w[c*kh*kw + i*kw + j, c, i, j] = 1.
+Prim onehot_weight(std::size_t c, std::size_t kh, std::size_t kw, DType dt, DeviceId d) {
+  const std::size_t taps = kh * kw;
+  std::vector<float> v(c * taps * c * taps, 0.0f);
+  for (std::size_t ch = 0; ch < c; ++ch)
+    for (std::size_t t = 0; t < taps; ++t) v[((ch * taps + t) * c + ch) * taps + t] = 1.0f;
+  Prim w = upload(TensorData::from(v, Shape{c * taps, c, kh, kw}), d);
+  if (w->dtype() != dt) w = call<Family::Cast>(OpCode::cast, d, std::move(w), dt);
+  return w;
+}
+ConvArgs fold_conv_args(const FoldArgs& a) {
+  ConvArgs c;
+  c.rank = 2;
+  c.stride = {a.options.stride[0], a.options.stride[1], 1};
+  c.padding = {a.options.padding[0], a.options.padding[1], 0};
+  c.dilation = {a.options.dilation[0], a.options.dilation[1], 1};
+  return c;
+}
+// unfold4d: conv2d with the one-hot weight, [N, C*kh*kw, Ho, Wo] reshaped to [N, C*kh*kw, L].
+Prim d_unfold4d(Prim x, const FoldArgs& a) {
+  const DeviceId d = x->device();
+  const Shape xs = x->shape();
+  const auto kh = static_cast<std::size_t>(a.kernel[0]), kw = static_cast<std::size_t>(a.kernel[1]);
+  Prim w = onehot_weight(xs[1], kh, kw, x->dtype(), d);
+  Prim y = call<Family::Conv>(OpCode::conv2d, d, std::move(x), std::move(w), Prim(), fold_conv_args(a));
+  const Shape ys = y->shape();
+  return reshape_to(std::move(y), Shape{ys[0], ys[1], ys[2] * ys[3]});
+}
+// fold4d: conv_transpose2d of the blocks [N, C*kh*kw, Hb, Wb] with the one-hot weight;
+// padding_out = (H + 2p - d(k-1) - 1) mod s reaches the requested size.
+Prim d_fold4d(Prim x, const FoldArgs& a) {
+  const DeviceId d = x->device();
+  const Shape xs = x->shape();
+  const auto kh = static_cast<std::size_t>(a.kernel[0]), kw = static_cast<std::size_t>(a.kernel[1]);
+  const std::size_t c = xs[1] / (kh * kw);
+  ConvArgs ca = fold_conv_args(a);
+  std::array<std::size_t, 2> blocks{};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::int64_t span = a.output_size[i] + 2 * a.options.padding[i] - a.options.dilation[i] * (a.kernel[i] - 1) - 1;
+    blocks[i] = static_cast<std::size_t>(span / a.options.stride[i] + 1);
+    ca.padding_out[i] = span % a.options.stride[i];
+  }
+  Prim w = onehot_weight(c, kh, kw, x->dtype(), d);
+  Prim b = reshape_to(std::move(x), Shape{xs[0], xs[1], blocks[0], blocks[1]});
+  return call<Family::Conv>(OpCode::conv_transpose2d, d, std::move(b), std::move(w), Prim(), ca);
+}
+
+// adaptive_avg_pool3d, ctc_loss and deform_conv2d run the CPU kernels through the host.
+Prim d_adaptive_avg_pool3d(Prim x, const PoolArgs& a) {
+  const DeviceId d = x->device();
+  return on_cpu<Family::Pool>(OpCode::adaptive_avg_pool3d, d, std::move(x), a);
+}
+Prim d_ctc_loss(Prim lp, Prim targets, Prim in_len, Prim tgt_len, std::int64_t blank) {
+  const DeviceId d = lp->device();
+  return on_cpu<Family::CtcLoss>(OpCode::ctc_loss, d, std::move(lp), std::move(targets), std::move(in_len),
+                                 std::move(tgt_len), blank);
+}
+Prim d_ctc_loss_backward(Prim lp, Prim targets, Prim in_len, Prim tgt_len, Prim dloss, std::int64_t blank) {
+  const DeviceId d = lp->device();
+  return on_cpu<Family::CtcLossBackward>(OpCode::ctc_loss_backward, d, std::move(lp), std::move(targets),
+                                         std::move(in_len), std::move(tgt_len), std::move(dloss), blank);
+}
+Prim d_deform_conv2d(Prim x, Prim offset, Prim w, Prim mask, Prim bias, const tensor::nn::DeformConvOptions<2>& o) {
+  const DeviceId d = x->device();
+  return on_cpu<Family::DeformConv>(OpCode::deform_conv2d, d, std::move(x), std::move(offset), std::move(w),
+                                    std::move(mask), std::move(bias), o);
+}
+std::vector<Prim> d_deform_conv2d_backward(Prim x, Prim offset, Prim w, Prim mask, Prim dy, bool with_bias,
+                                           const tensor::nn::DeformConvOptions<2>& o) {
+  const DeviceId d = x->device();
+  const Backend& cpu = Registry::instance().get(kCpuDeviceType);
+  auto fn = cpu.get<Family::DeformConvBackward>(OpCode::deform_conv2d_backward);
+  if (!fn || d.type_id == kCpuDeviceType) throw_not_implemented(OpCode::deform_conv2d_backward, backend_of(d));
+  std::vector<Prim> r = fn(to_cpu(std::move(x)), to_cpu(std::move(offset)), to_cpu(std::move(w)), to_cpu(std::move(mask)),
+                           to_cpu(std::move(dy)), with_bias, o);
+  for (Prim& p : r)
+    if (p) p = from_cpu(std::move(p), d);
+  return r;
 }
 
 // ---- transactions and devices -----------------------------------------------------------

@@ -1200,6 +1200,8 @@ std::size_t pool_rank(OpCode op) {
     case OpCode::max_pool1d: case OpCode::max_pool1d_with_indices: case OpCode::avg_pool1d:
     case OpCode::adaptive_avg_pool1d:
       return 1;
+    case OpCode::adaptive_avg_pool3d:
+      return 3;
     default:
       return 2;
   }
@@ -1235,14 +1237,18 @@ Shape pool_out_n(OpCode op, OpCode kind, const PoolArgs& a, const Shape& x) {
 }
 // kind: max_pool2d, avg_pool2d or adaptive_avg_pool2d (the rule, whatever the rank).
 Shape pool_out_shape(OpCode op, OpCode kind, const PoolArgs& a, const Shape& x) {
+  if (a.rank == 3 && kind == OpCode::adaptive_avg_pool2d)
+    return tensor::nn::adaptive_avg_pool_output_shape<3>(op_name(op), x, first_n<3>(a.output_size));
   if (a.rank < 1 || a.rank > 2)
-    throw ShapeError(fmt::format("[{}] pooling rank out of range; expected 1 or 2; got {}", op_name(op), a.rank));
+    throw ShapeError(fmt::format("[{}] pooling rank out of range; expected 1 or 2 (3 for adaptive average pooling); got {}",
+                                 op_name(op), a.rank));
   return a.rank == 1 ? pool_out_n<1>(op, kind, a, x) : pool_out_n<2>(op, kind, a, x);
 }
 OpCode pool_kind(OpCode op) {
   switch (op) {
     case OpCode::avg_pool1d: case OpCode::avg_pool2d: case OpCode::avg_pool_backward: return OpCode::avg_pool2d;
-    case OpCode::adaptive_avg_pool1d: case OpCode::adaptive_avg_pool2d: case OpCode::adaptive_avg_pool_backward:
+    case OpCode::adaptive_avg_pool1d: case OpCode::adaptive_avg_pool2d: case OpCode::adaptive_avg_pool3d:
+    case OpCode::adaptive_avg_pool_backward:
       return OpCode::adaptive_avg_pool2d;
     default: return OpCode::max_pool2d;
   }
@@ -1493,6 +1499,211 @@ DispatchTensor irfft(DispatchTensor re, DispatchTensor im, std::int64_t dim, std
         return DispatchTensor(entry<Family::Irfft>(op, re.device)(re.take(), im.take(), d, len), Kind::Float);
       },
       meta_of(out, re.dtype(), Kind::Float), [&] { return with_ints(i64(d), i64(len)); }, re, im);
+}
+
+namespace {
+void check_eps(OpCode op, double eps) {
+  if (!(eps >= 0.0) || std::isinf(eps))
+    throw ShapeError(fmt::format("[{}] epsilon must be finite and not negative; expected eps >= 0; got {}", op_name(op), eps));
+}
+void check_int_operand(OpCode op, const DispatchTensor& first, const DispatchTensor& t, const char* what) {
+  if (!t.prim) throw Error(fmt::format("[{}] expected a {} tensor; got an empty handle", op_name(op), what));
+  if (t.kind != Kind::Int)
+    throw DTypeError(fmt::format("[{}] {} must be an Int tensor; expected Int; got {}", op_name(op), what, kind_name(t.kind)));
+  check_same_device(op, first, t);
+}
+void check_rank(OpCode op, const char* what, const Shape& s, std::size_t rank, const char* layout) {
+  if (s.rank() != rank)
+    throw ShapeError(fmt::format("[{}] {} has the wrong rank; expected rank {} {}; got {}", op_name(op), what, rank, layout,
+                                 s.to_string()));
+}
+}  // namespace
+
+// x [..., d_in], weight [d_in, d_out] (burn's layout, the transpose of torch's), bias [d_out]?
+DispatchTensor linear(DispatchTensor x, DispatchTensor weight, DispatchTensor bias) {
+  const OpCode op = OpCode::linear;
+  check_module_first(op, x, "x");
+  check_operand(op, x, weight, "weight");
+  if (bias.prim) check_operand(op, x, bias, "bias");
+  const Shape& s = x.shape();
+  if (s.rank() < 1) throw ShapeError(fmt::format("[linear] x has no dims; expected [..., d_in]; got {}", s.to_string()));
+  check_rank(op, "weight", weight.shape(), 2, "[d_in, d_out]");
+  const std::size_t d_in = weight.shape()[0], d_out = weight.shape()[1];
+  if (s[s.rank() - 1] != d_in)
+    throw ShapeError(fmt::format("[linear] x's last dim does not match the weight [d_in, d_out]; expected [..., {}]; got x {} "
+                                 "and weight {}",
+                                 d_in, s.to_string(), weight.shape().to_string()));
+  if (bias.prim) check_same_shape(op, "bias", bias.shape(), Shape{d_out});
+  Shape out = s;
+  out[out.rank() - 1] = d_out;
+  check_alloc_shape(op, out, x.dtype());
+  return invoke(
+      op, x.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::Linear>(op, x.device)(x.take(), weight.take(), bias.take()), Kind::Float);
+      },
+      meta_of(out, x.dtype(), Kind::Float), no_attrs, x, weight, bias);
+}
+
+// x [N, C, ...]; gamma, beta, mean, variance [C] -> x's shape.
+DispatchTensor batch_norm(DispatchTensor x, DispatchTensor gamma, DispatchTensor beta, DispatchTensor mean,
+                          DispatchTensor variance, double eps) {
+  const OpCode op = OpCode::batch_norm;
+  check_module_first(op, x, "x");
+  check_operand(op, x, gamma, "gamma");
+  check_operand(op, x, beta, "beta");
+  check_operand(op, x, mean, "mean");
+  check_operand(op, x, variance, "variance");
+  const Shape& s = x.shape();
+  if (s.rank() < 2)
+    throw ShapeError(fmt::format("[batch_norm] x needs a channel dim; expected rank >= 2 [N, C, ...]; got {}", s.to_string()));
+  const Shape want{s[1]};
+  check_same_shape(op, "gamma", gamma.shape(), want);
+  check_same_shape(op, "beta", beta.shape(), want);
+  check_same_shape(op, "mean", mean.shape(), want);
+  check_same_shape(op, "variance", variance.shape(), want);
+  check_eps(op, eps);
+  return invoke(
+      op, x.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::BatchNorm>(op, x.device)(x.take(), gamma.take(), beta.take(), mean.take(),
+                                                                     variance.take(), eps),
+                              Kind::Float);
+      },
+      like(x), [&] { OpAttrs o; o.scalars[0] = Scalar(eps); return o; }, x, gamma, beta, mean, variance);
+}
+
+DispatchTensor unfold4d(DispatchTensor x, const FoldArgs& args) {
+  const OpCode op = OpCode::unfold4d;
+  check_module_first(op, x, "x");
+  check_rank(op, "x", x.shape(), 4, "[N, C, H, W]");
+  const Shape out = tensor::nn::unfold4d_output_shape(op_name(op), x.shape(), args.kernel, args.options);
+  check_alloc_shape(op, out, x.dtype());
+  return invoke(
+      op, x.device,
+      TENSOR_BODY { return DispatchTensor(entry<Family::Unfold4d>(op, x.device)(x.take(), args), Kind::Float); },
+      meta_of(out, x.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &args; return o; }, x);
+}
+
+DispatchTensor fold4d(DispatchTensor x, const FoldArgs& args) {
+  const OpCode op = OpCode::fold4d;
+  check_module_first(op, x, "x");
+  const Shape out = tensor::nn::fold4d_output_shape(op_name(op), x.shape(), args.output_size, args.kernel, args.options);
+  check_alloc_shape(op, out, x.dtype());
+  return invoke(
+      op, x.device,
+      TENSOR_BODY { return DispatchTensor(entry<Family::Unfold4d>(op, x.device)(x.take(), args), Kind::Float); },
+      meta_of(out, x.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &args; return o; }, x);
+}
+
+namespace {
+// The shapes of ctc_loss's inputs: log_probs [T, N, C], targets [N, S], lengths [N], blank in [0, C).
+// The values (lengths, labels) are checked by the kernel, which reads them.
+void check_ctc(OpCode op, const DispatchTensor& lp, const DispatchTensor& targets, const DispatchTensor& in_len,
+               const DispatchTensor& tgt_len, std::int64_t blank) {
+  check_module_first(op, lp, "log_probs");
+  check_int_operand(op, lp, targets, "targets");
+  check_int_operand(op, lp, in_len, "input_lengths");
+  check_int_operand(op, lp, tgt_len, "target_lengths");
+  check_rank(op, "log_probs", lp.shape(), 3, "[T, N, C]");
+  check_rank(op, "targets", targets.shape(), 2, "[N, S]");
+  const std::size_t n = lp.shape()[1], c = lp.shape()[2];
+  if (targets.shape()[0] != n)
+    throw ShapeError(fmt::format("[{}] targets' batch does not match log_probs [T, N, C]; expected [{}, S]; got {}",
+                                 op_name(op), n, targets.shape().to_string()));
+  check_same_shape(op, "input_lengths", in_len.shape(), Shape{n});
+  check_same_shape(op, "target_lengths", tgt_len.shape(), Shape{n});
+  if (blank < 0 || static_cast<std::size_t>(blank) >= c)
+    throw IndexError(fmt::format("[{}] blank out of range; expected 0 <= blank < {} (the class count); got {}", op_name(op),
+                                 c, blank));
+}
+}  // namespace
+
+DispatchTensor ctc_loss(DispatchTensor log_probs, DispatchTensor targets, DispatchTensor input_lengths,
+                        DispatchTensor target_lengths, std::int64_t blank) {
+  const OpCode op = OpCode::ctc_loss;
+  check_ctc(op, log_probs, targets, input_lengths, target_lengths, blank);
+  const Shape out{log_probs.shape()[1]};
+  return invoke(
+      op, log_probs.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::CtcLoss>(op, log_probs.device)(log_probs.take(), targets.take(),
+                                                                           input_lengths.take(), target_lengths.take(), blank),
+                              Kind::Float);
+      },
+      meta_of(out, log_probs.dtype(), Kind::Float), [&] { OpAttrs o; o.ints[0] = blank; return o; }, log_probs, targets,
+      input_lengths, target_lengths);
+}
+
+DispatchTensor ctc_loss_backward(DispatchTensor log_probs, DispatchTensor targets, DispatchTensor input_lengths,
+                                 DispatchTensor target_lengths, DispatchTensor dloss, std::int64_t blank) {
+  const OpCode op = OpCode::ctc_loss_backward;
+  check_ctc(op, log_probs, targets, input_lengths, target_lengths, blank);
+  check_operand(op, log_probs, dloss, "output gradient");
+  check_same_shape(op, "output gradient", dloss.shape(), Shape{log_probs.shape()[1]});
+  return invoke(
+      op, log_probs.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::CtcLossBackward>(op, log_probs.device)(
+                                  log_probs.take(), targets.take(), input_lengths.take(), target_lengths.take(),
+                                  dloss.take(), blank),
+                              Kind::Float);
+      },
+      like(log_probs), [&] { OpAttrs o; o.ints[0] = blank; return o; }, log_probs, targets, input_lengths, target_lengths,
+      dloss);
+}
+
+namespace {
+Shape check_deform(OpCode op, const DispatchTensor& x, const DispatchTensor& offset, const DispatchTensor& weight,
+                   const DispatchTensor& mask, const DispatchTensor& bias, const tensor::nn::DeformConvOptions<2>& o) {
+  check_module_first(op, x, "x");
+  check_operand(op, x, offset, "offset");
+  check_operand(op, x, weight, "weight");
+  if (mask.prim) check_operand(op, x, mask, "mask");
+  if (bias.prim) check_operand(op, x, bias, "bias");
+  check_rank(op, "x", x.shape(), 4, "[N, C_in, H, W]");
+  check_rank(op, "weight", weight.shape(), 4, "[C_out, C_in / weight_groups, kh, kw]");
+  check_rank(op, "offset", offset.shape(), 4, "[N, 2 * offset_groups * kh * kw, H_out, W_out]");
+  if (mask.prim) check_rank(op, "mask", mask.shape(), 4, "[N, offset_groups * kh * kw, H_out, W_out]");
+  return tensor::nn::deform_conv2d_output_shape(op_name(op), x.shape(), offset.shape(), weight.shape(),
+                                                shape_or_null(mask), shape_or_null(bias), o);
+}
+}  // namespace
+
+DispatchTensor deform_conv2d(DispatchTensor x, DispatchTensor offset, DispatchTensor weight, DispatchTensor mask,
+                             DispatchTensor bias, const tensor::nn::DeformConvOptions<2>& options) {
+  const OpCode op = OpCode::deform_conv2d;
+  const Shape out = check_deform(op, x, offset, weight, mask, bias, options);
+  check_alloc_shape(op, out, x.dtype());
+  return invoke(
+      op, x.device,
+      TENSOR_BODY {
+        return DispatchTensor(entry<Family::DeformConv>(op, x.device)(x.take(), offset.take(), weight.take(), mask.take(),
+                                                                      bias.take(), options),
+                              Kind::Float);
+      },
+      meta_of(out, x.dtype(), Kind::Float), [&] { OpAttrs o; o.options = &options; return o; }, x, offset, weight, mask,
+      bias);
+}
+
+std::vector<DispatchTensor> deform_conv2d_backward(DispatchTensor x, DispatchTensor offset, DispatchTensor weight,
+                                                   DispatchTensor mask, DispatchTensor dy, bool with_bias,
+                                                   const tensor::nn::DeformConvOptions<2>& options) {
+  const OpCode op = OpCode::deform_conv2d_backward;
+  const Shape out = check_deform(op, x, offset, weight, mask, DispatchTensor(), options);
+  check_operand(op, x, dy, "output gradient");
+  check_same_shape(op, "output gradient", dy.shape(), out);
+  return invoke(
+      op, x.device,
+      TENSOR_BODY {
+        std::vector<Prim> g = entry<Family::DeformConvBackward>(op, x.device)(x.take(), offset.take(), weight.take(),
+                                                                              mask.take(), dy.take(), with_bias, options);
+        std::vector<DispatchTensor> r(5);
+        for (std::size_t i = 0; i < g.size() && i < r.size(); ++i)
+          if (g[i]) r[i] = DispatchTensor(std::move(g[i]), Kind::Float);
+        return r;
+      },
+      like(x), [&] { OpAttrs o; o.options = &options; return o; }, x, offset, weight, mask, dy);
 }
 
 // ---- devices -------------------------------------------------------------------------

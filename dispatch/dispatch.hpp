@@ -132,6 +132,7 @@ DispatchTensor scatter_nd(DispatchTensor a, DispatchTensor indices, DispatchTens
 //   interpolate(x, args), interpolate_backward(dy, x_shape, args)
 //   embedding(weights, indices), embedding_backward(dy, indices, weight_shape)
 //   layer_norm(x, gamma, beta, eps), attention(q, k, v, mask, bias, options)
+//   linear, batch_norm, unfold4d/fold4d, ctc_loss(+backward), deform_conv2d(+backward): below
 DispatchTensor conv(OpCode op, DispatchTensor x, DispatchTensor weight, DispatchTensor bias, const ConvArgs& args);
 // rfft(x, dim, n): (re, im), n/2 + 1 bins along dim (x truncated or zero-padded to n; n 0:
 // the length along dim). irfft(re, im, dim, n): length n along dim (n 0: 2 (bins - 1)).
@@ -158,6 +159,27 @@ DispatchTensor embedding_backward(DispatchTensor dy, DispatchTensor indices, con
 DispatchTensor layer_norm(DispatchTensor x, DispatchTensor gamma, DispatchTensor beta, double eps);
 DispatchTensor attention(DispatchTensor q, DispatchTensor k, DispatchTensor v, DispatchTensor mask, DispatchTensor bias,
                          const tensor::nn::AttentionModuleOptions& options);
+// linear(x [..., d_in], weight [d_in, d_out], bias [d_out]?) -> [..., d_out]
+DispatchTensor linear(DispatchTensor x, DispatchTensor weight, DispatchTensor bias);
+// batch_norm(x [N, C, ...], gamma, beta, mean, variance [C], eps): inference form.
+DispatchTensor batch_norm(DispatchTensor x, DispatchTensor gamma, DispatchTensor beta, DispatchTensor mean,
+                          DispatchTensor variance, double eps);
+// unfold4d(x [N,C,H,W]) -> [N, C*kh*kw, L]; fold4d(x [N, C*kh*kw, L]) -> [N, C, H, W] (args.output_size).
+DispatchTensor unfold4d(DispatchTensor x, const FoldArgs& args);
+DispatchTensor fold4d(DispatchTensor x, const FoldArgs& args);
+// ctc_loss(log_probs [T,N,C], targets Int [N,S], input_lengths Int [N], target_lengths Int [N]) -> [N];
+// ctc_loss_backward(..., dloss [N]) -> d log_probs [T,N,C].
+DispatchTensor ctc_loss(DispatchTensor log_probs, DispatchTensor targets, DispatchTensor input_lengths,
+                        DispatchTensor target_lengths, std::int64_t blank);
+DispatchTensor ctc_loss_backward(DispatchTensor log_probs, DispatchTensor targets, DispatchTensor input_lengths,
+                                 DispatchTensor target_lengths, DispatchTensor dloss, std::int64_t blank);
+// deform_conv2d(x, offset, weight, mask?, bias?, options) -> [N, Cout, Ho, Wo];
+// deform_conv2d_backward(x, offset, weight, mask?, dy, with_bias) -> {dx, doffset, dweight, dmask?, dbias?}.
+DispatchTensor deform_conv2d(DispatchTensor x, DispatchTensor offset, DispatchTensor weight, DispatchTensor mask,
+                             DispatchTensor bias, const tensor::nn::DeformConvOptions<2>& options);
+std::vector<DispatchTensor> deform_conv2d_backward(DispatchTensor x, DispatchTensor offset, DispatchTensor weight,
+                                                   DispatchTensor mask, DispatchTensor dy, bool with_bias,
+                                                   const tensor::nn::DeformConvOptions<2>& options);
 
 // Device-level entries.
 std::string backend_name(DeviceId device);  // "dispatch<cpu>"

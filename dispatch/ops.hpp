@@ -50,6 +50,12 @@ struct InterpArgs {
   std::array<std::int64_t, 2> size{1, 1};
   tensor::nn::InterpolateOptions options;
 };
+// unfold4d / fold4d: kernel and options; output_size [H, W] for fold4d only.
+struct FoldArgs {
+  std::array<std::int64_t, 2> kernel{1, 1};
+  std::array<std::int64_t, 2> output_size{1, 1};
+  tensor::nn::UnfoldOptions options;
+};
 // DimSlice, Axes and DimSlices (the resolved layout arguments) are backends/common's.
 
 // Every signature family, with the function type a backend provides for it.
@@ -114,6 +120,13 @@ struct InterpArgs {
   X(Attention, Prim (*)(Prim, Prim, Prim, Prim, Prim, const tensor::nn::AttentionModuleOptions&)) \
   X(Rfft, PrimPair (*)(Prim, std::size_t, std::size_t))                                  \
   X(Irfft, Prim (*)(Prim, Prim, std::size_t, std::size_t))                               \
+  X(Linear, Prim (*)(Prim, Prim, Prim))                                                  \
+  X(BatchNorm, Prim (*)(Prim, Prim, Prim, Prim, Prim, double))                           \
+  X(Unfold4d, Prim (*)(Prim, const FoldArgs&))                                           \
+  X(CtcLoss, Prim (*)(Prim, Prim, Prim, Prim, std::int64_t))                             \
+  X(CtcLossBackward, Prim (*)(Prim, Prim, Prim, Prim, Prim, std::int64_t))               \
+  X(DeformConv, Prim (*)(Prim, Prim, Prim, Prim, Prim, const tensor::nn::DeformConvOptions<2>&)) \
+  X(DeformConvBackward, std::vector<Prim> (*)(Prim, Prim, Prim, Prim, Prim, bool, const tensor::nn::DeformConvOptions<2>&)) \
   X(FromData, Prim (*)(TensorData, DeviceId))                                           \
   X(Create, Prim (*)(const Shape&, DeviceId, DType))                                    \
   X(Full, Prim (*)(const Shape&, tensor::Scalar, DeviceId, DType))                      \
@@ -187,10 +200,14 @@ constexpr std::uint8_t default_diff(Family f, std::uint8_t kinds) {
   switch (f) {
     case Family::Binary: case Family::Matmul: case Family::Cross: case Family::SliceAssign: case Family::GridSample:
       return 0b11;
-    case Family::Conv: case Family::LayerNorm:  // x, weight, bias (gamma, beta)
+    case Family::Conv: case Family::LayerNorm: case Family::Linear:  // x, weight, bias (gamma, beta)
       return 0b111;
+    case Family::BatchNorm:  // x, gamma, beta, mean, variance
+    case Family::DeformConv:  // x, offset, weight, mask, bias
+      return 0b11111;
     case Family::Pool: case Family::PoolWithIndices: case Family::Interpolate: case Family::Embedding:
-      return 0b1;  // x (embedding: the weights, not the indices)
+    case Family::Unfold4d: case Family::CtcLoss:
+      return 0b1;  // x (embedding: the weights, not the indices; ctc: the log-probabilities)
     case Family::Attention:  // q, k, v and the additive bias, not the mask
       return 0b10111;
     case Family::Rfft:  // the signal

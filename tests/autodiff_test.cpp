@@ -582,11 +582,54 @@ TEST_P(Autodiff, InterpolateEmbeddingLayerNormAttentionGradcheck) {
   });
 }
 
+TEST_P(Autodiff, LinearBatchNormFoldGradcheck) {
+  gradcheck_any("linear", {Shape{2, 3, 4}, Shape{4, 5}, Shape{5}}, [](std::vector<Handle> h) {
+    return wsum(nn::linear(Tensor<3>(h[0]), Tensor<2>(h[1]), Tensor<1>(h[2])));
+  });
+  gradcheck_any("batch_norm", {Shape{2, 3, 2}, Shape{3}, Shape{3}, Shape{3}, Shape{3}}, [](std::vector<Handle> h) {
+    return wsum(nn::batch_norm(Tensor<3>(h[0]), Tensor<1>(h[1]), Tensor<1>(h[2]), Tensor<1>(h[3]), Tensor<1>(h[4])));
+  }, {Domain{}, Domain{}, Domain{}, Domain{}, Domain{0.5, 2.0}});
+  nn::UnfoldOptions o;
+  o.stride = {2, 1};
+  o.padding = {1, 0};
+  gradcheck_any("unfold4d", {Shape{1, 2, 4, 3}},
+                [o](std::vector<Handle> h) { return wsum(nn::unfold4d(Tensor<4>(h[0]), {2, 2}, o)); });
+  gradcheck_any("fold4d", {Shape{1, 8, 6}},
+                [o](std::vector<Handle> h) { return wsum(nn::fold4d(Tensor<3>(h[0]), {4, 3}, {2, 2}, o)); });
+  gradcheck_any("adaptive_avg_pool3d", {Shape{1, 2, 3, 4, 2}},
+                [](std::vector<Handle> h) { return wsum(nn::adaptive_avg_pool3d(Tensor<5>(h[0]), {2, 3, 1})); });
+}
+
+TEST_P(Autodiff, CtcLossAndDeformConvGradcheck) {
+  gradcheck_any("ctc_loss", {Shape{4, 2, 3}}, [](std::vector<Handle> h) {
+    Tensor<3> lp(h[0]);
+    const Device d = lp.device();
+    auto tg = Tensor<2, Int>::from_data(TensorData::from(std::vector<std::int64_t>{1, 2, 2, 1}, Shape{2, 2}), d);
+    auto il = Tensor<1, Int>::from_data(TensorData::from(std::vector<std::int64_t>{4, 3}, Shape{2}), d);
+    auto tl = Tensor<1, Int>::from_data(TensorData::from(std::vector<std::int64_t>{2, 1}, Shape{2}), d);
+    return wsum(nn::ctc_loss(lp, tg, il, tl));
+  });
+  nn::DeformConvOptions<2> o;
+  o.padding = {1, 0};
+  // Offsets in (0.1, 0.45): the sample points stay off integer coordinates.
+  gradcheck_any("deform_conv2d", {Shape{1, 2, 3, 3}, Shape{1, 8, 4, 2}, Shape{2, 2, 2, 2}, Shape{1, 4, 4, 2}, Shape{2}},
+                [o](std::vector<Handle> h) {
+                  return wsum(nn::deform_conv2d(Tensor<4>(h[0]), Tensor<4>(h[1]), Tensor<4>(h[2]), Tensor<4>(h[3]),
+                                                Tensor<1>(h[4]), o));
+                },
+                {Domain{}, Domain{0.1, 0.45}, Domain{}, Domain{}, Domain{}});
+}
+
 TEST_P(Autodiff, SecondOrderIsRefused) {
   auto x = make<4>(spread(16, -1, 1, 1), Shape{1, 1, 4, 4}, ad()).require_grad();
   auto w = make<4>(spread(4, -1, 1, 2), Shape{1, 1, 2, 2}, ad());
   auto dy = make<4>(spread(9, -1, 1, 3), Shape{1, 1, 3, 3}, ad());
   EXPECT_THROWS(Error, nn::conv2d_weight_backward(x, w, dy, nn::ConvOptions<2>{}), "second-order");
+  auto lp = make<3>(spread(6, -2, -0.5, 4), Shape{2, 1, 3}, ad()).require_grad();
+  auto tg = Tensor<2, Int>::from_data(TensorData::from(std::vector<std::int64_t>{1}, Shape{1, 1}), ad());
+  auto len = Tensor<1, Int>::from_data(TensorData::from(std::vector<std::int64_t>{2}, Shape{1}), ad());
+  auto one = Tensor<1, Int>::from_data(TensorData::from(std::vector<std::int64_t>{1}, Shape{1}), ad());
+  EXPECT_THROWS(Error, nn::ctc_loss_backward(lp, tg, len, one, make<1>({1.0}, Shape{1}, ad())), "second-order");
 }
 
 TEST(AutodiffCoverage, NoDifferentiableOpIsMissing) {

@@ -414,4 +414,418 @@ TEST_P(Nn, AttentionAgainstNaiveSoftmax) {
   EXPECT_THROW((void)attention(make<4>(q, {1, 1, L, D}), make<4>(k, {1, 1, S, D}), make<4>(v, {1, 1, S, D}), bad), ShapeError);
 }
 
+// ---- linear, batch_norm: E32, E35 --------------------------------------------------------
+
+TEST_P(Nn, E32LinearWeightIsDinDout) {
+  auto y = linear<2>(make<2>({1, 2}, {1, 2}), make<2>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  expect_shape(y, {1, 3});
+  expect_values(values(y), {9, 12, 15});
+}
+TEST_P(Nn, LinearRank3WithBiasAgainstLoops) {
+  const std::size_t B = 2, L = 3, DI = 4, DO = 5;
+  const auto x = rnd(B * L * DI, 41), w = rnd(DI * DO, 42), b = rnd(DO, 43);
+  std::vector<double> want;
+  for (std::size_t r = 0; r < B * L; ++r)
+    for (std::size_t j = 0; j < DO; ++j) {
+      double acc = b[j];
+      for (std::size_t k = 0; k < DI; ++k) acc += x[r * DI + k] * w[k * DO + j];
+      want.push_back(acc);
+    }
+  auto y = linear<3>(make<3>(x, {B, L, DI}), make<2>(w, {DI, DO}), make<1>(b, {DO}));
+  expect_shape(y, {B, L, DO});
+  expect_values(values(y), want);
+  // A transposed (non-contiguous) weight view gives the same.
+  std::vector<double> wt(DI * DO);
+  for (std::size_t k = 0; k < DI; ++k)
+    for (std::size_t j = 0; j < DO; ++j) wt[j * DI + k] = w[k * DO + j];
+  auto y2 = linear<3>(make<3>(x, {B, L, DI}), make<2>(wt, {DO, DI}).transpose(), make<1>(b, {DO}));
+  expect_values(values(y2), want);
+}
+TEST_P(Nn, LinearErrorsNameTheOp) {
+  auto x = make<2>({1, 2, 3, 4, 5, 6}, {2, 3});
+  auto w = make<2>(seq(0, 8), {4, 2});
+  try {
+    (void)linear<2>(x, w);
+    ADD_FAILURE() << "no error for d_in mismatch";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("[linear]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)linear<2>(x, make<2>(seq(0, 6), {3, 2}), make<1>({1, 2, 3}, {3})), ShapeError);  // bias size
+  expect_values(values(x), {1, 2, 3, 4, 5, 6});
+  expect_values(values(w), seq(0, 8));
+}
+
+TEST_P(Nn, E35BatchNormInference) {
+  auto y = batch_norm<2>(make<2>({1, 2, 3, 4}, {2, 2}), make<1>({1, 2}, {2}), make<1>({0, 1}, {2}),
+                         make<1>({1, 2}, {2}), make<1>({4, 1}, {2}), 0.0);
+  expect_values(values(y), {0, 1, 1, 5});
+}
+TEST_P(Nn, BatchNorm4dAgainstLoops) {
+  const std::size_t N = 2, C = 3, H = 2, W = 3;
+  const auto x = rnd(N * C * H * W, 51), g = rnd(C, 52), b = rnd(C, 53), m = rnd(C, 54);
+  const std::vector<double> v{0.5, 1.5, 2.0};
+  const double eps = 1e-3;
+  std::vector<double> want(x.size());
+  for (std::size_t n = 0; n < N; ++n)
+    for (std::size_t c = 0; c < C; ++c)
+      for (std::size_t i = 0; i < H * W; ++i) {
+        const std::size_t at = (n * C + c) * H * W + i;
+        want[at] = (x[at] - m[c]) / std::sqrt(v[c] + eps) * g[c] + b[c];
+      }
+  auto y = batch_norm<4>(make<4>(x, {N, C, H, W}), make<1>(g, {C}), make<1>(b, {C}), make<1>(m, {C}), make<1>(v, {C}), eps);
+  expect_values(values(y), want);
+  try {
+    (void)batch_norm<4>(make<4>(x, {N, C, H, W}), make<1>({1, 1}, {2}), make<1>(b, {C}), make<1>(m, {C}), make<1>(v, {C}));
+    ADD_FAILURE() << "no error for a gamma of the wrong size";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("[batch_norm]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)batch_norm<1>(make<1>({1, 2}, {2}), make<1>({1}, {1}), make<1>({1}, {1}), make<1>({1}, {1}),
+                                   make<1>({1}, {1})),
+               ShapeError);  // no channel dim
+}
+
+// ---- unfold4d / fold4d: E36, E37 ----------------------------------------------------------
+
+TEST_P(Nn, E36Unfold4dOrdering) {
+  auto y = unfold4d(make<4>(seq(0, 18), {1, 2, 3, 3}), {2, 2});
+  expect_shape(y, {1, 8, 4});
+  expect_values(values(y), {0, 1, 3, 4, 1, 2, 4, 5, 3, 4, 6, 7, 4, 5, 7, 8, 9, 10, 12, 13, 10, 11, 13, 14, 12, 13, 15, 16,
+                            13, 14, 16, 17});
+}
+TEST_P(Nn, E37Fold4dSumsOverlaps) {
+  auto y = fold4d(unfold4d(make<4>(std::vector<double>(9, 1.0), {1, 1, 3, 3}), {2, 2}), {3, 3}, {2, 2});
+  expect_shape(y, {1, 1, 3, 3});
+  expect_values(values(y), {1, 2, 1, 2, 4, 2, 1, 2, 1});
+}
+// unfold with stride, padding and dilation against loops; fold is its adjoint: <unfold(x), c> = <x, fold(c)>.
+TEST_P(Nn, UnfoldFoldAgainstLoops) {
+  const std::size_t N = 2, C = 2, H = 5, W = 6, KH = 2, KW = 3;
+  UnfoldOptions o;
+  o.stride = {2, 1};
+  o.padding = {1, 1};
+  o.dilation = {1, 2};
+  const std::size_t HO = (H + 2 - 1 - 1) / 2 + 1, WO = (W + 2 - 2 * 2 - 1) / 1 + 1;
+  const std::size_t R = C * KH * KW, L = HO * WO;
+  const auto x = rnd(N * C * H * W, 61), cols = rnd(N * R * L, 62);
+  std::vector<double> want_u(N * R * L, 0.0), want_f(N * C * H * W, 0.0);
+  for (std::size_t n = 0; n < N; ++n)
+    for (std::size_t c = 0; c < C; ++c)
+      for (std::size_t i = 0; i < KH; ++i)
+        for (std::size_t j = 0; j < KW; ++j)
+          for (std::size_t ho = 0; ho < HO; ++ho)
+            for (std::size_t wo = 0; wo < WO; ++wo) {
+              const long h = static_cast<long>(ho * 2 + i) - 1, w = static_cast<long>(wo + 2 * j) - 1;
+              const std::size_t at = (n * R + (c * KH + i) * KW + j) * L + ho * WO + wo;
+              if (h < 0 || w < 0 || h >= long(H) || w >= long(W)) continue;
+              const std::size_t xi = ((n * C + c) * H + std::size_t(h)) * W + std::size_t(w);
+              want_u[at] = x[xi];
+              want_f[xi] += cols[at];
+            }
+  auto u = unfold4d(make<4>(x, {N, C, H, W}), {I(KH), I(KW)}, o);
+  expect_shape(u, {N, R, L});
+  expect_values(values(u), want_u);
+  auto f = fold4d(make<3>(cols, {N, R, L}), {I(H), I(W)}, {I(KH), I(KW)}, o);
+  expect_shape(f, {N, C, H, W});
+  expect_values(values(f), want_f);
+}
+TEST_P(Nn, UnfoldFoldErrorsNameTheOp) {
+  auto x = make<4>(seq(0, 18), {1, 2, 3, 3});
+  auto expect_err = [](auto&& f, const char* op) {
+    try {
+      f();
+      ADD_FAILURE() << "no error for " << op;
+    } catch (const ShapeError& e) {
+      EXPECT_NE(std::string(e.what()).find(op), std::string::npos) << e.what();
+    }
+  };
+  UnfoldOptions zero;
+  zero.stride = {0, 1};
+  expect_err([&] { (void)unfold4d(x, {2, 2}, zero); }, "[unfold4d]");
+  expect_err([&] { (void)unfold4d(x, {4, 2}); }, "[unfold4d]");  // kernel larger than the input
+  auto cols = make<3>(seq(0, 32), {1, 8, 4});
+  expect_err([&] { (void)fold4d(cols, {4, 4}, {2, 2}); }, "[fold4d]");  // L does not match the output size
+  expect_err([&] { (void)fold4d(cols, {3, 3}, {3, 3}); }, "[fold4d]");  // 8 channels not divisible by 9
+  expect_values(values(x), seq(0, 18));
+  expect_values(values(cols), seq(0, 32));
+}
+
+// ---- conv3d / conv_transpose3d / adaptive_avg_pool3d ---------------------------------------
+
+TEST_P(Nn, Conv3dAgainstLoops) {
+  const std::size_t N = 1, C = 2, D = 3, H = 4, W = 3, CO = 2, KD = 2, KH = 2, KW = 2;
+  ConvOptions<3> o;
+  o.stride = {1, 2, 1};
+  o.padding = {0, 1, 1};
+  const std::size_t DO = D - KD + 1, HO = (H + 2 - KH) / 2 + 1, WO = W + 2 - KW + 1;
+  const auto x = rnd(N * C * D * H * W, 71), w = rnd(CO * C * KD * KH * KW, 72), b = rnd(CO, 73);
+  std::vector<double> want;
+  for (std::size_t co = 0; co < CO; ++co)
+    for (std::size_t od = 0; od < DO; ++od)
+      for (std::size_t oh = 0; oh < HO; ++oh)
+        for (std::size_t ow = 0; ow < WO; ++ow) {
+          double acc = b[co];
+          for (std::size_t c = 0; c < C; ++c)
+            for (std::size_t a = 0; a < KD; ++a)
+              for (std::size_t i = 0; i < KH; ++i)
+                for (std::size_t j = 0; j < KW; ++j) {
+                  const long d = long(od + a), h = long(oh * 2 + i) - 1, ww = long(ow + j) - 1;
+                  if (h < 0 || ww < 0 || h >= long(H) || ww >= long(W)) continue;
+                  acc += x[((c * D + std::size_t(d)) * H + std::size_t(h)) * W + std::size_t(ww)] *
+                         w[(((co * C + c) * KD + a) * KH + i) * KW + j];
+                }
+          want.push_back(acc);
+        }
+  auto y = conv3d(make<5>(x, {N, C, D, H, W}), make<5>(w, {CO, C, KD, KH, KW}), make<1>(b, {CO}), o);
+  expect_shape(y, {N, CO, DO, HO, WO});
+  expect_values(values(y), want);
+  // conv_transpose3d is the adjoint of conv3d in x: <conv3d(x), g> = <x, conv_transpose3d(g)>.
+  const auto g = rnd(want.size(), 74);
+  ConvTransposeOptions<3> t;
+  t.stride = o.stride;
+  t.padding = o.padding;
+  // The transpose weight [C_in_t = CO, C_out_t = C, ...] is w itself; (HO-1)*2 - 2 + 1 + 1 = 4 = H.
+  auto xt = conv_transpose3d(make<5>(g, {N, CO, DO, HO, WO}), make<5>(w, {CO, C, KD, KH, KW}), std::nullopt, t);
+  expect_shape(xt, {N, C, D, H, W});
+  auto y0 = conv3d(make<5>(x, {N, C, D, H, W}), make<5>(w, {CO, C, KD, KH, KW}), std::nullopt, o);
+  const auto yv = values(y0), xv = values(xt);
+  double lhs = 0, rhs = 0;
+  for (std::size_t i = 0; i < yv.size(); ++i) lhs += yv[i] * g[i];
+  for (std::size_t i = 0; i < xv.size(); ++i) rhs += x[i] * xv[i];
+  EXPECT_NEAR(lhs, rhs, 1e-4 * (1 + std::fabs(lhs)));
+}
+TEST_P(Nn, AdaptiveAvgPool3dAgainstLoops) {
+  const std::size_t N = 1, C = 2, D = 3, H = 5, W = 4;
+  const std::array<I, 3> out{2, 3, 1};
+  const auto x = rnd(N * C * D * H * W, 81);
+  auto start = [](std::size_t i, std::size_t in, std::size_t o) { return i * in / o; };
+  auto stop = [](std::size_t i, std::size_t in, std::size_t o) { return ((i + 1) * in + o - 1) / o; };
+  std::vector<double> want;
+  for (std::size_t c = 0; c < C; ++c)
+    for (std::size_t a = 0; a < 2; ++a)
+      for (std::size_t b = 0; b < 3; ++b)
+        for (std::size_t e = 0; e < 1; ++e) {
+          double acc = 0;
+          std::size_t cnt = 0;
+          for (std::size_t d = start(a, D, 2); d < stop(a, D, 2); ++d)
+            for (std::size_t h = start(b, H, 3); h < stop(b, H, 3); ++h)
+              for (std::size_t w = start(e, W, 1); w < stop(e, W, 1); ++w, ++cnt) acc += x[((c * D + d) * H + h) * W + w];
+          want.push_back(acc / double(cnt));
+        }
+  auto y = adaptive_avg_pool3d(make<5>(x, {N, C, D, H, W}), out);
+  expect_shape(y, {N, C, 2, 3, 1});
+  expect_values(values(y), want);
+  // Backward: the adjoint, <pool(x), g> = <x, pool_backward(g)>.
+  const auto g = rnd(want.size(), 82);
+  auto dx = adaptive_avg_pool3d_backward(make<5>(x, {N, C, D, H, W}), make<5>(g, {N, C, 2, 3, 1}));
+  const auto dv = values(dx);
+  double lhs = 0, rhs = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) lhs += want[i] * g[i];
+  for (std::size_t i = 0; i < dv.size(); ++i) rhs += x[i] * dv[i];
+  EXPECT_NEAR(lhs, rhs, 1e-4 * (1 + std::fabs(lhs)));
+  EXPECT_THROW((void)adaptive_avg_pool3d(make<5>(x, {N, C, D, H, W}), {0, 1, 1}), ShapeError);
+}
+
+// ---- ctc_loss: E42-E44 ---------------------------------------------------------------------
+
+Tensor<3> ctc_lp(const std::vector<double>& probs, const Shape& s) {
+  std::vector<double> l(probs.size());
+  for (std::size_t i = 0; i < l.size(); ++i) l[i] = std::log(probs[i]);
+  return make<3>(l, s);
+}
+TEST_P(Nn, E42CtcImpossibleTargetIsInfinite) {
+  auto lp = ctc_lp({.5, .3, .2, .4, .4, .2}, {2, 1, 3});
+  auto loss = ctc_loss(lp, make_int<2>({1, 1}, {1, 2}), make_int<1>({2}, {1}), make_int<1>({2}, {1}));
+  expect_values(values(loss), {std::numeric_limits<double>::infinity()});
+  auto g = ctc_loss_backward(lp, make_int<2>({1, 1}, {1, 2}), make_int<1>({2}, {1}), make_int<1>({2}, {1}),
+                             make<1>({1}, {1}));
+  expect_values(values(g), std::vector<double>(6, 0.0));  // zero, not NaN
+}
+TEST_P(Nn, E43CtcLossAndExactGradient) {
+  auto lp = ctc_lp({.5, .3, .2, .4, .4, .2}, {2, 1, 3});
+  auto tg = make_int<2>({1}, {1, 1});
+  auto il = make_int<1>({2}, {1}), tl = make_int<1>({1}, {1});
+  expect_values(values(ctc_loss(lp, tg, il, tl)), {0.8210});
+  // -posterior: paths "b1" (.2), "1b" (.12), "11" (.12) of total .44.
+  auto g = ctc_loss_backward(lp, tg, il, tl, make<1>({1}, {1}));
+  expect_values(values(g), {-0.2 / 0.44, -0.24 / 0.44, 0, -0.12 / 0.44, -0.32 / 0.44, 0});
+}
+TEST_P(Nn, E44CtcEmptyTargetAndPaddedBatch) {
+  // Two samples: sample 0 target [1] over 2 frames (E43), sample 1 empty target (E44), S = 2 (padded).
+  auto lp = ctc_lp({.5, .3, .2, .5, .3, .2, .4, .4, .2, .4, .4, .2}, {2, 2, 3});
+  auto loss = ctc_loss(lp, make_int<2>({1, 2, 2, 2}, {2, 2}), make_int<1>({2, 2}, {2}), make_int<1>({1, 0}, {2}));
+  expect_values(values(loss), {0.8210, 1.6094});
+  // A shorter input length freezes the later frames: sample 1 with 1 frame gives -ln .5.
+  auto l1 = ctc_loss(lp, make_int<2>({1, 2, 2, 2}, {2, 2}), make_int<1>({2, 1}, {2}), make_int<1>({1, 0}, {2}));
+  expect_values(values(l1), {0.8210, 0.6931});
+}
+TEST_P(Nn, E45CtcMeanClampsTheTargetLength) {
+  auto m = ctc_loss_mean(make<1>({1.6864, 3.2958}, {2}), make_int<1>({2, 0}, {2}));
+  expect_values(values(m), {2.0695});
+}
+TEST_P(Nn, CtcErrorsNameTheOp) {
+  auto lp = ctc_lp({.5, .3, .2, .4, .4, .2}, {2, 1, 3});
+  auto tg = make_int<2>({1}, {1, 1});
+  auto il = make_int<1>({2}, {1}), tl = make_int<1>({1}, {1});
+  try {
+    (void)ctc_loss(lp, tg, il, tl, 3);
+    ADD_FAILURE() << "no error for blank out of range";
+  } catch (const IndexError& e) {
+    EXPECT_NE(std::string(e.what()).find("[ctc_loss]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)ctc_loss(lp, make_int<2>({5}, {1, 1}), il, tl), IndexError);         // label >= C
+  EXPECT_THROW((void)ctc_loss(lp, make_int<2>({0}, {1, 1}), il, tl), IndexError);         // label == blank
+  EXPECT_THROW((void)ctc_loss(lp, tg, make_int<1>({3}, {1}), tl), Error);                 // input length > T
+  EXPECT_THROW((void)ctc_loss(lp, tg, il, make_int<1>({2}, {1})), Error);                 // target length > S
+  EXPECT_THROW((void)ctc_loss(lp, make_int<2>({1, 1}, {2, 1}), il, tl), ShapeError);      // batch mismatch
+  expect_values(values(lp), {std::log(.5), std::log(.3), std::log(.2), std::log(.4), std::log(.4), std::log(.2)});
+}
+
+// ---- deform_conv2d -------------------------------------------------------------------------
+
+// torchvision's deform_conv2d in double, written out (module-ops.md §2.3).
+struct DeformCase {
+  std::size_t n = 1, c = 4, h = 4, w = 5, co = 2, kh = 2, kw = 2, og = 2, wg = 2;
+  I stride = 1, pad = 1, dil = 1;
+  std::size_t ho() const { return (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1; }
+  std::size_t wo() const { return (w + 2 * pad - dil * (kw - 1) - 1) / stride + 1; }
+  std::vector<double> forward(const std::vector<double>& x, const std::vector<double>& off, const std::vector<double>& wt,
+                              const std::vector<double>* mask, const std::vector<double>& bias) const {
+    const std::size_t HO = ho(), WO = wo(), K = kh * kw, cg = c / wg, cog = co / wg;
+    std::vector<double> y(n * co * HO * WO);
+    auto at = [&](std::size_t b, std::size_t ch, double ph, double pw) {
+      if (ph <= -1 || ph >= double(h) || pw <= -1 || pw >= double(w)) return 0.0;
+      const double h0 = std::floor(ph), w0 = std::floor(pw), lh = ph - h0, lw = pw - w0;
+      double v = 0;
+      for (int dh = 0; dh < 2; ++dh)
+        for (int dw = 0; dw < 2; ++dw) {
+          const long hh = long(h0) + dh, ww = long(w0) + dw;
+          if (hh < 0 || ww < 0 || hh >= long(h) || ww >= long(w)) continue;
+          v += (dh ? lh : 1 - lh) * (dw ? lw : 1 - lw) * x[((b * c + ch) * h + std::size_t(hh)) * w + std::size_t(ww)];
+        }
+      return v;
+    };
+    for (std::size_t b = 0; b < n; ++b)
+      for (std::size_t o = 0; o < co; ++o)
+        for (std::size_t i0 = 0; i0 < HO; ++i0)
+          for (std::size_t j0 = 0; j0 < WO; ++j0) {
+            double acc = bias.empty() ? 0.0 : bias[o];
+            const std::size_t g = o / cog;
+            for (std::size_t cc = 0; cc < cg; ++cc) {
+              const std::size_t ch = g * cg + cc, ogi = ch / (c / og);
+              for (std::size_t i = 0; i < kh; ++i)
+                for (std::size_t j = 0; j < kw; ++j) {
+                  const std::size_t k = i * kw + j;
+                  const double dy = off[((b * 2 * og * K + ogi * 2 * K + 2 * k) * HO + i0) * WO + j0];
+                  const double dx = off[((b * 2 * og * K + ogi * 2 * K + 2 * k + 1) * HO + i0) * WO + j0];
+                  const double ph = double(long(i0) * stride - pad + long(i) * dil) + dy;
+                  const double pw = double(long(j0) * stride - pad + long(j) * dil) + dx;
+                  double v = at(b, ch, ph, pw);
+                  if (mask) v *= (*mask)[((b * og * K + ogi * K + k) * HO + i0) * WO + j0];
+                  acc += wt[((o * cg + cc) * kh + i) * kw + j] * v;
+                }
+            }
+            y[((b * co + o) * HO + i0) * WO + j0] = acc;
+          }
+    return y;
+  }
+};
+TEST_P(Nn, DeformConv2dAgainstLoops) {
+  const DeformCase dc;
+  const std::size_t HO = dc.ho(), WO = dc.wo(), K = dc.kh * dc.kw;
+  const auto x = rnd(dc.n * dc.c * dc.h * dc.w, 91), wt = rnd(dc.co * (dc.c / dc.wg) * K, 92), b = rnd(dc.co, 93);
+  auto off = rnd(dc.n * 2 * dc.og * K * HO * WO, 94);
+  for (double& v : off) v *= 1.7;  // some sample points leave the image
+  auto mk = rnd(dc.n * dc.og * K * HO * WO, 95);
+  DeformConvOptions<2> o;
+  o.padding = {dc.pad, dc.pad};
+  o.weight_groups = I(dc.wg);
+  o.offset_groups = I(dc.og);
+  const Shape xs{dc.n, dc.c, dc.h, dc.w}, os{dc.n, 2 * dc.og * K, HO, WO}, ws{dc.co, dc.c / dc.wg, dc.kh, dc.kw},
+      ms{dc.n, dc.og * K, HO, WO};
+  auto y = deform_conv2d(make<4>(x, xs), make<4>(off, os), make<4>(wt, ws), std::nullopt, make<1>(b, {dc.co}), o);
+  expect_shape(y, {dc.n, dc.co, HO, WO});
+  expect_values(values(y), dc.forward(x, off, wt, nullptr, b));
+  auto ym = deform_conv2d(make<4>(x, xs), make<4>(off, os), make<4>(wt, ws), make<4>(mk, ms), std::nullopt, o);
+  expect_values(values(ym), dc.forward(x, off, wt, &mk, {}));
+}
+// The backward against central differences of the loop reference: loss = sum(dy * y).
+TEST_P(Nn, DeformConv2dBackwardAgainstFiniteDifferences) {
+  DeformCase dc;
+  dc.c = 2;
+  dc.og = 1;
+  dc.wg = 1;
+  dc.h = 3;
+  dc.w = 4;
+  const std::size_t HO = dc.ho(), WO = dc.wo(), K = dc.kh * dc.kw;
+  const auto x = rnd(dc.n * dc.c * dc.h * dc.w, 101), wt = rnd(dc.co * dc.c * K, 102), b = rnd(dc.co, 103);
+  auto off = rnd(dc.n * 2 * K * HO * WO, 104);
+  for (double& v : off) v = v * 0.8 + 0.13;  // away from integer sample coordinates
+  const auto mk = rnd(dc.n * K * HO * WO, 105), gy = rnd(dc.n * dc.co * HO * WO, 106);
+  auto loss = [&](const std::vector<double>& xx, const std::vector<double>& oo, const std::vector<double>& ww,
+                  const std::vector<double>& mm) {
+    const auto y = dc.forward(xx, oo, ww, &mm, b);
+    double s = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) s += y[i] * gy[i];
+    return s;
+  };
+  auto fd = [&](int which) {
+    std::vector<std::vector<double>> in{x, off, wt, mk};
+    std::vector<double> g(in[std::size_t(which)].size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      auto p = in, m = in;
+      p[std::size_t(which)][i] += 1e-6;
+      m[std::size_t(which)][i] -= 1e-6;
+      g[i] = (loss(p[0], p[1], p[2], p[3]) - loss(m[0], m[1], m[2], m[3])) / 2e-6;
+    }
+    return g;
+  };
+  DeformConvOptions<2> o;
+  o.padding = {dc.pad, dc.pad};
+  const Shape xs{dc.n, dc.c, dc.h, dc.w}, os{dc.n, 2 * K, HO, WO}, ws{dc.co, dc.c, dc.kh, dc.kw}, ms{dc.n, K, HO, WO};
+  auto r = deform_conv2d_backward(make<4>(x, xs), make<4>(off, os), make<4>(wt, ws), make<4>(mk, ms), make<1>(b, {dc.co}),
+                                  make<4>(gy, {dc.n, dc.co, HO, WO}), o);
+  expect_values(values(r.x_grad), fd(0), 2e-3);
+  expect_values(values(r.offset_grad), fd(1), 2e-3);
+  expect_values(values(r.weight_grad), fd(2), 2e-3);
+  ASSERT_TRUE(r.mask_grad.has_value());
+  expect_values(values(*r.mask_grad), fd(3), 2e-3);
+  ASSERT_TRUE(r.bias_grad.has_value());
+  std::vector<double> db(dc.co, 0.0);
+  for (std::size_t o2 = 0; o2 < dc.co; ++o2)
+    for (std::size_t i = 0; i < HO * WO; ++i) db[o2] += gy[o2 * HO * WO + i];
+  expect_values(values(*r.bias_grad), db, 2e-3);
+  auto r2 = deform_conv2d_backward(make<4>(x, xs), make<4>(off, os), make<4>(wt, ws), std::nullopt, std::nullopt,
+                                   make<4>(gy, {dc.n, dc.co, HO, WO}), o);
+  EXPECT_FALSE(r2.mask_grad.has_value());
+  EXPECT_FALSE(r2.bias_grad.has_value());
+}
+TEST_P(Nn, DeformConv2dErrorsNameTheOp) {
+  auto x = make<4>(seq(0, 32), {1, 2, 4, 4});
+  auto w = make<4>(std::vector<double>(8, 1.0), {1, 2, 2, 2});
+  auto off = make<4>(std::vector<double>(8 * 9, 0.0), {1, 8, 3, 3});
+  auto expect_err = [](auto&& f, const char* what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const ShapeError& e) {
+      EXPECT_NE(std::string(e.what()).find("[deform_conv2d]"), std::string::npos) << e.what();
+    }
+  };
+  expect_err([&] { (void)deform_conv2d(x, make<4>(std::vector<double>(8 * 4, 0.0), {1, 8, 2, 2}), w, std::nullopt, std::nullopt); },
+             "offset of the wrong size");
+  DeformConvOptions<2> g3;
+  g3.weight_groups = 3;
+  expect_err([&] { (void)deform_conv2d(x, off, w, std::nullopt, std::nullopt, g3); }, "weight_groups not dividing C_in");
+  DeformConvOptions<2> s0;
+  s0.stride = {0, 1};
+  expect_err([&] { (void)deform_conv2d(x, off, w, std::nullopt, std::nullopt, s0); }, "zero stride");
+  expect_err([&] { (void)deform_conv2d(x, off, w, make<4>(std::vector<double>(9, 1.0), {1, 1, 3, 3}), std::nullopt); },
+             "mask of the wrong size");
+  // Zero offsets and no mask: a plain convolution.
+  auto y = deform_conv2d(x, off, w, std::nullopt, std::nullopt);
+  expect_values(values(y), values(conv2d(x, w, std::nullopt, {})));
+  expect_values(values(x), seq(0, 32));
+}
+
 }  // namespace

@@ -175,6 +175,254 @@ std::vector<DispatchTensor> two(std::pair<DispatchTensor, DispatchTensor> p) {
   return v;
 }
 
+// ---- module ops: fixed shapes and options per op; the inputs come from a generator
+// seeded by the op, so the cpu and the device get the same values; the first tensor is
+// placed in the case's layout (the last two dims swapped, dim 0 flipped or step-sliced).
+struct NnIn {
+  DeviceId d;
+  DType dt;
+  Layout layout;
+  std::mt19937_64 rng;
+  bool first = true;
+
+  DispatchTensor F(const Shape& s, double lo = -2.0, double hi = 2.0) {
+    std::vector<double> v(s.num_elements());
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (double& x : v) x = u(rng);
+    const Layout l = first ? layout : Layout::Contiguous;
+    first = false;
+    return placed(v, s, l);
+  }
+  DispatchTensor placed(const std::vector<double>& v, const Shape& s, Layout l) {
+    const std::size_t n = v.size(), r = s.rank();
+    if (l == Layout::Contiguous || r < 2 || n == 0)
+      return from_data(TensorData::from(v, s).convert(dt), d, Kind::Float);
+    if (l == Layout::Transposed) {
+      const std::size_t R = s[r - 2], C = s[r - 1], A = n / (R * C);
+      std::vector<double> t(n);
+      for (std::size_t a = 0; a < A; ++a)
+        for (std::size_t i = 0; i < R; ++i)
+          for (std::size_t j = 0; j < C; ++j) t[a * R * C + j * R + i] = v[a * R * C + i * C + j];
+      Shape ts = s;
+      std::swap(ts[r - 2], ts[r - 1]);
+      return swap_dims(from_data(TensorData::from(t, ts).convert(dt), d, Kind::Float), static_cast<std::int64_t>(r - 2),
+                       static_cast<std::int64_t>(r - 1));
+    }
+    const std::size_t n0 = s[0], inner = n / n0;
+    if (l == Layout::Flipped) {
+      std::vector<double> t(n);
+      for (std::size_t k = 0; k < n0; ++k)
+        for (std::size_t i = 0; i < inner; ++i) t[(n0 - 1 - k) * inner + i] = v[k * inner + i];
+      const std::int64_t ax[] = {0};
+      return axes(OpCode::flip, from_data(TensorData::from(t, s).convert(dt), d, Kind::Float), ax);
+    }
+    std::vector<double> t(2 * n, 0.0);
+    for (std::size_t k = 0; k < n0; ++k)
+      for (std::size_t i = 0; i < inner; ++i) t[2 * k * inner + i] = v[k * inner + i];
+    Shape ts = s;
+    ts[0] = 2 * n0;
+    const tensor::Slice sl[] = {{0, std::nullopt, 2}};
+    return slice(from_data(TensorData::from(t, ts).convert(dt), d, Kind::Float), sl);
+  }
+  DispatchTensor Ints(const std::vector<std::int32_t>& v, const Shape& s) {
+    return from_data(TensorData::from(v, s), d, Kind::Int);
+  }
+};
+
+ConvArgs nn_conv_args(std::size_t rank, std::array<std::int64_t, 3> st, std::array<std::int64_t, 3> pad,
+                      std::array<std::int64_t, 3> dil, std::int64_t groups, std::array<std::int64_t, 3> pout = {0, 0, 0}) {
+  ConvArgs a;
+  a.rank = rank;
+  a.stride = st;
+  a.padding = pad;
+  a.dilation = dil;
+  a.groups = groups;
+  a.padding_out = pout;
+  return a;
+}
+PoolArgs nn_pool_args(std::size_t rank, std::array<std::int64_t, 3> k, std::array<std::int64_t, 3> st,
+                      std::array<std::int64_t, 3> pad, bool ceil, bool cip = true) {
+  PoolArgs a;
+  a.rank = rank;
+  a.kernel = k;
+  a.stride = st;
+  a.padding = pad;
+  a.ceil_mode = ceil;
+  a.count_include_pad = cip;
+  return a;
+}
+PoolArgs nn_adaptive(std::size_t rank, std::array<std::int64_t, 3> out) {
+  PoolArgs a;
+  a.rank = rank;
+  a.output_size = out;
+  return a;
+}
+
+bool is_module_family(Family f) {
+  switch (f) {
+    case Family::Conv: case Family::ConvBackward: case Family::ConvBiasBackward: case Family::Pool:
+    case Family::PoolWithIndices: case Family::PoolBackward: case Family::MaxPoolBackward: case Family::Interpolate:
+    case Family::InterpolateBackward: case Family::Embedding: case Family::EmbeddingBackward: case Family::LayerNorm:
+    case Family::Attention: case Family::Linear: case Family::BatchNorm: case Family::Unfold4d: case Family::CtcLoss:
+    case Family::CtcLossBackward: case Family::DeformConv: case Family::DeformConvBackward:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::vector<DispatchTensor> nn_run(OpCode op, DeviceId d, DType dt, Layout layout) {
+  NnIn in{d, dt, layout, std::mt19937_64(0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(op)), true};
+  const ConvArgs c1 = nn_conv_args(1, {2, 1, 1}, {1, 0, 0}, {2, 1, 1}, 2);
+  const ConvArgs c2 = nn_conv_args(2, {2, 1, 1}, {1, 1, 0}, {1, 2, 1}, 2);
+  const ConvArgs c3 = nn_conv_args(3, {1, 2, 1}, {0, 1, 1}, {1, 1, 1}, 1);
+  const ConvArgs t2 = nn_conv_args(2, {2, 2, 1}, {1, 0, 0}, {1, 1, 1}, 2, {1, 1, 0});
+  const Shape x2{2, 4, 7, 6}, w2{6, 2, 3, 2}, tx2{2, 4, 3, 4}, tw2{4, 3, 3, 2};
+  const PoolArgs mp2 = [] {
+    PoolArgs a = nn_pool_args(2, {3, 2, 1}, {2, 2, 1}, {1, 1, 0}, true);
+    a.dilation = {1, 2, 1};
+    return a;
+  }();
+  const PoolArgs ap2 = nn_pool_args(2, {3, 2, 1}, {2, 1, 1}, {1, 1, 0}, true, false);
+  switch (op) {
+    case OpCode::conv1d: { auto x = in.F({2, 4, 9}); auto w = in.F({6, 2, 3}); return one(conv(op, std::move(x), std::move(w), in.F({6}), c1)); }
+    case OpCode::conv2d: { auto x = in.F(x2); auto w = in.F(w2); return one(conv(op, std::move(x), std::move(w), in.F({6}), c2)); }
+    case OpCode::conv3d: {
+      auto x = in.F({1, 2, 4, 4, 3});
+      auto w = in.F({3, 2, 2, 2, 2});
+      return one(conv(op, std::move(x), std::move(w), in.F({3}), c3));
+    }
+    case OpCode::conv_transpose1d: {
+      auto x = in.F({2, 2, 5});
+      auto w = in.F({2, 3, 3});
+      return one(conv(op, std::move(x), std::move(w), in.F({3}), nn_conv_args(1, {2, 1, 1}, {1, 0, 0}, {1, 1, 1}, 1, {1, 0, 0})));
+    }
+    case OpCode::conv_transpose2d: { auto x = in.F(tx2); auto w = in.F(tw2); return one(conv(op, std::move(x), std::move(w), in.F({6}), t2)); }
+    case OpCode::conv_transpose3d: {
+      auto x = in.F({1, 2, 2, 3, 2});
+      auto w = in.F({2, 2, 2, 2, 2});
+      return one(conv(op, std::move(x), std::move(w), DispatchTensor(), nn_conv_args(3, {2, 1, 2}, {0, 0, 1}, {1, 1, 1}, 1)));
+    }
+    case OpCode::conv_x_backward: case OpCode::conv_weight_backward: {
+      const Shape y = tensor::nn::conv_output_shape<2>("check", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
+      auto a = in.F(op == OpCode::conv_x_backward ? y : x2);
+      auto b = in.F(op == OpCode::conv_x_backward ? w2 : y);
+      return one(conv_backward(op, std::move(a), std::move(b), op == OpCode::conv_x_backward ? x2 : w2, c2));
+    }
+    case OpCode::conv_bias_backward: return one(conv_backward_bias(in.F({2, 3, 4, 5})));
+    case OpCode::conv_transpose_x_backward: case OpCode::conv_transpose_weight_backward: {
+      const Shape y = tensor::nn::conv_transpose_output_shape<2>(
+          "check", tx2, tw2, tensor::nn::ConvTransposeOptions<2>{{2, 2}, {1, 0}, {1, 1}, {1, 1}, 2});
+      const bool for_x = op == OpCode::conv_transpose_x_backward;
+      auto a = in.F(for_x ? y : tx2);
+      auto b = in.F(for_x ? tw2 : y);
+      return one(conv_backward(op, std::move(a), std::move(b), for_x ? tx2 : tw2, t2));
+    }
+    case OpCode::max_pool1d: return one(pool(op, in.F({2, 3, 9}), nn_pool_args(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, true)));
+    case OpCode::max_pool2d: return one(pool(op, in.F({2, 3, 7, 8}), mp2));
+    case OpCode::max_pool1d_with_indices:
+      return two(max_pool_with_indices(op, in.F({2, 3, 9}), nn_pool_args(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, true)));
+    case OpCode::max_pool2d_with_indices: return two(max_pool_with_indices(op, in.F({2, 3, 7, 8}), mp2));
+    case OpCode::max_pool_with_indices_backward: {
+      auto x = in.F({2, 3, 7, 8});
+      auto [y, i] = max_pool_with_indices(OpCode::max_pool2d_with_indices, std::move(x), mp2);
+      const Shape ys = y.shape();
+      return one(max_pool_backward(in.F(ys), std::move(i), Shape{2, 3, 7, 8}, mp2));
+    }
+    case OpCode::avg_pool1d: return one(pool(op, in.F({2, 3, 6}), nn_pool_args(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, true, false)));
+    case OpCode::avg_pool2d: return one(pool(op, in.F({2, 3, 7, 6}), ap2));
+    case OpCode::avg_pool_backward: {
+      const Shape y = tensor::nn::avg_pool_output_shape<2>("check", Shape{2, 3, 7, 6},
+                                                           tensor::nn::AvgPoolOptions<2>{{3, 2}, {2, 1}, {1, 1}, false, true});
+      return one(pool_backward(op, in.F(y), Shape{2, 3, 7, 6}, ap2));
+    }
+    case OpCode::adaptive_avg_pool1d: return one(pool(op, in.F({2, 3, 7}), nn_adaptive(1, {3, 1, 1})));
+    case OpCode::adaptive_avg_pool2d: return one(pool(op, in.F({2, 3, 7, 5}), nn_adaptive(2, {3, 4, 1})));
+    case OpCode::adaptive_avg_pool3d: return one(pool(op, in.F({1, 2, 3, 5, 4}), nn_adaptive(3, {2, 3, 1})));
+    case OpCode::adaptive_avg_pool_backward:
+      return one(pool_backward(op, in.F({2, 3, 3, 4}), Shape{2, 3, 7, 5}, nn_adaptive(2, {3, 4, 1})));
+    case OpCode::interpolate: {
+      std::vector<DispatchTensor> v;
+      for (auto mode : {tensor::nn::InterpolateMode::Nearest, tensor::nn::InterpolateMode::Bilinear,
+                        tensor::nn::InterpolateMode::Bicubic}) {
+        in.first = true;
+        in.rng.seed(static_cast<std::uint64_t>(op));
+        v.push_back(interpolate(in.F({2, 3, 4, 5}), InterpArgs{{7, 3}, {mode, mode == tensor::nn::InterpolateMode::Bicubic}}));
+      }
+      return v;
+    }
+    case OpCode::interpolate_backward:
+      return one(interpolate_backward(in.F({2, 3, 7, 3}), Shape{2, 3, 4, 5},
+                                      InterpArgs{{7, 3}, {tensor::nn::InterpolateMode::Bilinear, false}}));
+    case OpCode::embedding: {
+      auto w = in.F({5, 3});
+      return one(embedding(std::move(w), in.Ints({0, 4, 2, 2, 1, 3, 0, 4}, {2, 4})));
+    }
+    case OpCode::embedding_backward:
+      return one(embedding_backward(in.F({2, 4, 3}), in.Ints({0, 4, 2, 2, 1, 3, 0, 4}, {2, 4}), Shape{6, 3}));
+    case OpCode::layer_norm: {
+      auto x = in.F({2, 3, 5});
+      auto g = in.F({5});
+      return one(layer_norm(std::move(x), std::move(g), in.F({5}), 1e-5));
+    }
+    case OpCode::attention: {
+      auto q = in.F({1, 2, 3, 4});
+      auto k = in.F({1, 2, 5, 4});
+      auto v = in.F({1, 2, 5, 2});
+      std::vector<bool> m(15);
+      for (std::size_t i = 0; i < m.size(); ++i) m[i] = i % 4 == 1;
+      auto mask = from_data(TensorData::from(m, Shape{1, 1, 3, 5}), d, Kind::Bool);
+      tensor::nn::AttentionModuleOptions o;
+      o.is_causal = true;
+      return one(attention(std::move(q), std::move(k), std::move(v), std::move(mask), DispatchTensor(), o));
+    }
+    case OpCode::linear: {
+      auto x = in.F({2, 3, 5});
+      auto w = in.F({5, 4});
+      return one(linear(std::move(x), std::move(w), in.F({4})));
+    }
+    case OpCode::batch_norm: {
+      auto x = in.F({2, 3, 4, 2});
+      auto g = in.F({3});
+      auto b = in.F({3});
+      auto m = in.F({3});
+      return one(batch_norm(std::move(x), std::move(g), std::move(b), std::move(m), in.F({3}, 0.5, 2.0), 1e-5));
+    }
+    case OpCode::unfold4d: case OpCode::fold4d: {
+      FoldArgs a;
+      a.kernel = {2, 3};
+      a.output_size = {5, 6};
+      a.options.stride = {2, 1};
+      a.options.padding = {1, 1};
+      a.options.dilation = {1, 2};
+      if (op == OpCode::unfold4d) return one(unfold4d(in.F({2, 2, 5, 6}), a));
+      return one(fold4d(in.F(tensor::nn::unfold4d_output_shape("check", Shape{2, 2, 5, 6}, a.kernel, a.options)), a));
+    }
+    case OpCode::ctc_loss: case OpCode::ctc_loss_backward: {
+      auto lp = reduce_dim(OpCode::log_softmax, in.F({5, 3, 4}), 2);
+      auto tg = in.Ints({1, 2, 1, 3, 1, 0, 2, 2, 2}, {3, 3});
+      auto il = in.Ints({5, 4, 2}, {3}), tl = in.Ints({3, 2, 2}, {3});
+      if (op == OpCode::ctc_loss) return one(ctc_loss(std::move(lp), std::move(tg), std::move(il), std::move(tl), 0));
+      return one(ctc_loss_backward(std::move(lp), std::move(tg), std::move(il), std::move(tl), in.F({3}), 0));
+    }
+    case OpCode::deform_conv2d: case OpCode::deform_conv2d_backward: {
+      tensor::nn::DeformConvOptions<2> o;
+      o.padding = {1, 0};
+      o.weight_groups = 2;
+      o.offset_groups = 2;
+      auto x = in.F({1, 4, 4, 4});
+      auto off = in.F({1, 16, 5, 3}, -1.7, 1.7);
+      auto w = in.F({2, 2, 2, 2});
+      auto m = in.F({1, 8, 5, 3});
+      if (op == OpCode::deform_conv2d)
+        return one(deform_conv2d(std::move(x), std::move(off), std::move(w), std::move(m), in.F({2}), o));
+      return deform_conv2d_backward(std::move(x), std::move(off), std::move(w), std::move(m), in.F({1, 2, 5, 3}), true, o);
+    }
+    default: break;
+  }
+  throw NotImplemented("[check] no recipe");
+}
+
 // The inputs of one case, as host data (identical for both devices).
 struct Inputs {
   TensorData a, b, idx, mask;
@@ -193,6 +441,7 @@ std::vector<DispatchTensor> run_op(OpCode op, DeviceId d, const Inputs& in, Layo
   auto I = [&] { return from_data(in.idx, d, Kind::Int); };
   auto M = [&] { return from_data(in.mask, d, Kind::Bool); };
   const bool is_int = is_int_dtype(in.dtype);
+  if (is_module_family(op_family(op))) return nn_run(op, d, in.dtype, layout);
   switch (op_family(op)) {
     case Family::Unary: return one(unary(op, A()));
     case Family::Binary: return one(binary(op, A(), B()));
@@ -311,11 +560,8 @@ bool has_recipe(Family f) {
   switch (f) {
     case Family::GridSample: case Family::GatherNd: case Family::ScatterNd: case Family::SetFlag: case Family::Query:
     case Family::Transaction:
-    // Module ops: checked against the CPU by tests/nn_test.cpp and conformance_defaults, not here yet.
-    case Family::Conv: case Family::ConvBackward: case Family::ConvBiasBackward: case Family::Pool:
-    case Family::PoolWithIndices: case Family::PoolBackward: case Family::MaxPoolBackward: case Family::Interpolate:
-    case Family::InterpolateBackward: case Family::Embedding: case Family::EmbeddingBackward: case Family::LayerNorm:
-    case Family::Attention: case Family::Rfft: case Family::Irfft:
+    // fft: checked against a naive DFT by tests/burn_api_test.cpp and conformance_defaults, not here yet.
+    case Family::Rfft: case Family::Irfft:
       return false;
     default:
       return true;

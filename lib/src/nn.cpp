@@ -91,4 +91,53 @@ Handle nn_attention(Handle&& q, Handle&& k, Handle&& v, Handle&& mask, Handle&& 
   return give(dispatch::attention(std::move(tq), std::move(tk), std::move(tv), std::move(tm), std::move(tb), o));
 }
 
+Handle nn_linear(Handle&& x, Handle&& weight, Handle&& bias) {
+  auto tx = take(x), tw = take(weight), tb = take(bias);
+  return give(dispatch::linear(std::move(tx), std::move(tw), std::move(tb)));
+}
+Handle nn_batch_norm(Handle&& x, Handle&& gamma, Handle&& beta, Handle&& mean, Handle&& variance, double eps) {
+  auto tx = take(x), tg = take(gamma), tb = take(beta), tm = take(mean), tv = take(variance);
+  return give(dispatch::batch_norm(std::move(tx), std::move(tg), std::move(tb), std::move(tm), std::move(tv), eps));
+}
+Handle nn_unfold4d(Handle&& x, std::array<std::int64_t, 2> kernel, const nn::UnfoldOptions& o) {
+  dispatch::FoldArgs a;
+  a.kernel = kernel;
+  a.options = o;
+  return give(dispatch::unfold4d(take(x), a));
+}
+Handle nn_fold4d(Handle&& x, std::array<std::int64_t, 2> output_size, std::array<std::int64_t, 2> kernel,
+                 const nn::UnfoldOptions& o) {
+  dispatch::FoldArgs a;
+  a.kernel = kernel;
+  a.output_size = output_size;
+  a.options = o;
+  return give(dispatch::fold4d(take(x), a));
+}
+Handle nn_ctc_loss(Handle&& log_probs, Handle&& targets, Handle&& input_lengths, Handle&& target_lengths,
+                   std::int64_t blank) {
+  auto tl = take(log_probs), tt = take(targets), ti = take(input_lengths), tn = take(target_lengths);
+  return give(dispatch::ctc_loss(std::move(tl), std::move(tt), std::move(ti), std::move(tn), blank));
+}
+Handle nn_ctc_loss_backward(Handle&& log_probs, Handle&& targets, Handle&& input_lengths, Handle&& target_lengths,
+                            Handle&& dloss, std::int64_t blank) {
+  auto tl = take(log_probs), tt = take(targets), ti = take(input_lengths), tn = take(target_lengths), td = take(dloss);
+  return give(
+      dispatch::ctc_loss_backward(std::move(tl), std::move(tt), std::move(ti), std::move(tn), std::move(td), blank));
+}
+Handle nn_deform_conv2d(Handle&& x, Handle&& offset, Handle&& weight, Handle&& mask, Handle&& bias,
+                        const nn::DeformConvOptions<2>& o) {
+  auto tx = take(x), to = take(offset), tw = take(weight), tm = take(mask), tb = take(bias);
+  return give(dispatch::deform_conv2d(std::move(tx), std::move(to), std::move(tw), std::move(tm), std::move(tb), o));
+}
+std::array<Handle, 5> nn_deform_conv2d_backward(Handle&& x, Handle&& offset, Handle&& weight, Handle&& mask,
+                                                Handle&& dy, bool with_bias, const nn::DeformConvOptions<2>& o) {
+  auto tx = take(x), to = take(offset), tw = take(weight), tm = take(mask), td = take(dy);
+  std::vector<dispatch::DispatchTensor> g = dispatch::deform_conv2d_backward(
+      std::move(tx), std::move(to), std::move(tw), std::move(tm), std::move(td), with_bias, o);
+  std::array<Handle, 5> out{};
+  for (std::size_t i = 0; i < g.size() && i < out.size(); ++i)
+    if (g[i].prim) out[i] = give(std::move(g[i]));
+  return out;
+}
+
 }  // namespace tensor::detail

@@ -324,6 +324,73 @@ NnRun nn_recipe(OpCode op) {
         return one_of(attention(fl(d, {1, 2, 3, 4}, 1), fl(d, {1, 2, 5, 4}, 2), fl(d, {1, 2, 5, 2}, 3), std::move(mask), none(),
                                 tensor::nn::AttentionModuleOptions{}));
       };
+    case OpCode::linear:
+      return [=](DeviceId d) {
+        auto v = one_of(linear(fl(d, {2, 3, 5}, 1), fl(d, {5, 4}, 2), fl(d, {4}, 3)));
+        v.push_back(linear(fl(d, {6, 5}, 4), fl(d, {5, 3}, 5), none()));
+        return v;
+      };
+    case OpCode::batch_norm:
+      return [=](DeviceId d) {
+        auto var = from_data(TensorData::from(std::vector<float>{0.5f, 1.0f, 2.0f}, Shape{3}), d, Kind::Float);
+        return one_of(batch_norm(fl(d, {2, 3, 4, 2}, 1), fl(d, {3}, 2), fl(d, {3}, 3), fl(d, {3}, 4), std::move(var), 1e-5));
+      };
+    case OpCode::unfold4d:
+      return [=](DeviceId d) {
+        FoldArgs a;
+        a.kernel = {2, 3};
+        auto v = one_of(unfold4d(fl(d, {2, 2, 4, 5}, 1), a));  // burn's unfold path (no padding, dilation 1)
+        a.options.stride = {2, 1};
+        a.options.padding = {1, 1};
+        a.options.dilation = {1, 2};
+        v.push_back(unfold4d(fl(d, {2, 2, 5, 6}, 2), a));  // the one-hot conv path
+        return v;
+      };
+    case OpCode::fold4d:
+      return [=](DeviceId d) {
+        FoldArgs a;
+        a.kernel = {2, 3};
+        a.output_size = {5, 6};
+        a.options.stride = {2, 1};
+        a.options.padding = {1, 1};
+        a.options.dilation = {1, 2};
+        const Shape cols = tensor::nn::unfold4d_output_shape("t", Shape{2, 2, 5, 6}, a.kernel, a.options);
+        auto v = one_of(fold4d(fl(d, cols, 1), a));
+        FoldArgs b;
+        b.kernel = {2, 2};
+        b.output_size = {3, 3};
+        v.push_back(fold4d(fl(d, {1, 4, 4}, 2), b));
+        return v;
+      };
+    case OpCode::adaptive_avg_pool3d:
+      return [=](DeviceId d) { return one_of(pool(op, fl(d, {1, 2, 3, 5, 4}, 1), adaptive(3, {2, 3, 1}))); };
+    case OpCode::ctc_loss:
+    case OpCode::ctc_loss_backward:
+      return [=](DeviceId d) {
+        auto ints = [d](std::vector<std::int32_t> v, Shape s) { return from_data(TensorData::from(v, s), d, Kind::Int); };
+        auto lp = reduce_dim(OpCode::log_softmax, fl(d, {5, 3, 4}, 1), 2);
+        auto tg = ints({1, 2, 1, 3, 1, 0, 2, 2, 2}, {3, 3});
+        auto il = ints({5, 4, 2}, {3}), tl = ints({3, 2, 2}, {3});  // sample 2 is impossible (2 frames for "2 2")
+        if (op == OpCode::ctc_loss) return one_of(ctc_loss(std::move(lp), std::move(tg), std::move(il), std::move(tl), 0));
+        return one_of(ctc_loss_backward(std::move(lp), std::move(tg), std::move(il), std::move(tl), fl(d, {3}, 2), 0));
+      };
+    case OpCode::deform_conv2d:
+    case OpCode::deform_conv2d_backward:
+      return [=](DeviceId d) {
+        tensor::nn::DeformConvOptions<2> o;
+        o.padding = {1, 0};
+        o.weight_groups = 2;
+        o.offset_groups = 2;
+        auto off = unary(OpCode::exp, fl(d, {1, 16, 5, 3}, 2));  // offsets in (e^-2, e^2): some points leave the image
+        if (op == OpCode::deform_conv2d)
+          return one_of(deform_conv2d(fl(d, {1, 4, 4, 4}, 1), std::move(off), fl(d, {2, 2, 2, 2}, 3), fl(d, {1, 8, 5, 3}, 4),
+                                      fl(d, {2}, 5), o));
+        std::vector<DispatchTensor> v;
+        for (auto& g : deform_conv2d_backward(fl(d, {1, 4, 4, 4}, 1), std::move(off), fl(d, {2, 2, 2, 2}, 3),
+                                              fl(d, {1, 8, 5, 3}, 4), fl(d, {1, 2, 5, 3}, 6), true, o))
+          v.push_back(std::move(g));
+        return v;
+      };
     default:
       return nullptr;
   }

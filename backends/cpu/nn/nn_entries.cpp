@@ -4,14 +4,18 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/nn/attention.hpp"
 #include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/nn/ctc.hpp"
+#include "backends/cpu/nn/deform_conv.hpp"
 #include "backends/cpu/nn/fft.hpp"
 #include "backends/cpu/nn/interpolate.hpp"
+#include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/nn/norm.hpp"
 #include "backends/cpu/nn/pool.hpp"
 #include "tensor/error.hpp"
@@ -20,6 +24,7 @@ namespace tensor::cpu {
 namespace {
 
 using dispatch::ConvArgs;
+using dispatch::FoldArgs;
 using dispatch::InterpArgs;
 using dispatch::PoolArgs;
 using dispatch::Prim;
@@ -175,6 +180,7 @@ nn::Pool2dGeom avg_geom(OpCode op, const PoolArgs& a, const Shape& x) {
                      : nn::avg_pool_geom<2>(dispatch::op_name(op), x, avg_opts<2>(a));
 }
 nn::AdaptiveGeom adaptive_geom(OpCode op, const PoolArgs& a, const Shape& x) {
+  if (a.rank == 3) return nn::adaptive_avg_pool_geom<3>(dispatch::op_name(op), x, first<3>(a.output_size));
   return a.rank == 1 ? nn::adaptive_avg_pool_geom<1>(dispatch::op_name(op), x, first<1>(a.output_size))
                      : nn::adaptive_avg_pool_geom<2>(dispatch::op_name(op), x, first<2>(a.output_size));
 }
@@ -266,7 +272,9 @@ Prim adaptive_entry(Prim x, const PoolArgs& a) {
   const Shape xs = x->shape();
   const nn::AdaptiveGeom g = adaptive_geom(op, a, xs);
   CpuRef cx = prep(std::move(x), work);
-  CpuRef y = alloc_tensor(work, pooled(xs, a, g.out[1], g.out[2]));
+  Shape out = pooled(xs, a, g.out[1], g.out[2]);
+  if (a.rank == 3) out = Shape{xs[0], xs[1], g.out[0], g.out[1], g.out[2]};
+  CpuRef y = alloc_tensor(work, out);
   on_work(work, [&](auto t) {
     using T = decltype(t);
     nn::adaptive_avg_pool_forward(g, ptr<T>(cx), mut<T>(y));
@@ -371,6 +379,154 @@ Prim attention_entry(Prim q, Prim k, Prim v, Prim mask, Prim bias, const tensor:
     nn::attention_forward(g, ptr<T>(cq), ptr<T>(ck), ptr<T>(cv), ptr<std::uint8_t>(cm), ptr<T>(cb), mut<T>(y));
   });
   return finish(std::move(y), want);
+}
+
+// linear: x [rows, d_in] @ w [d_in, d_out] (+ bias), through the backend's matmul.
+Prim linear_entry(Prim x, Prim w, Prim bias) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape();
+  const std::size_t d_in = w->shape()[0], d_out = w->shape()[1];
+  std::size_t rows = 1;
+  for (std::size_t i = 0; i + 1 < xs.rank(); ++i) rows *= xs[i];
+  CpuRef cx = prep(std::move(x), work), cw = prep(std::move(w), work), cb = prep(std::move(bias), work);
+  Shape out = xs;
+  out[out.rank() - 1] = d_out;
+  CpuRef y = alloc_tensor(work, out);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    const T* xp = ptr<T>(cx);
+    const T* wp = ptr<T>(cw);
+    const T* bp = ptr<T>(cb);
+    T* yp = mut<T>(y);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t j = 0; j < d_out; ++j) yp[r * d_out + j] = bp ? bp[j] : T(0);
+    nn::nn_gemm<T>(false, false, rows, d_out, d_in, T(1), xp, d_in, wp, d_out, T(1), yp, d_out,
+                   nn::gemm_threads(rows, d_out, d_in, nn::nn_threads()));
+  });
+  return finish(std::move(y), want);
+}
+
+// batch_norm (inference): (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c].
+Prim batch_norm_entry(Prim x, Prim gamma, Prim beta, Prim mean, Prim var, double eps) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape();
+  const std::size_t n = xs[0], c = xs[1], planes = n * c;
+  const std::size_t inner = planes ? xs.num_elements() / planes : 0;
+  CpuRef cx = prep(std::move(x), work), cg = prep(std::move(gamma), work), cb = prep(std::move(beta), work);
+  CpuRef cm = prep(std::move(mean), work), cv = prep(std::move(var), work);
+  CpuRef y = alloc_tensor(work, xs);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    const T *xp = ptr<T>(cx), *gp = ptr<T>(cg), *bp = ptr<T>(cb), *mp = ptr<T>(cm), *vp = ptr<T>(cv);
+    T* yp = mut<T>(y);
+    for (std::size_t ch = 0; ch < c; ++ch) {
+      const double scale = static_cast<double>(gp[ch]) / std::sqrt(static_cast<double>(vp[ch]) + eps);
+      const double m = static_cast<double>(mp[ch]), b = static_cast<double>(bp[ch]);
+      for (std::size_t s = 0; s < n; ++s) {
+        const std::size_t base = (s * c + ch) * inner;
+        for (std::size_t i = 0; i < inner; ++i)
+          yp[base + i] = static_cast<T>((static_cast<double>(xp[base + i]) - m) * scale + b);
+      }
+    }
+  });
+  return finish(std::move(y), want);
+}
+
+template <bool kFold>
+Prim fold_entry(Prim x, const FoldArgs& a) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape();
+  const std::string_view name = kFold ? "fold4d" : "unfold4d";
+  const Shape image = kFold ? tensor::nn::fold4d_output_shape(name, xs, a.output_size, a.kernel, a.options) : xs;
+  const nn::ConvGeom g = nn::unfold_geom(name, image, a.kernel, a.options);
+  CpuRef cx = prep(std::move(x), work);
+  const Shape out = kFold ? image : tensor::nn::unfold4d_output_shape(name, xs, a.kernel, a.options);
+  CpuRef y = alloc_tensor(work, out);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (kFold) nn::fold_forward(g, ptr<T>(cx), mut<T>(y));
+    else nn::unfold_forward(g, ptr<T>(cx), mut<T>(y));
+  });
+  return finish(std::move(y), want);
+}
+
+nn::CtcGeom ctc_geom(const Shape& lp, const Shape& targets, std::int64_t blank) {
+  nn::CtcGeom g;
+  g.time = lp[0];
+  g.batch = lp[1];
+  g.classes = lp[2];
+  g.max_target = targets[1];
+  g.blank = blank;
+  return g;
+}
+Prim ctc_loss_entry(Prim lp, Prim targets, Prim in_len, Prim tgt_len, std::int64_t blank) {
+  const DType want = lp->dtype(), work = work_dtype(want);
+  const nn::CtcGeom g = ctc_geom(lp->shape(), targets->shape(), blank);
+  CpuRef cl = prep(std::move(lp), work), ct = prep_index(std::move(targets));
+  CpuRef ci = prep_index(std::move(in_len)), cn = prep_index(std::move(tgt_len));
+  nn::ctc_validate(g, ptr<std::int64_t>(ct), ptr<std::int64_t>(ci), ptr<std::int64_t>(cn));
+  CpuRef y = alloc_tensor(work, Shape{g.batch});
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::ctc_loss_forward(g, ptr<T>(cl), ptr<std::int64_t>(ct), ptr<std::int64_t>(ci), ptr<std::int64_t>(cn), mut<T>(y));
+  });
+  return finish(std::move(y), want);
+}
+Prim ctc_loss_backward_entry(Prim lp, Prim targets, Prim in_len, Prim tgt_len, Prim dloss, std::int64_t blank) {
+  const DType want = lp->dtype(), work = work_dtype(want);
+  const Shape ls = lp->shape();
+  const nn::CtcGeom g = ctc_geom(ls, targets->shape(), blank);
+  CpuRef cl = prep(std::move(lp), work), ct = prep_index(std::move(targets));
+  CpuRef ci = prep_index(std::move(in_len)), cn = prep_index(std::move(tgt_len));
+  CpuRef cd = prep(std::move(dloss), work);
+  nn::ctc_validate(g, ptr<std::int64_t>(ct), ptr<std::int64_t>(ci), ptr<std::int64_t>(cn));
+  CpuRef dx = alloc_tensor(work, ls);
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::ctc_loss_backward(g, ptr<T>(cl), ptr<std::int64_t>(ct), ptr<std::int64_t>(ci), ptr<std::int64_t>(cn), ptr<T>(cd),
+                          mut<T>(dx));
+  });
+  return finish(std::move(dx), want);
+}
+
+Prim deform_conv2d_entry(Prim x, Prim offset, Prim w, Prim mask, Prim bias, const tensor::nn::DeformConvOptions<2>& o) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape(), os = offset->shape(), ws = w->shape();
+  const Shape ms = mask ? mask->shape() : Shape{}, bs = bias ? bias->shape() : Shape{};
+  const nn::DeformGeom g =
+      nn::deform_conv2d_geom("deform_conv2d", xs, os, ws, mask ? &ms : nullptr, bias ? &bs : nullptr, o);
+  CpuRef cx = prep(std::move(x), work), co = prep(std::move(offset), work), cw = prep(std::move(w), work);
+  CpuRef cm = prep(std::move(mask), work), cb = prep(std::move(bias), work);
+  CpuRef y = alloc_tensor(work, Shape{xs[0], ws[0], os[2], os[3]});
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::deform_conv2d_forward(g, ptr<T>(cx), ptr<T>(co), ptr<T>(cw), ptr<T>(cm), ptr<T>(cb), mut<T>(y));
+  });
+  return finish(std::move(y), want);
+}
+std::vector<Prim> deform_conv2d_backward_entry(Prim x, Prim offset, Prim w, Prim mask, Prim dy, bool with_bias,
+                                               const tensor::nn::DeformConvOptions<2>& o) {
+  const DType want = x->dtype(), work = work_dtype(want);
+  const Shape xs = x->shape(), os = offset->shape(), ws = w->shape();
+  const Shape ms = mask ? mask->shape() : Shape{};
+  const nn::DeformGeom g = nn::deform_conv2d_geom("deform_conv2d_backward", xs, os, ws, mask ? &ms : nullptr, nullptr, o);
+  CpuRef cx = prep(std::move(x), work), co = prep(std::move(offset), work), cw = prep(std::move(w), work);
+  CpuRef cm = prep(std::move(mask), work), cd = prep(std::move(dy), work);
+  CpuRef dx = alloc_tensor(work, xs), doff = alloc_tensor(work, os), dw = alloc_tensor(work, ws);
+  CpuRef dm = cm ? alloc_tensor(work, ms) : nullptr;
+  CpuRef db = with_bias ? alloc_tensor(work, Shape{ws[0]}) : nullptr;
+  on_work(work, [&](auto t) {
+    using T = decltype(t);
+    nn::deform_conv2d_backward(g, ptr<T>(cx), ptr<T>(co), ptr<T>(cw), ptr<T>(cm), ptr<T>(cd), mut<T>(dx), mut<T>(doff),
+                               mut<T>(dw), dm ? mut<T>(dm) : nullptr, db ? mut<T>(db) : nullptr);
+  });
+  std::vector<Prim> out;
+  out.push_back(finish(std::move(dx), want));
+  out.push_back(finish(std::move(doff), want));
+  out.push_back(finish(std::move(dw), want));
+  out.push_back(dm ? finish(std::move(dm), want) : Prim());
+  out.push_back(db ? finish(std::move(db), want) : Prim());
+  return out;
 }
 
 }  // namespace
@@ -487,6 +643,15 @@ void register_nn_ops(dispatch::Backend& b) {
   b.set<OpCode::attention>(&attention_entry);
   b.set<OpCode::rfft>(&rfft_entry);
   b.set<OpCode::irfft>(&irfft_entry);
+  b.set<OpCode::linear>(&linear_entry);
+  b.set<OpCode::batch_norm>(&batch_norm_entry);
+  b.set<OpCode::unfold4d>(&fold_entry<false>);
+  b.set<OpCode::fold4d>(&fold_entry<true>);
+  b.set<OpCode::adaptive_avg_pool3d>(&adaptive_entry<OpCode::adaptive_avg_pool3d>);
+  b.set<OpCode::ctc_loss>(&ctc_loss_entry);
+  b.set<OpCode::ctc_loss_backward>(&ctc_loss_backward_entry);
+  b.set<OpCode::deform_conv2d>(&deform_conv2d_entry);
+  b.set<OpCode::deform_conv2d_backward>(&deform_conv2d_backward_entry);
 }
 
 }  // namespace tensor::cpu

@@ -46,6 +46,20 @@ TENSOR_API Handle nn_embedding_backward(Handle&& dy, Handle&& indices, const Sha
 TENSOR_API Handle nn_layer_norm(Handle&& x, Handle&& gamma, Handle&& beta, double eps);
 TENSOR_API Handle nn_attention(Handle&& q, Handle&& k, Handle&& v, Handle&& mask, Handle&& bias,
                                const nn::AttentionModuleOptions& o);
+TENSOR_API Handle nn_linear(Handle&& x, Handle&& weight, Handle&& bias);
+TENSOR_API Handle nn_batch_norm(Handle&& x, Handle&& gamma, Handle&& beta, Handle&& mean, Handle&& variance, double eps);
+TENSOR_API Handle nn_unfold4d(Handle&& x, std::array<std::int64_t, 2> kernel, const nn::UnfoldOptions& o);
+TENSOR_API Handle nn_fold4d(Handle&& x, std::array<std::int64_t, 2> output_size, std::array<std::int64_t, 2> kernel,
+                            const nn::UnfoldOptions& o);
+TENSOR_API Handle nn_ctc_loss(Handle&& log_probs, Handle&& targets, Handle&& input_lengths, Handle&& target_lengths,
+                              std::int64_t blank);
+TENSOR_API Handle nn_ctc_loss_backward(Handle&& log_probs, Handle&& targets, Handle&& input_lengths,
+                                       Handle&& target_lengths, Handle&& dloss, std::int64_t blank);
+TENSOR_API Handle nn_deform_conv2d(Handle&& x, Handle&& offset, Handle&& weight, Handle&& mask, Handle&& bias,
+                                   const nn::DeformConvOptions<2>& o);
+// {x, offset, weight, mask, bias} gradients; the mask's is empty without a mask, the bias's without with_bias.
+TENSOR_API std::array<Handle, 5> nn_deform_conv2d_backward(Handle&& x, Handle&& offset, Handle&& weight, Handle&& mask,
+                                                           Handle&& dy, bool with_bias, const nn::DeformConvOptions<2>& o);
 // n: the length (0: the signal's length; irfft: 2 (bins - 1)); an explicit 0 is refused.
 TENSOR_API std::pair<Handle, Handle> nn_rfft(Handle&& signal, std::int64_t dim, std::optional<std::size_t> n);
 TENSOR_API Handle nn_irfft(Handle&& re, Handle&& im, std::int64_t dim, std::optional<std::size_t> n);
@@ -128,6 +142,11 @@ inline Tensor<4> conv2d(const Tensor<4>& x, const Tensor<4>& weight, const std::
   return Tensor<4>(tensor::detail::nn_conv(OpCode::conv2d, tensor::detail::copy(x), tensor::detail::copy(weight), nn_detail::opt(bias),
                                    nn_detail::conv_args(options)));
 }
+inline Tensor<5> conv3d(const Tensor<5>& x, const Tensor<5>& weight, const std::optional<Tensor<1>>& bias,
+                        const ConvOptions<3>& options = {}) {
+  return Tensor<5>(tensor::detail::nn_conv(OpCode::conv3d, tensor::detail::copy(x), tensor::detail::copy(weight),
+                                           nn_detail::opt(bias), nn_detail::conv_args(options)));
+}
 // Transposed: weight [C_in, C_out/groups, *K] -> [N, C_out, *O].
 inline Tensor<3> conv_transpose1d(const Tensor<3>& x, const Tensor<3>& weight, const std::optional<Tensor<1>>& bias,
                                   const ConvTransposeOptions<1>& options = {}) {
@@ -138,6 +157,11 @@ inline Tensor<4> conv_transpose2d(const Tensor<4>& x, const Tensor<4>& weight, c
                                   const ConvTransposeOptions<2>& options = {}) {
   return Tensor<4>(tensor::detail::nn_conv(OpCode::conv_transpose2d, tensor::detail::copy(x), tensor::detail::copy(weight),
                                    nn_detail::opt(bias), nn_detail::conv_args(options)));
+}
+inline Tensor<5> conv_transpose3d(const Tensor<5>& x, const Tensor<5>& weight, const std::optional<Tensor<1>>& bias,
+                                  const ConvTransposeOptions<3>& options = {}) {
+  return Tensor<5>(tensor::detail::nn_conv(OpCode::conv_transpose3d, tensor::detail::copy(x), tensor::detail::copy(weight),
+                                           nn_detail::opt(bias), nn_detail::conv_args(options)));
 }
 
 // Backward (burn's argument lists: the forward inputs give the gradient shapes).
@@ -237,6 +261,17 @@ inline Tensor<4> adaptive_avg_pool2d_backward(const Tensor<4>& x, const Tensor<4
                                             nn_detail::adaptive_args<2>({static_cast<std::int64_t>(d[2]),
                                                                          static_cast<std::int64_t>(d[3])})));
 }
+inline Tensor<5> adaptive_avg_pool3d(const Tensor<5>& x, std::array<std::int64_t, 3> output_size) {
+  return Tensor<5>(tensor::detail::nn_pool(OpCode::adaptive_avg_pool3d, tensor::detail::copy(x),
+                                           nn_detail::adaptive_args<3>(output_size)));
+}
+inline Tensor<5> adaptive_avg_pool3d_backward(const Tensor<5>& x, const Tensor<5>& output_grad) {
+  const auto d = output_grad.dims();
+  return Tensor<5>(tensor::detail::nn_pool_backward(
+      OpCode::adaptive_avg_pool_backward, tensor::detail::copy(output_grad), x.shape(),
+      nn_detail::adaptive_args<3>({static_cast<std::int64_t>(d[2]), static_cast<std::int64_t>(d[3]),
+                                   static_cast<std::int64_t>(d[4])})));
+}
 
 // ---- interpolate (x [N, C, H, W] -> [N, C, size[0], size[1]]) ----------------------------
 inline Tensor<4> interpolate(const Tensor<4>& x, std::array<std::int64_t, 2> output_size,
@@ -288,6 +323,87 @@ std::pair<Tensor<D>, Tensor<D>> rfft(const Tensor<D>& signal, std::int64_t dim, 
 template <std::size_t D>
 Tensor<D> irfft(const Tensor<D>& re, const Tensor<D>& im, std::int64_t dim, std::optional<std::size_t> n = std::nullopt) {
   return Tensor<D>(tensor::detail::nn_irfft(tensor::detail::copy(re), tensor::detail::copy(im), dim, n));
+}
+
+// ---- linear: x [..., d_in] @ weight [d_in, d_out] (+ bias [d_out]) -------------------------
+// burn's layout: the weight is [d_in, d_out], the transpose of torch's F.linear weight.
+template <std::size_t D>
+Tensor<D> linear(const Tensor<D>& x, const Tensor<2>& weight, const std::optional<Tensor<1>>& bias = std::nullopt) {
+  return Tensor<D>(tensor::detail::nn_linear(tensor::detail::copy(x), tensor::detail::copy(weight), nn_detail::opt(bias)));
+}
+
+// ---- batch_norm, inference form: x [N, C, ...], statistics [C] given by the caller ----------
+// y = (x - mean) / sqrt(variance + epsilon) * gamma + beta per channel (dim 1); nothing is
+// computed or updated (torch F.batch_norm(training=False)).
+template <std::size_t D>
+Tensor<D> batch_norm(const Tensor<D>& x, const Tensor<1>& gamma, const Tensor<1>& beta, const Tensor<1>& mean,
+                     const Tensor<1>& variance, double epsilon = 1e-5) {
+  return Tensor<D>(tensor::detail::nn_batch_norm(tensor::detail::copy(x), tensor::detail::copy(gamma),
+                                                 tensor::detail::copy(beta), tensor::detail::copy(mean),
+                                                 tensor::detail::copy(variance), epsilon));
+}
+
+// ---- unfold4d / fold4d (torch F.unfold / F.fold) -------------------------------------------
+// unfold4d: x [N, C, H, W] -> [N, C*kh*kw, L], row c*kh*kw + i*kw + j, column ho*Wo + wo.
+inline Tensor<3> unfold4d(const Tensor<4>& x, std::array<std::int64_t, 2> kernel_size, const UnfoldOptions& options = {}) {
+  return Tensor<3>(tensor::detail::nn_unfold4d(tensor::detail::copy(x), kernel_size, options));
+}
+// fold4d: the adjoint, x [N, C*kh*kw, L] -> [N, C, output_size], overlapping blocks summed.
+inline Tensor<4> fold4d(const Tensor<3>& x, std::array<std::int64_t, 2> output_size, std::array<std::int64_t, 2> kernel_size,
+                        const UnfoldOptions& options = {}) {
+  return Tensor<4>(tensor::detail::nn_fold4d(tensor::detail::copy(x), output_size, kernel_size, options));
+}
+
+// ---- ctc_loss: log_probs [T, N, C] (log_softmax output), targets Int [N, S] (padded) ---------
+// Per-sample negative log-likelihood [N] (no reduction); entries past target_lengths[n] are
+// ignored; an impossible alignment gives +inf and a zero gradient. The gradient is the exact
+// derivative with respect to the log-probabilities (not torch's through-log_softmax form).
+inline Tensor<1> ctc_loss(const Tensor<3>& log_probs, const Tensor<2, Int>& targets, const Tensor<1, Int>& input_lengths,
+                          const Tensor<1, Int>& target_lengths, std::int64_t blank = 0) {
+  return Tensor<1>(tensor::detail::nn_ctc_loss(tensor::detail::copy(log_probs), tensor::detail::copy(targets),
+                                               tensor::detail::copy(input_lengths), tensor::detail::copy(target_lengths),
+                                               blank));
+}
+// d loss / d log_probs [T, N, C] for the upstream gradient output_grad [N].
+inline Tensor<3> ctc_loss_backward(const Tensor<3>& log_probs, const Tensor<2, Int>& targets,
+                                   const Tensor<1, Int>& input_lengths, const Tensor<1, Int>& target_lengths,
+                                   const Tensor<1>& output_grad, std::int64_t blank = 0) {
+  return Tensor<3>(tensor::detail::nn_ctc_loss_backward(
+      tensor::detail::copy(log_probs), tensor::detail::copy(targets), tensor::detail::copy(input_lengths),
+      tensor::detail::copy(target_lengths), tensor::detail::copy(output_grad), blank));
+}
+// The 'mean' reduction (torch's): each loss divided by its target length clamped to >= 1,
+// then averaged over the batch (burn-nn divides an empty target's loss by 0).
+inline Tensor<1> ctc_loss_mean(const Tensor<1>& losses, const Tensor<1, Int>& target_lengths) {
+  return losses.div(target_lengths.float_().cast(losses.dtype()).clamp_min(1.0)).mean();
+}
+
+// ---- deform_conv2d (torchvision semantics: DCNv1 without a mask, DCNv2 with one) -----------
+// x [N, C_in, H, W], offset [N, 2*OG*kh*kw, Ho, Wo] (dy then dx per tap), weight
+// [C_out, C_in/weight_groups, kh, kw], mask [N, OG*kh*kw, Ho, Wo]?, bias [C_out]? -> [N, C_out, Ho, Wo].
+inline Tensor<4> deform_conv2d(const Tensor<4>& x, const Tensor<4>& offset, const Tensor<4>& weight,
+                               const std::optional<Tensor<4>>& mask, const std::optional<Tensor<1>>& bias,
+                               const DeformConvOptions<2>& options = {}) {
+  return Tensor<4>(tensor::detail::nn_deform_conv2d(tensor::detail::copy(x), tensor::detail::copy(offset),
+                                                    tensor::detail::copy(weight), nn_detail::opt(mask),
+                                                    nn_detail::opt(bias), options));
+}
+struct DeformConv2dBackward {
+  Tensor<4> x_grad, offset_grad, weight_grad;
+  std::optional<Tensor<4>> mask_grad;
+  std::optional<Tensor<1>> bias_grad;
+};
+inline DeformConv2dBackward deform_conv2d_backward(const Tensor<4>& x, const Tensor<4>& offset, const Tensor<4>& weight,
+                                                   const std::optional<Tensor<4>>& mask,
+                                                   const std::optional<Tensor<1>>& bias, const Tensor<4>& output_grad,
+                                                   const DeformConvOptions<2>& options = {}) {
+  auto h = tensor::detail::nn_deform_conv2d_backward(tensor::detail::copy(x), tensor::detail::copy(offset),
+                                                     tensor::detail::copy(weight), nn_detail::opt(mask),
+                                                     tensor::detail::copy(output_grad), bias.has_value(), options);
+  DeformConv2dBackward r{Tensor<4>(h[0]), Tensor<4>(h[1]), Tensor<4>(h[2]), std::nullopt, std::nullopt};
+  if (mask) r.mask_grad = Tensor<4>(h[3]);
+  if (bias) r.bias_grad = Tensor<1>(h[4]);
+  return r;
 }
 
 }  // namespace tensor::nn
