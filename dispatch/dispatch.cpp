@@ -1395,6 +1395,7 @@ DispatchTensor attention(DispatchTensor q, DispatchTensor k, DispatchTensor v, D
 // ---- devices -------------------------------------------------------------------------
 
 std::string device_string(DeviceId device) {
+  if (is_balanced_device(device)) return fmt::format("autodiff<{}, balanced>", device_string(autodiff_inner(device)));
   if (is_autodiff_device(device)) return fmt::format("autodiff<{}>", device_string(autodiff_inner(device)));
   const Backend* b = Registry::instance().find(device.type_id);
   const std::string name = b ? b->short_name() : fmt::format("type{}", device.type_id);
