@@ -110,7 +110,6 @@ class AdTensor final : public Primitive {
 thread_local std::uint16_t t_offset = kAutodiffTypeOffset;
 void note(DeviceId ad) { t_offset = is_balanced_device(ad) ? kBalancedTypeOffset : kAutodiffTypeOffset; }
 bool balanced() { return t_offset == kBalancedTypeOffset; }
-DeviceId ad_of_none(DeviceId inner) { return {static_cast<std::uint16_t>(inner.type_id + kAutodiffTypeOffset), inner.index_id}; }
 DeviceId ad_of(DeviceId inner) { return {static_cast<std::uint16_t>(inner.type_id + t_offset), inner.index_id}; }
 
 Prim wrap(Prim inner, NodeRef node = {}) {
@@ -966,6 +965,7 @@ Prim t_mask_select(Prim a, Prim mask) {
 
 Prim t_to_device(Prim a, DeviceId to) {
   In x = open(std::move(a));
+  if (is_autodiff_device(to)) note(to);  // the result is on `to` (either strategy)
   const DeviceId inner_to = autodiff_inner(to);
   if (!x.node) return wrap(run_inner<Family::ToDevice>(OpCode::to_device, x.p, std::move(x.p), inner_to));
   const DeviceId from = x.p->device();
@@ -1314,8 +1314,11 @@ DispatchTensor from_inner(DispatchTensor t) {
   if (is_autodiff_device(t.device))
     throw DeviceError(DeviceError::Kind::Mismatch,
                       fmt::format("[from_inner] expected a tensor of a plain device; got one on {}", device_string(t.device)));
-  autodiff_device(t.device);
-  note(ad_of_none(t.device));
+  // The untracked tensor goes to the autodiff device of the strategy this thread last
+  // used (Device::autodiff()'s when none): the public from_inner names no device, and a
+  // training loop re-wraps its parameters between ops on their own device. to_device
+  // moves an untracked tensor to the other strategy's device.
+  autodiff_device(t.device, balanced() ? CheckpointingStrategy::Balanced : CheckpointingStrategy::None);
   const Kind k = t.kind;
   return DispatchTensor(wrap(t.take()), k);
 }

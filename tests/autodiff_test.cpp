@@ -902,6 +902,15 @@ TEST_P(Autodiff, BalancedCheckpointingDevice) {
   EXPECT_EQ(x.detach().device(), b);
   EXPECT_EQ(Tensor<1>::zeros(Shape{2}, b).device(), b);
   EXPECT_THROWS(DeviceError, x + make<1>({1, 2}, Shape{2}, ad()), "different devices");
+  // from_inner goes to the strategy this thread last used; to_device moves it across.
+  auto i = (x * 3.0).inner();
+  EXPECT_EQ(Tensor<1>::from_inner(i).device(), b);
+  auto n = make<1>({1, 2}, Shape{2}, ad());
+  (void)(n * 2.0);
+  const auto back = Tensor<1>::from_inner(i);
+  EXPECT_EQ(back.device(), ad());
+  EXPECT_EQ(back.to_device(b).device(), b);
+  expect_near(values(back.to_device(b)), {3, 6}, 1e-6, "moved");
 }
 
 TEST_P(Autodiff, BalancedCheckpointingGivesEqualGradients) {
