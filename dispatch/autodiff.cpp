@@ -15,7 +15,6 @@
 #include <functional>
 #include <limits>
 #include <mutex>
-#include <numbers>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -75,6 +74,24 @@ struct Node {
   }
 };
 
+// Balanced checkpointing (reference/autodiff.md): the output of a memory-bound op
+// (elementwise unary and scalar ops) carries the recipe that recomputes it, a base
+// tensor kept by the graph and the ops applied to it in order. A memory-bound op's
+// backward step saves its input's recipe instead of its input or output, so the
+// intermediates of a chain of such ops are freed after the forward pass and recomputed
+// during backward.
+struct RecipeStep {
+  OpCode op;
+  std::optional<Scalar> s;  // the scalar of a Scalar-family op
+};
+struct Recipe {
+  Prim base;  // an inner tensor
+  std::vector<RecipeStep> steps;
+};
+using RecipeRef = std::shared_ptr<const Recipe>;
+// Longer chains start again from a saved base (replaying is O(chain) per step).
+constexpr std::size_t kMaxRecipe = 8;
+
 class AdTensor final : public Primitive {
  public:
   AdTensor(Prim inner, NodeRef node, DeviceId device)
@@ -82,9 +99,18 @@ class AdTensor final : public Primitive {
   bool can_mut() const override { return unique_ref() && inner_->can_mut(); }
   Prim inner_;
   NodeRef node_;
+  RecipeRef recipe_;  // balanced checkpointing: how to recompute inner_ (memory-bound ops)
 };
 
-DeviceId ad_of(DeviceId inner) { return {static_cast<std::uint16_t>(inner.type_id + kAutodiffTypeOffset), inner.index_id}; }
+// The autodiff device type an entry is running for: the decorator's entries serve both
+// strategies of an inner type (type + 8, type + 16), so the first tensor or device
+// argument an entry opens notes its offset here, and the results are wrapped for the
+// same device. Entries never interleave across devices on one thread (the backward
+// steps run on the inner device), so a per-thread note is enough.
+thread_local std::uint16_t t_offset = kAutodiffTypeOffset;
+void note(DeviceId ad) { t_offset = is_balanced_device(ad) ? kBalancedTypeOffset : kAutodiffTypeOffset; }
+bool balanced() { return t_offset == kBalancedTypeOffset; }
+DeviceId ad_of(DeviceId inner) { return {static_cast<std::uint16_t>(inner.type_id + t_offset), inner.index_id}; }
 
 Prim wrap(Prim inner, NodeRef node = {}) {
   const DeviceId d = ad_of(inner->device());
@@ -94,6 +120,7 @@ AdTensor& as_ad(const Prim& p) { return static_cast<AdTensor&>(*p); }
 const NodeRef& node_of(const Prim& p) { return as_ad(p).node_; }
 // The inner primitive; a unique wrapper passes ownership on (the buffer may be reused).
 Prim unwrap(Prim p) {
+  note(p->device());
   AdTensor& a = as_ad(p);
   return p->unique_ref() ? std::move(a.inner_) : a.inner_;
 }
@@ -102,10 +129,13 @@ Prim unwrap(Prim p) {
 struct In {
   Prim p;
   NodeRef node;
+  RecipeRef recipe;  // balanced checkpointing: how p is recomputed (null: p is kept)
 };
 In open(Prim&& a) {
+  note(a->device());
   NodeRef n = node_of(a);
-  return {n ? as_ad(a).inner_ : unwrap(std::move(a)), std::move(n)};  // saved inputs keep a reference
+  RecipeRef r = n ? as_ad(a).recipe_ : nullptr;
+  return {n ? as_ad(a).inner_ : unwrap(std::move(a)), std::move(n), std::move(r)};  // saved inputs keep a reference
 }
 
 T dt(Prim p) {
@@ -195,6 +225,43 @@ T prod_grad(const T& x, std::size_t d) {
   T post = flip_dim(exclusive_cumprod(flip_dim(x, d), d), d);
   return mul(std::move(pre), std::move(post));
 }
+// d cumprod: dL/dx_j = sum_{i>=j} g_i prod_{k<=i, k!=j} x_k, exact with zeros (burn's
+// sum_{i>=j} g_i y_i / x_j divides by zero). A new dim j of n copies of x, each with
+// x_j replaced by 1, is cumprod'ed along d (the i dim): c[j][i] = prod_{k<=i, k!=j} x_k;
+// times g_i, masked to i >= j, summed over i. O(n) times the memory of x, with no
+// read-back; cumprod lanes are short in practice.
+T cumprod_grad(const T& g, const T& x, std::size_t d) {
+  const std::size_t n = x.shape()[d], r = x.shape().rank();
+  if (n <= 1) return g;
+  const DType it = to_dtype(device_settings(x.device).int_dtype);
+  // Shape with the j dim inserted before d: [.., n(j), n(i), ..].
+  Shape big;
+  for (std::size_t k = 0; k < r; ++k) {
+    if (k == d) big.push_back(n);
+    big.push_back(x.shape()[k]);
+  }
+  auto at = [&](Shape s, std::size_t k) {  // s with a 1 inserted at k
+    Shape o;
+    for (std::size_t q = 0; q <= s.rank(); ++q) {
+      if (q == k) o.push_back(1);
+      if (q < s.rank()) o.push_back(s[q]);
+    }
+    return o;
+  };
+  // j index along dim d, i index along dim d + 1 of `big`, as int tensors broadcast to it.
+  Shape jline, iline;
+  for (std::size_t k = 0; k <= r; ++k) {
+    jline.push_back(k == d ? n : 1);
+    iline.push_back(k == d + 1 ? n : 1);
+  }
+  T jj = expand_to(reshape_to(arange(0, i64(n), 1, x.device, it), jline), big);
+  T ii = expand_to(reshape_to(arange(0, i64(n), 1, x.device, it), iline), big);
+  T xs = expand_to(reshape_to(x, at(x.shape(), d)), big);
+  T c = reduce_dim(OpCode::cumprod, mask_fill(std::move(xs), compare(OpCode::equal, jj, ii), Scalar(1.0)), i64(d + 1));
+  T gi = expand_to(reshape_to(g, at(g.shape(), d)), big);
+  T terms = mask_fill(mul(std::move(c), std::move(gi)), compare(OpCode::lower, ii, jj), Scalar(0.0));
+  return reshape_to(reduce_dim(OpCode::sum_dim, std::move(terms), i64(d + 1)), x.shape());
+}
 // A DimSlice as the public Slice selecting the same elements in the same order.
 tensor::Slice public_slice(const DimSlice& s) {
   if (s.len == 0) return tensor::Slice::range(0, 0);
@@ -215,7 +282,6 @@ T cast_to(T g, DType t) { return g.dtype() == t ? g : cast(OpCode::cast, std::mo
 // ---- backward steps, by family ----------------------------------------------------------
 
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 
 // d y / d x of a unary op, times g; x the input, y the output.
 T unary_grad(OpCode op, const T& g, const T& x, const T& y) {
@@ -241,19 +307,27 @@ T unary_grad(OpCode op, const T& g, const T& x, const T& y) {
     case OpCode::atanh: return dvd(g, adds(neg(sq(x)), 1.0));
     case OpCode::erf: return mul(g, muls(un(OpCode::exp, neg(sq(x))), kTwoOverSqrtPi));
     case OpCode::round: case OpCode::floor: case OpCode::ceil: case OpCode::trunc: case OpCode::sign:
-      return zeros_like(x);
+      return zeros_like(g);
     case OpCode::relu: return binary(OpCode::relu_backward, y, g);
     case OpCode::sigmoid: return binary(OpCode::sigmoid_backward, y, g);
     case OpCode::log_sigmoid: return binary(OpCode::log_sigmoid_backward, x, g);
-    case OpCode::gelu: {
-      // Exact GELU x·Φ(x): Φ(x) + x·φ(x).
-      T cdf = muls(adds(un(OpCode::erf, muls(x, std::numbers::sqrt2 / 2.0)), 1.0), 0.5);
-      T pdf = muls(un(OpCode::exp, muls(sq(x), -0.5)), kInvSqrt2Pi);
-      return mul(g, add(std::move(cdf), mul(x, std::move(pdf))));
-    }
+    case OpCode::gelu: return binary(OpCode::gelu_backward, x, g);  // exact: Φ(x) + x·φ(x)
     default: break;
   }
   throw Error(fmt::format("[{}] internal: no backward step", op_name(op)));
+}
+
+// What a unary op's backward step reads: its input, its output or neither.
+enum class Needs : std::uint8_t { Nothing, X, Y };
+constexpr Needs unary_needs(OpCode op) {
+  switch (op) {
+    case OpCode::recip: case OpCode::sqrt: case OpCode::exp: case OpCode::tan: case OpCode::tanh: case OpCode::relu:
+    case OpCode::sigmoid:
+      return Needs::Y;
+    case OpCode::neg: case OpCode::round: case OpCode::floor: case OpCode::ceil: case OpCode::trunc: case OpCode::sign:
+      return Needs::Nothing;
+    default: return Needs::X;
+  }
 }
 
 constexpr bool unary_rule(OpCode op) {
@@ -268,42 +342,54 @@ constexpr bool unary_rule(OpCode op) {
   }
 }
 
-void binary_grad(OpCode op, const T& g, const T& a, const T& b, const T& y, std::uint32_t need, std::span<T> out) {
+// What a binary op's backward step reads (bits: 1 a, 2 b, 4 y); the shapes are kept anyway.
+constexpr std::uint32_t binary_reads(OpCode op) {
+  switch (op) {
+    case OpCode::add: case OpCode::sub: return 0;
+    case OpCode::mul: case OpCode::remainder: case OpCode::atan2: return 1 | 2;
+    case OpCode::div: return 2 | 4;
+    default: return 1 | 2 | 4;  // powf, hypot
+  }
+}
+
+// a, b, y: the operands and the output (empty where binary_reads says unread).
+void binary_grad(OpCode op, const T& g, const Shape& as, const Shape& bs, const T& a, const T& b, const T& y,
+                 std::uint32_t need, std::span<T> out) {
   const bool na = need & 1, nb = need & 2;
   switch (op) {
     case OpCode::add:
-      if (na) out[0] = sum_to(g, a.shape());
-      if (nb) out[1] = sum_to(g, b.shape());
+      if (na) out[0] = sum_to(g, as);
+      if (nb) out[1] = sum_to(g, bs);
       return;
     case OpCode::sub:
-      if (na) out[0] = sum_to(g, a.shape());
-      if (nb) out[1] = sum_to(neg(g), b.shape());
+      if (na) out[0] = sum_to(g, as);
+      if (nb) out[1] = sum_to(neg(g), bs);
       return;
     case OpCode::mul:
-      if (na) out[0] = sum_to(mul(g, b), a.shape());
-      if (nb) out[1] = sum_to(mul(g, a), b.shape());
+      if (na) out[0] = sum_to(mul(g, b), as);
+      if (nb) out[1] = sum_to(mul(g, a), bs);
       return;
     case OpCode::div:
-      if (na) out[0] = sum_to(dvd(g, b), a.shape());
-      if (nb) out[1] = sum_to(neg(dvd(mul(g, y), b)), b.shape());
+      if (na) out[0] = sum_to(dvd(g, b), as);
+      if (nb) out[1] = sum_to(neg(dvd(mul(g, y), b)), bs);
       return;
     case OpCode::remainder:  // a - b·floor(a/b)
-      if (na) out[0] = sum_to(g, a.shape());
-      if (nb) out[1] = sum_to(neg(mul(g, un(OpCode::floor, dvd(a, b)))), b.shape());
+      if (na) out[0] = sum_to(g, as);
+      if (nb) out[1] = sum_to(neg(mul(g, un(OpCode::floor, dvd(a, b)))), bs);
       return;
     case OpCode::powf:
-      if (na) out[0] = sum_to(mul(mul(g, b), binary(OpCode::powf, a, adds(b, -1.0))), a.shape());
-      if (nb) out[1] = sum_to(mul(mul(g, y), un(OpCode::log, a)), b.shape());
+      if (na) out[0] = sum_to(mul(mul(g, b), binary(OpCode::powf, a, adds(b, -1.0))), as);
+      if (nb) out[1] = sum_to(mul(mul(g, y), un(OpCode::log, a)), bs);
       return;
     case OpCode::atan2: {  // atan2(a, b): d/da = b/(a²+b²), d/db = -a/(a²+b²)
       T den = add(sq(a), sq(b));
-      if (na) out[0] = sum_to(dvd(mul(g, b), den), a.shape());
-      if (nb) out[1] = sum_to(neg(dvd(mul(g, a), den)), b.shape());
+      if (na) out[0] = sum_to(dvd(mul(g, b), den), as);
+      if (nb) out[1] = sum_to(neg(dvd(mul(g, a), den)), bs);
       return;
     }
     case OpCode::hypot:
-      if (na) out[0] = sum_to(dvd(mul(g, a), y), a.shape());
-      if (nb) out[1] = sum_to(dvd(mul(g, b), y), b.shape());
+      if (na) out[0] = sum_to(dvd(mul(g, a), y), as);
+      if (nb) out[1] = sum_to(dvd(mul(g, b), y), bs);
       return;
     default: break;
   }
@@ -339,17 +425,25 @@ constexpr bool scalar_rule(OpCode op) {
   }
 }
 
-// Along-dim ops (Dim family): x input, y output, d the dim.
-T dim_grad(OpCode op, const T& g, const T& x, const T& y, std::size_t d) {
+// What an along-dim op's backward step reads (bits: 1 x, 2 y); x's shape is kept anyway.
+constexpr std::uint32_t dim_reads(OpCode op) {
+  switch (op) {
+    case OpCode::sum_dim: case OpCode::mean_dim: case OpCode::cumsum: return 0;
+    case OpCode::prod_dim: case OpCode::cumprod: return 1;
+    case OpCode::softmax: case OpCode::log_softmax: return 2;
+    default: return 1 | 2;  // cummax, cummin
+  }
+}
+
+// Along-dim ops (Dim family): x input (shape xs), y output, d the dim.
+T dim_grad(OpCode op, const T& g, const Shape& xs, const T& x, const T& y, std::size_t d) {
   const std::int64_t dd = i64(d);
   switch (op) {
-    case OpCode::sum_dim: return expand_to(g, x.shape());
-    case OpCode::mean_dim: return muls(expand_to(g, x.shape()), 1.0 / static_cast<double>(std::max<std::size_t>(x.shape()[d], 1)));
+    case OpCode::sum_dim: return expand_to(g, xs);
+    case OpCode::mean_dim: return muls(expand_to(g, xs), 1.0 / static_cast<double>(std::max<std::size_t>(xs[d], 1)));
     case OpCode::prod_dim: return mul(expand_to(g, x.shape()), prod_grad(x, d));
     case OpCode::cumsum: return flip_dim(reduce_dim(OpCode::cumsum, flip_dim(g, d), dd), d);
-    case OpCode::cumprod:
-      // sum_{j>=i} g_j y_j / x_i (inputs without zeros; burn's formula).
-      return dvd(flip_dim(reduce_dim(OpCode::cumsum, flip_dim(mul(g, y), d), dd), d), x);
+    case OpCode::cumprod: return cumprod_grad(g, x, d);
     case OpCode::cummax: case OpCode::cummin: {
       // Each output takes its gradient to the (last) position its running extremum came from.
       const DType it = to_dtype(device_settings(x.device).int_dtype);
@@ -403,7 +497,10 @@ template <> struct Conv<Prim> {
   static Prim out(Prim p) { return wrap(std::move(p)); }
 };
 template <> struct Conv<const Prim&> {
-  static const Prim& in(const Prim& p) { return as_ad(p).inner_; }
+  static const Prim& in(const Prim& p) {
+    note(p->device());
+    return as_ad(p).inner_;
+  }
 };
 template <> struct Conv<PrimPair> {
   static PrimPair out(PrimPair p) { return {wrap(std::move(p.first)), wrap(std::move(p.second))}; }
@@ -420,7 +517,10 @@ template <> struct Conv<std::vector<Prim>> {
   }
 };
 template <> struct Conv<DeviceId> {
-  static DeviceId in(DeviceId d) { return autodiff_inner(d); }
+  static DeviceId in(DeviceId d) {
+    note(d);
+    return autodiff_inner(d);
+  }
 };
 
 template <class V> DeviceId inner_dev(const V&) { return {}; }
@@ -488,13 +588,57 @@ struct Pass<op, R (*)(A...)> {
 
 // ---- tracking entries, one template per family ----
 
+// Balanced checkpointing: the recipe of a memory-bound op's input (its own, or the
+// input itself as a base) and of its output.
+RecipeRef input_recipe(const In& x) {
+  if (x.recipe && x.recipe->steps.size() < kMaxRecipe) return x.recipe;
+  return std::make_shared<const Recipe>(Recipe{x.p, {}});
+}
+RecipeRef extend(const RecipeRef& r, RecipeStep s) {
+  auto o = std::make_shared<Recipe>(*r);
+  o->steps.push_back(s);
+  return o;
+}
+T replay(const Recipe& r) {
+  T v = dt(r.base);
+  for (const RecipeStep& s : r.steps) v = s.s ? scalar(s.op, std::move(v), *s.s) : un(s.op, std::move(v));
+  return v;
+}
+// A tensor a backward step reads: kept, or (balanced checkpointing, for the output of a
+// memory-bound op) recomputed from its recipe when the step runs.
+struct Saved {
+  T t;
+  RecipeRef r;
+  T get() const { return r ? replay(*r) : t; }
+};
+Saved save(const In& x) {
+  if (balanced() && x.recipe) return {T(), x.recipe};
+  return {dt(x.p), nullptr};
+}
+Prim with_recipe(Prim out, RecipeRef r) {
+  if (as_ad(out).node_) as_ad(out).recipe_ = std::move(r);
+  return out;
+}
+
 template <OpCode op>
 Prim t_unary(Prim a) {
+  constexpr Needs nd = unary_needs(op);
   In x = open(std::move(a));
   if (!x.node) return wrap(run_inner<Family::Unary>(op, x.p, std::move(x.p)));
   Prim y = run_inner<Family::Unary>(op, x.p, x.p);
-  return record<1>(op, y, {x.node}, [xs = dt(x.p), ys = dt(y)](const T& g, std::uint32_t, std::span<T> out) {
-    out[0] = unary_grad(op, g, xs, ys);
+  if (balanced()) {  // keep the recipe of what the step reads, not the tensor
+    RecipeRef rx = input_recipe(x);
+    RecipeRef ry = extend(rx, RecipeStep{op, std::nullopt});
+    RecipeRef keep = nd == Needs::X ? rx : nd == Needs::Y ? ry : nullptr;
+    Prim res = record<1>(op, std::move(y), {x.node}, [keep](const T& g, std::uint32_t, std::span<T> out) {
+      const T v = keep ? replay(*keep) : T();
+      out[0] = unary_grad(op, g, nd == Needs::X ? v : T(), nd == Needs::Y ? v : T());
+    });
+    return with_recipe(std::move(res), std::move(ry));
+  }
+  T keep = nd == Needs::X ? dt(x.p) : nd == Needs::Y ? dt(y) : T();  // only what the step reads
+  return record<1>(op, std::move(y), {x.node}, [keep = std::move(keep)](const T& g, std::uint32_t, std::span<T> out) {
+    out[0] = unary_grad(op, g, nd == Needs::X ? keep : T(), nd == Needs::Y ? keep : T());
   });
 }
 
@@ -502,20 +646,34 @@ Prim t_detach(Prim a) { return wrap(unwrap(std::move(a))); }
 
 template <OpCode op>
 Prim t_binary(Prim a, Prim b) {
+  constexpr std::uint32_t reads = binary_reads(op);
   In x = open(std::move(a)), w = open(std::move(b));
   if (!x.node && !w.node) return wrap(run_inner<Family::Binary>(op, x.p, std::move(x.p), std::move(w.p)));
   Prim y = run_inner<Family::Binary>(op, x.p, x.p, w.p);
-  return record<2>(op, y, {x.node, w.node}, [as = dt(x.p), bs = dt(w.p), ys = dt(y)](const T& g, std::uint32_t need, std::span<T> out) {
-    binary_grad(op, g, as, bs, ys, need, out);
-  });
+  const Shape as = x.p->shape(), bs = w.p->shape();
+  Saved sa = (reads & 1) ? save(x) : Saved{}, sb = (reads & 2) ? save(w) : Saved{};
+  T ys = (reads & 4) ? dt(y) : T();
+  return record<2>(op, std::move(y), {x.node, w.node},
+                   [as, bs, sa = std::move(sa), sb = std::move(sb), ys = std::move(ys)](const T& g, std::uint32_t need, std::span<T> out) {
+                     binary_grad(op, g, as, bs, sa.get(), sb.get(), ys, need, out);
+                   });
 }
 
 template <OpCode op>
 Prim t_scalar(Prim a, Scalar s) {
+  constexpr bool reads_x = op == OpCode::powf_scalar_impl;
   In x = open(std::move(a));
   if (!x.node) return wrap(run_inner<Family::Scalar>(op, x.p, std::move(x.p), s));
   Prim y = run_inner<Family::Scalar>(op, x.p, x.p, s);
-  return record<1>(op, y, {x.node}, [xs = dt(x.p), s](const T& g, std::uint32_t, std::span<T> out) {
+  if (balanced()) {
+    RecipeRef rx = input_recipe(x);
+    RecipeRef ry = extend(rx, RecipeStep{op, s});
+    Prim res = record<1>(op, std::move(y), {x.node}, [keep = reads_x ? rx : nullptr, s](const T& g, std::uint32_t, std::span<T> out) {
+      out[0] = scalar_grad(op, g, keep ? replay(*keep) : T(), s);
+    });
+    return with_recipe(std::move(res), std::move(ry));
+  }
+  return record<1>(op, std::move(y), {x.node}, [xs = reads_x ? dt(x.p) : T(), s](const T& g, std::uint32_t, std::span<T> out) {
     out[0] = scalar_grad(op, g, xs, s);
   });
 }
@@ -525,9 +683,12 @@ Prim t_matmul(Prim a, Prim b) {
   In x = open(std::move(a)), w = open(std::move(b));
   if (!x.node && !w.node) return wrap(run_inner<Family::Matmul>(op, x.p, std::move(x.p), std::move(w.p)));
   Prim y = run_inner<Family::Matmul>(op, x.p, x.p, w.p);
-  return record<2>(op, y, {x.node, w.node}, [as = dt(x.p), bs = dt(w.p)](const T& g, std::uint32_t need, std::span<T> out) {
-    if (need & 1) out[0] = sum_to(matmul(g, swap_last(bs)), as.shape());
-    if (need & 2) out[1] = sum_to(matmul(swap_last(as), g), bs.shape());
+  // dA reads B, dB reads A: an operand is kept only when the other one is tracked.
+  const Shape ash = x.p->shape(), bsh = w.p->shape();
+  Saved sa = w.node ? save(x) : Saved{}, sb = x.node ? save(w) : Saved{};
+  return record<2>(op, std::move(y), {x.node, w.node}, [ash, bsh, sa = std::move(sa), sb = std::move(sb)](const T& g, std::uint32_t need, std::span<T> out) {
+    if (need & 1) out[0] = sum_to(matmul(g, swap_last(sb.get())), ash);
+    if (need & 2) out[1] = sum_to(matmul(swap_last(sa.get()), g), bsh);
   });
 }
 
@@ -564,9 +725,13 @@ template <OpCode op>
 Prim t_dim(Prim a, std::size_t d) {
   In x = open(std::move(a));
   if (!x.node) return wrap(run_inner<Family::Dim>(op, x.p, std::move(x.p), d));
+  constexpr std::uint32_t reads = dim_reads(op);
   Prim y = run_inner<Family::Dim>(op, x.p, x.p, d);
-  return record<1>(op, y, {x.node}, [xs = dt(x.p), ys = dt(y), d](const T& g, std::uint32_t, std::span<T> out) {
-    out[0] = dim_grad(op, g, xs, ys, d);
+  const Shape xsh = x.p->shape();
+  Saved sx = (reads & 1) ? save(x) : Saved{};
+  T ys = (reads & 2) ? dt(y) : T();
+  return record<1>(op, std::move(y), {x.node}, [xsh, sx = std::move(sx), ys = std::move(ys), d](const T& g, std::uint32_t, std::span<T> out) {
+    out[0] = dim_grad(op, g, xsh, sx.get(), ys, d);
   });
 }
 
@@ -806,6 +971,7 @@ Prim t_mask_select(Prim a, Prim mask) {
 
 Prim t_to_device(Prim a, DeviceId to) {
   In x = open(std::move(a));
+  if (is_autodiff_device(to)) note(to);  // the result is on `to` (either strategy)
   const DeviceId inner_to = autodiff_inner(to);
   if (!x.node) return wrap(run_inner<Family::ToDevice>(OpCode::to_device, x.p, std::move(x.p), inner_to));
   const DeviceId from = x.p->device();
@@ -828,13 +994,16 @@ Prim t_conv(Prim x, Prim w, Prim b, const ConvArgs& args) {
   if (!xi.node && !wi.node && !bi.node)
     return wrap(run_inner<Family::Conv>(op, xi.p, std::move(xi.p), std::move(wi.p), std::move(bi.p), args));
   Prim y = run_inner<Family::Conv>(op, xi.p, xi.p, wi.p, bi.p, args);
-  return record<3>(op, y, {xi.node, wi.node, bi.node}, [xs = dt(xi.p), ws = dt(wi.p), args](const T& g, std::uint32_t need, std::span<T> out) {
+  // dx reads the weight, dweight reads x: each kept only when the other is tracked.
+  const Shape xsh = xi.p->shape(), wsh = wi.p->shape();
+  Saved sx = wi.node ? save(xi) : Saved{}, sw = xi.node ? save(wi) : Saved{};
+  return record<3>(op, std::move(y), {xi.node, wi.node, bi.node}, [xsh, wsh, sx = std::move(sx), sw = std::move(sw), args](const T& g, std::uint32_t need, std::span<T> out) {
     if constexpr (is_transpose_conv(op)) {
-      if (need & 1) out[0] = conv_transpose_backward_x(g, ws, xs.shape(), args);
-      if (need & 2) out[1] = conv_transpose_backward_weight(xs, g, ws.shape(), args);
+      if (need & 1) out[0] = conv_transpose_backward_x(g, sw.get(), xsh, args);
+      if (need & 2) out[1] = conv_transpose_backward_weight(sx.get(), g, wsh, args);
     } else {
-      if (need & 1) out[0] = conv_backward_x(g, ws, xs.shape(), args);
-      if (need & 2) out[1] = conv_backward_weight(xs, g, ws.shape(), args);
+      if (need & 1) out[0] = conv_backward_x(g, sw.get(), xsh, args);
+      if (need & 2) out[1] = conv_backward_weight(sx.get(), g, wsh, args);
     }
     if (need & 4) out[2] = conv_backward_bias(g);
   });
@@ -973,6 +1142,7 @@ Prim t_attention(Prim q, Prim k, Prim v, Prim mask, Prim bias, const tensor::nn:
 }
 
 Prim t_set_require_grad(Prim a, bool on) {
+  note(a->device());
   AdTensor& t = as_ad(a);
   if (!is_float(t.dtype())) return a;
   if (on) {
@@ -1089,7 +1259,8 @@ void set_all(Backend& b, std::index_sequence<I...>) {
 // Device-level entries: the inner device's, except the name and ad_enabled.
 std::string d_name(DeviceId d) {
   const DeviceId in = autodiff_inner(d);
-  return fmt::format("autodiff<{}>", inner_backend(in).get<DeviceOp::name>()(in));
+  return fmt::format("autodiff<{}{}>", inner_backend(in).get<DeviceOp::name>()(in),
+                     is_balanced_device(d) ? ", balanced" : "");
 }
 void d_seed(DeviceId d, std::uint64_t s) { const DeviceId in = autodiff_inner(d); inner_backend(in).get<DeviceOp::seed>()(in, s); }
 void d_sync(DeviceId d) { const DeviceId in = autodiff_inner(d); inner_backend(in).get<DeviceOp::sync>()(in); }
@@ -1118,10 +1289,10 @@ constexpr std::array<std::size_t (*)(), sizeof...(I)> counts(std::index_sequence
 }
 constexpr auto kCounts = counts(std::make_index_sequence<kAutodiffTypeOffset>());
 
-std::unique_ptr<Backend> make_backend(std::uint16_t inner_type) {
+std::unique_ptr<Backend> make_backend(std::uint16_t inner_type, bool bal) {
   const Backend& in = Registry::instance().get(inner_type);
-  auto b = std::make_unique<Backend>(fmt::format("autodiff<{}>", in.short_name()),
-                                     static_cast<std::uint16_t>(inner_type + kAutodiffTypeOffset));
+  auto b = std::make_unique<Backend>(fmt::format("autodiff<{}{}>", in.short_name(), bal ? ", balanced" : ""),
+                                     static_cast<std::uint16_t>(inner_type + (bal ? kBalancedTypeOffset : kAutodiffTypeOffset)));
   set_all(*b, std::make_index_sequence<kOpCount>());
   b->set<DeviceOp::name>(&d_name);
   b->set<DeviceOp::seed>(&d_seed);
@@ -1150,17 +1321,18 @@ const AdTensor& checked_ad(const DispatchTensor& t, std::string_view op) {
 
 }  // namespace
 
-DeviceId autodiff_device(DeviceId inner) {
+DeviceId autodiff_device(DeviceId inner, CheckpointingStrategy strategy) {
   if (is_autodiff_device(inner))
     throw DeviceError(DeviceError::Kind::Unavailable,
                       fmt::format("[Device::autodiff] autodiff of an autodiff device is not supported; expected a plain "
                                   "device; got {}",
                                   device_string(inner)));
   check_device("Device::autodiff", inner);
-  const DeviceId ad = ad_of(inner);
+  const bool bal = strategy == CheckpointingStrategy::Balanced;
+  const DeviceId ad{static_cast<std::uint16_t>(inner.type_id + (bal ? kBalancedTypeOffset : kAutodiffTypeOffset)), inner.index_id};
   if (!Registry::instance().find(ad.type_id)) {
     const std::lock_guard<std::mutex> lock(g_register_mutex);
-    if (!Registry::instance().find(ad.type_id)) Registry::instance().register_backend(make_backend(inner.type_id));
+    if (!Registry::instance().find(ad.type_id)) Registry::instance().register_backend(make_backend(inner.type_id, bal));
   }
   return ad;
 }
@@ -1185,7 +1357,11 @@ DispatchTensor from_inner(DispatchTensor t) {
   if (is_autodiff_device(t.device))
     throw DeviceError(DeviceError::Kind::Mismatch,
                       fmt::format("[from_inner] expected a tensor of a plain device; got one on {}", device_string(t.device)));
-  autodiff_device(t.device);
+  // The untracked tensor goes to the autodiff device of the strategy this thread last
+  // used (Device::autodiff()'s when none): the public from_inner names no device, and a
+  // training loop re-wraps its parameters between ops on their own device. to_device
+  // moves an untracked tensor to the other strategy's device.
+  autodiff_device(t.device, balanced() ? CheckpointingStrategy::Balanced : CheckpointingStrategy::None);
   const Kind k = t.kind;
   return DispatchTensor(wrap(t.take()), k);
 }

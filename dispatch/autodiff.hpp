@@ -16,9 +16,9 @@
 
 namespace tensor::dispatch::ad {
 
-// The autodiff device wrapping `inner` (registered on first use). DeviceError for an
-// autodiff device (autodiff of autodiff) or an unknown one.
-DeviceId autodiff_device(DeviceId inner);
+// The autodiff device wrapping `inner` (registered on first use), one per checkpointing
+// strategy. DeviceError for an autodiff device (autodiff of autodiff) or an unknown one.
+DeviceId autodiff_device(DeviceId inner, CheckpointingStrategy strategy = CheckpointingStrategy::None);
 
 // A Float tensor of an autodiff device that is part of a graph (require_grad, or
 // computed from one).

@@ -66,8 +66,9 @@ class Backend {
 // install_builtin_backends() (defined in backends/, so dispatch includes none of them).
 class Registry {
  public:
-  // Types 0..7 are backends; 8..15 their autodiff wrappers (type + kAutodiffTypeOffset).
-  static constexpr std::size_t kMaxTypes = 16;
+  // Types 0..7 are backends; 8..15 their autodiff wrappers (type + kAutodiffTypeOffset);
+  // 16..23 the wrappers with balanced checkpointing (type + kBalancedTypeOffset).
+  static constexpr std::size_t kMaxTypes = 24;
 
   static Registry& instance();
   // Fills defaults, records missing required entries, takes ownership.
@@ -99,11 +100,16 @@ class Registry {
 };
 
 // Autodiff devices (dispatch/autodiff.hpp): the wrapper of device type t has type
-// t + kAutodiffTypeOffset and the same index; it shares the inner device's settings.
+// t + kAutodiffTypeOffset (t + kBalancedTypeOffset with balanced checkpointing) and the
+// same index; it shares the inner device's settings.
 inline constexpr std::uint16_t kAutodiffTypeOffset = 8;
+inline constexpr std::uint16_t kBalancedTypeOffset = 16;
 constexpr bool is_autodiff_device(DeviceId d) { return d.type_id >= kAutodiffTypeOffset; }
+constexpr bool is_balanced_device(DeviceId d) { return d.type_id >= kBalancedTypeOffset; }
 constexpr DeviceId autodiff_inner(DeviceId d) {
-  return is_autodiff_device(d) ? DeviceId{static_cast<std::uint16_t>(d.type_id - kAutodiffTypeOffset), d.index_id} : d;
+  if (!is_autodiff_device(d)) return d;
+  const std::uint16_t off = is_balanced_device(d) ? kBalancedTypeOffset : kAutodiffTypeOffset;
+  return DeviceId{static_cast<std::uint16_t>(d.type_id - off), d.index_id};
 }
 
 // Defined in backends/backends.cpp: registers every compiled-in backend.

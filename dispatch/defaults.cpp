@@ -601,16 +601,13 @@ Prim d_relu_backward(Prim out, Prim grad) {
   return mfill(std::move(grad), std::move(m), Scalar(0));
 }
 Prim d_gelu_backward(Prim x, Prim grad) {
-  // Derivative of the tanh approximation of GELU.
-  Prim x3 = bin(OpCode::mul, d_square(x), x);
-  Prim inner1 = bin(OpCode::add, sc(OpCode::mul_scalar, x3, Scalar(0.0356774)), sc(OpCode::mul_scalar, x, Scalar(0.797885)));
-  Prim inner2 = bin(OpCode::add, sc(OpCode::mul_scalar, std::move(x3), Scalar(0.0535161)),
-                    sc(OpCode::mul_scalar, std::move(x), Scalar(0.398942)));
-  Prim th = un(OpCode::tanh, std::move(inner1));
-  Prim sech2 = sc(OpCode::add_scalar, un(OpCode::neg, d_square(th)), Scalar(1.0));
-  Prim y1 = sc(OpCode::add_scalar, sc(OpCode::mul_scalar, std::move(th), Scalar(0.5)), Scalar(0.5));
-  Prim y2 = bin(OpCode::add, bin(OpCode::mul, std::move(inner2), std::move(sech2)), std::move(y1));
-  return bin(OpCode::mul, std::move(grad), std::move(y2));
+  // Derivative of the exact (erf) GELU x·Φ(x): Φ(x) + x·φ(x), φ(x) = exp(-x²/2) / sqrt(2π).
+  Prim e = un(OpCode::erf, sc(OpCode::mul_scalar, x, Scalar(0.70710678118654752440)));
+  Prim cdf = sc(OpCode::mul_scalar, sc(OpCode::add_scalar, std::move(e), Scalar(1.0)), Scalar(0.5));
+  Prim pdf = sc(OpCode::mul_scalar, un(OpCode::exp, sc(OpCode::mul_scalar, d_square(x), Scalar(-0.5))),
+                Scalar(0.39894228040143267794));
+  Prim d = bin(OpCode::add, std::move(cdf), bin(OpCode::mul, std::move(x), std::move(pdf)));
+  return bin(OpCode::mul, std::move(grad), std::move(d));
 }
 Prim d_sigmoid_backward(Prim out, Prim grad) {
   Prim one_minus = sc(OpCode::add_scalar, un(OpCode::neg, out), Scalar(1.0));

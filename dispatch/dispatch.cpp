@@ -1709,6 +1709,7 @@ std::vector<DispatchTensor> deform_conv2d_backward(DispatchTensor x, DispatchTen
 // ---- devices -------------------------------------------------------------------------
 
 std::string device_string(DeviceId device) {
+  if (is_balanced_device(device)) return fmt::format("autodiff<{}, balanced>", device_string(autodiff_inner(device)));
   if (is_autodiff_device(device)) return fmt::format("autodiff<{}>", device_string(autodiff_inner(device)));
   const Backend* b = Registry::instance().find(device.type_id);
   const std::string name = b ? b->short_name() : fmt::format("type{}", device.type_id);

@@ -104,16 +104,19 @@ HWY_INLINE V Act2Vec(D d, Act2Op op, V a, V b, bool& ok) {
     case Act2Op::LogSigmoidGrad:
       ok = hn::AllTrue(d, AbsWithin(d, a, 80.0, 700.0));
       return hn::Mul(b, SigmoidCore(d, hn::Neg(a)));
-    case Act2Op::GeluGrad: {
-      const V x3 = hn::Mul(hn::Mul(a, a), a);
-      const V in1 = hn::Add(hn::Mul(x3, hn::Set(d, T(0.0356774))), hn::Mul(a, hn::Set(d, T(0.797885))));
-      const V in2 = hn::Add(hn::Mul(x3, hn::Set(d, T(0.0535161))), hn::Mul(a, hn::Set(d, T(0.398942))));
-      ok = hn::AllTrue(d, hn::IsFinite(in1));
-      const V th = hn::Tanh(d, in1);
-      const V sech2 = hn::Add(hn::Neg(hn::Mul(th, th)), hn::Set(d, T(1)));
-      const V y1 = hn::Add(hn::Mul(th, hn::Set(d, T(0.5))), hn::Set(d, T(0.5)));
-      return hn::Mul(b, hn::Add(hn::Mul(in2, sech2), y1));
-    }
+    case Act2Op::GeluGrad:
+      // Exact GELU x·Φ(x): grad · (Φ(x) + x·φ(x)); past |x| = 12 (and for NaN) the
+      // scalar reference (there x·φ(x) underflows and exp's range ends).
+      if constexpr (kF32<D>) {
+        ok = hn::AllTrue(d, AbsWithin(d, a, 12.0, 12.0));
+        const V cdf = hn::Mul(hn::Add(ErfF32(d, hn::Mul(a, hn::Set(d, 0.70710678118654752440f))), hn::Set(d, 1.0f)),
+                              hn::Set(d, 0.5f));
+        const V pdf = hn::Mul(hn::Exp(d, hn::Mul(hn::Mul(a, a), hn::Set(d, -0.5f))), hn::Set(d, 0.39894228040143267794f));
+        return hn::Mul(b, hn::Add(cdf, hn::Mul(a, pdf)));
+      } else {
+        ok = false;  // f64 erf: libm
+        return a;
+      }
   }
   return a;
 }
@@ -390,14 +393,10 @@ T ref2(Act2Op op, T a, T b) {
     case Act2Op::Prelu: return a < T(0) ? a * b : a;
     case Act2Op::SigmoidGrad: return (a * (-a + T(1))) * b;
     case Act2Op::LogSigmoidGrad: return b * sigmoid_ref(-a);
-    case Act2Op::GeluGrad: {
-      const T x3 = (a * a) * a;
-      const T in1 = x3 * T(0.0356774) + a * T(0.797885);
-      const T in2 = x3 * T(0.0535161) + a * T(0.398942);
-      const T th = std::tanh(in1);
-      const T sech2 = -(th * th) + T(1);
-      const T y1 = th * T(0.5) + T(0.5);
-      return b * (in2 * sech2 + y1);
+    case Act2Op::GeluGrad: {  // grad · (Φ(x) + x·φ(x)), the exact erf form's derivative (NaN at ±inf, as the default)
+      const T cdf = (std::erf(a * T(0.70710678118654752440)) + T(1)) * T(0.5);
+      const T xpdf = a * (std::exp(a * a * T(-0.5)) * T(0.39894228040143267794));
+      return b * (cdf + xpdf);
     }
   }
   return a;

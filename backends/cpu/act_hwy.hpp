@@ -15,7 +15,7 @@ namespace tensor::cpu::simd {
 enum class ActOp : std::uint8_t { Relu, LeakyRelu, Gelu, Sigmoid, LogSigmoid, HardSigmoid };
 // out = f(a, b) for the two-input entries (b may be one broadcast value):
 //   ReluGrad(out, grad)    = out <= 0 ? 0 : grad
-//   GeluGrad(x, grad)      = grad * d/dx gelu (tanh form, the default's constants)
+//   GeluGrad(x, grad)      = grad * d/dx gelu (exact erf form: Phi(x) + x * phi(x))
 //   SigmoidGrad(out, grad) = out * (1 - out) * grad
 //   LogSigmoidGrad(x, grad)= grad * sigmoid(-x)
 //   Prelu(x, alpha)        = x < 0 ? x * alpha : x

@@ -30,7 +30,12 @@ std::vector<Device> Device::available() {
 
 std::string Device::to_string() const { return dispatch::device_string(id_); }
 
-Device Device::autodiff() const { return Device(dispatch::ad::autodiff_device(id_)); }
+Device Device::autodiff(CheckpointingStrategy strategy) const {
+  return Device(dispatch::ad::autodiff_device(id_, strategy));
+}
+CheckpointingStrategy Device::checkpointing() const {
+  return dispatch::is_balanced_device(id_) ? CheckpointingStrategy::Balanced : CheckpointingStrategy::None;
+}
 bool Device::is_autodiff() const { return dispatch::is_autodiff_device(id_); }
 Device Device::inner() const { return Device(dispatch::autodiff_inner(id_)); }
 namespace {

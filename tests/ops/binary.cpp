@@ -79,15 +79,12 @@ void add_binary_specs(std::map<std::string, Spec>& m) {
   m["prelu"] = binary_f([](double x, double a) { return x < 0 ? x * a : x; }, {}, {0, 1});
   m["relu_backward"] = binary_f([](double out, double g) { return out > 0 ? g : 0.0; }, halves, {}, 0);
   {
-    // Derivative of the tanh form of GELU, times grad (the constants of the exact
-    // form: the library may use 6-digit constants, hence the absolute allowance).
+    // Derivative of the exact (erf) GELU x·Φ(x), times grad: Φ(x) + x·φ(x).
     Spec s = binary_f(
         [](double x, double g) {
-          const double k = std::sqrt(2.0 / M_PI), u = k * (x + 0.044715 * x * x * x), t = std::tanh(u);
-          return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x));
+          return g * (0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI));
         },
         {}, {}, 32, 1);
-    s.abs = 1e-5;
     m["gelu_backward"] = s;
   }
   m["sigmoid_backward"] = binary_f([](double y, double g) { return y * (1 - y) * g; }, {0, 1}, {}, 16, 1);

@@ -273,13 +273,13 @@ bool compare_u(int op, UT a, UT b) {
 // ---- fused ops: the CPU backend's functors and dispatch/defaults.cpp's compositions
 // in one pass (same formulas and constants, computed in FT) ----
 
-// The constants of gelu and of the default's gelu_backward (tanh form).
+// The constants of gelu and of its backward (exact erf form: 1/sqrt 2, 1/sqrt(2 pi)).
 #ifdef WIDE
 const FT kSqrtHalf = 0.70710678118654752440LF;
-const FT kGb1 = 0.0356774LF, kGb2 = 0.797885LF, kGb3 = 0.0535161LF, kGb4 = 0.398942LF;
+const FT kInvSqrt2Pi = 0.39894228040143267794LF;
 #else
 const FT kSqrtHalf = 0.70710678118654752440;
-const FT kGb1 = 0.0356774, kGb2 = 0.797885, kGb3 = 0.0535161, kGb4 = 0.398942;
+const FT kInvSqrt2Pi = 0.39894228040143267794;
 #endif
 
 // A scalar parameter carried as a compute float (f32 bits; f64 bits in WIDE).
@@ -352,13 +352,10 @@ FT fused_binary_f(int op, FT a, FT b) {
   switch (op) {
     case EW_PRELU: return a < FT(0) ? a * b : a;
     case EW_RELU_BWD: return a <= FT(0) ? FT(0) : b;
-    case EW_GELU_BWD: {  // derivative of the tanh approximation
-      FT x3 = (a * a) * a;
-      FT th = unary_g(EW_TANH, x3 * kGb1 + a * kGb2);
-      FT inner2 = x3 * kGb3 + a * kGb4;
-      FT sech2 = FT(1) - th * th;
-      FT y1 = th * FT(0.5) + FT(0.5);
-      return b * (inner2 * sech2 + y1);
+    case EW_GELU_BWD: {  // exact: Phi(a) + a * phi(a) (NaN for an infinite a, as the default)
+      FT cdf = (unary_g(EW_ERF, a * kSqrtHalf) + FT(1)) * FT(0.5);
+      FT xpdf = a * (unary_g(EW_EXP, (a * a) * FT(-0.5)) * kInvSqrt2Pi);
+      return b * (cdf + xpdf);
     }
     case EW_SIGMOID_BWD: return (a * (FT(1) - a)) * b;
     case EW_LOG_SIGMOID_BWD: return b * sigmoid_g(-a);

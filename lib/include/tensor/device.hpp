@@ -17,6 +17,10 @@ struct DeviceId {
   constexpr auto operator<=>(const DeviceId&) const = default;
 };
 
+// Autodiff checkpointing (burn's CheckpointingStrategy): None keeps every op's saved
+// state; Balanced recomputes memory-bound ops during backward instead of keeping them.
+enum class CheckpointingStrategy : std::uint8_t { None, Balanced };
+
 // Built-in device type ids.
 inline constexpr std::uint16_t kCpuDeviceType = 0;
 inline constexpr std::uint16_t kVulkanDeviceType = 1;
@@ -69,7 +73,11 @@ class TENSOR_API Device {
 
   // Autodiff (burn's Device::autodiff()): the device wrapping this one, whose Float
   // tensors can require grad and record a graph; DeviceError for an autodiff device.
-  Device autodiff() const;
+  // Balanced checkpointing keeps the inputs of memory-bound ops (elementwise unary
+  // ops, activations) instead of their outputs and recomputes them during backward.
+  Device autodiff(CheckpointingStrategy strategy = CheckpointingStrategy::None) const;
+  // The checkpointing strategy of an autodiff device (None for a plain device).
+  CheckpointingStrategy checkpointing() const;
   // True for a Device::autodiff() device (burn's ad_enabled).
   bool is_autodiff() const;
   // The wrapped device of an autodiff device; the device itself otherwise.
