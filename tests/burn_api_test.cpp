@@ -928,10 +928,10 @@ TEST_P(BurnApi, DetLuQrReconstructLargerMatrices) {
       double acc = 0;
       for (std::size_t k = 0; k < n; ++k) acc += double(lv[i * n + k]) * uv[k * n + j];
       worst = std::max(worst, std::abs(acc - av[static_cast<std::size_t>(pv[i]) * n + j]));
-      if (j > i) EXPECT_EQ(lv[i * n + j], 0.0f);
-      if (j < i) EXPECT_EQ(uv[i * n + j], 0.0f);
-      if (j == i) EXPECT_EQ(lv[i * n + j], 1.0f);
-      if (j < i) EXPECT_LE(std::abs(lv[i * n + j]), 1.0f + 1e-6f);  // partial pivoting
+      if (j > i) { EXPECT_EQ(lv[i * n + j], 0.0f); }
+      if (j < i) { EXPECT_EQ(uv[i * n + j], 0.0f); }
+      if (j == i) { EXPECT_EQ(lv[i * n + j], 1.0f); }
+      if (j < i) { EXPECT_LE(std::abs(lv[i * n + j]), 1.0f + 1e-6f); }  // partial pivoting
     }
   EXPECT_LT(worst, 1e-4);
   // det of P T, T upper triangular with diagonal 1..n/4 repeating: the rows are
@@ -958,7 +958,7 @@ TEST_P(BurnApi, DetLuQrReconstructLargerMatrices) {
   EXPECT_LT(worst, 1e-4);
   for (std::size_t c = 0; c < n; ++c) {
     EXPECT_GE(rv[c * n + c], 0.0f);
-    for (std::size_t k = 0; k < c; ++k) EXPECT_EQ(rv[c * n + k], 0.0f);
+    for (std::size_t k = 0; k < c; ++k) { EXPECT_EQ(rv[c * n + k], 0.0f); }
     for (std::size_t d = 0; d < n; ++d) {
       double dot = 0;
       for (std::size_t i = 0; i < m; ++i) dot += double(qv[i * n + c]) * qv[i * n + d];
