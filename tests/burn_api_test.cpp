@@ -916,7 +916,10 @@ TEST_P(BurnApi, DetLuQrReconstructLargerMatrices) {
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) av[i * n + j] = entry(i, j);
   for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < n; ++j) bv[i * n + j] = entry(i + 3, 2 * j);
+    for (std::size_t j = 0; j < n; ++j) {  // full rank: a hash-like value plus 2 on the diagonal
+      const double h = std::sin(12.9898 * double(i) + 78.233 * double(j)) * 43758.5453;
+      bv[i * n + j] = static_cast<float>(h - std::floor(h) - 0.5 + (i == j ? 2.0 : 0.0));
+    }
   const auto a = fl<2>(av, {n, n});
   const auto [l, u, perm] = lu(a);
   const std::vector<float> lv = fv(l), uv = fv(u);

@@ -109,6 +109,19 @@ TEST(HostileShapes, ReductionOfAHugeEmptyTensorIsAnErrorNotAHang) {
   still_usable();
 }
 
+// Fuzz finding (tests/fuzz/corpus/hang-gather-cpu-seed16-131368.bin): gather / scatter
+// with an empty index tensor whose dim is 2^60 long spun 2^60 times over empty rows on
+// the cpu. An empty index gives an empty result at once, on every device.
+TEST(HostileShapes, GatherAndScatterWithAHugeEmptyIndexReturnAtOnce) {
+  const Device d = dev();
+  const auto x = Tensor<2>::zeros({3, 0}, d);
+  const auto idx = Tensor<2, Int>::zeros({std::size_t{1} << 60, 0}, d);
+  EXPECT_EQ(x.gather(0, idx).shape(), Shape({std::size_t{1} << 60, 0}));
+  const auto v = Tensor<2>::zeros({std::size_t{1} << 60, 0}, d);
+  EXPECT_EQ(x.scatter(0, idx, v, IndexingUpdateOp::Add).shape(), Shape({3, 0}));
+  still_usable();
+}
+
 TEST(HostileShapes, ArangeOfMoreThanFitsIsAnError) {
   EXPECT_THROWS(ShapeError, I1::arange(0, kI64Max, dev()), "[arange]");
   EXPECT_THROWS(ShapeError, I1::arange_step(kI64Min, kI64Max, 1, dev(), DType::I64), "[arange");

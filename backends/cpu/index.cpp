@@ -105,6 +105,9 @@ Prim gather_entry(Prim pa, std::size_t dim, Prim pi) {
   check_indices(*idx, a->shape()[dim], dim, "gather");
   const Shape& shape = idx->shape();
   CpuRef out = alloc_tensor(a->dtype(), shape);
+  // Nothing to gather; and the loops below run m times per (possibly empty) row set, so
+  // an index view [2^60, 0] would otherwise spin 2^60 times (a fuzz finding).
+  if (shape.num_elements() == 0) return out;
   const std::size_t m = shape[dim];
   const Shape lines = with_dim(shape, dim, 1);
   const std::size_t e = a->elem_size(), ie = idx->elem_size();
@@ -266,6 +269,7 @@ Prim scatter_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim pv, Up
   const Shape& shape = idx->shape();
   const std::size_t m = shape[dim];
   const std::size_t e = out->elem_size(), ie = idx->elem_size();
+  if (shape.num_elements() == 0) return out;  // nothing to update (and no m-long empty loop)
   const std::size_t lanes = with_dim(shape, dim, 1).num_elements();
   const auto plan = make_plan<3>(with_dim(shape, dim, 1),
                                  {out->layout().strides.data(), idx->layout().strides.data(), v->layout().strides.data()},

@@ -102,7 +102,8 @@ Prim scatter_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim pv, in
   Shape lines = idx->shape();
   const std::size_t len = lines[dim];
   lines[dim] = 1;
-  if (len == 0) return out;
+  // An empty index (even one whose dim is 2^60 long, with no lines) updates nothing.
+  if (len == 0 || lines.num_elements() == 0) return out;
   Operand oo{out->buffer().get(), 0, out->layout().strides};
   // In chunks of kLoopSafe indices, in order (each dispatch sees the previous one's writes).
   for (std::size_t k0 = 0; k0 < len; k0 += kLoopSafe) {
@@ -125,7 +126,7 @@ Prim select_assign_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim 
   Shape lines = v->shape();
   const std::size_t len = lines[dim];
   lines[dim] = 1;
-  if (len == 0) return out;
+  if (len == 0 || lines.num_elements() == 0) return out;  // nothing to update (see scatter_impl)
   Operand oo{out->buffer().get(), 0, out->layout().strides};
   for (std::size_t k0 = 0; k0 < len; k0 += kLoopSafe) {  // in order, as scatter_impl
     const auto k = static_cast<std::int64_t>(k0);
