@@ -382,7 +382,10 @@ inline Expected elementwise(const Spec& sp, const std::vector<Host>& in, std::op
           e.value.i.push_back(v != 0);
         } else {
           e.value.f.push_back(v);
-          e.tol.push_back(sp.tol * eps * (std::fabs(v) + sp.floor) + sp.abs);
+          // min_normal: below it a dtype's spacing stops shrinking (subnormals; an f16
+          // leaky_relu of -2.9e-4 lands on -2.9e-6, 48.5 subnormal steps), so the relative
+          // bound gets the same floor the spacing has.
+          e.tol.push_back(sp.tol * eps * (std::fabs(v) + sp.floor + min_normal(in_t)) + sp.abs);
         }
       } else {
         std::vector<std::int64_t> args;
