@@ -79,7 +79,13 @@ class CpuTensor final : public dispatch::Primitive {
   Storage* storage() const { return storage_.get(); }
   const StorageRef& storage_ref() const { return storage_; }
   // Address of the element at the start offset (index 0 of every dim).
-  std::byte* data() const { return storage_->data() + layout_.offset * static_cast<std::int64_t>(elem_size()); }
+  // An empty view may keep an offset past its buffer, even one whose byte count overflows
+  // (a libFuzzer finding: 2^62 - 1 elements of f32, signed overflow); nothing is read there.
+  std::byte* data() const {
+    const auto off = static_cast<std::uint64_t>(layout_.offset);
+    if (off > storage_->size_bytes()) return storage_->data();
+    return storage_->data() + static_cast<std::int64_t>(off * elem_size());
+  }
 
   // Row-major with positive strides (dims of size 1 ignored); the offset may be nonzero.
   bool is_contiguous() const;
