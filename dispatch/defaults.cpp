@@ -14,6 +14,7 @@
 
 #include "dispatch/dispatch.hpp"
 #include "backends/common/element.hpp"
+#include "dispatch/shape_rules.hpp"
 #include "dispatch/settings.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
@@ -1106,18 +1107,10 @@ NdRows nd_rows(std::string_view op, const Shape& s, Prim idx) {
 Prim upload_ints(const std::vector<std::int64_t>& v, DeviceId d) {
   return upload(TensorData::from(v, Shape{v.size()}).convert(int_dt(d)), d);
 }
-Shape nd_out(const Shape& s, const Shape& is) {
-  const std::size_t k = is[is.rank() - 1];
-  Shape out;
-  for (std::size_t j = 0; j + 1 < is.rank(); ++j) out.push_back(is[j]);
-  for (std::size_t j = k; j < s.rank(); ++j) out.push_back(s[j]);
-  if (out.rank() == 0) out.push_back(1);
-  return out;
-}
 
 Prim d_gather_nd(Prim x, Prim idx) {
   const DeviceId d = x->device();
-  const Shape s = x->shape(), out = nd_out(s, idx->shape());
+  const Shape s = x->shape(), out = nd_slices_shape(s, idx->shape());
   NdRows r = nd_rows("gather_nd", s, std::move(idx));
   Prim rows = upload_ints(r.rows, d);
   Prim sel = call<Family::Select>(OpCode::select, d, reshape_to(std::move(x), r.flat), std::size_t{0}, std::move(rows));

@@ -987,17 +987,12 @@ namespace {
 // gather_nd / scatter_nd: indices [.., k] with 1 <= k <= rank; the result (gather) or the
 // values (scatter) are the indices' leading dims followed by a's dims from k on ([1] when
 // that is empty).
-Shape nd_slices_shape(OpCode op, const Shape& s, const Shape& is) {
+Shape checked_nd_slices_shape(OpCode op, const Shape& s, const Shape& is) {
   if (is.rank() < 1 || is[is.rank() - 1] < 1 || is[is.rank() - 1] > s.rank())
     throw ShapeError(fmt::format("[{}] the last dim of the indices is the index depth; expected 1..{}; got indices of shape {} "
                                  "for a tensor of shape {}",
                                  op_name(op), s.rank(), is.to_string(), s.to_string()));
-  const std::size_t k = is[is.rank() - 1];
-  Shape out;
-  for (std::size_t j = 0; j + 1 < is.rank(); ++j) out.push_back(is[j]);
-  for (std::size_t j = k; j < s.rank(); ++j) out.push_back(s[j]);
-  if (out.rank() == 0) out.push_back(1);
-  return out;
+  return nd_slices_shape(s, is);
 }
 }  // namespace
 
@@ -1007,7 +1002,7 @@ DispatchTensor gather_nd(DispatchTensor a, DispatchTensor idx) {
   const OpCode op = OpCode::gather_nd;
   check_first(op, a);
   check_indices(op, a, idx);
-  const Shape out = nd_slices_shape(op, a.shape(), idx.shape());
+  const Shape out = checked_nd_slices_shape(op, a.shape(), idx.shape());
   check_alloc_shape(op, out, a.dtype());
   const Kind k = a.kind;
   return invoke(
@@ -1020,7 +1015,7 @@ DispatchTensor scatter_nd(DispatchTensor a, DispatchTensor idx, DispatchTensor v
   check_first(op, a);
   check_indices(op, a, idx);
   check_pair(op, a, values);
-  const Shape want = nd_slices_shape(op, a.shape(), idx.shape());
+  const Shape want = checked_nd_slices_shape(op, a.shape(), idx.shape());
   if (!(values.shape() == want))
     throw ShapeError(fmt::format("[scatter_nd] values must have the indices' leading dims and the remaining dims; expected {}; "
                                  "got {}",

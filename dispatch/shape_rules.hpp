@@ -52,6 +52,17 @@ inline Shape unfold_shape(Shape s, std::size_t dim, std::size_t size, std::size_
   return s;
 }
 // Elements of arange(start, end, step) (step != 0).
+// gather_nd / scatter_nd: indices [..., k] address a's first k dims (1 <= k <= rank, checked
+// by the forwarder); the slices are the indices' leading dims then a's dims from k on, [1]
+// when that is empty.
+inline Shape nd_slices_shape(const Shape& s, const Shape& is) {
+  const std::size_t k = is[is.rank() - 1];
+  Shape out;
+  for (std::size_t j = 0; j + 1 < is.rank(); ++j) out.push_back(is[j]);
+  for (std::size_t j = k; j < s.rank(); ++j) out.push_back(s[j]);
+  if (out.rank() == 0) out.push_back(1);
+  return out;
+}
 inline std::size_t arange_len(std::int64_t start, std::int64_t end, std::int64_t step) {
   if (step > 0 ? start >= end : start <= end) return 0;
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };  // differences wrap, not overflow
