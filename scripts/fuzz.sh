@@ -12,6 +12,10 @@
 #   build/tests/fuzz_run --device cpu $WORK_DIR/crash-<sha1>
 # and add it to tests/fuzz/corpus/ once fixed. Needs clang-14 and libclang-rt-14-dev
 # (scripts/bootstrap.sh installs both). Prints libFuzzer's final stats (execs, coverage).
+# FUZZ_SEED (libFuzzer -seed; default 0: a new seed each run) and FUZZ_RUNS (-runs; default
+# unlimited, stop at SECONDS) make a run repeatable: CI uses a fixed seed and run count, so
+# it replays the same inputs every time (a regression check that passes or fails the same
+# way on every run); exploring for new findings is a run without them.
 set -euo pipefail
 SECONDS_TO_RUN="${1:-60}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -57,7 +61,7 @@ rc=0
 ASAN_OPTIONS="allocator_may_return_null=1:${ASAN_OPTIONS:-}" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}" \
 LSAN_OPTIONS="suppressions=$ROOT/.ci/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}" \
-  ./fuzz_target -max_total_time="$SECONDS_TO_RUN" -max_len=512 -rss_limit_mb=0 -timeout=30 \
+  ./fuzz_target -max_total_time="$SECONDS_TO_RUN" -seed="${FUZZ_SEED:-0}" -runs="${FUZZ_RUNS:--1}" -max_len=512 -rss_limit_mb=0 -timeout=30 \
   -print_final_stats=1 corpus >fuzz.log 2>&1 || rc=$?
 # The log without the per-input lines (NEW/REDUCE/pulse): start, findings, final stats.
 grep -Ev '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse)' fuzz.log | tail -n 80

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include "test_util.hpp"
 
@@ -355,6 +356,50 @@ TEST(HostileAgreement, SelectOnAnEmptyTensorChecksItsIndices) {
   EXPECT_THROWS(IndexError, e.select(1, bad), "[select]", "5");
   const auto ok = I1::from_data(TensorData::from<std::int32_t>({2, 0}), d);
   EXPECT_EQ(e.select(1, ok).shape(), Shape({0, 2}));
+}
+
+// An out-of-range index is the bad call's error and nobody else's: the cpu throws at the
+// call; vulkan checks indices on the device, so there the call may return and the error
+// is thrown by a read of its result or of anything computed from it, and never by a read
+// of a tensor that does not depend on it (the fuzzer's finding
+// vulkan-deferred-select-check-984: the next, unrelated read threw it).
+TEST(HostileAgreement, AnOutOfRangeIndexErrorBelongsToItsResult) {
+  const Device d = dev();
+  const auto x = Tensor<2>::from_data(TensorData::from<float>({1, 2, 3, 4}, Shape{2, 2}), d);
+  const auto bad = I1::from_data(TensorData::from<std::int32_t>({1, 8}), d);
+  const auto bad2 = I2::from_data(TensorData::from<std::int32_t>({0, 1, 7, 0}, Shape{2, 2}), d);
+  const auto before = x * 2.0f;  // queued before the bad ops, read after them
+  std::optional<Tensor<2>> sel, gat, derived;
+  try {
+    sel = x.select(0, bad);
+    derived = (sel->exp() + 1.0f).sum_dim(1).matmul(x.slice({Slice::range(0, 1)}));
+  } catch (const IndexError& e) {
+    EXPECT_NE(std::string(e.what()).find("[select] index out of range for dim 0"), std::string::npos) << e.what();
+  }
+  try {
+    gat = x.gather(1, bad2);
+  } catch (const IndexError& e) {
+    EXPECT_NE(std::string(e.what()).find("[gather] index out of range for dim 1"), std::string::npos) << e.what();
+  }
+  const auto after = x + 1.0f;  // queued after the bad ops
+  d.sync();                     // a sync is not a read: it throws nothing
+  EXPECT_EQ(fvals(after), (std::vector<float>{2, 3, 4, 5}));
+  EXPECT_EQ(fvals(before), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(fvals(x), (std::vector<float>{1, 2, 3, 4}));
+  if (sel) {
+    EXPECT_THROWS(IndexError, (void)sel->into_data(), "[select]", "got 8");
+    EXPECT_THROWS(IndexError, (void)sel->to_device(Device::cpu()).into_data(), "[select]");
+  }
+  if (derived) {
+    EXPECT_THROWS(IndexError, (void)derived->into_data(), "[select]", "got 8");
+  }
+  if (gat) {
+    EXPECT_THROWS(IndexError, (void)gat->into_data(), "[gather]", "got 7");
+  }
+  EXPECT_FALSE(sel && d.id().type_id == kCpuDeviceType) << "the cpu checks indices at the call";
+  EXPECT_EQ(fvals(x.select(0, I1::from_data(TensorData::from<std::int32_t>({1, 0}), d))),
+            (std::vector<float>{3, 4, 1, 2}));
+  still_usable();
 }
 
 }  // namespace

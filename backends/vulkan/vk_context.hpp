@@ -70,10 +70,15 @@ class Buffer {
   void release_ref() const;
 
  private:
+  friend class Context;
   Context* ctx_;
   Block* block_;
   VkDeviceSize offset_, size_, request_;
   mutable std::atomic<std::uint32_t> refs_{1};
+  // The IndexError of a flagged index dispatch that wrote this buffer, or of one whose
+  // result some dispatch read before writing here (set when the batch retires, under
+  // the context's lock): a read of the buffer throws it (Context::wait_read).
+  mutable std::shared_ptr<const std::string> poison_;
 };
 using BufRef = dispatch::Ref<Buffer>;
 
@@ -152,6 +157,11 @@ struct Batch {
   std::vector<BufRef> keep;        // buffers used by the recorded work
   BufRef errors;                   // host-visible flag words of index dispatches (2 per slot)
   std::vector<std::string> checks; // per error slot: the message prefix of its op
+  // The recorded work in order, for carrying an index error from a flagged dispatch
+  // to everything computed from its result: `count` entries of `keep` from `first`,
+  // bit i of `writes` set where entry i is written; `slot` the error slot or -1.
+  struct Step { std::uint32_t first, count, writes; std::int32_t slot; };
+  std::vector<Step> steps;
   std::uint32_t dispatches = 0;
   std::uint64_t ticket = 0;
   // Regions written / read since the last barrier (buffer, offset, size).
@@ -252,8 +262,9 @@ class Context {
   // to 1..4 (unused ones get the parameter buffer). groups: x, y, z.
   // `wide`: use the 64-bit module (some dtype of the dispatch is 64-bit). `check`:
   // the dispatch may flag out-of-range indices (index family, binding 3 = the error
-  // slot given in params word P_ERR); a flagged dispatch makes the next wait throw
-  // IndexError("<check>; got <index>").
+  // slot given in params word P_ERR); a flagged dispatch poisons what it writes, and
+  // what is later computed from that, with IndexError("<check>; got <index>"), which a
+  // read of any of them throws (wait_read); other tensors read as usual.
   void dispatch(ShaderFamily family, const std::vector<std::uint32_t>& spec, const std::vector<std::uint32_t>& params,
                 const std::vector<Binding>& bindings, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz,
                 bool wide = false, const std::string* check = nullptr);
@@ -268,6 +279,8 @@ class Context {
   // Waits until every submission up to `ticket` completed; ExecutionError on device loss.
   void wait(std::uint64_t ticket);
   void sync() { wait(flush()); }
+  // wait(ticket), then throws the IndexError `src` carries (see dispatch), if any.
+  void wait_read(std::uint64_t ticket, const Buffer& src);
 
   // Native f16 arithmetic (ElementwiseF16): whether the device has what it needs, and
   // whether it is used (on unless TENSOR_VK_DISABLE_F16ARITH=1; tests and the
@@ -430,7 +443,7 @@ class Context {
   std::atomic<std::uint64_t> device_ns_{0};
   mutable std::mutex lost_mu_;
   std::string lost_where_;     // the call that returned VK_ERROR_DEVICE_LOST first
-  std::string pending_error_;  // an index error seen in a retired batch, thrown at the next wait
+  bool any_poison_ = false;    // a flagged index dispatch retired (then every batch's steps are walked)
 };
 
 // The context of vulkan device `index` (null when the index is unknown); the list is

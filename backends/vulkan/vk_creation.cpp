@@ -47,8 +47,8 @@ std::future<TensorData> kernel::read_data(Prim p) {
   std::size_t off = static_cast<std::size_t>(t->offset()) * dtype_size(t->dtype());
   BufRef host = c->prepare_readback(t->buffer(), off, bytes);
   const std::uint64_t ticket = c->flush();
-  return std::async(std::launch::deferred, [c, ticket, host, off, bytes, shape = t->shape(), dt = t->dtype()] {
-    c->wait(ticket);
+  return std::async(std::launch::deferred, [c, ticket, host, src = t->buffer(), off, bytes, shape = t->shape(), dt = t->dtype()] {
+    c->wait_read(ticket, *src);
     std::vector<std::byte> out;
     try {
       out.resize(bytes);

@@ -1,5 +1,6 @@
 // The index family (index.comp): gather, select, scatter and select_assign with every
-// update rule; out-of-range indices are flagged by the shader and raised at the next wait.
+// update rule; out-of-range indices are flagged by the shader, and reading the result (or
+// anything computed from it) throws the IndexError (Context::collect_errors_locked).
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -74,6 +74,7 @@ Batch& Context::begin_batch() {
   b->params_used = 0;
   b->dispatches = 0;
   b->checks.clear();
+  b->steps.clear();
   std::memset(b->errors->mapped(), 0, kMaxDispatchesPerBatch * 8);
   b->keep.clear();
   b->written.clear();
@@ -183,13 +184,18 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
       for (const auto& r : b->read) need = need || overlaps(r, bd.buffer->vk(), off[i], len[i]);
   }
   if (need) barrier_locked(*b);
+  Batch::Step step{static_cast<std::uint32_t>(b->keep.size()), 0, 0,
+                   check ? static_cast<std::int32_t>(b->checks.size() - 1) : -1};
   for (std::size_t i = 0; i < bindings.size(); ++i) {
     const Binding& bd = bindings[i];
     if (!bd.buffer) continue;
     (bd.write ? b->written : b->read).push_back({bd.buffer->vk(), off[i], len[i]});
     bd.buffer->add_ref();
     b->keep.push_back(BufRef::adopt(const_cast<Buffer*>(bd.buffer)));
+    if (bd.write) step.writes |= 1u << step.count;
+    ++step.count;
   }
+  b->steps.push_back(step);
   vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
   vkCmdBindDescriptorSets(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &set, 0, nullptr);
   vkCmdDispatch(b->cmd, gx, gy, gz);
@@ -293,13 +299,28 @@ void Context::collect_time_locked(Batch& b) {
                        std::memory_order_relaxed);
 }
 
+// The bad call's own error belongs to its result: a flagged dispatch poisons the
+// buffers it wrote (they hold zeros where an index was out of range), and a step that
+// read a poisoned buffer poisons what it wrote, in recording order and across batches
+// (they retire in order), so every tensor computed from the bad result throws the
+// error when read while tensors that do not depend on it read as usual.
 void Context::collect_errors_locked(Batch& b) {
-  if (b.checks.empty() || !pending_error_.empty()) return;
+  if (b.checks.empty() && !any_poison_) return;
   const auto* words = reinterpret_cast<const std::uint32_t*>(b.errors->mapped());
-  for (std::size_t i = 0; i < b.checks.size(); ++i) {
-    if (words[2 * i] == 0) continue;
-    pending_error_ = fmt::format("{}; got {}", b.checks[i], static_cast<std::int32_t>(words[2 * i + 1]));
-    return;
+  for (const Batch::Step& s : b.steps) {
+    std::shared_ptr<const std::string> bad;
+    if (s.slot >= 0 && words[2 * s.slot] != 0) {
+      bad = std::make_shared<const std::string>(
+          fmt::format("{}; got {}", b.checks[static_cast<std::size_t>(s.slot)], static_cast<std::int32_t>(words[2 * s.slot + 1])));
+      any_poison_ = true;
+    }
+    for (std::uint32_t i = 0; i < s.count && !bad; ++i)
+      if (!(s.writes >> i & 1u)) bad = b.keep[s.first + i]->poison_;
+    if (!bad) continue;
+    for (std::uint32_t i = 0; i < s.count; ++i) {
+      const Buffer& out = *b.keep[s.first + i];
+      if (s.writes >> i & 1u && !out.poison_) out.poison_ = bad;
+    }
   }
 }
 
@@ -307,13 +328,13 @@ void Context::wait(std::uint64_t ticket) {
   std::lock_guard<std::mutex> lock(mu_);
   if (lost()) throw_lost_locked();
   retire_locked(true, ticket);
-  if (!pending_error_.empty()) {
-    // Reported once, at the first wait after the faulty op completed (its output
-    // holds zeros where an index was out of range).
-    std::string e = std::move(pending_error_);
-    pending_error_.clear();
-    throw IndexError(e);
-  }
+}
+
+void Context::wait_read(std::uint64_t ticket, const Buffer& src) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lost()) throw_lost_locked();
+  retire_locked(true, ticket);
+  if (src.poison_) throw IndexError(*src.poison_);
 }
 
 void Context::copy(const Buffer& src, const Buffer& dst, std::size_t bytes) {
@@ -325,6 +346,7 @@ void Context::copy(const Buffer& src, const Buffer& dst, std::size_t bytes) {
   b.written.push_back({dst.vk(), dst.offset(), dst.size()});
   src.add_ref();
   dst.add_ref();
+  b.steps.push_back({static_cast<std::uint32_t>(b.keep.size()), 2, 0b10, -1});
   b.keep.push_back(BufRef::adopt(const_cast<Buffer*>(&src)));
   b.keep.push_back(BufRef::adopt(const_cast<Buffer*>(&dst)));
   if (++b.dispatches >= kMaxDispatchesPerBatch) submit_locked();

@@ -140,8 +140,11 @@ class Program {
   template <class K>
   void keep_read(std::vector<Tensor<2, K>>& pool, const Tensor<2, K>& t) {
     if (t.num_elements() > kMaxPoolElements) return;
-    call("into_data", [&] { (void)t.into_data(); });
-    keep(pool, t);
+    // A failed read (on vulkan the error of an out-of-range index belongs to the result
+    // and is thrown by its read) keeps nothing: the pool holds only good tensors.
+    bool read = false;
+    call("into_data", [&] { (void)t.into_data(); read = true; });
+    if (read) keep(pool, t);
   }
 
   void seed() {
