@@ -45,7 +45,7 @@ meson compile -C "$FUZZ_BUILD_DIR" -j "$JOBS" tensor >/dev/null
 mkdir -p "$WORK_DIR/corpus"
 cp -n "$ROOT"/tests/fuzz/corpus/* "$WORK_DIR/corpus/" 2>/dev/null || true
 "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I "$ROOT/lib/include" -I "$FUZZ_BUILD_DIR/lib/include" \
-  "$ROOT/tests/fuzz/decoder.cpp" "$ROOT/tests/fuzz/fuzz_target.cpp" -o "$WORK_DIR/fuzz_target" \
+  "$ROOT/tests/fuzz/decoder.cpp" "$ROOT/tests/fuzz/fuzz_target.cpp" "$ROOT/tests/fuzz/throwing_new.cpp" -o "$WORK_DIR/fuzz_target" \
   -L "$FUZZ_BUILD_DIR" -ltensor -Wl,-rpath,"$FUZZ_BUILD_DIR"
 echo "fuzz.sh: library + target built in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s" \
   "($FUZZ_BUILD_DIR); fuzzing $DEVICE for $SECONDS_TO_RUN s"
