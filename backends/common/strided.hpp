@@ -92,7 +92,11 @@ inline StridedView slice_view(const Shape& shape, const StridedLayout& from, Dim
   for (const DimSlice& s : slices) empty = empty || s.len == 0;
   for (std::size_t d = 0; d < slices.size(); ++d) {
     if (!empty) v.layout.offset += slices[d].start * v.layout.strides[d];
-    v.layout.strides[d] *= slices[d].step;
+    // At most one element: the step is never taken, and stride * step may not fit
+    // (a step of 2^62 made a 2^62-element stride that overflowed the kernels' byte
+    // strides, UBSan in a 10-minute libFuzzer run). Every stride of a dim longer than 1
+    // stays within the buffer, so kernels may scale strides to bytes freely.
+    if (slices[d].len > 1) v.layout.strides[d] *= slices[d].step;
     v.shape[d] = slices[d].len;
   }
   return v;
