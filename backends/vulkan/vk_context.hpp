@@ -279,8 +279,8 @@ class Context {
   // Waits until every submission up to `ticket` completed; ExecutionError on device loss.
   void wait(std::uint64_t ticket);
   void sync() { wait(flush()); }
-  // wait(ticket), then throws the IndexError `src` carries (see dispatch), if any.
-  void wait_read(std::uint64_t ticket, const Buffer& src);
+  // wait(ticket), then throws the IndexError `src` (may be null) carries, if any (see dispatch).
+  void wait_read(std::uint64_t ticket, const Buffer* src);
 
   // Native f16 arithmetic (ElementwiseF16): whether the device has what it needs, and
   // whether it is used (on unless TENSOR_VK_DISABLE_F16ARITH=1; tests and the

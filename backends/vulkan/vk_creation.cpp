@@ -48,7 +48,7 @@ std::future<TensorData> kernel::read_data(Prim p) {
   BufRef host = c->prepare_readback(t->buffer(), off, bytes);
   const std::uint64_t ticket = c->flush();
   return std::async(std::launch::deferred, [c, ticket, host, src = t->buffer(), off, bytes, shape = t->shape(), dt = t->dtype()] {
-    c->wait_read(ticket, *src);
+    c->wait_read(ticket, src.get());
     std::vector<std::byte> out;
     try {
       out.resize(bytes);

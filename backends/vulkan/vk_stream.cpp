@@ -324,17 +324,13 @@ void Context::collect_errors_locked(Batch& b) {
   }
 }
 
-void Context::wait(std::uint64_t ticket) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (lost()) throw_lost_locked();
-  retire_locked(true, ticket);
-}
+void Context::wait(std::uint64_t ticket) { wait_read(ticket, nullptr); }
 
-void Context::wait_read(std::uint64_t ticket, const Buffer& src) {
+void Context::wait_read(std::uint64_t ticket, const Buffer* src) {
   std::lock_guard<std::mutex> lock(mu_);
   if (lost()) throw_lost_locked();
   retire_locked(true, ticket);
-  if (src.poison_) throw IndexError(*src.poison_);
+  if (src && src->poison_) throw IndexError(*src->poison_);
 }
 
 void Context::copy(const Buffer& src, const Buffer& dst, std::size_t bytes) {
