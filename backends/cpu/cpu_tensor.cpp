@@ -280,12 +280,19 @@ CpuRef alloc_zeroed(DType dtype, const Shape& shape) {
                       contiguous_layout(shape));
 }
 
+// Every view passes here. A dim of at most one element is never stepped along, so its
+// stride is set to 0: a view op may leave it any value (a slice step or unfold step of
+// 2^62 on a dim left with one element), and kernels scale strides to bytes, which for
+// such a stride overflowed (UBSan, libFuzzer). Every other stride stays within the buffer.
 CpuRef make_view(CpuRef src, const Shape& shape, const Layout& layout) {
+  Layout l = layout;
+  for (std::size_t d = 0; d < shape.rank(); ++d)
+    if (shape[d] <= 1) l.strides[d] = 0;
   if (src->unique_ref()) {
-    src->set_view(shape, layout);
+    src->set_view(shape, l);
     return src;
   }
-  return CpuRef::make(src->dtype(), shape, src->storage_ref(), layout);
+  return CpuRef::make(src->dtype(), shape, src->storage_ref(), l);
 }
 
 namespace {

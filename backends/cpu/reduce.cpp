@@ -219,9 +219,7 @@ Prim reduce_dim_entry(Prim p, std::size_t dim) {
     const auto plan = make_plan<2>(out_shape, {acc_layout.strides.data(), a->layout().strides.data()},
                                    {sizeof(A), sizeof(T)});
     auto* acc_base = reinterpret_cast<std::byte*>(acc.data());
-    // A dim of at most one element is never stepped along, and its stride need not be
-    // bounded by the buffer (a 2^62-element stride overflowed here: UBSan, libFuzzer).
-    const std::int64_t dstride = n > 1 ? a->stride(dim) * static_cast<std::int64_t>(sizeof(T)) : 0;
+    const std::int64_t dstride = a->stride(dim) * static_cast<std::int64_t>(sizeof(T));
     if (n > 0 && (a->stride(dim) == 1 || a->stride(dim) == -1 || count == 1)) {
       for_each_row(plan, {acc_base, a->data()},
                    [&](std::array<std::byte*, 2> ptr, std::size_t m, std::array<std::int64_t, 2> s) {
