@@ -175,9 +175,26 @@ Prim d_repeat_dim(Prim x, std::size_t dim, std::size_t times) {
   s[dim] = n * times;
   const DeviceId d = x->device();
   Prim out = call<Family::Create>(OpCode::empty, d, s, d, x->dtype());
-  if (n == 0 || times == 0) return out;
-  for (std::size_t i = 0; i < times; ++i) out = assign_at(std::move(out), dim, i * n, x);
-  return out;
+  if (s.num_elements() == 0) return out;  // times may still be huge (2^40 copies of nothing hung)
+  // By the binary digits of `times`: `block` holds x repeated `len` times and doubles each
+  // round (two copies into a fresh tensor: nothing is written through an alias), so
+  // there are O(log times) slice_assigns, not `times` (1e8 one-element copies hang too).
+  Prim block = std::move(x);
+  std::size_t len = 1, pos = 0;
+  for (std::size_t left = times;;) {
+    if (left & 1) {
+      out = assign_at(std::move(out), dim, pos * n, block);
+      pos += len;
+    }
+    left >>= 1;
+    if (left == 0) return out;
+    Shape bs = block->shape();
+    bs[dim] *= 2;
+    Prim twice = call<Family::Create>(OpCode::empty, d, bs, d, block->dtype());
+    twice = assign_at(std::move(twice), dim, 0, block);
+    block = assign_at(std::move(twice), dim, len * n, block);
+    len *= 2;
+  }
 }
 
 Prim d_cat(std::vector<Prim> parts, std::size_t dim) {

@@ -41,7 +41,7 @@ void layout_trials(OPS_TRIALS_ARGS) {
     }
     case Family::RepeatDim: {
       for (std::size_t dim : {0, 1})
-        for (std::size_t times : {0, 2, 3}) {
+        for (std::size_t times : {0, 2, 3, 5}) {
           Operand a = make_operand(L, 0, dt, data_domain(dt, false), rng);
           const std::size_t n = a.logical.shape[dim];
           Host want = host_like(dt, shape_with(a.logical.shape, dim, n * times));
