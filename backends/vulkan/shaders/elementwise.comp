@@ -138,7 +138,9 @@ FT unary_g(int op, FT a) {
     case EW_ASINH: { FT z = abs(a); FT r = z > 1e150LF ? log_d(z) + kLn2Hi + kLn2Lo : log1p_d(z + z * z / (1.0LF + sqrt(1.0LF + z * z))); return a < 0.0LF ? -r : r; }
     case EW_ACOSH: return a < 1.0LF ? nan_g() : (a > 1e150LF ? log_d(a) + kLn2Hi + kLn2Lo : log1p_d((a - 1.0LF) + sqrt((a - 1.0LF) * (a + 1.0LF))));
     case EW_ATANH: return 0.5LF * log1p_d(2.0LF * a / (1.0LF - a));
-    case EW_ROUND: return roundEven(a);
+    // Half to even from floor: lavapipe's f64 roundEven rounds 1.5 to 1 and -3.5 to -3
+    // (Debian 12's Mesa; the op grid caught it). |a| >= 2^52 is already an integer.
+    case EW_ROUND: { FT r = floor(a); FT d = a - r; return (d > 0.5LF || (d == 0.5LF && r - 2.0LF * floor(0.5LF * r) != 0.0LF)) ? r + 1.0LF : r; }
     case EW_FLOOR: return floor(a);
     case EW_CEIL: return ceil(a);
     case EW_TRUNC: return trunc(a);
