@@ -259,6 +259,10 @@ TEST_P(BurnApi, Activations) {
   EXPECT_TRUE(near(fv(hardtanh(x)), {-1, -0.5f, 0, 1, 1, 1}));
   EXPECT_TRUE(near(fv(hard_shrink(x)), {-2, 0, 0, 1, 3, 8}));
   EXPECT_TRUE(near(fv(soft_shrink(x)), {-1.5f, 0, 0, 0.5f, 2.5f, 7.5f}));
+  EXPECT_TRUE(near(fv(soft_shrink(x, 1.0)), {-1, 0, 0, 0, 2, 7}));
+  EXPECT_TRUE(near(fv(shrink(x, 0.5, 0.25)), {-1.75f, 0, 0, 0.75f, 2.75f, 7.75f}));
+  EXPECT_TRUE(near(fv(shrink(x, 2.5, 1.0)), {0, 0, 0, 0, 2, 7}));
+  EXPECT_TRUE(std::isnan(fv(shrink(fl<1>({NAN}, {1})))[0]));
   EXPECT_TRUE(near(fv(threshold(x, 1.0, -9.0)), {-9, -9, -9, -9, 3, 8}));
   EXPECT_TRUE(near(fv(thresholded_relu(x, 1.0)), {0, 0, 0, 0, 3, 8}));
   EXPECT_TRUE(std::isnan(fv(silu(fl<1>({NAN}, {1})))[0]));
@@ -384,6 +388,12 @@ TEST_P(BurnApi, Grids) {
   EXPECT_EQ(cx.shape(), Shape({3, 2}));
   EXPECT_EQ(iv(cx), (std::vector<std::int64_t>{1, 2, 1, 2, 1, 2}));
   EXPECT_EQ(iv(cy), (std::vector<std::int64_t>{7, 7, 8, 8, 9, 9}));
+  const auto first = meshgrid_stack<2, Int>({a, b});
+  EXPECT_EQ(first.shape(), Shape({2, 2, 3}));
+  EXPECT_EQ(iv(first), (std::vector<std::int64_t>{1, 1, 1, 2, 2, 2, 7, 8, 9, 7, 8, 9}));
+  const auto last = meshgrid_stack<2, Int>({a, b}, IndexPos::Last);
+  EXPECT_EQ(last.shape(), Shape({2, 3, 2}));
+  EXPECT_EQ(iv(last), (std::vector<std::int64_t>{1, 7, 1, 8, 1, 9, 2, 7, 2, 8, 2, 9}));
   const auto g = cartesian_grid<2>({2, 3}, dev());
   EXPECT_EQ(g.shape(), Shape({2, 3, 2}));
   EXPECT_EQ(iv(g), (std::vector<std::int64_t>{0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2}));

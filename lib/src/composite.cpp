@@ -526,9 +526,9 @@ Handle composite(Composite c, Handle&& a_, double p, double q) {
         const H keep = H(compare_scalar(OpCode::lower_equal_elem, unary(OpCode::abs, x.r()), Scalar(p)));
         return mask_fill(x.r(), keep.r(), Scalar(0.0));
       }
-      case Composite::soft_shrink: {  // x > l ? x - l : x < -l ? x + l : 0
+      case Composite::soft_shrink: {  // x > l ? x - b : x < -l ? x + b : 0 (soft_shrink: b = l; shrink)
         const H small = H(compare_scalar(OpCode::lower_equal_elem, unary(OpCode::abs, x.r()), Scalar(p)));
-        const H shrunk = bin(OpCode::sub, x, sc(OpCode::mul_scalar, un(OpCode::sign, x), Scalar(p)));
+        const H shrunk = bin(OpCode::sub, x, sc(OpCode::mul_scalar, un(OpCode::sign, x), Scalar(q)));
         return mask_fill(shrunk.r(), small.r(), Scalar(0.0));
       }
       case Composite::threshold: {  // x > threshold ? x : value

@@ -49,7 +49,11 @@ template <std::size_t D> Tensor<D> hard_shrink(const Tensor<D>& x, double lambda
 }
 // x > lambda ? x - lambda : x < -lambda ? x + lambda : 0.
 template <std::size_t D> Tensor<D> soft_shrink(const Tensor<D>& x, double lambda = 0.5) {
-  return detail_::c(detail::Composite::soft_shrink, x, lambda);
+  return detail_::c(detail::Composite::soft_shrink, x, lambda, lambda);
+}
+// burn's general shrink: x > lambda ? x - bias : x < -lambda ? x + bias : 0 (NaN stays NaN).
+template <std::size_t D> Tensor<D> shrink(const Tensor<D>& x, double lambda = 0.5, double bias = 0.5) {
+  return detail_::c(detail::Composite::soft_shrink, x, lambda, bias);
 }
 // x > threshold ? x : value.
 template <std::size_t D> Tensor<D> threshold(const Tensor<D>& x, double threshold, double value) {

@@ -1,4 +1,4 @@
-// Coordinate grids (burn's grid helpers: meshgrid, cartesian_grid), composed from
+// Coordinate grids (burn's grid helpers: meshgrid, meshgrid_stack, cartesian_grid), composed from
 // Tensor ops (views where the backend has them); included by nothing else.
 #pragma once
 
@@ -28,6 +28,18 @@ std::array<Tensor<N, K>, N> meshgrid(const std::array<Tensor<1, K>, N>& inputs, 
   };
   return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::array<Tensor<N, K>, N>{make(I)...}; }(
       std::make_index_sequence<N>{});
+}
+
+// Where meshgrid_stack puts the index of the grid: dim 0 or the last dim.
+enum class IndexPos : std::uint8_t { First, Last };
+
+// burn's meshgrid_stack: the N dense (Matrix-indexed) grids of meshgrid stacked along
+// dim 0 ([N, |t0|, .., |tN-1|]) or the last dim ([|t0|, .., |tN-1|, N]).
+template <std::size_t N, TensorKind K>
+Tensor<N + 1, K> meshgrid_stack(const std::array<Tensor<1, K>, N>& inputs, IndexPos index_pos = IndexPos::First) {
+  const std::array<Tensor<N, K>, N> grids = meshgrid<N, K>(inputs);
+  return stack(std::vector<Tensor<N, K>>(grids.begin(), grids.end()),
+               index_pos == IndexPos::First ? 0 : static_cast<std::int64_t>(N));
 }
 
 // [s0, .., s(D-1), D]: the coordinates of every element of a tensor of `shape`.

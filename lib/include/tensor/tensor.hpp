@@ -115,38 +115,40 @@ class TENSOR_API Tensor {
   ~Tensor() { reset(); }
 
   // ---- creation (shape rank must be D; dtype defaults to the device's setting) ----
-  static Tensor from_data(TensorData data, Device device = Device::default_device()) {
+  // noinline, as the methods: compiled once in libtensor.so, not inlined into every
+  // user function that creates a tensor (with its rank check's message building).
+  [[gnu::noinline]] static Tensor from_data(TensorData data, Device device = Device::default_device()) {
     if (data.shape().rank() != D) throw_rank("from_data", data.shape());
     return Tensor(detail::from_data(std::move(data), device, K::kKind));
   }
-  static Tensor empty(const Shape& shape, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt) {
+  [[gnu::noinline]] static Tensor empty(const Shape& shape, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt) {
     check_shape("empty", shape);
     return Tensor(detail::create(OpCode::empty, shape, device, K::kKind, dtype));
   }
-  static Tensor zeros(const Shape& shape, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt) {
+  [[gnu::noinline]] static Tensor zeros(const Shape& shape, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt) {
     check_shape("zeros", shape);
     return Tensor(detail::create(OpCode::zeros, shape, device, K::kKind, dtype));
   }
-  static Tensor ones(const Shape& shape, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt) {
+  [[gnu::noinline]] static Tensor ones(const Shape& shape, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt) {
     check_shape("ones", shape);
     return Tensor(detail::create(OpCode::ones, shape, device, K::kKind, dtype));
   }
-  static Tensor full(const Shape& shape, Scalar value, Device device = Device::default_device(),
+  [[gnu::noinline]] static Tensor full(const Shape& shape, Scalar value, Device device = Device::default_device(),
                      std::optional<DType> dtype = std::nullopt) {
     check_shape("full", shape);
     return Tensor(detail::full(shape, value, device, K::kKind, dtype));
   }
-  static Tensor random(const Shape& shape, const Distribution& dist, Device device = Device::default_device(),
+  [[gnu::noinline]] static Tensor random(const Shape& shape, const Distribution& dist, Device device = Device::default_device(),
                        std::optional<DType> dtype = std::nullopt) requires Numeric<K> {
     check_shape("random", shape);
     return Tensor(detail::random(shape, dist, device, K::kKind, dtype));
   }
   // [start, end) with step 1 (Int, rank 1).
-  static Tensor arange(std::int64_t start, std::int64_t end, Device device = Device::default_device(),
+  [[gnu::noinline]] static Tensor arange(std::int64_t start, std::int64_t end, Device device = Device::default_device(),
                        std::optional<DType> dtype = std::nullopt) requires(kIsInt && D == 1) {
     return Tensor(detail::arange(start, end, 1, device, dtype));
   }
-  static Tensor arange_step(std::int64_t start, std::int64_t end, std::int64_t step, Device device = Device::default_device(),
+  [[gnu::noinline]] static Tensor arange_step(std::int64_t start, std::int64_t end, std::int64_t step, Device device = Device::default_device(),
                             std::optional<DType> dtype = std::nullopt) requires(kIsInt && D == 1) {
     return Tensor(detail::arange(start, end, step, device, dtype));
   }
@@ -660,7 +662,7 @@ class TENSOR_API Tensor {
 
   // release() accepts an empty handle; one call is less code per temporary than a test and a call.
   void reset() noexcept { detail::release(h_); }
-  static void throw_rank(const char* op, const Shape& s) {
+  [[gnu::noinline, noreturn]] static void throw_rank(const char* op, const Shape& s) {
     throw ShapeError(std::string("[") + op + "] rank mismatch; expected rank " + std::to_string(D) + "; got shape " +
                      s.to_string());
   }
