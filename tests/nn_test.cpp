@@ -819,6 +819,15 @@ TEST_P(Nn, AvgPoolOptionGridAgainstNestedLoops) {
   }
 }
 
+TEST_P(Nn, AdaptiveAvgPoolGlobalOverALargeImage) {
+  // More taps than one shader invocation loops over on lavapipe: pooled one dim at a time.
+  const std::size_t S = 160;
+  const auto x = rnd(2 * S * S, 57);
+  std::vector<double> want(2, 0.0);
+  for (std::size_t i = 0; i < x.size(); ++i) want[i / (S * S)] += x[i] / double(S * S);
+  expect_values(values(adaptive_avg_pool2d(laid_out<4>(x, {1, 2, S, S}, 1), {1, 1})), want);
+}
+
 TEST_P(Nn, AdaptiveAvgPoolGridAgainstNestedLoops) {
   auto lo = [](std::size_t i, std::size_t in, std::size_t o) { return i * in / o; };
   auto hi = [](std::size_t i, std::size_t in, std::size_t o) { return ((i + 1) * in + o - 1) / o; };

@@ -207,7 +207,22 @@ Prim adaptive_entry(Prim px, const PoolArgs& a) {
   const std::size_t rank = rank_of(op, a);
   const Shape ys = pool_out(x->shape(), a, rank, false, true);
   const Geom g = pool_geom(x->shape(), ys, a, rank);
-  check_taps(x->ctx(), adaptive_taps(g, false), "adaptive pooling window");
+  if (adaptive_taps(g, false) > kLoopSafe) {
+    // Large windows (global pooling of a big image): one spatial dim per pass, in f32
+    // (f64) so that f16 / bf16 round once; each pass's window is one dim's.
+    const DType want = x->dtype(), work = want == DType::F64 ? DType::F64 : DType::F32;
+    VkRef cur = want == work ? x : convert(x, work);
+    for (std::size_t i = 0; i < rank; ++i) {
+      Shape s = cur->shape();
+      s[2 + i] = ys[2 + i];
+      Geom step = pool_geom(cur->shape(), s, a, rank);
+      check_taps(x->ctx(), adaptive_taps(step, false), "adaptive pooling window");
+      VkRef next = alloc(x->device(), work, s);
+      launch(MD_ADAPTIVE, step, s.num_elements(), *cur, nullptr, rank, *next, nullptr, DType::I32);
+      cur = std::move(next);
+    }
+    return want == work ? cur : convert(cur, want);
+  }
   VkRef y = alloc(x->device(), x->dtype(), ys);
   launch(MD_ADAPTIVE, g, ys.num_elements(), *x, nullptr, rank, *y, nullptr, DType::I32);
   return y;
