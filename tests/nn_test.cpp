@@ -784,6 +784,16 @@ TEST_P(Nn, MaxPoolOptionGridAgainstNestedLoops) {
   }
 }
 
+TEST_P(Nn, MaxPoolNaNWinsAtItsFirstPosition) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto [v, i] = max_pool1d_with_indices(make<3>({1, nan, 3, nan, nan, 0, 2}, {1, 1, 7}), mp1(3, 2, 1, 1, true));
+  const auto got = values(v);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[1]) && std::isnan(got[2]));
+  EXPECT_EQ(got[3], 2.0);
+  EXPECT_EQ(values(i), (std::vector<double>{1, 1, 3, 6}));
+}
+
 TEST_P(Nn, AvgPoolOptionGridAgainstNestedLoops) {
   const std::size_t N = 2, C = 2, H = 7, W = 6;
   const std::vector<AvgPoolOptions<2>> grid = {
