@@ -925,7 +925,7 @@ void ref_taps(std::size_t in_s, std::size_t out_s, const InterpolateOptions& o, 
 TEST_P(Nn, InterpolateGridAgainstNestedLoops) {
   const std::size_t N = 1, C = 2, H = 3, W = 5;
   const auto x = rnd(N * C * H * W, 61);
-  const std::vector<std::array<I, 2>> sizes = {{7, 4}, {2, 9}, {1, 1}, {6, 10}};
+  const std::vector<std::array<I, 2>> sizes = {{7, 4}, {2, 9}, {1, 1}, {6, 10}, {31, 43}};
   const InterpolateMode modes[] = {InterpolateMode::Nearest, InterpolateMode::NearestExact, InterpolateMode::Bilinear,
                                    InterpolateMode::Bicubic};
   std::size_t run = 0;

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -259,10 +258,10 @@ Prim interpolate_entry(Prim px, const InterpArgs& a) {
 Prim interpolate_backward_entry(Prim pdy, const Shape& xs, const InterpArgs& a) {
   VkRef dy = as_vk(std::move(pdy));
   const Geom g = interp_geom(xs, a);
-  // Per input element: the covering outputs (about out/in + 4 per dim) times their taps.
-  std::size_t n = 16;
-  for (int k = 1; k < 3; ++k) n *= static_cast<std::size_t>((g.out[k] + g.in[k] - 1) / g.in[k] + 4);
-  check_taps(dy->ctx(), n, "interpolate gradient range");
+  // Per input element: the covering columns (about out/in + 4), each with its width taps
+  // and the covering rows (about out/in + 4) times their height taps.
+  auto range = [&](int k) { return static_cast<std::size_t>((g.out[k] + g.in[k] - 1) / g.in[k] + 4); };
+  check_taps(dy->ctx(), range(2) * (8 + 4 * range(1)), "interpolate gradient range");
   VkRef dx = alloc(dy->device(), dy->dtype(), xs);
   launch(MD_INTERP_BWD, g, xs.num_elements(), *dy, nullptr, 2, *dx, nullptr, DType::I32);
   return dx;
