@@ -838,6 +838,19 @@ TEST_P(Nn, AdaptiveAvgPoolGlobalOverALargeImage) {
   expect_values(values(adaptive_avg_pool2d(laid_out<4>(x, {1, 2, S, S}, 1), {1, 1})), want);
 }
 
+TEST_P(Nn, PoolWindowsOfGlobalSize) {
+  // 130x130 windows: more taps than one shader invocation loops over on lavapipe.
+  const std::size_t S = 140;
+  const auto x = rnd(S * S, 58);
+  const RefPool r{1, S, S, 130, 130, 10, 10, 0, 0, 1, 1, false, false};
+  std::vector<double> want, idx;
+  r.max(x, want, idx);
+  auto xt = laid_out<4>(x, {1, 1, S, S}, 1);
+  expect_values(values(max_pool2d(xt, {{130, 130}, {10, 10}, {0, 0}, {1, 1}, false})), want);
+  expect_values(values(avg_pool2d(xt, {{130, 130}, {10, 10}, {1, 0}, true, false})),
+                RefPool{1, S, S, 130, 130, 10, 10, 1, 0, 1, 1, false, true}.avg(x, false));
+}
+
 TEST_P(Nn, AdaptiveAvgPoolGridAgainstNestedLoops) {
   auto lo = [](std::size_t i, std::size_t in, std::size_t o) { return i * in / o; };
   auto hi = [](std::size_t i, std::size_t in, std::size_t o) { return ((i + 1) * in + o - 1) / o; };

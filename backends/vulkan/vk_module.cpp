@@ -132,6 +132,28 @@ std::size_t window_taps(const Geom& g, bool dilated_span_per_stride) {
   return n;
 }
 
+// Windows of more taps than one invocation may loop over on lavapipe: one spatial dim per
+// pass (maxima, sums and the avg divisor, a product of per-dim lengths, are separable), in
+// f32 (f64) so that f16 / bf16 round once.
+Prim pool_per_dim(int op, VkRef x, const Shape& ys, const PoolArgs& a, std::size_t rank, std::uint32_t flags) {
+  const DType want = x->dtype(), work = want == DType::F64 ? DType::F64 : DType::F32;
+  VkRef cur = want == work ? std::move(x) : convert(x, work);
+  for (std::size_t i = 0; i < rank; ++i) {
+    Shape s = cur->shape();
+    s[2 + i] = ys[2 + i];
+    PoolArgs one = a;
+    for (std::size_t j = 0; j < rank; ++j)
+      if (j != i) one.kernel[j] = one.stride[j] = one.dilation[j] = 1, one.padding[j] = 0;
+    Geom step = pool_geom(cur->shape(), s, one, rank);
+    step.flags = flags;
+    check_taps(cur->ctx(), window_taps(step, false), "pooling window");
+    VkRef next = alloc(cur->device(), work, s);
+    launch(op, step, s.num_elements(), *cur, nullptr, rank, *next, nullptr, DType::I32);
+    cur = std::move(next);
+  }
+  return want == work ? cur : convert(cur, want);
+}
+
 // ---- max pooling ----
 PrimPair max_pool_run(OpCode op, Prim px, const PoolArgs& a, bool with_indices, DType idx_dt) {
   VkRef x = as_vk(std::move(px));
@@ -139,6 +161,7 @@ PrimPair max_pool_run(OpCode op, Prim px, const PoolArgs& a, bool with_indices, 
   const Shape ys = pool_out(x->shape(), a, rank, true, false);
   Geom g = pool_geom(x->shape(), ys, a, rank);
   if (with_indices) g.flags |= MD_WITH_INDICES;
+  if (!with_indices && window_taps(g, false) > kLoopSafe) return {pool_per_dim(MD_MAX_POOL, x, ys, a, rank, 0), Prim()};
   check_taps(x->ctx(), window_taps(g, false), "pooling window");
   VkRef y = alloc(x->device(), x->dtype(), ys);
   VkRef idx = with_indices ? alloc(x->device(), idx_dt, ys) : VkRef();
@@ -172,6 +195,7 @@ Prim avg_pool_entry(Prim px, const PoolArgs& a) {
   const Shape ys = pool_out(x->shape(), a, rank, false, false);
   Geom g = pool_geom(x->shape(), ys, a, rank);
   if (a.count_include_pad) g.flags |= MD_COUNT_PAD;
+  if (window_taps(g, false) > kLoopSafe) return pool_per_dim(MD_AVG_POOL, x, ys, a, rank, g.flags);
   check_taps(x->ctx(), window_taps(g, false), "pooling window");
   VkRef y = alloc(x->device(), x->dtype(), ys);
   launch(MD_AVG_POOL, g, ys.num_elements(), *x, nullptr, rank, *y, nullptr, DType::I32);
