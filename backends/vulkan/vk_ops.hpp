@@ -15,6 +15,7 @@ void register_reduce(dispatch::Backend& b);       // vk_reduce.cpp: reductions a
 void register_matmul(dispatch::Backend& b);       // vk_matmul.cpp: tiled and cooperative matrix
 void register_index(dispatch::Backend& b);        // vk_index.cpp: gather, select, scatter
 void register_rows(dispatch::Backend& b);         // vk_rows.cpp: softmax, sort, cross
+void register_module(dispatch::Backend& b);       // vk_module.cpp: pools, interpolate, layer_norm, embedding
 
 // Reseeds the host-side generator of `device` (vk_creation.cpp).
 void seed_device(DeviceId device, std::uint64_t seed);

@@ -61,6 +61,12 @@ alignas(4) const std::uint32_t kElementwiseF16Spv[] =
 alignas(4) const std::uint32_t kMatmulCoopSpv[] =
 #include "matmul_coop.comp.spv.inc"
     ;
+alignas(4) const std::uint32_t kModuleSpv[] =
+#include "module.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kModuleWideSpv[] =
+#include "module.comp.wide.spv.inc"
+    ;
 
 const Spirv kShaders[] = {
     {kElementwiseSpv, sizeof(kElementwiseSpv), kElementwiseWideSpv, sizeof(kElementwiseWideSpv), "elementwise"},
@@ -72,6 +78,7 @@ const Spirv kShaders[] = {
     {kRowsSpv, sizeof(kRowsSpv), kRowsWideSpv, sizeof(kRowsWideSpv), "rows", kRowsSubgroupSpv, sizeof(kRowsSubgroupSpv)},
     {kElementwiseF16Spv, sizeof(kElementwiseF16Spv), nullptr, 0, "elementwise_f16"},
     {kMatmulCoopSpv, sizeof(kMatmulCoopSpv), nullptr, 0, "matmul_coop"},
+    {kModuleSpv, sizeof(kModuleSpv), kModuleWideSpv, sizeof(kModuleWideSpv), "module"},
 };
 static_assert(std::size(kShaders) == static_cast<std::size_t>(ShaderFamily::Count));
 
