@@ -75,6 +75,8 @@ void install_vulkan_backend(dispatch::Registry& registry) {
   register_matmul(*b);
   register_index(*b);
   register_rows(*b);
+  register_conv(*b);
+  register_attention(*b);
   using D = dispatch::DeviceOp;
   b->set<D::name>(&name_entry);
   b->set<D::seed>(&seed_entry);
