@@ -313,6 +313,23 @@ TEST_P(Nn, ConvAndTransposeInHalfPrecision) {
   expect_values(values(conv_transpose2d(h(make<4>(dy, ys)), h(make<4>(w, ws)), std::nullopt, t)), dx, 1e-2);
 }
 
+// Reductions longer than one dispatch takes on a software device (4096 terms): the
+// forward's C_in * kh * kw, the bias gradient's N * H * W (past 256 x 4096).
+TEST_P(Nn, ConvLongReductionsAgainstNestedLoops) {
+  const Shape xs{1, 512, 5, 4}, ws{3, 512, 3, 3};
+  const auto x = rnd(xs.num_elements(), 601), w = rnd(ws.num_elements(), 602);
+  Shape ys;
+  std::vector<double> y(3 * 3 * 2);
+  conv2d_taps(xs, ws, {}, ys, [&](std::size_t xi, std::size_t wi, std::size_t yi) { y[yi] += x[xi] * w[wi]; });
+  expect_values(values(conv2d(make<4>(x, xs), make<4>(w, ws), std::nullopt, {})), y, 1e-4);
+  const Shape ds{3, 2, 600, 600};
+  std::vector<double> dy(ds.num_elements());
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = double(int(i % 7) - 3) / 4;  // sums exact in f32
+  std::vector<double> db(2);
+  for (std::size_t i = 0; i < dy.size(); ++i) db[(i / 360000) % 2] += dy[i];
+  expect_values(values(conv2d_bias_backward(make<4>(dy, ds))), db, 1e-6);
+}
+
 TEST_P(Nn, Conv2dEmptyBatch) {
   auto y = conv2d(make<4>({}, {0, 2, 4, 4}), make<4>(rnd(36, 3), {2, 2, 3, 3}), std::nullopt, {});
   expect_shape(y, {0, 2, 2, 2});
@@ -589,6 +606,29 @@ TEST_P(Nn, AttentionOptionsAgainstNestedLoops) {
     expect_shape(y, {g.b, g.h, g.lq, g.dv});
     expect_values(values(y), want, 1e-4);
   }
+}
+
+// Many key tiles (Lk 3000) and a D that is not a multiple of the 16-wide step.
+TEST_P(Nn, AttentionLongKeysAgainstNestedLoops) {
+  const std::size_t L = 6, S = 3000, D = 40, DV = 2;
+  const auto q = rnd(L * D, 701), k = rnd(S * D, 702), v = rnd(S * DV, 703);
+  std::vector<double> want;
+  for (std::size_t i = 0; i < L; ++i) {
+    std::vector<double> s(S);
+    double mx = -INFINITY, sum = 0;
+    for (std::size_t j = 0; j < S; ++j) {
+      for (std::size_t e = 0; e < D; ++e) s[j] += q[i * D + e] * k[j * D + e];
+      s[j] /= std::sqrt(double(D));
+      mx = std::max(mx, s[j]);
+    }
+    for (std::size_t j = 0; j < S; ++j) sum += std::exp(s[j] - mx);
+    for (std::size_t c = 0; c < DV; ++c) {
+      double o = 0;
+      for (std::size_t j = 0; j < S; ++j) o += std::exp(s[j] - mx) / sum * v[j * DV + c];
+      want.push_back(o);
+    }
+  }
+  expect_values(values(attention(make<4>(q, {1, 1, L, D}), make<4>(k, {1, 1, S, D}), make<4>(v, {1, 1, S, DV}))), want, 1e-4);
 }
 
 // ---- linear, batch_norm: E32, E35 --------------------------------------------------------

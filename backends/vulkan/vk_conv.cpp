@@ -23,8 +23,9 @@ using I = std::int64_t;
 // conv.comp's modes and parameter words (its CV_* and Q_*).
 enum Mode : std::uint32_t { kFwd = 0, kBwdX = 1, kBwdW = 2, kBias = 3 };
 constexpr int kQN = 0, kQCi = 1, kQCo = 2, kQG = 3, kQIn = 4, kQKer = 7, kQOut = 10, kQStride = 13, kQPad = 16,
-              kQDil = 19, kQK0 = 22, kQK1 = 23, kQAcc = 24, kQBias = 25, kQZBase = 26;
-constexpr std::size_t kTile = 64;
+              kQDil = 19, kQK0 = 22, kQK1 = 23, kQAcc = 24, kQBias = 25, kQZBase = 26,
+              kQXBase = 27;
+constexpr std::size_t kTile = 64;  // conv.comp's BN (its BM is 16 TMR)
 
 // One forward convolution x [n, ci, *in] * w [co, ci/groups, *ker] -> [n, co, *out] in three
 // spatial dims (1-d and 2-d lead with size-1 dims).
@@ -125,20 +126,27 @@ Prim run_gemm(Mode mode, const Geom& g, VkRef a, VkRef b, VkRef bias, const Shap
   // Chunked halves add up in an f32 buffer, rounded once at the end.
   VkRef dst = alloc(a->device(), chunks > 1 && is_half(dt) ? DType::F32 : dt, out_shape);
   std::vector<std::uint32_t> w = conv_params(g);
-  const auto gx = static_cast<std::uint32_t>((NC + kTile - 1) / kTile);
-  const auto gy = static_cast<std::uint32_t>((M + kTile - 1) / kTile);
+  const std::size_t xtiles = (NC + kTile - 1) / kTile;
+  // conv.comp's TMR: 16, 32 or 64 rows per workgroup, the fewest that cover M.
+  const std::uint32_t tmr = M <= 16 ? 1 : M <= 32 ? 2 : 4;
+  const auto gy = static_cast<std::uint32_t>((M + 16 * tmr - 1) / (16 * tmr));
   for (std::size_t ck = 0; ck < chunks; ++ck) {
     w[kQK0] = static_cast<std::uint32_t>(ck * chunk);
     w[kQK1] = static_cast<std::uint32_t>(std::min(K, (ck + 1) * chunk));
     w[kQAcc] = ck > 0 ? 1u : 0u;
     w[kQBias] = bias && ck == 0 ? 1u : 0u;
-    for (std::size_t z = 0; z < problems; z += 65535) {
-      w[kQZBase] = static_cast<std::uint32_t>(z);
-      c.dispatch(ShaderFamily::Conv, {mode, code(dt), code(dst->dtype())}, w,
-                 {{a->buffer().get(), false}, {b->buffer().get(), false}, {bias ? bias->buffer().get() : nullptr, false},
-                  {dst->buffer().get(), true}},
-                 gx, gy, static_cast<std::uint32_t>(std::min<std::size_t>(65535, problems - z)), wide({dt}));
-    }
+    // Grids of at most 65535 column tiles and problems (every device's minimum
+    // maxComputeWorkGroupCount); the y grid (rows / 16) stays far below it.
+    for (std::size_t z = 0; z < problems; z += 65535)
+      for (std::size_t x = 0; x < xtiles; x += 65535) {
+        w[kQZBase] = static_cast<std::uint32_t>(z);
+        w[kQXBase] = static_cast<std::uint32_t>(x);
+        c.dispatch(ShaderFamily::Conv, {mode, code(dt), code(dst->dtype()), tmr}, w,
+                   {{a->buffer().get(), false}, {b->buffer().get(), false},
+                    {bias ? bias->buffer().get() : nullptr, false}, {dst->buffer().get(), true}},
+                   static_cast<std::uint32_t>(std::min<std::size_t>(65535, xtiles - x)), gy,
+                   static_cast<std::uint32_t>(std::min<std::size_t>(65535, problems - z)), wide({dt}));
+      }
   }
   if (dst->dtype() != dt) return convert(dst, dt);
   return dst;

@@ -26,13 +26,16 @@
 #define CV_BWD_W 2
 #define CV_BIAS 3
 
-#define BM 64
 #define BN 64
 #define BK 16
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const int MODE = CV_FWD;
 layout(constant_id = 1) const int DTA = DT_F32;   // a, b and bias
 layout(constant_id = 2) const int DTO = DT_F32;   // the output (DTA, or f32 for chunked halves)
+// Tile rows per invocation: a workgroup computes (16 TMR) x 64 outputs, so a GEMM with
+// few rows (channels per group) does not pay for 64.
+layout(constant_id = 3) const int TMR = 4;
+#define BM (16 * TMR)
 
 #include "common.glsl"
 
@@ -63,6 +66,7 @@ DEFINE_STORE(st_o, o_data)
 #define Q_ACC 24     // 1: add to the output's current value
 #define Q_BIAS 25    // 1: add bias (binding 3)
 #define Q_ZBASE 26   // first problem of this dispatch
+#define Q_XBASE 27   // first column tile of this dispatch
 
 shared FT sa[BK][BM];
 shared FT sb[BK][BN];
@@ -124,7 +128,7 @@ void main() {
 
   const int tid = int(gl_LocalInvocationID.x);
   const int tx = tid & 15, ty = tid >> 4;
-  const int row0 = int(gl_WorkGroupID.y) * BM, col0 = int(gl_WorkGroupID.x) * BN;
+  const int row0 = int(gl_WorkGroupID.y) * BM, col0 = (int(gl_WorkGroupID.x) + q(Q_XBASE)) * BN;
 
   // This invocation's B column (fixed over K): e = tid + 256 l -> kb = (tid >> 6) + 4 l, n = tid & 63.
   const int bn = col0 + (tid & 63);
@@ -144,8 +148,8 @@ void main() {
   const int x_base = (nb * Ci + grp * cgi) * S;               // FWD: x of (n, grp)
   const int dy_base = (nb * Co + grp * cgo) * PO;             // BWD_X: dy of (n, grp)
 
-  FT acc[4][4];
-  [[unroll]] for (int i = 0; i < 4; ++i)
+  FT acc[TMR][4];
+  for (int i = 0; i < TMR; ++i)
     [[unroll]] for (int j = 0; j < 4; ++j) acc[i][j] = FT(0);
 
   for (int k0 = K0; k0 < K1; k0 += BK) {
@@ -156,7 +160,7 @@ void main() {
       int kq = 0, kr = 0;  // BWD_X: (o, t) of k; BWD_W: (n, p) of k
       if (MODE == CV_BWD_X) { kq = gk / KS; kr = gk - kq * KS; }
       if (MODE == CV_BWD_W) { kq = gk / PO; kr = gk - kq * PO; }
-      [[unroll]] for (int l = 0; l < 4; ++l) {
+      for (int l = 0; l < TMR; ++l) {
         const int m = ty + 16 * l, gr = row0 + m;
         FT v = FT(0);
         if (kin && gr < M) {
@@ -199,9 +203,10 @@ void main() {
     }
     barrier();
     [[unroll]] for (int k = 0; k < BK; ++k) {
-      FT av[4], bv[4];
-      [[unroll]] for (int i = 0; i < 4; ++i) { av[i] = sa[k][ty + 16 * i]; bv[i] = sb[k][tx + 16 * i]; }
-      [[unroll]] for (int i = 0; i < 4; ++i)
+      FT av[TMR], bv[4];
+      for (int i = 0; i < TMR; ++i) av[i] = sa[k][ty + 16 * i];
+      [[unroll]] for (int i = 0; i < 4; ++i) bv[i] = sb[k][tx + 16 * i];
+      for (int i = 0; i < TMR; ++i)
         [[unroll]] for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
     }
     barrier();
@@ -214,7 +219,7 @@ void main() {
   else if (MODE == CV_BWD_X) { ch0 = grp * cgi; obase = (nb * Ci + ch0) * NC; }
   else { ch0 = grp * cgo; obase = ch0 * NC; }
   const bool accumulate = q(Q_ACC) != 0, add_bias = q(Q_BIAS) != 0;
-  [[unroll]] for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < TMR; ++i) {
     const int row = row0 + ty + 16 * i;
     if (row >= M) continue;
     FT b = add_bias ? as_f(ld_c(DTA, ch0 + row), DTA) : FT(0);
