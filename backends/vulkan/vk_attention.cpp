@@ -17,8 +17,9 @@ using namespace kernel;
 
 namespace {
 
-// attention.comp's tile (BQ, BKEY, BD, DVS) and parameter words (A_*).
-constexpr std::size_t kBlockQ = 16, kBlockKey = 16, kBlockD = 16, kSliceDv = 128;
+// attention.comp's tile (BQ, BKEY, BD; DVS is 128, 64 in the WIDE variant) and parameter words (A_*).
+constexpr std::size_t kBlockQ = 16, kBlockKey = 16, kBlockD = 64;
+std::size_t slice_dv(bool wide64) { return wide64 ? 64 : 128; }
 constexpr int kAB = 0, kAH = 1, kALq = 2, kALk = 3, kAD = 4, kADv = 5, kAFlags = 6, kAZBase = 7, kAScale = 8, kACap = 10,
               kAV = 12, kAMB = 17;
 
@@ -57,12 +58,18 @@ Prim attention_entry(Prim pq, Prim pk, Prim pv, Prim pm, Prim pb, const tensor::
   VkRef out = alloc(q->device(), dt, Shape{B, H, Lq, Dv});
   if (out->shape().num_elements() == 0) return out;
   // Software Vulkan stops a shader's loops after 65535 iterations (vk_kernel.hpp): each
-  // invocation walks Lk / 16 key tiles of about D / 16 + 4 loop steps.
+  // invocation walks Lk / 16 key tiles of about D / 64 + 4 loop steps.
   const std::size_t steps = (Lk + kBlockKey - 1) / kBlockKey * ((D + kBlockD - 1) / kBlockD + 4);
   if (c.software() && steps > kLoopSafe)
     throw ExecutionError(fmt::format("[attention] too long for a software Vulkan device (its shader loops stop after 65535 "
-                                     "iterations); expected at most {} key tiles x (D / 16 + 4) steps; got Lk {}, D {}",
+                                     "iterations); expected at most {} key tiles x (D / 64 + 4) steps; got Lk {}, D {}",
                                      kLoopSafe, Lk, D));
+  const bool w64 = wide({dt});
+  const std::size_t shared = ((kBlockQ + kBlockKey) * (kBlockD + 1) + kBlockQ * (kBlockKey + 1) + kBlockKey * slice_dv(w64) +
+                              2 * kBlockQ) * (w64 ? 8 : 4);
+  if (shared > c.limits().maxComputeSharedMemorySize)
+    throw ExecutionError(fmt::format("[attention] tile needs {} bytes of shared memory; expected at most {} "
+                                     "(maxComputeSharedMemorySize)", shared, c.limits().maxComputeSharedMemorySize));
   // q and k side by side in the compute float (the shader has four buffers: qk, v, mask or bias, out).
   VkRef qk = alloc(q->device(), ct, Shape{B * H * (Lq + Lk) * D});
   copy_into(*q, *qk, 0);
@@ -102,14 +109,14 @@ Prim attention_entry(Prim pq, Prim pk, Prim pv, Prim pm, Prim pb, const tensor::
   if (mb) put_strides(w, kAMB, *mb);
   const std::size_t problems = B * H;
   const auto gx = static_cast<std::uint32_t>((Lq + kBlockQ - 1) / kBlockQ);
-  const auto gy = static_cast<std::uint32_t>((Dv + kSliceDv - 1) / kSliceDv);
+  const auto gy = static_cast<std::uint32_t>((Dv + slice_dv(w64) - 1) / slice_dv(w64));
   const DType mdt = mask ? mask->dtype() : DType::Bool;
   for (std::size_t z = 0; z < problems; z += 65535) {
     w[kAZBase] = static_cast<std::uint32_t>(z);
     c.dispatch(ShaderFamily::Attention, {code(dt), code(mdt)}, w,
                {{qk->buffer().get(), false}, {v->buffer().get(), false}, {mb ? mb->buffer().get() : nullptr, false},
                 {out->buffer().get(), true}},
-               gx, gy, static_cast<std::uint32_t>(std::min<std::size_t>(65535, problems - z)), wide({dt}));
+               gx, gy, static_cast<std::uint32_t>(std::min<std::size_t>(65535, problems - z)), w64);
   }
   return out;
 }

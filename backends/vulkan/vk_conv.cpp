@@ -121,6 +121,12 @@ Prim run_gemm(Mode mode, const Geom& g, VkRef a, VkRef b, VkRef bias, const Shap
   if (K > 0x7FFFFFFFull)
     throw ExecutionError(fmt::format("[{}] convolution reduction too long for vulkan; expected at most 2^31 - 1 terms; got {}",
                                      dispatch::current_op_name(), K));
+  // conv.comp's tiles: BK x (BM + BN) raw compute floats.
+  const std::size_t shared = 16 * (64 + 64) * (wide({dt}) ? 8 : 4);
+  if (shared > c.limits().maxComputeSharedMemorySize)
+    throw ExecutionError(fmt::format("[{}] tile needs {} bytes of shared memory; expected at most {} "
+                                     "(maxComputeSharedMemorySize)", dispatch::current_op_name(), shared,
+                                     c.limits().maxComputeSharedMemorySize));
   const std::size_t chunk = k_chunk(c);
   const std::size_t chunks = std::max<std::size_t>(1, (K + chunk - 1) / chunk);
   // Chunked halves add up in an f32 buffer, rounded once at the end.

@@ -2,7 +2,7 @@
 // and tiled with an online softmax (running max and sum per query row), so the
 // [Lq, Lk] score matrix never exists. One workgroup per (b*h, block of 16 queries,
 // slice of at most 128 value columns): per tile of 16 keys it forms the 16 x 16 scores
-// (D in steps of 16 through shared memory), transforms them as the CPU does (scale,
+// (D in steps of 64 through shared memory), transforms them as the CPU does (scale,
 // softcap before masking, mask and causal to -inf, then bias), rescales the running
 // output and adds P * V. A row with every key masked gives 0, not NaN.
 // Binding 1: q then k, contiguous, in the compute float (f32; f64 in WIDE); binding 2: v
@@ -16,8 +16,12 @@
 
 #define BQ 16
 #define BKEY 16
-#define BD 16
-#define DVS 128   // value columns per workgroup (8 per invocation)
+#define BD 64     // q and k columns staged per step (D past it takes several)
+#ifdef WIDE
+#define DVS 64    // value columns per workgroup (DVS / 16 per invocation)
+#else
+#define DVS 128
+#endif
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const int DTA = DT_F32;
 layout(constant_id = 1) const int DTM = DT_BOOL;
@@ -100,14 +104,18 @@ void main() {
   for (int j0 = 0; j0 < Lk; j0 += BKEY) {
     if (causal && j0 > last_i + shift) break;  // uniform: no row of this block sees these keys
     // Scores: s[r][c] = q[i0 + r] . k[j0 + c].
+    // The q block stays in shared memory from the first tile on when D fits one step.
     FT s = FT(0);
     for (int d0 = 0; d0 < D; d0 += BD) {
-      const int d = d0 + c;
-      sq[r][c] = (i < Lq && d < D) ? as_f(ld_qk(CT_F, q_base + i * D + d), CT_F) : FT(0);
-      sk[r][c] = (j0 + r < Lk && d < D) ? as_f(ld_qk(CT_F, k_base + (j0 + r) * D + d), CT_F) : FT(0);
+      [[unroll]] for (int l = 0; l < (BQ * BD) / 256; ++l) {
+        const int e = tid + 256 * l, rr = e / BD, d = d0 + (e - rr * BD);
+        if (D > BD || j0 == 0)
+          sq[rr][d - d0] = (i0 + rr < Lq && d < D) ? as_f(ld_qk(CT_F, q_base + (i0 + rr) * D + d), CT_F) : FT(0);
+        sk[rr][d - d0] = (j0 + rr < Lk && d < D) ? as_f(ld_qk(CT_F, k_base + (j0 + rr) * D + d), CT_F) : FT(0);
+      }
       barrier();
       [[unroll]] for (int dd = 0; dd < BD; ++dd) s += sq[r][dd] * sk[c][dd];
-      barrier();
+      if (D > BD) barrier();  // the next step overwrites sq and sk (else the tile's last barrier covers it)
     }
     const int j = j0 + c;
     FT x = ninf;
