@@ -631,6 +631,13 @@ TEST_P(Nn, AttentionLongKeysAgainstNestedLoops) {
   expect_values(values(attention(make<4>(q, {1, 1, L, D}), make<4>(k, {1, 1, S, D}), make<4>(v, {1, 1, S, DV}))), want, 1e-4);
 }
 
+// No keys: every row fully masked in effect, so 0 (as the composition's clamps give).
+TEST_P(Nn, AttentionWithoutKeysGivesZero) {
+  auto y = attention(make<4>(rnd(12, 801), {1, 1, 3, 4}), make<4>({}, {1, 1, 0, 4}), make<4>({}, {1, 1, 0, 2}));
+  expect_shape(y, {1, 1, 3, 2});
+  expect_values(values(y), std::vector<double>(6, 0.0));
+}
+
 // ---- linear, batch_norm: E32, E35 --------------------------------------------------------
 
 TEST_P(Nn, E32LinearWeightIsDinDout) {

@@ -28,6 +28,10 @@ std::uint64_t compute_raw(DType dt, double v) {
   return dt == DType::F64 ? scalar_raw(DType::F64, Scalar(v)) : scalar_raw(DType::F32, Scalar(v));
 }
 
+// The buffer of `t`, or none for an empty tensor (Lk or D of 0: the shader never reads it),
+// so no dispatch binds a zero-sized range.
+const Buffer* buf_of(const VkRef& t) { return t && t->shape().num_elements() ? t->buffer().get() : nullptr; }
+
 // `t` copied contiguously into `dst` from element `at` on, converted to dst's dtype.
 void copy_into(const VulkanTensor& t, const VulkanTensor& dst, std::size_t at) {
   const Shape& s = t.shape();
@@ -114,8 +118,7 @@ Prim attention_entry(Prim pq, Prim pk, Prim pv, Prim pm, Prim pb, const tensor::
   for (std::size_t z = 0; z < problems; z += 65535) {
     w[kAZBase] = static_cast<std::uint32_t>(z);
     c.dispatch(ShaderFamily::Attention, {code(dt), code(mdt)}, w,
-               {{qk->buffer().get(), false}, {v->buffer().get(), false}, {mb ? mb->buffer().get() : nullptr, false},
-                {out->buffer().get(), true}},
+               {{buf_of(qk), false}, {buf_of(v), false}, {buf_of(mb), false}, {out->buffer().get(), true}},
                gx, gy, static_cast<std::uint32_t>(std::min<std::size_t>(65535, problems - z)), w64);
   }
   return out;

@@ -99,6 +99,10 @@ std::size_t k_chunk(const Context& c) { return c.software() ? 4096 : 65536; }
 
 bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 
+// The buffer of `t`, or none for an empty tensor (the shader never reads it: an empty
+// operand means an empty reduction), so no dispatch binds a zero-sized range.
+const Buffer* buf_of(const VkRef& t) { return t && t->shape().num_elements() ? t->buffer().get() : nullptr; }
+
 // One GEMM mode over geometry g into a fresh [out_shape] tensor: `a` and `b` are
 // conv.comp's bindings 1 and 2 (weight and x for kFwd, weight and dy for kBwdX, dy and x
 // for kBwdW), `bias` (may be null) is added per output channel.
@@ -148,8 +152,7 @@ Prim run_gemm(Mode mode, const Geom& g, VkRef a, VkRef b, VkRef bias, const Shap
         w[kQZBase] = static_cast<std::uint32_t>(z);
         w[kQXBase] = static_cast<std::uint32_t>(x);
         c.dispatch(ShaderFamily::Conv, {mode, code(dt), code(dst->dtype()), tmr}, w,
-                   {{a->buffer().get(), false}, {b->buffer().get(), false},
-                    {bias ? bias->buffer().get() : nullptr, false}, {dst->buffer().get(), true}},
+                   {{buf_of(a), false}, {buf_of(b), false}, {buf_of(bias), false}, {dst->buffer().get(), true}},
                    static_cast<std::uint32_t>(std::min<std::size_t>(65535, xtiles - x)), gy,
                    static_cast<std::uint32_t>(std::min<std::size_t>(65535, problems - z)), wide({dt}));
       }
@@ -209,7 +212,7 @@ Prim conv_bias_backward_entry(Prim p) {
     w[kQK1] = static_cast<std::uint32_t>(std::min(K, (ck + 1) * chunk));
     w[kQAcc] = ck > 0 ? 1u : 0u;
     c.dispatch(ShaderFamily::Conv, {kBias, code(dt), code(dst->dtype())}, w,
-               {{dy->buffer().get(), false}, {nullptr, false}, {nullptr, false}, {dst->buffer().get(), true}}, gx, gy, 1,
+               {{buf_of(dy), false}, {nullptr, false}, {nullptr, false}, {dst->buffer().get(), true}}, gx, gy, 1,
                wide({dt}));
   }
   if (dst->dtype() != dt) return convert(dst, dt);
