@@ -73,6 +73,12 @@ shared FT sb[BK][BN];
 
 int q(int i) { return int(P[i]); }
 
+// The 3-d position of linear index r in a box of `dims` (two divisions).
+ivec3 split3(int r, ivec3 dims) {
+  const int yz = r / dims.z, x = yz / dims.y;
+  return ivec3(x, yz - x * dims.y, r - yz * dims.z);
+}
+
 FT lda(int i) { return as_f(ld_a(DTA, i), DTA); }
 FT ldb(int i) { return as_f(ld_b(DTA, i), DTA); }
 
@@ -138,10 +144,7 @@ void main() {
   if (bn_ok) {
     int r = bn;
     if (MODE == CV_BWD_W) { cch = r / KS; r -= cch * KS; }
-    ivec3 dims = MODE == CV_FWD ? outn : MODE == CV_BWD_X ? inn : ker;
-    cpos.z = r % dims.z; r /= dims.z;
-    cpos.y = r % dims.y;
-    cpos.x = r / dims.y;
+    cpos = split3(r, MODE == CV_FWD ? outn : MODE == CV_BWD_X ? inn : ker);
   }
   // This invocation's A row in the tile loads: m = (tid >> 4) + 16 l, k = tid & 15.
   const int a_base_w = grp * cgo * cgi * KS;                  // FWD/BWD_X: weight group
@@ -178,13 +181,13 @@ void main() {
       if (bn_ok && gk < K1) {
         if (MODE == CV_FWD) {
           int ci = gk / KS, t = gk - ci * KS;
-          ivec3 tp = ivec3(t / (ker.y * ker.z), (t / ker.z) % ker.y, t % ker.z);
+          ivec3 tp = split3(t, ker);
           ivec3 ip = cpos * st - pd + tp * dl;
           if (all(greaterThanEqual(ip, ivec3(0))) && all(lessThan(ip, inn)))
             v = ldb(x_base + ci * S + (ip.x * inn.y + ip.y) * inn.z + ip.z);
         } else if (MODE == CV_BWD_X) {
           int o = gk / KS, t = gk - o * KS;
-          ivec3 tp = ivec3(t / (ker.y * ker.z), (t / ker.z) % ker.y, t % ker.z);
+          ivec3 tp = split3(t, ker);
           ivec3 tt = cpos + pd - tp * dl;
           if (all(greaterThanEqual(tt, ivec3(0)))) {
             ivec3 qp = tt / st;
@@ -193,7 +196,7 @@ void main() {
           }
         } else {
           int n = gk / PO, p = gk - n * PO;
-          ivec3 op = ivec3(p / (outn.y * outn.z), (p / outn.z) % outn.y, p % outn.z);
+          ivec3 op = split3(p, outn);
           ivec3 ip = op * st - pd + cpos * dl;
           if (all(greaterThanEqual(ip, ivec3(0))) && all(lessThan(ip, inn)))
             v = ldb((n * Ci + grp * cgi + cch) * S + (ip.x * inn.y + ip.y) * inn.z + ip.z);
