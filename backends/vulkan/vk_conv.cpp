@@ -21,10 +21,10 @@ using dispatch::ConvArgs;
 using I = std::int64_t;
 
 // conv.comp's modes and parameter words (its CV_* and Q_*).
-enum Mode : std::uint32_t { kFwd = 0, kBwdX = 1, kBwdW = 2, kBias = 3 };
+enum Mode : std::uint32_t { kFwd = 0, kBwdX = 1, kBwdW = 2, kBias = 3, kSum = 4 };
 constexpr int kQN = 0, kQCi = 1, kQCo = 2, kQG = 3, kQIn = 4, kQKer = 7, kQOut = 10, kQStride = 13, kQPad = 16,
               kQDil = 19, kQK0 = 22, kQK1 = 23, kQAcc = 24, kQBias = 25, kQZBase = 26,
-              kQXBase = 27;
+              kQXBase = 27, kQKSplit = 28, kQOStride = 29;
 constexpr std::size_t kTile = 64;  // conv.comp's BN (its BM is 16 TMR)
 
 // One forward convolution x [n, ci, *in] * w [co, ci/groups, *ker] -> [n, co, *out] in three
@@ -103,6 +103,49 @@ bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 // operand means an empty reduction), so no dispatch binds a zero-sized range.
 const Buffer* buf_of(const VkRef& t) { return t && t->shape().num_elements() ? t->buffer().get() : nullptr; }
 
+// The weight gradient's reduction (N * spatial terms) cut into splits of at most `chunk`
+// terms (the loop limit; on a GPU also short enough that splits x `workgroups` fill it),
+// each summed by its own workgroups into its own partial in the compute float, then
+// added up in split order by CV_SUM: deterministic, no atomics. At most 16M partial
+// elements (and 16384 splits) at a time; more run as passes added to the previous one.
+template <class Gemm>
+Prim weight_split(Context& c, DeviceId dev, std::size_t K, std::size_t workgroups, std::size_t chunk, DType dt,
+                  const Shape& out_shape, std::vector<std::uint32_t>& w, std::size_t groups, Gemm&& gemm) {
+  const std::size_t out_n = out_shape.num_elements();
+  std::size_t len = chunk;
+  if (!c.software()) {  // about 256 workgroups in all
+    const std::size_t want = (256 + workgroups - 1) / workgroups;
+    len = std::min(len, std::max<std::size_t>(1024, (K + want - 1) / want));
+  }
+  const std::size_t total = std::max<std::size_t>(1, (K + len - 1) / len);
+  const std::size_t cap = std::max<std::size_t>(1, std::min<std::size_t>(kLoopSafe, (std::size_t{16} << 20) / out_n));
+  const std::size_t per = std::min(total, cap), passes = (total + per - 1) / per;
+  const DType ct = dt == DType::F64 ? DType::F64 : DType::F32;
+  VkRef part = alloc(dev, ct, Shape{per * out_n});
+  // Passes of halves add up in f32, rounded once at the end.
+  VkRef dst = alloc(dev, passes > 1 && is_half(dt) ? DType::F32 : dt, out_shape);
+  std::vector<std::uint32_t> ws(P_WORDS, 0u);
+  ws[kQN] = static_cast<std::uint32_t>(out_n);
+  std::uint32_t gx, gy;
+  groups_for((out_n + 255) / 256, gx, gy);
+  for (std::size_t p = 0; p < passes; ++p) {
+    const std::size_t k0 = p * per * len, k1 = std::min(K, (p + 1) * per * len);
+    const std::size_t splits = std::max<std::size_t>(1, (k1 - k0 + len - 1) / len);
+    w[kQK0] = static_cast<std::uint32_t>(k0);
+    w[kQK1] = static_cast<std::uint32_t>(k1);
+    w[kQKSplit] = static_cast<std::uint32_t>(len);
+    w[kQOStride] = static_cast<std::uint32_t>(out_n);
+    gemm(*part, splits * groups);
+    ws[kQCi] = static_cast<std::uint32_t>(splits);
+    ws[kQAcc] = p > 0 ? 1u : 0u;
+    c.dispatch(ShaderFamily::Conv, {kSum, code(ct), code(dst->dtype()), 1u}, ws,
+               {{part->buffer().get(), false}, {nullptr, false}, {nullptr, false}, {dst->buffer().get(), true}}, gx, gy,
+               1, wide({dt}));
+  }
+  if (dst->dtype() != dt) return convert(dst, dt);
+  return dst;
+}
+
 // One GEMM mode over geometry g into a fresh [out_shape] tensor: `a` and `b` are
 // conv.comp's bindings 1 and 2 (weight and x for kFwd, weight and dy for kBwdX, dy and x
 // for kBwdW), `bias` (may be null) is added per output channel.
@@ -132,30 +175,34 @@ Prim run_gemm(Mode mode, const Geom& g, VkRef a, VkRef b, VkRef bias, const Shap
                                      "(maxComputeSharedMemorySize)", dispatch::current_op_name(), shared,
                                      c.limits().maxComputeSharedMemorySize));
   const std::size_t chunk = k_chunk(c);
-  const std::size_t chunks = std::max<std::size_t>(1, (K + chunk - 1) / chunk);
-  // Chunked halves add up in an f32 buffer, rounded once at the end.
-  VkRef dst = alloc(a->device(), chunks > 1 && is_half(dt) ? DType::F32 : dt, out_shape);
   std::vector<std::uint32_t> w = conv_params(g);
   const std::size_t xtiles = (NC + kTile - 1) / kTile;
   // conv.comp's TMR: 16, 32 or 64 rows per workgroup, the fewest that cover M.
   const std::uint32_t tmr = M <= 16 ? 1 : M <= 32 ? 2 : 4;
   const auto gy = static_cast<std::uint32_t>((M + 16 * tmr - 1) / (16 * tmr));
+  auto gemm = [&](const VulkanTensor& dst, std::size_t zcount) {
+    for (std::size_t z = 0; z < zcount; z += 65535)
+      for (std::size_t x = 0; x < xtiles; x += 65535) {
+        w[kQZBase] = static_cast<std::uint32_t>(z);
+        w[kQXBase] = static_cast<std::uint32_t>(x);
+        c.dispatch(ShaderFamily::Conv, {mode, code(dt), code(dst.dtype()), tmr}, w,
+                   {{buf_of(a), false}, {buf_of(b), false}, {buf_of(bias), false}, {dst.buffer().get(), true}},
+                   static_cast<std::uint32_t>(std::min<std::size_t>(65535, xtiles - x)), gy,
+                   static_cast<std::uint32_t>(std::min<std::size_t>(65535, zcount - z)), wide({dt}));
+      }
+  };
+  if (mode == kBwdW)
+    return weight_split(c, a->device(), K, xtiles * gy * problems, chunk, dt, out_shape, w, problems, gemm);
+  const std::size_t chunks = std::max<std::size_t>(1, (K + chunk - 1) / chunk);
+  // Chunked halves add up in an f32 buffer, rounded once at the end.
+  VkRef dst = alloc(a->device(), chunks > 1 && is_half(dt) ? DType::F32 : dt, out_shape);
   for (std::size_t ck = 0; ck < chunks; ++ck) {
     w[kQK0] = static_cast<std::uint32_t>(ck * chunk);
     w[kQK1] = static_cast<std::uint32_t>(std::min(K, (ck + 1) * chunk));
     w[kQAcc] = ck > 0 ? 1u : 0u;
     w[kQBias] = bias && ck == 0 ? 1u : 0u;
-    // Grids of at most 65535 column tiles and problems (every device's minimum
-    // maxComputeWorkGroupCount); the y grid (rows / 16) stays far below it.
-    for (std::size_t z = 0; z < problems; z += 65535)
-      for (std::size_t x = 0; x < xtiles; x += 65535) {
-        w[kQZBase] = static_cast<std::uint32_t>(z);
-        w[kQXBase] = static_cast<std::uint32_t>(x);
-        c.dispatch(ShaderFamily::Conv, {mode, code(dt), code(dst->dtype()), tmr}, w,
-                   {{buf_of(a), false}, {buf_of(b), false}, {buf_of(bias), false}, {dst->buffer().get(), true}},
-                   static_cast<std::uint32_t>(std::min<std::size_t>(65535, xtiles - x)), gy,
-                   static_cast<std::uint32_t>(std::min<std::size_t>(65535, problems - z)), wide({dt}));
-      }
+    w[kQKSplit] = w[kQK1] - w[kQK0];
+    gemm(*dst, problems);
   }
   if (dst->dtype() != dt) return convert(dst, dt);
   return dst;

@@ -13,6 +13,10 @@
 // The host cuts K into chunks of at most a few thousand (lavapipe's loop limit), each a
 // dispatch that adds to what the previous one left in the output (fixed order, so the
 // result is deterministic); the bias joins in the first chunk.
+//           split K: z = split * G + grp, each split sums its own K range into its own
+//           partial (output offset split * Q_OSTRIDE), then
+//  CV_SUM:  out[e] = sum over the splits of partial[s][e], in split order (and the previous
+//           pass's out), so the weight gradient keeps a fixed summation order.
 //  CV_BIAS: db[c] = sum over n and space of dy[n, c, :], one workgroup per channel,
 //           a fixed tree per workgroup; the host chunks the n * space range the same way.
 // Floats accumulate in f32 (f16/bf16 converted on load; f64 in the WIDE variant).
@@ -25,6 +29,7 @@
 #define CV_BWD_X 1
 #define CV_BWD_W 2
 #define CV_BIAS 3
+#define CV_SUM 4
 
 #define BN 64
 #define BK 16
@@ -67,6 +72,8 @@ DEFINE_STORE(st_o, o_data)
 #define Q_BIAS 25    // 1: add bias (binding 3)
 #define Q_ZBASE 26   // first problem of this dispatch
 #define Q_XBASE 27   // first column tile of this dispatch
+#define Q_KSPLIT 28  // reduction terms per split (CV_BWD_W; the whole range otherwise)
+#define Q_OSTRIDE 29 // elements between the splits' partials
 
 shared FT sa[BK][BM];
 shared FT sb[BK][BN];
@@ -110,9 +117,22 @@ void bias_main() {
   }
 }
 
+// CV_SUM: Q_N elements, Q_CI partials of them in binding 1 (DTA, the compute float).
+void sum_main() {
+  const int e = global_linear_id(256), n = q(Q_N);
+  if (e >= n) return;
+  FT r = q(Q_ACC) != 0 ? as_f(ld_o(DTO, e), DTO) : FT(0);
+  for (int s = 0; s < q(Q_CI); ++s) r += lda(s * n + e);
+  st_o(DTO, e, from_f(r, DTO));
+}
+
 void main() {
   if (MODE == CV_BIAS) {
     bias_main();
+    return;
+  }
+  if (MODE == CV_SUM) {
+    sum_main();
     return;
   }
   const int N = q(Q_N), Ci = q(Q_CI), Co = q(Q_CO), G = q(Q_G);
@@ -125,12 +145,13 @@ void main() {
   const int cgi = Ci / G, cgo = Co / G;
   const int KS = ker.x * ker.y * ker.z, S = inn.x * inn.y * inn.z, PO = outn.x * outn.y * outn.z;
   const int z = int(gl_WorkGroupID.z) + q(Q_ZBASE);
-  const int nb = MODE == CV_BWD_W ? 0 : z / G, grp = MODE == CV_BWD_W ? z : z - (z / G) * G;
+  const int zq = z / G;  // the sample (CV_FWD, CV_BWD_X) or the split (CV_BWD_W)
+  const int nb = MODE == CV_BWD_W ? 0 : zq, grp = z - zq * G, split = MODE == CV_BWD_W ? zq : 0;
   int M, NC;
   if (MODE == CV_FWD) { M = cgo; NC = PO; }
   else if (MODE == CV_BWD_X) { M = cgi; NC = S; }
   else { M = cgo; NC = cgi * KS; }
-  const int K0 = q(Q_K0), K1 = q(Q_K1);
+  const int K0 = q(Q_K0) + split * q(Q_KSPLIT), K1 = min(q(Q_K1), K0 + q(Q_KSPLIT));
 
   const int tid = int(gl_LocalInvocationID.x);
   const int tx = tid & 15, ty = tid >> 4;
@@ -220,7 +241,7 @@ void main() {
   int obase, ch0;
   if (MODE == CV_FWD) { ch0 = grp * cgo; obase = (nb * Co + ch0) * NC; }
   else if (MODE == CV_BWD_X) { ch0 = grp * cgi; obase = (nb * Ci + ch0) * NC; }
-  else { ch0 = grp * cgo; obase = ch0 * NC; }
+  else { ch0 = grp * cgo; obase = ch0 * NC + split * q(Q_OSTRIDE); }
   const bool accumulate = q(Q_ACC) != 0, add_bias = q(Q_BIAS) != 0;
   for (int i = 0; i < TMR; ++i) {
     const int row = row0 + ty + 16 * i;
