@@ -8,15 +8,14 @@
 //           (the tap counts when the division is exact and in range): the input gradient
 //           and the transposed conv, gathered, so no atomics. M = Ci/G, Ncol = prod(in),
 //           K = Co/G * prod(ker)
-//  CV_BWD_W (z = grp): dw[o, (ci,t)] = sum_{n,p} dy[n, o, p] * x[n, ci, p*s - pad + t*d]
-//           M = Co/G, Ncol = Ci/G * prod(ker), K = N * prod(out)
-// The host cuts K into chunks of at most a few thousand (lavapipe's loop limit), each a
-// dispatch that adds to what the previous one left in the output (fixed order, so the
-// result is deterministic); the bias joins in the first chunk.
-//           split K: z = split * G + grp, each split sums its own K range into its own
-//           partial (output offset split * Q_OSTRIDE), then
-//  CV_SUM:  out[e] = sum over the splits of partial[s][e], in split order (and the previous
+//  CV_BWD_W (z = split*G + grp): dw[o, (ci,t)] = sum_{n,p} dy[n, o, p] * x[n, ci, p*s - pad + t*d]
+//           M = Co/G, Ncol = Ci/G * prod(ker), K = N * prod(out); each split sums its own
+//           Q_KSPLIT terms into its own partial (output offset split * Q_OSTRIDE), then
+//  CV_SUM:  out[e] = sum over the splits of partial[s][e], in split order (plus the previous
 //           pass's out), so the weight gradient keeps a fixed summation order.
+// For CV_FWD and CV_BWD_X the host cuts K into chunks of at most a few thousand (lavapipe's
+// loop limit), each a dispatch that adds to what the previous one left in the output (fixed
+// order, so the result is deterministic); the bias joins in the first chunk.
 //  CV_BIAS: db[c] = sum over n and space of dy[n, c, :], one workgroup per channel,
 //           a fixed tree per workgroup; the host chunks the n * space range the same way.
 // Floats accumulate in f32 (f16/bf16 converted on load; f64 in the WIDE variant).
