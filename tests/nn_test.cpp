@@ -207,6 +207,132 @@ TEST_P(Nn, Conv2dNonContiguousInputs) {
   expect_values(values(conv2d(xs2, make<4>(w, ws), std::nullopt, o)), want);
 }
 
+// Calls f(x_index, w_index, y_index) for every multiply-add of conv2d(x [xs], w [ws], o); out
+// gets y's shape.
+template <class F>
+void conv2d_taps(const Shape& xs, const Shape& ws, const ConvOptions<2>& o, Shape& out, F&& f) {
+  const I n = I(xs[0]), c = I(xs[1]), h = I(xs[2]), wd = I(xs[3]);
+  const I co = I(ws[0]), cg = I(ws[1]), kh = I(ws[2]), kw = I(ws[3]);
+  const I ho = (h + 2 * o.padding[0] - o.dilation[0] * (kh - 1) - 1) / o.stride[0] + 1;
+  const I wo = (wd + 2 * o.padding[1] - o.dilation[1] * (kw - 1) - 1) / o.stride[1] + 1;
+  out = Shape{xs[0], ws[0], std::size_t(ho), std::size_t(wo)};
+  const I cog = co / o.groups;
+  for (I in = 0; in < n; ++in)
+    for (I oc = 0; oc < co; ++oc)
+      for (I i = 0; i < ho; ++i)
+        for (I j = 0; j < wo; ++j)
+          for (I ic = 0; ic < cg; ++ic)
+            for (I a = 0; a < kh; ++a)
+              for (I e = 0; e < kw; ++e) {
+                const I hh = i * o.stride[0] - o.padding[0] + a * o.dilation[0];
+                const I ww = j * o.stride[1] - o.padding[1] + e * o.dilation[1];
+                if (hh < 0 || hh >= h || ww < 0 || ww >= wd) continue;
+                f(std::size_t(((in * c + (oc / cog) * cg + ic) * h + hh) * wd + ww),
+                  std::size_t(((oc * cg + ic) * kh + a) * kw + e), std::size_t(((in * co + oc) * ho + i) * wo + j));
+              }
+}
+
+// conv2d, conv_transpose2d and the five gradient entries over an option grid (stride,
+// padding, dilation, groups, output padding, bias) against one nested-loop pass: with
+// T = dy and G = x, conv_transpose2d(T) is conv's dx (+ its bias), the transpose's x
+// gradient is conv2d(G) and its weight gradient is conv's dw.
+TEST_P(Nn, ConvTransposeAndGradientsAgainstNestedLoops) {
+  struct G { Shape xs, ws; ConvOptions<2> o; };
+  const std::vector<G> grid = {
+      {{2, 4, 7, 6}, {6, 2, 3, 2}, {{2, 1}, {1, 0}, {1, 2}, 2}},
+      {{1, 3, 5, 5}, {4, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+      {{2, 4, 10, 9}, {4, 1, 3, 3}, {{2, 3}, {2, 1}, {2, 1}, 4}},  // depthwise, output padding 1 and 2
+      {{1, 2, 6, 5}, {3, 2, 1, 2}, {{3, 2}, {0, 1}, {1, 1}, 1}},
+      {{3, 2, 40, 40}, {3, 2, 3, 3}, {{1, 1}, {0, 0}, {1, 1}, 1}},  // weight-gradient sum of 4332 terms
+  };
+  std::uint32_t seed = 300;
+  for (const G& g : grid) {
+    SCOPED_TRACE(g.xs.to_string() + " * " + g.ws.to_string());
+    Shape ys;
+    conv2d_taps(g.xs, g.ws, g.o, ys, [](std::size_t, std::size_t, std::size_t) {});
+    const auto x = rnd(g.xs.num_elements(), seed++), w = rnd(g.ws.num_elements(), seed++);
+    const auto dy = rnd(ys.num_elements(), seed++), b = rnd(g.ws[0], seed++), bt = rnd(g.xs[1], seed++);
+    std::vector<double> y(ys.num_elements()), dx(x.size()), dw(w.size()), db(b.size()), dbt(bt.size());
+    conv2d_taps(g.xs, g.ws, g.o, ys, [&](std::size_t xi, std::size_t wi, std::size_t yi) {
+      y[yi] += x[xi] * w[wi];
+      dx[xi] += dy[yi] * w[wi];
+      dw[wi] += dy[yi] * x[xi];
+    });
+    std::vector<double> yb(y), dxb(dx);
+    const std::size_t hw = g.xs[2] * g.xs[3], ohw = ys[2] * ys[3];
+    for (std::size_t i = 0; i < y.size(); ++i) yb[i] += b[(i / ohw) % ys[1]];
+    for (std::size_t i = 0; i < dx.size(); ++i) dxb[i] += bt[(i / hw) % g.xs[1]];
+    for (std::size_t i = 0; i < dy.size(); ++i) db[(i / ohw) % ys[1]] += dy[i];
+    for (std::size_t i = 0; i < x.size(); ++i) dbt[(i / hw) % g.xs[1]] += x[i];
+    ConvTransposeOptions<2> t;
+    t.stride = g.o.stride;
+    t.padding = g.o.padding;
+    t.dilation = g.o.dilation;
+    t.groups = g.o.groups;
+    for (int d = 0; d < 2; ++d)  // the output padding that gives back x's size
+      t.padding_out[d] = (I(g.xs[2 + d]) + 2 * g.o.padding[d] - g.o.dilation[d] * (I(g.ws[2 + d]) - 1) - 1) % g.o.stride[d];
+    auto tx = make<4>(x, g.xs), tw = make<4>(w, g.ws), tdy = make<4>(dy, ys);
+    expect_values(values(conv2d(tx, tw, make<1>(b, {g.ws[0]}), g.o)), yb, 1e-4);
+    expect_values(values(conv2d_x_backward(tx, tw, tdy, g.o)), dx, 1e-4);
+    expect_values(values(conv2d_weight_backward(tx, tw, tdy, g.o)), dw, 1e-4);
+    expect_values(values(conv2d_bias_backward(tdy)), db, 1e-4);
+    auto yt = conv_transpose2d(tdy, tw, make<1>(bt, {g.xs[1]}), t);
+    expect_shape(yt, g.xs);
+    expect_values(values(yt), dxb, 1e-4);
+    expect_values(values(conv_transpose2d(tdy, tw, std::nullopt, t)), dx, 1e-4);
+    expect_values(values(conv_transpose_x_backward<4>(tdy, tw, tx, t)), y, 1e-4);
+    expect_values(values(conv_transpose_weight_backward<4>(tdy, tw, tx, t)), dw, 1e-4);
+    expect_values(values(conv_bias_backward<4>(tx)), dbt, 1e-4);
+  }
+}
+
+// Half precision in, f32 arithmetic, one rounding out: within f16's precision of the loops.
+TEST_P(Nn, ConvAndTransposeInHalfPrecision) {
+  if (!dev().supports_dtype(DType::F16)) GTEST_SKIP() << "no f16 on this device";
+  const Shape xs{2, 4, 6, 7}, ws{4, 2, 3, 3};
+  ConvOptions<2> o;
+  o.stride = {2, 1};
+  o.padding = {1, 2};
+  o.groups = 2;
+  const auto x = rnd(xs.num_elements(), 401), w = rnd(ws.num_elements(), 402), b = rnd(4, 403);
+  Shape ys;
+  conv2d_taps(xs, ws, o, ys, [](std::size_t, std::size_t, std::size_t) {});
+  const auto dy = rnd(ys.num_elements(), 404);
+  std::vector<double> y(ys.num_elements()), dx(x.size());
+  conv2d_taps(xs, ws, o, ys, [&](std::size_t xi, std::size_t wi, std::size_t yi) {
+    y[yi] += x[xi] * w[wi];
+    dx[xi] += dy[yi] * w[wi];
+  });
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] += b[(i / (ys[2] * ys[3])) % 4];
+  auto h = [](const Tensor<4>& t) { return t.cast(DType::F16); };
+  auto yh = conv2d(h(make<4>(x, xs)), h(make<4>(w, ws)), make<1>(b, {4}).cast(DType::F16), o);
+  EXPECT_EQ(yh.dtype(), DType::F16);
+  expect_values(values(yh), y, 1e-2);
+  ConvTransposeOptions<2> t;
+  t.stride = o.stride;
+  t.padding = o.padding;
+  t.groups = o.groups;
+  t.padding_out = {1, 0};
+  expect_values(values(conv_transpose2d(h(make<4>(dy, ys)), h(make<4>(w, ws)), std::nullopt, t)), dx, 1e-2);
+}
+
+// Reductions longer than one dispatch takes on a software device (4096 terms): the
+// forward's C_in * kh * kw, the bias gradient's N * H * W (past 256 x 4096).
+TEST_P(Nn, ConvLongReductionsAgainstNestedLoops) {
+  const Shape xs{1, 512, 5, 4}, ws{3, 512, 3, 3};
+  const auto x = rnd(xs.num_elements(), 601), w = rnd(ws.num_elements(), 602);
+  Shape ys;
+  std::vector<double> y(3 * 3 * 2);
+  conv2d_taps(xs, ws, {}, ys, [&](std::size_t xi, std::size_t wi, std::size_t yi) { y[yi] += x[xi] * w[wi]; });
+  expect_values(values(conv2d(make<4>(x, xs), make<4>(w, ws), std::nullopt, {})), y, 1e-4);
+  const Shape ds{3, 2, 600, 600};
+  std::vector<double> dy(ds.num_elements());
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = double(int(i % 7) - 3) / 4;  // sums exact in f32
+  std::vector<double> db(2);
+  for (std::size_t i = 0; i < dy.size(); ++i) db[(i / 360000) % 2] += dy[i];
+  expect_values(values(conv2d_bias_backward(make<4>(dy, ds))), db, 1e-6);
+}
+
 TEST_P(Nn, Conv2dEmptyBatch) {
   auto y = conv2d(make<4>({}, {0, 2, 4, 4}), make<4>(rnd(36, 3), {2, 2, 3, 3}), std::nullopt, {});
   expect_shape(y, {0, 2, 2, 2});
@@ -417,6 +543,104 @@ TEST_P(Nn, AttentionAgainstNaiveSoftmax) {
   expect_values(values(y), want);
   auto bad = Tensor<4, Bool>::from_data(TensorData::from(std::vector<bool>(L * L, false), Shape{1, 1, L, L}), dev());
   EXPECT_THROW((void)attention(make<4>(q, {1, 1, L, D}), make<4>(k, {1, 1, S, D}), make<4>(v, {1, 1, S, D}), bad), ShapeError);
+}
+
+// The fused attention over its options (mask, additive bias, causal with Lq < Lk and
+// Lq > Lk, softcap, scale; lengths not multiples of a tile; D_v past 128; k as a
+// transposed view) against the composition written out in double.
+TEST_P(Nn, AttentionOptionsAgainstNestedLoops) {
+  struct G { std::size_t b, h, lq, lk, d, dv; bool mask, bias; Shape bias_shape; AttentionModuleOptions o; };
+  const std::vector<G> grid = {
+      {2, 2, 19, 21, 5, 3, true, true, {1, 2, 19, 21}, {}},
+      {1, 2, 33, 20, 17, 7, false, true, {1, 2, 33, 20}, {0.7, 2.0, true}},
+      {2, 1, 5, 37, 3, 130, true, true, {2, 1, 5, 37}, {std::nullopt, 1.5, true}},
+      {1, 1, 18, 18, 4, 4, true, false, {}, {std::nullopt, std::nullopt, true}},
+  };
+  std::uint32_t seed = 500;
+  for (const G& g : grid) {
+    SCOPED_TRACE("Lq " + std::to_string(g.lq) + " Lk " + std::to_string(g.lk) + " Dv " + std::to_string(g.dv));
+    const auto q = rnd(g.b * g.h * g.lq * g.d, seed++), k = rnd(g.b * g.h * g.lk * g.d, seed++);
+    const auto v = rnd(g.b * g.h * g.lk * g.dv, seed++);
+    const auto bias = g.bias ? rnd(g.bias_shape.num_elements(), seed++) : std::vector<double>{};
+    // Mask [B, 1, Lq, Lk]: about a quarter of the scores, and all of query 2's.
+    std::vector<bool> m(g.b * g.lq * g.lk);
+    const auto mr = rnd(m.size(), seed++);
+    for (std::size_t e = 0; e < m.size(); ++e) m[e] = g.mask && (mr[e] > 0.5 || (e / g.lk) % g.lq == 2);
+    const double scale = g.o.scale ? *g.o.scale : 1.0 / std::sqrt(double(g.d));
+    std::vector<double> want;
+    for (std::size_t b = 0; b < g.b; ++b)
+      for (std::size_t h = 0; h < g.h; ++h)
+        for (std::size_t i = 0; i < g.lq; ++i) {
+          std::vector<double> s(g.lk);
+          double mx = -INFINITY;
+          for (std::size_t j = 0; j < g.lk; ++j) {
+            double x = 0;
+            for (std::size_t e = 0; e < g.d; ++e)
+              x += q[((b * g.h + h) * g.lq + i) * g.d + e] * k[((b * g.h + h) * g.lk + j) * g.d + e];
+            x *= scale;
+            if (g.o.softcap) x = *g.o.softcap * std::tanh(x / *g.o.softcap);
+            if (m[(b * g.lq + i) * g.lk + j]) x = -INFINITY;
+            if (g.o.is_causal && I(j) > I(i) + I(g.lk) - I(g.lq)) x = -INFINITY;
+            if (g.bias) {
+              const std::size_t bb = g.bias_shape[0] == 1 ? 0 : b, hh = g.bias_shape[1] == 1 ? 0 : h;
+              x += bias[((bb * g.bias_shape[1] + hh) * g.lq + i) * g.lk + j];
+            }
+            s[j] = x;
+            mx = std::max(mx, x);
+          }
+          double sum = 0;
+          for (std::size_t j = 0; j < g.lk; ++j) sum += mx == -INFINITY ? 0 : std::exp(s[j] - mx);
+          for (std::size_t c = 0; c < g.dv; ++c) {
+            double o = 0;
+            for (std::size_t j = 0; j < g.lk; ++j)
+              if (mx != -INFINITY) o += std::exp(s[j] - mx) / sum * v[((b * g.h + h) * g.lk + j) * g.dv + c];
+            want.push_back(o);
+          }
+        }
+    // k as the transpose of a [B, H, D, Lk] tensor.
+    std::vector<double> kt(k.size());
+    for (std::size_t bh = 0; bh < g.b * g.h; ++bh)
+      for (std::size_t j = 0; j < g.lk; ++j)
+        for (std::size_t e = 0; e < g.d; ++e) kt[(bh * g.d + e) * g.lk + j] = k[(bh * g.lk + j) * g.d + e];
+    auto tk = make<4>(kt, {g.b, g.h, g.d, g.lk}).swap_dims(2, 3);
+    std::optional<Tensor<4, Bool>> mask;
+    if (g.mask) mask = Tensor<4, Bool>::from_data(TensorData::from(m, Shape{g.b, 1, g.lq, g.lk}), dev());
+    std::optional<Tensor<4>> tb;
+    if (g.bias) tb = make<4>(bias, g.bias_shape);
+    auto y = attention(make<4>(q, {g.b, g.h, g.lq, g.d}), tk, make<4>(v, {g.b, g.h, g.lk, g.dv}), mask, tb, g.o);
+    expect_shape(y, {g.b, g.h, g.lq, g.dv});
+    expect_values(values(y), want, 1e-4);
+  }
+}
+
+// Many key tiles (Lk 3000) and a D that is not a multiple of the 16-wide step.
+TEST_P(Nn, AttentionLongKeysAgainstNestedLoops) {
+  const std::size_t L = 6, S = 3000, D = 40, DV = 2;
+  const auto q = rnd(L * D, 701), k = rnd(S * D, 702), v = rnd(S * DV, 703);
+  std::vector<double> want;
+  for (std::size_t i = 0; i < L; ++i) {
+    std::vector<double> s(S);
+    double mx = -INFINITY, sum = 0;
+    for (std::size_t j = 0; j < S; ++j) {
+      for (std::size_t e = 0; e < D; ++e) s[j] += q[i * D + e] * k[j * D + e];
+      s[j] /= std::sqrt(double(D));
+      mx = std::max(mx, s[j]);
+    }
+    for (std::size_t j = 0; j < S; ++j) sum += std::exp(s[j] - mx);
+    for (std::size_t c = 0; c < DV; ++c) {
+      double o = 0;
+      for (std::size_t j = 0; j < S; ++j) o += std::exp(s[j] - mx) / sum * v[j * DV + c];
+      want.push_back(o);
+    }
+  }
+  expect_values(values(attention(make<4>(q, {1, 1, L, D}), make<4>(k, {1, 1, S, D}), make<4>(v, {1, 1, S, DV}))), want, 1e-4);
+}
+
+// No keys: every row fully masked in effect, so 0 (as the composition's clamps give).
+TEST_P(Nn, AttentionWithoutKeysGivesZero) {
+  auto y = attention(make<4>(rnd(12, 801), {1, 1, 3, 4}), make<4>({}, {1, 1, 0, 4}), make<4>({}, {1, 1, 0, 2}));
+  expect_shape(y, {1, 1, 3, 2});
+  expect_values(values(y), std::vector<double>(6, 0.0));
 }
 
 // ---- linear, batch_norm: E32, E35 --------------------------------------------------------

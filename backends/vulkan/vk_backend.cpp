@@ -76,6 +76,8 @@ void install_vulkan_backend(dispatch::Registry& registry) {
   register_index(*b);
   register_rows(*b);
   register_module(*b);
+  register_conv(*b);
+  register_attention(*b);
   using D = dispatch::DeviceOp;
   b->set<D::name>(&name_entry);
   b->set<D::seed>(&seed_entry);

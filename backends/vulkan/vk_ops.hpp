@@ -16,6 +16,8 @@ void register_matmul(dispatch::Backend& b);       // vk_matmul.cpp: tiled and co
 void register_index(dispatch::Backend& b);        // vk_index.cpp: gather, select, scatter
 void register_rows(dispatch::Backend& b);         // vk_rows.cpp: softmax, sort, cross
 void register_module(dispatch::Backend& b);       // vk_module.cpp: pools, interpolate, layer_norm, embedding
+void register_conv(dispatch::Backend& b);         // vk_conv.cpp: conv, conv_transpose and their gradients
+void register_attention(dispatch::Backend& b);    // vk_attention.cpp: fused attention
 
 // Reseeds the host-side generator of `device` (vk_creation.cpp).
 void seed_device(DeviceId device, std::uint64_t seed);

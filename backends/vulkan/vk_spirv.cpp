@@ -67,6 +67,18 @@ alignas(4) const std::uint32_t kModuleSpv[] =
 alignas(4) const std::uint32_t kModuleWideSpv[] =
 #include "module.comp.wide.spv.inc"
     ;
+alignas(4) const std::uint32_t kConvSpv[] =
+#include "conv.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kConvWideSpv[] =
+#include "conv.comp.wide.spv.inc"
+    ;
+alignas(4) const std::uint32_t kAttentionSpv[] =
+#include "attention.comp.spv.inc"
+    ;
+alignas(4) const std::uint32_t kAttentionWideSpv[] =
+#include "attention.comp.wide.spv.inc"
+    ;
 
 const Spirv kShaders[] = {
     {kElementwiseSpv, sizeof(kElementwiseSpv), kElementwiseWideSpv, sizeof(kElementwiseWideSpv), "elementwise"},
@@ -79,6 +91,8 @@ const Spirv kShaders[] = {
     {kElementwiseF16Spv, sizeof(kElementwiseF16Spv), nullptr, 0, "elementwise_f16"},
     {kMatmulCoopSpv, sizeof(kMatmulCoopSpv), nullptr, 0, "matmul_coop"},
     {kModuleSpv, sizeof(kModuleSpv), kModuleWideSpv, sizeof(kModuleWideSpv), "module"},
+    {kConvSpv, sizeof(kConvSpv), kConvWideSpv, sizeof(kConvWideSpv), "conv"},
+    {kAttentionSpv, sizeof(kAttentionSpv), kAttentionWideSpv, sizeof(kAttentionWideSpv), "attention"},
 };
 static_assert(std::size(kShaders) == static_cast<std::size_t>(ShaderFamily::Count));
 

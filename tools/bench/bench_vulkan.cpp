@@ -5,7 +5,8 @@
 // bandwidth beside a plain buffer copy (vkCmdCopyBuffer) on the same device; native
 // f16 elementwise beside the f32-compute path; the per-op cost of a tiny add beside
 // the CPU backend's; fused activations / clamp (one kernel) beside the default
-// compositions of dispatch/defaults.cpp. Sizes shrink on lavapipe (software) so a run
+// compositions of dispatch/defaults.cpp; conv2d (forward and weight gradient) and fused
+// attention beside the CPU backend on the same shapes. Sizes shrink on lavapipe (software) so a run
 // stays short (the fused group keeps 16M).
 #include "tools/bench/bench_vulkan.hpp"
 
@@ -254,6 +255,44 @@ int run_vulkan(std::uint16_t index, bool quick) {
       const double td = median_s(freps, [&] { d::Prim z = c.composed(); d::sync(dev); });
       row(std::string(c.name) + ftag + " fused", fmt1("%.2f ms", tn * 1e3),
           fmt1("default %.2f ms, copy ", td * 1e3) + fmt1("%.2f ms", tfcopy * 1e3), fmt1("x%.2f vs default", td / tn));
+    }
+  }
+
+  // ---- module ops: conv2d forward / weight gradient and fused attention, beside the CPU
+  // backend on the same shapes ----
+  {
+    const std::size_t n = small ? 2 : 8, c = small ? 16 : 64, hw = small ? 16 : 56, L = small ? 128 : 1024;
+    const int mreps = small ? 3 : 10;
+    d::ConvArgs ca;
+    ca.padding = {1, 1, 0};
+    const Shape xs{n, c, hw, hw}, ws{c, c, 3, 3}, qs{n, 4, L, 64};
+    // Each case returns its median seconds on the device it is given.
+    struct Case { std::string name; double flop; std::function<double(DeviceId)> run; };
+    auto on = [&](DeviceId dv, const Shape& s, unsigned seed) { return pattern(dv, s, DType::F32, seed); };
+    const double conv_flop = 2.0 * static_cast<double>(n * c * hw * hw) * static_cast<double>(c * 9);
+    const double att_flop = 4.0 * static_cast<double>(n * 4) * static_cast<double>(L * L) * 64.0;
+    const std::string cs = "[" + std::to_string(n) + "," + std::to_string(c) + "," + std::to_string(hw) + "^2] 3x3";
+    const Case cases[] = {
+        {"conv2d f32 " + cs, conv_flop,
+         [&](DeviceId dv) {
+           DT x = on(dv, xs, 1), w = on(dv, ws, 2);
+           return median_s(mreps, [&] { DT y = d::conv(OpCode::conv2d, x, w, DT(), ca); d::sync(dv); });
+         }},
+        {"conv2d weight grad f32 " + cs, conv_flop,
+         [&](DeviceId dv) {
+           DT x = on(dv, xs, 1), dy = on(dv, xs, 3);
+           return median_s(mreps, [&] { DT g = d::conv_backward_weight(x, dy, ws, ca); d::sync(dv); });
+         }},
+        {"attention f32 L=" + std::to_string(L) + " D=64", att_flop,
+         [&](DeviceId dv) {
+           DT q = on(dv, qs, 4), k = on(dv, qs, 5), v = on(dv, qs, 6);
+           return median_s(mreps, [&] { DT y = d::attention(q, k, v, DT(), DT(), {}); d::sync(dv); });
+         }},
+    };
+    for (const Case& k : cases) {
+      const double tv = k.run(dev), tc = k.run(kCpu);
+      row(k.name, fmt1("%.1f GFLOP/s", k.flop / tv * 1e-9), fmt1("cpu %.1f GFLOP/s", k.flop / tc * 1e-9),
+          fmt1("x%.2f", tc / tv));
     }
   }
 
