@@ -164,6 +164,34 @@ HWY_INLINE void ArgExtCols(const T* x, size_t n, size_t inner, size_t m, bool is
   else ArgExtColsImpl<T, true>(x, n, inner, m, best, where);
 }
 
+// First index i < n with !(x[i] <= t) (kAbove) or !(x[i] >= t): beyond t or NaN; n if none.
+template <class T, bool kAbove>
+HWY_INLINE size_t FindBeyondImpl(const T* HWY_RESTRICT x, size_t n, T t) {
+  const hn::ScalableTag<T> d;
+  const size_t N = hn::Lanes(d);
+  const auto tv = hn::Set(d, t);
+  auto inside = [&](auto v) HWY_ATTR { return kAbove ? hn::Le(v, tv) : hn::Ge(v, tv); };
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    const auto m = hn::And(hn::And(inside(hn::LoadU(d, x + i)), inside(hn::LoadU(d, x + i + N))),
+                           hn::And(inside(hn::LoadU(d, x + i + 2 * N)), inside(hn::LoadU(d, x + i + 3 * N))));
+    if (!hn::AllTrue(d, m)) break;
+  }
+  for (; i + N <= n; i += N) {
+    const intptr_t k = hn::FindFirstTrue(d, hn::Not(inside(hn::LoadU(d, x + i))));
+    if (k >= 0) return i + static_cast<size_t>(k);
+  }
+  for (; i < n; ++i)
+    if (!(kAbove ? x[i] <= t : x[i] >= t)) return i;
+  return n;
+}
+
+size_t FindBeyondF32(const float* x, size_t n, float t, bool above) {
+  return above ? FindBeyondImpl<float, true>(x, n, t) : FindBeyondImpl<float, false>(x, n, t);
+}
+size_t FindBeyondF64(const double* x, size_t n, double t, bool above) {
+  return above ? FindBeyondImpl<double, true>(x, n, t) : FindBeyondImpl<double, false>(x, n, t);
+}
 void AccRowsF32(double* acc, const float* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
 void AccRowsF64(double* acc, const double* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
 size_t ArgExtF32(const float* x, size_t n, bool is_min) { return is_min ? ArgExt<float, false>(x, n) : ArgExt<float, true>(x, n); }
@@ -200,6 +228,8 @@ HWY_EXPORT(ArgExtF32);
 HWY_EXPORT(ArgExtF64);
 HWY_EXPORT(ArgExtColsF32);
 HWY_EXPORT(ArgExtColsF64);
+HWY_EXPORT(FindBeyondF32);
+HWY_EXPORT(FindBeyondF64);
 
 namespace {
 
@@ -254,6 +284,12 @@ double min_f64(const double* x, std::size_t n) {
 
 void acc_rows_f32(double* acc, const float* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF32)(acc, x, m, prod); }
 void acc_rows_f64(double* acc, const double* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF64)(acc, x, m, prod); }
+std::size_t find_beyond_f32(const float* x, std::size_t n, float t, bool above) {
+  return HWY_DYNAMIC_DISPATCH(FindBeyondF32)(x, n, t, above);
+}
+std::size_t find_beyond_f64(const double* x, std::size_t n, double t, bool above) {
+  return HWY_DYNAMIC_DISPATCH(FindBeyondF64)(x, n, t, above);
+}
 std::size_t argext_f32(const float* x, std::size_t n, bool is_min) { return HWY_DYNAMIC_DISPATCH(ArgExtF32)(x, n, is_min); }
 std::size_t argext_f64(const double* x, std::size_t n, bool is_min) { return HWY_DYNAMIC_DISPATCH(ArgExtF64)(x, n, is_min); }
 void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, float* best,

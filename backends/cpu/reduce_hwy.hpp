@@ -31,5 +31,9 @@ void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size
                      std::int64_t* where);
 void argext_cols_f64(const double* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, double* best,
                      std::int64_t* where);
+// Index of the first of n elements that is NaN or beyond t: above it (above) or below
+// it; n where there is none. A top-k scan skips with it to the next candidate.
+std::size_t find_beyond_f32(const float* x, std::size_t n, float t, bool above);
+std::size_t find_beyond_f64(const double* x, std::size_t n, double t, bool above);
 
 }  // namespace tensor::cpu::simd
