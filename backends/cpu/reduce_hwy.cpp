@@ -44,6 +44,38 @@ HWY_INLINE double SumImpl(const T* HWY_RESTRICT x, size_t n) {
   return s;
 }
 
+// Sum of (x[i] - mu)^2 in double (the centred second moment of a layer_norm row).
+template <class T>
+HWY_INLINE double SumSqDevImpl(const T* HWY_RESTRICT x, size_t n, double mu) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<T, decltype(dd)> dt;
+  const size_t N = hn::Lanes(dd);
+  const auto m = hn::Set(dd, mu);
+  auto a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
+  auto dev = [&](size_t i) HWY_ATTR {
+    if constexpr (sizeof(T) == 8) return hn::Sub(hn::LoadU(dt, x + i), m);
+    else return hn::Sub(hn::PromoteTo(dd, hn::LoadU(dt, x + i)), m);
+  };
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    const auto c0 = dev(i), c1 = dev(i + N), c2 = dev(i + 2 * N), c3 = dev(i + 3 * N);
+    a0 = hn::MulAdd(c0, c0, a0);
+    a1 = hn::MulAdd(c1, c1, a1);
+    a2 = hn::MulAdd(c2, c2, a2);
+    a3 = hn::MulAdd(c3, c3, a3);
+  }
+  for (; i + N <= n; i += N) {
+    const auto c = dev(i);
+    a0 = hn::MulAdd(c, c, a0);
+  }
+  double s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < n; ++i) {
+    const double c = static_cast<double>(x[i]) - mu;
+    s += c * c;
+  }
+  return s;
+}
+
 // Max (kMax) or min of n > 0 elements; NaN when any element is NaN.
 template <class T, bool kMax>
 HWY_INLINE T ExtremumImpl(const T* HWY_RESTRICT x, size_t n) {
@@ -203,6 +235,8 @@ void ArgExtColsF64(const double* x, size_t n, size_t inner, size_t m, bool is_mi
   ArgExtCols(x, n, inner, m, is_min, best, where);
 }
 double SumF32(const float* x, size_t n) { return SumImpl(x, n); }
+double SumSqDevF32(const float* x, size_t n, double mu) { return SumSqDevImpl(x, n, mu); }
+double SumSqDevF64(const double* x, size_t n, double mu) { return SumSqDevImpl(x, n, mu); }
 double SumF64(const double* x, size_t n) { return SumImpl(x, n); }
 float MaxF32(const float* x, size_t n) { return ExtremumImpl<float, true>(x, n); }
 float MinF32(const float* x, size_t n) { return ExtremumImpl<float, false>(x, n); }
@@ -229,6 +263,8 @@ HWY_EXPORT(ArgExtF64);
 HWY_EXPORT(ArgExtColsF32);
 HWY_EXPORT(ArgExtColsF64);
 HWY_EXPORT(FindBeyondF32);
+HWY_EXPORT(SumSqDevF32);
+HWY_EXPORT(SumSqDevF64);
 HWY_EXPORT(FindBeyondF64);
 
 namespace {
@@ -284,6 +320,8 @@ double min_f64(const double* x, std::size_t n) {
 
 void acc_rows_f32(double* acc, const float* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF32)(acc, x, m, prod); }
 void acc_rows_f64(double* acc, const double* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF64)(acc, x, m, prod); }
+double sum_sq_dev_f32(const float* x, std::size_t n, double mu) { return HWY_DYNAMIC_DISPATCH(SumSqDevF32)(x, n, mu); }
+double sum_sq_dev_f64(const double* x, std::size_t n, double mu) { return HWY_DYNAMIC_DISPATCH(SumSqDevF64)(x, n, mu); }
 std::size_t find_beyond_f32(const float* x, std::size_t n, float t, bool above) {
   return HWY_DYNAMIC_DISPATCH(FindBeyondF32)(x, n, t, above);
 }

@@ -10,6 +10,9 @@ namespace tensor::cpu::simd {
 
 double sum_f32(const float* x, std::size_t n);
 double sum_f64(const double* x, std::size_t n);
+// Sum of (x[i] - mu)^2 in double, one thread (a row's centred second moment).
+double sum_sq_dev_f32(const float* x, std::size_t n, double mu);
+double sum_sq_dev_f64(const double* x, std::size_t n, double mu);
 // NaN if any element is NaN; n must be > 0.
 float max_f32(const float* x, std::size_t n);
 float min_f32(const float* x, std::size_t n);
