@@ -266,7 +266,8 @@ int main(int argc, char** argv) {
   at::set_num_interop_threads(1);
   torch::NoGradGuard no_grad;
   const auto dev = tensor::Device::default_device();
-  std::printf("libtensor vs libtorch %s, %d threads, median of %d interleaved rounds\n\n", TORCH_VERSION, threads, reps);
+  std::printf("libtensor vs libtorch %s (oneDNN %s), %d threads, median of %d interleaved rounds\n\n", TORCH_VERSION,
+              at::hasMKLDNN() ? "on" : "off", threads, reps);
   if (only != "nn") ops_table(reps, dev);
   if (only != "ops") nn_table(reps, dev);
   return 0;
