@@ -196,33 +196,44 @@ HWY_INLINE void ArgExtCols(const T* x, size_t n, size_t inner, size_t m, bool is
   else ArgExtColsImpl<T, true>(x, n, inner, m, best, where);
 }
 
-// First index i < n with !(x[i] <= t) (kAbove) or !(x[i] >= t): beyond t or NaN; n if none.
+// From x[0, n): the first block of 64 elements (the last one shorter) holding an element
+// beyond t (!(x <= t) when kAbove, else !(x >= t): NaN counts); returns its start and
+// sets *mask (bit i: element start + i is one), or returns n.
 template <class T, bool kAbove>
-HWY_INLINE size_t FindBeyondImpl(const T* HWY_RESTRICT x, size_t n, T t) {
+HWY_INLINE size_t BeyondBlockImpl(const T* HWY_RESTRICT x, size_t n, T t, uint64_t* HWY_RESTRICT mask) {
   const hn::ScalableTag<T> d;
   const size_t N = hn::Lanes(d);
   const auto tv = hn::Set(d, t);
-  auto inside = [&](auto v) HWY_ATTR { return kAbove ? hn::Le(v, tv) : hn::Ge(v, tv); };
-  size_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    const auto m = hn::And(hn::And(inside(hn::LoadU(d, x + i)), inside(hn::LoadU(d, x + i + N))),
-                           hn::And(inside(hn::LoadU(d, x + i + 2 * N)), inside(hn::LoadU(d, x + i + 3 * N))));
-    if (!hn::AllTrue(d, m)) break;
+  auto beyond = [&](auto v) HWY_ATTR { return hn::Not(kAbove ? hn::Le(v, tv) : hn::Ge(v, tv)); };
+  for (size_t b = 0; b < n; b += 64) {
+    const size_t len = std::min<size_t>(64, n - b);
+    uint64_t bits = 0;
+    size_t i = 0;
+    if (N <= 64 && 64 % N == 0) {
+      for (; i + N <= len; i += N) {
+        uint8_t bytes[8] = {};
+        hn::StoreMaskBits(d, beyond(hn::LoadU(d, x + b + i)), bytes);
+        uint64_t v = 0;
+        for (size_t q = 0; q < (N + 7) / 8; ++q) v |= static_cast<uint64_t>(bytes[q]) << (8 * q);
+        if (N < 64) v &= (uint64_t{1} << N) - 1;
+        bits |= v << i;
+      }
+    }
+    for (; i < len; ++i)
+      if (!(kAbove ? x[b + i] <= t : x[b + i] >= t)) bits |= uint64_t{1} << i;
+    if (bits) {
+      *mask = bits;
+      return b;
+    }
   }
-  for (; i + N <= n; i += N) {
-    const intptr_t k = hn::FindFirstTrue(d, hn::Not(inside(hn::LoadU(d, x + i))));
-    if (k >= 0) return i + static_cast<size_t>(k);
-  }
-  for (; i < n; ++i)
-    if (!(kAbove ? x[i] <= t : x[i] >= t)) return i;
   return n;
 }
 
-size_t FindBeyondF32(const float* x, size_t n, float t, bool above) {
-  return above ? FindBeyondImpl<float, true>(x, n, t) : FindBeyondImpl<float, false>(x, n, t);
+size_t BeyondBlockF32(const float* x, size_t n, float t, bool above, uint64_t* mask) {
+  return above ? BeyondBlockImpl<float, true>(x, n, t, mask) : BeyondBlockImpl<float, false>(x, n, t, mask);
 }
-size_t FindBeyondF64(const double* x, size_t n, double t, bool above) {
-  return above ? FindBeyondImpl<double, true>(x, n, t) : FindBeyondImpl<double, false>(x, n, t);
+size_t BeyondBlockF64(const double* x, size_t n, double t, bool above, uint64_t* mask) {
+  return above ? BeyondBlockImpl<double, true>(x, n, t, mask) : BeyondBlockImpl<double, false>(x, n, t, mask);
 }
 void AccRowsF32(double* acc, const float* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
 void AccRowsF64(double* acc, const double* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
@@ -262,10 +273,10 @@ HWY_EXPORT(ArgExtF32);
 HWY_EXPORT(ArgExtF64);
 HWY_EXPORT(ArgExtColsF32);
 HWY_EXPORT(ArgExtColsF64);
-HWY_EXPORT(FindBeyondF32);
+HWY_EXPORT(BeyondBlockF32);
+HWY_EXPORT(BeyondBlockF64);
 HWY_EXPORT(SumSqDevF32);
 HWY_EXPORT(SumSqDevF64);
-HWY_EXPORT(FindBeyondF64);
 
 namespace {
 
@@ -322,11 +333,11 @@ void acc_rows_f32(double* acc, const float* x, std::size_t m, bool prod) { HWY_D
 void acc_rows_f64(double* acc, const double* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF64)(acc, x, m, prod); }
 double sum_sq_dev_f32(const float* x, std::size_t n, double mu) { return HWY_DYNAMIC_DISPATCH(SumSqDevF32)(x, n, mu); }
 double sum_sq_dev_f64(const double* x, std::size_t n, double mu) { return HWY_DYNAMIC_DISPATCH(SumSqDevF64)(x, n, mu); }
-std::size_t find_beyond_f32(const float* x, std::size_t n, float t, bool above) {
-  return HWY_DYNAMIC_DISPATCH(FindBeyondF32)(x, n, t, above);
+std::size_t beyond_block_f32(const float* x, std::size_t n, float t, bool above, std::uint64_t* mask) {
+  return HWY_DYNAMIC_DISPATCH(BeyondBlockF32)(x, n, t, above, mask);
 }
-std::size_t find_beyond_f64(const double* x, std::size_t n, double t, bool above) {
-  return HWY_DYNAMIC_DISPATCH(FindBeyondF64)(x, n, t, above);
+std::size_t beyond_block_f64(const double* x, std::size_t n, double t, bool above, std::uint64_t* mask) {
+  return HWY_DYNAMIC_DISPATCH(BeyondBlockF64)(x, n, t, above, mask);
 }
 std::size_t argext_f32(const float* x, std::size_t n, bool is_min) { return HWY_DYNAMIC_DISPATCH(ArgExtF32)(x, n, is_min); }
 std::size_t argext_f64(const double* x, std::size_t n, bool is_min) { return HWY_DYNAMIC_DISPATCH(ArgExtF64)(x, n, is_min); }

@@ -34,9 +34,11 @@ void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size
                      std::int64_t* where);
 void argext_cols_f64(const double* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, double* best,
                      std::int64_t* where);
-// Index of the first of n elements that is NaN or beyond t: above it (above) or below
-// it; n where there is none. A top-k scan skips with it to the next candidate.
-std::size_t find_beyond_f32(const float* x, std::size_t n, float t, bool above);
-std::size_t find_beyond_f64(const double* x, std::size_t n, double t, bool above);
+// The start of the first block of 64 of the n elements (the last block shorter) holding
+// one that is NaN or beyond t (above it when `above`, else below it), with *mask bit i set
+// for each element start + i that is; n where there is none. A top-k scan skips with it
+// to the blocks with candidates.
+std::size_t beyond_block_f32(const float* x, std::size_t n, float t, bool above, std::uint64_t* mask);
+std::size_t beyond_block_f64(const double* x, std::size_t n, double t, bool above, std::uint64_t* mask);
 
 }  // namespace tensor::cpu::simd

@@ -87,10 +87,10 @@ void sort_first_k(std::vector<P>& packed, std::size_t k) {
 // smallest packed keys in order in best[0, k): past the first rows an insertion is
 // rare, so the cost is the scan. Packed keys from one lane compare by key first and
 // positions only grow, so an element enters iff its key is below the k-th's.
-// Contiguous f32/f64 lanes skip, a vector at a time, to the next element beyond the
-// k-th's value (or NaN): order keys are monotone in the value and equal for equal
-// values (-0.0 = +0.0), so every element that could enter is visited, and the key
-// compare decides as in the plain scan.
+// Contiguous f32/f64 lanes skip, vectors at a time, to the next block of 64 with an
+// element beyond the k-th's value (or NaN): order keys are monotone in the value and
+// equal for equal values (-0.0 = +0.0), so every element that could enter is visited,
+// and the key compare decides as in the plain scan.
 constexpr std::size_t kSmallK = 16;
 
 template <class T, class K, class P>
@@ -109,12 +109,18 @@ void scan_first_k(const std::byte* x, std::int64_t xs, std::size_t n, std::size_
   };
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (xs == static_cast<std::int64_t>(sizeof(T))) {
+      // A block of 64 at a time: its candidates against the k-th's value when the block
+      // was found, each then offered (the threshold only rises, so offer decides).
       const T* p = reinterpret_cast<const T*>(x);
-      for (std::size_t j = k; j < n; ++j) {
+      for (std::size_t j = k; j < n;) {
         const T t = p[static_cast<std::uint32_t>(best[k - 1])];
-        if constexpr (std::is_same_v<T, float>) j += simd::find_beyond_f32(p + j, n - j, t, desc);
-        else j += simd::find_beyond_f64(p + j, n - j, t, desc);
-        if (j < n) offer(j);
+        std::uint64_t mask = 0;
+        std::size_t b;
+        if constexpr (std::is_same_v<T, float>) b = simd::beyond_block_f32(p + j, n - j, t, desc, &mask);
+        else b = simd::beyond_block_f64(p + j, n - j, t, desc, &mask);
+        if (b >= n - j) break;
+        for (; mask; mask &= mask - 1) offer(j + b + static_cast<std::size_t>(std::countr_zero(mask)));
+        j += b + 64;
       }
       return;
     }
