@@ -5,9 +5,7 @@
 
 #include <algorithm>
 
-#if TENSOR_HAVE_OPENMP
-#include <omp.h>
-#endif
+#include "backends/cpu/parallel.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/binary_hwy.cpp"
@@ -115,12 +113,14 @@ HWY_EXPORT(TargetNameHere);
 
 namespace {
 
-// Runs of at least this many elements are split across OpenMP threads (64 M: in
-// practice off). Measured with `tensorctl bench` on the 2-core Zen 4 VM, 17:15-17:45
-// UTC: on one thread in-place add f32 16M already streams 47.5 GB/s, 0.72x the time
-// of the STREAM triad reference on the faster of 1 and 2 threads (idle, load 0.45);
-// with the machine loaded by other builds (load 5-7) two threads made add 16M slower
-// (median 13-28 ms vs 9-13 ms), as a descheduled thread holds up the join.
+// Runs of at least this many elements are split over threads (64 M: in practice off).
+// An elementwise op streams memory, and one core already comes close to the machine's
+// bandwidth, while a second thread that the scheduler leaves waiting on a shared
+// machine delays the whole op. How it was measured: `tensorctl bench`, in-place add
+// f32 16M on one and on two threads alternately, medians, on the project's 2-core Zen 4
+// VM: idle (load 0.45), one thread streamed 47.5 GB/s, within 0.72x the time of a STREAM
+// triad on the faster of 1 and 2 threads; with other builds running (load 5-7), two
+// threads took 13-28 ms against 9-13 ms on one.
 constexpr std::size_t kParallelBinaryElems = std::size_t{1} << 26;
 // Fresh outputs of at least this many bytes (half the 32 MiB L3) are written with
 // non-temporal stores. Measured (add f32 16M allocating vs in place, same run, load
@@ -140,25 +140,20 @@ bool streams(const T* out, const T* a, const T* b, std::size_t n) {
   return !overlaps(a) && !overlaps(b);
 }
 
-// f(begin, count) over the whole run, or over chunks of kChunkElems shared out to the
-// threads as they come free (dynamic, not one static half per thread: on a shared
-// machine one thread is often descheduled, and the other then takes its chunks).
+// f(begin, count) over the whole run, or over chunks of kChunkElems shared out on
+// parallel_chunks as threads come free (a descheduled helper leaves its chunks to the
+// caller; no OpenMP region, whose spinning workers would compete with the helpers).
 constexpr std::size_t kChunkElems = std::size_t{1} << 16;
 template <class F>
 void split(std::size_t n, std::size_t min_parallel, F&& f) {
-#if TENSOR_HAVE_OPENMP
-  if (n >= min_parallel && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-    const auto chunks = static_cast<std::int64_t>((n + kChunkElems - 1) / kChunkElems);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::size_t b = static_cast<std::size_t>(c) * kChunkElems;
+  if (n >= min_parallel) {
+    auto chunk = [&](std::size_t c) {
+      const std::size_t b = c * kChunkElems;
       f(b, std::min(n, b + kChunkElems) - b);
-    }
+    };
+    parallel_chunks((n + kChunkElems - 1) / kChunkElems, chunk);
     return;
   }
-#else
-  (void)min_parallel;
-#endif
   f(std::size_t{0}, n);
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/layout_hwy.hpp"
+#include "backends/cpu/parallel.hpp"
 #include "backends/cpu/strided.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
@@ -320,7 +321,7 @@ void transpose_2d(std::byte* dst, const std::byte* src, std::size_t rows, std::s
   }
 }
 
-// Transposes of at least this many elements are split across OpenMP threads.
+// Transposes of at least this many elements are split across threads (parallel_chunks).
 // Measured with `tensorctl bench` (transpose->contiguous f32 4096^2, 2-core Zen 4 VM,
 // load 6-7 from other builds, so noisy): one thread 7.0-11.2 ms = 1.22-1.29x a copy,
 // two threads 11.8-14.8 ms = 0.80-1.23x a copy (the copy reference is the faster of
@@ -357,21 +358,18 @@ void transpose_tile(std::byte* d, const std::byte* s, std::size_t rows, std::siz
     }
   };
   if ((e == 4 || e == 8) && scol % ie == 0 && drow % ie == 0) {
-#if TENSOR_HAVE_OPENMP
     if (threads > 1) {
-      // Column bands of whole 64-element groups, one per thread.
-      const auto bands = static_cast<std::size_t>(threads);
+      // Column bands of whole 64-element groups, four per thread, taken as threads come
+      // free (a descheduled helper leaves its bands to the caller).
+      const auto bands = 4 * static_cast<std::size_t>(threads);
       const std::size_t step = (cols + bands * 64 - 1) / (bands * 64) * 64;
-#pragma omp parallel for schedule(static) num_threads(threads)
-      for (std::size_t b = 0; b < bands; ++b) {
+      auto band = [&](std::size_t b) {
         const std::size_t j0 = std::min(cols, b * step), j1 = std::min(cols, j0 + step);
         if (j1 > j0) simd_rows(j0, j1);
-      }
+      };
+      parallel_chunks(bands, band);
       return;
     }
-#else
-    (void)threads;
-#endif
     simd_rows(0, cols);
     return;
   }
@@ -401,7 +399,6 @@ bool copy_transposed(const Plan<2>& plan, std::byte* dst, const std::byte* src, 
   // Walk the outer dims (if any) with a plan of rank r - 2: a batch of 2-D transposes.
   Plan<2> outer = plan;
   outer.rank = r - 2;
-#if TENSOR_HAVE_OPENMP
   if (threads > 1 && batch >= static_cast<std::size_t>(threads)) {
     std::vector<std::array<std::byte*, 2>> items;
     items.reserve(batch);
@@ -409,15 +406,10 @@ bool copy_transposed(const Plan<2>& plan, std::byte* dst, const std::byte* src, 
                  [&](std::array<std::byte*, 2> p, std::size_t n, std::array<std::int64_t, 2> s) {
                    for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1]) items.push_back(p);
                  });
-    const auto count = static_cast<std::int64_t>(items.size());
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (std::int64_t i = 0; i < count; ++i) {
-      const auto& p = items[static_cast<std::size_t>(i)];
-      transpose_tile(p[0], p[1], rows, cols, drow, srow, scol, e, 1);
-    }
+    auto one = [&](std::size_t i) { transpose_tile(items[i][0], items[i][1], rows, cols, drow, srow, scol, e, 1); };
+    parallel_chunks(items.size(), one);
     return true;
   }
-#endif
   for_each_row(outer, {dst, const_cast<std::byte*>(src)},
                [&](std::array<std::byte*, 2> p, std::size_t n, std::array<std::int64_t, 2> s) {
                  for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1])

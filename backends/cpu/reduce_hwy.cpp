@@ -44,6 +44,38 @@ HWY_INLINE double SumImpl(const T* HWY_RESTRICT x, size_t n) {
   return s;
 }
 
+// Sum of (x[i] - mu)^2 in double (the centred second moment of a layer_norm row).
+template <class T>
+HWY_INLINE double SumSqDevImpl(const T* HWY_RESTRICT x, size_t n, double mu) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<T, decltype(dd)> dt;
+  const size_t N = hn::Lanes(dd);
+  const auto m = hn::Set(dd, mu);
+  auto a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
+  auto dev = [&](size_t i) HWY_ATTR {
+    if constexpr (sizeof(T) == 8) return hn::Sub(hn::LoadU(dt, x + i), m);
+    else return hn::Sub(hn::PromoteTo(dd, hn::LoadU(dt, x + i)), m);
+  };
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    const auto c0 = dev(i), c1 = dev(i + N), c2 = dev(i + 2 * N), c3 = dev(i + 3 * N);
+    a0 = hn::MulAdd(c0, c0, a0);
+    a1 = hn::MulAdd(c1, c1, a1);
+    a2 = hn::MulAdd(c2, c2, a2);
+    a3 = hn::MulAdd(c3, c3, a3);
+  }
+  for (; i + N <= n; i += N) {
+    const auto c = dev(i);
+    a0 = hn::MulAdd(c, c, a0);
+  }
+  double s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < n; ++i) {
+    const double c = static_cast<double>(x[i]) - mu;
+    s += c * c;
+  }
+  return s;
+}
+
 // Max (kMax) or min of n > 0 elements; NaN when any element is NaN.
 template <class T, bool kMax>
 HWY_INLINE T ExtremumImpl(const T* HWY_RESTRICT x, size_t n) {
@@ -164,6 +196,45 @@ HWY_INLINE void ArgExtCols(const T* x, size_t n, size_t inner, size_t m, bool is
   else ArgExtColsImpl<T, true>(x, n, inner, m, best, where);
 }
 
+// From x[0, n): the first block of 64 elements (the last one shorter) holding an element
+// beyond t (!(x <= t) when kAbove, else !(x >= t): NaN counts); returns its start and
+// sets *mask (bit i: element start + i is one), or returns n.
+template <class T, bool kAbove>
+HWY_INLINE size_t BeyondBlockImpl(const T* HWY_RESTRICT x, size_t n, T t, uint64_t* HWY_RESTRICT mask) {
+  const hn::ScalableTag<T> d;
+  const size_t N = hn::Lanes(d);
+  const auto tv = hn::Set(d, t);
+  auto beyond = [&](auto v) HWY_ATTR { return hn::Not(kAbove ? hn::Le(v, tv) : hn::Ge(v, tv)); };
+  for (size_t b = 0; b < n; b += 64) {
+    const size_t len = std::min<size_t>(64, n - b);
+    uint64_t bits = 0;
+    size_t i = 0;
+    if (N <= 64 && 64 % N == 0) {
+      for (; i + N <= len; i += N) {
+        uint8_t bytes[8] = {};
+        hn::StoreMaskBits(d, beyond(hn::LoadU(d, x + b + i)), bytes);
+        uint64_t v = 0;
+        for (size_t q = 0; q < (N + 7) / 8; ++q) v |= static_cast<uint64_t>(bytes[q]) << (8 * q);
+        if (N < 64) v &= (uint64_t{1} << N) - 1;
+        bits |= v << i;
+      }
+    }
+    for (; i < len; ++i)
+      if (!(kAbove ? x[b + i] <= t : x[b + i] >= t)) bits |= uint64_t{1} << i;
+    if (bits) {
+      *mask = bits;
+      return b;
+    }
+  }
+  return n;
+}
+
+size_t BeyondBlockF32(const float* x, size_t n, float t, bool above, uint64_t* mask) {
+  return above ? BeyondBlockImpl<float, true>(x, n, t, mask) : BeyondBlockImpl<float, false>(x, n, t, mask);
+}
+size_t BeyondBlockF64(const double* x, size_t n, double t, bool above, uint64_t* mask) {
+  return above ? BeyondBlockImpl<double, true>(x, n, t, mask) : BeyondBlockImpl<double, false>(x, n, t, mask);
+}
 void AccRowsF32(double* acc, const float* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
 void AccRowsF64(double* acc, const double* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
 size_t ArgExtF32(const float* x, size_t n, bool is_min) { return is_min ? ArgExt<float, false>(x, n) : ArgExt<float, true>(x, n); }
@@ -175,6 +246,8 @@ void ArgExtColsF64(const double* x, size_t n, size_t inner, size_t m, bool is_mi
   ArgExtCols(x, n, inner, m, is_min, best, where);
 }
 double SumF32(const float* x, size_t n) { return SumImpl(x, n); }
+double SumSqDevF32(const float* x, size_t n, double mu) { return SumSqDevImpl(x, n, mu); }
+double SumSqDevF64(const double* x, size_t n, double mu) { return SumSqDevImpl(x, n, mu); }
 double SumF64(const double* x, size_t n) { return SumImpl(x, n); }
 float MaxF32(const float* x, size_t n) { return ExtremumImpl<float, true>(x, n); }
 float MinF32(const float* x, size_t n) { return ExtremumImpl<float, false>(x, n); }
@@ -200,6 +273,10 @@ HWY_EXPORT(ArgExtF32);
 HWY_EXPORT(ArgExtF64);
 HWY_EXPORT(ArgExtColsF32);
 HWY_EXPORT(ArgExtColsF64);
+HWY_EXPORT(BeyondBlockF32);
+HWY_EXPORT(BeyondBlockF64);
+HWY_EXPORT(SumSqDevF32);
+HWY_EXPORT(SumSqDevF64);
 
 namespace {
 
@@ -254,6 +331,14 @@ double min_f64(const double* x, std::size_t n) {
 
 void acc_rows_f32(double* acc, const float* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF32)(acc, x, m, prod); }
 void acc_rows_f64(double* acc, const double* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF64)(acc, x, m, prod); }
+double sum_sq_dev_f32(const float* x, std::size_t n, double mu) { return HWY_DYNAMIC_DISPATCH(SumSqDevF32)(x, n, mu); }
+double sum_sq_dev_f64(const double* x, std::size_t n, double mu) { return HWY_DYNAMIC_DISPATCH(SumSqDevF64)(x, n, mu); }
+std::size_t beyond_block_f32(const float* x, std::size_t n, float t, bool above, std::uint64_t* mask) {
+  return HWY_DYNAMIC_DISPATCH(BeyondBlockF32)(x, n, t, above, mask);
+}
+std::size_t beyond_block_f64(const double* x, std::size_t n, double t, bool above, std::uint64_t* mask) {
+  return HWY_DYNAMIC_DISPATCH(BeyondBlockF64)(x, n, t, above, mask);
+}
 std::size_t argext_f32(const float* x, std::size_t n, bool is_min) { return HWY_DYNAMIC_DISPATCH(ArgExtF32)(x, n, is_min); }
 std::size_t argext_f64(const double* x, std::size_t n, bool is_min) { return HWY_DYNAMIC_DISPATCH(ArgExtF64)(x, n, is_min); }
 void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, float* best,

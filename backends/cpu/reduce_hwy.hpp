@@ -10,6 +10,9 @@ namespace tensor::cpu::simd {
 
 double sum_f32(const float* x, std::size_t n);
 double sum_f64(const double* x, std::size_t n);
+// Sum of (x[i] - mu)^2 in double, one thread (a row's centred second moment).
+double sum_sq_dev_f32(const float* x, std::size_t n, double mu);
+double sum_sq_dev_f64(const double* x, std::size_t n, double mu);
 // NaN if any element is NaN; n must be > 0.
 float max_f32(const float* x, std::size_t n);
 float min_f32(const float* x, std::size_t n);
@@ -31,5 +34,11 @@ void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size
                      std::int64_t* where);
 void argext_cols_f64(const double* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, double* best,
                      std::int64_t* where);
+// The start of the first block of 64 of the n elements (the last block shorter) holding
+// one that is NaN or beyond t (above it when `above`, else below it), with *mask bit i set
+// for each element start + i that is; n where there is none. A top-k scan skips with it
+// to the blocks with candidates.
+std::size_t beyond_block_f32(const float* x, std::size_t n, float t, bool above, std::uint64_t* mask);
+std::size_t beyond_block_f64(const double* x, std::size_t n, double t, bool above, std::uint64_t* mask);
 
 }  // namespace tensor::cpu::simd

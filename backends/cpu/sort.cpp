@@ -1,5 +1,5 @@
 // Sorting along a dim on the CPU: sort, argsort, sort_with_indices and the top-k
-// family (a partial sort per lane, no host round trip). The order is the one of
+// family (a partial sort or a scan per lane, no host round trip). The order is the one of
 // dispatch's host sort: stable (equal keys keep their index order), NaN counts as
 // the largest value, so it goes last ascending and first descending. Lanes of
 // 32-bit keys sort with Highway's vqsort.
@@ -15,6 +15,7 @@
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
 #include "backends/cpu/parallel.hpp"
+#include "backends/cpu/reduce_hwy.hpp"
 
 namespace tensor::cpu {
 namespace {
@@ -61,8 +62,8 @@ inline typename KeyOf<T>::type order_key(T raw) {
 
 // Puts the k smallest packed keys first, in order. The keys are distinct (each holds
 // its lane position), so any correct sort gives the stable order. 64-bit keys go to
-// Highway's vectorized quicksort (vqsort); top-k selects the k smallest without a
-// full sort (one scan for k <= 16, nth_element above) and sorts only those.
+// Highway's vectorized quicksort (vqsort); a top-k with k above kSmallK selects the k
+// smallest with nth_element and sorts only those.
 template <class P>
 void sort_range(P* p, std::size_t n) {
   if constexpr (std::is_same_v<P, std::uint64_t>) {
@@ -78,25 +79,53 @@ void sort_range(P* p, std::size_t n) {
 template <class P>
 void sort_first_k(std::vector<P>& packed, std::size_t k) {
   const std::size_t n = packed.size();
-  constexpr std::size_t kSmallK = 16;
-  if (k > 0 && k <= kSmallK && k * 8 < n) {
-    // A small k: one scan keeps the k smallest in order; past the first few rows an
-    // insertion is rare, so this is about one compare per element.
-    P best[kSmallK];
-    std::copy(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(k), best);
-    std::sort(best, best + k);
-    for (std::size_t j = k; j < n; ++j) {
-      const P v = packed[j];
-      if (v >= best[k - 1]) continue;
-      std::size_t i = k - 1;
-      for (; i > 0 && best[i - 1] > v; --i) best[i] = best[i - 1];
-      best[i] = v;
-    }
-    std::copy(best, best + k, packed.begin());
-    return;
-  }
   if (k < n) std::nth_element(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(k), packed.end());
   sort_range(packed.data(), std::min(k, n));
+}
+
+// A top-k with k <= kSmallK and k * 8 < n scans the lane in place, keeping the k
+// smallest packed keys in order in best[0, k): past the first rows an insertion is
+// rare, so the cost is the scan. Packed keys from one lane compare by key first and
+// positions only grow, so an element enters iff its key is below the k-th's.
+// Contiguous f32/f64 lanes skip, vectors at a time, to the next block of 64 with an
+// element beyond the k-th's value (or NaN): order keys are monotone in the value and
+// equal for equal values (-0.0 = +0.0), so every element that could enter is visited,
+// and the key compare decides as in the plain scan.
+constexpr std::size_t kSmallK = 16;
+
+template <class T, class K, class P>
+void scan_first_k(const std::byte* x, std::int64_t xs, std::size_t n, std::size_t k, K flip, bool desc, P* best) {
+  auto key_at = [&](std::size_t j) { return order_key(*at<T>(x + static_cast<std::int64_t>(j) * xs)) ^ flip; };
+  auto pack = [](K key, std::size_t j) { return (static_cast<P>(key) << 32) | static_cast<P>(j); };
+  for (std::size_t j = 0; j < k; ++j) best[j] = pack(key_at(j), j);
+  std::sort(best, best + k);
+  auto offer = [&](std::size_t j) {
+    const K key = key_at(j);
+    if (key >= static_cast<K>(best[k - 1] >> 32)) return;
+    std::size_t i = k - 1;
+    const P v = pack(key, j);
+    for (; i > 0 && best[i - 1] > v; --i) best[i] = best[i - 1];
+    best[i] = v;
+  };
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (xs == static_cast<std::int64_t>(sizeof(T))) {
+      // A block of 64 at a time: its candidates against the k-th's value when the block
+      // was found, each then offered (the threshold only rises, so offer decides).
+      const T* p = reinterpret_cast<const T*>(x);
+      for (std::size_t j = k; j < n;) {
+        const T t = p[static_cast<std::uint32_t>(best[k - 1])];
+        std::uint64_t mask = 0;
+        std::size_t b;
+        if constexpr (std::is_same_v<T, float>) b = simd::beyond_block_f32(p + j, n - j, t, desc, &mask);
+        else b = simd::beyond_block_f64(p + j, n - j, t, desc, &mask);
+        if (b >= n - j) break;
+        for (; mask; mask &= mask - 1) offer(j + b + static_cast<std::size_t>(std::countr_zero(mask)));
+        j += b + 64;
+      }
+      return;
+    }
+  }
+  for (std::size_t j = k; j < n; ++j) offer(j);
 }
 
 // Sorts every lane along `dim` and keeps the first k of each (k = n: all). Writes
@@ -129,14 +158,23 @@ void sort_lanes(const CpuTensor& a, std::size_t dim, bool desc, std::size_t k, C
           const std::int64_t xs = a.stride(dim) * e;
           const K flip = desc ? ~K{0} : K{0};
           // One lane: source at x, values out at vo, indices out at io (strides above).
+          const bool scan = k <= kSmallK && k * 8 < n;
           auto lane = [&](const std::byte* x, std::byte* vo, std::byte* io, std::vector<T>& raw, std::vector<P>& packed) {
-            for (std::size_t j = 0; j < n; ++j, x += xs) {
-              raw[j] = *at<T>(x);
-              packed[j] = (static_cast<P>(order_key(raw[j]) ^ flip) << 32) | static_cast<P>(j);
+            if (scan) {
+              scan_first_k<T>(x, xs, n, k, flip, desc, packed.data());
+              if (vals)
+                for (std::size_t j = 0; j < k; ++j, vo += vs)
+                  *at<T>(vo) = *at<T>(x + static_cast<std::int64_t>(static_cast<std::uint32_t>(packed[j])) * xs);
+            } else {
+              const std::byte* xj = x;
+              for (std::size_t j = 0; j < n; ++j, xj += xs) {
+                raw[j] = *at<T>(xj);
+                packed[j] = (static_cast<P>(order_key(raw[j]) ^ flip) << 32) | static_cast<P>(j);
+              }
+              sort_first_k(packed, k);
+              if (vals)
+                for (std::size_t j = 0; j < k; ++j, vo += vs) *at<T>(vo) = raw[static_cast<std::uint32_t>(packed[j])];
             }
-            sort_first_k(packed, k);
-            if (vals)
-              for (std::size_t j = 0; j < k; ++j, vo += vs) *at<T>(vo) = raw[static_cast<std::uint32_t>(packed[j])];
             if (idxs)
               for (std::size_t j = 0; j < k; ++j, io += is) *at<O>(io) = static_cast<O>(static_cast<std::uint32_t>(packed[j]));
           };

@@ -447,6 +447,56 @@ TEST(CpuSortEntries, TopKAndSortMatchAStableReference) {
   }
 }
 
+// The small-k scan on f64 and f32 lanes, contiguous and strided (dim 0 of the transpose
+// layout), where the k-th value is tied by many others (+0.0 and -0.0 alike), a NaN or an
+// infinity: the reference is a stable sort of the lane by (NaN first, value descending).
+template <class T>
+void check_topk_ties(std::size_t dim) {
+  const std::size_t lanes = 5, n = 300;
+  std::vector<T> lane_vals(lanes * n);  // lane l, position j at [l * n + j]
+  for (std::size_t l = 0; l < lanes; ++l)
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::size_t h = (j * 2654435761u + l * 97) % 11;
+      T v = h < 4 ? T(0) : h < 7 ? T(-0.0) : h < 9 ? T(1) : h == 9 ? T(-1) : T(2);
+      if (l == 1 && j % 50 == 7) v = kNaN<T>;
+      if (l == 2 && j % 40 == 3) v = std::numeric_limits<T>::infinity();
+      lane_vals[l * n + j] = v;
+    }
+  // dim 1: rows are lanes; dim 0: columns are lanes (shape [n, lanes]).
+  std::vector<T> data(lanes * n);
+  for (std::size_t l = 0; l < lanes; ++l)
+    for (std::size_t j = 0; j < n; ++j) data[dim == 1 ? l * n + j : j * lanes + l] = lane_vals[l * n + j];
+  const Shape shape = dim == 1 ? Shape{lanes, n} : Shape{n, lanes};
+  for (const std::size_t k : {1u, 3u, 8u, 16u}) {
+    auto [vals, idxs] = entry<Family::TopKWithIndices>(OpCode::topk_with_indices)(from_vec(data, shape), dim, k, DType::I64);
+    const std::vector<T> v = to_vec<T>(vals);
+    const std::vector<std::int64_t> ix = to_vec<std::int64_t>(idxs);
+    for (std::size_t l = 0; l < lanes; ++l) {
+      const T* x = lane_vals.data() + l * n;
+      std::vector<std::size_t> order(n);
+      for (std::size_t j = 0; j < n; ++j) order[j] = j;
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        if (std::isnan(x[a]) || std::isnan(x[b])) return std::isnan(x[a]) && !std::isnan(x[b]);
+        return x[a] > x[b];
+      });
+      for (std::size_t q = 0; q < k; ++q) {
+        const std::size_t at = dim == 1 ? l * k + q : q * lanes + l;
+        ASSERT_EQ(ix[at], static_cast<std::int64_t>(order[q])) << "k " << k << " lane " << l << " pos " << q;
+        const T w = x[order[q]];
+        ASSERT_TRUE(std::isnan(w) ? std::isnan(v[at]) : v[at] == w && std::signbit(v[at]) == std::signbit(w));
+      }
+    }
+  }
+}
+
+TEST(CpuSortEntries, SmallTopKScanKeepsTiesStableOnEveryLayout) {
+  for (std::size_t dim : {0u, 1u}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    check_topk_ties<float>(dim);
+    check_topk_ties<double>(dim);
+  }
+}
+
 // parallel_chunks: every chunk runs exactly once, also when callers race (a second
 // caller runs serially) and when a chunk body calls it again (nested: serial).
 TEST(CpuParallelChunks, EveryChunkOnceUnderConcurrentAndNestedCalls) {

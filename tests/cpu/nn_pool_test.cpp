@@ -231,6 +231,20 @@ TEST(NnPool, AvgPool2dMatchesLoopsAndFiniteDifferences) {
           }
 }
 
+// Boxes one output column wide over long rows (global pooling and [*, *, 1] outputs)
+// take the contiguous double-sum path; the others the row-of-boxes path.
+TEST(NnPool, AdaptiveAvgPoolOverLongRowsMatchesLoops) {
+  const std::array<I, 3> in{2, 9, 40};
+  const auto x = rnd(static_cast<std::size_t>(3 * 2 * 9 * 40), 28);
+  for (const std::array<I, 3>& out : {std::array<I, 3>{1, 1, 1}, std::array<I, 3>{2, 3, 1}, std::array<I, 3>{1, 2, 1},
+                                      std::array<I, 3>{2, 4, 7}, std::array<I, 3>{1, 1, 2}}) {
+    const auto g = adaptive_avg_pool_geom<3>("adaptive_avg_pool3d", Shape{1, 3, 2, 9, 40}, out);
+    const auto want = ref_adaptive(x, 3, in, out);
+    expect_close(run_adaptive<double>(g, x), want, 1e-12, "adaptive3d long rows");
+    expect_close(run_adaptive<float>(g, x), want, 1e-5, "adaptive3d long rows f32");
+  }
+}
+
 TEST(NnPool, AdaptiveAvgPoolMatchesLoopsAndFiniteDifferences) {
   const std::array<I, 3> in{3, 5, 7};
   const auto x = rnd(static_cast<std::size_t>(2 * 3 * 5 * 7), 26);

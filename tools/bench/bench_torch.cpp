@@ -1,4 +1,5 @@
-// Benchmark-only: issue 12's table, libtensor beside libtorch in one process.
+// Benchmark-only: issue 12's table (tensor ops) and issue 13's (module ops), libtensor
+// beside libtorch in one process.
 // Not built by meson (libtorch's headers are slow to compile and warn under -Werror):
 // scripts/bench-torch.sh installs Debian's libtorch-dev and compiles this with g++
 // against the built libtensor. Both libraries run on the same number of threads
@@ -12,10 +13,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <tensor/nn.hpp>
 #include <tensor/tensor.hpp>
 
 namespace {
@@ -55,37 +58,28 @@ std::string fmt_time(double s) {
   return b;
 }
 
-void row(const std::string& name, Result r, double per = 1.0) {
+std::string g_filter;  // --filter SUBSTR: only rows whose name contains it
+
+void row(const std::string& name, const std::function<Result()>& run, double per = 1.0) {
+  if (!g_filter.empty() && name.find(g_filter) == std::string::npos) return;
+  const Result r = run();
   std::printf("| %s | %s | %s | %.2f |\n", name.c_str(), fmt_time(r.ours / per).c_str(), fmt_time(r.torch / per).c_str(),
               r.torch / r.ours);
   std::fflush(stdout);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int threads = 2, reps = 11;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[++i]);
-    if (std::string(argv[i]) == "--reps") reps = std::atoi(argv[++i]);
-  }
-  at::set_num_threads(threads);
-  at::set_num_interop_threads(1);
-  torch::NoGradGuard no_grad;
+void ops_table(int reps, const tensor::Device& dev) {
   using tensor::Tensor;
   namespace act = tensor::activation;
-  const auto dev = tensor::Device::default_device();
   auto sync = [&] { dev.sync(); };
-  std::printf("libtensor vs libtorch %s, %d threads, median of %d interleaved rounds\n\n", TORCH_VERSION, threads, reps);
   std::printf("| workload | libtensor | libtorch | ratio |\n|---|---|---|---|\n");
-
   for (const std::size_t n : {64u, 256u, 1024u, 2048u}) {
     const auto a = Tensor<2>::full({n, n}, 0.5f), b = Tensor<2>::full({n, n}, 0.25f);
     const auto ta = torch::full({(long)n, (long)n}, 0.5f), tb = torch::full({(long)n, (long)n}, 0.25f);
     std::optional<Tensor<2>> c;
     torch::Tensor tc;
-    row("matmul f32 n = " + std::to_string(n), measure(n <= 256 ? 3 * reps : reps, [&] { c = a.matmul(b); sync(); },
-                                                        [&] { tc = torch::matmul(ta, tb); }));
+    row("matmul f32 n = " + std::to_string(n), [&] { return measure(n <= 256 ? 3 * reps : reps, [&] { c = a.matmul(b); sync(); },
+                                                        [&] { tc = torch::matmul(ta, tb); }); });
   }
   const std::size_t n = 16u << 20;
   const auto ln = static_cast<long>(n);
@@ -96,20 +90,20 @@ int main(int argc, char** argv) {
     const auto tb = torch::full({ln}, 2.0f);
     std::optional<Tensor<1>> c;
     torch::Tensor tc;
-    row("add 16M allocating", measure(reps, [&] { c = a + b; sync(); }, [&] { tc = ta + tb; }));
+    row("add 16M allocating", [&] { return measure(reps, [&] { c = a + b; sync(); }, [&] { tc = ta + tb; }); });
     c.reset();
     tc = torch::Tensor();
-    row("add 16M in place", measure(reps, [&] { a = std::move(a) + b; sync(); }, [&] { ta.add_(tb); }));
+    row("add 16M in place", [&] { return measure(reps, [&] { a = std::move(a) + b; sync(); }, [&] { ta.add_(tb); }); });
     const auto e = Tensor<1>::full({n}, 0.5f);
     const auto te = torch::full({ln}, 0.5f);
-    row("exp 16M", measure(reps, [&] { c = e.exp(); sync(); }, [&] { tc = te.exp(); }));
+    row("exp 16M", [&] { return measure(reps, [&] { c = e.exp(); sync(); }, [&] { tc = te.exp(); }); });
     c.reset();
     tc = torch::Tensor();
-    row("sum 16M", measure(reps, [&] { auto s = b.sum(); sync(); }, [&] { auto s = tb.sum(); }));
+    row("sum 16M", [&] { return measure(reps, [&] { auto s = b.sum(); sync(); }, [&] { auto s = tb.sum(); }); });
     const auto g = Tensor<1>::random({n}, tensor::Distribution::normal(0, 2));
     const auto tg = torch::randn({ln}) * 2;
-    row("gelu 16M", measure(reps, [&] { c = act::gelu(g); sync(); }, [&] { tc = torch::gelu(tg); }));
-    row("sigmoid 16M", measure(reps, [&] { c = act::sigmoid(g); sync(); }, [&] { tc = torch::sigmoid(tg); }));
+    row("gelu 16M", [&] { return measure(reps, [&] { c = act::gelu(g); sync(); }, [&] { tc = torch::gelu(tg); }); });
+    row("sigmoid 16M", [&] { return measure(reps, [&] { c = act::sigmoid(g); sync(); }, [&] { tc = torch::sigmoid(tg); }); });
   }
   {
     const std::size_t m = 4096;
@@ -118,8 +112,8 @@ int main(int argc, char** argv) {
     std::optional<Tensor<1>> c;
     torch::Tensor tc;
     const std::array<std::int64_t, 1> flat{static_cast<std::int64_t>(m * m)};
-    row("transpose -> contiguous 4096^2", measure(reps, [&] { c = a.transpose().reshape(flat); sync(); },
-                                                   [&] { tc = ta.t().contiguous(); }));
+    row("transpose -> contiguous 4096^2", [&] { return measure(reps, [&] { c = a.transpose().reshape(flat); sync(); },
+                                                   [&] { tc = ta.t().contiguous(); }); });
   }
   {
     const auto a = Tensor<1>::full({4}, 1.0f), b = Tensor<1>::full({4}, 2.0f);
@@ -127,8 +121,8 @@ int main(int argc, char** argv) {
     std::optional<Tensor<1>> c;
     torch::Tensor tc;
     const int iters = 1000;
-    row("1,000 adds of [4] (per op)", measure(reps, [&] { for (int i = 0; i < iters; ++i) c = a + b; sync(); },
-                                             [&] { for (int i = 0; i < iters; ++i) tc = ta + tb; }),
+    row("1,000 adds of [4] (per op)", [&] { return measure(reps, [&] { for (int i = 0; i < iters; ++i) c = a + b; sync(); },
+                                             [&] { for (int i = 0; i < iters; ++i) tc = ta + tb; }); },
         iters);
   }
   {
@@ -137,23 +131,23 @@ int main(int argc, char** argv) {
     const auto tx = torch::randn({(long)r, (long)k}) * 2;
     std::optional<Tensor<2>> c;
     torch::Tensor tc;
-    row("sum_dim(0) of [4096, 1024]", measure(reps, [&] { c = x.sum_dim(0); sync(); }, [&] { tc = tx.sum(0, true); }));
-    row("sum_dim(1) of [4096, 1024]", measure(reps, [&] { c = x.sum_dim(1); sync(); }, [&] { tc = tx.sum(1, true); }));
-    row("argmax(1) of [4096, 1024]", measure(reps, [&] { auto i = x.argmax(1); sync(); }, [&] { tc = tx.argmax(1, true); }));
-    row("argmax(0) of [4096, 1024]", measure(reps, [&] { auto i = x.argmax(0); sync(); }, [&] { tc = tx.argmax(0, true); }));
-    row("max_dim(1) of [4096, 1024]", measure(reps, [&] { c = x.max_dim(1); sync(); }, [&] { tc = std::get<0>(tx.max(1, true)); }));
-    row("softmax(1) of [4096, 1024]", measure(reps, [&] { c = act::softmax(x, 1); sync(); }, [&] { tc = torch::softmax(tx, 1); }));
-    row("softmax(0) of [4096, 1024]", measure(reps, [&] { c = act::softmax(x, 0); sync(); }, [&] { tc = torch::softmax(tx, 0); }));
+    row("sum_dim(0) of [4096, 1024]", [&] { return measure(reps, [&] { c = x.sum_dim(0); sync(); }, [&] { tc = tx.sum(0, true); }); });
+    row("sum_dim(1) of [4096, 1024]", [&] { return measure(reps, [&] { c = x.sum_dim(1); sync(); }, [&] { tc = tx.sum(1, true); }); });
+    row("argmax(1) of [4096, 1024]", [&] { return measure(reps, [&] { auto i = x.argmax(1); sync(); }, [&] { tc = tx.argmax(1, true); }); });
+    row("argmax(0) of [4096, 1024]", [&] { return measure(reps, [&] { auto i = x.argmax(0); sync(); }, [&] { tc = tx.argmax(0, true); }); });
+    row("max_dim(1) of [4096, 1024]", [&] { return measure(reps, [&] { c = x.max_dim(1); sync(); }, [&] { tc = std::get<0>(tx.max(1, true)); }); });
+    row("softmax(1) of [4096, 1024]", [&] { return measure(reps, [&] { c = act::softmax(x, 1); sync(); }, [&] { tc = torch::softmax(tx, 1); }); });
+    row("softmax(0) of [4096, 1024]", [&] { return measure(reps, [&] { c = act::softmax(x, 0); sync(); }, [&] { tc = torch::softmax(tx, 0); }); });
     row("log_softmax(1) of [4096, 1024]",
-        measure(reps, [&] { c = act::log_softmax(x, 1); sync(); }, [&] { tc = torch::log_softmax(tx, 1); }));
-    row("mean_dim(1) + var(1) of [4096, 1024]", measure(reps,
+        [&] { return measure(reps, [&] { c = act::log_softmax(x, 1); sync(); }, [&] { tc = torch::log_softmax(tx, 1); }); });
+    row("mean_dim(1) + var(1) of [4096, 1024]", [&] { return measure(reps,
         [&] {
           auto mu = x.mean_dim(1);
           auto d = x - mu;
           c = (d * d).mean_dim(1);
           sync();
         },
-        [&] { auto vm = torch::var_mean(tx, 1, /*unbiased=*/false, /*keepdim=*/true); }));
+        [&] { auto vm = torch::var_mean(tx, 1, /*unbiased=*/false, /*keepdim=*/true); }); });
   }
   {
     const std::size_t r = 1024, k = 1024;
@@ -161,9 +155,120 @@ int main(int argc, char** argv) {
     const auto tx = torch::randn({(long)r, (long)k});
     std::optional<Tensor<2>> c;
     torch::Tensor tc;
-    row("sort(1) of [1024, 1024]", measure(reps, [&] { c = x.sort(1); sync(); }, [&] { tc = std::get<0>(tx.sort(1)); }));
-    row("argsort(1) of [1024, 1024]", measure(reps, [&] { auto i = x.argsort(1); sync(); }, [&] { tc = tx.argsort(static_cast<int64_t>(1), false); }));
-    row("topk(8, dim 1) of [1024, 1024]", measure(reps, [&] { auto t = x.topk(8, 1); sync(); }, [&] { tc = std::get<0>(tx.topk(8, 1)); }));
+    row("sort(1) of [1024, 1024]", [&] { return measure(reps, [&] { c = x.sort(1); sync(); }, [&] { tc = std::get<0>(tx.sort(1)); }); });
+    row("argsort(1) of [1024, 1024]", [&] { return measure(reps, [&] { auto i = x.argsort(1); sync(); }, [&] { tc = tx.argsort(static_cast<int64_t>(1), false); }); });
+    row("topk(8, dim 1) of [1024, 1024]", [&] { return measure(reps, [&] { auto t = x.topk(8, 1); sync(); }, [&] { tc = std::get<0>(tx.topk(8, 1)); }); });
   }
+}
+
+// Issue 13's module ops, f32, channels first. Backward rows time one gradient each
+// (at::convolution_backward with one output asked for, as autograd would call it).
+void nn_table(int reps, const tensor::Device& dev) {
+  using tensor::Tensor;
+  namespace nn = tensor::nn;
+  auto sync = [&] { dev.sync(); };
+  const auto normal = tensor::Distribution::normal(0, 1);
+  using Dims = std::array<std::size_t, 4>;
+  auto pair = [&](Dims d) {
+    return std::pair{Tensor<4>::random({d[0], d[1], d[2], d[3]}, normal),
+                     torch::randn({(long)d[0], (long)d[1], (long)d[2], (long)d[3]})};
+  };
+  std::printf("\n| module op | libtensor | libtorch | ratio |\n|---|---|---|---|\n");
+  std::optional<Tensor<4>> c;
+  torch::Tensor tc;
+  // One 3x3 pad-1 convolution: forward, x gradient, weight gradient.
+  auto conv_rows = [&](const std::string& name, Dims xs, std::size_t c_out, std::size_t groups, bool grads) {
+    const auto [x, tx] = pair(xs);
+    const auto [w, tw] = pair({c_out, xs[1] / groups, 3, 3});
+    const auto [dy, tdy] = pair({xs[0], c_out, xs[2], xs[3]});
+    nn::ConvOptions<2> o;
+    o.padding = {1, 1};
+    o.groups = static_cast<std::int64_t>(groups);
+    const std::vector<int64_t> s1{1, 1}, p1{1, 1}, op{0, 0};
+    const auto g = static_cast<int64_t>(groups);
+    row(name + " forward", [&] { return measure(reps, [&] { c = nn::conv2d(x, w, std::nullopt, o); sync(); },
+                                   [&] { tc = torch::conv2d(tx, tw, {}, s1, p1, s1, g); }); });
+    if (!grads) return;
+    row(name + " x grad", [&] { return measure(reps, [&] { c = nn::conv2d_x_backward(x, w, dy, o); sync(); },
+                                  [&] { tc = std::get<0>(at::convolution_backward(tdy, tx, tw, c10::nullopt, s1, p1, s1,
+                                                                                  false, op, g, {true, false, false})); }); });
+    row(name + " weight grad", [&] { return measure(reps, [&] { c = nn::conv2d_weight_backward(x, w, dy, o); sync(); },
+                                       [&] { tc = std::get<1>(at::convolution_backward(tdy, tx, tw, c10::nullopt, s1, p1, s1,
+                                                                                       false, op, g, {false, true, false})); }); });
+  };
+  conv_rows("conv2d [32,64,56,56] 3x3 64->64", {32, 64, 56, 56}, 64, 1, true);
+  conv_rows("CNN conv1 [128,1,28,28] 3x3 ->32", {128, 1, 28, 28}, 32, 1, true);
+  conv_rows("CNN conv2 [128,32,14,14] 3x3 ->64", {128, 32, 14, 14}, 64, 1, true);
+  conv_rows("depthwise 3x3 [32,128,56,56]", {32, 128, 56, 56}, 128, 128, true);
+  {
+    const auto [x, tx] = pair({32, 64, 56, 56});
+    nn::MaxPoolOptions<2> mo;
+    mo.kernel_size = {2, 2};
+    mo.stride = {2, 2};
+    row("max_pool2d 2x2 [32,64,56,56]", [&] { return measure(reps, [&] { c = nn::max_pool2d(x, mo); sync(); },
+                                               [&] { tc = torch::max_pool2d(tx, {2, 2}, {2, 2}); }); });
+    row("adaptive_avg_pool2d 7x7 [32,64,56,56]", [&] { return measure(reps, [&] { c = nn::adaptive_avg_pool2d(x, {7, 7}); sync(); },
+                                                        [&] { tc = torch::adaptive_avg_pool2d(tx, {7, 7}); }); });
+    row("adaptive_avg_pool2d 1x1 [32,64,56,56]", [&] { return measure(reps, [&] { c = nn::adaptive_avg_pool2d(x, {1, 1}); sync(); },
+                                                        [&] { tc = torch::adaptive_avg_pool2d(tx, {1, 1}); }); });
+    nn::InterpolateOptions io;
+    io.mode = nn::InterpolateMode::Bilinear;
+    row("bilinear x2 [32,64,56,56]", [&] { return measure(reps, [&] { c = nn::interpolate(x, {112, 112}, io); sync(); },
+                                            [&] { tc = torch::upsample_bilinear2d(tx, {112, 112}, false); }); });
+  }
+  {
+    std::optional<Tensor<2>> c2;
+    const auto x = Tensor<2>::random({4096, 1024}, normal);
+    const auto tx = torch::randn({4096, 1024});
+    const auto gamma = Tensor<1>::random({1024}, normal), beta = Tensor<1>::random({1024}, normal);
+    const auto tgamma = torch::randn({1024}), tbeta = torch::randn({1024});
+    row("layer_norm [4096,1024]", [&] { return measure(reps, [&] { c2 = nn::layer_norm(x, gamma, beta); sync(); },
+                                          [&] { tc = torch::layer_norm(tx, {1024}, tgamma, tbeta); }); });
+  }
+  {
+    const auto [q, tq] = pair({8, 8, 512, 64});
+    const auto [k, tk] = pair({8, 8, 512, 64});
+    const auto [v, tv] = pair({8, 8, 512, 64});
+    const auto causal = torch::ones({512, 512}, torch::kBool).triu(1);
+    // libtorch: softmax(q k^T / sqrt(64) [masked]) v in torch ops, and 1.13's
+    // at::_scaled_dot_product_attention (its CPU path composes the same ops).
+    auto torch_attn = [&](bool masked) {
+      auto s = torch::matmul(tq, tk.transpose(-2, -1)).mul_(0.125);
+      if (masked) s.masked_fill_(causal, -std::numeric_limits<float>::infinity());
+      return torch::matmul(torch::softmax(s, -1), tv);
+    };
+    nn::AttentionModuleOptions ao;
+    row("attention [8,8,512,64] vs torch ops", [&] { return measure(reps, [&] { c = nn::attention(q, k, v); sync(); },
+                                                       [&] { tc = torch_attn(false); }); });
+    row("attention [8,8,512,64] vs _sdpa", [&] { return measure(reps, [&] { c = nn::attention(q, k, v); sync(); },
+                                                   [&] { tc = std::get<0>(at::_scaled_dot_product_attention(tq, tk, tv)); }); });
+    ao.is_causal = true;
+    row("attention causal vs torch ops", [&] { return measure(reps, [&] { c = nn::attention(q, k, v, std::nullopt, std::nullopt, ao); sync(); },
+                                                 [&] { tc = torch_attn(true); }); });
+    row("attention causal vs _sdpa",
+        [&] { return measure(reps, [&] { c = nn::attention(q, k, v, std::nullopt, std::nullopt, ao); sync(); },
+                [&] { tc = std::get<0>(at::_scaled_dot_product_attention(tq, tk, tv, {}, 0.0, false, true)); }); });
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, reps = 11;
+  std::string only;  // "ops" or "nn": one table only
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[++i]);
+    if (std::string(argv[i]) == "--reps") reps = std::atoi(argv[++i]);
+    if (std::string(argv[i]) == "--only") only = argv[++i];
+    if (std::string(argv[i]) == "--filter") g_filter = argv[++i];
+  }
+  at::set_num_threads(threads);
+  at::set_num_interop_threads(1);
+  torch::NoGradGuard no_grad;
+  const auto dev = tensor::Device::default_device();
+  std::printf("libtensor vs libtorch %s (oneDNN %s), %d threads, median of %d interleaved rounds\n\n", TORCH_VERSION,
+              at::hasMKLDNN() ? "on" : "off", threads, reps);
+  if (only != "nn") ops_table(reps, dev);
+  if (only != "ops") nn_table(reps, dev);
   return 0;
 }

@@ -1,13 +1,17 @@
-// Fused attention on the CPU: per (batch, head, block of 64 queries), key tiles of 64 with
-// scores and P·V through gemm and a running max/sum per query row (online softmax).
+// Fused attention on the CPU: per (batch, head, block of 64 queries), key tiles (256
+// forward, 64 backward) with scores and P·V through gemm and a running max/sum per query
+// row (online softmax).
 #include "backends/cpu/nn/attention.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/nn/nn_gemm.hpp"
+#include "backends/cpu/reduce_hwy.hpp"
+#include "backends/cpu/unary_hwy.hpp"
 
 namespace tensor::cpu::nn {
 namespace {
@@ -15,32 +19,63 @@ namespace {
 using I = std::int64_t;
 constexpr std::size_t kBlockQ = 64, kBlockK = 64;
 
+// Key tiles of the forward: 256 keys per score gemm (a [64, 256] f32 tile is 64 KiB,
+// in L2) instead of the backward's 64, so each BLIS call packs 4x the work and a row's
+// running max and sum are rescaled a quarter as often.
+constexpr std::size_t kBlockKF = 256;
+
+// The row transform, max, exp and sum of one score tile row without softcap, mask or bias
+// (the common case): the first `live` columns are visible (causal cut), the rest get 0;
+// f32 takes the Highway max / exp / sum kernels. Returns the new running max (ninf: the
+// row has seen nothing visible yet; nothing changed) and adds the exps into sum.
+template <class T>
+T plain_row(T* sr, std::size_t nk, std::size_t live, T mprev, T& sum) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  T mx = ninf;
+  if constexpr (std::is_same_v<T, float>) {
+    if (live > 0) mx = simd::max_f32(sr, live);
+  } else {
+    for (std::size_t c = 0; c < live; ++c) mx = std::max(mx, sr[c]);
+  }
+  const T mnew = std::max(mprev, mx);
+  if (mnew == ninf) {
+    std::fill(sr, sr + nk, T(0));
+    return mnew;
+  }
+  std::fill(sr + live, sr + nk, T(0));
+  if constexpr (std::is_same_v<T, float>) {
+    for (std::size_t c = 0; c < live; ++c) sr[c] -= mnew;
+    simd::unary_f32(simd::UnOp::Exp, sr, sr, live);
+    sum = static_cast<T>(simd::sum_f32(sr, live));
+  } else {
+    T acc = 0;
+    for (std::size_t c = 0; c < live; ++c) acc += (sr[c] = sr[c] == ninf ? T(0) : std::exp(sr[c] - mnew));
+    sum = acc;
+  }
+  return mnew;
+}
+
 template <class T>
 void forward(const AttentionGeom& g, const T* q, const T* k, const T* v, const std::uint8_t* mask, const T* bias,
              T* out) {
   const std::size_t qblocks = (g.lq + kBlockQ - 1) / kBlockQ;
-  const I tasks = static_cast<I>(g.batch * g.heads * qblocks);
+  const std::size_t tasks = g.batch * g.heads * qblocks;
   const T scale = static_cast<T>(g.scale);
   const T cap = g.softcap ? static_cast<T>(*g.softcap) : T(0);
   const T ninf = -std::numeric_limits<T>::infinity();
   const I shift = static_cast<I>(g.lk) - static_cast<I>(g.lq);  // causal: key j visible when j <= i + shift
-  const int threads = nn_threads();
-  const bool par = threads > 1 && tasks > 1 &&
-                   static_cast<double>(g.lq) * static_cast<double>(g.lk) * static_cast<double>(g.d + g.dv) *
-                           static_cast<double>(g.batch * g.heads) >= 1 << 16;
-#if TENSOR_HAVE_OPENMP
-#pragma omp parallel num_threads(par ? threads : 1)
-#else
-  (void)par;
-#endif
-  {
-    std::vector<T> s(kBlockQ * kBlockK), acc(kBlockQ * g.dv), m(kBlockQ), l(kBlockQ);
-#if TENSOR_HAVE_OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-    for (I task = 0; task < tasks; ++task) {
-      const std::size_t qb = static_cast<std::size_t>(task) % qblocks;
-      const std::size_t bh = static_cast<std::size_t>(task) / qblocks;
+  const bool plain = !g.softcap && !mask && !bias;
+  const double work = static_cast<double>(kBlockQ) * static_cast<double>(g.lk) * static_cast<double>(g.d + g.dv);
+  // Each task (batch, head, block of queries) on parallel_chunks, scratch per thread.
+  for_items(tasks, work, [&](std::size_t task) {
+    thread_local std::vector<T> s, acc, m, l;
+    s.resize(kBlockQ * kBlockKF);
+    acc.resize(kBlockQ * g.dv);
+    m.resize(kBlockQ);
+    l.resize(kBlockQ);
+    {
+      const std::size_t qb = task % qblocks;
+      const std::size_t bh = task / qblocks;
       const std::size_t b = bh / g.heads, h = bh % g.heads;
       const std::size_t i0 = qb * kBlockQ, nq = std::min(kBlockQ, g.lq - i0);
       const T* qp = q + (bh * g.lq + i0) * g.d;
@@ -52,38 +87,46 @@ void forward(const AttentionGeom& g, const T* q, const T* k, const T* v, const s
       std::fill(acc.begin(), acc.begin() + static_cast<I>(nq * g.dv), T(0));
       std::fill(m.begin(), m.end(), ninf);
       std::fill(l.begin(), l.end(), T(0));
-      for (std::size_t j0 = 0; j0 < g.lk; j0 += kBlockK) {
+      for (std::size_t j0 = 0; j0 < g.lk; j0 += kBlockKF) {
         // Causal: no query of this block sees keys from j0 on.
         if (g.is_causal && static_cast<I>(j0) > static_cast<I>(i0 + nq - 1) + shift) break;
-        const std::size_t nk = std::min(kBlockK, g.lk - j0);
+        const std::size_t nk = std::min(kBlockKF, g.lk - j0);
         nn_gemm<T>(false, true, nq, nk, g.d, scale, qp, g.d, kp + j0 * g.d, g.d, T(0), s.data(), nk, 1);
         for (std::size_t r = 0; r < nq; ++r) {
           T* sr = s.data() + r * nk;
           const std::size_t i = i0 + r;
-          T mx = ninf;
-          for (std::size_t c = 0; c < nk; ++c) {
-            const std::size_t j = j0 + c;
-            T x = sr[c];
-            if (g.softcap) x = cap * std::tanh(x / cap);
-            if (mp && mp[i * g.lk + j]) x = ninf;
-            if (g.is_causal && static_cast<I>(j) > static_cast<I>(i) + shift) x = ninf;
-            if (bp) x += bp[i * g.lk + j];
-            sr[c] = x;
-            mx = std::max(mx, x);
-          }
-          const T mnew = std::max(m[r], mx);
           T* ar = acc.data() + r * g.dv;
-          if (mnew == ninf) {  // everything so far masked: contributes nothing
-            std::fill(sr, sr + nk, T(0));
-            continue;
+          T mnew, sum = 0;
+          if (plain) {
+            // Visible keys of this row in the tile: j <= i + shift.
+            const I last = g.is_causal ? static_cast<I>(i) + shift - static_cast<I>(j0) + 1 : static_cast<I>(nk);
+            const auto live = static_cast<std::size_t>(std::clamp<I>(last, 0, static_cast<I>(nk)));
+            mnew = plain_row(sr, nk, live, m[r], sum);
+            if (mnew == ninf) continue;
+          } else {
+            T mx = ninf;
+            for (std::size_t c = 0; c < nk; ++c) {
+              const std::size_t j = j0 + c;
+              T x = sr[c];
+              if (g.softcap) x = cap * std::tanh(x / cap);
+              if (mp && mp[i * g.lk + j]) x = ninf;
+              if (g.is_causal && static_cast<I>(j) > static_cast<I>(i) + shift) x = ninf;
+              if (bp) x += bp[i * g.lk + j];
+              sr[c] = x;
+              mx = std::max(mx, x);
+            }
+            mnew = std::max(m[r], mx);
+            if (mnew == ninf) {  // everything so far masked: contributes nothing
+              std::fill(sr, sr + nk, T(0));
+              continue;
+            }
+            for (std::size_t c = 0; c < nk; ++c) {
+              const T p = sr[c] == ninf ? T(0) : std::exp(sr[c] - mnew);
+              sr[c] = p;
+              sum += p;
+            }
           }
           const T alpha = m[r] == ninf ? T(0) : std::exp(m[r] - mnew);
-          T sum = 0;
-          for (std::size_t c = 0; c < nk; ++c) {
-            const T p = sr[c] == ninf ? T(0) : std::exp(sr[c] - mnew);
-            sr[c] = p;
-            sum += p;
-          }
           l[r] = l[r] * alpha + sum;
           m[r] = mnew;
           if (alpha != T(1))
@@ -97,7 +140,7 @@ void forward(const AttentionGeom& g, const T* q, const T* k, const T* v, const s
         for (std::size_t c = 0; c < g.dv; ++c) op[r * g.dv + c] = acc[r * g.dv + c] * inv;
       }
     }
-  }
+  });
 }
 
 // One [nq, nk] tile of transformed scores (scale, softcap, mask, causal, bias; -inf where

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/nn/nn_gemm.hpp"
+#include "backends/cpu/reduce_hwy.hpp"
 
 namespace tensor::cpu::nn {
 namespace {
@@ -157,6 +159,11 @@ void avg_impl(const Pool2dGeom& g, const T* in_buf, T* out_buf) {
              });
 }
 
+// Forward outputs per row up to which a row of boxes is summed together (stack arrays).
+constexpr std::size_t kAdaptiveRow = 64;
+// A single-column box spanning at least this many elements per d is summed in double.
+constexpr std::size_t kAdaptiveSpan = 64;
+
 template <class T, bool kBackward>
 void adaptive_impl(const AdaptiveGeom& g, const T* in_buf, T* out_buf) {
   const std::size_t S = g.in[0] * g.in[1] * g.in[2], O = g.out[0] * g.out[1] * g.out[2];
@@ -174,6 +181,48 @@ void adaptive_impl(const AdaptiveGeom& g, const T* in_buf, T* out_buf) {
       for (std::size_t oh = 0; oh < g.out[1]; ++oh) {
         I h0, h1;
         box(1, oh, h0, h1);
+        if constexpr (!kBackward) {
+          if (g.out[2] == 1 && (h1 - h0) * in2 >= static_cast<I>(kAdaptiveSpan)) {
+            // One box over whole input rows (global pooling, or one output column): its
+            // rows are one contiguous span per d, summed by the Highway double reduction
+            // (several accumulators, instead of one chain of dependent float adds).
+            const T* xp = in_buf + p * S;
+            double sum = 0;
+            for (I d = d0; d < d1; ++d) {
+              const T* xr = xp + (d * in1 + h0) * in2;
+              const auto len = static_cast<std::size_t>((h1 - h0) * in2);
+              if constexpr (std::is_same_v<T, float>) sum += simd::sum_f32(xr, len);
+              else sum += simd::sum_f64(xr, len);
+            }
+            out_buf[o++] = static_cast<T>(sum / static_cast<double>((d1 - d0) * (h1 - h0) * in2));
+            continue;
+          }
+          if (g.out[2] <= kAdaptiveRow) {
+            // A whole output row at once: its boxes share the input rows, and each box's
+            // sum takes its elements in the same (d, h, w) order as one box at a time,
+            // but the boxes' chains of dependent adds now overlap.
+            const std::size_t ow_n = g.out[2];
+            T acc[kAdaptiveRow];
+            I w0s[kAdaptiveRow], w1s[kAdaptiveRow];
+            for (std::size_t ow = 0; ow < ow_n; ++ow) {
+              acc[ow] = 0;
+              box(2, ow, w0s[ow], w1s[ow]);
+            }
+            const T* xp = in_buf + p * S;
+            for (I d = d0; d < d1; ++d)
+              for (I h = h0; h < h1; ++h) {
+                const T* xr = xp + (d * in1 + h) * in2;
+                for (std::size_t ow = 0; ow < ow_n; ++ow) {
+                  T s = acc[ow];
+                  for (I w = w0s[ow]; w < w1s[ow]; ++w) s += xr[w];
+                  acc[ow] = s;
+                }
+              }
+            for (std::size_t ow = 0; ow < ow_n; ++ow, ++o)
+              out_buf[o] = acc[ow] / static_cast<T>((d1 - d0) * (h1 - h0) * (w1s[ow] - w0s[ow]));
+            continue;
+          }
+        }
         for (std::size_t ow = 0; ow < g.out[2]; ++ow, ++o) {
           I w0, w1;
           box(2, ow, w0, w1);
