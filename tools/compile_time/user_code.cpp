@@ -4,7 +4,7 @@
 //
 // The body mirrors the burn experiment (BridgeTensor vs a type holding DispatchTensor):
 // if the public headers pulled dispatch or backend code into user translation units,
-// every instantiation below would drag it in and this file would compile far slower.
+// every instantiation (user_steps.inc) would drag it in and this file would compile far slower.
 #include <tensor/tensor.hpp>
 
 #include <cstddef>
