@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <tensor/error.hpp>
 #include <tensor/tensor.hpp>
@@ -24,7 +25,9 @@ using tensor::Tensor;
 using tensor::TensorData;
 
 std::string temp_dir(const std::string& name) {
-  const auto p = std::filesystem::temp_directory_path() / ("libtensor_train_test_" + name);
+  // The pid keeps concurrent runs (train and train_vulkan, two checkouts) out of each other's files.
+  const auto p = std::filesystem::temp_directory_path() /
+                 ("libtensor_train_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(p);
   return p.string();
 }
