@@ -7,6 +7,11 @@
 // family. dnnl_sgemm takes row-major matrices with a leading dimension, each
 // optionally transposed; any other layout (general strides, broadcast zero strides,
 // negative strides) stays on BLIS, which takes both strides.
+//
+// No size threshold: one-thread square products, best of 31 x 2000 calls on the loaded
+// 2-core VM, took 0.22-1.3 us with dnnl_sgemm against 4.2-12.4 us with bli_sgemm_ex for
+// n = 2..48. The first dnnl_sgemm call in a process costs about 90 ms (oneDNN's
+// initialisation and kernel JIT); later calls of new shapes about as much as a warm one.
 #include "backends/cpu/gemm.hpp"
 
 #include <algorithm>
