@@ -9,6 +9,8 @@ set -euo pipefail
 PACKAGES=(
   meson ninja-build g++ pkg-config      # build
   libhwy-dev libblis-openmp-dev         # CPU backend: Highway SIMD, BLIS gemm (+ OpenMP via libgomp)
+  libdnnl-dev                           # f32 gemm via oneDNN's sgemm (Apache-2.0): ~6-10x BLIS 0.9 on Zen 5,
+                                        # which BLIS does not recognise (backends/cpu/gemm.cpp)
   liblapack-dev                         # det / lu / qr on the CPU (reference LAPACK; BSD licence)
   libfmt-dev zlib1g-dev                 # formatting inside the library; gzip reading for tensorctl demo
   libgtest-dev                          # tests

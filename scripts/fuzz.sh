@@ -37,8 +37,9 @@ if [[ ! -f "$FUZZ_BUILD_DIR/build.ninja" ]]; then
   # -O1: several times faster to run under ASan than -O0. HWY_COMPILE_ONLY_STATIC:
   # Highway kernels for the baseline target only (not one copy per SIMD target), which
   # cuts the build to a fraction; the fuzzer exercises the library's logic, not each ISA.
+  # No oneDNN (its sgemm needs OpenMP, off here): f32 products take the BLIS route.
   CXX="$CXX" meson setup "$FUZZ_BUILD_DIR" "$ROOT" --wrap-mode=nodownload -Dtests=false -Dtools=false \
-    -Dopenmp=disabled -Dvulkan="$VULKAN" -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dopenmp=disabled -Donednn=disabled -Dvulkan="$VULKAN" -Db_sanitize=address,undefined -Db_lundef=false \
     -Doptimization=1 -Ddebug=true -Dcpp_args="-fsanitize=fuzzer-no-link -DHWY_COMPILE_ONLY_STATIC=1" >/dev/null
 fi
 meson compile -C "$FUZZ_BUILD_DIR" -j "$JOBS" tensor >/dev/null

@@ -16,6 +16,8 @@ std::vector<std::int64_t> compiled_targets();
 const char* current_target_name();
 // BLIS's configuration name for this CPU ("skx", "haswell", ...), or "none" without BLIS.
 std::string blis_arch();
+// The f32 GEMM route (gemm.cpp): "onednn sgemm (avx512_core); f64 blis", "blis zen3", "loop".
+std::string gemm_route();
 // Threads OpenMP regions would use (1 without OpenMP).
 int omp_threads();
 

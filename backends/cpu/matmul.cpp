@@ -23,6 +23,7 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/gemm.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "dispatch/shape_rules.hpp"
 
@@ -107,23 +108,23 @@ int max_threads() {
 #endif
 }
 
-// One single-threaded BLIS product (or the loop) on a sub-block of c.
+// One single-threaded product on a sub-block of c: f32 on the shared route (oneDNN or
+// BLIS, gemm.cpp), f64 on BLIS, anything else (or no BLIS) the loop.
 template <class T>
 void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
            MatStrides sc) {
+  if constexpr (std::is_same_v<T, float>) {
+    sgemm(m, n, k, 1.0f, a, sa.rs, sa.cs, b, sb.rs, sb.cs, 0.0f, c, sc.rs, sc.cs);
+    return;
+  }
 #if TENSOR_HAVE_BLIS
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    T one = 1, zero = 0;
-    const auto dm = static_cast<dim_t>(m), dn = static_cast<dim_t>(n), dk = static_cast<dim_t>(k);
+  if constexpr (std::is_same_v<T, double>) {
+    double one = 1, zero = 0;
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
     bli_rntm_set_num_threads(1, &rntm);
-    if constexpr (std::is_same_v<T, float>) {
-      bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<float*>(a), sa.rs, sa.cs,
-                   const_cast<float*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs, nullptr, &rntm);
-    } else {
-      bli_dgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dm, dn, dk, &one, const_cast<double*>(a), sa.rs, sa.cs,
-                   const_cast<double*>(b), sb.rs, sb.cs, &zero, c, sc.rs, sc.cs, nullptr, &rntm);
-    }
+    bli_dgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, static_cast<dim_t>(m), static_cast<dim_t>(n),
+                 static_cast<dim_t>(k), &one, const_cast<double*>(a), sa.rs, sa.cs, const_cast<double*>(b), sb.rs,
+                 sb.cs, &zero, c, sc.rs, sc.cs, nullptr, &rntm);
     return;
   }
 #endif

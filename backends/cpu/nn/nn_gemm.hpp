@@ -1,5 +1,5 @@
-// Row-major gemm and thread count shared by the nn kernels (BLIS when built with it, else a
-// plain loop), so conv, attention and the benchmarks call BLIS one way.
+// Row-major gemm and thread count shared by the nn kernels (one-thread f32 on gemm.cpp's
+// route, oneDNN or BLIS; else BLIS when built with it, else a plain loop).
 #pragma once
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backends/cpu/blis.hpp"
+#include "backends/cpu/gemm.hpp"
 #include "backends/cpu/parallel.hpp"
 
 #if TENSOR_HAVE_OPENMP
@@ -59,6 +60,13 @@ void nn_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T al
   const std::int64_t rsa = ta ? 1 : ia, csa = ta ? ia : 1;
   const std::int64_t rsb = tb ? 1 : ib, csb = tb ? ib : 1;
 #if TENSOR_HAVE_BLIS
+  if constexpr (std::is_same_v<T, float>) {
+    // One thread: the shared f32 route (oneDNN or BLIS, backends/cpu/gemm.cpp).
+    if (threads == 1) {
+      sgemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ic, 1);
+      return;
+    }
+  }
   if (k > 0) {
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
     bli_rntm_set_num_threads(threads, &rntm);

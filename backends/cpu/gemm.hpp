@@ -1,0 +1,17 @@
+// One single-threaded f32 GEMM on arbitrary row/column strides, routed to oneDNN's
+// dnnl_sgemm where the operands allow it and to BLIS (or a loop) otherwise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tensor::cpu {
+
+// c[m x n] = alpha * a[m x k] * b[k x n] + beta * c, each matrix given by its row and
+// column strides (elements). beta == 0 overwrites c (NaN in c does not propagate), as
+// BLIS does. Runs on the calling thread only: callers split work on parallel_chunks.
+void sgemm(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::int64_t rsa,
+           std::int64_t csa, const float* b, std::int64_t rsb, std::int64_t csb, float beta, float* c,
+           std::int64_t rsc, std::int64_t csc);
+
+}  // namespace tensor::cpu
