@@ -113,15 +113,15 @@ HWY_EXPORT(TargetNameHere);
 
 namespace {
 
-// Runs of at least this many elements are split over threads (64 M: in practice off).
-// An elementwise op streams memory, and one core already comes close to the machine's
-// bandwidth, while a second thread that the scheduler leaves waiting on a shared
-// machine delays the whole op. How it was measured: `tensorctl bench`, in-place add
-// f32 16M on one and on two threads alternately, medians, on the project's 2-core Zen 4
-// VM: idle (load 0.45), one thread streamed 47.5 GB/s, within 0.72x the time of a STREAM
-// triad on the faster of 1 and 2 threads; with other builds running (load 5-7), two
-// threads took 13-28 ms against 9-13 ms on one.
-constexpr std::size_t kParallelBinaryElems = std::size_t{1} << 26;
+// Runs of at least this many elements (4 MB of f32) are split into chunks on
+// parallel_chunks. One core does not reach the machine's bandwidth (in-place add f32 16M:
+// one thread 3.3 ms, libtorch on two 2.1 ms, idle); two threads take the time to 2.5-2.6
+// ms. The chunked pool, unlike the OpenMP regions this replaced, does not wait for a
+// descheduled helper: with the second core busy (a parallel build beside the bench, load
+// 3-4) two threads still took 2.5-2.6 ms against 2.7-3.6 ms on one. How to re-measure:
+// `scripts/bench-torch.sh -- --only ops --filter 16M` with OMP_NUM_THREADS=1 and 2,
+// alternately, idle and under load.
+constexpr std::size_t kParallelBinaryElems = std::size_t{1} << 20;
 // Fresh outputs of at least this many bytes (half the 32 MiB L3) are written with
 // non-temporal stores. Measured (add f32 16M allocating vs in place, same run, load
 // ~5): 1.83x with cached stores, 1.09-1.25x with streaming stores. Below the bound the

@@ -230,9 +230,9 @@ T ref(UnOp op, T x) {
 // Runs of at least this many elements are split into chunks shared out by
 // parallel_chunks, per op family: the math ops (compute-bound: exp 16M takes 1.2-1.8x
 // a copy on one core) from 256K, chosen as act_hwy.cpp's math ops; the memory-bound
-// ones (abs, neg, sqrt, floor, ...) as binary ops (off).
+// ones (abs, neg, sqrt, floor, ...) from 1M, as binary ops (see binary_hwy.cpp).
 constexpr std::size_t kParallelMathElems = std::size_t{1} << 18;
-constexpr std::size_t kParallelCheapElems = std::size_t{1} << 26;
+constexpr std::size_t kParallelCheapElems = std::size_t{1} << 20;
 // Fresh outputs from this many bytes up are written with non-temporal stores (as binary_hwy.cpp).
 constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
 

@@ -89,6 +89,36 @@ TEST(CpuReduce, PrecisionSignsAndWrapping) {
   EXPECT_NEAR(s[0], 0.1 * static_cast<double>(ones.size()), 1e-2);
 }
 
+// Reductions over an outer dim of large tensors: many row groups (each summed into a
+// partial row, combined in order) and several column blocks, f32 and f64. Values are
+// small multiples of 1/4 (sums exact in double) and cycles of 2, 1/2, -1, 1 (products
+// exact), so the expected values from a plain loop here are exact too.
+TEST(CpuReduce, OuterDimOfLargeTensorsInGroupsAndBlocks) {
+  struct Case { std::size_t outer, n, inner; };
+  for (const Case c : {Case{1, 1500, 1100}, Case{2, 600, 1030}, Case{3, 70, 5}, Case{1, 9000, 3}}) {
+    const Shape s = c.outer == 1 ? Shape{c.n, c.inner} : Shape{c.outer, c.n, c.inner};
+    const std::size_t dim = c.outer == 1 ? 0 : 1, total = c.outer * c.n * c.inner;
+    std::vector<double> add(total), mul(total);
+    const double cycle[] = {2.0, 0.5, -1.0, 1.0};
+    for (std::size_t i = 0; i < total; ++i) {
+      add[i] = static_cast<double>(static_cast<int>((i * 7919) % 29) - 14) * 0.25;
+      const std::size_t k = (i / c.inner) % c.n, col = i % c.inner;
+      mul[i] = cycle[(k + col) % 4];
+    }
+    std::vector<double> want_sum(c.outer * c.inner, 0.0), want_prod(c.outer * c.inner, 1.0);
+    for (std::size_t o = 0; o < c.outer; ++o)
+      for (std::size_t k = 0; k < c.n; ++k)
+        for (std::size_t j = 0; j < c.inner; ++j) {
+          want_sum[o * c.inner + j] += add[(o * c.n + k) * c.inner + j];
+          want_prod[o * c.inner + j] *= mul[(o * c.n + k) * c.inner + j];
+        }
+    for (DType dt : {DType::F32, DType::F64}) {
+      EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, typed(add, s, dt), dim)), want_sum) << c.n << "x" << c.inner;
+      EXPECT_EQ(as_f64(reduce_dim(OpCode::prod_dim, typed(mul, s, dt), dim)), want_prod) << c.n << "x" << c.inner;
+    }
+  }
+}
+
 // mean_dim of 64-bit ints sums exactly (a 64-bit sum would wrap): every value near
 // the top of the range, along a contiguous dim and along a strided one.
 TEST(CpuReduce, MeanDimOf64BitIntsDoesNotWrap) {
