@@ -65,7 +65,7 @@ void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
         }
       }
     }
-  });
+  }, kStreamChunkWork);
 }
 
 template <class T, class IT>
@@ -100,7 +100,7 @@ void max_forward(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
                    y[o] = best;
                    if (indices) indices[o] = static_cast<IT>(idx);
                  }
-             });
+             }, kStreamChunkWork);
 }
 
 template <class T, class IT>
@@ -113,7 +113,7 @@ void max_backward(const Pool2dGeom& g, const T* dy, const IT* indices, T* dx) {
       const I idx = static_cast<I>(indices[p * O + o]);
       if (idx >= 0) dxp[idx] += dy[p * O + o];
     }
-  });
+  }, kStreamChunkWork);
 }
 
 // The window of output o along one dim: valid input range [lo, hi) and the divisor length.
@@ -156,11 +156,13 @@ void avg_impl(const Pool2dGeom& g, const T* in_buf, T* out_buf) {
                    }
                  }
                }
-             });
+             }, kStreamChunkWork);
 }
 
 // Forward outputs per row up to which a row of boxes is summed together (stack arrays).
 constexpr std::size_t kAdaptiveRow = 64;
+// ... when an input row has at most this many elements (a stack row of partial sums).
+constexpr std::size_t kAdaptiveCols = 2048;
 // A single-column box spanning at least this many elements per d is summed in double.
 constexpr std::size_t kAdaptiveSpan = 64;
 
@@ -197,29 +199,30 @@ void adaptive_impl(const AdaptiveGeom& g, const T* in_buf, T* out_buf) {
             out_buf[o++] = static_cast<T>(sum / static_cast<double>((d1 - d0) * (h1 - h0) * in2));
             continue;
           }
-          if (g.out[2] <= kAdaptiveRow) {
-            // A whole output row at once: its boxes share the input rows, and each box's
-            // sum takes its elements in the same (d, h, w) order as one box at a time,
-            // but the boxes' chains of dependent adds now overlap.
-            const std::size_t ow_n = g.out[2];
-            T acc[kAdaptiveRow];
-            I w0s[kAdaptiveRow], w1s[kAdaptiveRow];
-            for (std::size_t ow = 0; ow < ow_n; ++ow) {
-              acc[ow] = 0;
-              box(2, ow, w0s[ow], w1s[ow]);
-            }
+          if (g.out[2] <= kAdaptiveRow && g.in[2] <= kAdaptiveCols) {
+            // A whole output row at once: first the box row's input rows are added into
+            // one row (vector adds along w), then each box sums its stretch of that row.
+            // An 8x8 box costs 8 vector row adds and 8 scalar adds instead of 64
+            // dependent scalar adds: 7x7 of [32,64,56,56] 2.4x faster.
+            T rowsum[kAdaptiveCols];
+            const std::size_t iw_n = g.in[2];
+            std::fill(rowsum, rowsum + iw_n, T(0));
             const T* xp = in_buf + p * S;
             for (I d = d0; d < d1; ++d)
               for (I h = h0; h < h1; ++h) {
-                const T* xr = xp + (d * in1 + h) * in2;
-                for (std::size_t ow = 0; ow < ow_n; ++ow) {
-                  T s = acc[ow];
-                  for (I w = w0s[ow]; w < w1s[ow]; ++w) s += xr[w];
-                  acc[ow] = s;
-                }
+                const T* __restrict__ xr = xp + (d * in1 + h) * in2;
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd
+#endif
+                for (std::size_t w = 0; w < iw_n; ++w) rowsum[w] += xr[w];
               }
-            for (std::size_t ow = 0; ow < ow_n; ++ow, ++o)
-              out_buf[o] = acc[ow] / static_cast<T>((d1 - d0) * (h1 - h0) * (w1s[ow] - w0s[ow]));
+            for (std::size_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+              I w0, w1;
+              box(2, ow, w0, w1);
+              T acc = 0;
+              for (I w = w0; w < w1; ++w) acc += rowsum[w];
+              out_buf[o] = acc / static_cast<T>((d1 - d0) * (h1 - h0) * (w1 - w0));
+            }
             continue;
           }
         }
@@ -244,7 +247,7 @@ void adaptive_impl(const AdaptiveGeom& g, const T* in_buf, T* out_buf) {
         }
       }
     }
-  });
+  }, kStreamChunkWork);
 }
 
 template <std::size_t N>
