@@ -143,6 +143,38 @@ Prim reduce_all_entry(Prim p) {
   return out;
 }
 
+// The chunks of a reduction of a row-major [outer, n, inner] tensor (inner > 1) along n:
+// (outer index, group of rows, block of columns). A block of at most kCols lanes keeps
+// its accumulators in L1 while the group's rows stream by, each row a contiguous segment
+// (a whole row when inner <= kCols, so the chunk reads one contiguous slab and the
+// prefetchers keep up). When n is long, fixed groups of rows each reduce into a partial
+// row of their own, combined in group order at the end: the order of every reduction
+// depends on the shape only, never on the thread count, and a reduction over the outer
+// dim of [4096, 1024] still makes 16 chunks for the threads. Narrow column blocks of 128
+// with whole columns as the chunk (the kernels before these) read 512 bytes per 4 KB
+// row, a page apart: sum_dim(0) of that shape took 1.7 ms against 0.5 ms now, max_dim(0)
+// 1.8 ms (two threads).
+struct OuterChunks {
+  static constexpr std::size_t kCols = 1024, kMaxGroups = 64;
+  std::size_t outer, n, inner, cols, col_blocks, rows, groups;
+  OuterChunks(std::size_t o, std::size_t n_, std::size_t i)
+      : outer(o), n(n_), inner(i), cols(std::min(i, kCols)), col_blocks((i + cols - 1) / cols) {
+    rows = std::max<std::size_t>({1, 4 * kGroupElems / cols, (n + kMaxGroups - 1) / kMaxGroups});
+    groups = (n + rows - 1) / rows;
+  }
+  std::size_t count() const { return outer * groups * col_blocks; }
+  struct Chunk {
+    std::size_t ob, grp, k0, k1, ib, m;
+  };
+  Chunk operator[](std::size_t t) const {
+    const std::size_t cb = t % col_blocks, grp = (t / col_blocks) % groups, ob = t / (col_blocks * groups);
+    const std::size_t ib = cb * cols, k0 = grp * rows;
+    return {ob, grp, k0, std::min(n, k0 + rows), ib, std::min(cols, inner - ib)};
+  }
+  // Offset of a chunk's partial row (groups > 1) in a buffer of outer * groups * inner.
+  std::size_t partial(const Chunk& c) const { return (c.ob * groups + c.grp) * inner + c.ib; }
+};
+
 // Along `dim`: when the dim is memory-contiguous, each output reduces its own row;
 // otherwise whole slices are accumulated one index of `dim` at a time, so the
 // inner loop runs along the contiguous dims.
@@ -176,40 +208,22 @@ void dense_dim_reduce(const T* x, const Shape& shape, std::size_t dim, double* a
     run_chunks(threads, (outer + per - 1) / per, group);
     return;
   }
-  // Chunks are (outer index, group of rows, block of columns): a block of at most kCols
-  // lanes keeps its accumulators in L1 while the group's rows stream by, each row a
-  // contiguous segment (a whole row when inner <= kCols, so the chunk reads one
-  // contiguous slab and the prefetchers keep up). When n is long, fixed groups of rows
-  // each sum into a partial row of their own, combined in group order at the end: the
-  // order of every sum depends on the shape only, never on the thread count, and a
-  // reduction over the outer dim of [4096, 1024] still makes 16 chunks for the threads.
-  // Narrow column blocks of 128 with whole columns as the chunk (the kernel before this
-  // one) read 512 bytes per 4 KB row, a page apart: 1.7 ms for that shape against 0.5
-  // ms now (two threads, idle).
-  constexpr std::size_t kCols = 1024;
-  constexpr std::size_t kMaxGroups = 64;
-  const std::size_t cols = std::min(inner, kCols);
-  const std::size_t col_blocks = (inner + cols - 1) / cols;
-  std::size_t rows = std::max<std::size_t>(1, 4 * kGroupElems / cols);
-  rows = std::max(rows, (n + kMaxGroups - 1) / kMaxGroups);
-  const std::size_t groups = (n + rows - 1) / rows;
-  std::vector<double> partial(groups > 1 ? outer * groups * inner : 0);
+  const OuterChunks ch(outer, n, inner);
+  std::vector<double> partial(ch.groups > 1 ? outer * ch.groups * inner : 0);
   auto block = [&](std::size_t t) {
-    const std::size_t cb = t % col_blocks, grp = (t / col_blocks) % groups, ob = t / (col_blocks * groups);
-    const std::size_t ib = cb * cols, m = std::min(cols, inner - ib);
-    const std::size_t k0 = grp * rows, k1 = std::min(n, k0 + rows);
-    double* a = groups > 1 ? partial.data() + (ob * groups + grp) * inner + ib : acc + ob * inner + ib;
-    if (groups > 1) std::fill(a, a + m, prod ? 1.0 : 0.0);
-    const T* base = x + ob * n * inner + ib;
-    for (std::size_t k = k0; k < k1; ++k) {
-      if constexpr (std::is_same_v<T, float>) simd::acc_rows_f32(a, base + k * inner, m, prod);
-      else simd::acc_rows_f64(a, base + k * inner, m, prod);
+    const OuterChunks::Chunk c = ch[t];
+    double* a = ch.groups > 1 ? partial.data() + ch.partial(c) : acc + c.ob * inner + c.ib;
+    if (ch.groups > 1) std::fill(a, a + c.m, prod ? 1.0 : 0.0);
+    const T* base = x + c.ob * n * inner + c.ib;
+    for (std::size_t k = c.k0; k < c.k1; ++k) {
+      if constexpr (std::is_same_v<T, float>) simd::acc_rows_f32(a, base + k * inner, c.m, prod);
+      else simd::acc_rows_f64(a, base + k * inner, c.m, prod);
     }
   };
-  run_chunks(threads, outer * groups * col_blocks, block);
-  for (std::size_t ob = 0; ob < outer && groups > 1; ++ob)
-    for (std::size_t grp = 0; grp < groups; ++grp)
-      simd::acc_rows_f64(acc + ob * inner, partial.data() + (ob * groups + grp) * inner, inner, prod);
+  run_chunks(threads, ch.count(), block);
+  for (std::size_t ob = 0; ob < outer && ch.groups > 1; ++ob)
+    for (std::size_t grp = 0; grp < ch.groups; ++grp)
+      simd::acc_rows_f64(acc + ob * inner, partial.data() + (ob * ch.groups + grp) * inner, inner, prod);
 }
 
 template <RedOp kOp>
@@ -372,18 +386,21 @@ inline bool better(C v, C best) {
   return take;
 }
 
-// Max / min (with index) of f32/f64 lanes through Highway: lanes contiguous in memory
-// (stride 1) one at a time, or a row-major tensor along an outer dim down columns,
-// vectors across the kept inner lanes. False when the layout or op has no fast path.
+// Max / min / max_abs (with index) of f32/f64 lanes through Highway: lanes contiguous
+// in memory (stride 1) one at a time, or a row-major tensor along an outer dim in
+// OuterChunks, vectors across the kept inner lanes; row groups' partial extrema are
+// combined in group order (a later group wins only when strictly better, so ties keep
+// the lowest index and the first NaN stays, as in one pass). False when the layout or
+// dtype has no fast path.
 template <Ext kE, class T, class C>
 bool dense_extremum(const CpuTensor& a, std::size_t dim, std::vector<C>& best, std::vector<std::int64_t>& where) {
-  if constexpr (kE == Ext::MaxAbs || !(std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+  if constexpr (!(std::is_same_v<T, float> || std::is_same_v<T, double>)) {
     return false;
   } else {
     const Shape& shape = a.shape();
     const std::size_t n = shape[dim];
     if (n == 0 || n >= (std::size_t{1} << 31) || !a.is_contiguous()) return false;
-    constexpr bool kMin = kE == Ext::Min;
+    constexpr int kKind = kE == Ext::Min ? simd::kExtMin : kE == Ext::MaxAbs ? simd::kExtMaxAbs : simd::kExtMax;
     std::size_t outer = 1, inner = 1;
     for (std::size_t d = 0; d < dim; ++d) outer *= shape[d];
     for (std::size_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
@@ -395,26 +412,43 @@ bool dense_extremum(const CpuTensor& a, std::size_t dim, std::vector<C>& best, s
         for (std::size_t o = g * per; o < std::min(outer, (g + 1) * per); ++o) {
           const T* r = x + o * n;
           std::size_t k;
-          if constexpr (std::is_same_v<T, float>) k = simd::argext_f32(r, n, kMin);
-          else k = simd::argext_f64(r, n, kMin);
-          best[o] = r[k];
+          if constexpr (std::is_same_v<T, float>) k = simd::argext_f32(r, n, kKind);
+          else k = simd::argext_f64(r, n, kKind);
+          best[o] = kE == Ext::MaxAbs ? std::fabs(r[k]) : r[k];
           where[o] = static_cast<std::int64_t>(k);
         }
       };
       run_chunks(threads, (outer + per - 1) / per, group);
       return true;
     }
-    // Column blocks: each streams its n rows once, vectors across its kCols lanes.
-    constexpr std::size_t kCols = 128;
-    const std::size_t per = (inner + kCols - 1) / kCols;
+    const OuterChunks ch(outer, n, inner);
+    const bool parts = ch.groups > 1;
+    std::vector<T> pbest(parts ? outer * ch.groups * inner : 0);
+    std::vector<std::int64_t> pwhere(pbest.size());
     auto block = [&](std::size_t t) {
-      const std::size_t ob = t / per, ib = (t % per) * kCols;
-      const std::size_t m = std::min(kCols, inner - ib), off = ob * inner + ib;
-      const T* base = x + ob * n * inner + ib;
-      if constexpr (std::is_same_v<T, float>) simd::argext_cols_f32(base, n, inner, m, kMin, best.data() + off, where.data() + off);
-      else simd::argext_cols_f64(base, n, inner, m, kMin, best.data() + off, where.data() + off);
+      const OuterChunks::Chunk c = ch[t];
+      const std::size_t off = parts ? ch.partial(c) : c.ob * inner + c.ib;
+      T* b = parts ? pbest.data() + off : best.data() + off;
+      std::int64_t* w = parts ? pwhere.data() + off : where.data() + off;
+      const T* base = x + (c.ob * n + c.k0) * inner + c.ib;
+      if constexpr (std::is_same_v<T, float>) simd::argext_cols_f32(base, c.k1 - c.k0, inner, c.m, kKind, b, w);
+      else simd::argext_cols_f64(base, c.k1 - c.k0, inner, c.m, kKind, b, w);
+      for (std::size_t i = 0; parts && i < c.m; ++i) w[i] += static_cast<std::int64_t>(c.k0);
     };
-    run_chunks(threads, outer * per, block);
+    run_chunks(threads, ch.count(), block);
+    for (std::size_t ob = 0; ob < outer && parts; ++ob) {
+      const std::size_t first = ob * ch.groups * inner;
+      std::copy_n(pbest.data() + first, inner, best.data() + ob * inner);
+      std::copy_n(pwhere.data() + first, inner, where.data() + ob * inner);
+      for (std::size_t grp = 1; grp < ch.groups; ++grp)
+        for (std::size_t i = 0; i < inner; ++i) {
+          const std::size_t src = first + grp * inner + i, dst = ob * inner + i;
+          if (better<kE == Ext::Min ? Ext::Min : Ext::Max>(static_cast<C>(pbest[src]), best[dst])) {
+            best[dst] = pbest[src];
+            where[dst] = pwhere[src];
+          }
+        }
+    }
     return true;
   }
 }
@@ -490,12 +524,15 @@ Prim ext_all_entry(Prim p) {
     using T = decltype(tag);
     using C = calc_t<T>;
     // f32/f64 max/min over a dense buffer (any dim order): Highway, NaN-propagating.
-    if constexpr (kE != Ext::MaxAbs && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       if (const std::byte* block = dense_block(*a)) {
         const std::size_t n = a->shape().num_elements();
         const T* x = at<T>(block);
-        if constexpr (std::is_same_v<T, float>) *at<T>(out->data()) = kE == Ext::Max ? simd::max_f32(x, n) : simd::min_f32(x, n);
-        else *at<T>(out->data()) = kE == Ext::Max ? simd::max_f64(x, n) : simd::min_f64(x, n);
+        if constexpr (std::is_same_v<T, float>) {
+          *at<T>(out->data()) = kE == Ext::Max ? simd::max_f32(x, n) : kE == Ext::Min ? simd::min_f32(x, n) : simd::max_abs_f32(x, n);
+        } else {
+          *at<T>(out->data()) = kE == Ext::Max ? simd::max_f64(x, n) : kE == Ext::Min ? simd::min_f64(x, n) : simd::max_abs_f64(x, n);
+        }
         return;
       }
     }

@@ -77,20 +77,25 @@ HWY_INLINE double SumSqDevImpl(const T* HWY_RESTRICT x, size_t n, double mu) {
 }
 
 // Max (kMax) or min of n > 0 elements; NaN when any element is NaN.
-template <class T, bool kMax>
+// kAbs: of |x| (max_abs).
+template <class T, bool kMax, bool kAbs = false>
 HWY_INLINE T ExtremumImpl(const T* HWY_RESTRICT x, size_t n) {
   const hn::ScalableTag<T> d;
   const size_t N = hn::Lanes(d);
   auto pick = [](auto a, auto b) HWY_ATTR { return kMax ? hn::Max(a, b) : hn::Min(a, b); };
+  auto load = [&](size_t i) HWY_ATTR {
+    if constexpr (kAbs) return hn::Abs(hn::LoadU(d, x + i));
+    else return hn::LoadU(d, x + i);
+  };
   size_t i = 0;
-  T r = x[0];
+  T r = kAbs ? std::fabs(x[0]) : x[0];
   bool nan = false;
   if (n >= 4 * N) {
-    auto m0 = hn::LoadU(d, x), m1 = m0, m2 = m0, m3 = m0;
+    auto m0 = load(0), m1 = m0, m2 = m0, m3 = m0;
     auto bad = hn::IsNaN(m0);  // NaN lanes seen so far (Ne is an ordered compare: false for NaN)
     for (; i + 4 * N <= n; i += 4 * N) {
-      const auto v0 = hn::LoadU(d, x + i), v1 = hn::LoadU(d, x + i + N);
-      const auto v2 = hn::LoadU(d, x + i + 2 * N), v3 = hn::LoadU(d, x + i + 3 * N);
+      const auto v0 = load(i), v1 = load(i + N);
+      const auto v2 = load(i + 2 * N), v3 = load(i + 3 * N);
       bad = hn::Or(bad, hn::Or(hn::Or(hn::IsNaN(v0), hn::IsNaN(v1)), hn::Or(hn::IsNaN(v2), hn::IsNaN(v3))));
       m0 = pick(m0, v0);
       m1 = pick(m1, v1);
@@ -102,7 +107,7 @@ HWY_INLINE T ExtremumImpl(const T* HWY_RESTRICT x, size_t n) {
     r = hn::GetLane(kMax ? hn::MaxOfLanes(d, m) : hn::MinOfLanes(d, m));
   }
   for (; i < n; ++i) {
-    const T v = x[i];
+    const T v = kAbs ? std::fabs(x[i]) : x[i];
     nan = nan || std::isnan(v);
     r = kMax ? (v > r ? v : r) : (v < r ? v : r);
   }
@@ -135,27 +140,29 @@ HWY_INLINE void AccRows(double* HWY_RESTRICT acc, const T* HWY_RESTRICT x, size_
 
 // First index of the extremum: the value by ExtremumImpl, then the first lane equal
 // to it (or the first NaN).
-template <class T, bool kMax>
+template <class T, bool kMax, bool kAbs>
 HWY_INLINE size_t ArgExt(const T* HWY_RESTRICT x, size_t n) {
-  const T v = ExtremumImpl<T, kMax>(x, n);
+  const T v = ExtremumImpl<T, kMax, kAbs>(x, n);
   const hn::ScalableTag<T> d;
   const size_t N = hn::Lanes(d);
   const bool nan = std::isnan(v);
   const auto vv = hn::Set(d, v);
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    const auto xv = hn::LoadU(d, x + i);
+    const auto xv = kAbs ? hn::Abs(hn::LoadU(d, x + i)) : hn::LoadU(d, x + i);
     const intptr_t k = hn::FindFirstTrue(d, nan ? hn::IsNaN(xv) : hn::Eq(xv, vv));
     if (k >= 0) return i + static_cast<size_t>(k);
   }
-  for (; i < n; ++i)
-    if (nan ? std::isnan(x[i]) : x[i] == v) return i;
+  for (; i < n; ++i) {
+    const T xi = kAbs ? std::fabs(x[i]) : x[i];
+    if (nan ? std::isnan(xi) : xi == v) return i;
+  }
   return 0;
 }
 
 // An outer-dim extremum of m lanes: the n rows stream by once (contiguous reads),
 // each updating the running best and index of every lane, vectors across the lanes.
-template <class T, bool kMax>
+template <class T, bool kMax, bool kAbs>
 HWY_INLINE void ArgExtColsImpl(const T* HWY_RESTRICT x, size_t n, size_t inner, size_t m, T* HWY_RESTRICT best,
                                std::int64_t* where) {
   using I = hwy::MakeSigned<T>;
@@ -164,7 +171,7 @@ HWY_INLINE void ArgExtColsImpl(const T* HWY_RESTRICT x, size_t n, size_t inner, 
   const size_t N = hn::Lanes(d);
   auto idx = hwy::AllocateAligned<I>(m + N);
   for (size_t i = 0; i < m; ++i) {
-    best[i] = x[i];
+    best[i] = kAbs ? std::fabs(x[i]) : x[i];
     idx[i] = 0;
   }
   const size_t mv = m - m % N;
@@ -172,7 +179,7 @@ HWY_INLINE void ArgExtColsImpl(const T* HWY_RESTRICT x, size_t n, size_t inner, 
     const T* row = x + j * inner;
     const auto vj = hn::Set(di, static_cast<I>(j));
     for (size_t i = 0; i < mv; i += N) {
-      const auto v = hn::LoadU(d, row + i);
+      const auto v = kAbs ? hn::Abs(hn::LoadU(d, row + i)) : hn::LoadU(d, row + i);
       const auto b = hn::LoadU(d, best + i);
       const auto gt = kMax ? hn::Gt(v, b) : hn::Lt(v, b);
       const auto take = hn::Or(gt, hn::AndNot(hn::IsNaN(b), hn::IsNaN(v)));
@@ -180,7 +187,7 @@ HWY_INLINE void ArgExtColsImpl(const T* HWY_RESTRICT x, size_t n, size_t inner, 
       hn::Store(hn::IfThenElse(hn::RebindMask(di, take), vj, hn::Load(di, idx.get() + i)), di, idx.get() + i);
     }
     for (size_t i = mv; i < m; ++i) {
-      const T v = row[i], b = best[i];
+      const T v = kAbs ? std::fabs(row[i]) : row[i], b = best[i];
       if (!std::isnan(b) && (std::isnan(v) || (kMax ? v > b : v < b))) {
         best[i] = v;
         idx[i] = static_cast<I>(j);
@@ -191,9 +198,16 @@ HWY_INLINE void ArgExtColsImpl(const T* HWY_RESTRICT x, size_t n, size_t inner, 
 }
 
 template <class T>
-HWY_INLINE void ArgExtCols(const T* x, size_t n, size_t inner, size_t m, bool is_min, T* best, std::int64_t* where) {
-  if (is_min) ArgExtColsImpl<T, false>(x, n, inner, m, best, where);
-  else ArgExtColsImpl<T, true>(x, n, inner, m, best, where);
+HWY_INLINE void ArgExtCols(const T* x, size_t n, size_t inner, size_t m, int kind, T* best, std::int64_t* where) {
+  if (kind == kExtMin) ArgExtColsImpl<T, false, false>(x, n, inner, m, best, where);
+  else if (kind == kExtMaxAbs) ArgExtColsImpl<T, true, true>(x, n, inner, m, best, where);
+  else ArgExtColsImpl<T, true, false>(x, n, inner, m, best, where);
+}
+template <class T>
+HWY_INLINE size_t ArgExtKind(const T* x, size_t n, int kind) {
+  if (kind == kExtMin) return ArgExt<T, false, false>(x, n);
+  if (kind == kExtMaxAbs) return ArgExt<T, true, true>(x, n);
+  return ArgExt<T, true, false>(x, n);
 }
 
 // From x[0, n): the first block of 64 elements (the last one shorter) holding an element
@@ -237,14 +251,16 @@ size_t BeyondBlockF64(const double* x, size_t n, double t, bool above, uint64_t*
 }
 void AccRowsF32(double* acc, const float* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
 void AccRowsF64(double* acc, const double* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
-size_t ArgExtF32(const float* x, size_t n, bool is_min) { return is_min ? ArgExt<float, false>(x, n) : ArgExt<float, true>(x, n); }
-size_t ArgExtF64(const double* x, size_t n, bool is_min) { return is_min ? ArgExt<double, false>(x, n) : ArgExt<double, true>(x, n); }
-void ArgExtColsF32(const float* x, size_t n, size_t inner, size_t m, bool is_min, float* best, std::int64_t* where) {
-  ArgExtCols(x, n, inner, m, is_min, best, where);
+size_t ArgExtF32(const float* x, size_t n, int kind) { return ArgExtKind(x, n, kind); }
+size_t ArgExtF64(const double* x, size_t n, int kind) { return ArgExtKind(x, n, kind); }
+void ArgExtColsF32(const float* x, size_t n, size_t inner, size_t m, int kind, float* best, std::int64_t* where) {
+  ArgExtCols(x, n, inner, m, kind, best, where);
 }
-void ArgExtColsF64(const double* x, size_t n, size_t inner, size_t m, bool is_min, double* best, std::int64_t* where) {
-  ArgExtCols(x, n, inner, m, is_min, best, where);
+void ArgExtColsF64(const double* x, size_t n, size_t inner, size_t m, int kind, double* best, std::int64_t* where) {
+  ArgExtCols(x, n, inner, m, kind, best, where);
 }
+float MaxAbsF32(const float* x, size_t n) { return ExtremumImpl<float, true, true>(x, n); }
+double MaxAbsF64(const double* x, size_t n) { return ExtremumImpl<double, true, true>(x, n); }
 double SumF32(const float* x, size_t n) { return SumImpl(x, n); }
 double SumSqDevF32(const float* x, size_t n, double mu) { return SumSqDevImpl(x, n, mu); }
 double SumSqDevF64(const double* x, size_t n, double mu) { return SumSqDevImpl(x, n, mu); }
@@ -269,6 +285,8 @@ HWY_EXPORT(MaxF64);
 HWY_EXPORT(MinF64);
 HWY_EXPORT(AccRowsF32);
 HWY_EXPORT(AccRowsF64);
+HWY_EXPORT(MaxAbsF32);
+HWY_EXPORT(MaxAbsF64);
 HWY_EXPORT(ArgExtF32);
 HWY_EXPORT(ArgExtF64);
 HWY_EXPORT(ArgExtColsF32);
@@ -339,15 +357,21 @@ std::size_t beyond_block_f32(const float* x, std::size_t n, float t, bool above,
 std::size_t beyond_block_f64(const double* x, std::size_t n, double t, bool above, std::uint64_t* mask) {
   return HWY_DYNAMIC_DISPATCH(BeyondBlockF64)(x, n, t, above, mask);
 }
-std::size_t argext_f32(const float* x, std::size_t n, bool is_min) { return HWY_DYNAMIC_DISPATCH(ArgExtF32)(x, n, is_min); }
-std::size_t argext_f64(const double* x, std::size_t n, bool is_min) { return HWY_DYNAMIC_DISPATCH(ArgExtF64)(x, n, is_min); }
-void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, float* best,
+std::size_t argext_f32(const float* x, std::size_t n, int kind) { return HWY_DYNAMIC_DISPATCH(ArgExtF32)(x, n, kind); }
+std::size_t argext_f64(const double* x, std::size_t n, int kind) { return HWY_DYNAMIC_DISPATCH(ArgExtF64)(x, n, kind); }
+void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size_t m, int kind, float* best,
                      std::int64_t* where) {
-  HWY_DYNAMIC_DISPATCH(ArgExtColsF32)(x, n, inner, m, is_min, best, where);
+  HWY_DYNAMIC_DISPATCH(ArgExtColsF32)(x, n, inner, m, kind, best, where);
 }
-void argext_cols_f64(const double* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, double* best,
+void argext_cols_f64(const double* x, std::size_t n, std::size_t inner, std::size_t m, int kind, double* best,
                      std::int64_t* where) {
-  HWY_DYNAMIC_DISPATCH(ArgExtColsF64)(x, n, inner, m, is_min, best, where);
+  HWY_DYNAMIC_DISPATCH(ArgExtColsF64)(x, n, inner, m, kind, best, where);
+}
+float max_abs_f32(const float* x, std::size_t n) {
+  return chunked<float>(x, n, HWY_DYNAMIC_DISPATCH(MaxAbsF32), join_max<float>);
+}
+double max_abs_f64(const double* x, std::size_t n) {
+  return chunked<double>(x, n, HWY_DYNAMIC_DISPATCH(MaxAbsF64), join_max<double>);
 }
 
 }  // namespace tensor::cpu::simd

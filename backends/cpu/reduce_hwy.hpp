@@ -24,15 +24,21 @@ double min_f64(const double* x, std::size_t n);
 void acc_rows_f32(double* acc, const float* x, std::size_t m, bool prod);
 void acc_rows_f64(double* acc, const double* x, std::size_t m, bool prod);
 
-// Index of the first maximum (is_min: minimum) of n > 0 elements; a NaN wins over
-// every number and the first NaN is taken; ties keep the lowest index.
-std::size_t argext_f32(const float* x, std::size_t n, bool is_min);
-std::size_t argext_f64(const double* x, std::size_t n, bool is_min);
+// max(|x|) of n > 0 elements; NaN when any is NaN.
+float max_abs_f32(const float* x, std::size_t n);
+double max_abs_f64(const double* x, std::size_t n);
+
+// Which extremum the argext kernels find: the maximum or minimum of x, or the maximum of |x|.
+constexpr int kExtMax = 0, kExtMin = 1, kExtMaxAbs = 2;
+// Index of the first extremum of n > 0 elements; a NaN wins over every number and the
+// first NaN is taken; ties keep the lowest index.
+std::size_t argext_f32(const float* x, std::size_t n, int kind);
+std::size_t argext_f64(const double* x, std::size_t n, int kind);
 // The same along an outer dim: lane i in [0, m) has its n elements at x[j * inner + i];
-// writes each lane's extremum and index. n > 0 and n < 2^31.
-void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, float* best,
+// writes each lane's extremum (|x| for kExtMaxAbs) and index. n > 0 and n < 2^31.
+void argext_cols_f32(const float* x, std::size_t n, std::size_t inner, std::size_t m, int kind, float* best,
                      std::int64_t* where);
-void argext_cols_f64(const double* x, std::size_t n, std::size_t inner, std::size_t m, bool is_min, double* best,
+void argext_cols_f64(const double* x, std::size_t n, std::size_t inner, std::size_t m, int kind, double* best,
                      std::int64_t* where);
 // The start of the first block of 64 of the n elements (the last block shorter) holding
 // one that is NaN or beyond t (above it when `above`, else below it), with *mask bit i set

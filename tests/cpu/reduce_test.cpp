@@ -119,6 +119,50 @@ TEST(CpuReduce, OuterDimOfLargeTensorsInGroupsAndBlocks) {
   }
 }
 
+// Extrema along an outer dim of large tensors (row groups combined in order): ties
+// everywhere (29 distinct values) keep the lowest index, and a NaN in a later row group
+// wins over numbers in an earlier one; max_abs takes |x|. Expected from a plain scan.
+TEST(CpuReduce, OuterDimExtremaAcrossRowGroups) {
+  const std::size_t n = 1500, inner = 1100;
+  std::vector<double> v(n * inner);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(static_cast<int>((i * 7919) % 29) - 14);
+  for (std::size_t col : {3u, 500u, 1099u}) v[(300 + col) * inner + col] = std::nan("");  // rows in later groups
+  v[7 * inner + 3] = std::nan("");  // column 3: an earlier NaN stays
+  std::vector<double> mx(inner), mn(inner), ma(inner);
+  std::vector<double> imx(inner, 0), imn(inner, 0);
+  auto better = [](double x, double b, bool is_max) {
+    return !std::isnan(b) && (std::isnan(x) || (is_max ? x > b : x < b));
+  };
+  for (std::size_t j = 0; j < inner; ++j) {
+    mx[j] = mn[j] = v[j];
+    ma[j] = std::fabs(v[j]);
+    for (std::size_t k = 1; k < n; ++k) {
+      const double x = v[k * inner + j];
+      if (better(x, mx[j], true)) { mx[j] = x; imx[j] = static_cast<double>(k); }
+      if (better(x, mn[j], false)) { mn[j] = x; imn[j] = static_cast<double>(k); }
+      if (better(std::fabs(x), ma[j], true)) ma[j] = std::fabs(x);
+    }
+  }
+  auto same = [](const std::vector<double>& got, const std::vector<double>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      ASSERT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))) << what << " lane " << i;
+  };
+  for (DType dt : {DType::F32, DType::F64}) {
+    const Prim a = typed(v, Shape{n, inner}, dt);
+    same(as_f64(reduce_dim(OpCode::max_dim, a, 0)), mx, "max_dim");
+    same(as_f64(reduce_dim(OpCode::min_dim, a, 0)), mn, "min_dim");
+    same(as_f64(reduce_dim(OpCode::max_abs_dim, a, 0)), ma, "max_abs_dim");
+    same(as_f64(entry<Family::DimIndex>(OpCode::argmax)(a, 0, DType::I64)), imx, "argmax");
+    same(as_f64(entry<Family::DimIndex>(OpCode::argmin)(a, 0, DType::I64)), imn, "argmin");
+    // Along the last dim (one lane per row) and over everything, max_abs too.
+    const Prim t = typed(std::vector<double>{3, -7, 7, std::nan(""), -9, 2, 9, -9}, Shape{2, 4}, dt);
+    same(as_f64(reduce_dim(OpCode::max_abs_dim, t, 1)), {std::nan(""), 9}, "max_abs_dim last");
+    same(as_f64(reduce(OpCode::max_abs, typed(std::vector<double>(v.begin() + 8 * inner, v.begin() + 300 * inner), Shape{292 * inner}, dt))),
+         {14}, "max_abs");
+  }
+}
+
 // mean_dim of 64-bit ints sums exactly (a 64-bit sum would wrap): every value near
 // the top of the range, along a contiguous dim and along a strided one.
 TEST(CpuReduce, MeanDimOf64BitIntsDoesNotWrap) {
