@@ -163,6 +163,49 @@ TEST(CpuReduce, OuterDimExtremaAcrossRowGroups) {
   }
 }
 
+// Reductions of permuted views read in memory order (dense_view): a [A, B, C] block
+// seen as [B, A, C] (dims 0 and 1 swapped) reduced along each dim, and a transposed 2-d
+// block, against plain loops over the block's own indices.
+TEST(CpuReduce, PermutedViewsAlongEveryDim) {
+  const std::size_t A = 40, B = 300, C = 130;
+  std::vector<double> v(A * B * C);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(static_cast<int>((i * 7919) % 29) - 14) * 0.5;
+  auto val = [&](std::size_t a, std::size_t b, std::size_t c) { return v[(a * B + b) * C + c]; };
+  for (DType dt : {DType::F32, DType::F64}) {
+    const Prim view = swap_dims(typed(v, Shape{A, B, C}, dt), 0, 1);  // [B, A, C]
+    const std::size_t sizes[3] = {B, A, C};
+    for (std::size_t dim = 0; dim < 3; ++dim) {
+      // Lanes in the view's row-major order of the kept dims; (b, a, c) walks them.
+      std::vector<double> sum, mx, arg;
+      std::vector<double> any;
+      const std::size_t d0 = dim == 0 ? 1 : 0, d1 = dim == 2 ? 1 : 2;
+      for (std::size_t i = 0; i < sizes[d0]; ++i)
+        for (std::size_t j = 0; j < sizes[d1]; ++j) {
+          double s = 0, m = 0, zero_seen = 0;
+          std::size_t am = 0;
+          for (std::size_t k = 0; k < sizes[dim]; ++k) {
+            std::size_t idx[3];
+            idx[dim] = k;
+            idx[d0] = i;
+            idx[d1] = j;
+            const double x = val(idx[1], idx[0], idx[2]);
+            s += x;
+            if (k == 0 || x > m) { m = x; am = k; }
+            zero_seen += x == 0 ? 1 : 0;
+          }
+          sum.push_back(s);
+          mx.push_back(m);
+          arg.push_back(static_cast<double>(am));
+          any.push_back(zero_seen > 0 ? 0 : 1);  // all_dim: every element nonzero
+        }
+      EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, view, dim)), sum) << "sum_dim " << dim;
+      EXPECT_EQ(as_f64(reduce_dim(OpCode::max_dim, view, dim)), mx) << "max_dim " << dim;
+      EXPECT_EQ(as_f64(entry<Family::DimIndex>(OpCode::argmax)(view, dim, DType::I64)), arg) << "argmax " << dim;
+      EXPECT_EQ(as_f64(entry<Family::AnyAllDim>(OpCode::all_dim)(view, dim, DType::Bool)), any) << "all_dim " << dim;
+    }
+  }
+}
+
 // mean_dim of 64-bit ints sums exactly (a 64-bit sum would wrap): every value near
 // the top of the range, along a contiguous dim and along a strided one.
 TEST(CpuReduce, MeanDimOf64BitIntsDoesNotWrap) {
