@@ -1,12 +1,14 @@
 // CPU performance paths: the Highway unary, reduction and transpose kernels on every
 // compiled target against scalar references; the large-buffer cache; to_contiguous
 // of transposed / flipped / permuted / sliced layouts; sums over permuted buffers.
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <thread>
 #include <hwy/targets.h>
 
 #include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/convert_hwy.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/layout_hwy.hpp"
 #include "backends/cpu/reduce_hwy.hpp"
@@ -125,6 +127,44 @@ void check_transpose(const std::string& target) {
   }
 }
 
+// f16/bf16 <-> f32 against tensor::f16 / tensor::bf16 bit for bit: every half bit
+// pattern widened; narrowed, every half value, each midpoint to the next value and the
+// floats one ulp either side of it (the round-to-nearest-even boundaries), a sweep of
+// the float bit patterns, and NaNs with payloads. Odd lengths: vector bodies and tails.
+template <class H>
+void check_half_conversions(const std::string& target, void (*widen)(const std::uint16_t*, float*, std::size_t),
+                            void (*narrow)(const float*, std::uint16_t*, std::size_t)) {
+  std::vector<std::uint16_t> bits(65536 + 3);
+  for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<std::uint16_t>(i);
+  std::vector<float> wide(bits.size());
+  widen(bits.data(), wide.data(), bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    // A signaling NaN may come out quiet (F16C sets the quiet bit; the rest is kept).
+    const float want = static_cast<float>(H::from_bits(bits[i]));
+    const std::uint32_t quiet = std::isnan(want) ? 0x00400000u : 0u;
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(wide[i]) | quiet, std::bit_cast<std::uint32_t>(want) | quiet)
+        << target << " widen " << bits[i];
+  }
+  std::vector<float> xs;
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    const float v = static_cast<float>(H::from_bits(static_cast<std::uint16_t>(b)));
+    const float next = static_cast<float>(H::from_bits(static_cast<std::uint16_t>(b + 1 < 65536 ? b + 1 : b)));
+    xs.push_back(v);
+    if (std::isfinite(v) && std::isfinite(next)) {
+      const float mid = static_cast<float>((static_cast<double>(v) + static_cast<double>(next)) / 2);
+      xs.push_back(mid);
+      xs.push_back(std::nextafter(mid, std::numeric_limits<float>::infinity()));
+      xs.push_back(std::nextafter(mid, -std::numeric_limits<float>::infinity()));
+    }
+  }
+  for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += 65537) xs.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(b)));
+  for (std::uint32_t nan : {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fa5a5a5u, 0xff812345u}) xs.push_back(std::bit_cast<float>(nan));
+  std::vector<std::uint16_t> narrowed(xs.size());
+  narrow(xs.data(), narrowed.data(), xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    ASSERT_EQ(narrowed[i], H::from_float(xs[i])) << target << " narrow " << std::bit_cast<std::uint32_t>(xs[i]);
+}
+
 TEST(CpuSimd, KernelsMatchScalarReferencesOnEveryCompiledTarget) {
   const std::vector<std::int64_t> targets = compiled_targets();  // before any mock
   ASSERT_FALSE(targets.empty());
@@ -138,6 +178,8 @@ TEST(CpuSimd, KernelsMatchScalarReferencesOnEveryCompiledTarget) {
     check_reductions<double>(name);
     check_transpose<std::uint32_t>(name);
     check_transpose<std::uint64_t>(name);
+    check_half_conversions<tensor::f16>(name, simd::f16_to_f32, simd::f32_to_f16);
+    check_half_conversions<tensor::bf16>(name, simd::bf16_to_f32, simd::f32_to_bf16);
   }
   hwy::SetSupportedTargetsForTest(0);
 }
