@@ -120,7 +120,19 @@ struct BinFn {
   // costs more than a few scalar lanes (per-op overhead of tiny tensors, SPEC §8).
   static constexpr std::size_t kTiny = 8;
 
+  static constexpr bool kHalfHwy = Op::kSimd >= 0 && dispatch::kIsHalf<T>;
+
   T operator()(T a, T b) const { return st<T>(Op::f(ld(a), ld(b))); }
+  // Halves: f32 blocks through the f32 kernel (o may alias a or b element for element).
+  void vv(T* o, const T* a, const T* b, std::size_t n) const requires(kHalfHwy) {
+    half_blocks(n, [&](std::size_t i, std::size_t m) {
+      float fa[kHalfBlock], fb[kHalfBlock];
+      widen_block(a + i, fa, m);
+      widen_block(b + i, fb, m);
+      simd::binary_f32(kOp, fa, fb, fa, m);
+      narrow_block(fa, o + i, m);
+    });
+  }
   void vv(T* o, const T* a, const T* b, std::size_t n) const requires(kHwy) {
     if (n < kTiny) {
       for (std::size_t i = 0; i < n; ++i) o[i] = Op::f(a[i], b[i]);

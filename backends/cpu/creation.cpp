@@ -232,10 +232,31 @@ Prim convert_entry(Prim p, DType to) { return convert_tensor(as_cpu(std::move(p)
 
 }  // namespace
 
+// Contiguous halves <-> f32: the vector conversions, in blocks over threads.
+template <class H>
+bool convert_half(const CpuTensor& a, CpuTensor& out) {
+  constexpr DType kHalf = std::is_same_v<H, tensor::f16> ? DType::F16 : DType::BF16;
+  const std::size_t n = a.shape().num_elements();
+  if (a.dtype() == kHalf && out.dtype() == DType::F32) {
+    const H* x = at<H>(a.data());
+    float* o = at<float>(out.data());
+    half_blocks(n, [&](std::size_t i, std::size_t m) { widen_block(x + i, o + i, m); });
+    return true;
+  }
+  if (a.dtype() == DType::F32 && out.dtype() == kHalf) {
+    const float* x = at<float>(a.data());
+    H* o = at<H>(out.data());
+    half_blocks(n, [&](std::size_t i, std::size_t m) { narrow_block(x + i, o + i, m); });
+    return true;
+  }
+  return false;
+}
+
 CpuRef convert_tensor(CpuRef a, DType to) {
   if (a->dtype() == to) return a;
   const Shape& shape = a->shape();
   CpuRef out = alloc_tensor(to, shape);
+  if (a->is_contiguous() && (convert_half<tensor::f16>(*a, *out) || convert_half<tensor::bf16>(*a, *out))) return out;
   const auto plan = make_plan<2>(shape, {out->layout().strides.data(), a->layout().strides.data()},
                                  {out->elem_size(), a->elem_size()});
   dispatch::visit_dtype(a->dtype(), [&](auto ftag) {

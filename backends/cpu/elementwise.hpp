@@ -3,12 +3,15 @@
 // go to the functor's fast hooks (vv / vs / sv) when it has them, e.g. Highway.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
+#include "backends/cpu/convert_hwy.hpp"
 #include "backends/cpu/cpu_tensor.hpp"
+#include "backends/cpu/parallel.hpp"
 #include "backends/cpu/strided.hpp"
 #include "backends/cpu/unary_hwy.hpp"
 #include "backends/common/element.hpp"
@@ -137,8 +140,37 @@ void map3(const Plan<4>& plan, std::byte* out, const std::byte* a, const std::by
                });
 }
 
+// Halves <-> f32 for one block (convert_hwy: vector conversions).
+template <class T>
+inline void widen_block(const T* x, float* out, std::size_t m) {
+  if constexpr (std::is_same_v<T, tensor::f16>) simd::f16_to_f32(reinterpret_cast<const std::uint16_t*>(x), out, m);
+  else simd::bf16_to_f32(reinterpret_cast<const std::uint16_t*>(x), out, m);
+}
+template <class T>
+inline void narrow_block(const float* x, T* out, std::size_t m) {
+  if constexpr (std::is_same_v<T, tensor::f16>) simd::f32_to_f16(x, reinterpret_cast<std::uint16_t*>(out), m);
+  else simd::f32_to_bf16(x, reinterpret_cast<std::uint16_t*>(out), m);
+}
+
+// Elementwise work on halves goes through f32 buffers of kHalfBlock elements (they stay
+// in L1): f(begin, count) for consecutive blocks covering [0, n), on parallel_chunks of
+// kHalfChunk elements from kHalfParallelElems up (as the f32 binary ops, binary_hwy.cpp).
+constexpr std::size_t kHalfBlock = 512, kHalfChunk = std::size_t{1} << 16, kHalfParallelElems = std::size_t{1} << 20;
+template <class F>
+void half_blocks(std::size_t n, F&& f) {
+  auto run = [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; i += kHalfBlock) f(i, std::min(kHalfBlock, hi - i));
+  };
+  if (n >= kHalfParallelElems) {
+    auto chunk = [&](std::size_t c) { run(c * kHalfChunk, std::min(n, (c + 1) * kHalfChunk)); };
+    parallel_chunks((n + kHalfChunk - 1) / kHalfChunk, chunk);
+    return;
+  }
+  run(0, n);
+}
+
 // A contiguous run through the Highway unary kernels: f32/f64 directly, halves
-// converted through f32 in blocks that stay in L1 (o may alias x).
+// converted through f32 blocks (o may alias x).
 template <class T>
 void unary_simd(simd::UnOp op, T* o, const T* x, std::size_t n) {
   if constexpr (std::is_same_v<T, float>) {
@@ -146,14 +178,12 @@ void unary_simd(simd::UnOp op, T* o, const T* x, std::size_t n) {
   } else if constexpr (std::is_same_v<T, double>) {
     simd::unary_f64(op, x, o, n);
   } else {
-    constexpr std::size_t kBlock = 512;
-    float buf[kBlock];
-    for (std::size_t i = 0; i < n; i += kBlock) {
-      const std::size_t m = n - i < kBlock ? n - i : kBlock;
-      for (std::size_t k = 0; k < m; ++k) buf[k] = dispatch::load_elem(x[i + k]);
+    half_blocks(n, [&](std::size_t i, std::size_t m) {
+      float buf[kHalfBlock];
+      widen_block(x + i, buf, m);
       simd::unary_f32(op, buf, buf, m);
-      for (std::size_t k = 0; k < m; ++k) o[i + k] = dispatch::store_elem<T>(buf[k]);
-    }
+      narrow_block(buf, o + i, m);
+    });
   }
 }
 

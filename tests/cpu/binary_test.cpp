@@ -532,6 +532,38 @@ void check_streaming(std::size_t n) {
     ASSERT_EQ(a[i], static_cast<T>(static_cast<double>(i % 17) * 1.25 - 7) + b[i]) << i;
 }
 
+// Contiguous f16/bf16 arithmetic goes through f32 blocks (widen, f32 kernel, round):
+// every result must equal the scalar definition H(float(a) op float(b)) bit for bit, over
+// lengths that end mid-block, large enough to run on threads, and in place.
+template <class H>
+void check_half_arithmetic(DType dt) {
+  for (const std::size_t n : {std::size_t{7}, std::size_t{1537}, (std::size_t{1} << 20) + 11}) {
+    std::vector<H> a(n), b(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      a[i] = H(static_cast<float>(static_cast<int>((i * 7919) % 2003) - 1001) * 0.37f);
+      b[i] = H(static_cast<float>(static_cast<int>((i * 104729) % 997) + 1) * 0.011f);
+    }
+    const std::pair<OpCode, float (*)(float, float)> ops[] = {
+        {OpCode::add, [](float x, float y) { return x + y; }}, {OpCode::sub, [](float x, float y) { return x - y; }},
+        {OpCode::mul, [](float x, float y) { return x * y; }}, {OpCode::div, [](float x, float y) { return x / y; }}};
+    for (const auto& [op, f] : ops) {
+      const std::vector<H> got = to_vec<H>(entry<Family::Binary>(op)(from_vec(a, Shape{n}, dt), from_vec(b, Shape{n}, dt)));
+      ASSERT_EQ(got.size(), n);
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i].bits, H(f(static_cast<float>(a[i]), static_cast<float>(b[i]))).bits) << static_cast<int>(op) << " " << i;
+    }
+    Prim x = from_vec(a, Shape{n}, dt);  // unique: the sum is written into it
+    const std::vector<H> in_place = to_vec<H>(entry<Family::Binary>(OpCode::add)(std::move(x), from_vec(b, Shape{n}, dt)));
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(in_place[i].bits, H(static_cast<float>(a[i]) + static_cast<float>(b[i])).bits) << "in place " << i;
+  }
+}
+
+TEST(CpuBinary, HalvesThroughF32BlocksMatchTheScalarDefinition) {
+  check_half_arithmetic<tensor::f16>(DType::F16);
+  check_half_arithmetic<tensor::bf16>(DType::BF16);
+}
+
 TEST(CpuHighway, LargeFreshOutputsStream) {
   check_streaming<float>((std::size_t{4} << 20) + 5);
   check_streaming<double>((std::size_t{2} << 20) + 3);

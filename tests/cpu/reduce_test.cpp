@@ -206,6 +206,41 @@ TEST(CpuReduce, PermutedViewsAlongEveryDim) {
   }
 }
 
+// f16/bf16 reductions run on a widened f32 copy (sums, extrema along both dims) or on
+// f32 blocks (the full sum): exact values (multiples of 1/4 whose sums stay exact in a
+// half) against plain loops.
+TEST(CpuReduce, HalvesThroughF32MatchPlainLoops) {
+  const std::size_t r = 700, c = 90;
+  std::vector<double> v(r * c);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(static_cast<int>((i * 7919) % 9) - 4) * 0.25;
+  std::vector<double> sum0(c, 0), sum1(r, 0), max0(c), arg1(r, 0);
+  double total = 0;
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < c; ++j) {
+      const double x = v[i * c + j];
+      sum0[j] += x;
+      sum1[i] += x;
+      total += x;
+      if (i == 0 || x > max0[j]) max0[j] = x;
+      if (x > v[i * c + static_cast<std::size_t>(arg1[i])]) arg1[i] = static_cast<double>(j);
+    }
+  for (DType dt : {DType::F16, DType::BF16}) {
+    // The exact sums rounded once to the dtype (the f32 value is exact here).
+    auto rounded = [&](std::vector<double> w) {
+      for (double& x : w)
+        x = dt == DType::F16 ? static_cast<double>(static_cast<float>(tensor::f16(static_cast<float>(x))))
+                             : static_cast<double>(static_cast<float>(tensor::bf16(static_cast<float>(x))));
+      return w;
+    };
+    const Prim a = typed(v, Shape{r, c}, dt);
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, a, 0)), rounded(sum0)) << static_cast<int>(dt);
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::sum_dim, a, 1)), rounded(sum1)) << static_cast<int>(dt);
+    EXPECT_EQ(as_f64(reduce_dim(OpCode::max_dim, a, 0)), max0) << static_cast<int>(dt);
+    EXPECT_EQ(as_f64(entry<Family::DimIndex>(OpCode::argmax)(a, 1, DType::I64)), arg1) << static_cast<int>(dt);
+    EXPECT_EQ(as_f64(reduce(OpCode::sum, a)), rounded({total})) << static_cast<int>(dt);
+  }
+}
+
 // mean_dim of 64-bit ints sums exactly (a 64-bit sum would wrap): every value near
 // the top of the range, along a contiguous dim and along a strided one.
 TEST(CpuReduce, MeanDimOf64BitIntsDoesNotWrap) {
