@@ -349,8 +349,9 @@ TEST(NnConv, ConvTransposeBackwardMatchesFiniteDifferences) {
 }
 
 // Cases above the threading threshold: samples on parallel_chunks (batch >= threads), one
-// sample with its gemms cut into slabs on parallel_chunks, and a batch of 11 (the weight
-// gradient sums two fixed halves, 5 + 6 samples); forward, backward and the transpose. The threaded
+// sample with its gemms cut into slabs on parallel_chunks, a batch of 11 (the weight
+// gradient sums two fixed halves, 5 + 6 samples) and one of 23 on 14x14 planes (10 samples
+// a gemm: chunks 10 + 10 + 3, halves 10 + 1 and 10 + 2); forward, backward and the transpose. The threaded
 // gradients equal the serial ones exactly (the kernels do not depend on the thread count).
 TEST(NnConv, ThreadedPathsMatchReference) {
   Case a;
@@ -386,12 +387,15 @@ TEST(NnConv, ThreadedPathsMatchReference) {
   e.cout = 8;
   e.groups = 1;
   e.in = {12, 12};
+  Case f = e;  // 14x14 planes: several samples a gemm (conv.cpp's kBatchCols), chunks of unequal size
+  f.batch = 23;
+  f.in = {14, 14};
   // Each case is at least 64^3 multiply-adds, the threading threshold of conv.cpp.
-  for (const Case& k : {a, b, c, dw, e}) {
+  for (const Case& k : {a, b, c, dw, e, f}) {
     const ConvGeom g = geom(k);
     EXPECT_GE(static_cast<double>(g.batch * g.c_out * g.out_size() * (g.c_in / g.groups) * g.kernel_size()), 262144.0);
   }
-  for (const Case& k : {a, b, c, dw, e}) {
+  for (const Case& k : {a, b, c, dw, e, f}) {
     check_forward(k);
     Case t = k;
     t.op = {std::max(t.s[0], t.d[0]) - 1, std::max(t.s[1], t.d[1]) - 1};

@@ -10,6 +10,7 @@
 #include "backends/cpu/nn/conv.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -35,59 +36,119 @@ void valid_range(I base, I s, I in, I out, I& lo, I& hi) {
   if (lo > hi) lo = hi;
 }
 
-// Walks every (channel, tap, output row) of one group: f(row_ptr_in_cols, src_row_or_null, base, ...).
-// cols is [cg * K, P], rows channel-major then kernel row-major (unfold4d's order).
-template <class T, bool kAdd>
-void im2col_impl(const ConvGeom& g, std::size_t cg, const T* x_const, T* x_mut, T* cols) {
-  const std::size_t P = g.out_size(), in_sz = g.in_size();
-  const I in0 = static_cast<I>(g.in[0]), in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]);
-  const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
+// Calls f(channel, k0, k1, b2, lo, hi, row) for every (channel, tap) of one group's cols
+// block [cg * K, P]: rows channel-major then kernel row-major (unfold4d's order), `ld`
+// elements apart (several samples' blocks may sit side by side in one wider matrix);
+// [lo, hi) is the tap's valid output range along the last dim.
+template <class T, class F>
+void for_channel_taps(const ConvGeom& g, std::size_t cg, T* cols, std::size_t ld, F&& f) {
+  const I in2 = static_cast<I>(g.in[2]), out2 = static_cast<I>(g.out[2]);
   T* row = cols;
-  for (std::size_t c = 0; c < cg; ++c) {
+  for (std::size_t c = 0; c < cg; ++c)
     for (std::size_t k0 = 0; k0 < g.kernel[0]; ++k0)
       for (std::size_t k1 = 0; k1 < g.kernel[1]; ++k1)
-        for (std::size_t k2 = 0; k2 < g.kernel[2]; ++k2, row += P) {
+        for (std::size_t k2 = 0; k2 < g.kernel[2]; ++k2, row += ld) {
           const I b2 = static_cast<I>(k2) * g.dilation[2] - g.padding[2];
           I lo, hi;
           valid_range(b2, g.stride[2], in2, out2, lo, hi);
-          for (I o0 = 0; o0 < out0; ++o0) {
-            const I i0 = o0 * g.stride[0] - g.padding[0] + static_cast<I>(k0) * g.dilation[0];
-            for (I o1 = 0; o1 < out1; ++o1) {
-              const I i1 = o1 * g.stride[1] - g.padding[1] + static_cast<I>(k1) * g.dilation[1];
-              T* dst = row + (o0 * out1 + o1) * out2;
-              const bool inside = i0 >= 0 && i0 < in0 && i1 >= 0 && i1 < in1;
-              const std::size_t off = c * in_sz + static_cast<std::size_t>((i0 * in1 + i1) * in2);
-              if constexpr (kAdd) {
-                if (!inside) continue;
-                T* src = x_mut + off;
-                for (I o2 = lo; o2 < hi; ++o2) src[b2 + o2 * g.stride[2]] += dst[o2];
-              } else {
-                if (!inside) {
-                  std::fill(dst, dst + out2, T(0));
-                  continue;
-                }
-                const T* src = x_const + off;
-                std::fill(dst, dst + lo, T(0));
-                if (g.stride[2] == 1) {
-                  std::memcpy(dst + lo, src + b2 + lo, static_cast<std::size_t>(hi - lo) * sizeof(T));
-                } else {
-                  for (I o2 = lo; o2 < hi; ++o2) dst[o2] = src[b2 + o2 * g.stride[2]];
-                }
-                std::fill(dst + hi, dst + out2, T(0));
-              }
-            }
-          }
+          f(c, static_cast<I>(k0), static_cast<I>(k1), b2, lo, hi, row);
         }
+}
+
+// Input offset of tap k along dim d for output o; false where it falls in the padding.
+inline bool tap_input(const ConvGeom& g, int d, I o, I k, I& i) {
+  i = o * g.stride[d] - g.padding[d] + k * g.dilation[d];
+  return i >= 0 && i < static_cast<I>(g.in[d]);
+}
+
+// Both trailing strides 1 and rows as wide as the input's (in2 == out2, as with "same"
+// padding): output t of a plane then reads input t + b1 * in2 + b2 of the matching input
+// plane, so a tap's valid rows are one memcpy, after which only the columns outside
+// [lo, hi) of each row (the padding) are zeroed. Row by row (a memcpy and two fills per
+// 14-float row) the copy cost about as much as the gemm (perf, [128,32,14,14] 3x3).
+bool shifted_planes(const ConvGeom& g) { return g.stride[1] == 1 && g.stride[2] == 1 && g.in[2] == g.out[2]; }
+
+template <class T>
+void copy_shifted_plane(const T* plane, I in1, I w, I out1, I b1, I b2, I lo, I hi, T* dst) {
+  const I r0 = std::clamp<I>(-b1, 0, out1), r1 = std::clamp<I>(in1 - b1, r0, out1);
+  std::fill(dst, dst + r0 * w, T(0));
+  std::fill(dst + r1 * w, dst + out1 * w, T(0));
+  // Clipped to the input plane: what falls outside lies in the columns zeroed below.
+  const I shift = b1 * w + b2, c0 = std::max(r0 * w, -shift), c1 = std::min(r1 * w, in1 * w - shift);
+  if (c1 > c0) std::memcpy(dst + c0, plane + c0 + shift, static_cast<std::size_t>(c1 - c0) * sizeof(T));
+  for (I o1 = r0; o1 < r1; ++o1) {
+    T* d = dst + o1 * w;
+    for (I q = 0; q < lo; ++q) d[q] = T(0);
+    for (I q = hi; q < w; ++q) d[q] = T(0);
   }
 }
 
+// One output row of a tap: dst[o2] = src[b2 + o2 * s2] on [lo, hi), zero elsewhere.
 template <class T>
-void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols) {
-  im2col_impl<T, false>(g, cg, x, nullptr, cols);
+void copy_row(const T* src, I b2, I s2, I lo, I hi, I out2, T* dst) {
+  std::fill(dst, dst + lo, T(0));
+  if (s2 == 1) {
+    std::memcpy(dst + lo, src + b2 + lo, static_cast<std::size_t>(hi - lo) * sizeof(T));
+  } else {
+    for (I o2 = lo; o2 < hi; ++o2) dst[o2] = src[b2 + o2 * s2];
+  }
+  std::fill(dst + hi, dst + out2, T(0));
 }
+
 template <class T>
-void col2im_add(const ConvGeom& g, std::size_t cg, const T* cols, T* x) {
-  im2col_impl<T, true>(g, cg, nullptr, x, const_cast<T*>(cols));
+void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols, std::size_t ld) {
+  const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]), plane = in1 * in2;
+  const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
+  const bool shifted = shifted_planes(g);
+  for_channel_taps(g, cg, cols, ld, [&](std::size_t c, I k0, I k1, I b2, I lo, I hi, T* row) {
+    const T* xc = x + c * g.in_size();
+    for (I o0 = 0; o0 < out0; ++o0) {
+      T* dst0 = row + o0 * out1 * out2;
+      I i0, i1;
+      if (!tap_input(g, 0, o0, k0, i0)) {
+        std::fill(dst0, dst0 + out1 * out2, T(0));
+      } else if (shifted) {
+        copy_shifted_plane(xc + i0 * plane, in1, in2, out1, k1 * g.dilation[1] - g.padding[1], b2, lo, hi, dst0);
+      } else {
+        for (I o1 = 0; o1 < out1; ++o1) {
+          T* dst = dst0 + o1 * out2;
+          if (tap_input(g, 1, o1, k1, i1)) {
+            copy_row(xc + i0 * plane + i1 * in2, b2, g.stride[2], lo, hi, out2, dst);
+          } else {
+            std::fill(dst, dst + out2, T(0));
+          }
+        }
+      }
+    }
+  });
+}
+
+// The adjoint of im2col: each cols element added to the input element it was read from.
+template <class T>
+void col2im_add(const ConvGeom& g, std::size_t cg, const T* cols, std::size_t ld, T* x) {
+  const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]), plane = in1 * in2;
+  const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
+  const I s2 = g.stride[2];
+  for_channel_taps(g, cg, const_cast<T*>(cols), ld, [&](std::size_t c, I k0, I k1, I b2, I lo, I hi, T* row) {
+    T* xc = x + c * g.in_size();
+    for (I o0 = 0; o0 < out0; ++o0) {
+      I i0, i1;
+      if (!tap_input(g, 0, o0, k0, i0)) continue;
+      for (I o1 = 0; o1 < out1; ++o1) {
+        if (!tap_input(g, 1, o1, k1, i1)) continue;
+        T* __restrict__ xr = xc + i0 * plane + i1 * in2;
+        const T* __restrict__ d = row + (o0 * out1 + o1) * out2;
+        if (s2 == 1) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd
+#endif
+          for (I q = lo; q < hi; ++q) xr[b2 + q] += d[q];
+        } else {
+          for (I q = lo; q < hi; ++q) xr[b2 + q * s2] += d[q];
+        }
+      }
+    }
+  });
 }
 
 // A per-thread scratch buffer of at least n elements, kept between calls (an im2col buffer
@@ -114,17 +175,36 @@ void for_range(std::size_t n, bool parallel, F&& f) {
 // Below 64^3 multiply-adds in all, threads cost more than they save.
 constexpr double kThreadsWork = 64.0 * 64.0 * 64.0;
 
+// Samples per gemm: with few output positions P, one gemm per sample is small (64 x 196 x
+// 288 for a 14x14 layer) and dnnl_sgemm's per-call packing dominates, so the cols of
+// several samples sit side by side in one [Kc, s*P] matrix and one gemm covers them all.
+// kBatchCols is the width aimed at; TODO measured below. Large planes (P >= kBatchCols,
+// e.g. 56x56) keep one gemm per sample. A 1x1 kernel reads x in place, one sample a gemm.
+// s depends only on the geometry, never on the thread count.
+constexpr std::size_t kBatchCols = 2048;
+
+std::size_t samples_per_gemm(const ConvGeom& g, bool pw) {
+  const std::size_t P = g.out_size();
+  if (pw || P == 0 || g.batch == 0) return 1;
+  static const std::size_t cols = [] {
+    const char* e = std::getenv("TENSOR_CONV_COLS");
+    return e ? static_cast<std::size_t>(std::atol(e)) : kBatchCols;
+  }();
+  return std::clamp<std::size_t>(cols / P, 1, g.batch);
+}
+
 struct Plan {
   int threads;       // total threads
-  bool per_sample;   // samples on parallel_chunks, BLIS single-threaded
-  int blis_threads;  // threads per gemm (slabs on parallel_chunks) when not per_sample
+  bool per_unit;     // units (sample chunks, weight-gradient parts) on parallel_chunks, gemms single-threaded
+  int blis_threads;  // threads per gemm (slabs on parallel_chunks) when not per_unit
 };
-Plan plan(const ConvGeom& g, std::size_t m, std::size_t n, std::size_t k) {
+// `units` independent items of `per_unit_gemms` gemms of m x n x k each.
+Plan plan(const ConvGeom& g, std::size_t units, std::size_t m, std::size_t n, std::size_t k) {
   const int t = nn_threads();
   const double work = static_cast<double>(g.batch * g.groups) * static_cast<double>(m) * static_cast<double>(n) *
                       static_cast<double>(k);
-  Plan p{t, t > 1 && g.batch >= static_cast<std::size_t>(t) && work >= kThreadsWork, 1};
-  if (!p.per_sample) p.blis_threads = gemm_threads(m, n, k, t);
+  Plan p{t, t > 1 && units >= static_cast<std::size_t>(t) && work >= kThreadsWork, 1};
+  if (!p.per_unit) p.blis_threads = gemm_threads(m, n, k, t);
   return p;
 }
 
@@ -153,10 +233,11 @@ void split_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T
   parallel_chunks(pieces, slab);
 }
 
-// Runs f(n, cols_buffer) for every sample, on threads as the plan says.
-template <class T, class F>
-void for_samples(const ConvGeom& g, const Plan& p, std::size_t cols_size, F&& f) {
-  for_range(g.batch, p.per_sample, [&](std::size_t n) { f(n, scratch<T>(cols_size)); });
+// Runs f(n0, ns) for every chunk [n0, n0 + ns) of s samples, on threads as the plan says.
+template <class F>
+void for_chunks(const ConvGeom& g, const Plan& p, std::size_t s, F&& f) {
+  const std::size_t chunks = (g.batch + s - 1) / s;
+  for_range(chunks, p.per_unit, [&](std::size_t c) { f(c * s, std::min(s, g.batch - c * s)); });
 }
 
 // Direct convolution for depthwise kernels (one input channel per group, at most
@@ -314,36 +395,87 @@ void direct_backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
   });
 }
 
+// Copies the [rows, P] blocks of ns samples (the first at src, `stride` elements apart)
+// side by side into dst [rows, ns * P].
+template <class T>
+void pack_samples(const T* src, std::size_t stride, std::size_t ns, std::size_t rows, std::size_t P, T* dst) {
+  const std::size_t N = ns * P;
+  for (std::size_t j = 0; j < ns; ++j)
+    for (std::size_t r = 0; r < rows; ++r) std::memcpy(dst + r * N + j * P, src + j * stride + r * P, P * sizeof(T));
+}
+
+// The inverse of pack_samples, adding bias[r] to row r when bias is not null.
+template <class T>
+void unpack_samples(const T* src, std::size_t ns, std::size_t rows, std::size_t P, const T* bias, T* dst,
+                    std::size_t stride) {
+  const std::size_t N = ns * P;
+  for (std::size_t j = 0; j < ns; ++j)
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* s = src + r * N + j * P;
+      T* d = dst + j * stride + r * P;
+      if (bias) {
+        const T b = bias[r];
+        for (std::size_t i = 0; i < P; ++i) d[i] = s[i] + b;
+      } else {
+        std::memcpy(d, s, P * sizeof(T));
+      }
+    }
+}
+
+// im2col of ns samples' group blocks (the first at x, `stride` elements apart) side by
+// side into cols [Kc, ns * P].
+template <class T>
+void im2col_samples(const ConvGeom& g, std::size_t cg, const T* x, std::size_t stride, std::size_t ns, T* cols) {
+  const std::size_t P = g.out_size();
+  for (std::size_t j = 0; j < ns; ++j) im2col(g, cg, x + j * stride, cols + j * P, ns * P);
+}
+
+template <class T>
+void add_bias(const ConvGeom& g, const T* bias, T* yn) {
+  const std::size_t P = g.out_size();
+  for (std::size_t o = 0; o < g.c_out; ++o) {
+    T* yo = yn + o * P;
+    const T b = bias[o];
+    for (std::size_t i = 0; i < P; ++i) yo[i] += b;
+  }
+}
+
+// y = W x cols per group, one gemm per chunk of s samples: straight into y for one
+// sample, else into a [cgo, s*P] scratch copied out per sample.
 template <class T>
 void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
-  const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
-  const bool pw = pointwise(g);
   if (depthwise(g)) {
     direct_forward(g, x, w, bias, y);
     return;
   }
-  const Plan p = plan(g, cgo, P, Kc);
-  for_samples<T>(g, p, pw ? 0 : Kc * P, [&](std::size_t n, T* cols) {
+  const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
+  const std::size_t xs = g.c_in * g.in_size(), ys = g.c_out * P;
+  const bool pw = pointwise(g);
+  const std::size_t s = samples_per_gemm(g, pw);
+  const Plan p = plan(g, (g.batch + s - 1) / s, cgo, s * P, Kc);
+  for_chunks(g, p, s, [&](std::size_t n0, std::size_t ns) {
+    const std::size_t N = ns * P;
+    T* cols = scratch<T>(pw ? 0 : Kc * N);
+    T* tmp = scratch<T, 1>(ns > 1 ? cgo * N : 0);
     for (std::size_t grp = 0; grp < g.groups; ++grp) {
-      const T* xg = x + (n * g.c_in + grp * cgi) * g.in_size();
-      T* yg = y + (n * g.c_out + grp * cgo) * P;
+      const T* xg = x + n0 * xs + grp * cgi * g.in_size();
+      T* yg = y + n0 * ys + grp * cgo * P;
       const T* b = xg;
       if (!pw) {
-        im2col(g, cgi, xg, cols);
+        im2col_samples(g, cgi, xg, xs, ns, cols);
         b = cols;
       }
-      split_gemm<T>(false, false, cgo, P, Kc, T(1), w + grp * cgo * Kc, Kc, b, P, T(0), yg, P, p.blis_threads);
-      if (Kc == 0) std::fill(yg, yg + cgo * P, T(0));
+      T* out = ns > 1 ? tmp : yg;
+      split_gemm<T>(false, false, cgo, N, Kc, T(1), w + grp * cgo * Kc, Kc, b, N, T(0), out, N, p.blis_threads);
+      if (Kc == 0) std::fill(out, out + cgo * N, T(0));
+      if (ns > 1) unpack_samples(tmp, ns, cgo, P, bias ? bias + grp * cgo : nullptr, yg, ys);
     }
-    if (bias)
-      for (std::size_t o = 0; o < g.c_out; ++o) {
-        T* yo = y + (n * g.c_out + o) * P;
-        const T b = bias[o];
-        for (std::size_t i = 0; i < P; ++i) yo[i] += b;
-      }
+    if (bias && ns == 1) add_bias(g, bias, y + n0 * ys);
   });
 }
 
+// dcols = W^T dy per group, one gemm per chunk of s samples (their dy packed side by
+// side), then col2im per sample.
 template <class T>
 void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
   if (depthwise(g)) {
@@ -351,19 +483,31 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
     return;
   }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
+  const std::size_t xs = g.c_in * g.in_size(), ys = g.c_out * P;
   const bool pw = pointwise(g);
-  const Plan p = plan(g, Kc, P, cgo);
-  for_samples<T>(g, p, pw ? 0 : Kc * P, [&](std::size_t n, T* cols) {
+  const std::size_t s = samples_per_gemm(g, pw);
+  const Plan p = plan(g, (g.batch + s - 1) / s, Kc, s * P, cgo);
+  for_chunks(g, p, s, [&](std::size_t n0, std::size_t ns) {
+    const std::size_t N = ns * P;
+    T* cols = scratch<T>(pw ? 0 : Kc * N);
+    T* dyp = scratch<T, 1>(ns > 1 ? cgo * N : 0);
     for (std::size_t grp = 0; grp < g.groups; ++grp) {
-      const T* dyg = dy + (n * g.c_out + grp * cgo) * P;
-      T* dxg = dx + (n * g.c_in + grp * cgi) * g.in_size();
+      const T* dyg = dy + n0 * ys + grp * cgo * P;
+      T* dxg = dx + n0 * xs + grp * cgi * g.in_size();
       const T* wg = w + grp * cgo * Kc;
+      if (ns > 1) {
+        pack_samples(dyg, ys, ns, cgo, P, dyp);
+        dyg = dyp;
+      }
       if (pw) {
         split_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), dxg, P, p.blis_threads);
-      } else {
-        split_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), cols, P, p.blis_threads);
-        std::fill(dxg, dxg + cgi * g.in_size(), T(0));
-        col2im_add(g, cgi, cols, dxg);
+        continue;
+      }
+      split_gemm<T>(true, false, Kc, N, cgo, T(1), wg, Kc, dyg, N, T(0), cols, N, p.blis_threads);
+      for (std::size_t j = 0; j < ns; ++j) {
+        T* dxn = dxg + j * xs;
+        std::fill(dxn, dxn + cgi * g.in_size(), T(0));
+        col2im_add(g, cgi, cols + j * P, N, dxn);
       }
     }
   });
@@ -371,9 +515,10 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
 
 // The weight gradient sums dy_n x cols_n^T over the samples: two fixed halves of the
 // batch each accumulate a partial dW on whichever thread takes them, added at the end, so
-// the result is the same on any number of threads. Two, not more: that is the sum the
-// 2-thread kernel before this one formed (OpenMP halves), so trained models and the
-// README's 91.00% stay bit for bit; more ranges balance no better on two cores.
+// the result is the same on any number of threads. Within a half, chunks of s samples
+// (packed side by side) each add one gemm, in order. Two halves, not more: that is the
+// sum the 2-thread kernel before this one formed (OpenMP halves); more ranges balance no
+// better on two cores.
 constexpr std::size_t kWeightParts = 2;
 
 template <class T>
@@ -383,10 +528,11 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
     return;
   }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
-  const std::size_t wsize = g.c_out * Kc;
+  const std::size_t wsize = g.c_out * Kc, xs = g.c_in * g.in_size(), ys = g.c_out * P;
   const bool pw = pointwise(g);
-  const Plan p = plan(g, cgo, Kc, P);
+  const std::size_t s = samples_per_gemm(g, pw);
   const std::size_t parts = std::min(g.batch, kWeightParts);
+  const Plan p = plan(g, parts, cgo, Kc, P);
   if (parts == 0 || P == 0) {
     std::fill(dw, dw + wsize, T(0));
     return;
@@ -395,22 +541,29 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
   std::vector<T> partial((parts - 1) * wsize);
   auto part = [&](std::size_t i) {
     T* acc = i == 0 ? dw : partial.data() + (i - 1) * wsize;
-    T* cols = scratch<T>(pw ? 0 : Kc * P);
     const std::size_t n0 = g.batch * i / parts, n1 = g.batch * (i + 1) / parts;
-    for (std::size_t n = n0; n < n1; ++n)
+    T* cols = scratch<T>(pw ? 0 : Kc * s * P);
+    T* dyp = scratch<T, 1>(s > 1 ? cgo * s * P : 0);
+    for (std::size_t n = n0; n < n1; n += s) {
+      const std::size_t ns = std::min(s, n1 - n), N = ns * P;
       for (std::size_t grp = 0; grp < g.groups; ++grp) {
-        const T* xg = x + (n * g.c_in + grp * cgi) * g.in_size();
-        const T* dyg = dy + (n * g.c_out + grp * cgo) * P;
+        const T* xg = x + n * xs + grp * cgi * g.in_size();
+        const T* dyg = dy + n * ys + grp * cgo * P;
         const T* b = xg;
         if (!pw) {
-          im2col(g, cgi, xg, cols);
+          im2col_samples(g, cgi, xg, xs, ns, cols);
           b = cols;
         }
-        split_gemm<T>(false, true, cgo, Kc, P, T(1), dyg, P, b, P, n == n0 ? T(0) : T(1), acc + grp * cgo * Kc, Kc,
-                      p.per_sample ? 1 : p.blis_threads);
+        if (ns > 1) {
+          pack_samples(dyg, ys, ns, cgo, P, dyp);
+          dyg = dyp;
+        }
+        split_gemm<T>(false, true, cgo, Kc, N, T(1), dyg, N, b, N, n == n0 ? T(0) : T(1), acc + grp * cgo * Kc, Kc,
+                      p.per_unit ? 1 : p.blis_threads);
       }
+    }
   };
-  for_range(parts, p.per_sample, part);
+  for_range(parts, p.per_unit, part);
   for (std::size_t i = 1; i < parts; ++i) {
     const T* src = partial.data() + (i - 1) * wsize;
     for (std::size_t j = 0; j < wsize; ++j) dw[j] += src[j];
@@ -502,13 +655,13 @@ namespace {
 template <class T>
 void unfold_impl(const ConvGeom& g, const T* x, T* cols) {
   const std::size_t per = g.c_in * g.kernel_size() * g.out_size();
-  for (std::size_t n = 0; n < g.batch; ++n) im2col(g, g.c_in, x + n * g.c_in * g.in_size(), cols + n * per);
+  for (std::size_t n = 0; n < g.batch; ++n) im2col(g, g.c_in, x + n * g.c_in * g.in_size(), cols + n * per, g.out_size());
 }
 template <class T>
 void fold_impl(const ConvGeom& g, const T* cols, T* x) {
   const std::size_t per = g.c_in * g.kernel_size() * g.out_size();
   std::fill(x, x + g.batch * g.c_in * g.in_size(), T(0));
-  for (std::size_t n = 0; n < g.batch; ++n) col2im_add(g, g.c_in, cols + n * per, x + n * g.c_in * g.in_size());
+  for (std::size_t n = 0; n < g.batch; ++n) col2im_add(g, g.c_in, cols + n * per, g.out_size(), x + n * g.c_in * g.in_size());
 }
 }  // namespace
 
