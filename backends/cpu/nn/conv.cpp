@@ -68,6 +68,17 @@ inline bool tap_input(const ConvGeom& g, int d, I o, I k, I& i) {
 // 14-float row) the copy cost about as much as the gemm (perf, [128,32,14,14] 3x3).
 bool shifted_planes(const ConvGeom& g) { return g.stride[1] == 1 && g.stride[2] == 1 && g.in[2] == g.out[2]; }
 
+// Zeroes columns [0, lo) and [hi, w) of rows [r0, r1) of a [*, w] block: column by
+// column, as strided stores (a loop along a row became a memset call per 1-float run).
+template <class T>
+void zero_columns(T* a, I w, I r0, I r1, I lo, I hi) {
+  auto column = [&](I q) {
+    for (I r = r0; r < r1; ++r) a[r * w + q] = T(0);
+  };
+  for (I q = 0; q < lo; ++q) column(q);
+  for (I q = hi; q < w; ++q) column(q);
+}
+
 template <class T>
 void copy_shifted_plane(const T* plane, I in1, I w, I out1, I b1, I b2, I lo, I hi, T* dst) {
   const I r0 = std::clamp<I>(-b1, 0, out1), r1 = std::clamp<I>(in1 - b1, r0, out1);
@@ -76,11 +87,7 @@ void copy_shifted_plane(const T* plane, I in1, I w, I out1, I b1, I b2, I lo, I 
   // Clipped to the input plane: what falls outside lies in the columns zeroed below.
   const I shift = b1 * w + b2, c0 = std::max(r0 * w, -shift), c1 = std::min(r1 * w, in1 * w - shift);
   if (c1 > c0) std::memcpy(dst + c0, plane + c0 + shift, static_cast<std::size_t>(c1 - c0) * sizeof(T));
-  for (I o1 = r0; o1 < r1; ++o1) {
-    T* d = dst + o1 * w;
-    for (I q = 0; q < lo; ++q) d[q] = T(0);
-    for (I q = hi; q < w; ++q) d[q] = T(0);
-  }
+  zero_columns(dst, w, r0, r1, lo, hi);
 }
 
 // One output row of a tap: dst[o2] = src[b2 + o2 * s2] on [lo, hi), zero elsewhere.
@@ -123,17 +130,41 @@ void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols, std::size_t 
   });
 }
 
-// The adjoint of im2col: each cols element added to the input element it was read from.
+// The adjoint of copy_shifted_plane on a cols block the caller lets us clobber: its
+// columns outside [lo, hi) are zeroed, then the valid rows are one flat add (the zeroed
+// elements land on inputs of the neighbouring rows; x starts at +0, so adding +0 changes
+// no bit). One loop over a plane instead of a short loop per 14-float row.
 template <class T>
-void col2im_add(const ConvGeom& g, std::size_t cg, const T* cols, std::size_t ld, T* x) {
+void add_shifted_plane(T* src, I in1, I w, I out1, I b1, I b2, I lo, I hi, T* plane) {
+  const I r0 = std::clamp<I>(-b1, 0, out1), r1 = std::clamp<I>(in1 - b1, r0, out1);
+  zero_columns(src, w, r0, r1, lo, hi);
+  const I shift = b1 * w + b2, c0 = std::max(r0 * w, -shift), c1 = std::min(r1 * w, in1 * w - shift);
+  T* __restrict__ xp = plane;
+  const T* __restrict__ d = src;
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd
+#endif
+  for (I t = c0; t < c1; ++t) xp[t + shift] += d[t];
+}
+
+// The adjoint of im2col: each cols element added to the input element it was read from.
+// `clobber`: cols is scratch the shifted-plane path may overwrite; x must start at +0 there.
+template <class T>
+void col2im_add(const ConvGeom& g, std::size_t cg, const T* cols, std::size_t ld, T* x, bool clobber = false) {
   const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]), plane = in1 * in2;
   const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
   const I s2 = g.stride[2];
+  const bool shifted = clobber && shifted_planes(g);
   for_channel_taps(g, cg, const_cast<T*>(cols), ld, [&](std::size_t c, I k0, I k1, I b2, I lo, I hi, T* row) {
     T* xc = x + c * g.in_size();
     for (I o0 = 0; o0 < out0; ++o0) {
       I i0, i1;
       if (!tap_input(g, 0, o0, k0, i0)) continue;
+      if (shifted) {
+        add_shifted_plane(row + o0 * out1 * out2, in1, in2, out1, k1 * g.dilation[1] - g.padding[1], b2, lo, hi,
+                          xc + i0 * plane);
+        continue;
+      }
       for (I o1 = 0; o1 < out1; ++o1) {
         if (!tap_input(g, 1, o1, k1, i1)) continue;
         T* __restrict__ xr = xc + i0 * plane + i1 * in2;
@@ -507,7 +538,7 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
       for (std::size_t j = 0; j < ns; ++j) {
         T* dxn = dxg + j * xs;
         std::fill(dxn, dxn + cgi * g.in_size(), T(0));
-        col2im_add(g, cgi, cols + j * P, N, dxn);
+        col2im_add(g, cgi, cols + j * P, N, dxn, true);
       }
     }
   });
