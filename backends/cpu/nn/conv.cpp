@@ -10,7 +10,6 @@
 #include "backends/cpu/nn/conv.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -206,36 +205,27 @@ void for_range(std::size_t n, bool parallel, F&& f) {
 // Below 64^3 multiply-adds in all, threads cost more than they save.
 constexpr double kThreadsWork = 64.0 * 64.0 * 64.0;
 
-// Samples per gemm: with few output positions P, one gemm per sample is small (64 x 196 x
-// 288 for a 14x14 layer) and dnnl_sgemm's per-call packing dominates, so the cols of
-// several samples sit side by side in one [Kc, s*P] matrix and one gemm covers them all.
-// kBatchCols is the width aimed at; TODO measured below. Large planes (P >= kBatchCols,
-// e.g. 56x56) keep one gemm per sample. A 1x1 kernel reads x in place, one sample a gemm.
-// s depends only on the geometry, never on the thread count.
-constexpr std::size_t kBatchCols = 2048;
-
-std::size_t samples_per_gemm(const ConvGeom& g, bool pw) {
-  const std::size_t P = g.out_size();
-  if (pw || P == 0 || g.batch == 0) return 1;
-  static const std::size_t cols = [] {
-    const char* e = std::getenv("TENSOR_CONV_COLS");
-    return e ? static_cast<std::size_t>(std::atol(e)) : kBatchCols;
-  }();
-  return std::clamp<std::size_t>(cols / P, 1, g.batch);
-}
-
+// One gemm per (sample, group), also for small planes. Packing several samples' cols side
+// by side into one wider gemm (the [Kc, s*P] layout) was measured and dropped: on
+// [128,32,14,14] 3x3 -> 64, one thread, dnnl_sgemm alone gained at most 5% for the
+// forward and x-gradient shapes (64 x 196 x 288 runs near its peak already) and lost up
+// to 50% for the weight gradient (its k grows), and the copies in and out of the packed
+// layout cost more than the 5%: forward 5.9 vs 6.0-6.3 ms, x grad 6.3-6.6 vs 6.5-6.7,
+// weight grad 6.5 vs 6.4-8.5 for widths of 392-1568 columns; [128,1,28,28] -> 32 lost
+// 40-80% on all three. What cost more than the gemm on small planes was im2col's and
+// col2im's per-row overhead (see copy_shifted_plane).
 struct Plan {
   int threads;       // total threads
-  bool per_unit;     // units (sample chunks, weight-gradient parts) on parallel_chunks, gemms single-threaded
-  int blis_threads;  // threads per gemm (slabs on parallel_chunks) when not per_unit
+  bool per_sample;   // samples (weight gradient: its parts) on parallel_chunks, gemms single-threaded
+  int blis_threads;  // threads per gemm (slabs on parallel_chunks) when not per_sample
 };
-// `units` independent items of `per_unit_gemms` gemms of m x n x k each.
+// `units` independent items (samples, weight-gradient parts), gemms of m x n x k per sample.
 Plan plan(const ConvGeom& g, std::size_t units, std::size_t m, std::size_t n, std::size_t k) {
   const int t = nn_threads();
   const double work = static_cast<double>(g.batch * g.groups) * static_cast<double>(m) * static_cast<double>(n) *
                       static_cast<double>(k);
   Plan p{t, t > 1 && units >= static_cast<std::size_t>(t) && work >= kThreadsWork, 1};
-  if (!p.per_unit) p.blis_threads = gemm_threads(m, n, k, t);
+  if (!p.per_sample) p.blis_threads = gemm_threads(m, n, k, t);
   return p;
 }
 
@@ -264,11 +254,10 @@ void split_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T
   parallel_chunks(pieces, slab);
 }
 
-// Runs f(n0, ns) for every chunk [n0, n0 + ns) of s samples, on threads as the plan says.
-template <class F>
-void for_chunks(const ConvGeom& g, const Plan& p, std::size_t s, F&& f) {
-  const std::size_t chunks = (g.batch + s - 1) / s;
-  for_range(chunks, p.per_unit, [&](std::size_t c) { f(c * s, std::min(s, g.batch - c * s)); });
+// Runs f(n, cols_buffer) for every sample, on threads as the plan says.
+template <class T, class F>
+void for_samples(const ConvGeom& g, const Plan& p, std::size_t cols_size, F&& f) {
+  for_range(g.batch, p.per_sample, [&](std::size_t n) { f(n, scratch<T>(cols_size)); });
 }
 
 // Direct convolution for depthwise kernels (one input channel per group, at most
@@ -426,87 +415,52 @@ void direct_backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
   });
 }
 
-// Copies the [rows, P] blocks of ns samples (the first at src, `stride` elements apart)
-// side by side into dst [rows, ns * P].
+// dw[grp][o][k] = the sum over parts, in order, of part[grp][k][o] (each part holds the
+// groups' [Kc, cgo] transposed partial sums, one after another).
 template <class T>
-void pack_samples(const T* src, std::size_t stride, std::size_t ns, std::size_t rows, std::size_t P, T* dst) {
-  const std::size_t N = ns * P;
-  for (std::size_t j = 0; j < ns; ++j)
-    for (std::size_t r = 0; r < rows; ++r) std::memcpy(dst + r * N + j * P, src + j * stride + r * P, P * sizeof(T));
-}
-
-// The inverse of pack_samples, adding bias[r] to row r when bias is not null.
-template <class T>
-void unpack_samples(const T* src, std::size_t ns, std::size_t rows, std::size_t P, const T* bias, T* dst,
-                    std::size_t stride) {
-  const std::size_t N = ns * P;
-  for (std::size_t j = 0; j < ns; ++j)
-    for (std::size_t r = 0; r < rows; ++r) {
-      const T* s = src + r * N + j * P;
-      T* d = dst + j * stride + r * P;
-      if (bias) {
-        const T b = bias[r];
-        for (std::size_t i = 0; i < P; ++i) d[i] = s[i] + b;
-      } else {
-        std::memcpy(d, s, P * sizeof(T));
+void add_transposed_parts(const T* parts_data, std::size_t parts, std::size_t groups, std::size_t Kc,
+                          std::size_t cgo, T* dw) {
+  const std::size_t wsize = groups * cgo * Kc;
+  for (std::size_t grp = 0; grp < groups; ++grp)
+    for (std::size_t o = 0; o < cgo; ++o)
+      for (std::size_t k = 0; k < Kc; ++k) {
+        const std::size_t at = grp * cgo * Kc + k * cgo + o;
+        T s = parts_data[at];
+        for (std::size_t i = 1; i < parts; ++i) s += parts_data[i * wsize + at];
+        dw[grp * cgo * Kc + o * Kc + k] = s;
       }
-    }
 }
 
-// im2col of ns samples' group blocks (the first at x, `stride` elements apart) side by
-// side into cols [Kc, ns * P].
-template <class T>
-void im2col_samples(const ConvGeom& g, std::size_t cg, const T* x, std::size_t stride, std::size_t ns, T* cols) {
-  const std::size_t P = g.out_size();
-  for (std::size_t j = 0; j < ns; ++j) im2col(g, cg, x + j * stride, cols + j * P, ns * P);
-}
-
-template <class T>
-void add_bias(const ConvGeom& g, const T* bias, T* yn) {
-  const std::size_t P = g.out_size();
-  for (std::size_t o = 0; o < g.c_out; ++o) {
-    T* yo = yn + o * P;
-    const T b = bias[o];
-    for (std::size_t i = 0; i < P; ++i) yo[i] += b;
-  }
-}
-
-// y = W x cols per group, one gemm per chunk of s samples: straight into y for one
-// sample, else into a [cgo, s*P] scratch copied out per sample.
 template <class T>
 void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
+  const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
+  const bool pw = pointwise(g);
   if (depthwise(g)) {
     direct_forward(g, x, w, bias, y);
     return;
   }
-  const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
-  const std::size_t xs = g.c_in * g.in_size(), ys = g.c_out * P;
-  const bool pw = pointwise(g);
-  const std::size_t s = samples_per_gemm(g, pw);
-  const Plan p = plan(g, (g.batch + s - 1) / s, cgo, s * P, Kc);
-  for_chunks(g, p, s, [&](std::size_t n0, std::size_t ns) {
-    const std::size_t N = ns * P;
-    T* cols = scratch<T>(pw ? 0 : Kc * N);
-    T* tmp = scratch<T, 1>(ns > 1 ? cgo * N : 0);
+  const Plan p = plan(g, g.batch, cgo, P, Kc);
+  for_samples<T>(g, p, pw ? 0 : Kc * P, [&](std::size_t n, T* cols) {
     for (std::size_t grp = 0; grp < g.groups; ++grp) {
-      const T* xg = x + n0 * xs + grp * cgi * g.in_size();
-      T* yg = y + n0 * ys + grp * cgo * P;
+      const T* xg = x + (n * g.c_in + grp * cgi) * g.in_size();
+      T* yg = y + (n * g.c_out + grp * cgo) * P;
       const T* b = xg;
       if (!pw) {
-        im2col_samples(g, cgi, xg, xs, ns, cols);
+        im2col(g, cgi, xg, cols, P);
         b = cols;
       }
-      T* out = ns > 1 ? tmp : yg;
-      split_gemm<T>(false, false, cgo, N, Kc, T(1), w + grp * cgo * Kc, Kc, b, N, T(0), out, N, p.blis_threads);
-      if (Kc == 0) std::fill(out, out + cgo * N, T(0));
-      if (ns > 1) unpack_samples(tmp, ns, cgo, P, bias ? bias + grp * cgo : nullptr, yg, ys);
+      split_gemm<T>(false, false, cgo, P, Kc, T(1), w + grp * cgo * Kc, Kc, b, P, T(0), yg, P, p.blis_threads);
+      if (Kc == 0) std::fill(yg, yg + cgo * P, T(0));
     }
-    if (bias && ns == 1) add_bias(g, bias, y + n0 * ys);
+    if (bias)
+      for (std::size_t o = 0; o < g.c_out; ++o) {
+        T* yo = y + (n * g.c_out + o) * P;
+        const T b = bias[o];
+        for (std::size_t i = 0; i < P; ++i) yo[i] += b;
+      }
   });
 }
 
-// dcols = W^T dy per group, one gemm per chunk of s samples (their dy packed side by
-// side), then col2im per sample.
 template <class T>
 void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
   if (depthwise(g)) {
@@ -514,31 +468,19 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
     return;
   }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
-  const std::size_t xs = g.c_in * g.in_size(), ys = g.c_out * P;
   const bool pw = pointwise(g);
-  const std::size_t s = samples_per_gemm(g, pw);
-  const Plan p = plan(g, (g.batch + s - 1) / s, Kc, s * P, cgo);
-  for_chunks(g, p, s, [&](std::size_t n0, std::size_t ns) {
-    const std::size_t N = ns * P;
-    T* cols = scratch<T>(pw ? 0 : Kc * N);
-    T* dyp = scratch<T, 1>(ns > 1 ? cgo * N : 0);
+  const Plan p = plan(g, g.batch, Kc, P, cgo);
+  for_samples<T>(g, p, pw ? 0 : Kc * P, [&](std::size_t n, T* cols) {
     for (std::size_t grp = 0; grp < g.groups; ++grp) {
-      const T* dyg = dy + n0 * ys + grp * cgo * P;
-      T* dxg = dx + n0 * xs + grp * cgi * g.in_size();
+      const T* dyg = dy + (n * g.c_out + grp * cgo) * P;
+      T* dxg = dx + (n * g.c_in + grp * cgi) * g.in_size();
       const T* wg = w + grp * cgo * Kc;
-      if (ns > 1) {
-        pack_samples(dyg, ys, ns, cgo, P, dyp);
-        dyg = dyp;
-      }
       if (pw) {
         split_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), dxg, P, p.blis_threads);
-        continue;
-      }
-      split_gemm<T>(true, false, Kc, N, cgo, T(1), wg, Kc, dyg, N, T(0), cols, N, p.blis_threads);
-      for (std::size_t j = 0; j < ns; ++j) {
-        T* dxn = dxg + j * xs;
-        std::fill(dxn, dxn + cgi * g.in_size(), T(0));
-        col2im_add(g, cgi, cols + j * P, N, dxn, true);
+      } else {
+        split_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), cols, P, p.blis_threads);
+        std::fill(dxg, dxg + cgi * g.in_size(), T(0));
+        col2im_add(g, cgi, cols, P, dxg, true);
       }
     }
   });
@@ -546,11 +488,16 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
 
 // The weight gradient sums dy_n x cols_n^T over the samples: two fixed halves of the
 // batch each accumulate a partial dW on whichever thread takes them, added at the end, so
-// the result is the same on any number of threads. Within a half, chunks of s samples
-// (packed side by side) each add one gemm, in order. Two halves, not more: that is the
-// sum the 2-thread kernel before this one formed (OpenMP halves); more ranges balance no
-// better on two cores.
+// the result is the same on any number of threads. Two, not more: that is the sum the
+// 2-thread kernel before this one formed (OpenMP halves); more ranges balance no better
+// on two cores.
 constexpr std::size_t kWeightParts = 2;
+
+// With fewer cols rows than output channels (Kc < cgo) the parts form dW^T = cols_n x
+// dy_n^T instead, transposed when they are added: dnnl_sgemm ran [128,1,28,28] -> 32's
+// 128 products of 9 x 32 x 784 in 0.52 ms against 1.08 ms as 32 x 9 x 784 (one thread);
+// 64 x 288 x 196 and 288 x 64 x 196 ([128,32,14,14] -> 64) took the same.
+bool weight_transposed(std::size_t Kc, std::size_t cgo) { return Kc < cgo; }
 
 template <class T>
 void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
@@ -559,42 +506,45 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
     return;
   }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
-  const std::size_t wsize = g.c_out * Kc, xs = g.c_in * g.in_size(), ys = g.c_out * P;
-  const bool pw = pointwise(g);
-  const std::size_t s = samples_per_gemm(g, pw);
+  const std::size_t wsize = g.c_out * Kc;
+  const bool pw = pointwise(g), tr = weight_transposed(Kc, cgo);
   const std::size_t parts = std::min(g.batch, kWeightParts);
   const Plan p = plan(g, parts, cgo, Kc, P);
   if (parts == 0 || P == 0) {
     std::fill(dw, dw + wsize, T(0));
     return;
   }
-  // Part 0 accumulates into dw itself, part i > 0 into partial[i - 1].
-  std::vector<T> partial((parts - 1) * wsize);
+  // Part 0 accumulates into dw itself (into partial[0] when transposed), part i > 0 into
+  // the partial after it.
+  std::vector<T> partial((tr ? parts : parts - 1) * wsize);
   auto part = [&](std::size_t i) {
-    T* acc = i == 0 ? dw : partial.data() + (i - 1) * wsize;
+    T* acc = tr ? partial.data() + i * wsize : i == 0 ? dw : partial.data() + (i - 1) * wsize;
+    T* cols = scratch<T>(pw ? 0 : Kc * P);
+    const int threads = p.per_sample ? 1 : p.blis_threads;
     const std::size_t n0 = g.batch * i / parts, n1 = g.batch * (i + 1) / parts;
-    T* cols = scratch<T>(pw ? 0 : Kc * s * P);
-    T* dyp = scratch<T, 1>(s > 1 ? cgo * s * P : 0);
-    for (std::size_t n = n0; n < n1; n += s) {
-      const std::size_t ns = std::min(s, n1 - n), N = ns * P;
+    for (std::size_t n = n0; n < n1; ++n)
       for (std::size_t grp = 0; grp < g.groups; ++grp) {
-        const T* xg = x + n * xs + grp * cgi * g.in_size();
-        const T* dyg = dy + n * ys + grp * cgo * P;
+        const T* xg = x + (n * g.c_in + grp * cgi) * g.in_size();
+        const T* dyg = dy + (n * g.c_out + grp * cgo) * P;
         const T* b = xg;
         if (!pw) {
-          im2col_samples(g, cgi, xg, xs, ns, cols);
+          im2col(g, cgi, xg, cols, P);
           b = cols;
         }
-        if (ns > 1) {
-          pack_samples(dyg, ys, ns, cgo, P, dyp);
-          dyg = dyp;
+        T* ag = acc + grp * cgo * Kc;
+        const T beta = n == n0 ? T(0) : T(1);
+        if (tr) {
+          split_gemm<T>(false, true, Kc, cgo, P, T(1), b, P, dyg, P, beta, ag, cgo, threads);
+        } else {
+          split_gemm<T>(false, true, cgo, Kc, P, T(1), dyg, P, b, P, beta, ag, Kc, threads);
         }
-        split_gemm<T>(false, true, cgo, Kc, N, T(1), dyg, N, b, N, n == n0 ? T(0) : T(1), acc + grp * cgo * Kc, Kc,
-                      p.per_unit ? 1 : p.blis_threads);
       }
-    }
   };
-  for_range(parts, p.per_unit, part);
+  for_range(parts, p.per_sample, part);
+  if (tr) {
+    add_transposed_parts(partial.data(), parts, g.groups, Kc, cgo, dw);
+    return;
+  }
   for (std::size_t i = 1; i < parts; ++i) {
     const T* src = partial.data() + (i - 1) * wsize;
     for (std::size_t j = 0; j < wsize; ++j) dw[j] += src[j];
