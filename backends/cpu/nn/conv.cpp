@@ -129,6 +129,27 @@ void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols, std::size_t 
   });
 }
 
+// x[i] += d[i] for i < n, cloned for AVX2 on x86-64 (the library's baseline is SSE2):
+// col2im adds every cols element once, and the [128,32,14,14] 3x3 -> 64 x gradient took
+// 6.2 ms instead of 6.3-6.4 on one thread (an AVX-512 clone gained nothing more).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TENSOR_CONV_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TENSOR_CONV_SIMD_CLONES
+#endif
+TENSOR_CONV_SIMD_CLONES void add_to(float* __restrict__ x, const float* __restrict__ d, I n) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd
+#endif
+  for (I i = 0; i < n; ++i) x[i] += d[i];
+}
+TENSOR_CONV_SIMD_CLONES void add_to(double* __restrict__ x, const double* __restrict__ d, I n) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd
+#endif
+  for (I i = 0; i < n; ++i) x[i] += d[i];
+}
+
 // The adjoint of copy_shifted_plane on a cols block the caller lets us clobber: its
 // columns outside [lo, hi) are zeroed, then the valid rows are one flat add (the zeroed
 // elements land on inputs of the neighbouring rows; x starts at +0, so adding +0 changes
@@ -138,12 +159,7 @@ void add_shifted_plane(T* src, I in1, I w, I out1, I b1, I b2, I lo, I hi, T* pl
   const I r0 = std::clamp<I>(-b1, 0, out1), r1 = std::clamp<I>(in1 - b1, r0, out1);
   zero_columns(src, w, r0, r1, lo, hi);
   const I shift = b1 * w + b2, c0 = std::max(r0 * w, -shift), c1 = std::min(r1 * w, in1 * w - shift);
-  T* __restrict__ xp = plane;
-  const T* __restrict__ d = src;
-#if TENSOR_HAVE_OPENMP
-#pragma omp simd
-#endif
-  for (I t = c0; t < c1; ++t) xp[t + shift] += d[t];
+  if (c1 > c0) add_to(plane + c0 + shift, src + c0, c1 - c0);
 }
 
 // The adjoint of im2col: each cols element added to the input element it was read from.
