@@ -36,17 +36,16 @@ void valid_range(I base, I s, I in, I out, I& lo, I& hi) {
 }
 
 // Calls f(channel, k0, k1, b2, lo, hi, row) for every (channel, tap) of one group's cols
-// block [cg * K, P]: rows channel-major then kernel row-major (unfold4d's order), `ld`
-// elements apart (several samples' blocks may sit side by side in one wider matrix);
-// [lo, hi) is the tap's valid output range along the last dim.
+// block [cg * K, P], rows channel-major then kernel row-major (unfold4d's order); [lo, hi)
+// is the tap's valid output range along the last dim.
 template <class T, class F>
-void for_channel_taps(const ConvGeom& g, std::size_t cg, T* cols, std::size_t ld, F&& f) {
+void for_channel_taps(const ConvGeom& g, std::size_t cg, T* cols, F&& f) {
   const I in2 = static_cast<I>(g.in[2]), out2 = static_cast<I>(g.out[2]);
   T* row = cols;
   for (std::size_t c = 0; c < cg; ++c)
     for (std::size_t k0 = 0; k0 < g.kernel[0]; ++k0)
       for (std::size_t k1 = 0; k1 < g.kernel[1]; ++k1)
-        for (std::size_t k2 = 0; k2 < g.kernel[2]; ++k2, row += ld) {
+        for (std::size_t k2 = 0; k2 < g.kernel[2]; ++k2, row += g.out_size()) {
           const I b2 = static_cast<I>(k2) * g.dilation[2] - g.padding[2];
           I lo, hi;
           valid_range(b2, g.stride[2], in2, out2, lo, hi);
@@ -102,11 +101,11 @@ void copy_row(const T* src, I b2, I s2, I lo, I hi, I out2, T* dst) {
 }
 
 template <class T>
-void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols, std::size_t ld) {
+void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols) {
   const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]), plane = in1 * in2;
   const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
   const bool shifted = shifted_planes(g);
-  for_channel_taps(g, cg, cols, ld, [&](std::size_t c, I k0, I k1, I b2, I lo, I hi, T* row) {
+  for_channel_taps(g, cg, cols, [&](std::size_t c, I k0, I k1, I b2, I lo, I hi, T* row) {
     const T* xc = x + c * g.in_size();
     for (I o0 = 0; o0 < out0; ++o0) {
       T* dst0 = row + o0 * out1 * out2;
@@ -165,12 +164,12 @@ void add_shifted_plane(T* src, I in1, I w, I out1, I b1, I b2, I lo, I hi, T* pl
 // The adjoint of im2col: each cols element added to the input element it was read from.
 // `clobber`: cols is scratch the shifted-plane path may overwrite; x must start at +0 there.
 template <class T>
-void col2im_add(const ConvGeom& g, std::size_t cg, const T* cols, std::size_t ld, T* x, bool clobber = false) {
+void col2im_add(const ConvGeom& g, std::size_t cg, const T* cols, T* x, bool clobber = false) {
   const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]), plane = in1 * in2;
   const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
   const I s2 = g.stride[2];
   const bool shifted = clobber && shifted_planes(g);
-  for_channel_taps(g, cg, const_cast<T*>(cols), ld, [&](std::size_t c, I k0, I k1, I b2, I lo, I hi, T* row) {
+  for_channel_taps(g, cg, const_cast<T*>(cols), [&](std::size_t c, I k0, I k1, I b2, I lo, I hi, T* row) {
     T* xc = x + c * g.in_size();
     for (I o0 = 0; o0 < out0; ++o0) {
       I i0, i1;
@@ -462,7 +461,7 @@ void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
       T* yg = y + (n * g.c_out + grp * cgo) * P;
       const T* b = xg;
       if (!pw) {
-        im2col(g, cgi, xg, cols, P);
+        im2col(g, cgi, xg, cols);
         b = cols;
       }
       split_gemm<T>(false, false, cgo, P, Kc, T(1), w + grp * cgo * Kc, Kc, b, P, T(0), yg, P, p.blis_threads);
@@ -496,7 +495,7 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
       } else {
         split_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), cols, P, p.blis_threads);
         std::fill(dxg, dxg + cgi * g.in_size(), T(0));
-        col2im_add(g, cgi, cols, P, dxg, true);
+        col2im_add(g, cgi, cols, dxg, true);
       }
     }
   });
@@ -544,7 +543,7 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
         const T* dyg = dy + (n * g.c_out + grp * cgo) * P;
         const T* b = xg;
         if (!pw) {
-          im2col(g, cgi, xg, cols, P);
+          im2col(g, cgi, xg, cols);
           b = cols;
         }
         T* ag = acc + grp * cgo * Kc;
@@ -652,13 +651,13 @@ namespace {
 template <class T>
 void unfold_impl(const ConvGeom& g, const T* x, T* cols) {
   const std::size_t per = g.c_in * g.kernel_size() * g.out_size();
-  for (std::size_t n = 0; n < g.batch; ++n) im2col(g, g.c_in, x + n * g.c_in * g.in_size(), cols + n * per, g.out_size());
+  for (std::size_t n = 0; n < g.batch; ++n) im2col(g, g.c_in, x + n * g.c_in * g.in_size(), cols + n * per);
 }
 template <class T>
 void fold_impl(const ConvGeom& g, const T* cols, T* x) {
   const std::size_t per = g.c_in * g.kernel_size() * g.out_size();
   std::fill(x, x + g.batch * g.c_in * g.in_size(), T(0));
-  for (std::size_t n = 0; n < g.batch; ++n) col2im_add(g, g.c_in, cols + n * per, g.out_size(), x + n * g.c_in * g.in_size());
+  for (std::size_t n = 0; n < g.batch; ++n) col2im_add(g, g.c_in, cols + n * per, x + n * g.c_in * g.in_size());
 }
 }  // namespace
 
