@@ -348,9 +348,73 @@ TEST(NnConv, ConvTransposeBackwardMatchesFiniteDifferences) {
   for (const auto& c : transpose_cases(grid_nd())) check_transpose(c, true);
 }
 
+// conv.cpp's shifted-plane im2col/col2im (trailing strides 1, rows as wide as the input's):
+// "same" widths with row offsets that drop rows, pad beyond the input or exceed it, a
+// dilated width, a 3-d stride, and more output channels than cols rows (the weight
+// gradient's transposed product).
+std::vector<Case> shifted_cases() {
+  std::vector<Case> cases;
+  struct Row {
+    std::size_t k1;
+    I p1, d1;
+  };
+  struct Width {
+    std::size_t k2;
+    I p2, d2;
+  };
+  int i = 0;
+  for (Row r : {Row{3, 1, 1}, Row{3, 0, 1}, Row{2, 3, 1}, Row{3, 2, 3}, Row{5, 0, 1}})
+    for (Width wd : {Width{3, 1, 1}, Width{5, 2, 1}, Width{3, 2, 2}, Width{1, 0, 1}}) {
+      Case c;
+      c.batch = i % 2 == 0 ? 3 : 2;
+      c.cin = i % 3 == 0 ? 1 : 4;
+      c.cout = i % 3 == 0 ? 12 : 6;
+      c.groups = c.cin == 4 && i % 4 == 1 ? 2 : 1;
+      c.in = {5, 6};
+      c.k = {r.k1, wd.k2};
+      c.s = {1, 1};
+      c.p = {r.p1, wd.p2};
+      c.d = {r.d1, wd.d2};
+      c.op = {0, 0};
+      c.bias = i % 2 == 1;
+      ++i;
+      cases.push_back(c);
+    }
+  Case c3;
+  c3.batch = 2;
+  c3.cin = 2;
+  c3.cout = 4;
+  c3.in = {5, 4, 6};
+  c3.k = {3, 3, 3};
+  c3.s = {2, 1, 1};
+  c3.p = {1, 1, 1};
+  c3.d = {1, 1, 1};
+  c3.op = {0, 0, 0};
+  c3.bias = true;
+  cases.push_back(c3);
+  return cases;
+}
+
+TEST(NnConv, ShiftedPlanesMatchReference) {
+  for (const auto& c : shifted_cases()) {
+    const ConvGeom g = geom(c);
+    ASSERT_EQ(g.in[2], g.out[2]) << describe(c);
+    check_forward(c);
+    check_backward(c);
+  }
+  for (const auto& c : transpose_cases(shifted_cases())) {
+    bool valid = true;  // a transposed conv's output: (in - 1) s - 2p + d (k - 1) + op + 1 >= 1
+    for (std::size_t i = 0; i < c.in.size(); ++i)
+      valid = valid && (static_cast<I>(c.in[i]) - 1) * c.s[i] - 2 * c.p[i] + c.d[i] * (static_cast<I>(c.k[i]) - 1) +
+                               c.op[i] >= 0;
+    if (valid) check_transpose(c, true);
+  }
+}
+
 // Cases above the threading threshold: samples on parallel_chunks (batch >= threads), one
-// sample with its gemms cut into slabs on parallel_chunks, and a batch of 11 (the weight
-// gradient sums two fixed halves, 5 + 6 samples); forward, backward and the transpose. The threaded
+// sample with its gemms cut into slabs on parallel_chunks, a batch of 11 (the weight
+// gradient sums two fixed halves, 5 + 6 samples) and one of 23 with one input channel
+// (the weight gradient's transposed products); forward, backward and the transpose. The threaded
 // gradients equal the serial ones exactly (the kernels do not depend on the thread count).
 TEST(NnConv, ThreadedPathsMatchReference) {
   Case a;
@@ -386,12 +450,17 @@ TEST(NnConv, ThreadedPathsMatchReference) {
   e.cout = 8;
   e.groups = 1;
   e.in = {12, 12};
+  Case f = e;  // the weight gradient's transposed products (Kc = 9 < 32 output channels)
+  f.batch = 23;
+  f.cin = 1;
+  f.cout = 32;
+  f.in = {14, 14};
   // Each case is at least 64^3 multiply-adds, the threading threshold of conv.cpp.
-  for (const Case& k : {a, b, c, dw, e}) {
+  for (const Case& k : {a, b, c, dw, e, f}) {
     const ConvGeom g = geom(k);
     EXPECT_GE(static_cast<double>(g.batch * g.c_out * g.out_size() * (g.c_in / g.groups) * g.kernel_size()), 262144.0);
   }
-  for (const Case& k : {a, b, c, dw, e}) {
+  for (const Case& k : {a, b, c, dw, e, f}) {
     check_forward(k);
     Case t = k;
     t.op = {std::max(t.s[0], t.d[0]) - 1, std::max(t.s[1], t.d[1]) - 1};

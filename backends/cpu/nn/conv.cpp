@@ -35,59 +35,165 @@ void valid_range(I base, I s, I in, I out, I& lo, I& hi) {
   if (lo > hi) lo = hi;
 }
 
-// Walks every (channel, tap, output row) of one group: f(row_ptr_in_cols, src_row_or_null, base, ...).
-// cols is [cg * K, P], rows channel-major then kernel row-major (unfold4d's order).
-template <class T, bool kAdd>
-void im2col_impl(const ConvGeom& g, std::size_t cg, const T* x_const, T* x_mut, T* cols) {
-  const std::size_t P = g.out_size(), in_sz = g.in_size();
-  const I in0 = static_cast<I>(g.in[0]), in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]);
-  const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
+// Calls f(channel, k0, k1, b2, lo, hi, row) for every (channel, tap) of one group's cols
+// block [cg * K, P], rows channel-major then kernel row-major (unfold4d's order); [lo, hi)
+// is the tap's valid output range along the last dim.
+template <class T, class F>
+void for_channel_taps(const ConvGeom& g, std::size_t cg, T* cols, F&& f) {
+  const I in2 = static_cast<I>(g.in[2]), out2 = static_cast<I>(g.out[2]);
   T* row = cols;
-  for (std::size_t c = 0; c < cg; ++c) {
+  for (std::size_t c = 0; c < cg; ++c)
     for (std::size_t k0 = 0; k0 < g.kernel[0]; ++k0)
       for (std::size_t k1 = 0; k1 < g.kernel[1]; ++k1)
-        for (std::size_t k2 = 0; k2 < g.kernel[2]; ++k2, row += P) {
+        for (std::size_t k2 = 0; k2 < g.kernel[2]; ++k2, row += g.out_size()) {
           const I b2 = static_cast<I>(k2) * g.dilation[2] - g.padding[2];
           I lo, hi;
           valid_range(b2, g.stride[2], in2, out2, lo, hi);
-          for (I o0 = 0; o0 < out0; ++o0) {
-            const I i0 = o0 * g.stride[0] - g.padding[0] + static_cast<I>(k0) * g.dilation[0];
-            for (I o1 = 0; o1 < out1; ++o1) {
-              const I i1 = o1 * g.stride[1] - g.padding[1] + static_cast<I>(k1) * g.dilation[1];
-              T* dst = row + (o0 * out1 + o1) * out2;
-              const bool inside = i0 >= 0 && i0 < in0 && i1 >= 0 && i1 < in1;
-              const std::size_t off = c * in_sz + static_cast<std::size_t>((i0 * in1 + i1) * in2);
-              if constexpr (kAdd) {
-                if (!inside) continue;
-                T* src = x_mut + off;
-                for (I o2 = lo; o2 < hi; ++o2) src[b2 + o2 * g.stride[2]] += dst[o2];
-              } else {
-                if (!inside) {
-                  std::fill(dst, dst + out2, T(0));
-                  continue;
-                }
-                const T* src = x_const + off;
-                std::fill(dst, dst + lo, T(0));
-                if (g.stride[2] == 1) {
-                  std::memcpy(dst + lo, src + b2 + lo, static_cast<std::size_t>(hi - lo) * sizeof(T));
-                } else {
-                  for (I o2 = lo; o2 < hi; ++o2) dst[o2] = src[b2 + o2 * g.stride[2]];
-                }
-                std::fill(dst + hi, dst + out2, T(0));
-              }
-            }
-          }
+          f(c, static_cast<I>(k0), static_cast<I>(k1), b2, lo, hi, row);
         }
+}
+
+// Input offset of tap k along dim d for output o; false where it falls in the padding.
+inline bool tap_input(const ConvGeom& g, int d, I o, I k, I& i) {
+  i = o * g.stride[d] - g.padding[d] + k * g.dilation[d];
+  return i >= 0 && i < static_cast<I>(g.in[d]);
+}
+
+// Both trailing strides 1 and rows as wide as the input's (in2 == out2, as with "same"
+// padding): output t of a plane then reads input t + b1 * in2 + b2 of the matching input
+// plane, so a tap's valid rows are one memcpy, after which only the columns outside
+// [lo, hi) of each row (the padding) are zeroed. Row by row (a memcpy and two fills per
+// 14-float row) the copy cost about as much as the gemm (perf, [128,32,14,14] 3x3).
+bool shifted_planes(const ConvGeom& g) { return g.stride[1] == 1 && g.stride[2] == 1 && g.in[2] == g.out[2]; }
+
+// Zeroes columns [0, lo) and [hi, w) of rows [r0, r1) of a [*, w] block: column by
+// column, as strided stores (a loop along a row became a memset call per 1-float run).
+template <class T>
+void zero_columns(T* a, I w, I r0, I r1, I lo, I hi) {
+  auto column = [&](I q) {
+    for (I r = r0; r < r1; ++r) a[r * w + q] = T(0);
+  };
+  for (I q = 0; q < lo; ++q) column(q);
+  for (I q = hi; q < w; ++q) column(q);
+}
+
+template <class T>
+void copy_shifted_plane(const T* plane, I in1, I w, I out1, I b1, I b2, I lo, I hi, T* dst) {
+  const I r0 = std::clamp<I>(-b1, 0, out1), r1 = std::clamp<I>(in1 - b1, r0, out1);
+  std::fill(dst, dst + r0 * w, T(0));
+  std::fill(dst + r1 * w, dst + out1 * w, T(0));
+  // Clipped to the input plane: what falls outside lies in the columns zeroed below.
+  const I shift = b1 * w + b2, c0 = std::max(r0 * w, -shift), c1 = std::min(r1 * w, in1 * w - shift);
+  if (c1 > c0) std::memcpy(dst + c0, plane + c0 + shift, static_cast<std::size_t>(c1 - c0) * sizeof(T));
+  zero_columns(dst, w, r0, r1, lo, hi);
+}
+
+// One output row of a tap: dst[o2] = src[b2 + o2 * s2] on [lo, hi), zero elsewhere.
+template <class T>
+void copy_row(const T* src, I b2, I s2, I lo, I hi, I out2, T* dst) {
+  std::fill(dst, dst + lo, T(0));
+  if (s2 == 1) {
+    std::memcpy(dst + lo, src + b2 + lo, static_cast<std::size_t>(hi - lo) * sizeof(T));
+  } else {
+    for (I o2 = lo; o2 < hi; ++o2) dst[o2] = src[b2 + o2 * s2];
   }
+  std::fill(dst + hi, dst + out2, T(0));
 }
 
 template <class T>
 void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols) {
-  im2col_impl<T, false>(g, cg, x, nullptr, cols);
+  const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]), plane = in1 * in2;
+  const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
+  const bool shifted = shifted_planes(g);
+  for_channel_taps(g, cg, cols, [&](std::size_t c, I k0, I k1, I b2, I lo, I hi, T* row) {
+    const T* xc = x + c * g.in_size();
+    for (I o0 = 0; o0 < out0; ++o0) {
+      T* dst0 = row + o0 * out1 * out2;
+      I i0, i1;
+      if (!tap_input(g, 0, o0, k0, i0)) {
+        std::fill(dst0, dst0 + out1 * out2, T(0));
+      } else if (shifted) {
+        copy_shifted_plane(xc + i0 * plane, in1, in2, out1, k1 * g.dilation[1] - g.padding[1], b2, lo, hi, dst0);
+      } else {
+        for (I o1 = 0; o1 < out1; ++o1) {
+          T* dst = dst0 + o1 * out2;
+          if (tap_input(g, 1, o1, k1, i1)) {
+            copy_row(xc + i0 * plane + i1 * in2, b2, g.stride[2], lo, hi, out2, dst);
+          } else {
+            std::fill(dst, dst + out2, T(0));
+          }
+        }
+      }
+    }
+  });
 }
+
+// x[i] += d[i] for i < n, cloned for AVX2 on x86-64 (the library's baseline is SSE2):
+// col2im adds every cols element once, and the [128,32,14,14] 3x3 -> 64 x gradient took
+// 6.2 ms instead of 6.3-6.4 on one thread (an AVX-512 clone gained nothing more).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TENSOR_CONV_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TENSOR_CONV_SIMD_CLONES
+#endif
+TENSOR_CONV_SIMD_CLONES void add_to(float* __restrict__ x, const float* __restrict__ d, I n) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd
+#endif
+  for (I i = 0; i < n; ++i) x[i] += d[i];
+}
+TENSOR_CONV_SIMD_CLONES void add_to(double* __restrict__ x, const double* __restrict__ d, I n) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd
+#endif
+  for (I i = 0; i < n; ++i) x[i] += d[i];
+}
+
+// The adjoint of copy_shifted_plane on a cols block the caller lets us clobber: its
+// columns outside [lo, hi) are zeroed, then the valid rows are one flat add (the zeroed
+// elements land on inputs of the neighbouring rows; x starts at +0, so adding +0 changes
+// no bit). One loop over a plane instead of a short loop per 14-float row.
 template <class T>
-void col2im_add(const ConvGeom& g, std::size_t cg, const T* cols, T* x) {
-  im2col_impl<T, true>(g, cg, nullptr, x, const_cast<T*>(cols));
+void add_shifted_plane(T* src, I in1, I w, I out1, I b1, I b2, I lo, I hi, T* plane) {
+  const I r0 = std::clamp<I>(-b1, 0, out1), r1 = std::clamp<I>(in1 - b1, r0, out1);
+  zero_columns(src, w, r0, r1, lo, hi);
+  const I shift = b1 * w + b2, c0 = std::max(r0 * w, -shift), c1 = std::min(r1 * w, in1 * w - shift);
+  if (c1 > c0) add_to(plane + c0 + shift, src + c0, c1 - c0);
+}
+
+// The adjoint of im2col: each cols element added to the input element it was read from.
+// `clobber`: cols is scratch the shifted-plane path may overwrite; x must start at +0 there.
+template <class T>
+void col2im_add(const ConvGeom& g, std::size_t cg, const T* cols, T* x, bool clobber = false) {
+  const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]), plane = in1 * in2;
+  const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
+  const I s2 = g.stride[2];
+  const bool shifted = clobber && shifted_planes(g);
+  for_channel_taps(g, cg, const_cast<T*>(cols), [&](std::size_t c, I k0, I k1, I b2, I lo, I hi, T* row) {
+    T* xc = x + c * g.in_size();
+    for (I o0 = 0; o0 < out0; ++o0) {
+      I i0, i1;
+      if (!tap_input(g, 0, o0, k0, i0)) continue;
+      if (shifted) {
+        add_shifted_plane(row + o0 * out1 * out2, in1, in2, out1, k1 * g.dilation[1] - g.padding[1], b2, lo, hi,
+                          xc + i0 * plane);
+        continue;
+      }
+      for (I o1 = 0; o1 < out1; ++o1) {
+        if (!tap_input(g, 1, o1, k1, i1)) continue;
+        T* __restrict__ xr = xc + i0 * plane + i1 * in2;
+        const T* __restrict__ d = row + (o0 * out1 + o1) * out2;
+        if (s2 == 1) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd
+#endif
+          for (I q = lo; q < hi; ++q) xr[b2 + q] += d[q];
+        } else {
+          for (I q = lo; q < hi; ++q) xr[b2 + q * s2] += d[q];
+        }
+      }
+    }
+  });
 }
 
 // A per-thread scratch buffer of at least n elements, kept between calls (an im2col buffer
@@ -114,16 +220,26 @@ void for_range(std::size_t n, bool parallel, F&& f) {
 // Below 64^3 multiply-adds in all, threads cost more than they save.
 constexpr double kThreadsWork = 64.0 * 64.0 * 64.0;
 
+// One gemm per (sample, group), also for small planes. Packing several samples' cols side
+// by side into one wider gemm (the [Kc, s*P] layout) was measured and dropped: on
+// [128,32,14,14] 3x3 -> 64, one thread, dnnl_sgemm alone gained at most 5% for the
+// forward and x-gradient shapes (64 x 196 x 288 runs near its peak already) and lost up
+// to 50% for the weight gradient (its k grows), and the copies in and out of the packed
+// layout cost more than the 5%: forward 5.9 vs 6.0-6.3 ms, x grad 6.3-6.6 vs 6.5-6.7,
+// weight grad 6.5 vs 6.4-8.5 for widths of 392-1568 columns; [128,1,28,28] -> 32 lost
+// 40-80% on all three. What cost more than the gemm on small planes was im2col's and
+// col2im's per-row overhead (see copy_shifted_plane).
 struct Plan {
   int threads;       // total threads
-  bool per_sample;   // samples on parallel_chunks, BLIS single-threaded
+  bool per_sample;   // samples (weight gradient: its parts) on parallel_chunks, gemms single-threaded
   int blis_threads;  // threads per gemm (slabs on parallel_chunks) when not per_sample
 };
-Plan plan(const ConvGeom& g, std::size_t m, std::size_t n, std::size_t k) {
+// `units` independent items (samples, weight-gradient parts), gemms of m x n x k per sample.
+Plan plan(const ConvGeom& g, std::size_t units, std::size_t m, std::size_t n, std::size_t k) {
   const int t = nn_threads();
   const double work = static_cast<double>(g.batch * g.groups) * static_cast<double>(m) * static_cast<double>(n) *
                       static_cast<double>(k);
-  Plan p{t, t > 1 && g.batch >= static_cast<std::size_t>(t) && work >= kThreadsWork, 1};
+  Plan p{t, t > 1 && units >= static_cast<std::size_t>(t) && work >= kThreadsWork, 1};
   if (!p.per_sample) p.blis_threads = gemm_threads(m, n, k, t);
   return p;
 }
@@ -314,6 +430,22 @@ void direct_backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
   });
 }
 
+// dw[grp][o][k] = the sum over parts, in order, of part[grp][k][o] (each part holds the
+// groups' [Kc, cgo] transposed partial sums, one after another).
+template <class T>
+void add_transposed_parts(const T* parts_data, std::size_t parts, std::size_t groups, std::size_t Kc,
+                          std::size_t cgo, T* dw) {
+  const std::size_t wsize = groups * cgo * Kc;
+  for (std::size_t grp = 0; grp < groups; ++grp)
+    for (std::size_t o = 0; o < cgo; ++o)
+      for (std::size_t k = 0; k < Kc; ++k) {
+        const std::size_t at = grp * cgo * Kc + k * cgo + o;
+        T s = parts_data[at];
+        for (std::size_t i = 1; i < parts; ++i) s += parts_data[i * wsize + at];
+        dw[grp * cgo * Kc + o * Kc + k] = s;
+      }
+}
+
 template <class T>
 void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
@@ -322,7 +454,7 @@ void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
     direct_forward(g, x, w, bias, y);
     return;
   }
-  const Plan p = plan(g, cgo, P, Kc);
+  const Plan p = plan(g, g.batch, cgo, P, Kc);
   for_samples<T>(g, p, pw ? 0 : Kc * P, [&](std::size_t n, T* cols) {
     for (std::size_t grp = 0; grp < g.groups; ++grp) {
       const T* xg = x + (n * g.c_in + grp * cgi) * g.in_size();
@@ -352,7 +484,7 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
   }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
   const bool pw = pointwise(g);
-  const Plan p = plan(g, Kc, P, cgo);
+  const Plan p = plan(g, g.batch, Kc, P, cgo);
   for_samples<T>(g, p, pw ? 0 : Kc * P, [&](std::size_t n, T* cols) {
     for (std::size_t grp = 0; grp < g.groups; ++grp) {
       const T* dyg = dy + (n * g.c_out + grp * cgo) * P;
@@ -363,7 +495,7 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
       } else {
         split_gemm<T>(true, false, Kc, P, cgo, T(1), wg, Kc, dyg, P, T(0), cols, P, p.blis_threads);
         std::fill(dxg, dxg + cgi * g.in_size(), T(0));
-        col2im_add(g, cgi, cols, dxg);
+        col2im_add(g, cgi, cols, dxg, true);
       }
     }
   });
@@ -372,9 +504,15 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
 // The weight gradient sums dy_n x cols_n^T over the samples: two fixed halves of the
 // batch each accumulate a partial dW on whichever thread takes them, added at the end, so
 // the result is the same on any number of threads. Two, not more: that is the sum the
-// 2-thread kernel before this one formed (OpenMP halves), so trained models and the
-// README's 91.00% stay bit for bit; more ranges balance no better on two cores.
+// 2-thread kernel before this one formed (OpenMP halves); more ranges balance no better
+// on two cores.
 constexpr std::size_t kWeightParts = 2;
+
+// With fewer cols rows than output channels (Kc < cgo) the parts form dW^T = cols_n x
+// dy_n^T instead, transposed when they are added: dnnl_sgemm ran [128,1,28,28] -> 32's
+// 128 products of 9 x 32 x 784 in 0.52 ms against 1.08 ms as 32 x 9 x 784 (one thread);
+// 64 x 288 x 196 and 288 x 64 x 196 ([128,32,14,14] -> 64) took the same.
+bool weight_transposed(std::size_t Kc, std::size_t cgo) { return Kc < cgo; }
 
 template <class T>
 void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
@@ -384,18 +522,20 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
   }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
   const std::size_t wsize = g.c_out * Kc;
-  const bool pw = pointwise(g);
-  const Plan p = plan(g, cgo, Kc, P);
+  const bool pw = pointwise(g), tr = weight_transposed(Kc, cgo);
   const std::size_t parts = std::min(g.batch, kWeightParts);
+  const Plan p = plan(g, parts, cgo, Kc, P);
   if (parts == 0 || P == 0) {
     std::fill(dw, dw + wsize, T(0));
     return;
   }
-  // Part 0 accumulates into dw itself, part i > 0 into partial[i - 1].
-  std::vector<T> partial((parts - 1) * wsize);
+  // Part 0 accumulates into dw itself (into partial[0] when transposed), part i > 0 into
+  // the partial after it.
+  std::vector<T> partial((tr ? parts : parts - 1) * wsize);
   auto part = [&](std::size_t i) {
-    T* acc = i == 0 ? dw : partial.data() + (i - 1) * wsize;
+    T* acc = tr ? partial.data() + i * wsize : i == 0 ? dw : partial.data() + (i - 1) * wsize;
     T* cols = scratch<T>(pw ? 0 : Kc * P);
+    const int threads = p.per_sample ? 1 : p.blis_threads;
     const std::size_t n0 = g.batch * i / parts, n1 = g.batch * (i + 1) / parts;
     for (std::size_t n = n0; n < n1; ++n)
       for (std::size_t grp = 0; grp < g.groups; ++grp) {
@@ -406,11 +546,20 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
           im2col(g, cgi, xg, cols);
           b = cols;
         }
-        split_gemm<T>(false, true, cgo, Kc, P, T(1), dyg, P, b, P, n == n0 ? T(0) : T(1), acc + grp * cgo * Kc, Kc,
-                      p.per_sample ? 1 : p.blis_threads);
+        T* ag = acc + grp * cgo * Kc;
+        const T beta = n == n0 ? T(0) : T(1);
+        if (tr) {
+          split_gemm<T>(false, true, Kc, cgo, P, T(1), b, P, dyg, P, beta, ag, cgo, threads);
+        } else {
+          split_gemm<T>(false, true, cgo, Kc, P, T(1), dyg, P, b, P, beta, ag, Kc, threads);
+        }
       }
   };
   for_range(parts, p.per_sample, part);
+  if (tr) {
+    add_transposed_parts(partial.data(), parts, g.groups, Kc, cgo, dw);
+    return;
+  }
   for (std::size_t i = 1; i < parts; ++i) {
     const T* src = partial.data() + (i - 1) * wsize;
     for (std::size_t j = 0; j < wsize; ++j) dw[j] += src[j];
