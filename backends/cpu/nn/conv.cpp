@@ -128,21 +128,14 @@ void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols) {
   });
 }
 
-// x[i] += d[i] for i < n, cloned for AVX2 on x86-64 (the library's baseline is SSE2):
-// col2im adds every cols element once, and the [128,32,14,14] 3x3 -> 64 x gradient took
-// 6.2 ms instead of 6.3-6.4 on one thread (an AVX-512 clone gained nothing more).
-#if defined(__x86_64__) && defined(__GNUC__)
-#define TENSOR_CONV_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TENSOR_CONV_SIMD_CLONES
-#endif
-TENSOR_CONV_SIMD_CLONES void add_to(float* __restrict__ x, const float* __restrict__ d, I n) {
+// x[i] += d[i] for i < n (col2im adds every cols element once).
+void add_to(float* __restrict__ x, const float* __restrict__ d, I n) {
 #if TENSOR_HAVE_OPENMP
 #pragma omp simd
 #endif
   for (I i = 0; i < n; ++i) x[i] += d[i];
 }
-TENSOR_CONV_SIMD_CLONES void add_to(double* __restrict__ x, const double* __restrict__ d, I n) {
+void add_to(double* __restrict__ x, const double* __restrict__ d, I n) {
 #if TENSOR_HAVE_OPENMP
 #pragma omp simd
 #endif
