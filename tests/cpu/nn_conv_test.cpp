@@ -500,6 +500,58 @@ TEST(NnConv, ThreadedPathsMatchReference) {
   }
 }
 
+// Samples whose im2col columns outgrow conv.cpp's block (512 KB) are done in blocks of
+// output rows, each its own gemm on a slice of y / dy: the forward and the weight
+// gradient against direct loops, on the shifted-plane copy (stride 1, "same" padding)
+// and the row-by-row one (stride 2), f64 and f32, with a last block shorter than the rest.
+TEST(NnConv, RowBlocksOfLargeColumnsMatchReference) {
+  Case a;
+  a.batch = 2;
+  a.cin = 16;
+  a.cout = 8;
+  a.in = {40, 40};
+  a.k = {3, 3};
+  a.s = {1, 1};
+  a.p = {1, 1};
+  a.d = {1, 1};
+  a.op = {0, 0};
+  a.bias = true;
+  Case b = a;
+  b.cin = 32;
+  b.in = {48, 48};
+  b.s = {2, 2};
+  for (const Case& c : {a, b}) {
+    const ConvGeom g = geom(c);
+    ASSERT_GT(g.c_in * g.kernel_size() * g.out_size() * sizeof(float), std::size_t{512} << 10) << describe(c);
+    check_forward(c);
+    const auto x = rnd(c.batch * c.cin * prod(c.in), 4), r = rnd(g.batch * g.c_out * g.out_size(), 7);
+    // dw[o, ci, a1, a2] = sum over n, q of r[n, o, q] x[n, ci, q*s + a*d - p] (2-d).
+    std::vector<double> want(c.cout * c.cin * 9, 0.0);
+    const std::size_t oh = g.out[1], ow = g.out[2];
+    for (std::size_t n = 0; n < c.batch; ++n)
+      for (std::size_t o = 0; o < c.cout; ++o)
+        for (std::size_t ci = 0; ci < c.cin; ++ci)
+          for (std::size_t a1 = 0; a1 < 3; ++a1)
+            for (std::size_t a2 = 0; a2 < 3; ++a2)
+              for (std::size_t q1 = 0; q1 < oh; ++q1)
+                for (std::size_t q2 = 0; q2 < ow; ++q2) {
+                  const I i1 = static_cast<I>(q1) * c.s[0] + static_cast<I>(a1) - c.p[0];
+                  const I i2 = static_cast<I>(q2) * c.s[1] + static_cast<I>(a2) - c.p[1];
+                  if (i1 < 0 || i2 < 0 || i1 >= static_cast<I>(c.in[0]) || i2 >= static_cast<I>(c.in[1])) continue;
+                  want[((o * c.cin + ci) * 3 + a1) * 3 + a2] +=
+                      r[((n * c.cout + o) * oh + q1) * ow + q2] *
+                      x[((n * c.cin + ci) * c.in[0] + static_cast<std::size_t>(i1)) * c.in[1] + static_cast<std::size_t>(i2)];
+                }
+    std::vector<double> dw(want.size());
+    conv_backward_weight(g, x.data(), r.data(), dw.data());
+    expect_close(dw, want, 1e-10, "dw f64 " + describe(c));
+    const auto xf = cast<float>(x), rf = cast<float>(r);
+    std::vector<float> dwf(want.size());
+    conv_backward_weight(g, xf.data(), rf.data(), dwf.data());
+    expect_close(std::vector<double>(dwf.begin(), dwf.end()), want, 1e-4, "dw f32 " + describe(c));
+  }
+}
+
 // ---- module-ops.md edge cases (values from torch 1.13) ----
 
 std::vector<double> iota(std::size_t n, double from = 0) {

@@ -39,13 +39,14 @@ void valid_range(I base, I s, I in, I out, I& lo, I& hi) {
 // block [cg * K, P], rows channel-major then kernel row-major (unfold4d's order); [lo, hi)
 // is the tap's valid output range along the last dim.
 template <class T, class F>
-void for_channel_taps(const ConvGeom& g, std::size_t cg, T* cols, F&& f) {
+void for_channel_taps(const ConvGeom& g, std::size_t cg, T* cols, F&& f, std::size_t row_len = 0) {
+  if (row_len == 0) row_len = g.out_size();
   const I in2 = static_cast<I>(g.in[2]), out2 = static_cast<I>(g.out[2]);
   T* row = cols;
   for (std::size_t c = 0; c < cg; ++c)
     for (std::size_t k0 = 0; k0 < g.kernel[0]; ++k0)
       for (std::size_t k1 = 0; k1 < g.kernel[1]; ++k1)
-        for (std::size_t k2 = 0; k2 < g.kernel[2]; ++k2, row += g.out_size()) {
+        for (std::size_t k2 = 0; k2 < g.kernel[2]; ++k2, row += row_len) {
           const I b2 = static_cast<I>(k2) * g.dilation[2] - g.padding[2];
           I lo, hi;
           valid_range(b2, g.stride[2], in2, out2, lo, hi);
@@ -77,15 +78,17 @@ void zero_columns(T* a, I w, I r0, I r1, I lo, I hi) {
   for (I q = hi; q < w; ++q) column(q);
 }
 
+// Output rows [ra, rb) of a tap's shifted plane into dst (row ra first).
 template <class T>
-void copy_shifted_plane(const T* plane, I in1, I w, I out1, I b1, I b2, I lo, I hi, T* dst) {
-  const I r0 = std::clamp<I>(-b1, 0, out1), r1 = std::clamp<I>(in1 - b1, r0, out1);
-  std::fill(dst, dst + r0 * w, T(0));
-  std::fill(dst + r1 * w, dst + out1 * w, T(0));
+void copy_shifted_plane(const T* plane, I in1, I w, I ra, I rb, I b1, I b2, I lo, I hi, T* dst) {
+  const I r0 = std::clamp<I>(-b1, ra, rb), r1 = std::clamp<I>(in1 - b1, r0, rb);
+  T* d = dst - ra * w;  // indexed by absolute output position
+  std::fill(d + ra * w, d + r0 * w, T(0));
+  std::fill(d + r1 * w, d + rb * w, T(0));
   // Clipped to the input plane: what falls outside lies in the columns zeroed below.
   const I shift = b1 * w + b2, c0 = std::max(r0 * w, -shift), c1 = std::min(r1 * w, in1 * w - shift);
-  if (c1 > c0) std::memcpy(dst + c0, plane + c0 + shift, static_cast<std::size_t>(c1 - c0) * sizeof(T));
-  zero_columns(dst, w, r0, r1, lo, hi);
+  if (c1 > c0) std::memcpy(d + c0, plane + c0 + shift, static_cast<std::size_t>(c1 - c0) * sizeof(T));
+  zero_columns(dst, w, r0 - ra, r1 - ra, lo, hi);
 }
 
 // One output row of a tap: dst[o2] = src[b2 + o2 * s2] on [lo, hi), zero elsewhere.
@@ -100,23 +103,27 @@ void copy_row(const T* src, I b2, I s2, I lo, I hi, I out2, T* dst) {
   std::fill(dst + hi, dst + out2, T(0));
 }
 
+// cols [cg * K, P] of one group's input; with a row range (only where out[0] == 1: 1-d
+// and 2-d convs) the columns of output rows [ra, rb) alone, [cg * K, (rb - ra) * out2].
 template <class T>
-void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols) {
+void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols, I ra = 0, I rb = -1) {
   const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]), plane = in1 * in2;
   const I out0 = static_cast<I>(g.out[0]), out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
+  if (rb < 0) rb = out1;
+  const I rows = rb - ra;
   const bool shifted = shifted_planes(g);
   for_channel_taps(g, cg, cols, [&](std::size_t c, I k0, I k1, I b2, I lo, I hi, T* row) {
     const T* xc = x + c * g.in_size();
     for (I o0 = 0; o0 < out0; ++o0) {
-      T* dst0 = row + o0 * out1 * out2;
+      T* dst0 = row + o0 * rows * out2;
       I i0, i1;
       if (!tap_input(g, 0, o0, k0, i0)) {
-        std::fill(dst0, dst0 + out1 * out2, T(0));
+        std::fill(dst0, dst0 + rows * out2, T(0));
       } else if (shifted) {
-        copy_shifted_plane(xc + i0 * plane, in1, in2, out1, k1 * g.dilation[1] - g.padding[1], b2, lo, hi, dst0);
+        copy_shifted_plane(xc + i0 * plane, in1, in2, ra, rb, k1 * g.dilation[1] - g.padding[1], b2, lo, hi, dst0);
       } else {
-        for (I o1 = 0; o1 < out1; ++o1) {
-          T* dst = dst0 + o1 * out2;
+        for (I o1 = ra; o1 < rb; ++o1) {
+          T* dst = dst0 + (o1 - ra) * out2;
           if (tap_input(g, 1, o1, k1, i1)) {
             copy_row(xc + i0 * plane + i1 * in2, b2, g.stride[2], lo, hi, out2, dst);
           } else {
@@ -125,7 +132,20 @@ void im2col(const ConvGeom& g, std::size_t cg, const T* x, T* cols) {
         }
       }
     }
-  });
+  }, static_cast<std::size_t>(out0 * rows * out2));
+}
+
+// Output rows per cols block: the whole plane unless one sample's cols would outgrow the
+// L2 cache (kColsBlockBytes); then blocks of rows whose cols stay in it, each its own
+// gemm on a slice of the output (1-d and 2-d convs). [32,64,56,56] 3x3 64->64: cols of
+// 7.2 MB per sample were written to memory and read back by the gemm.
+constexpr std::size_t kColsBlockBytes = std::size_t{512} << 10;
+template <class T>
+I block_rows(const ConvGeom& g, std::size_t Kc) {
+  const I out1 = static_cast<I>(g.out[1]);
+  const std::size_t row_bytes = Kc * g.out[2] * sizeof(T);
+  if (g.out[0] != 1 || row_bytes == 0 || row_bytes * g.out[1] <= kColsBlockBytes) return std::max<I>(out1, 1);
+  return std::clamp<I>(static_cast<I>(kColsBlockBytes / row_bytes), 1, out1);
 }
 
 // x[i] += d[i] for i < n (col2im adds every cols element once).
@@ -448,16 +468,26 @@ void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
     return;
   }
   const Plan p = plan(g, g.batch, cgo, P, Kc);
-  for_samples<T>(g, p, pw ? 0 : Kc * P, [&](std::size_t n, T* cols) {
+  const I out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]), rows = block_rows<T>(g, Kc);
+  const std::size_t cols_size = pw ? 0 : Kc * (rows == out1 ? P : static_cast<std::size_t>(rows * out2));
+  for_samples<T>(g, p, cols_size, [&](std::size_t n, T* cols) {
     for (std::size_t grp = 0; grp < g.groups; ++grp) {
       const T* xg = x + (n * g.c_in + grp * cgi) * g.in_size();
       T* yg = y + (n * g.c_out + grp * cgo) * P;
-      const T* b = xg;
-      if (!pw) {
+      const T* wg = w + grp * cgo * Kc;
+      if (pw) {
+        split_gemm<T>(false, false, cgo, P, Kc, T(1), wg, Kc, xg, P, T(0), yg, P, p.blis_threads);
+      } else if (rows == out1) {
         im2col(g, cgi, xg, cols);
-        b = cols;
+        split_gemm<T>(false, false, cgo, P, Kc, T(1), wg, Kc, cols, P, T(0), yg, P, p.blis_threads);
+      } else {
+        for (I ra = 0; ra < out1; ra += rows) {
+          const I rb = std::min(out1, ra + rows);
+          const auto pb = static_cast<std::size_t>((rb - ra) * out2);
+          im2col(g, cgi, xg, cols, ra, rb);
+          split_gemm<T>(false, false, cgo, pb, Kc, T(1), wg, Kc, cols, pb, T(0), yg + ra * out2, P, p.blis_threads);
+        }
       }
-      split_gemm<T>(false, false, cgo, P, Kc, T(1), w + grp * cgo * Kc, Kc, b, P, T(0), yg, P, p.blis_threads);
       if (Kc == 0) std::fill(yg, yg + cgo * P, T(0));
     }
     if (bias)
@@ -525,26 +555,37 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
   // Part 0 accumulates into dw itself (into partial[0] when transposed), part i > 0 into
   // the partial after it.
   std::vector<T> partial((tr ? parts : parts - 1) * wsize);
+  const I out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]);
+  const I rows = pw ? std::max<I>(out1, 1) : block_rows<T>(g, Kc);
   auto part = [&](std::size_t i) {
     T* acc = tr ? partial.data() + i * wsize : i == 0 ? dw : partial.data() + (i - 1) * wsize;
-    T* cols = scratch<T>(pw ? 0 : Kc * P);
+    T* cols = scratch<T>(pw ? 0 : Kc * (rows == out1 ? P : static_cast<std::size_t>(rows * out2)));
     const int threads = p.per_sample ? 1 : p.blis_threads;
     const std::size_t n0 = g.batch * i / parts, n1 = g.batch * (i + 1) / parts;
     for (std::size_t n = n0; n < n1; ++n)
       for (std::size_t grp = 0; grp < g.groups; ++grp) {
         const T* xg = x + (n * g.c_in + grp * cgi) * g.in_size();
         const T* dyg = dy + (n * g.c_out + grp * cgo) * P;
-        const T* b = xg;
-        if (!pw) {
-          im2col(g, cgi, xg, cols);
-          b = cols;
-        }
         T* ag = acc + grp * cgo * Kc;
-        const T beta = n == n0 ? T(0) : T(1);
-        if (tr) {
-          split_gemm<T>(false, true, Kc, cgo, P, T(1), b, P, dyg, P, beta, ag, cgo, threads);
-        } else {
-          split_gemm<T>(false, true, cgo, Kc, P, T(1), dyg, P, b, P, beta, ag, Kc, threads);
+        // Blocks of output rows (one block: the whole plane), each adding its columns'
+        // products; the first of the part's first sample overwrites.
+        for (I ra = 0; ra < std::max<I>(out1, 1); ra += rows) {
+          const I rb = std::min(out1, ra + rows);
+          const bool whole = rb - ra == out1;
+          const std::size_t pb = whole ? P : static_cast<std::size_t>((rb - ra) * out2);
+          const T* b = xg;
+          if (!pw) {
+            if (whole) im2col(g, cgi, xg, cols);
+            else im2col(g, cgi, xg, cols, ra, rb);
+            b = cols;
+          }
+          const T* dyb = dyg + (whole ? 0 : ra * out2);
+          const T beta = n == n0 && ra == 0 ? T(0) : T(1);
+          if (tr) {
+            split_gemm<T>(false, true, Kc, cgo, pb, T(1), b, pb, dyb, P, beta, ag, cgo, threads);
+          } else {
+            split_gemm<T>(false, true, cgo, Kc, pb, T(1), dyb, P, b, pb, beta, ag, Kc, threads);
+          }
         }
       }
   };
