@@ -140,18 +140,18 @@ bool streams(const T* out, const T* a, const T* b, std::size_t n) {
   return !overlaps(a) && !overlaps(b);
 }
 
-// f(begin, count) over the whole run, or over chunks of kChunkElems shared out on
+// f(begin, count) over the whole run, or over chunks (stream_chunk) shared out on
 // parallel_chunks as threads come free (a descheduled helper leaves its chunks to the
 // caller; no OpenMP region, whose spinning workers would compete with the helpers).
-constexpr std::size_t kChunkElems = std::size_t{1} << 16;
 template <class F>
 void split(std::size_t n, std::size_t min_parallel, F&& f) {
   if (n >= min_parallel) {
+    const std::size_t len = stream_chunk(n);
     auto chunk = [&](std::size_t c) {
-      const std::size_t b = c * kChunkElems;
-      f(b, std::min(n, b + kChunkElems) - b);
+      const std::size_t b = c * len;
+      f(b, std::min(n, b + len) - b);
     };
-    parallel_chunks((n + kChunkElems - 1) / kChunkElems, chunk);
+    parallel_chunks((n + len - 1) / len, chunk);
     return;
   }
   f(std::size_t{0}, n);

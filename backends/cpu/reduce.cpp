@@ -271,8 +271,8 @@ void dense_dim_reduce(const T* x, const Shape& shape, std::size_t dim, double* a
   for (std::size_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
   const bool threads = outer * n * inner >= kParallelDimElems;
   if (inner == 1) {
-    // Groups of lanes of about kGroupElems elements each.
-    const std::size_t per = std::max<std::size_t>(1, kGroupElems / std::max<std::size_t>(n, 1));
+    // Groups of consecutive lanes (stream_chunk elements: long runs of memory per thread).
+    const std::size_t per = std::max<std::size_t>(1, stream_chunk(outer * n) / std::max<std::size_t>(n, 1));
     auto group = [&](std::size_t g) {
       for (std::size_t o = g * per; o < std::min(outer, (g + 1) * per); ++o) {
         const T* r = x + o * n;
@@ -498,7 +498,7 @@ bool dense_extremum(const CpuTensor& a, std::size_t a_dim, std::vector<C>& best,
     const T* x = at<T>(v->base);
     const bool threads = outer * n * inner >= kParallelDimElems;
     if (inner == 1) {
-      const std::size_t per = std::max<std::size_t>(1, kGroupElems / n);
+      const std::size_t per = std::max<std::size_t>(1, stream_chunk(outer * n) / n);
       auto group = [&](std::size_t g) {
         for (std::size_t o = g * per; o < std::min(outer, (g + 1) * per); ++o) {
           const T* r = x + o * n;
@@ -704,7 +704,7 @@ void dense_any_all(const T* x, const Shape& shape, std::size_t dim, std::uint8_t
   const bool threads = outer * n * inner >= kParallelDimElems;
   if (inner == 1) {
     constexpr std::size_t kBlock = 256;
-    const std::size_t per = std::max<std::size_t>(1, kGroupElems / std::max<std::size_t>(n, 1));
+    const std::size_t per = std::max<std::size_t>(1, stream_chunk(outer * n) / std::max<std::size_t>(n, 1));
     auto group = [&](std::size_t g) {
       for (std::size_t o = g * per; o < std::min(outer, (g + 1) * per); ++o) {
         const T* r = x + o * n;

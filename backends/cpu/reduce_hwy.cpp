@@ -298,7 +298,7 @@ HWY_EXPORT(SumSqDevF64);
 
 namespace {
 
-// Runs of at least this many elements are reduced in fixed chunks of kChunk elements,
+// Runs of at least this many elements are reduced in fixed chunks (stream_chunk),
 // shared out by parallel_chunks and joined in chunk order, so the result does not
 // depend on the thread count and a busy second core costs at most one chunk.
 // How chosen: a driver timed sum, gelu, softmax(1), sum_dim(0), sum_dim(1) and sort(1)
@@ -309,17 +309,17 @@ namespace {
 // of 64K: 8 us on one thread, 10-13 us on two).
 // Memory-bound, so splitting starts at 1M elements (>= 140 us of reading on one core).
 constexpr std::size_t kParallelReduceElems = std::size_t{1} << 20;
-constexpr std::size_t kChunk = std::size_t{1} << 17;
-
-// kernel(x, n) over chunks of a long run, partials combined with `join` in chunk order.
+// kernel(x, n) over chunks (stream_chunk: their length depends on n only) of a long run,
+// partials combined with `join` in chunk order.
 template <class R, class T, class K, class J>
 R chunked(const T* x, std::size_t n, K kernel, J join) {
   if (n < kParallelReduceElems) return kernel(x, n);
-  const std::size_t chunks = (n + kChunk - 1) / kChunk;
+  const std::size_t len = stream_chunk(n);
+  const std::size_t chunks = (n + len - 1) / len;
   std::vector<R> part(chunks);
   auto body = [&](std::size_t c) {
-    const std::size_t b = c * kChunk;
-    part[c] = kernel(x + b, std::min(n, b + kChunk) - b);
+    const std::size_t b = c * len;
+    part[c] = kernel(x + b, std::min(n, b + len) - b);
   };
   parallel_chunks(chunks, body);
   R r = part[0];

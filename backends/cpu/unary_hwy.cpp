@@ -248,8 +248,6 @@ bool is_math(UnOp op) {
   }
 }
 
-// Chunks shared out by parallel_chunks (a busy second core costs at most one chunk).
-constexpr std::size_t kChunkElems = std::size_t{1} << 16;
 
 template <class T, class K>
 void chunked(UnOp op, const T* x, T* out, std::size_t n, K kernel) {
@@ -257,11 +255,12 @@ void chunked(UnOp op, const T* x, T* out, std::size_t n, K kernel) {
   const std::size_t bytes = n * sizeof(T);
   const bool stream = bytes >= kStreamBytes && (p >= o + bytes || o >= p + bytes);
   if (n >= (is_math(op) ? kParallelMathElems : kParallelCheapElems)) {
+    const std::size_t len = stream_chunk(n);  // a busy second core costs at most one chunk
     auto one = [&](std::size_t c) {
-      const std::size_t b = c * kChunkElems;
-      kernel(op, x + b, out + b, std::min(n, b + kChunkElems) - b, stream);
+      const std::size_t b = c * len;
+      kernel(op, x + b, out + b, std::min(n, b + len) - b, stream);
     };
-    parallel_chunks((n + kChunkElems - 1) / kChunkElems, one);
+    parallel_chunks((n + len - 1) / len, one);
     return;
   }
   kernel(op, x, out, n, stream);
