@@ -102,6 +102,18 @@ void sgemm(std::size_t m, std::size_t n, std::size_t k, float alpha, const float
   sgemm_fallback(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
 }
 
+#if TENSOR_HAVE_ONEDNN
+GemmThreadScope::GemmThreadScope() : prev_(omp_get_max_threads()) {
+  if (prev_ != 1) omp_set_num_threads(1);
+}
+GemmThreadScope::~GemmThreadScope() {
+  if (prev_ != 1) omp_set_num_threads(prev_);
+}
+#else
+GemmThreadScope::GemmThreadScope() = default;
+GemmThreadScope::~GemmThreadScope() = default;
+#endif
+
 std::string gemm_route() {
 #if TENSOR_HAVE_ONEDNN
   const char* isa = "sse41";

@@ -233,6 +233,7 @@ Prim matmul_entry(Prim pa, Prim pb) {
         const std::size_t total = items.size();
         const std::size_t chunks = std::min<std::size_t>(total, 8 * static_cast<std::size_t>(threads));
         auto run = [&](std::size_t ch) {
+          const GemmThreadScope one_thread;
           for (std::size_t i = total * ch / chunks; i < total * (ch + 1) / chunks; ++i) {
             const auto& p = items[i];
             gemm1<T>(m, n, k, at<T>(p[1]), sa, at<T>(p[2]), sb, at<T>(p[0]), sc);

@@ -17,6 +17,9 @@
 #include <tensor/tensor.hpp>
 
 #include "backends/cpu/blis.hpp"
+#if TENSOR_BENCH_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -334,6 +337,19 @@ struct Bench {
       // as ours does), each timed beside ours; the row shows the faster, the note both
       // ratios, so it says which thread count ours matches.
       std::vector<float> x(n * n, 0.5f), y(n * n, 0.25f), z(n * n);
+#if TENSOR_BENCH_HAVE_ONEDNN
+      // Where the library sends f32 products to oneDNN (backends/cpu/gemm.cpp), the
+      // reference is dnnl_sgemm itself on 1 and on every core (its OpenMP threads).
+      const char* ref_name = "dnnl_sgemm";
+      auto direct = [&](int nt) {
+        const int before = omp_get_max_threads();
+        omp_set_num_threads(nt);
+        const auto dn = static_cast<dnnl_dim_t>(n);
+        dnnl_sgemm('N', 'N', dn, dn, dn, 1.0f, x.data(), dn, y.data(), dn, 0.0f, z.data(), dn);
+        omp_set_num_threads(before);
+      };
+#else
+      const char* ref_name = "bli_sgemm";
       float one = 1, zero = 0;
       const auto dn = static_cast<dim_t>(n);
       auto direct = [&](int nt) {
@@ -342,6 +358,7 @@ struct Bench {
         bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dn, dn, dn, &one, x.data(), dn, 1, y.data(), dn, 1, &zero,
                      z.data(), dn, 1, nullptr, &rntm);
       };
+#endif
       const Pair p1 = measure(r, ours, [&] { direct(1); });
       const Pair pn = threads() > 1 ? measure(r, ours, [&] { direct(threads()); }) : p1;
       const double ref = std::min(p1.ref, pn.ref);
@@ -350,7 +367,7 @@ struct Bench {
                          fmt("; ours/ref 1 thr %.2f", p1.ours / p1.ref);
       if (threads() > 1) note += fmt(", %.0f thr ", threads()) + fmt("%.2f", pn.ours / pn.ref);
       rows.push_back(ratio_row("matmul f32 n=" + std::to_string(n), mine,
-                               std::string("bli_sgemm, ") + (p1.ref <= pn.ref ? "1 thread" : fmt("%.0f threads", threads())),
+                               std::string(ref_name) + ", " + (p1.ref <= pn.ref ? "1 thread" : fmt("%.0f threads", threads())),
                                ref, 1.0 / 0.95, note));
 #else
       const Pair p = measure(r, ours, [] {});
@@ -371,7 +388,7 @@ struct Bench {
     auto ours = [&] { c = a.matmul(b); sync(); };
     const int r = reps(21);
 #if TENSOR_BENCH_HAVE_BLIS
-    // Reference: one single-threaded bli_sgemm per matrix, the batch split over `nt`
+    // Reference: one single-threaded dnnl_sgemm (or bli_sgemm) per matrix, the batch split over `nt`
     // OpenMP threads; the faster of one thread and every core.
     std::vector<float> x(batch * n * n, 0.5f), y(batch * n * n, 0.25f), z(batch * n * n);
     const auto dn = static_cast<dim_t>(n);
@@ -380,19 +397,28 @@ struct Bench {
     auto direct = [&](int nt) {
 #pragma omp parallel for schedule(static) num_threads(nt)
       for (std::int64_t i = 0; i < nb; ++i) {
+        const std::size_t o = static_cast<std::size_t>(i) * mat;
+#if TENSOR_BENCH_HAVE_ONEDNN
+        dnnl_sgemm('N', 'N', dn, dn, dn, 1.0f, x.data() + o, dn, y.data() + o, dn, 0.0f, z.data() + o, dn);
+#else
         float one = 1, zero = 0;
         rntm_t rntm = BLIS_RNTM_INITIALIZER;
         bli_rntm_set_num_threads(1, &rntm);
-        const std::size_t o = static_cast<std::size_t>(i) * mat;
         bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dn, dn, dn, &one, x.data() + o, dn, 1, y.data() + o, dn, 1,
                      &zero, z.data() + o, dn, 1, nullptr, &rntm);
+#endif
       }
     };
+#if TENSOR_BENCH_HAVE_ONEDNN
+    const char* ref_name = "dnnl_sgemm per matrix, ";
+#else
+    const char* ref_name = "bli_sgemm per matrix, ";
+#endif
     const Pair p1 = measure(r, ours, [&] { direct(1); });
     const Pair pn = threads() > 1 ? measure(r, ours, [&] { direct(threads()); }) : p1;
     const double ref = std::min(p1.ref, pn.ref), mine = std::min(p1.ours, pn.ours);
     rows.push_back(ratio_row(name, mine,
-                             std::string("bli_sgemm per matrix, ") +
+                             std::string(ref_name) +
                                  (p1.ref <= pn.ref ? "1 thread" : fmt("%.0f threads", threads())),
                              ref, 1.0 / 0.95,
                              fmt("%.1f GFLOP/s", flop / mine / 1e9) + fmt(" vs %.1f", flop / ref / 1e9) +
@@ -453,9 +479,10 @@ int run(const Options& opt) {
   if (want("matmul")) b.matmul();
   print_rows(b.rows);
   if (want("matmul") && threads() > 1)
-    std::printf("matmul: ours splits a product from 128 rows or columns into slabs of single-threaded BLIS calls on\n"
+    std::printf("matmul: ours splits a product from 128 rows or columns into slabs of single-threaded gemm calls on\n"
                 "its own helper threads (never BLIS's OpenMP threads; a batch of small products likewise); each\n"
-                "reference is a direct bli_sgemm timed beside ours on 1 and on %d threads: the row shows the faster,\n"
+                "reference is a direct gemm (dnnl_sgemm where f32 products go to oneDNN, else bli_sgemm) timed\n"
+                "beside ours on 1 and on %d threads: the row shows the faster,\n"
                 "the note ours/ref for both. The %d-thread reference's OpenMP workers spin after each call\n"
                 "(GOMP_SPINCOUNT) on the core ours' helper would use, which the ratio includes\n",
                 threads(), threads());
