@@ -223,6 +223,17 @@ std::optional<DenseView> dense_view(const CpuTensor& a, std::size_t dim) {
   return DenseView{a.data(), Shape(std::span<const std::size_t>(dims.data(), k)), mdim};
 }
 
+// A row-major shape seen as [outer, n, inner] around `dim`.
+struct Around {
+  std::size_t outer, n, inner;
+};
+Around around(const Shape& shape, std::size_t dim) {
+  Around a{1, shape[dim], 1};
+  for (std::size_t d = 0; d < dim; ++d) a.outer *= shape[d];
+  for (std::size_t d = dim + 1; d < shape.rank(); ++d) a.inner *= shape[d];
+  return a;
+}
+
 // The chunks of a reduction of a row-major [outer, n, inner] tensor (inner > 1) along n:
 // (outer index, group of rows, block of columns). A block of at most kCols lanes keeps
 // its accumulators in L1 while the group's rows stream by, each row a contiguous segment
@@ -265,10 +276,8 @@ struct OuterChunks {
 // terms in the same order whatever the thread count.
 template <class T>
 void dense_dim_reduce(const T* x, const Shape& shape, std::size_t dim, double* acc, bool prod) {
-  std::size_t outer = 1, inner = 1;
-  const std::size_t n = shape[dim];
-  for (std::size_t d = 0; d < dim; ++d) outer *= shape[d];
-  for (std::size_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
+  const Around ar = around(shape, dim);
+  const std::size_t outer = ar.outer, n = ar.n, inner = ar.inner;
   const bool threads = outer * n * inner >= kParallelDimElems;
   if (inner == 1) {
     // Groups of consecutive lanes (stream_chunk elements: long runs of memory per thread).
@@ -492,9 +501,8 @@ bool dense_extremum(const CpuTensor& a, std::size_t a_dim, std::vector<C>& best,
     const Shape& shape = v->shape;
     const std::size_t dim = v->dim;
     constexpr int kKind = kE == Ext::Min ? simd::kExtMin : kE == Ext::MaxAbs ? simd::kExtMaxAbs : simd::kExtMax;
-    std::size_t outer = 1, inner = 1;
-    for (std::size_t d = 0; d < dim; ++d) outer *= shape[d];
-    for (std::size_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
+    const Around ar = around(shape, dim);
+    const std::size_t outer = ar.outer, inner = ar.inner;
     const T* x = at<T>(v->base);
     const bool threads = outer * n * inner >= kParallelDimElems;
     if (inner == 1) {
@@ -697,10 +705,8 @@ Prim any_all_entry(Prim p, DType out_dtype) {
 // this replaces took 20-30 ms for a [4096, 1024] bool tensor.
 template <bool kAll, class T>
 void dense_any_all(const T* x, const Shape& shape, std::size_t dim, std::uint8_t* flags) {
-  std::size_t outer = 1, inner = 1;
-  const std::size_t n = shape[dim];
-  for (std::size_t d = 0; d < dim; ++d) outer *= shape[d];
-  for (std::size_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
+  const Around ar = around(shape, dim);
+  const std::size_t outer = ar.outer, n = ar.n, inner = ar.inner;
   const bool threads = outer * n * inner >= kParallelDimElems;
   if (inner == 1) {
     constexpr std::size_t kBlock = 256;
