@@ -25,7 +25,7 @@ class GemmThreadScope {
   GemmThreadScope& operator=(const GemmThreadScope&) = delete;
 
  private:
-  int prev_ = 1;
+  [[maybe_unused]] int prev_ = 1;  // unused without oneDNN
 };
 
 }  // namespace tensor::cpu
