@@ -29,19 +29,22 @@ inline int nn_threads() {
 // Runs f(i) for every i in [0, n): on parallel_chunks (never an OpenMP region: see
 // parallel.hpp) when there are several items and n * work_per_item (window taps,
 // multiply-adds) reaches kParallelWork, below which waking a helper costs more than it
-// saves; serially otherwise. Items go in chunks of about chunk_work work each: kChunkWork
-// by default; memory-bound kernels that read about one element per unit of work (pooling,
-// normalization) take kStreamChunkWork, so that each thread reads long runs of
-// consecutive memory (chunks of 32 KB alternating between two threads kept the hardware
-// prefetchers from ever getting ahead: adaptive_avg_pool2d to 1x1 of [32,64,56,56] ran at
-// 40 GB/s, and at ~60 GB/s with 256 KB chunks).
+// saves; serially otherwise. Compute-bound items go in chunks of about kChunkWork work
+// each; memory-bound kernels that read about one element per unit of work (pooling,
+// normalization: Work::Stream) in stream_chunk's long chunks (parallel.hpp), so that each
+// thread reads long runs of consecutive memory (chunks of 32 KB alternating between two
+// threads kept the hardware prefetchers from ever getting ahead: adaptive_avg_pool2d to
+// 1x1 of [32,64,56,56] ran at 40 GB/s).
 constexpr double kParallelWork = 32768.0;
 constexpr double kChunkWork = 8192.0;
-constexpr double kStreamChunkWork = 65536.0;
+enum class Work { Compute, Stream };
 template <class F>
-void for_items(std::size_t n, double work_per_item, F&& f, double chunk_work = kChunkWork) {
+void for_items(std::size_t n, double work_per_item, F&& f, Work kind = Work::Compute) {
   const int t = nn_threads();
   if (t > 1 && n > 1 && static_cast<double>(n) * work_per_item >= kParallelWork) {
+    const double chunk_work =
+        kind == Work::Stream ? static_cast<double>(stream_chunk(static_cast<std::size_t>(static_cast<double>(n) * work_per_item)))
+                             : kChunkWork;
     const std::size_t per =
         std::max<std::size_t>(1, static_cast<std::size_t>(chunk_work / std::max(work_per_item, 1.0)));
     const std::size_t chunks = (n + per - 1) / per;

@@ -66,7 +66,7 @@ void forward(std::size_t rows, std::size_t d, const T* x, const T* gamma, const 
     }
     if (mean) mean[r] = m;
     if (rstd) rstd[r] = s;
-  }, kStreamChunkWork);
+  }, Work::Stream);
 }
 
 template <class T>
@@ -94,7 +94,7 @@ void backward(std::size_t rows, std::size_t d, const T* x, const T* gamma, const
       const double xh = (static_cast<double>(xr[i]) - mu) * rs;
       dr[i] = static_cast<T>((g - mg - xh * mgx) * rs);
     }
-  }, kStreamChunkWork);
+  }, Work::Stream);
   if (!dgamma && !dbeta) return;
   std::vector<double> sg(d, 0.0), sb(d, 0.0);
   for (std::size_t r = 0; r < rows; ++r) {

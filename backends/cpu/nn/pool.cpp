@@ -65,7 +65,7 @@ void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
         }
       }
     }
-  }, kStreamChunkWork);
+  }, Work::Stream);
 }
 
 template <class T, class IT>
@@ -100,7 +100,7 @@ void max_forward(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
                    y[o] = best;
                    if (indices) indices[o] = static_cast<IT>(idx);
                  }
-             }, kStreamChunkWork);
+             }, Work::Stream);
 }
 
 template <class T, class IT>
@@ -113,7 +113,7 @@ void max_backward(const Pool2dGeom& g, const T* dy, const IT* indices, T* dx) {
       const I idx = static_cast<I>(indices[p * O + o]);
       if (idx >= 0) dxp[idx] += dy[p * O + o];
     }
-  }, kStreamChunkWork);
+  }, Work::Stream);
 }
 
 // The window of output o along one dim: valid input range [lo, hi) and the divisor length.
@@ -156,7 +156,7 @@ void avg_impl(const Pool2dGeom& g, const T* in_buf, T* out_buf) {
                    }
                  }
                }
-             }, kStreamChunkWork);
+             }, Work::Stream);
 }
 
 // Forward outputs per row up to which a row of boxes is summed together (stack arrays).
@@ -247,7 +247,7 @@ void adaptive_impl(const AdaptiveGeom& g, const T* in_buf, T* out_buf) {
         }
       }
     }
-  }, kStreamChunkWork);
+  }, Work::Stream);
 }
 
 template <std::size_t N>
