@@ -118,7 +118,7 @@ void visit_numeric(DType dtype, const char* op, F&& f) {
 
 // Halves are reduced through f32 (exact widening) with the f32 kernels: a sum in f32
 // blocks, partial sums of fixed chunks combined in order (the same on any thread count),
-// and for dim reductions a widened copy. One element at a time through tensor::f16 /
+// and for dim reductions a widened copy (convert_tensor). One element at a time through tensor::f16 /
 // bf16 they ran at a tenth of the f32 speed.
 template <class T>
 double half_sum(const T* x, std::size_t n) {
@@ -138,14 +138,6 @@ double half_sum(const T* x, std::size_t n) {
   double sum = 0;
   for (double v : part) sum += v;
   return sum;
-}
-template <class T>
-CpuRef widened(const CpuTensor& a) {
-  CpuRef f = alloc_tensor(DType::F32, a.shape());
-  const T* x = at<T>(a.data());
-  float* o = at<float>(f->data());
-  half_blocks(a.shape().num_elements(), [&](std::size_t i, std::size_t m) { widen_block(x + i, o + i, m); });
-  return f;
 }
 
 template <RedOp kOp>
@@ -337,7 +329,7 @@ Prim reduce_dim_entry(Prim p, std::size_t dim) {
       }
     } else if constexpr (dispatch::kIsHalf<T>) {
       if (n > 0 && a->is_contiguous()) {
-        const CpuRef f = widened<T>(*a);
+        const CpuRef f = convert_tensor(a, DType::F32);
         dense_dim_reduce<float>(at<float>(f->data()), f->shape(), dim, acc.data(), kProd);
         T* o = at<T>(out->data());
         for (std::size_t i = 0; i < count; ++i) o[i] = finish<T>(acc[i], kOp, n);
@@ -555,7 +547,8 @@ bool dense_extremum(const CpuTensor& a, std::size_t a_dim, std::vector<C>& best,
 // Extremum of every lane along `dim` into `vals` (the key: |a| for MaxAbs) and/or
 // `idxs` (lane position), both contiguous of the kept-dim shape.
 template <Ext kE>
-void extremum_lanes(const CpuTensor& a, std::size_t dim, CpuTensor* vals, CpuTensor* idxs, const char* op) {
+void extremum_lanes(const CpuRef& ref, std::size_t dim, CpuTensor* vals, CpuTensor* idxs, const char* op) {
+  const CpuTensor& a = *ref;
   Shape lines = a.shape();
   lines[dim] = 1;
   const std::size_t count = lines.num_elements();
@@ -566,7 +559,7 @@ void extremum_lanes(const CpuTensor& a, std::size_t dim, CpuTensor* vals, CpuTen
     std::vector<std::int64_t> where(count, 0);
     bool dense = false;
     if constexpr (dispatch::kIsHalf<T>) {
-      if (a.is_contiguous() && a.shape()[dim] > 0) dense = dense_extremum<kE, float>(*widened<T>(a), dim, best, where);
+      if (a.is_contiguous() && a.shape()[dim] > 0) dense = dense_extremum<kE, float>(*convert_tensor(ref, DType::F32), dim, best, where);
     } else {
       dense = dense_extremum<kE, T>(a, dim, best, where);
     }
@@ -599,7 +592,7 @@ template <Ext kE>
 Prim ext_dim_entry(Prim p, std::size_t dim) {
   const CpuRef a = as_cpu(std::move(p));
   CpuRef v = alloc_tensor(a->dtype(), kept(a->shape(), dim));
-  extremum_lanes<kE>(*a, dim, v.get(), nullptr, "max_dim");
+  extremum_lanes<kE>(a, dim, v.get(), nullptr, "max_dim");
   return v;
 }
 
@@ -608,7 +601,7 @@ dispatch::PrimPair ext_dim_with_indices_entry(Prim p, std::size_t dim, DType out
   const CpuRef a = as_cpu(std::move(p));
   CpuRef v = alloc_tensor(a->dtype(), kept(a->shape(), dim));
   CpuRef i = alloc_tensor(out, kept(a->shape(), dim));
-  extremum_lanes<kE>(*a, dim, v.get(), i.get(), "max_dim_with_indices");
+  extremum_lanes<kE>(a, dim, v.get(), i.get(), "max_dim_with_indices");
   return {std::move(v), std::move(i)};
 }
 
@@ -616,7 +609,7 @@ template <Ext kE>
 Prim arg_entry(Prim p, std::size_t dim, DType out) {
   const CpuRef a = as_cpu(std::move(p));
   CpuRef i = alloc_tensor(out, kept(a->shape(), dim));
-  extremum_lanes<kE>(*a, dim, nullptr, i.get(), kE == Ext::Max ? "argmax" : "argmin");
+  extremum_lanes<kE>(a, dim, nullptr, i.get(), kE == Ext::Max ? "argmax" : "argmin");
   return i;
 }
 
