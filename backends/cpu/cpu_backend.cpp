@@ -3,6 +3,7 @@
 
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/gemm.hpp"
 
 #if TENSOR_HAVE_OPENMP
 #include <omp.h>
@@ -20,9 +21,11 @@ std::size_t device_count_entry() { return 1; }
 DeviceSettings default_settings_entry(DeviceId) { return {FloatDType::F32, IntDType::I32, BoolDType::Native}; }
 
 // Every float and int dtype and the one-byte bools are general; BoolU32 and QFloat
-// are not CPU storages. BF16 is not Accelerated: no bf16 kernel uses AVX512_BF16
-// (matmul.cpp says why).
+// are not CPU storages. BF16 is also Accelerated while its matrix products run on
+// oneDNN's AVX512_BF16 kernels (gemm.hpp's bf16_gemm_live: a CPU with AVX512_BF16 and
+// a build with oneDNN).
 DTypeUsageSet dtype_usage_entry(DeviceId, DType dtype) {
+  if (dtype == DType::BF16 && bf16_gemm_live()) return DTypeUsageSet::general() | DTypeUsage::Accelerated;
   if (is_float(dtype) || is_int(dtype) || dtype == DType::Bool || dtype == DType::BoolU8)
     return DTypeUsageSet::general();
   return {};

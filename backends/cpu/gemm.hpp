@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/half.hpp"
+
 namespace tensor::cpu {
 
 // c[m x n] = alpha * a[m x k] * b[k x n] + beta * c, each matrix given by its row and
@@ -13,6 +15,20 @@ namespace tensor::cpu {
 void sgemm(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::int64_t rsa,
            std::int64_t csa, const float* b, std::int64_t rsb, std::int64_t csb, float beta, float* c,
            std::int64_t rsc, std::int64_t csc);
+
+// True when bf16 products run on oneDNN's AVX512_BF16 kernels (vdpbf16ps, about twice the
+// f32 GEMM's speed): oneDNN is built in and its matmul picks a bf16 brgemm kernel on this
+// CPU (probed once; DNNL_MAX_CPU_ISA below avx512_core_bf16 turns it off). The CPU backend
+// then reports BF16 as Accelerated.
+bool bf16_gemm_live();
+
+// c[m x n] = a[m x k] * b[k x n] for bf16 matrices (overwrites c), each given by its row
+// and column strides (elements; one of each operand's two strides is 1): the products
+// accumulate in f32 and are rounded to bf16 once (nearest even). On oneDNN's bf16
+// kernels where bf16_gemm_live(), else (or where oneDNN takes no such layout) widened to
+// f32 and through sgemm. Runs on the calling thread only, like sgemm.
+void bf16gemm(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::int64_t rsa, std::int64_t csa,
+              const bf16* b, std::int64_t rsb, std::int64_t csb, bf16* c, std::int64_t rsc, std::int64_t csc);
 
 // While one is alive, sgemm calls on this thread skip setting the OpenMP thread count
 // to 1 and back around each product (it stays 1 for the scope): a loop of many tiny

@@ -1,15 +1,8 @@
 // Matrix product on the CPU, batched with broadcast batch dims: f32/f64 through BLIS's
 // typed gemm on the operands' own row/column strides (a transposed operand is not
-// copied), f16/bf16 through f32, ints through a plain wrapping loop.
-//
-// bf16 through f32 is not a placeholder: a bf16 kernel on AVX512_BF16 (vdpbf16ps,
-// B packed in k pairs, 6 x 32 f32 accumulators, one rounding at the end; `git log --
-// backends/cpu/matmul_bf16.cpp`) was not faster on this project's 2-core Zen 4 VM. There a zmm
-// vdpbf16ps issues at 1.7 G/s per core (109 GFLOP/s) against 6.8 G/s for a zmm f32
-// FMA (218 GFLOP/s), so the bf16 dot has half the f32 peak; the kernel reached 62-81
-// GFLOP/s on one thread against 73-92 for convert + bli_sgemm + convert (n = 256..1024,
-// 1.14-1.27x slower; equal at 2048; medians of interleaved runs, load 2.7-3.0), and
-// 0.89-1.17x of it on two threads. Debian's BLIS 0.9 has no bf16 gemm.
+// copied), bf16 on oneDNN's AVX512_BF16 kernels where they are live (gemm.hpp's
+// bf16gemm; else, and for small products, through f32), f16 through f32, ints through a
+// plain wrapping loop.
 //
 // Threads (the thread count is set per call, so the BLIS_NUM_THREADS / OMP_NUM_THREADS
 // environment does not decide it): a product is split into slabs, each a
@@ -93,6 +86,10 @@ void gemm_loop(std::size_t m, std::size_t n, std::size_t k, const T* a, std::int
 // and only from 2 * kMinSlab rows or columns (n = 64 stays on one thread: a helper's
 // wake-up costs about what the second thread saves there).
 constexpr double kBlisThreadsWork = 64.0 * 64.0 * 64.0;
+// bf16 products from this many multiply-adds run on oneDNN's bf16 kernels (when live);
+// smaller ones are widened to f32 as a whole: their compile, once per shape and layout
+// (gemm.cpp), costs as much as some hundred calls save.
+constexpr double kBf16NativeWork = 64.0 * 64.0 * 64.0;
 // A batch of products runs whole products per parallel_chunks chunk (BLIS on one
 // thread each)
 // when each product is below this many multiply-adds (and the whole batch has at
@@ -117,6 +114,10 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
     sgemm(m, n, k, 1.0f, a, sa.rs, sa.cs, b, sb.rs, sb.cs, 0.0f, c, sc.rs, sc.cs);
     return;
   }
+  if constexpr (std::is_same_v<T, bf16>) {
+    bf16gemm(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
+    return;
+  }
 #if TENSOR_HAVE_BLIS
   if constexpr (std::is_same_v<T, double>) {
     double one = 1, zero = 0;
@@ -128,7 +129,7 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
     return;
   }
 #endif
-  gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
+  if constexpr (!std::is_same_v<T, bf16>) gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
 }
 
 // A product on `threads` threads: c split into slabs along its longer dim (at least
@@ -180,12 +181,13 @@ Prim matmul_entry(Prim pa, Prim pb) {
   CpuRef a = as_cpu(std::move(pa));
   CpuRef b = as_cpu(std::move(pb));
   const DType dtype = a->dtype();
-  if (dtype == DType::F16 || dtype == DType::BF16) {
-    Prim r = matmul_entry(convert_tensor(std::move(a), DType::F32), convert_tensor(std::move(b), DType::F32));
-    return convert_tensor(as_cpu(std::move(r)), dtype);
-  }
   const std::size_t r = a->rank();
   const std::size_t m = a->shape()[r - 2], k = a->shape()[r - 1], n = b->shape()[r - 1];
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (dtype == DType::F16 || (dtype == DType::BF16 && !(work >= kBf16NativeWork && bf16_gemm_live()))) {
+    Prim p = matmul_entry(convert_tensor(std::move(a), DType::F32), convert_tensor(std::move(b), DType::F32));
+    return convert_tensor(as_cpu(std::move(p)), dtype);
+  }
   const Shape out_shape = dispatch::matmul_shape(OpCode::matmul, a->shape(), b->shape());
   if (out_shape.num_elements() == 0) return alloc_tensor(dtype, out_shape);
   if (k == 0) return alloc_zeroed(dtype, out_shape);
@@ -210,11 +212,11 @@ Prim matmul_entry(Prim pa, Prim pb) {
 
   dispatch::visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, dispatch::BoolU32> || dispatch::kIsHalf<T>) {
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, dispatch::BoolU32> ||
+                  (dispatch::kIsHalf<T> && !std::is_same_v<T, bf16>)) {
       throw DTypeError("[matmul] expected a float or int dtype; got " + std::string(dtype_name(dtype)));
     } else {
       const std::size_t count = batch.num_elements();
-      const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
       const int threads = max_threads();
       if (count >= 2 && threads > 1 && work < kBatchParallelWork &&
           work * static_cast<double>(count) >= kBlisThreadsWork) {

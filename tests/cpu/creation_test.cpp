@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/gemm.hpp"
 #include "cpu_test_util.hpp"
 
 namespace tensor::cpu::test {
@@ -197,7 +198,10 @@ TEST(CpuDevice, DeviceOpsAndInfo) {
   const auto usage = cpu().get<dispatch::DeviceOp::dtype_usage>();
   for (DType dt : kAll) {
     const bool general = dt != DType::BoolU32;
-    EXPECT_EQ(usage(kCpuDevice, dt) == DTypeUsageSet::general(), general) << dtype_name(dt);
+    // BF16 adds Accelerated where its products run on AVX512_BF16 (gemm_test checks when).
+    const DTypeUsageSet want =
+        dt == DType::BF16 && bf16_gemm_live() ? DTypeUsageSet::general() | DTypeUsage::Accelerated : DTypeUsageSet::general();
+    EXPECT_EQ(usage(kCpuDevice, dt) == want, general) << dtype_name(dt);
   }
   EXPECT_TRUE(usage(kCpuDevice, DType::BoolU32).empty());
   EXPECT_TRUE(usage(kCpuDevice, DType::QFloat).empty());

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/gemm.hpp"
+#include "tensor/device.hpp"
 
 namespace tensor::cpu {
 namespace {
@@ -86,6 +88,66 @@ TEST(CpuGemm, ZeroDepthScalesC) {
 }
 
 TEST(CpuGemm, RouteIsNamed) { EXPECT_FALSE(gemm_route().empty()); }
+
+// bf16gemm on each layout, against sums computed exactly in double: the inputs are
+// multiples of 1/8 and 1/4 small enough that every f32 partial sum is exact, so the one
+// rounding to bf16 (nearest even) is the only one and the result must equal
+// bf16(exact sum) bit for bit, whichever route (oneDNN's bf16 kernels or f32) runs.
+// Sizes from 1x1x1 to products large enough for oneDNN's blocking (and past 64^3).
+void check_bf16(const Layout& l, std::size_t m, std::size_t n, std::size_t k) {
+  SCOPED_TRACE(::testing::Message() << "bf16 " << l.name << " m=" << m << " n=" << n << " k=" << k);
+  const std::int64_t g = l.gap > 0 ? l.gap : 1;
+  const std::int64_t a_ld = static_cast<std::int64_t>(l.ta ? m : k) * g + 3;
+  const std::int64_t rsa = l.gap > 0 ? a_ld : (l.ta ? 1 : a_ld), csa = l.gap > 0 ? g : (l.ta ? a_ld : 1);
+  const std::int64_t b_ld = static_cast<std::int64_t>(l.tb ? k : n) + 2;
+  const std::int64_t rsb = l.tb ? 1 : b_ld, csb = l.tb ? b_ld : 1;
+  const std::int64_t ldc = static_cast<std::int64_t>(n) + 5;
+  std::vector<bf16> a(static_cast<std::size_t>(a_ld) * (std::max(m, k) + 1) * static_cast<std::size_t>(g));
+  std::vector<bf16> b(static_cast<std::size_t>(b_ld) * (std::max(n, k) + 1));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = bf16(static_cast<float>(static_cast<int>(i * 7 % 13) - 6) / 8.0f);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = bf16(static_cast<float>(static_cast<int>(i * 5 % 11) - 5) / 4.0f);
+  const bf16 nan = bf16::from_bits(0x7fc1);  // the padding past column n must keep it
+  std::vector<bf16> c(static_cast<std::size_t>(ldc) * m, nan);
+  bf16gemm(m, n, k, a.data(), rsa, csa, b.data(), rsb, csb, c.data(), ldc, 1);
+  for (std::size_t i = 0; i < m; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::size_t p = 0; p < k; ++p)
+        s += static_cast<double>(static_cast<float>(
+                 a[static_cast<std::size_t>(static_cast<std::int64_t>(i) * rsa + static_cast<std::int64_t>(p) * csa)])) *
+             static_cast<double>(static_cast<float>(
+                 b[static_cast<std::size_t>(static_cast<std::int64_t>(p) * rsb + static_cast<std::int64_t>(j) * csb)]));
+      const std::uint16_t want = bf16::from_float(static_cast<float>(s));  // s is exact in f32 here
+      ASSERT_EQ(c[i * static_cast<std::size_t>(ldc) + j].bits, want) << "at " << i << "," << j << " sum " << s;
+    }
+    for (std::size_t j = n; j < static_cast<std::size_t>(ldc); ++j) ASSERT_EQ(c[i * static_cast<std::size_t>(ldc) + j].bits, nan.bits);
+  }
+}
+
+TEST(CpuGemm, Bf16RoundsExactSumsOnceOnEachLayout) {
+  const Layout layouts[] = {
+      {"row-major", false, false, 0}, {"A^T", true, false, 0},    {"B^T", false, true, 0},
+      {"A^T B^T", true, true, 0},     {"A general strides", false, false, 2},
+  };
+  const std::size_t sizes[][3] = {{1, 1, 1},     {1, 17, 5},     {9, 1, 33},     {7, 13, 1},   {33, 65, 47},
+                                  {130, 70, 129}, {1, 300, 256}, {64, 64, 64}, {200, 150, 96}};
+  for (const Layout& l : layouts)
+    for (const auto& s : sizes) check_bf16(l, s[0], s[1], s[2]);
+}
+
+// BF16 is Accelerated on the CPU exactly when its products run on oneDNN's bf16
+// kernels: a build with oneDNN on a CPU with AVX512_BF16 (read here from CPUID, not
+// from oneDNN; the CI and test machines set no DNNL_MAX_CPU_ISA).
+TEST(CpuGemm, Bf16AcceleratedWhereTheCpuHasAvx512Bf16) {
+#if TENSOR_HAVE_ONEDNN
+  const bool expect = __builtin_cpu_supports("avx512bf16") != 0;
+#else
+  const bool expect = false;
+#endif
+  EXPECT_EQ(bf16_gemm_live(), expect);
+  EXPECT_EQ(Device::cpu().dtype_usage(DType::BF16).contains(DTypeUsage::Accelerated), expect);
+  EXPECT_EQ(gemm_route().find("bf16") != std::string::npos, expect) << gemm_route();
+}
 
 }  // namespace
 }  // namespace tensor::cpu

@@ -139,6 +139,55 @@ TEST(CpuMatmul, ThreadSlabsAgainstNaiveReference) {
   }
 }
 
+// bf16 products large enough for oneDNN's bf16 kernels where they are live (from 64^3
+// multiply-adds; smaller ones go through f32): small integer inputs make every f32
+// partial sum exact, so each element must be the exact sum rounded once to bf16
+// (nearest even) on either route. Layouts: contiguous, transposed views, a row slice
+// (padded leading dim), copied ones (step-sliced, flipped, expanded), vectors, broadcast
+// batches, row and column slabs over threads, and a batch of products per thread.
+void check_bf16_exact(Prim a, Prim b, const std::string& what) {
+  const Mat ma = mat(a), mb = mat(b);
+  Shape out;
+  const auto want = reference(ma, mb, out);
+  const Prim c = matmul(std::move(a), std::move(b));
+  ASSERT_EQ(cpu_of(c).dtype(), DType::BF16) << what;
+  ASSERT_EQ(cpu_of(c).shape(), out) << what;
+  const auto got = as_f64(c);
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], static_cast<double>(static_cast<float>(bf16(static_cast<float>(want[i])))))
+        << what << " at " << i << " exact " << want[i];
+}
+
+TEST(CpuMatmul, Bf16ProductsRoundExactSumsOnce) {
+  const DType dt = DType::BF16;
+  auto t = [&](std::size_t r, std::size_t c, int seed) { return typed(values(r * c, seed), Shape{r, c}, dt); };
+  const Prim a = t(150, 130, 1), b = t(130, 140, 2);
+  check_bf16_exact(a, b, "150x130x140");
+  check_bf16_exact(swap_dims(t(130, 150, 3), 0, 1), b, "transposed lhs");
+  check_bf16_exact(a, swap_dims(t(140, 130, 4), 0, 1), "transposed rhs");
+  check_bf16_exact(swap_dims(t(130, 150, 3), 0, 1), swap_dims(t(140, 130, 4), 0, 1), "both transposed");
+  const Prim big = t(160, 200, 5);
+  check_bf16_exact(slice(big, {{0, 1, 150}, {10, 1, 130}}), b, "row-sliced lhs");
+  check_bf16_exact(slice(big, {{0, 1, 150}, {0, 1, 130}}), slice(t(130, 180, 6), {{0, 1, 130}, {20, 1, 140}}),
+                   "row-sliced both");
+  check_bf16_exact(slice(big, {{0, 1, 150}, {0, 1, 200}}), slice(swap_dims(big, 0, 1), {{0, 1, 200}, {0, 1, 120}}),
+                   "one storage, both operands");
+  check_bf16_exact(slice(t(150, 260, 7), {{0, 1, 150}, {0, 2, 130}}), b, "step-sliced lhs");
+  check_bf16_exact(a, flip(b, {0}), "flipped rhs");
+  check_bf16_exact(a, expand(typed(values(140, 8), Shape{1, 140}, dt), Shape{130, 140}), "expanded rhs");
+  check_bf16_exact(t(1, 512, 9), t(512, 512, 10), "m=1");
+  check_bf16_exact(t(512, 512, 11), t(512, 1, 12), "n=1");
+  check_bf16_exact(typed(values(2 * 70 * 64, 13), Shape{2, 1, 70, 64}, dt),
+                   swap_dims(typed(values(3 * 80 * 64, 14), Shape{1, 3, 80, 64}, dt), 2, 3), "batched broadcast");
+  for (const auto [m, n, k] : {std::array<std::size_t, 3>{301, 20, 48}, std::array<std::size_t, 3>{17, 290, 64},
+                               std::array<std::size_t, 3>{200, 200, 130}, std::array<std::size_t, 3>{20, 20, 20}})
+    check_bf16_exact(t(m, k, 15), swap_dims(t(n, k, 16), 0, 1),
+                     "slabs " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+  check_bf16_exact(typed(values(37 * 64 * 64, 17), Shape{37, 64, 64}, dt), typed(values(37 * 64 * 64, 18), Shape{37, 64, 64}, dt),
+                   "batch 37 of 64^3");
+}
+
 TEST(CpuMatmul, ZeroSizeDims) {
   const Prim a = typed({}, Shape{3, 0}, DType::F32);
   const Prim b = typed({}, Shape{0, 2}, DType::F32);

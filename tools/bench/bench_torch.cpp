@@ -81,6 +81,16 @@ void ops_table(int reps, const tensor::Device& dev) {
     row("matmul f32 n = " + std::to_string(n), [&] { return measure(n <= 256 ? 3 * reps : reps, [&] { c = a.matmul(b); sync(); },
                                                         [&] { tc = torch::matmul(ta, tb); }); });
   }
+  for (const std::size_t n : {256u, 1024u, 2048u}) {
+    const auto a = Tensor<2>::full({n, n}, 0.5f, tensor::Device::default_device(), tensor::DType::BF16);
+    const auto b = Tensor<2>::full({n, n}, 0.25f, tensor::Device::default_device(), tensor::DType::BF16);
+    const auto ta = torch::full({(long)n, (long)n}, 0.5f, torch::kBFloat16);
+    const auto tb = torch::full({(long)n, (long)n}, 0.25f, torch::kBFloat16);
+    std::optional<Tensor<2>> c;
+    torch::Tensor tc;
+    row("matmul bf16 n = " + std::to_string(n), [&] { return measure(n <= 256 ? 3 * reps : reps, [&] { c = a.matmul(b); sync(); },
+                                                         [&] { tc = torch::matmul(ta, tb); }); });
+  }
   const std::size_t n = 16u << 20;
   const auto ln = static_cast<long>(n);
   {
