@@ -26,7 +26,7 @@ fi
 out="$build/bench_torch"
 if [ ! -x "$out" ] || [ "$root/tools/bench/bench_torch.cpp" -nt "$out" ] || [ "$build/libtensor.so" -nt "$out" ]; then
   echo "bench-torch: compiling $out"
-  g++ -std=c++20 -O2 -DNDEBUG -w \
+  g++ -std=c++20 -O2 -DNDEBUG -w -fopenmp \
     -I"$root/lib/include" -I"$build/lib/include" \
     -I/usr/include/torch/csrc/api/include \
     "$root/tools/bench/bench_torch.cpp" -o "$out" \

@@ -35,19 +35,40 @@ struct Result {
   double ours, torch;
 };
 
-Result measure(int reps, const std::function<void()>& ours, const std::function<void()>& theirs) {
+// Interleaved rounds; the order alternates (theirs first in even rounds, ours first in
+// odd ones) so neither library always runs right after the other's cache and thread
+// state. `ref`, when given, is a third workload timed in the same rounds (median in
+// Result::ref).
+struct Result3 {
+  double ours, torch, ref;
+};
+Result3 measure3(int reps, const std::function<void()>& ours, const std::function<void()>& theirs,
+                 const std::function<void()>& ref) {
   ours();
   theirs();
-  std::vector<double> a, b;
+  if (ref) ref();
+  std::vector<double> a, b, c;
+  auto timed = [](const std::function<void()>& f, std::vector<double>& into) {
+    const auto t0 = Clock::now();
+    f();
+    into.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  };
   for (int r = 0; r < reps; ++r) {
-    auto t0 = Clock::now();
-    theirs();
-    b.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    t0 = Clock::now();
-    ours();
-    a.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    if (r % 2 == 0) {
+      timed(theirs, b);
+      timed(ours, a);
+    } else {
+      timed(ours, a);
+      timed(theirs, b);
+    }
+    if (ref) timed(ref, c);
   }
-  return {median(a), median(b)};
+  return {median(a), median(b), c.empty() ? 0.0 : median(c)};
+}
+
+Result measure(int reps, const std::function<void()>& ours, const std::function<void()>& theirs) {
+  const Result3 r = measure3(reps, ours, theirs, {});
+  return {r.ours, r.torch};
 }
 
 std::string fmt_time(double s) {
@@ -67,6 +88,37 @@ void row(const std::string& name, const std::function<Result()>& run, double per
               r.torch / r.ours);
   std::fflush(stdout);
 }
+
+// Rows bound by memory bandwidth also time a plain loop over the same bytes (two OpenMP
+// threads, static halves, vectorised by the compiler): the machine's ceiling in that
+// run, printed under the table with each library's GB/s.
+std::vector<std::string> g_ceilings;
+int g_threads = 2;
+
+void ceiling_row(const std::string& name, double gb, const std::function<Result3()>& run) {
+  if (!g_filter.empty() && name.find(g_filter) == std::string::npos) return;
+  const Result3 r = run();
+  std::printf("| %s | %s | %s | %.2f |\n", name.c_str(), fmt_time(r.ours).c_str(), fmt_time(r.torch).c_str(),
+              r.torch / r.ours);
+  std::fflush(stdout);
+  char b[320];
+  std::snprintf(b, sizeof b, "%s: %.0f MB moved; plain loop %s (%.1f GB/s); libtensor %.1f GB/s (%.2f of it), libtorch %.1f GB/s (%.2f)",
+                name.c_str(), gb * 1e3, fmt_time(r.ref).c_str(), gb / r.ref, gb / r.ours, r.ref / r.ours, gb / r.torch,
+                r.ref / r.torch);
+  g_ceilings.push_back(b);
+}
+
+void loop_add(float* a, const float* b, long n) {
+#pragma omp parallel for simd schedule(static) num_threads(g_threads)
+  for (long i = 0; i < n; ++i) a[i] += b[i];
+}
+float loop_sum(const float* a, long n) {
+  float s = 0;
+#pragma omp parallel for simd reduction(+ : s) schedule(static) num_threads(g_threads)
+  for (long i = 0; i < n; ++i) s += a[i];
+  return s;
+}
+volatile float g_sink = 0;
 
 void ops_table(int reps, const tensor::Device& dev) {
   using tensor::Tensor;
@@ -103,13 +155,21 @@ void ops_table(int reps, const tensor::Device& dev) {
     row("add 16M allocating", [&] { return measure(reps, [&] { c = a + b; sync(); }, [&] { tc = ta + tb; }); });
     c.reset();
     tc = torch::Tensor();
-    row("add 16M in place", [&] { return measure(reps, [&] { a = std::move(a) + b; sync(); }, [&] { ta.add_(tb); }); });
+    std::vector<float> x(n), y(n);
+    loop_add(x.data(), y.data(), ln);  // first touch on both threads
+    loop_add(y.data(), x.data(), ln);
+    const double gb = static_cast<double>(n) * 4 / 1e9;  // one stream
+    ceiling_row("add 16M in place", 3 * gb, [&] {
+      return measure3(reps, [&] { a = std::move(a) + b; sync(); }, [&] { ta.add_(tb); }, [&] { loop_add(x.data(), y.data(), ln); });
+    });
     const auto e = Tensor<1>::full({n}, 0.5f);
     const auto te = torch::full({ln}, 0.5f);
     row("exp 16M", [&] { return measure(reps, [&] { c = e.exp(); sync(); }, [&] { tc = te.exp(); }); });
     c.reset();
     tc = torch::Tensor();
-    row("sum 16M", [&] { return measure(reps, [&] { auto s = b.sum(); sync(); }, [&] { auto s = tb.sum(); }); });
+    ceiling_row("sum 16M", gb, [&] {
+      return measure3(reps, [&] { auto s = b.sum(); sync(); }, [&] { auto s = tb.sum(); }, [&] { g_sink = loop_sum(y.data(), ln); });
+    });
     const auto g = Tensor<1>::random({n}, tensor::Distribution::normal(0, 2));
     const auto tg = torch::randn({ln}) * 2;
     row("gelu 16M", [&] { return measure(reps, [&] { c = act::gelu(g); sync(); }, [&] { tc = torch::gelu(tg); }); });
@@ -278,7 +338,13 @@ int main(int argc, char** argv) {
   const auto dev = tensor::Device::default_device();
   std::printf("libtensor vs libtorch %s (oneDNN %s), %d threads, median of %d interleaved rounds\n\n", TORCH_VERSION,
               at::hasMKLDNN() ? "on" : "off", threads, reps);
-  if (only != "nn") ops_table(reps, dev);
+  g_threads = threads;
+  if (only != "nn") {
+    ops_table(reps, dev);
+    if (!g_ceilings.empty()) std::printf("\nBandwidth-bound rows against a plain loop in the same rounds:\n");
+    for (const std::string& c : g_ceilings) std::printf("- %s\n", c.c_str());
+    std::printf("\n");
+  }
   if (only != "ops") nn_table(reps, dev);
   return 0;
 }
