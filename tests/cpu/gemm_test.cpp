@@ -22,19 +22,42 @@ struct Layout {
   std::int64_t gap;  // > 0: A's elements spread `gap` apart in both dims (general strides)
 };
 
+// The operands' strides for a layout: A stored [m x k] (or [k x m] when ta) with padding
+// 3 on its leading dim, B likewise with padding 2, C [m x n] with padding 5; and their
+// values, multiples of 1/8 (A) and 1/4 (B) in [-0.75, 1.25].
+struct Strides {
+  std::int64_t g, a_ld, rsa, csa, b_ld, rsb, csb, ldc;
+  std::size_t a_size, b_size;
+  Strides(const Layout& l, std::size_t m, std::size_t n, std::size_t k)
+      : g(l.gap > 0 ? l.gap : 1),
+        a_ld(static_cast<std::int64_t>(l.ta ? m : k) * g + 3),
+        rsa(l.gap > 0 ? a_ld : (l.ta ? 1 : a_ld)),
+        csa(l.gap > 0 ? g : (l.ta ? a_ld : 1)),
+        b_ld(static_cast<std::int64_t>(l.tb ? k : n) + 2),
+        rsb(l.tb ? 1 : b_ld),
+        csb(l.tb ? b_ld : 1),
+        ldc(static_cast<std::int64_t>(n) + 5),
+        a_size(static_cast<std::size_t>(a_ld) * (std::max(m, k) + 1) * static_cast<std::size_t>(g)),
+        b_size(static_cast<std::size_t>(b_ld) * (std::max(n, k) + 1)) {}
+  template <class T>
+  std::vector<T> a_values() const {
+    std::vector<T> a(a_size);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = T(static_cast<float>(static_cast<int>(i * 7 % 13) - 6) / 8.0f);
+    return a;
+  }
+  template <class T>
+  std::vector<T> b_values() const {
+    std::vector<T> b(b_size);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = T(static_cast<float>(static_cast<int>(i * 5 % 11) - 5) / 4.0f);
+    return b;
+  }
+};
+
 void check(const Layout& l, std::size_t m, std::size_t n, std::size_t k, float beta) {
   SCOPED_TRACE(::testing::Message() << l.name << " m=" << m << " n=" << n << " k=" << k << " beta=" << beta);
-  const std::int64_t g = l.gap > 0 ? l.gap : 1;
-  // A stored [m x k] (or [k x m] when ta) with padding 3 on its leading dim.
-  const std::int64_t a_ld = static_cast<std::int64_t>(l.ta ? m : k) * g + 3;
-  const std::int64_t rsa = l.gap > 0 ? a_ld : (l.ta ? 1 : a_ld), csa = l.gap > 0 ? g : (l.ta ? a_ld : 1);
-  const std::int64_t b_ld = static_cast<std::int64_t>(l.tb ? k : n) + 2;
-  const std::int64_t rsb = l.tb ? 1 : b_ld, csb = l.tb ? b_ld : 1;
-  const std::int64_t ldc = static_cast<std::int64_t>(n) + 5;
-  std::vector<float> a(static_cast<std::size_t>(a_ld) * (std::max(m, k) + 1) * static_cast<std::size_t>(g));
-  std::vector<float> b(static_cast<std::size_t>(b_ld) * (std::max(n, k) + 1));
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(static_cast<int>(i * 7 % 13) - 6) / 8.0f;
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i * 5 % 11) - 5) / 4.0f;
+  const Strides st(l, m, n, k);
+  const std::int64_t rsa = st.rsa, csa = st.csa, rsb = st.rsb, csb = st.csb, ldc = st.ldc;
+  const std::vector<float> a = st.a_values<float>(), b = st.b_values<float>();
   std::vector<float> c(static_cast<std::size_t>(ldc) * m), want(c.size());
   for (std::size_t i = 0; i < c.size(); ++i)
     c[i] = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(i % 9) - 4.0f;
@@ -96,16 +119,9 @@ TEST(CpuGemm, RouteIsNamed) { EXPECT_FALSE(gemm_route().empty()); }
 // Sizes from 1x1x1 to products large enough for oneDNN's blocking (and past 64^3).
 void check_bf16(const Layout& l, std::size_t m, std::size_t n, std::size_t k) {
   SCOPED_TRACE(::testing::Message() << "bf16 " << l.name << " m=" << m << " n=" << n << " k=" << k);
-  const std::int64_t g = l.gap > 0 ? l.gap : 1;
-  const std::int64_t a_ld = static_cast<std::int64_t>(l.ta ? m : k) * g + 3;
-  const std::int64_t rsa = l.gap > 0 ? a_ld : (l.ta ? 1 : a_ld), csa = l.gap > 0 ? g : (l.ta ? a_ld : 1);
-  const std::int64_t b_ld = static_cast<std::int64_t>(l.tb ? k : n) + 2;
-  const std::int64_t rsb = l.tb ? 1 : b_ld, csb = l.tb ? b_ld : 1;
-  const std::int64_t ldc = static_cast<std::int64_t>(n) + 5;
-  std::vector<bf16> a(static_cast<std::size_t>(a_ld) * (std::max(m, k) + 1) * static_cast<std::size_t>(g));
-  std::vector<bf16> b(static_cast<std::size_t>(b_ld) * (std::max(n, k) + 1));
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = bf16(static_cast<float>(static_cast<int>(i * 7 % 13) - 6) / 8.0f);
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = bf16(static_cast<float>(static_cast<int>(i * 5 % 11) - 5) / 4.0f);
+  const Strides st(l, m, n, k);
+  const std::int64_t rsa = st.rsa, csa = st.csa, rsb = st.rsb, csb = st.csb, ldc = st.ldc;
+  const std::vector<bf16> a = st.a_values<bf16>(), b = st.b_values<bf16>();
   const bf16 nan = bf16::from_bits(0x7fc1);  // the padding past column n must keep it
   std::vector<bf16> c(static_cast<std::size_t>(ldc) * m, nan);
   bf16gemm(m, n, k, a.data(), rsa, csa, b.data(), rsb, csb, c.data(), ldc, 1);
