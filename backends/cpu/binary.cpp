@@ -250,6 +250,7 @@ struct GtOp { template <class C> static bool f(C a, C b) { return a > b; } };
 struct GeOp { template <class C> static bool f(C a, C b) { return a >= b; } };
 struct LtOp { template <class C> static bool f(C a, C b) { return a < b; } };
 struct LeOp { template <class C> static bool f(C a, C b) { return a <= b; } };
+struct NeOp { template <class C> static bool f(C a, C b) { return a != b; } };  // NaN != NaN
 
 template <class TO, class T, class Op>
 struct CmpFn {
@@ -305,6 +306,7 @@ Prim compare_scalar_entry(Prim pa, Scalar s, DType out_dtype) {
 // ---- logical ops on bool tensors (any storage; nonzero is true) ------------------
 struct AndB { template <class U> U operator()(U a, U b) const { return static_cast<U>(a != 0 && b != 0); } };
 struct OrB { template <class U> U operator()(U a, U b) const { return static_cast<U>(a != 0 || b != 0); } };
+struct XorB { template <class U> U operator()(U a, U b) const { return static_cast<U>((a != 0) != (b != 0)); } };
 struct NotB { template <class U> U operator()(U a) const { return static_cast<U>(a == 0); } };
 
 template <class Fn>
@@ -448,15 +450,18 @@ void register_binary_ops(dispatch::Backend& b) {
   b.set<OpCode::greater_equal>(&compare_entry<GeOp>);
   b.set<OpCode::lower>(&compare_entry<LtOp>);
   b.set<OpCode::lower_equal>(&compare_entry<LeOp>);
+  b.set<OpCode::not_equal>(&compare_entry<NeOp>);
   b.set<OpCode::equal_elem>(&compare_scalar_entry<EqOp>);
   b.set<OpCode::greater_elem>(&compare_scalar_entry<GtOp>);
   b.set<OpCode::greater_equal_elem>(&compare_scalar_entry<GeOp>);
   b.set<OpCode::lower_elem>(&compare_scalar_entry<LtOp>);
   b.set<OpCode::lower_equal_elem>(&compare_scalar_entry<LeOp>);
+  b.set<OpCode::not_equal_elem>(&compare_scalar_entry<NeOp>);
 
   b.set<OpCode::bool_not>(&bool_not_entry);
   b.set<OpCode::bool_and>(&bool_binary_entry<AndB>);
   b.set<OpCode::bool_or>(&bool_binary_entry<OrB>);
+  b.set<OpCode::bool_xor>(&bool_binary_entry<XorB>);
 
   b.set<OpCode::mask_fill>(&mask_fill_entry);
   b.set<OpCode::mask_where>(&mask_where_entry);
