@@ -2,6 +2,7 @@
 // comparison ops against scalar references written here; buffer reuse order;
 // integer edge semantics; bool ops and masks; Highway kernels on every target.
 #include <cmath>
+#include <limits>
 #include <hwy/targets.h>
 
 #include "backends/cpu/binary_hwy.hpp"
@@ -183,9 +184,9 @@ TEST(CpuBinary, ScalarOpsEveryDtypeAndLayout) {
 }
 
 constexpr OpCode kCompare[] = {OpCode::equal, OpCode::greater, OpCode::greater_equal, OpCode::lower,
-                               OpCode::lower_equal};
+                               OpCode::lower_equal, OpCode::not_equal};
 constexpr OpCode kCompareElem[] = {OpCode::equal_elem, OpCode::greater_elem, OpCode::greater_equal_elem,
-                                   OpCode::lower_elem, OpCode::lower_equal_elem};
+                                   OpCode::lower_elem, OpCode::lower_equal_elem, OpCode::not_equal_elem};
 constexpr DType kBoolDTypes[] = {DType::Bool, DType::BoolU8, DType::BoolU32};
 
 template <class T> bool ref_compare(OpCode op, T a, T b) {
@@ -195,6 +196,7 @@ template <class T> bool ref_compare(OpCode op, T a, T b) {
     case OpCode::greater: case OpCode::greater_elem: return x > y;
     case OpCode::greater_equal: case OpCode::greater_equal_elem: return x >= y;
     case OpCode::lower: case OpCode::lower_elem: return x < y;
+    case OpCode::not_equal: case OpCode::not_equal_elem: return x != y;
     default: return x <= y;
   }
 }
@@ -243,6 +245,81 @@ TEST(CpuCompare, InfinitiesAndNaN) {
   const Prim b = from_vec(std::vector<float>{1, 1, 1, inf, 3, -inf, NAN}, Shape{7});
   const Prim r = entry<Family::Compare>(OpCode::equal)(a, b, DType::Bool);
   EXPECT_EQ(read_bools(r), (std::vector<std::uint32_t>{0, 1, 0, 1, 0, 1, 0}));
+}
+
+// Long contiguous runs (the vectorized loops, with remainders) of every compare and of
+// max_pair / min_pair, tensor-tensor and against a broadcast one-element operand on
+// either side, with NaN and signed zeros among the floats; references are the plain
+// definitions here (max_pair: b where a < b or b is NaN, else a).
+template <class T> T long_value(std::size_t i, int seed) {
+  const int k = static_cast<int>((i * 37 + static_cast<std::size_t>(seed) * 11) % 23);
+  if constexpr (std::is_floating_point_v<T>) {
+    if (i % 17 == 3) return std::numeric_limits<T>::quiet_NaN();
+    if (i % 19 == 5) return seed % 2 ? T(-0.0) : T(0.0);
+    return static_cast<T>(k - 11) * T(0.25);
+  } else if constexpr (std::is_signed_v<T>) {
+    return static_cast<T>(k - 11);
+  } else {
+    return static_cast<T>(k * 7);
+  }
+}
+template <class T> T ref_pair(bool is_max, T a, T b) {
+  bool take_b = is_max ? a < b : a > b;
+  if constexpr (std::is_floating_point_v<T>) take_b = take_b || std::isnan(b);
+  return take_b ? b : a;
+}
+template <class T> bool identical(T got, T want) {  // NaN matches NaN; -0 does not match +0
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(want)) return std::isnan(got);
+    return got == want && std::signbit(got) == std::signbit(want);
+  } else {
+    return got == want;
+  }
+}
+
+template <class T>
+void check_long_runs(DType dt) {
+  const std::size_t n = 1037;
+  std::vector<T> va(n), vb(n);
+  for (std::size_t i = 0; i < n; ++i) va[i] = long_value<T>(i, 1), vb[i] = long_value<T>(i + 5, 2);
+  const T s = long_value<T>(7, 3);
+  const std::string name(dtype_name(dt));
+  for (std::size_t o = 0; o < std::size(kCompare); ++o) {
+    const Prim r = entry<Family::Compare>(kCompare[o])(from_vec(va, Shape{n}, dt), from_vec(vb, Shape{n}, dt), DType::Bool);
+    const Prim rs = entry<Family::Compare>(kCompare[o])(from_vec(va, Shape{n}, dt), from_vec(std::vector<T>{s}, Shape{1}, dt),
+                                                        DType::Bool);
+    const Prim sr = entry<Family::Compare>(kCompare[o])(from_vec(std::vector<T>{s}, Shape{1}, dt), from_vec(vb, Shape{n}, dt),
+                                                        DType::BoolU32);
+    const auto g = read_bools(r), gs = read_bools(rs), gr = read_bools(sr);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string what = std::string(dispatch::op_name(kCompare[o])) + " " + name + " at " + std::to_string(i);
+      ASSERT_EQ(g[i], ref_compare(kCompare[o], va[i], vb[i]) ? 1u : 0u) << what;
+      ASSERT_EQ(gs[i], ref_compare(kCompare[o], va[i], s) ? 1u : 0u) << what << " (tensor, scalar)";
+      ASSERT_EQ(gr[i], ref_compare(kCompare[o], s, vb[i]) ? 1u : 0u) << what << " (scalar, tensor)";
+    }
+  }
+  for (const bool is_max : {true, false}) {
+    const OpCode op = is_max ? OpCode::max_pair : OpCode::min_pair;
+    const auto g = to_vec<T>(entry<Family::Binary>(op)(from_vec(va, Shape{n}, dt), from_vec(vb, Shape{n}, dt)));
+    const auto gs = to_vec<T>(entry<Family::Binary>(op)(from_vec(va, Shape{n}, dt), from_vec(std::vector<T>{s}, Shape{1}, dt)));
+    const auto gr = to_vec<T>(entry<Family::Binary>(op)(from_vec(std::vector<T>{s}, Shape{1}, dt), from_vec(vb, Shape{n}, dt)));
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string what = std::string(dispatch::op_name(op)) + " " + name + " at " + std::to_string(i);
+      ASSERT_TRUE(identical(g[i], ref_pair(is_max, va[i], vb[i]))) << what;
+      ASSERT_TRUE(identical(gs[i], ref_pair(is_max, va[i], s))) << what << " (tensor, scalar)";
+      ASSERT_TRUE(identical(gr[i], ref_pair(is_max, s, vb[i]))) << what << " (scalar, tensor)";
+    }
+  }
+}
+
+TEST(CpuCompare, LongRunsOfComparesAndPairSelects) {
+  check_long_runs<float>(DType::F32);
+  check_long_runs<double>(DType::F64);
+  check_long_runs<std::int64_t>(DType::I64);
+  check_long_runs<std::int32_t>(DType::I32);
+  check_long_runs<std::int8_t>(DType::I8);
+  check_long_runs<std::uint8_t>(DType::U8);
+  check_long_runs<std::uint16_t>(DType::U16);
 }
 
 // ---- bool ops and masks ------------------------------------------------------------
