@@ -18,6 +18,7 @@ template <class C> inline constexpr bool kIsInt = std::is_integral_v<C> && !std:
 // ---- arithmetic on compute values (ints wrap; int / 0 and int % 0 give 0) ------
 struct AddOp {
   static constexpr int kSimd = static_cast<int>(simd::BinOp::Add);
+  static constexpr bool kVecLoop = true;  // ints (floats take the Highway kernels)
   template <class C> static C f(C a, C b) {
     if constexpr (kIsInt<C>) { using U = wide_unsigned_t<C>; return static_cast<C>(static_cast<U>(a) + static_cast<U>(b)); }
     else return a + b;
@@ -25,6 +26,7 @@ struct AddOp {
 };
 struct SubOp {
   static constexpr int kSimd = static_cast<int>(simd::BinOp::Sub);
+  static constexpr bool kVecLoop = true;  // ints (floats take the Highway kernels)
   template <class C> static C f(C a, C b) {
     if constexpr (kIsInt<C>) { using U = wide_unsigned_t<C>; return static_cast<C>(static_cast<U>(a) - static_cast<U>(b)); }
     else return a - b;
@@ -32,6 +34,7 @@ struct SubOp {
 };
 struct MulOp {
   static constexpr int kSimd = static_cast<int>(simd::BinOp::Mul);
+  static constexpr bool kVecLoop = true;  // ints (floats take the Highway kernels)
   template <class C> static C f(C a, C b) {
     if constexpr (kIsInt<C>) { using U = wide_unsigned_t<C>; return static_cast<C>(static_cast<U>(a) * static_cast<U>(b)); }
     else return a * b;
@@ -88,16 +91,7 @@ template <class C> bool nan_v(C x) {
   if constexpr (std::is_floating_point_v<C>) return std::isnan(x);
   else return false;
 }
-// Contiguous runs in one loop the compiler vectorizes (compares and selects become
-// vector compares and blends; a branch per element mispredicts on unordered data:
-// max_pair of 4M random f32 took 22 ms that way).
-template <class F>
-inline void simd_loop(std::size_t n, F&& body) {
-#if TENSOR_HAVE_OPENMP
-#pragma omp simd
-#endif
-  for (std::size_t i = 0; i < n; ++i) body(i);
-}
+
 struct MaxPairOp {
   static constexpr int kSimd = -1;
   static constexpr bool kVecLoop = true;
@@ -129,9 +123,9 @@ template <class C> bool shift_in_range(C b) {
   if constexpr (std::is_signed_v<C>) return b >= 0 && b < kBits;
   else return b < kBits;
 }
-struct AndOp { static constexpr int kSimd = -1; template <class C> static C f(C a, C b) { return static_cast<C>(a & b); } };
-struct OrOp { static constexpr int kSimd = -1; template <class C> static C f(C a, C b) { return static_cast<C>(a | b); } };
-struct XorOp { static constexpr int kSimd = -1; template <class C> static C f(C a, C b) { return static_cast<C>(a ^ b); } };
+struct AndOp { static constexpr int kSimd = -1; static constexpr bool kVecLoop = true; template <class C> static C f(C a, C b) { return static_cast<C>(a & b); } };
+struct OrOp { static constexpr int kSimd = -1; static constexpr bool kVecLoop = true; template <class C> static C f(C a, C b) { return static_cast<C>(a | b); } };
+struct XorOp { static constexpr int kSimd = -1; static constexpr bool kVecLoop = true; template <class C> static C f(C a, C b) { return static_cast<C>(a ^ b); } };
 struct ShlOp {
   static constexpr int kSimd = -1;
   template <class C> static C f(C a, C b) {
@@ -168,7 +162,7 @@ struct BinFn {
   // Ops written as one branch-free select (max_pair, min_pair; kVecLoop) on plain
   // numbers: vectorized loops. (hypot is not: its sqrt keeps errno semantics, which
   // GCC does not vectorize; one scalar pass is still 1.7x the default's nine.)
-  static constexpr bool kVecLoop = requires { Op::kVecLoop; } && std::is_arithmetic_v<T>;
+  static constexpr bool kVecLoop = requires { Op::kVecLoop; } && std::is_arithmetic_v<T> && !kHwy;
   void vv(T* o, const T* a, const T* b, std::size_t n) const requires(kVecLoop) {
     simd_loop(n, [&](std::size_t i) { o[i] = Op::f(a[i], b[i]); });
   }
@@ -370,10 +364,27 @@ Prim compare_scalar_entry(Prim pa, Scalar s, DType out_dtype) {
 }
 
 // ---- logical ops on bool tensors (any storage; nonzero is true) ------------------
-struct AndB { template <class U> U operator()(U a, U b) const { return static_cast<U>(a != 0 && b != 0); } };
-struct OrB { template <class U> U operator()(U a, U b) const { return static_cast<U>(a != 0 || b != 0); } };
-struct XorB { template <class U> U operator()(U a, U b) const { return static_cast<U>((a != 0) != (b != 0)); } };
-struct NotB { template <class U> U operator()(U a) const { return static_cast<U>(a == 0); } };
+// Logic on bool storages; contiguous runs in vectorized loops (both operands read, no
+// short-circuit branch).
+template <class D>
+struct BoolFn {
+  template <class U> U operator()(U a, U b) const { return static_cast<U>(D::g(a != 0, b != 0)); }
+  template <class U> void vv(U* o, const U* a, const U* b, std::size_t n) const {
+    simd_loop(n, [&](std::size_t i) {
+      const U x = a[i], y = b[i];
+      o[i] = static_cast<U>(D::g(x != 0, y != 0));
+    });
+  }
+};
+struct AndB : BoolFn<AndB> { static bool g(bool x, bool y) { return x & y; } };
+struct OrB : BoolFn<OrB> { static bool g(bool x, bool y) { return x | y; } };
+struct XorB : BoolFn<XorB> { static bool g(bool x, bool y) { return x != y; } };
+struct NotB {
+  template <class U> U operator()(U a) const { return static_cast<U>(a == 0); }
+  template <class U> void vv(U* o, const U* a, std::size_t n) const {
+    simd_loop(n, [&](std::size_t i) { o[i] = static_cast<U>(a[i] == 0); });
+  }
+};
 
 template <class Fn>
 Prim bool_binary_entry(Prim pa, Prim pb) {
@@ -410,10 +421,25 @@ template <class T, class M>
 struct FillFn {
   T value;
   T operator()(T a, M m) const { return m != 0 ? value : a; }
+  // Contiguous runs of plain numbers: a vectorized select (a branch per element
+  // mispredicts on an unordered mask: 4M f32 took 18 ms).
+  void vv(T* o, const T* a, const M* m, std::size_t n) const requires(std::is_arithmetic_v<T>) {
+    const T v = value;
+    simd_loop(n, [&](std::size_t i) {
+      const T x = a[i];  // loaded unconditionally, so the select needs no masked load
+      o[i] = m[i] != 0 ? v : x;
+    });
+  }
 };
 template <class T, class M>
 struct WhereFn {
   T operator()(T a, M m, T v) const { return m != 0 ? v : a; }
+  void vvv(T* o, const T* a, const M* m, const T* v, std::size_t n) const requires(std::is_arithmetic_v<T>) {
+    simd_loop(n, [&](std::size_t i) {
+      const T x = a[i], y = v[i];
+      o[i] = m[i] != 0 ? y : x;
+    });
+  }
 };
 
 Prim mask_fill_entry(Prim pa, Prim pm, Scalar s) {

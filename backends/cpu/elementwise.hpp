@@ -81,6 +81,20 @@ void map1(const Plan<2>& plan, std::byte* out, const std::byte* a, F& f) {
                });
 }
 
+// body(i) for i in [0, n) in one loop the compiler vectorizes (`omp simd`: compares
+// and selects become vector compares and blends). For elementwise bodies on contiguous
+// runs of plain numbers: a branch per element mispredicts on unordered data (max_pair
+// or mask_where of 4M random f32 took 18-22 ms that way, 1-1.6 ms vectorized). A body
+// must read its operands unconditionally (a load under a condition needs masked loads,
+// and the loop then stays scalar).
+template <class F>
+inline void simd_loop(std::size_t n, F&& body) {
+#if TENSOR_HAVE_OPENMP
+#pragma omp simd
+#endif
+  for (std::size_t i = 0; i < n; ++i) body(i);
+}
+
 // out[i] = f(a[i], b[i])
 template <class TO, class TA, class TB, class F>
 void map2(const Plan<3>& plan, std::byte* out, const std::byte* a, const std::byte* b, F& f) {
@@ -132,7 +146,11 @@ void map3(const Plan<4>& plan, std::byte* out, const std::byte* a, const std::by
                    const TA* x = at<TA>(p[1]);
                    const TB* y = at<TB>(p[2]);
                    const TC* z = at<TC>(p[3]);
-                   for (std::size_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], z[i]);
+                   if constexpr (requires { f.vvv(o, x, y, z, n); }) {
+                     f.vvv(o, x, y, z, n);
+                   } else {
+                     for (std::size_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], z[i]);
+                   }
                    return;
                  }
                  for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2], p[3] += s[3])

@@ -82,6 +82,7 @@ struct NegOp {
 // -1, 0 or 1; sign(-0.0) = +0.0 and sign(NaN) = 0, as the default composition gives.
 struct SignOp {
   static constexpr int kKinds = kFloat | kInt;
+  static constexpr bool kVecLoop = true;
   template <class C> static C f(C a) {
     // Branch-free: (a > 0) - (a < 0); NaN compares false both ways.
     if constexpr (std::is_unsigned_v<C>) return static_cast<C>(a > 0);
@@ -104,6 +105,11 @@ struct UnFn {
   void vv(T* o, const T* x, std::size_t n) const requires(kSimdUn<Op> >= 0 && dispatch::kIsFloatLike<T>) {
     unary_simd(static_cast<simd::UnOp>(kSimdUn<Op>), o, x, n);
   }
+  // Branch-free ops without a Highway kernel (sign), on plain numbers: vectorized loops.
+  void vv(T* o, const T* x, std::size_t n) const
+      requires(kSimdUn<Op> < 0 && std::is_arithmetic_v<T> && requires { Op::kVecLoop; }) {
+    simd_loop(n, [&](std::size_t i) { o[i] = Op::f(x[i]); });
+  }
 };
 
 template <class Op>
@@ -124,6 +130,19 @@ template <class T>
 struct PowScalarFn {
   calc_t<T> e;
   T operator()(T a) const { return st<T>(std::pow(ld(a), e)); }
+  // x ^ 3 and x ^ 4 of f32/f64 as products, vectorized (std::pow per element took 8 ns;
+  // 4M f32 x ^ 3 34 ms): at most one more rounding than pow, and the same signed zeros,
+  // infinities and NaNs. (dispatch already turns 0, 1, 2, -1 and -2 into ones, copies,
+  // squares and reciprocals.)
+  void vv(T* o, const T* a, std::size_t n) const requires(std::is_floating_point_v<T>) {
+    if (e == T(3)) {
+      simd_loop(n, [&](std::size_t i) { const T x = a[i]; o[i] = x * x * x; });
+    } else if (e == T(4)) {
+      simd_loop(n, [&](std::size_t i) { const T x2 = a[i] * a[i]; o[i] = x2 * x2; });
+    } else {
+      for (std::size_t i = 0; i < n; ++i) o[i] = std::pow(a[i], e);
+    }
+  }
 };
 
 // a ^ s for float tensors (the general case; dispatch routes integral s to powi).
@@ -151,6 +170,9 @@ struct ClampFn {
     if constexpr (kK != ClampKind::Max) v = lo > v ? lo : v;
     if constexpr (kK != ClampKind::Min) v = hi < v ? hi : v;
     return st<T>(v);
+  }
+  void vv(T* o, const T* x, std::size_t n) const requires(std::is_arithmetic_v<T>) {
+    simd_loop(n, [&](std::size_t i) { o[i] = (*this)(x[i]); });
   }
 };
 

@@ -130,6 +130,41 @@ TEST(CpuUnary, PowfScalarImpl) {
   EXPECT_FLOAT_EQ(r[2], std::sqrt(2.0f));
 }
 
+// Integral exponents 3 and 4 are products on contiguous f32/f64 runs: within 2 ulps of
+// the correctly rounded power (computed in long double here), with pow's signed zeros,
+// infinities and NaNs; other exponents still std::pow. A long run (vector loop and its
+// remainder) with the special values inside.
+template <class T>
+void check_small_int_powers() {
+  std::vector<T> x;
+  for (int i = 0; i < 1000; ++i) x.push_back(static_cast<T>((i % 97) - 48) * static_cast<T>(0.173) + static_cast<T>(i) * static_cast<T>(1e-3));
+  const T inf = std::numeric_limits<T>::infinity();
+  for (T v : {T(0), T(-0.0), inf, -inf, std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::max(),
+              std::numeric_limits<T>::min(), static_cast<T>(-1e-30)})
+    x.insert(x.begin() + static_cast<std::ptrdiff_t>(x.size() / 2), v);
+  const DType dt = std::is_same_v<T, float> ? DType::F32 : DType::F64;
+  for (const double e : {3.0, 4.0, 5.0}) {
+    const auto got = to_vec<T>(entry<Family::Scalar>(OpCode::powf_scalar_impl)(from_vec(x, Shape{x.size()}, dt), Scalar(e)));
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const T want = static_cast<T>(std::pow(static_cast<long double>(x[i]), static_cast<long double>(e)));
+      const std::string what = std::string(dtype_name(dt)) + " " + std::to_string(x[i]) + " ^ " + std::to_string(e);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got[i])) << what;
+      } else if (std::isinf(want) || want == 0) {
+        ASSERT_EQ(got[i], want) << what;
+        ASSERT_EQ(std::signbit(got[i]), std::signbit(want)) << what;
+      } else {
+        ASSERT_LE(std::fabs(got[i] - want), 2 * std::fabs(want) * std::numeric_limits<T>::epsilon()) << what;
+      }
+    }
+  }
+}
+
+TEST(CpuUnary, SmallIntegralPowersAsProducts) {
+  check_small_int_powers<float>();
+  check_small_int_powers<double>();
+}
+
 TEST(CpuScan, CumulativeOps) {
   const auto scan = [](OpCode op, Prim p, std::size_t dim) { return entry<Family::Dim>(op)(std::move(p), dim); };
   // cumsum on a transposed view: [[1,3],[2,4]] along dim 1 = [[1,4],[2,6]].
