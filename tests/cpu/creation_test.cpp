@@ -1,6 +1,7 @@
 // CPU creation, transfer and conversion: from_data/into_data round trips, full and
 // zeros for every dtype, random distributions and seeding, arange, casts, device ops.
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -189,6 +190,43 @@ TEST(CpuCast, RustAsSemantics) {
   EXPECT_EQ(to_vec<std::uint8_t>(entry<Family::Cast>(OpCode::cast)(i, DType::U8)), (std::vector<std::uint8_t>{44, 255}));
   const Prim b = from_vec(std::vector<std::uint8_t>{1, 0}, Shape{2}, DType::Bool);
   EXPECT_EQ(to_vec<double>(entry<Family::Cast>(OpCode::into_float)(b, DType::F64)), (std::vector<double>{1, 0}));
+}
+
+// Float -> int casts on long contiguous runs (the vectorized loop and its remainder):
+// truncation, saturation at both ends, NaN -> 0, the values next to each bound; the
+// reference is Rust's `as` written out here.
+template <class To, class From>
+void check_float_to_int_run(DType from, DType to) {
+  constexpr double lo = static_cast<double>(std::numeric_limits<To>::min());
+  constexpr double hi = static_cast<double>(std::numeric_limits<To>::max());
+  std::vector<From> x;
+  for (int i = 0; i < 700; ++i) x.push_back(static_cast<From>((i % 41 - 20) * 0.37 + (i % 3) * 1e-3));
+  const From specials[] = {std::numeric_limits<From>::quiet_NaN(), std::numeric_limits<From>::infinity(),
+                           -std::numeric_limits<From>::infinity(), static_cast<From>(lo), static_cast<From>(hi),
+                           std::nextafter(static_cast<From>(lo), From(0)), std::nextafter(static_cast<From>(hi), From(0)),
+                           std::nextafter(static_cast<From>(lo), -std::numeric_limits<From>::infinity()),
+                           std::nextafter(static_cast<From>(hi), std::numeric_limits<From>::infinity()),
+                           From(-0.0), From(0.999), From(-0.999), static_cast<From>(lo - 1e3), static_cast<From>(hi + 1e3)};
+  for (std::size_t k = 0; k < std::size(specials); ++k) x.insert(x.begin() + static_cast<std::ptrdiff_t>(37 * k + 5), specials[k]);
+  const auto got = to_vec<To>(entry<Family::Cast>(OpCode::cast)(from_vec(x, Shape{x.size()}, from), to));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = static_cast<double>(x[i]);
+    const To want = std::isnan(v) ? To{0} : v <= lo ? std::numeric_limits<To>::min()
+                                      : v >= hi ? std::numeric_limits<To>::max() : static_cast<To>(std::trunc(v));
+    ASSERT_EQ(got[i], want) << dtype_name(from) << " -> " << dtype_name(to) << " of " << v << " at " << i;
+  }
+}
+
+TEST(CpuCast, LongFloatToIntRunsSaturate) {
+  check_float_to_int_run<std::int32_t, float>(DType::F32, DType::I32);
+  check_float_to_int_run<std::int8_t, float>(DType::F32, DType::I8);
+  check_float_to_int_run<std::uint8_t, float>(DType::F32, DType::U8);
+  check_float_to_int_run<std::uint32_t, float>(DType::F32, DType::U32);
+  check_float_to_int_run<std::int64_t, float>(DType::F32, DType::I64);
+  check_float_to_int_run<std::int32_t, double>(DType::F64, DType::I32);
+  check_float_to_int_run<std::int64_t, double>(DType::F64, DType::I64);
+  check_float_to_int_run<std::uint64_t, double>(DType::F64, DType::U64);
+  check_float_to_int_run<std::int16_t, double>(DType::F64, DType::I16);
 }
 
 TEST(CpuDevice, DeviceOpsAndInfo) {
