@@ -159,19 +159,11 @@ struct BinFn {
   static constexpr bool kHalfHwy = Op::kSimd >= 0 && dispatch::kIsHalf<T>;
 
   T operator()(T a, T b) const { return st<T>(Op::f(ld(a), ld(b))); }
-  // Ops written as one branch-free select (max_pair, min_pair; kVecLoop) on plain
-  // numbers: vectorized loops. (hypot is not: its sqrt keeps errno semantics, which
-  // GCC does not vectorize; one scalar pass is still 1.7x the default's nine.)
-  static constexpr bool kVecLoop = requires { Op::kVecLoop; } && std::is_arithmetic_v<T> && !kHwy;
-  void vv(T* o, const T* a, const T* b, std::size_t n) const requires(kVecLoop) {
-    simd_loop(n, [&](std::size_t i) { o[i] = Op::f(a[i], b[i]); });
-  }
-  void vs(T* o, const T* a, T s, std::size_t n) const requires(kVecLoop) {
-    simd_loop(n, [&](std::size_t i) { o[i] = Op::f(a[i], s); });
-  }
-  void sv(T* o, T s, const T* b, std::size_t n) const requires(kVecLoop) {
-    simd_loop(n, [&](std::size_t i) { o[i] = Op::f(s, b[i]); });
-  }
+  // Branch-free ops (int arithmetic and bitwise, max_pair, min_pair: Op::kVecLoop) on
+  // plain numbers without a Highway kernel: vectorized contiguous runs (kVecFn). (hypot
+  // is not: its sqrt keeps errno semantics, which GCC does not vectorize; one scalar
+  // pass is still 1.7x the default's nine.)
+  static constexpr bool kVec = requires { Op::kVecLoop; } && std::is_arithmetic_v<T> && !kHwy;
   // Halves: f32 blocks through the f32 kernel (o may alias a or b element for element).
   void vv(T* o, const T* a, const T* b, std::size_t n) const requires(kHalfHwy) {
     half_blocks(n, [&](std::size_t i, std::size_t m) {
@@ -256,7 +248,7 @@ Prim binary_entry(Prim pa, Prim pb) {
         if constexpr (requires { fn.vv(o, x, y, n); }) {
           fn.vv(o, x, y, n);
         } else {
-          for (std::size_t i = 0; i < n; ++i) o[i] = fn(x[i], y[i]);
+          run_loop(n, fn, [&](const BinFn<T, Op>& g, std::size_t i) { o[i] = g(x[i], y[i]); });
         }
         return;
       }
@@ -304,17 +296,7 @@ struct NeOp { template <class C> static bool f(C a, C b) { return a != b; } };  
 template <class TO, class T, class Op>
 struct CmpFn {
   TO operator()(T a, T b) const { return static_cast<TO>(Op::f(ld(a), ld(b)) ? 1 : 0); }
-  // Contiguous runs of plain numbers (not halves): vectorized loops.
-  static constexpr bool kPlain = std::is_arithmetic_v<T>;
-  void vv(TO* o, const T* a, const T* b, std::size_t n) const requires(kPlain) {
-    simd_loop(n, [&](std::size_t i) { o[i] = static_cast<TO>(Op::f(a[i], b[i])); });
-  }
-  void vs(TO* o, const T* a, T s, std::size_t n) const requires(kPlain) {
-    simd_loop(n, [&](std::size_t i) { o[i] = static_cast<TO>(Op::f(a[i], s)); });
-  }
-  void sv(TO* o, T s, const T* b, std::size_t n) const requires(kPlain) {
-    simd_loop(n, [&](std::size_t i) { o[i] = static_cast<TO>(Op::f(s, b[i])); });
-  }
+  static constexpr bool kVec = std::is_arithmetic_v<T>;  // plain numbers: vectorized runs
 };
 
 // Calls f(U{}) with the raw unsigned type of a bool storage (uint8_t or uint32_t).
@@ -364,26 +346,18 @@ Prim compare_scalar_entry(Prim pa, Scalar s, DType out_dtype) {
 }
 
 // ---- logical ops on bool tensors (any storage; nonzero is true) ------------------
-// Logic on bool storages; contiguous runs in vectorized loops (both operands read, no
-// short-circuit branch).
+// Logic on bool storages, without short-circuit branches: vectorized runs (kVec).
 template <class D>
 struct BoolFn {
+  static constexpr bool kVec = true;
   template <class U> U operator()(U a, U b) const { return static_cast<U>(D::g(a != 0, b != 0)); }
-  template <class U> void vv(U* o, const U* a, const U* b, std::size_t n) const {
-    simd_loop(n, [&](std::size_t i) {
-      const U x = a[i], y = b[i];
-      o[i] = static_cast<U>(D::g(x != 0, y != 0));
-    });
-  }
 };
 struct AndB : BoolFn<AndB> { static bool g(bool x, bool y) { return x & y; } };
 struct OrB : BoolFn<OrB> { static bool g(bool x, bool y) { return x | y; } };
 struct XorB : BoolFn<XorB> { static bool g(bool x, bool y) { return x != y; } };
 struct NotB {
+  static constexpr bool kVec = true;
   template <class U> U operator()(U a) const { return static_cast<U>(a == 0); }
-  template <class U> void vv(U* o, const U* a, std::size_t n) const {
-    simd_loop(n, [&](std::size_t i) { o[i] = static_cast<U>(a[i] == 0); });
-  }
 };
 
 template <class Fn>
@@ -421,25 +395,14 @@ template <class T, class M>
 struct FillFn {
   T value;
   T operator()(T a, M m) const { return m != 0 ? value : a; }
-  // Contiguous runs of plain numbers: a vectorized select (a branch per element
-  // mispredicts on an unordered mask: 4M f32 took 18 ms).
-  void vv(T* o, const T* a, const M* m, std::size_t n) const requires(std::is_arithmetic_v<T>) {
-    const T v = value;
-    simd_loop(n, [&](std::size_t i) {
-      const T x = a[i];  // loaded unconditionally, so the select needs no masked load
-      o[i] = m[i] != 0 ? v : x;
-    });
-  }
+  // Plain numbers: vectorized selects (a branch per element mispredicts on an unordered
+  // mask: 4M f32 took 18 ms).
+  static constexpr bool kVec = std::is_arithmetic_v<T>;
 };
 template <class T, class M>
 struct WhereFn {
   T operator()(T a, M m, T v) const { return m != 0 ? v : a; }
-  void vvv(T* o, const T* a, const M* m, const T* v, std::size_t n) const requires(std::is_arithmetic_v<T>) {
-    simd_loop(n, [&](std::size_t i) {
-      const T x = a[i], y = v[i];
-      o[i] = m[i] != 0 ? y : x;
-    });
-  }
+  static constexpr bool kVec = std::is_arithmetic_v<T>;
 };
 
 Prim mask_fill_entry(Prim pa, Prim pm, Scalar s) {

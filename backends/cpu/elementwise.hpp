@@ -62,25 +62,6 @@ template <class T> using wide_unsigned_t =
 template <class T> inline T* at(std::byte* p) { return reinterpret_cast<T*>(p); }
 template <class T> inline const T* at(const std::byte* p) { return reinterpret_cast<const T*>(p); }
 
-// out[i] = f(a[i])
-template <class TO, class TA, class F>
-void map1(const Plan<2>& plan, std::byte* out, const std::byte* a, F& f) {
-  for_each_row(plan, {out, const_cast<std::byte*>(a)},
-               [&](std::array<std::byte*, 2> p, std::size_t n, std::array<std::int64_t, 2> s) {
-                 TO* o = at<TO>(p[0]);
-                 const TA* x = at<TA>(p[1]);
-                 if (s[0] == sizeof(TO) && s[1] == sizeof(TA)) {
-                   if constexpr (requires { f.vv(o, x, n); }) {
-                     f.vv(o, x, n);
-                   } else {
-                     for (std::size_t i = 0; i < n; ++i) o[i] = f(x[i]);
-                   }
-                   return;
-                 }
-                 for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1]) *at<TO>(p[0]) = f(*at<TA>(p[1]));
-               });
-}
-
 // body(i) for i in [0, n) in one loop the compiler vectorizes (`omp simd`: compares
 // and selects become vector compares and blends). For elementwise bodies on contiguous
 // runs of plain numbers: a branch per element mispredicts on unordered data (max_pair
@@ -93,6 +74,46 @@ inline void simd_loop(std::size_t n, F&& body) {
 #pragma omp simd
 #endif
   for (std::size_t i = 0; i < n; ++i) body(i);
+}
+
+// A functor that declares `kVec = true` (a branch-free body on plain numbers) has the
+// contiguous runs of map1/map2/map3 in simd_loop; others in a plain loop. The engine
+// passes operands by value, so they are always loaded unconditionally.
+template <class F>
+consteval bool vec_fn() {
+  if constexpr (requires { F::kVec; }) return F::kVec;
+  else return false;
+}
+template <class F> inline constexpr bool kVecFn = vec_fn<F>();
+// body(g, i) for i in [0, n) with g the functor: a local copy in the vectorized case, so
+// its members (a fill value) are not reloaded through a pointer the stores might alias.
+template <class F, class B>
+inline void run_loop(std::size_t n, F& f, B&& body) {
+  if constexpr (kVecFn<F>) {
+    const F g = f;
+    simd_loop(n, [&](std::size_t i) { body(g, i); });
+  } else {
+    for (std::size_t i = 0; i < n; ++i) body(f, i);
+  }
+}
+
+// out[i] = f(a[i])
+template <class TO, class TA, class F>
+void map1(const Plan<2>& plan, std::byte* out, const std::byte* a, F& f) {
+  for_each_row(plan, {out, const_cast<std::byte*>(a)},
+               [&](std::array<std::byte*, 2> p, std::size_t n, std::array<std::int64_t, 2> s) {
+                 TO* o = at<TO>(p[0]);
+                 const TA* x = at<TA>(p[1]);
+                 if (s[0] == sizeof(TO) && s[1] == sizeof(TA)) {
+                   if constexpr (requires { f.vv(o, x, n); }) {
+                     f.vv(o, x, n);
+                   } else {
+                     run_loop(n, f, [&](const F& g, std::size_t i) { o[i] = g(x[i]); });
+                   }
+                   return;
+                 }
+                 for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1]) *at<TO>(p[0]) = f(*at<TA>(p[1]));
+               });
 }
 
 // out[i] = f(a[i], b[i])
@@ -108,7 +129,7 @@ void map2(const Plan<3>& plan, std::byte* out, const std::byte* a, const std::by
                      if constexpr (requires { f.vv(o, x, y, n); }) {
                        f.vv(o, x, y, n);
                      } else {
-                       for (std::size_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+                       run_loop(n, f, [&](const F& g, std::size_t i) { o[i] = g(x[i], y[i]); });
                      }
                      return;
                    }
@@ -117,7 +138,7 @@ void map2(const Plan<3>& plan, std::byte* out, const std::byte* a, const std::by
                      if constexpr (requires { f.vs(o, x, yv, n); }) {
                        f.vs(o, x, yv, n);
                      } else {
-                       for (std::size_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+                       run_loop(n, f, [&](const F& g, std::size_t i) { o[i] = g(x[i], yv); });
                      }
                      return;
                    }
@@ -126,7 +147,7 @@ void map2(const Plan<3>& plan, std::byte* out, const std::byte* a, const std::by
                      if constexpr (requires { f.sv(o, xv, y, n); }) {
                        f.sv(o, xv, y, n);
                      } else {
-                       for (std::size_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+                       run_loop(n, f, [&](const F& g, std::size_t i) { o[i] = g(xv, y[i]); });
                      }
                      return;
                    }
@@ -146,11 +167,7 @@ void map3(const Plan<4>& plan, std::byte* out, const std::byte* a, const std::by
                    const TA* x = at<TA>(p[1]);
                    const TB* y = at<TB>(p[2]);
                    const TC* z = at<TC>(p[3]);
-                   if constexpr (requires { f.vvv(o, x, y, z, n); }) {
-                     f.vvv(o, x, y, z, n);
-                   } else {
-                     for (std::size_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], z[i]);
-                   }
+                   run_loop(n, f, [&](const F& g, std::size_t i) { o[i] = g(x[i], y[i], z[i]); });
                    return;
                  }
                  for (std::size_t i = 0; i < n; ++i, p[0] += s[0], p[1] += s[1], p[2] += s[2], p[3] += s[3])

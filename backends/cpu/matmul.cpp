@@ -112,24 +112,20 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
            MatStrides sc) {
   if constexpr (std::is_same_v<T, float>) {
     sgemm(m, n, k, 1.0f, a, sa.rs, sa.cs, b, sb.rs, sb.cs, 0.0f, c, sc.rs, sc.cs);
-    return;
-  }
-  if constexpr (std::is_same_v<T, bf16>) {
+  } else if constexpr (std::is_same_v<T, bf16>) {
     bf16gemm(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
-    return;
-  }
 #if TENSOR_HAVE_BLIS
-  if constexpr (std::is_same_v<T, double>) {
+  } else if constexpr (std::is_same_v<T, double>) {
     double one = 1, zero = 0;
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
     bli_rntm_set_num_threads(1, &rntm);
     bli_dgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, static_cast<dim_t>(m), static_cast<dim_t>(n),
                  static_cast<dim_t>(k), &one, const_cast<double*>(a), sa.rs, sa.cs, const_cast<double*>(b), sb.rs,
                  sb.cs, &zero, c, sc.rs, sc.cs, nullptr, &rntm);
-    return;
-  }
 #endif
-  if constexpr (!std::is_same_v<T, bf16>) gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
+  } else {
+    gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
+  }
 }
 
 // A product on `threads` threads: c split into slabs along its longer dim (at least

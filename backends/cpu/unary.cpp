@@ -105,11 +105,8 @@ struct UnFn {
   void vv(T* o, const T* x, std::size_t n) const requires(kSimdUn<Op> >= 0 && dispatch::kIsFloatLike<T>) {
     unary_simd(static_cast<simd::UnOp>(kSimdUn<Op>), o, x, n);
   }
-  // Branch-free ops without a Highway kernel (sign), on plain numbers: vectorized loops.
-  void vv(T* o, const T* x, std::size_t n) const
-      requires(kSimdUn<Op> < 0 && std::is_arithmetic_v<T> && requires { Op::kVecLoop; }) {
-    simd_loop(n, [&](std::size_t i) { o[i] = Op::f(x[i]); });
-  }
+  // Branch-free ops without a Highway kernel (sign), on plain numbers: vectorized runs.
+  static constexpr bool kVec = kSimdUn<Op> < 0 && std::is_arithmetic_v<T> && requires { Op::kVecLoop; };
 };
 
 template <class Op>
@@ -171,9 +168,7 @@ struct ClampFn {
     if constexpr (kK != ClampKind::Min) v = hi < v ? hi : v;
     return st<T>(v);
   }
-  void vv(T* o, const T* x, std::size_t n) const requires(std::is_arithmetic_v<T>) {
-    simd_loop(n, [&](std::size_t i) { o[i] = (*this)(x[i]); });
-  }
+  static constexpr bool kVec = std::is_arithmetic_v<T>;  // max/min selects: vectorized runs
 };
 
 template <ClampKind kK>
