@@ -191,11 +191,17 @@ T flip_dim(T a, std::size_t d) {
   return axes(OpCode::flip, std::move(a), ax);
 }
 
-// Sums a broadcast gradient back to the operand's shape (same rank: size-1 dims).
+// Sums a broadcast gradient back to the operand's shape. Dims align from the right (the
+// broadcast rule): the operand's size-1 dims and every leading dim `g` has beyond the
+// operand's rank (an expand that adds dims) are summed; sum_dim keeps them as size 1.
 T sum_to(T g, const Shape& s) {
   if (g.shape() == s) return g;
-  for (std::size_t i = 0; i < s.rank(); ++i)
-    if (s[i] == 1 && g.shape()[i] != 1) g = reduce_dim(OpCode::sum_dim, std::move(g), i64(i));
+  const std::size_t gr = g.shape().rank(), sr = s.rank();
+  const std::size_t lead = gr > sr ? gr - sr : 0;
+  for (std::size_t i = 0; i < sr && lead + i < gr; ++i)
+    if (s[i] == 1 && g.shape()[lead + i] != 1) g = reduce_dim(OpCode::sum_dim, std::move(g), i64(lead + i));
+  for (std::size_t i = 0; i < lead; ++i)
+    if (g.shape()[i] != 1) g = reduce_dim(OpCode::sum_dim, std::move(g), i64(i));
   return g.shape() == s ? g : reshape_to(std::move(g), s);
 }
 // The gradient of a full reduction (shape [1]) spread over `s`.

@@ -75,6 +75,17 @@ void check_indices(OpCode op, const DispatchTensor& a, const DispatchTensor& idx
   check_same_device(op, a, idx);
 }
 
+// An enum argument within its enumerators (a value cast from an integer may not be).
+template <class E>
+void check_enum(OpCode op, const char* what, E v, E last, const char* names) {
+  if (static_cast<unsigned>(v) > static_cast<unsigned>(last))
+    throw ShapeError(fmt::format("[{}] {} out of range; expected one of {}; got {}", op_name(op), what, names,
+                                 static_cast<unsigned>(v)));
+}
+void check_update(OpCode op, IndexingUpdateOp u) {
+  check_enum(op, "update op", u, IndexingUpdateOp::Max, "Assign, Add, Mul, Min, Max");
+}
+
 void check_mask(OpCode op, const DispatchTensor& a, const DispatchTensor& mask) {
   if (!mask.prim) throw Error(fmt::format("[{}] expected a mask tensor; got an empty handle", op_name(op)));
   if (mask.kind != Kind::Bool)
@@ -203,6 +214,7 @@ DispatchTensor random(const Shape& shape, const Distribution& dist, DeviceId dev
   const DType dt = resolve_dtype(op, device, kind, dtype);
   check_arithmetic(op, device, dt);
   check_alloc_shape(op, shape, dt);
+  check_enum(op, "distribution kind", dist.kind, Distribution::Kind::Normal, "Default, Uniform, Bernoulli, Normal");
   if (dist.kind == Distribution::Kind::Uniform && !(dist.a <= dist.b))
     throw IndexError(fmt::format("[random] uniform bounds reversed; expected low <= high; got {} and {}", dist.a, dist.b));
   if (dist.kind == Distribution::Kind::Bernoulli && !(dist.a >= 0.0 && dist.a <= 1.0))
@@ -745,7 +757,9 @@ DispatchTensor slice_assign(DispatchTensor a, std::span<const tensor::Slice> sli
   check_pair(op, a, value);
   const std::vector<DimSlice> ds = resolve_slices(op, a.shape(), slices);
   const Shape want = sliced_shape(a.shape(), ds);
-  if (!(value.shape() == want))
+  // A slice that selects nothing (one that clamps to empty) is a no-op whatever the
+  // value's shape, as in burn (its batched qr relies on it).
+  if (want.num_elements() != 0 && !(value.shape() == want))
     throw ShapeError(fmt::format("[slice_assign] value shape differs from the slice; expected {}; got {}", want.to_string(),
                                  value.shape().to_string()));
   const Kind k = a.kind;
@@ -856,6 +870,7 @@ DispatchTensor scatter(OpCode op, DispatchTensor a, std::int64_t dim, DispatchTe
   check_first(op, a);
   check_indices(op, a, idx);
   check_pair(op, a, values);
+  check_update(op, update);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
   if (!(idx.shape() == values.shape()) || idx.shape().rank() != a.shape().rank())
     throw ShapeError(fmt::format("[{}] indices and values must have one shape of the tensor's rank; got {} and {} for {}",
@@ -894,6 +909,7 @@ DispatchTensor select_assign(OpCode op, DispatchTensor a, std::int64_t dim, Disp
   check_first(op, a);
   check_indices(op, a, idx);
   check_pair(op, a, values);
+  check_update(op, update);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
   if (idx.shape().rank() != 1)
     throw ShapeError(fmt::format("[{}] expected 1-D indices; got shape {}", op_name(op), idx.shape().to_string()));
@@ -971,6 +987,8 @@ DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridS
   const OpCode op = OpCode::grid_sample_2d;
   check_first(op, a);
   check_pair(op, a, grid, false);
+  check_enum(op, "mode", options.mode, GridSampleOptions::Mode::Nearest, "Bilinear, Nearest");
+  check_enum(op, "padding mode", options.padding, GridSampleOptions::Padding::Reflection, "Zeros, Border, Reflection");
   const Shape& s = a.shape();
   const Shape& g = grid.shape();
   if (s.rank() != 4 || g.rank() != 4 || g[3] != 2 || g[0] != s[0])
@@ -1015,6 +1033,7 @@ DispatchTensor scatter_nd(DispatchTensor a, DispatchTensor idx, DispatchTensor v
   check_first(op, a);
   check_indices(op, a, idx);
   check_pair(op, a, values);
+  check_update(op, update);
   const Shape want = checked_nd_slices_shape(op, a.shape(), idx.shape());
   if (!(values.shape() == want))
     throw ShapeError(fmt::format("[scatter_nd] values must have the indices' leading dims and the remaining dims; expected {}; "
@@ -1319,9 +1338,17 @@ DispatchTensor max_pool_backward(DispatchTensor dy, DispatchTensor indices, cons
       indices);
 }
 
+namespace {
+void check_interp_mode(OpCode op, const InterpArgs& a) {
+  check_enum(op, "interpolate mode", a.options.mode, tensor::nn::InterpolateMode::Bicubic,
+             "Nearest, NearestExact, Bilinear, Bicubic");
+}
+}  // namespace
+
 DispatchTensor interpolate(DispatchTensor x, const InterpArgs& args) {
   const OpCode op = OpCode::interpolate;
   check_module_first(op, x, "x");
+  check_interp_mode(op, args);
   const Shape out = tensor::nn::interpolate_output_shape(op_name(op), x.shape(), args.size);
   check_alloc_shape(op, out, x.dtype());
   return invoke(
@@ -1332,6 +1359,7 @@ DispatchTensor interpolate(DispatchTensor x, const InterpArgs& args) {
 DispatchTensor interpolate_backward(DispatchTensor dy, const Shape& x_shape, const InterpArgs& args) {
   const OpCode op = OpCode::interpolate_backward;
   check_module_first(op, dy, "output gradient");
+  check_interp_mode(op, args);
   const Shape out = tensor::nn::interpolate_output_shape(op_name(op), x_shape, args.size);
   check_same_shape(op, "output gradient", dy.shape(), out);
   check_alloc_shape(op, x_shape, dy.dtype());

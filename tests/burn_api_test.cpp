@@ -112,11 +112,10 @@ TEST_P(BurnApi, ChunkSplit) {
   EXPECT_EQ(fv(s[1]), (std::vector<float>{3, 6}));
   EXPECT_EQ(s[1].shape(), Shape({2, 1}));
   EXPECT_THROWS(IndexError, m.split(0, 1), "split", "split_size");
-  const auto w = m.split_with_sizes({1, 0, 2}, -1);
-  ASSERT_EQ(w.size(), 3u);
+  const auto w = m.split_with_sizes({1, 0, 2}, -1);  // burn skips the 0-length entry
+  ASSERT_EQ(w.size(), 2u);
   EXPECT_EQ(fv(w[0]), (std::vector<float>{1, 4}));
-  EXPECT_EQ(w[1].shape(), Shape({2, 0}));
-  EXPECT_EQ(fv(w[2]), (std::vector<float>{2, 3, 5, 6}));
+  EXPECT_EQ(fv(w[1]), (std::vector<float>{2, 3, 5, 6}));
   EXPECT_THROWS(ShapeError, m.split_with_sizes({1, 1}, 1), "split_with_sizes", "sum of 3");
   const auto bs = bo<1>({true, false, true}, {3}).split(2, 0);
   ASSERT_EQ(bs.size(), 2u);
@@ -129,7 +128,8 @@ TEST_P(BurnApi, RepeatAndPad) {
   EXPECT_EQ(r.shape(), Shape({4, 6}));
   EXPECT_EQ(iv(r), (std::vector<std::int64_t>{1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4, 1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4}));
   EXPECT_EQ(a.repeat({1, 0}).shape(), Shape({2, 0}));
-  EXPECT_THROWS(ShapeError, a.repeat({1, 1, 1}), "repeat", "3");
+  EXPECT_EQ(a.repeat({1, 1, 1}).shape(), Shape({2, 2}));  // trailing counts of 1 past the rank, as burn
+  EXPECT_THROWS(ShapeError, a.repeat({1, 1, 3}), "repeat", "3");
   const auto f = fl<2>({1, 2, 3, 4, 5, 6}, {2, 3});
   const auto pc = f.pad({{1, 0}, {1, 2}}, PadMode::constant(-1.0));
   EXPECT_EQ(pc.shape(), Shape({3, 6}));
@@ -305,10 +305,11 @@ TEST_P(BurnApi, LayoutAndIndexingHelpers) {
   EXPECT_EQ(fv(m.movedim({1}, {0})), (std::vector<float>{1, 4, 2, 5, 3, 6}));
   EXPECT_THROWS(IndexError, c.movedim({0, 0}, {1, 2}), "movedim", "repeated");
   const auto v = in<1>({1, 2, 3, 4, 5}, {5});
-  EXPECT_EQ(iv(v.roll_dim(2, 0)), (std::vector<std::int64_t>{4, 5, 1, 2, 3}));
-  EXPECT_EQ(iv(v.roll_dim(-1, 0)), (std::vector<std::int64_t>{2, 3, 4, 5, 1}));
-  EXPECT_EQ(iv(v.roll_dim(7, 0)), (std::vector<std::int64_t>{4, 5, 1, 2, 3}));
-  EXPECT_EQ(fv(m.roll({1, 1}, {0, 1})), (std::vector<float>{6, 4, 5, 3, 1, 2}));
+  // burn's direction: out[j] = v[(j + shift) mod n].
+  EXPECT_EQ(iv(v.roll_dim(2, 0)), (std::vector<std::int64_t>{3, 4, 5, 1, 2}));
+  EXPECT_EQ(iv(v.roll_dim(-1, 0)), (std::vector<std::int64_t>{5, 1, 2, 3, 4}));
+  EXPECT_EQ(iv(v.roll_dim(7, 0)), (std::vector<std::int64_t>{3, 4, 5, 1, 2}));
+  EXPECT_EQ(fv(m.roll({1, 1}, {0, 1})), (std::vector<float>{5, 6, 4, 2, 3, 1}));
   EXPECT_THROWS(ShapeError, m.roll({1}, {0, 1}), "roll", "shift");
   EXPECT_EQ(fv(m.slice_dim(1, Slice::range(0, 3, 2))), (std::vector<float>{1, 3, 4, 6}));
   EXPECT_THROWS(IndexError, m.slice_dim(2, Slice::all()), "slice_dim", "2");
@@ -324,7 +325,7 @@ TEST_P(BurnApi, LayoutAndIndexingHelpers) {
   ASSERT_EQ(nz.size(), 2u);
   EXPECT_EQ(iv(nz[0]), (std::vector<std::int64_t>{0, 1, 1}));
   EXPECT_EQ(iv(nz[1]), (std::vector<std::int64_t>{1, 0, 2}));
-  EXPECT_EQ(bo<1>({false, false}, {2}).nonzero()[0].shape(), Shape({0}));
+  EXPECT_TRUE(bo<1>({false, false}, {2}).nonzero().empty());  // burn: no true element, no tensors
   const auto a = fl<3>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
   const auto sq = a.sum_dims_squeeze<1>({0, 2});
   EXPECT_EQ(sq.shape(), Shape({2}));
@@ -370,7 +371,8 @@ TEST_P(BurnApi, Windows) {
   using namespace signal;
   EXPECT_TRUE(near(fv(hann_window(4, true, dev())), {0, 0.5f, 1, 0.5f}, 1e-6f));
   EXPECT_TRUE(near(fv(hann_window(5, false, dev())), {0, 0.5f, 1, 0.5f, 0}, 1e-6f));
-  EXPECT_TRUE(near(fv(hamming_window(5, false, dev())), {0.08f, 0.54f, 1, 0.54f, 0.08f}, 1e-6f));
+  // burn 0.22: alpha = 25/46, beta = 21/46 (w[0] = 4/46).
+  EXPECT_TRUE(near(fv(hamming_window(5, false, dev())), {4.0f / 46, 25.0f / 46, 1, 25.0f / 46, 4.0f / 46}, 1e-6f));
   EXPECT_TRUE(near(fv(blackman_window(5, false, dev())), {0, 0.34f, 1, 0.34f, 0}, 1e-6f));
   EXPECT_TRUE(near(fv(hann_window(1, true, dev())), {1}));
   EXPECT_EQ(hann_window(0, true, dev()).shape(), Shape({0}));
@@ -449,7 +451,7 @@ TEST_P(BurnApi, Printing) {
   const auto a = Tensor<2>::from_floats({{1, 2.5}, {-3, 0}}, dev());
   const std::string s = a.to_string();
   const std::string want = "Tensor {\n  data:\n[[1.0, 2.5],\n [-3.0, 0.0]],\n  shape:  [2, 2],\n  device:  " + dev().to_string() +
-                           ",\n  backend:  \"" + dev().backend_name() + "\",\n  kind:  \"Float\",\n  dtype:  \"" +
+                           ",\n  kind:  \"Float\",\n  dtype:  \"" +
                            std::string(dtype_name(a.dtype())) + "\",\n}";
   EXPECT_EQ(s, want);
   std::ostringstream os;
@@ -468,7 +470,9 @@ TEST_P(BurnApi, Printing) {
   EXPECT_NE(I1::arange(0, 10, dev()).to_string(cut).find("[0, 1, ..., 8, 9]"), std::string::npos);
   cut.edge_items = 1;
   const auto m = I1::arange(0, 16, dev()).reshape<2>({4, 4});
-  EXPECT_NE(m.to_string(cut).find("[[0, ..., 3],\n ...,\n [12, ..., 15]]"), std::string::npos) << m.to_string(cut);
+  // burn 0.22: the elided rows are "..." then a newline, no comma after it; no backend line.
+  EXPECT_NE(m.to_string(cut).find("[[0, ..., 3],\n ...\n [12, ..., 15]]"), std::string::npos) << m.to_string(cut);
+  EXPECT_EQ(m.to_string(cut).find("backend"), std::string::npos);
   EXPECT_NE(I1::arange(0, 4, dev()).to_string(cut).find("[0, 1, 2, 3]"), std::string::npos);  // under the threshold
   set_print_options(cut);
   EXPECT_NE(I1::arange(0, 10, dev()).to_string().find("[0, ..., 9]"), std::string::npos);
@@ -477,7 +481,7 @@ TEST_P(BurnApi, Printing) {
 
 TEST_P(BurnApi, SelectDimAndRuntimeLists) {
   const auto a = Tensor<2>::from_floats({{1, 2, 3}, {4, 5, 6}}, dev());
-  EXPECT_EQ(a.select_dim(1, -1).shape(), Shape({2, 1}));
+  EXPECT_EQ(a.select_dim(1, -1).shape(), Shape({2}));  // burn removes the dim
   EXPECT_EQ(fv(a.select_dim(1, -1)), (std::vector<float>{3, 6}));
   EXPECT_EQ(fv(a.select_dim(0, 1)), (std::vector<float>{4, 5, 6}));
   EXPECT_EQ(iv(I2::from_ints({{1, 2}, {3, 4}}, dev()).select_dim(-1, 0)), (std::vector<std::int64_t>{1, 3}));
@@ -529,7 +533,7 @@ TEST_P(BurnApi, Categorical) {
   const auto s1 = iv(p.categorical(20));
   dev().seed(7);
   EXPECT_EQ(iv(p.categorical(20)), s1);
-  EXPECT_EQ(p.categorical(0).shape(), Shape({1, 0}));
+  EXPECT_THROWS(ShapeError, p.categorical(0), "[categorical]", "num_samples");  // burn asserts num_samples > 0
   EXPECT_THROWS(IndexError, Tensor<1>::from_floats({1, -1}, dev()).categorical(3), "[categorical]", "negative");
   EXPECT_THROWS(IndexError, Tensor<2>::from_floats({{1, 1}, {0, 0}}, dev()).categorical(3), "[categorical]", "sum");
   EXPECT_THROWS(ShapeError, Tensor<2>::zeros({2, 0}, dev()).categorical(3), "[categorical]", "class");

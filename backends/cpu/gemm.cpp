@@ -38,12 +38,17 @@ void sgemm_fallback(std::size_t m, std::size_t n, std::size_t k, float alpha, co
                     std::int64_t csa, const float* b, std::int64_t rsb, std::int64_t csb, float beta, float* c,
                     std::int64_t rsc, std::int64_t csc) {
 #if TENSOR_HAVE_BLIS
-  rntm_t rntm = BLIS_RNTM_INITIALIZER;
-  bli_rntm_set_num_threads(1, &rntm);
-  bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, static_cast<dim_t>(m), static_cast<dim_t>(n),
-               static_cast<dim_t>(k), &alpha, const_cast<float*>(a), rsa, csa, const_cast<float*>(b), rsb, csb, &beta,
-               c, rsc, csc, nullptr, &rntm);
-#else
+  // A unit dim makes BLIS's product a level-2 update that skips a zero scalar (inf * 0
+  // gave 0, not NaN): the loop below takes those.
+  if (std::min({m, n, k}) > 1) {
+    rntm_t rntm = BLIS_RNTM_INITIALIZER;
+    bli_rntm_set_num_threads(1, &rntm);
+    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, static_cast<dim_t>(m), static_cast<dim_t>(n),
+                 static_cast<dim_t>(k), &alpha, const_cast<float*>(a), rsa, csa, const_cast<float*>(b), rsb, csb,
+                 &beta, c, rsc, csc, nullptr, &rntm);
+    return;
+  }
+#endif
   for (std::size_t i = 0; i < m; ++i) {
     float* crow = c + static_cast<std::int64_t>(i) * rsc;
     for (std::size_t j = 0; j < n; ++j) {
@@ -55,7 +60,6 @@ void sgemm_fallback(std::size_t m, std::size_t n, std::size_t k, float alpha, co
       cv = beta == 0.0f ? alpha * s : alpha * s + beta * cv;
     }
   }
-#endif
 }
 
 #if TENSOR_HAVE_ONEDNN

@@ -116,6 +116,12 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
     bf16gemm(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
 #if TENSOR_HAVE_BLIS
   } else if constexpr (std::is_same_v<T, double>) {
+    // BLIS takes a product with a unit dim as a level-2 update that skips a zero
+    // scalar, so inf * 0 gave 0 instead of NaN; those products go to the loop.
+    if (std::min({m, n, k}) == 1) {
+      gemm_loop(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
+      return;
+    }
     double one = 1, zero = 0;
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
     bli_rntm_set_num_threads(1, &rntm);

@@ -85,7 +85,7 @@ void check_taps(const Context& c, std::size_t taps, const char* what) {
 
 // One module.comp dispatch over `count` invocations (one per element of `out`).
 void launch(int op, const Geom& g, std::size_t count, const VulkanTensor& a, const VulkanTensor* b, std::size_t rank,
-            VulkanTensor& out, VulkanTensor* x, DType idx_dt) {
+            VulkanTensor& out, VulkanTensor* x, DType idx_dt, const std::string* check = nullptr) {
   if (count == 0) return;
   Params p;
   p.w[MP_N] = static_cast<std::uint32_t>(count);
@@ -107,7 +107,7 @@ void launch(int op, const Geom& g, std::size_t count, const VulkanTensor& a, con
   a.ctx().dispatch(ShaderFamily::Module, {static_cast<std::uint32_t>(op), code(dt), code(idx_dt)}, p.w,
                    {{a.buffer().get(), false}, {b ? b->buffer().get() : nullptr, false},
                     {x ? x->buffer().get() : nullptr, true}, {out.buffer().get(), true}},
-                   gx, gy, 1, wide({dt, idx_dt}));
+                   gx, gy, 1, wide({dt, idx_dt}), check);
 }
 
 std::size_t rank_of(OpCode op, const PoolArgs& a) {
@@ -126,7 +126,10 @@ std::size_t rank_of(OpCode op, const PoolArgs& a) {
 std::size_t window_taps(const Geom& g, bool dilated_span_per_stride) {
   std::size_t n = 1;
   for (int k = 0; k < 3; ++k) {
-    const I span = dilated_span_per_stride ? ((g.kernel[k] - 1) * g.dilation[k] + g.stride[k]) / g.stride[k] : g.kernel[k];
+    // A window visits only its taps inside the input (module.comp's pool_taps): at most
+    // ceil(in / dilation) of them however wide the kernel.
+    const I span = dilated_span_per_stride ? ((g.kernel[k] - 1) * g.dilation[k] + g.stride[k]) / g.stride[k]
+                                           : std::min(g.kernel[k], (g.in[k] + g.dilation[k] - 1) / g.dilation[k]);
     n *= static_cast<std::size_t>(std::max<I>(span, 1));
   }
   return n;
@@ -183,6 +186,13 @@ Prim max_pool_backward_entry(Prim pdy, Prim pidx, const Shape& xs, const PoolArg
   Geom g = pool_geom(xs, dy->shape(), a, rank);
   check_taps(dy->ctx(), window_taps(g, true), "max pool gradient range");
   VkRef dx = alloc(dy->device(), dy->dtype(), xs);
+  // The indices come from the caller: a pass over them flags one that is not -1 or a tap
+  // of its own window, and dx then reads as that IndexError (the gather below would
+  // drop such a gradient silently).
+  const std::string check = fmt::format(
+      "[{}] index outside its pooling window; expected -1 or the flat h*W+w position of a tap of its output's window",
+      dispatch::current_op_name());
+  launch(MD_MAX_POOL_CHECK, g, dy->shape().num_elements(), *dy, idx.get(), rank, *dx, nullptr, idx->dtype(), &check);
   launch(MD_MAX_POOL_BWD, g, xs.num_elements(), *dy, idx.get(), rank, *dx, nullptr, idx->dtype());
   return dx;
 }

@@ -300,8 +300,7 @@ HandleList split(Handle&& a_, std::size_t split_size, std::int64_t dim) {
   if (split_size == 0 && n != 0)
     throw IndexError("[split] split_size must be positive unless the dim is empty; expected >= 1; got 0 for size " +
                      std::to_string(n));
-  std::vector<std::size_t> sizes;
-  if (n == 0) sizes.push_back(0);
+  std::vector<std::size_t> sizes;  // an empty dim gives no pieces (burn)
   for (std::size_t at = 0; at < n; at += split_size) sizes.push_back(std::min(split_size, n - at));
   return named("split", [&] { return pieces(a, d, sizes); });
 }
@@ -316,18 +315,24 @@ HandleList split_with_sizes(Handle&& a_, const std::vector<std::size_t>& sizes, 
   if (total != s[d])
     throw ShapeError("[split_with_sizes] sizes must add up to the dim; expected a sum of " + std::to_string(s[d]) + " (dim " +
                      std::to_string(d) + " of " + s.to_string() + "); got " + std::to_string(total));
-  return named("split_with_sizes", [&] { return pieces(a, d, sizes); });
+  std::vector<std::size_t> kept;  // 0-length entries give no piece (burn)
+  for (std::size_t n : sizes)
+    if (n != 0) kept.push_back(n);
+  return named("split_with_sizes", [&] { return pieces(a, d, kept); });
 }
 
 Handle repeat(Handle&& a_, const std::vector<std::size_t>& times) {
   H a(a_);
   a_ = Handle{};
   const Shape s = a.shape();
-  if (times.size() > s.rank())
-    throw ShapeError("[repeat] more repeat counts than dims; expected at most " + std::to_string(s.rank()) + "; got " +
-                     std::to_string(times.size()));
+  // Counts past the rank are accepted when they are 1 (burn repeats only counts > 1).
+  for (std::size_t i = s.rank(); i < times.size(); ++i)
+    if (times[i] != 1)
+      throw ShapeError("[repeat] a count past the rank must be 1; expected at most " + std::to_string(s.rank()) +
+                       " counts or 1 beyond; got " + std::to_string(times[i]) + " for dim " + std::to_string(i) + " of " +
+                       s.to_string());
   return named("repeat", [&] {
-    for (std::size_t i = 0; i < times.size(); ++i)
+    for (std::size_t i = 0; i < std::min(times.size(), s.rank()); ++i)
       if (times[i] != 1) a = H(repeat_dim(a.r(), static_cast<std::int64_t>(i), times[i]));
     return a.take();
   });
@@ -340,6 +345,9 @@ Handle pad(Handle&& a_, const std::vector<std::pair<std::size_t, std::size_t>>& 
   if (pads.size() > s.rank())
     throw ShapeError("[pad] more (before, after) pairs than dims; expected at most " + std::to_string(s.rank()) + "; got " +
                      std::to_string(pads.size()));
+  if (static_cast<unsigned>(mode.kind) > static_cast<unsigned>(PadMode::Kind::Edge))
+    throw ShapeError("[pad] pad mode out of range; expected one of Constant, Reflect, Edge; got " +
+                     std::to_string(static_cast<unsigned>(mode.kind)));
   const std::size_t off = s.rank() - pads.size();
   for (std::size_t i = 0; i < pads.size(); ++i) {
     const auto [b, e] = pads[i];
@@ -397,17 +405,26 @@ Handle one_hot(Handle&& a_, std::size_t classes, Scalar on, Scalar off, std::int
     const Kind k = kind(a.h);
     const Device dev = device(a.h);
     const H idx = k == Kind::Int ? a : H(cast(OpCode::into_int, a.r(), to_dtype(dev.settings().int_dtype)));
-    // As burn, the values must be class indices (read back to check them).
+    // As burn, the values must be class indices, a negative one counting from the end
+    // (-1 is the last class); read back to check them.
     const TensorData host = into_data(idx.r()).get().convert(DType::I64);
-    for (std::int64_t v : host.to_vec<std::int64_t>())
-      if (v < 0 || v >= static_cast<std::int64_t>(classes))
-        throw IndexError(std::string("[") + op + "] value is not a class index; expected 0.." +
-                         std::to_string(static_cast<std::int64_t>(classes) - 1) + "; got " + std::to_string(v));
+    const auto c = static_cast<std::int64_t>(classes);
+    bool negative = false;
+    for (std::int64_t v : host.to_vec<std::int64_t>()) {
+      if (v < -c || v >= c)
+        throw IndexError(std::string("[") + op + "] value is not a class index; expected " + std::to_string(-c) + ".." +
+                         std::to_string(c - 1) + "; got " + std::to_string(v));
+      negative = negative || v < 0;
+    }
+    const H wrapped =
+        negative ? H(mask_where(idx.r(), compare_scalar(OpCode::lower_elem, idx.r(), Scalar(std::int64_t{0})),
+                                scalar(OpCode::add_scalar, idx.r(), Scalar(c))))
+                 : idx;
     Shape us = s;
     us.insert(static_cast<std::size_t>(ax), 1);
     const H cls = lit_reshape(H(arange(0, static_cast<std::int64_t>(classes), 1, dev, dtype(idx.h))),
                               along(us.rank(), static_cast<std::size_t>(ax), classes));
-    const H eq = H(compare(OpCode::equal, lit_reshape(idx, us).take(), cls.r()));
+    const H eq = H(compare(OpCode::equal, lit_reshape(wrapped, us).take(), cls.r()));
     Shape out = us;
     out[static_cast<std::size_t>(ax)] = classes;
     const H base = H(full(out, off, dev, k, dtype(a.h)));
@@ -628,13 +645,15 @@ Handle composite_dims(Composite c, Handle&& a_, DimList dims, double p, double q
         const H den = bin(OpCode::add, rdim(OpCode::sum_dim, e, d), un(OpCode::exp, un(OpCode::neg, m)));
         return binary(OpCode::div, e.r(), den.r());
       }
-      case Composite::cov: {  // observations along dim: sum((x - mean)(x - mean)^T) / (n - correction)
+      case Composite::cov: {  // burn's form: c = (x - mean along dim) with dim swapped to 0; c^T c / (n - correction)
+        // (c^T swaps the last two dims, so for rank > 2 the leading dims are batch dims
+        // of the product: [4, 2, 4] along 0 gives [4, 4, 4], as burn.)
         const std::size_t d = ds[0], r = s.rank();
         if (r < 2) throw ShapeError("[cov] expected a tensor of rank >= 2; got shape " + s.to_string());
         H c = bin(OpCode::sub, x, rdim(OpCode::mean_dim, x, d));
-        if (d != r - 1) c = H(swap_dims(c.r(), static_cast<std::int64_t>(d), static_cast<std::int64_t>(r - 1)));
+        if (d != 0) c = H(swap_dims(c.r(), static_cast<std::int64_t>(d), 0));
         const H ct = H(swap_dims(c.r(), static_cast<std::int64_t>(r - 2), static_cast<std::int64_t>(r - 1)));
-        return scalar(OpCode::div_scalar, matmul(c.r(), ct.r()), Scalar(static_cast<double>(s[d]) - p));
+        return scalar(OpCode::div_scalar, matmul(ct.r(), c.r()), Scalar(static_cast<double>(s[d]) - p));
       }
       case Composite::vector_norm: return norm_of(x, p, ds[0]).take();
       case Composite::vector_normalize:
@@ -671,11 +690,15 @@ Handle composite2(Composite c, Handle&& a_, Handle&& b_, std::int64_t dim, doubl
   return named(op, [&]() -> Handle {
     switch (c) {
       case Composite::dot: return reduce(OpCode::sum, binary(OpCode::mul, a.r(), b.r()));
-      case Composite::is_close: {  // |a - b| <= atol + rtol |b|, or equal (so equal infinities are close)
+      case Composite::is_close: {  // |a - b| <= atol + rtol |b| where both are finite, or equal
+        // An infinity is close only to itself: the tolerance (itself infinite when b is)
+        // must not make inf and -inf close.
         const H diff = un(OpCode::abs, bin(OpCode::sub, a, b));
         const H tol = sc(OpCode::add_scalar, sc(OpCode::mul_scalar, un(OpCode::abs, b), Scalar(p)), Scalar(q));
         const H near = H(compare(OpCode::lower_equal, diff.r(), tol.r()));
-        return binary(OpCode::bool_or, near.r(), compare(OpCode::equal, a.r(), b.r()));
+        const H inf = bin(OpCode::bool_or, H(predicate(OpCode::is_inf, a.r())), H(predicate(OpCode::is_inf, b.r())));
+        const H finite_near = bin(OpCode::bool_and, near, un(OpCode::bool_not, inf));
+        return binary(OpCode::bool_or, finite_near.r(), compare(OpCode::equal, a.r(), b.r()));
       }
       case Composite::cosine_similarity: {  // dot / max(|a| |b|, eps) along dim
         const std::size_t d = rdim_of(op, dim, sa.rank());
@@ -724,8 +747,12 @@ Handle composite2(Composite c, Handle&& a_, Handle&& b_, std::int64_t dim, doubl
         return lit_reshape(r, out).take();
       }
       case Composite::fmod: {  // a - trunc(a / b) b (the sign of a, as C's fmod)
+        // Where the quotient truncates to zero the result is a itself: so a finite a
+        // over an infinite b is a (burn), not a - 0 * inf = NaN.
         const H t = un(OpCode::trunc, bin(OpCode::div, a, b));
-        return binary(OpCode::sub, a.r(), binary(OpCode::mul, t.r(), b.r()));
+        const H tb = H(mask_fill(binary(OpCode::mul, t.r(), b.r()), compare_scalar(OpCode::equal_elem, t.r(), Scalar(0.0)),
+                                 Scalar(0.0)));
+        return binary(OpCode::sub, a.r(), tb.r());
       }
       default: break;
     }
@@ -773,10 +800,11 @@ Handle roll(Handle&& a_, DimList shifts, DimList dims, const char* op) {
     for (std::size_t i = 0; i < ds.size(); ++i) {
       const auto n = static_cast<std::int64_t>(s[ds[i]]);
       if (n == 0) continue;
-      const std::int64_t k = ((shifts.p[i] % n) + n) % n;  // the first k elements come from the end
+      // burn's direction: out[j] = a[(j + shift) mod n], so the first k elements move to the end.
+      const std::int64_t k = ((shifts.p[i] % n) + n) % n;
       if (k == 0) continue;
       std::vector<Handle> parts;
-      H tail = slice_dim(a, ds[i], Slice::range(n - k, n)), head = slice_dim(a, ds[i], Slice::range(0, n - k));
+      H tail = slice_dim(a, ds[i], Slice::range(k, n)), head = slice_dim(a, ds[i], Slice::range(0, k));
       parts.push_back(tail.take());
       parts.push_back(head.take());
       a = H(cat(std::move(parts), static_cast<std::int64_t>(ds[i])));
@@ -826,7 +854,8 @@ HandleList nonzero(Handle&& a_) {
   return named("nonzero", [&] {
     const H b = kind(a.h) == Kind::Bool ? a : H(compare_scalar(OpCode::not_equal_elem, a.r(), Scalar(0)));
     const H w = H(argwhere(b.r()));  // [n, rank]
-    const std::size_t r = b.shape().rank(), n = w.shape()[0];
+    const std::size_t n = w.shape()[0];
+    const std::size_t r = n == 0 ? 0 : b.shape().rank();  // no true element: an empty list (burn)
     auto* arr = new Handle[r];
     HandleList out(arr, r);
     for (std::size_t j = 0; j < r; ++j) {
@@ -889,7 +918,10 @@ Handle select_dim(Handle&& a_, std::int64_t dim, std::int64_t index) {
   if (i < 0 || i >= n)
     throw IndexError("[select_dim] index out of range; expected " + std::to_string(-n) + ".." + std::to_string(n - 1) + " for dim " +
                      std::to_string(d) + " of " + s.to_string() + "; got " + std::to_string(index));
-  return named("select_dim", [&] { return slice_dim(a, d, Slice::range(i, i + 1)).take(); });
+  if (s.rank() < 2) throw ShapeError("[select_dim] expected a tensor of rank >= 2 (the dim is removed); got shape " + s.to_string());
+  Shape out = s;
+  out.erase(d);
+  return named("select_dim", [&] { return lit_reshape(slice_dim(a, d, Slice::range(i, i + 1)), out).take(); });
 }
 
 Handle select_list(Handle&& a_, std::int64_t dim, DimList indices) {
@@ -916,6 +948,7 @@ Handle categorical(Handle&& a_, std::size_t num_samples) {
   if (kind(a.h) != Kind::Float)
     throw DTypeError("[categorical] expected a Float tensor of class weights; got another kind");
   if (c == 0) throw ShapeError("[categorical] expected at least one class in the last dim; got shape " + s.to_string());
+  if (num_samples == 0) throw ShapeError("[categorical] expected at least one sample (num_samples > 0, as burn); got 0");
   if (r + 1 > kMaxRank)
     throw ShapeError("[categorical] expected a rank below " + std::to_string(kMaxRank) + "; got shape " + s.to_string());
   return named("categorical", [&]() -> Handle {

@@ -1,5 +1,5 @@
 // Tensor::to_string / operator<<: burn's Display layout (values, then shape, device,
-// backend, kind and dtype), with burn's print options (precision, threshold, edge items).
+// kind and dtype), with burn's print options (precision, threshold, edge items).
 #include <charconv>
 #include <cmath>
 #include <mutex>
@@ -50,7 +50,8 @@ struct Printer {
     for (std::size_t i = 0; i < n; ++i) {
       if (cut && i == o.edge_items) {
         out += "...";
-        out += sep;
+        // burn: an elided run of rows is "...", a newline and the indent (no comma).
+        out += inner ? sep : "\n" + std::string(level + 1, ' ');
         i = n - o.edge_items;
       }
       if (inner) out += text[offset + i];
@@ -109,7 +110,6 @@ std::string format(const Handle& h, const PrintOptions& o) {
   std::string s = "Tensor {\n  data:\n" + p.out + ",\n";
   s += "  shape:  " + shape.to_string() + ",\n";
   s += "  device:  " + dev.to_string() + ",\n";
-  s += "  backend:  \"" + dev.backend_name() + "\",\n";
   s += "  kind:  \"" + kind_text(kind(h)) + "\",\n";
   s += "  dtype:  \"" + std::string(dtype_name(dt)) + "\",\n}";
   return s;

@@ -5,6 +5,7 @@
 // SIZE_MAX, INT64_MIN, ...), so overflowing shapes, steps and counts turn up often.
 #include "decoder.hpp"
 
+#include <tensor/nn.hpp>
 #include <tensor/tensor.hpp>
 
 #include <array>
@@ -172,7 +173,11 @@ class Program {
     const Tensor<2> y = any(f_, in);
     const Tensor<2, Int> n = any(i_, in);
     const Tensor<2, Bool> m = any(b_, in);
-    switch (in.u8() % 14) {
+    const std::uint8_t family = in.u8();
+    // Op bytes from 240 reach the module-op families (the older corpus files use the
+    // ones below, whose meaning stays as it was).
+    if (family >= 240) return module_family(family - 240, in, x, y, n);
+    switch (family % 14) {
       case 0: {  // float creation
         const Shape s = shape2(in);
         const std::uint8_t k = in.u8();
@@ -378,6 +383,145 @@ class Program {
         }, x);
         break;
       }
+    }
+  }
+
+  // Module ops with extreme options (products of stride, padding, dilation and kernel
+  // that overflow int64, windows far beyond the input), max-pool gradients with
+  // perturbed indices, and enum arguments cast from bytes.
+  void module_family(std::uint8_t f, Bytes& in, const Tensor<2>& x, const Tensor<2>& y, const Tensor<2, Int>& n) {
+    const std::uint8_t k = in.u8();
+    const std::int64_t a = in.pick(kInts), b = in.pick(kInts), c = in.pick(kInts);
+    const auto i64 = [](std::size_t v) { return static_cast<std::int64_t>(v); };
+    switch (f % 3) {
+      case 0:
+        checked("module_options", [&] {
+          const Shape sx = x.shape(), sy = y.shape();
+          const auto x4 = x.reshape<4>({1, 1, i64(sx[0]), i64(sx[1])});
+          const auto w4 = y.reshape<4>({1, 1, i64(sy[0]), i64(sy[1])});
+          const auto x3 = x4.reshape<3>({1, 1, i64(sx[0] * sx[1])});
+          const auto w3 = w4.reshape<3>({1, 1, i64(sy[0] * sy[1])});
+          switch (k % 8) {
+            case 0: {
+              nn::ConvOptions<2> o;
+              o.stride = {a, 1};
+              o.padding = {b, 0};
+              o.dilation = {1, c};
+              (void)nn::conv2d(x4, w4, std::nullopt, o).into_data();
+              break;
+            }
+            case 1: {
+              nn::ConvOptions<1> o;
+              o.stride = {a};
+              o.padding = {b};
+              o.dilation = {c};
+              (void)nn::conv1d(x3, w3, std::nullopt, o).into_data();
+              break;
+            }
+            case 2: {
+              nn::ConvTransposeOptions<2> o;
+              o.stride = {a, 1};
+              o.padding = {0, b};
+              o.dilation = {c, 1};
+              o.padding_out = {in.pick(kInts), 0};
+              (void)nn::conv_transpose2d(x4, w4, std::nullopt, o).into_data();
+              break;
+            }
+            case 3: {
+              nn::UnfoldOptions o;
+              o.stride = {a, 1};
+              o.padding = {b, b};
+              o.dilation = {1, c};
+              (void)nn::unfold4d(x4, {in.pick(kInts), in.pick(kInts)}, o).into_data();
+              break;
+            }
+            case 4: {
+              nn::MaxPoolOptions<2> o;
+              o.kernel_size = {a, in.pick(kInts)};
+              o.stride = {1, b};
+              o.padding = {c, 0};
+              o.dilation = {in.pick(kInts), 1};
+              o.ceil_mode = k & 8;
+              (void)nn::max_pool2d(x4, o).into_data();
+              break;
+            }
+            case 5: {
+              nn::AvgPoolOptions<1> o;
+              o.kernel_size = {a};
+              o.stride = {b};
+              o.padding = {c};
+              o.ceil_mode = k & 8;
+              (void)nn::avg_pool1d(x3, o).into_data();
+              break;
+            }
+            case 6: {
+              nn::ConvOptions<2> o;
+              o.padding = {a, b};
+              o.groups = c;
+              (void)nn::conv_weight_backward<4>(x4, w4, x4, o).into_data();
+              break;
+            }
+            default:
+              (void)nn::adaptive_avg_pool1d(x3, a).into_data();
+              break;
+          }
+        }, x, y);
+        break;
+      case 1:  // max-pool gradient with the forward's indices moved by an extreme amount
+        checked("max_pool_indices", [&] {
+          const Shape sx = x.shape();
+          const auto x4 = x.reshape<4>({1, 1, i64(sx[0]), i64(sx[1])});
+          nn::MaxPoolOptions<2> o;
+          o.kernel_size = {1 + k % 2, 1 + k / 2 % 2};
+          o.stride = {1 + k / 4 % 2, 1};
+          const auto [v, idx] = nn::max_pool2d_with_indices(x4, o);
+          const std::int64_t shift = k & 16 ? a : static_cast<std::int64_t>(n.num_elements() ? 1 : 0);
+          const auto moved = k & 32 ? idx.add_scalar(shift) : idx.mul_scalar(b);
+          (void)nn::max_pool2d_with_indices_backward(x4, v.ones_like(), moved, o).into_data();
+        }, x, n);
+        break;
+      default:  // enum arguments with values beyond their enumerators
+        checked("enums", [&] {
+          const Shape sx = x.shape();
+          const auto x4 = x.reshape<4>({1, 1, i64(sx[0]), i64(sx[1])});
+          const std::uint8_t e = in.u8();
+          switch (k % 6) {
+            case 0: {
+              nn::InterpolateOptions o;
+              o.mode = static_cast<nn::InterpolateMode>(e % 8);
+              (void)nn::interpolate(x4, {2, 3}, o).into_data();
+              break;
+            }
+            case 1: {
+              GridSampleOptions o;
+              o.mode = static_cast<GridSampleOptions::Mode>(e % 4);
+              o.padding = static_cast<GridSampleOptions::Padding>(e / 4 % 5);
+              (void)x4.grid_sample_2d(Tensor<4>::zeros({1, 2, 2, 2}, dev_), o).into_data();
+              break;
+            }
+            case 2: {
+              const auto flat = n.reshape<1>({-1});
+              (void)x.reshape<1>({-1}).scatter(0, flat, flat.float_(), static_cast<IndexingUpdateOp>(e % 8)).into_data();
+              break;
+            }
+            case 3: {
+              Distribution d;
+              d.kind = static_cast<Distribution::Kind>(e % 6);
+              (void)Tensor<2>::random({2, 2}, d, dev_).into_data();
+              break;
+            }
+            case 4: {
+              PadMode p;
+              p.kind = static_cast<PadMode::Kind>(e % 5);
+              (void)x.pad({{1, 0}}, p).into_data();
+              break;
+            }
+            default:
+              (void)x.select_assign(0, n.reshape<1>({-1}), y, static_cast<IndexingUpdateOp>(e % 7)).into_data();
+              break;
+          }
+        }, x, y, n);
+        break;
     }
   }
 };

@@ -232,6 +232,12 @@ Prim max_pool_backward_entry(Prim dy, Prim indices, const Shape& x_shape, const 
   const bool i32 = indices->dtype() == DType::I32 && i32_fits(g);
   CpuRef cdy = prep(std::move(dy), work);
   CpuRef ci = i32 ? to_contiguous(as_cpu(std::move(indices))) : prep_index(std::move(indices));
+  const auto [at, bad] =
+      i32 ? nn::max_pool2d_bad_index(g, ptr<std::int32_t>(ci)) : nn::max_pool2d_bad_index(g, ptr<std::int64_t>(ci));
+  if (at >= 0)
+    throw IndexError(fmt::format("[{}] index outside its pooling window; expected -1 or the flat h*W+w position of a "
+                                 "tap of its output's window; got {} at output position {}",
+                                 dispatch::op_name(OpCode::max_pool_with_indices_backward), bad, at));
   CpuRef dx = alloc_tensor(work, x_shape);
   on_work(work, [&](auto t) {
     using T = decltype(t);

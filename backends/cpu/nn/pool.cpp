@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/reduce_hwy.hpp"
@@ -68,6 +69,16 @@ void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
   }, Work::Stream);
 }
 
+// The taps kk in [lo, hi) of a window starting at `start` (dilation d, k taps) that land
+// inside [0, in): the loops visit only those, so a kernel far larger than the input
+// (with padding to match) costs the input's size, not the kernel's.
+void tap_range(I start, I d, I k, I in, I& lo, I& hi) {
+  lo = start >= 0 ? 0 : (-start + d - 1) / d;
+  const I room = in - 1 - start;  // kk * d <= room
+  hi = room < 0 ? 0 : std::min(k, room / d + 1);
+  if (lo > hi) lo = hi;
+}
+
 template <class T, class IT>
 void max_forward(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
   if (is_2x2_s2(g)) {
@@ -83,12 +94,15 @@ void max_forward(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
                  for (std::size_t ow = 0; ow < g.out_w; ++ow) {
                    T best = -std::numeric_limits<T>::infinity();
                    I idx = -1;
-                   for (I kh = 0; kh < g.kernel[0]; ++kh) {
-                     const I ih = static_cast<I>(oh) * g.stride[0] - g.padding[0] + kh * g.dilation[0];
-                     if (ih < 0 || ih >= H) continue;
-                     for (I kw = 0; kw < g.kernel[1]; ++kw) {
-                       const I iw = static_cast<I>(ow) * g.stride[1] - g.padding[1] + kw * g.dilation[1];
-                       if (iw < 0 || iw >= W) continue;
+                   const I h0 = static_cast<I>(oh) * g.stride[0] - g.padding[0];
+                   const I w0 = static_cast<I>(ow) * g.stride[1] - g.padding[1];
+                   I kh_lo, kh_hi, kw_lo, kw_hi;
+                   tap_range(h0, g.dilation[0], g.kernel[0], H, kh_lo, kh_hi);
+                   tap_range(w0, g.dilation[1], g.kernel[1], W, kw_lo, kw_hi);
+                   for (I kh = kh_lo; kh < kh_hi; ++kh) {
+                     const I ih = h0 + kh * g.dilation[0];
+                     for (I kw = kw_lo; kw < kw_hi; ++kw) {
+                       const I iw = w0 + kw * g.dilation[1];
                        const T v = xp[ih * W + iw];
                        if (idx < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
                          best = v;
@@ -101,6 +115,30 @@ void max_forward(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
                    if (indices) indices[o] = static_cast<IT>(idx);
                  }
              }, Work::Stream);
+}
+
+// The first index that is neither -1 (a window without a valid tap) nor a tap of its own
+// output's window, as (position, value); position -1 when all are. Indices come from
+// the user through the public backward, so they are data to check, not to trust.
+template <class IT>
+std::pair<std::int64_t, std::int64_t> bad_index(const Pool2dGeom& g, const IT* indices) {
+  const I H = static_cast<I>(g.in_h), W = static_cast<I>(g.in_w);
+  std::size_t at = 0;
+  for (std::size_t p = 0; p < g.planes; ++p)
+    for (std::size_t oh = 0; oh < g.out_h; ++oh)
+      for (std::size_t ow = 0; ow < g.out_w; ++ow, ++at) {
+        const I idx = static_cast<I>(indices[at]);
+        if (idx == -1) continue;
+        bool ok = idx >= 0 && idx < H * W;
+        if (ok) {
+          const I rh = idx / W - (static_cast<I>(oh) * g.stride[0] - g.padding[0]);
+          const I rw = idx % W - (static_cast<I>(ow) * g.stride[1] - g.padding[1]);
+          ok = rh >= 0 && rw >= 0 && rh % g.dilation[0] == 0 && rw % g.dilation[1] == 0 &&
+               rh / g.dilation[0] < g.kernel[0] && rw / g.dilation[1] < g.kernel[1];
+        }
+        if (!ok) return {static_cast<std::int64_t>(at), idx};
+      }
+  return {-1, 0};
 }
 
 template <class T, class IT>
@@ -323,5 +361,12 @@ template AdaptiveGeom adaptive_avg_pool_geom<3>(std::string_view, const Shape&, 
 TENSOR_NN_POOL_TYPED(float)
 TENSOR_NN_POOL_TYPED(double)
 #undef TENSOR_NN_POOL_TYPED
+
+std::pair<std::int64_t, std::int64_t> max_pool2d_bad_index(const Pool2dGeom& g, const std::int64_t* indices) {
+  return bad_index(g, indices);
+}
+std::pair<std::int64_t, std::int64_t> max_pool2d_bad_index(const Pool2dGeom& g, const std::int32_t* indices) {
+  return bad_index(g, indices);
+}
 
 }  // namespace tensor::cpu::nn

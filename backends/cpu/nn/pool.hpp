@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "tensor/nn_options.hpp"
 
@@ -32,6 +33,10 @@ void max_pool2d_forward(const Pool2dGeom& g, const double* x, double* y, std::in
 void max_pool2d_forward(const Pool2dGeom& g, const float* x, float* y, std::int32_t* indices);
 void max_pool2d_forward(const Pool2dGeom& g, const double* x, double* y, std::int32_t* indices);
 // dx = zeros with dy scatter-added at the indices (index -1 is skipped).
+// The first of `indices` ([planes, out_h, out_w]) that is neither -1 nor a tap of its own
+// output's window, as (flat position, value); (-1, 0) when every index is valid.
+std::pair<std::int64_t, std::int64_t> max_pool2d_bad_index(const Pool2dGeom& g, const std::int64_t* indices);
+std::pair<std::int64_t, std::int64_t> max_pool2d_bad_index(const Pool2dGeom& g, const std::int32_t* indices);
 void max_pool2d_backward(const Pool2dGeom& g, const float* dy, const std::int64_t* indices, float* dx);
 void max_pool2d_backward(const Pool2dGeom& g, const double* dy, const std::int64_t* indices, double* dx);
 void max_pool2d_backward(const Pool2dGeom& g, const float* dy, const std::int32_t* indices, float* dx);

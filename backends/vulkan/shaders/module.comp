@@ -80,6 +80,21 @@ void covering(int i, int k, int span, out int lo, out int hi) {
   hi = min((i + pw(MP_P, k)) / s, pw(MP_OUT, k) - 1);
 }
 
+// The taps [lo, hi) of a max-pool window starting at `start` along dim k that land
+// inside the input: a kernel far wider than the input costs the input, not the kernel.
+void pool_taps(int start, int k, out int lo, out int hi) {
+  int dl = pw(MP_D, k), room = pw(MP_IN, k) - 1 - start;
+  lo = start >= 0 ? 0 : (-start + dl - 1) / dl;
+  hi = room < 0 ? 0 : min(pw(MP_K, k), room / dl + 1);
+  lo = min(lo, hi);
+}
+
+// Whether input i along dim k is a tap of output o's max-pool window.
+bool is_tap(int i, int o, int k) {
+  int r = i - (o * pw(MP_S, k) - pw(MP_P, k));
+  return r >= 0 && r % pw(MP_D, k) == 0 && r / pw(MP_D, k) < pw(MP_K, k);
+}
+
 // ---- adaptive windows: [floor(o*in/out), ceil((o+1)*in/out)) ----
 int ad_start(int o, int k) { return (o * pw(MP_IN, k)) / pw(MP_OUT, k); }
 int ad_end(int o, int k) { return ((o + 1) * pw(MP_IN, k) + pw(MP_OUT, k) - 1) / pw(MP_OUT, k); }
@@ -202,15 +217,17 @@ void main() {
     FT best = FT(uintBitsToFloat(0xFF800000u));
     int idx = -1;
     int in1 = pw(MP_IN, 1), in2 = pw(MP_IN, 2);
-    for (int kd = 0; kd < pw(MP_K, 0); ++kd) {
-      int id = d * pw(MP_S, 0) - pw(MP_P, 0) + kd * pw(MP_D, 0);
-      if (id < 0 || id >= pw(MP_IN, 0)) continue;
-      for (int kh = 0; kh < pw(MP_K, 1); ++kh) {
-        int ih = h * pw(MP_S, 1) - pw(MP_P, 1) + kh * pw(MP_D, 1);
-        if (ih < 0 || ih >= in1) continue;
-        for (int kw = 0; kw < pw(MP_K, 2); ++kw) {
-          int iw = w * pw(MP_S, 2) - pw(MP_P, 2) + kw * pw(MP_D, 2);
-          if (iw < 0 || iw >= in2) continue;
+    int d0 = d * pw(MP_S, 0) - pw(MP_P, 0), h0 = h * pw(MP_S, 1) - pw(MP_P, 1), w0 = w * pw(MP_S, 2) - pw(MP_P, 2);
+    int lo0, hi0, lo1, hi1, lo2, hi2;
+    pool_taps(d0, 0, lo0, hi0);
+    pool_taps(h0, 1, lo1, hi1);
+    pool_taps(w0, 2, lo2, hi2);
+    for (int kd = lo0; kd < hi0; ++kd) {
+      int id = d0 + kd * pw(MP_D, 0);
+      for (int kh = lo1; kh < hi1; ++kh) {
+        int ih = h0 + kh * pw(MP_D, 1);
+        for (int kw = lo2; kw < hi2; ++kw) {
+          int iw = w0 + kw * pw(MP_D, 2);
           FT v = a_at(p, id, ih, iw);
           if (idx < 0 || v > best || (isnan(v) && !isnan(best))) {
             best = v;
@@ -234,6 +251,19 @@ void main() {
         for (int ow = lo2; ow <= hi2; ++ow)
           if (as_i(ld_b(DTI, at(MP_B, p, od, oh, ow)), DTI) == want) acc = rw(acc + a_at(p, od, oh, ow));
     st_o(DT, t, from_f(acc, DT));
+  } else if (OP == MD_MAX_POOL_CHECK) {
+    split(t, MP_OUT, p, d, h, w);
+    IT v = as_i(ld_b(DTI, at(MP_B, p, d, h, w)), DTI);
+    if (v != IT(-1)) {
+      IT H = IT(pw(MP_IN, 1)), W = IT(pw(MP_IN, 2));
+      bool ok = v >= IT(0) && v < IT(pw(MP_IN, 0)) * H * W;
+      if (ok) ok = is_tap(int(v / (H * W)), d, 0) && is_tap(int((v / W) % H), h, 1) && is_tap(int(v % W), w, 2);
+      if (!ok) {
+        int slot = int(P[P_ERR]);
+        int shown = v > IT(2147483647) ? 2147483647 : (v < IT(-2147483647) ? -2147483647 : int(v));
+        if (atomicCompSwap(x_data[2 * slot], 0u, 1u) == 0u) x_data[2 * slot + 1] = uint(shown);
+      }
+    }
   } else if (OP == MD_AVG_POOL) {
     split(t, MP_OUT, p, d, h, w);
     int lo0, hi0, l0, lo1, hi1, l1, lo2, hi2, l2;

@@ -13,6 +13,8 @@
 #define MD_INTERP 6
 #define MD_INTERP_BWD 7     // A = dy
 #define MD_LAYER_NORM 8     // one workgroup per row; A = x, B = gamma, X = beta (read only)
+#define MD_MAX_POOL_CHECK 9 // B = indices: one invocation per output; flags an index that is not
+                            // -1 or a tap of its own window (X = the error buffer, slot P_ERR)
 
 // Flags (word MP_FLAGS).
 #define MD_COUNT_PAD 1      // avg pool: count_include_pad

@@ -187,6 +187,28 @@ inline const char* nd_layout(std::size_t n) {
   return n == 1 ? "[N, C, L]" : n == 2 ? "[N, C, H, W]" : "[N, C, D, H, W]";
 }
 inline std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
+// Option arithmetic is checked like shape arithmetic: a product or sum of non-negative
+// option values that would not fit int64 is a ShapeError, never a wrapped "valid" size.
+inline std::int64_t add_checked(std::string_view op, std::int64_t a, std::int64_t b, const char* what) {
+  if (a > INT64_MAX - b)
+    fail(op, std::string(what) + " overflows; expected option arithmetic that fits a signed 64-bit integer; got " +
+                 std::to_string(a) + " + " + std::to_string(b));
+  return a + b;
+}
+inline std::int64_t mul_checked(std::string_view op, std::int64_t a, std::int64_t b, const char* what) {
+  if (a != 0 && b > INT64_MAX / a)
+    fail(op, std::string(what) + " overflows; expected option arithmetic that fits a signed 64-bit integer; got " +
+                 std::to_string(a) + " * " + std::to_string(b));
+  return a * b;
+}
+// dilation * (kernel - 1) + 1, the extent of a dilated kernel (kernel >= 1, dilation >= 1).
+inline std::int64_t kernel_extent(std::string_view op, std::int64_t k, std::int64_t d) {
+  return add_checked(op, mul_checked(op, d, k - 1, "dilation * (kernel - 1) + 1"), 1, "dilation * (kernel - 1) + 1");
+}
+// in + 2 * padding (padding >= 0).
+inline std::int64_t padded_size(std::string_view op, std::int64_t in, std::int64_t p) {
+  return add_checked(op, in, mul_checked(op, 2, p, "in + 2 * padding"), "in + 2 * padding");
+}
 inline void expect_bias(std::string_view op, const Shape* bias, std::size_t channels) {
   if (bias && !(bias->rank() == 1 && (*bias)[0] == channels))
     fail(op, "bias has the wrong shape; expected [" + std::to_string(channels) + "]; got " + bias->to_string());
@@ -218,8 +240,8 @@ Shape conv_output_shape(std::string_view op, const Shape& x, const Shape& weight
   for (std::size_t i = 0; i < N; ++i) {
     const std::int64_t in = i64(x[2 + i]), k = i64(weight[2 + i]);
     if (k < 1) fail(op, "kernel size must be positive; expected >= 1; got weight " + weight.to_string());
-    const std::int64_t eff = o.dilation[i] * (k - 1) + 1;
-    if (in + 2 * o.padding[i] < eff)
+    const std::int64_t eff = kernel_extent(op, k, o.dilation[i]);
+    if (padded_size(op, in, o.padding[i]) < eff)
       fail(op, "kernel larger than the padded input; expected (in + 2*padding) >= dilation*(kernel-1)+1 in every "
                "dim; got input " + spatial(x, 2) + ", padding " + list(o.padding) + ", kernel " +
                    spatial(weight, 2) + ", dilation " + list(o.dilation));
@@ -248,7 +270,7 @@ Shape conv_transpose_output_shape(std::string_view op, const Shape& x, const Sha
     fail(op, "weight channels do not match the input; expected weight.shape[0] = C_in = " + std::to_string(x[1]) +
                  "; got weight " + weight.to_string());
   if (weight[1] == 0) fail(op, "weight has no output channels; expected weight.shape[1] >= 1; got " + weight.to_string());
-  const std::size_t cout = weight[1] * g;
+  const auto cout = static_cast<std::size_t>(mul_checked(op, i64(weight[1]), o.groups, "C_out / groups * groups"));
   expect_bias(op, bias, cout);
   Shape out{x[0], cout};
   for (std::size_t i = 0; i < N; ++i) {
@@ -258,8 +280,13 @@ Shape conv_transpose_output_shape(std::string_view op, const Shape& x, const Sha
       fail(op, "padding_out too large; expected padding_out < max(stride, dilation) in every dim; got padding_out " +
                    list(o.padding_out) + ", stride " + list(o.stride) + ", dilation " + list(o.dilation));
     if (x[2 + i] == 0) fail(op, "empty spatial input; expected every spatial dim >= 1; got x " + x.to_string());
-    const std::int64_t v =
-        conv_transpose_out_size(i64(x[2 + i]), k, o.stride[i], o.padding[i], o.dilation[i], o.padding_out[i]);
+    // (in - 1) * stride + dilation * (kernel - 1) + padding_out + 1 - 2 * padding, every
+    // step checked (the backends' adjoint conv pads this size by 2 * padding again).
+    const std::int64_t grown = add_checked(
+        op, mul_checked(op, i64(x[2 + i]) - 1, o.stride[i], "(in - 1) * stride"), kernel_extent(op, k, o.dilation[i]),
+        "(in - 1) * stride + dilation * (kernel - 1) + 1");
+    const std::int64_t full = add_checked(op, grown, o.padding_out[i], "the transposed output size");
+    const std::int64_t v = full - mul_checked(op, 2, o.padding[i], "2 * padding");
     if (v < 1)
       fail(op, "output size must be positive; expected (in-1)*stride - 2*padding + dilation*(kernel-1) + "
                "padding_out + 1 >= 1; got " + std::to_string(v) + " in dim " + std::to_string(i) + " for x " +
@@ -287,11 +314,13 @@ inline Shape deform_conv2d_output_shape(std::string_view op, const Shape& x, con
     fail(op, "channels not divisible by offset_groups; expected C_in divisible by " + std::to_string(og) +
                  "; got C_in " + std::to_string(x[1]));
   const std::size_t taps = weight[2] * weight[3];
-  const Shape want_off{x[0], 2 * og * taps, out[2], out[3]};
+  const auto og_taps = static_cast<std::size_t>(mul_checked(op, i64(og), i64(taps), "offset_groups * kernel taps"));
+  const Shape want_off{x[0], static_cast<std::size_t>(mul_checked(op, 2, i64(og_taps), "2 * offset_groups * kernel taps")),
+                       out[2], out[3]};
   if (!(offset == want_off))
     fail(op, "offset has the wrong shape; expected " + want_off.to_string() + "; got " + offset.to_string());
   if (mask) {
-    const Shape want_mask{x[0], og * taps, out[2], out[3]};
+    const Shape want_mask{x[0], og_taps, out[2], out[3]};
     if (!(*mask == want_mask))
       fail(op, "mask has the wrong shape; expected " + want_mask.to_string() + "; got " + mask->to_string());
   }
@@ -309,7 +338,10 @@ inline Shape unfold4d_output_shape(std::string_view op, const Shape& x, const st
   co.padding = o.padding;
   co.dilation = o.dilation;
   const Shape c = conv_output_shape<2>(op, x, w, co);
-  return Shape{x[0], x[1] * w[2] * w[3], c[2] * c[3]};
+  const std::int64_t taps = mul_checked(op, kernel[0], kernel[1], "kernel_size[0] * kernel_size[1]");
+  const std::int64_t rows = mul_checked(op, i64(x[1]), taps, "C * kh * kw");
+  const std::int64_t blocks = mul_checked(op, i64(c[2]), i64(c[3]), "the block count");
+  return Shape{x[0], static_cast<std::size_t>(rows), static_cast<std::size_t>(blocks)};
 }
 
 // fold4d(x [N, C·kh·kw, L], output_size [H, W], kernel [2]) -> [N, C, H, W]; L must equal the
@@ -320,7 +352,7 @@ inline Shape fold4d_output_shape(std::string_view op, const Shape& x, const std:
   expect_rank(op, "x", x, 3, "[N, C * kh * kw, L]");
   expect_at_least(op, "kernel_size", kernel, 1);
   expect_at_least(op, "output size", size, 1);
-  const auto taps = static_cast<std::size_t>(kernel[0] * kernel[1]);
+  const auto taps = static_cast<std::size_t>(mul_checked(op, kernel[0], kernel[1], "kernel_size[0] * kernel_size[1]"));
   if (x[1] % taps != 0)
     fail(op, "channels not divisible by the kernel size; expected x.shape[1] divisible by kh*kw = " +
                  std::to_string(taps) + "; got " + x.to_string());
@@ -344,7 +376,7 @@ Shape pool_shape(std::string_view op, const Shape& x, const std::array<std::int6
   expect_at_least(op, "padding", padding, 0);
   Shape out{x[0], x[1]};
   for (std::size_t i = 0; i < N; ++i) {
-    const std::int64_t eff = dilation[i] * (kernel[i] - 1) + 1;
+    const std::int64_t eff = kernel_extent(op, kernel[i], dilation[i]);
     const std::int64_t half = max_pool ? eff / 2 : kernel[i] / 2;
     if (padding[i] > half)
       fail(op, std::string("padding larger than half the ") + (max_pool ? "dilated " : "") +
@@ -352,7 +384,9 @@ Shape pool_shape(std::string_view op, const Shape& x, const std::array<std::int6
                    " in every dim; got padding " + list(padding) + ", kernel " + list(kernel) +
                    (max_pool ? ", dilation " + list(dilation) : std::string()));
     const std::int64_t in = i64(x[2 + i]);
-    if (in + 2 * padding[i] < eff)
+    const std::int64_t padded = padded_size(op, in, padding[i]);
+    if (ceil_mode) add_checked(op, padded, stride[i], "in + 2 * padding + stride (ceil mode)");
+    if (padded < eff)
       fail(op, "kernel larger than the padded input; expected (in + 2*padding) >= " +
                    std::string(max_pool ? "dilation*(kernel-1)+1" : "kernel") + " in every dim; got input " +
                    spatial(x, 2) + ", padding " + list(padding) + ", kernel " + list(kernel));
@@ -389,7 +423,13 @@ Shape adaptive_avg_pool_output_shape(std::string_view op, const Shape& x, const 
   for (auto v : size)
     if (v < 1) fail(op, "output size must be positive; expected >= 1 in every dim; got " + list(size));
   Shape out{x[0], x[1]};
-  for (auto v : size) out.push_back(static_cast<std::size_t>(v));
+  for (std::size_t i = 0; i < N; ++i) {
+    // The window bounds are (i + 1) * in + out - 1 at most.
+    if (x.rank() == N + 2)
+      add_checked(op, mul_checked(op, size[i], i64(x[2 + i]), "output size * input size"), size[i],
+                  "output size * input size + output size");
+    out.push_back(static_cast<std::size_t>(size[i]));
+  }
   return out;
 }
 

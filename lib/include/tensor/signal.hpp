@@ -34,7 +34,7 @@ inline Tensor<1> hann_window(std::size_t size, bool periodic = true, Device devi
   return detail_::cosine_window(size, periodic, 0.5, 0.5, 0.0, device);
 }
 inline Tensor<1> hamming_window(std::size_t size, bool periodic = true, Device device = Device::default_device()) {
-  return detail_::cosine_window(size, periodic, 0.54, 0.46, 0.0, device);
+  return detail_::cosine_window(size, periodic, 25.0 / 46.0, 21.0 / 46.0, 0.0, device);  // burn's alpha, beta
 }
 inline Tensor<1> blackman_window(std::size_t size, bool periodic = true, Device device = Device::default_device()) {
   return detail_::cosine_window(size, periodic, 0.42, 0.5, 0.08, device);

@@ -591,12 +591,17 @@ class TENSOR_API Tensor {
   template <class T> TensorData to_data_as() const { return into_data().convert(dtype_of<T>); }
   // The values as T, converted from the tensor's dtype.
   template <class T> std::vector<T> to_vec() const { return into_data().convert(dtype_of<T>).template to_vec<T>(); }
-  // burn's Display: values (truncated past PrintOptions::threshold), shape, device, backend, kind, dtype.
+  // burn's Display: values (truncated past PrintOptions::threshold), shape, device, kind, dtype.
   std::string to_string() const { return detail::format(h_, detail::print_options()); }
   std::string to_string(const PrintOptions& o) const { return detail::format(h_, o); }
   friend std::ostream& operator<<(std::ostream& os, const Tensor& t) { return detail::print(os, t.h_); }
-  // The element at `index` along dim, the dim kept with size 1 (negative counts from the end).
-  Tensor select_dim(std::int64_t dim, std::int64_t index) const { return Tensor(detail::select_dim(detail::retain(h_), dim, index)); }
+  // The slice at `index` along dim, that dim removed (burn's select_dim::<D - 1>; a
+  // negative dim or index counts from the end). IndexError when either is out of range.
+  template <std::size_t D2 = D - 1>
+  Tensor<D2, K> select_dim(std::int64_t dim, std::int64_t index) const requires(D >= 2) {
+    static_assert(D2 + 1 == D, "select_dim removes one dim");
+    return Tensor<D2, K>(detail::select_dim(detail::retain(h_), dim, index));
+  }
   // select with a runtime list of indices (negative: not allowed, as select's).
   Tensor select(std::int64_t dim, const std::vector<std::int64_t>& idx) const {
     return Tensor(detail::select_list(detail::retain(h_), dim, idx));
