@@ -428,6 +428,11 @@ TEST_F(VulkanViews, ConvOptionsBeyond32BitsAreRefused) {
   (void)values(conv_transpose1d(tx.cpu(), w1.cpu(), std::nullopt, t1));
   expect_refused([&] { return conv_transpose1d(tx.on(Lay::Dense, vk()), w1.on(Lay::Dense, vk()), std::nullopt, t1); },
                  "conv_transpose1d");
+  // unfold4d runs conv on the device: the error names unfold4d.
+  UnfoldOptions u;
+  u.stride = {big, 1};
+  (void)values(unfold4d(x.cpu(), {1, 2}, u));
+  expect_refused([&] { return unfold4d(x.on(Lay::Dense, vk()), {1, 2}, u); }, "unfold4d");
 }
 
 TEST_F(VulkanViews, PoolOptionsBeyond32BitsAreRefused) {
