@@ -391,8 +391,8 @@ TEST_F(VulkanViews, GradientsThroughASlicedBatchMatchTheCpu) {
 }
 
 // The symptom: a conv + linear classifier of four classes trained with Adam on a batch
-// sliced from a larger tensor. On vulkan its loss stayed at ln 4 (the conv read other rows);
-// it must train as on the cpu, which trains on a dense copy of the batch.
+// sliced from a larger tensor. Vulkan's conv read the first rows of the base tensor instead
+// (the model stayed at ln 4); it must train as on the cpu, on a dense copy.
 TEST_F(VulkanViews, ConvLinearModelTrainsWithAdamOnASlicedBatch) {
   constexpr std::size_t kN = 8, kSteps = 25;
   std::vector<double> images(12 * 16, 0.0), targets(kN * 4, 0.0);
