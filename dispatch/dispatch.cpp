@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
+#include <string>
 
 #include "dispatch/autodiff.hpp"
 #include "backends/common/element.hpp"
@@ -1066,6 +1068,25 @@ void check_module_first(OpCode op, const DispatchTensor& t, const char* what) {
 }
 const Shape* shape_or_null(const DispatchTensor& t) { return t.prim ? &t.shape() : nullptr; }
 
+// A module op computes in one float dtype on every device: its present float operands must
+// all have the first one's. Refused here, before any backend: a backend that converted
+// (the cpu) and one that read the raw words as the first's dtype (vulkan) disagreed.
+struct Named {
+  const char* what;
+  const DispatchTensor& t;
+};
+void check_one_float_dtype(OpCode op, std::initializer_list<Named> operands) {
+  const DType want = operands.begin()->t.dtype();
+  bool same = true;
+  for (const Named& n : operands) same = same && (!n.t.prim || n.t.dtype() == want);
+  if (same) return;
+  std::string got;
+  for (const Named& n : operands)
+    if (n.t.prim) got += fmt::format("{}{} {}", got.empty() ? "" : ", ", dtype_name(n.t.dtype()), n.what);
+  throw DTypeError(fmt::format("[{}] operands must share one float dtype; expected {} for every operand; got {}", op_name(op),
+                               dtype_name(want), got));
+}
+
 template <std::size_t N>
 tensor::nn::ConvOptions<N> conv_options(const ConvArgs& a) {
   tensor::nn::ConvOptions<N> o;
@@ -1145,6 +1166,7 @@ DispatchTensor conv(OpCode op, DispatchTensor x, DispatchTensor weight, Dispatch
   check_module_first(op, x, "x");
   check_operand(op, x, weight, "weight");
   if (bias.prim) check_operand(op, x, bias, "bias");
+  check_one_float_dtype(op, {{"x", x}, {"weight", weight}, {"bias", bias}});
   const ConvArgs a = normalized(args, conv_rank(op));
   const Shape out = conv_out_shape(op, conv_is_transpose(op), a, x.shape(), weight.shape(), shape_or_null(bias));
   check_alloc_shape(op, out, x.dtype());
@@ -1162,6 +1184,7 @@ DispatchTensor conv_backward(OpCode op, DispatchTensor a, DispatchTensor b, cons
   const bool for_x = op == OpCode::conv_x_backward || op == OpCode::conv_transpose_x_backward;
   check_module_first(op, a, for_x ? "output gradient" : "x");
   check_operand(op, a, b, for_x ? "weight" : "output gradient");
+  check_one_float_dtype(op, {{for_x ? "output gradient" : "x", a}, {for_x ? "weight" : "output gradient", b}});
   const ConvArgs c = normalized(args, args.rank);
   const Shape& x = for_x ? target : a.shape();
   const Shape& w = for_x ? b.shape() : target;
@@ -1431,6 +1454,7 @@ DispatchTensor layer_norm(DispatchTensor x, DispatchTensor gamma, DispatchTensor
   check_module_first(op, x, "x");
   check_operand(op, x, gamma, "gamma");
   if (beta.prim) check_operand(op, x, beta, "beta");
+  check_one_float_dtype(op, {{"x", x}, {"gamma", gamma}, {"beta", beta}});
   const Shape& s = x.shape();
   if (s.rank() < 1)
     throw ShapeError(fmt::format("[layer_norm] x has no dims; expected [..., d]; got {}", s.to_string()));
@@ -1457,6 +1481,7 @@ DispatchTensor attention(DispatchTensor q, DispatchTensor k, DispatchTensor v, D
   check_operand(op, q, v, "v");
   if (mask.prim) check_mask(op, q, mask);
   if (bias.prim) check_operand(op, q, bias, "attn_bias");
+  check_one_float_dtype(op, {{"q", q}, {"k", k}, {"v", v}, {"attn_bias", bias}});
   if (options.scale && !std::isfinite(*options.scale))
     throw ShapeError(fmt::format("[attention] scale must be finite; expected a finite scale; got {}", *options.scale));
   const Shape out = tensor::nn::attention_output_shape(op_name(op), q.shape(), k.shape(), v.shape(), shape_or_null(mask),
@@ -1548,6 +1573,7 @@ DispatchTensor linear(DispatchTensor x, DispatchTensor weight, DispatchTensor bi
   check_module_first(op, x, "x");
   check_operand(op, x, weight, "weight");
   if (bias.prim) check_operand(op, x, bias, "bias");
+  check_one_float_dtype(op, {{"x", x}, {"weight", weight}, {"bias", bias}});
   const Shape& s = x.shape();
   if (s.rank() < 1) throw ShapeError(fmt::format("[linear] x has no dims; expected [..., d_in]; got {}", s.to_string()));
   check_rank(op, "weight", weight.shape(), 2, "[d_in, d_out]");
@@ -1577,6 +1603,7 @@ DispatchTensor batch_norm(DispatchTensor x, DispatchTensor gamma, DispatchTensor
   check_operand(op, x, beta, "beta");
   check_operand(op, x, mean, "mean");
   check_operand(op, x, variance, "variance");
+  check_one_float_dtype(op, {{"x", x}, {"gamma", gamma}, {"beta", beta}, {"mean", mean}, {"variance", variance}});
   const Shape& s = x.shape();
   if (s.rank() < 2)
     throw ShapeError(fmt::format("[batch_norm] x needs a channel dim; expected rank >= 2 [N, C, ...]; got {}", s.to_string()));
@@ -1663,6 +1690,7 @@ DispatchTensor ctc_loss_backward(DispatchTensor log_probs, DispatchTensor target
   const OpCode op = OpCode::ctc_loss_backward;
   check_ctc(op, log_probs, targets, input_lengths, target_lengths, blank);
   check_operand(op, log_probs, dloss, "output gradient");
+  check_one_float_dtype(op, {{"log_probs", log_probs}, {"output gradient", dloss}});
   check_same_shape(op, "output gradient", dloss.shape(), Shape{log_probs.shape()[1]});
   return invoke(
       op, log_probs.device,
@@ -1684,6 +1712,7 @@ Shape check_deform(OpCode op, const DispatchTensor& x, const DispatchTensor& off
   check_operand(op, x, weight, "weight");
   if (mask.prim) check_operand(op, x, mask, "mask");
   if (bias.prim) check_operand(op, x, bias, "bias");
+  check_one_float_dtype(op, {{"x", x}, {"offset", offset}, {"weight", weight}, {"mask", mask}, {"bias", bias}});
   check_rank(op, "x", x.shape(), 4, "[N, C_in, H, W]");
   check_rank(op, "weight", weight.shape(), 4, "[C_out, C_in / weight_groups, kh, kw]");
   check_rank(op, "offset", offset.shape(), 4, "[N, 2 * offset_groups * kh * kw, H_out, W_out]");
@@ -1715,6 +1744,7 @@ std::vector<DispatchTensor> deform_conv2d_backward(DispatchTensor x, DispatchTen
   const OpCode op = OpCode::deform_conv2d_backward;
   const Shape out = check_deform(op, x, offset, weight, mask, DispatchTensor(), options);
   check_operand(op, x, dy, "output gradient");
+  check_one_float_dtype(op, {{"x", x}, {"output gradient", dy}});
   check_same_shape(op, "output gradient", dy.shape(), out);
   return invoke(
       op, x.device,

@@ -565,6 +565,24 @@ TEST_P(EdgeCases, IndexOutOfRangeRaisesAndLeavesInputs) {
   EXPECT_EQ(vals<float>(alias), (std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
 
+// select_assign whose values have an empty dim beside `dim` updates nothing, but its indices
+// are still checked (issue 30: vulkan returned before any check when no line remained).
+TEST_P(EdgeCases, SelectAssignChecksIndicesWhenNothingIsUpdated) {
+  const auto a = Tensor<2>::from_data(TensorData::from<float>({}, {0, 4}), dev());
+  const auto v = Tensor<2>::from_data(TensorData::from<float>({}, {0, 2}), dev());
+  EXPECT_THROWS(IndexError, a.select_assign(1, i1<std::int32_t>({1, 7}), v).into_data(), "select_assign", "7", "< 4");
+  EXPECT_THROWS(IndexError, a.select_assign(1, i1<std::int64_t>({0, -1}), v).into_data(), "select_assign", "-1");
+  // Along an empty dim every index is out of range, with or without lines to update.
+  const auto z = Tensor<2>::from_data(TensorData::from<float>({}, {2, 0}), dev());
+  const auto w = Tensor<2>::from_data(TensorData::from<float>({5, 6}, {2, 1}), dev());
+  EXPECT_THROWS(IndexError, z.select_assign(1, i1<std::int32_t>({0}), w).into_data(), "select_assign", "< 0");
+  const auto z2 = Tensor<2>::from_data(TensorData::from<float>({}, {0, 0}), dev());
+  const auto w2 = Tensor<2>::from_data(TensorData::from<float>({}, {0, 1}), dev());
+  EXPECT_THROWS(IndexError, z2.select_assign(1, i1<std::int32_t>({0}), w2).into_data(), "select_assign", "< 0");
+  // In range: nothing changes, no error.
+  EXPECT_EQ(a.select_assign(1, i1<std::int32_t>({3, 0}), v).into_data().shape(), (Shape{0, 4}));
+}
+
 // ---- issue 17: behaviours that differed from burn's ----
 
 // reshape takes 0 as "keep the input's dim at this index" (with -1 inferred).

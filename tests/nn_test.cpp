@@ -1455,4 +1455,79 @@ TEST_P(Nn, DeformConv2dErrorsNameTheOp) {
   expect_values(values(x), seq(0, 32));
 }
 
+// ---- one float dtype per module op (issue 30) -------------------------------------------
+
+// Operands of different float dtypes are refused before any backend runs, with one message
+// on every device (vulkan read an f64 weight's words as f32 and returned garbage, the cpu
+// converted to x's dtype), and the inputs stay as they were.
+TEST_P(Nn, MixedFloatDtypesAreRefusedEverywhere) {
+  const DType other = has_f64() ? DType::F64 : DType::F16;
+  if (!dev().supports_dtype(other)) GTEST_SKIP() << "one float dtype only";
+  const std::string theirs(dtype_name(other));
+  auto expect_refused = [&](auto&& f, const char* op, const std::string& got) {
+    try {
+      f();
+      ADD_FAILURE() << "no error for " << op << " with " << got;
+    } catch (const DTypeError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string("[") + op + "] operands must share one float dtype"), std::string::npos) << m;
+      EXPECT_NE(m.find(got), std::string::npos) << m;
+    }
+  };
+  const auto x = make<4>(seq(1, 2 * 4 * 6 * 8), {2, 4, 6, 8});
+  const auto w = make<4>(rnd(4 * 2 * 3 * 3, 7), {4, 2, 3, 3});
+  const auto b = make<1>({1, 2, 3, 4}, {4});
+  ConvOptions<2> o;
+  o.groups = 2;
+  expect_refused([&] { (void)conv2d(x, w.cast(other), b, o).into_data(); }, "conv2d", "got f32 x, " + theirs + " weight, f32 bias");
+  expect_refused([&] { (void)conv2d(x, w, b.cast(other), o).into_data(); }, "conv2d", theirs + " bias");
+  expect_refused([&] { (void)conv2d(x.cast(other), w, std::nullopt, o).into_data(); }, "conv2d", theirs + " x, f32 weight");
+  const auto x1 = make<3>(seq(1, 2 * 4 * 5), {2, 4, 5});
+  const auto w1 = make<3>(rnd(4 * 4 * 2, 8), {4, 4, 2});
+  expect_refused([&] { (void)conv1d(x1, w1.cast(other), std::nullopt, {}).into_data(); }, "conv1d", theirs + " weight");
+  expect_refused([&] { (void)conv_transpose1d(x1, w1.cast(other), std::nullopt, {}).into_data(); }, "conv_transpose1d",
+                 theirs + " weight");
+  const auto x3 = make<5>(seq(1, 2 * 3 * 3 * 3), {1, 2, 3, 3, 3});
+  const auto w3 = make<5>(rnd(2 * 2 * 8, 9), {2, 2, 2, 2, 2});
+  expect_refused([&] { (void)conv3d(x3, w3, make<1>({1, 2}, {2}).cast(other), {}).into_data(); }, "conv3d", theirs + " bias");
+  expect_refused([&] { (void)conv_transpose3d(x3.cast(other), w3, std::nullopt, {}).into_data(); }, "conv_transpose3d",
+                 theirs + " x");
+  ConvTransposeOptions<2> t;
+  t.groups = 2;
+  expect_refused([&] { (void)conv_transpose2d(x, w.cast(other), std::nullopt, t).into_data(); }, "conv_transpose2d",
+                 theirs + " weight");
+  // The gradients' entries: dy of another dtype than the weight or x.
+  const auto y = conv2d(x, w, b, o);
+  expect_refused([&] { (void)conv2d_x_backward(x, w, y.cast(other), o).into_data(); }, "conv_x_backward",
+                 theirs + " output gradient, f32 weight");
+  expect_refused([&] { (void)conv2d_weight_backward(x, w, y.cast(other), o).into_data(); }, "conv_weight_backward",
+                 "f32 x, " + theirs + " output gradient");
+  // linear, attention, the norms, deform_conv2d.
+  const auto xl = make<2>(seq(1, 6), {2, 3});
+  const auto wl = make<2>(rnd(12, 10), {3, 4});
+  expect_refused([&] { (void)linear(xl, wl.cast(other)).into_data(); }, "linear", theirs + " weight");
+  expect_refused([&] { (void)linear(xl, wl, make<1>({1, 2, 3, 4}, {4}).cast(other)).into_data(); }, "linear", theirs + " bias");
+  const auto q = make<4>(rnd(2 * 3 * 4, 11), {1, 2, 3, 4});
+  expect_refused([&] { (void)attention(q, q.cast(other), q).into_data(); }, "attention", theirs + " k");
+  expect_refused([&] { (void)attention(q, q, q.cast(other)).into_data(); }, "attention", theirs + " v");
+  expect_refused([&] { (void)attention(q, q, q, std::nullopt, make<4>(rnd(9, 12), {1, 1, 3, 3}).cast(other)).into_data(); },
+                 "attention", theirs + " attn_bias");
+  const auto g = make<1>({1, 2, 3, 4}, {4});
+  expect_refused([&] { (void)layer_norm(q, g.cast(other), g).into_data(); }, "layer_norm", theirs + " gamma");
+  expect_refused([&] { (void)layer_norm(q, g, g.cast(other)).into_data(); }, "layer_norm", theirs + " beta");
+  expect_refused([&] { (void)batch_norm(x, g, g, g.cast(other), g).into_data(); }, "batch_norm", theirs + " mean");
+  const auto xd = make<4>(seq(0, 32), {1, 2, 4, 4});
+  const auto wd = make<4>(std::vector<double>(8, 1.0), {1, 2, 2, 2});
+  const auto off = make<4>(std::vector<double>(8 * 9, 0.0), {1, 8, 3, 3});
+  expect_refused([&] { (void)deform_conv2d(xd, off.cast(other), wd, std::nullopt, std::nullopt).into_data(); },
+                 "deform_conv2d", theirs + " offset");
+  expect_refused([&] { (void)deform_conv2d(xd, off, wd.cast(other), std::nullopt, std::nullopt).into_data(); },
+                 "deform_conv2d", theirs + " weight");
+  // Nothing was consumed or changed; one dtype throughout still works.
+  expect_values(values(x), seq(1, 2 * 4 * 6 * 8));
+  expect_values(values(w), rnd(4 * 2 * 3 * 3, 7));
+  expect_values(values(g), {1, 2, 3, 4});
+  expect_values(values(conv2d(x.cast(other), w.cast(other), b.cast(other), o)), values(y), 1e-2);
+}
+
 }  // namespace

@@ -76,6 +76,35 @@ Shape nc_shape(std::size_t n, std::size_t c, const std::array<I, 3>& sp, std::si
   return s;
 }
 
+// conv.comp works in 32-bit ints: a tap's input position o * stride - padding + t * dilation
+// (and i + padding - t * dilation for the input gradient) must stay below 2^31 along every
+// dim, so each option and size is one unmangled shader word. Refused before anything is
+// recorded (`rank`: the op's spatial dims, which occupy the last `rank` of the three).
+void check_int32(const Geom& g, std::size_t rank) {
+  constexpr I kMax = 0x7FFFFFFF;
+  const auto fits = [](I v) { return v >= 0 && v <= kMax; };
+  for (int d = static_cast<int>(3 - rank); d < 3; ++d) {
+    const I in = g.in[d], out = g.out[d], k = g.ker[d], s = g.stride[d], p = g.pad[d], dl = g.dil[d];
+    bool ok = fits(in) && fits(out) && fits(k) && fits(s) && fits(p) && fits(dl) && in + p <= kMax;
+    if (ok) {
+      const I span = std::max<I>(out - 1, 0) * s;  // each factor below 2^31: no int64 overflow
+      const I reach = std::max<I>(k - 1, 0) * dl;
+      ok = span <= kMax && reach <= kMax && span + reach + p <= kMax;
+    }
+    if (!ok)
+      throw ExecutionError(fmt::format(
+          "[{}] convolution geometry beyond vulkan's 32-bit shader arithmetic; expected (out - 1) * stride + padding + "
+          "(kernel - 1) * dilation and in + padding below 2^31 along every spatial dim; got in {}, out {}, kernel {}, "
+          "stride {}, padding {}, dilation {} along spatial dim {}",
+          dispatch::current_op_name(), in, out, k, s, p, dl, d - static_cast<int>(3 - rank)));
+  }
+  for (std::size_t v : {g.n, g.ci, g.co, g.groups})
+    if (v > static_cast<std::size_t>(kMax))
+      throw ExecutionError(fmt::format("[{}] convolution size beyond vulkan's 32-bit shader arithmetic; expected batch and "
+                                       "channel counts below 2^31; got {}",
+                                       dispatch::current_op_name(), v));
+}
+
 std::vector<std::uint32_t> conv_params(const Geom& g) {
   std::vector<std::uint32_t> w(P_WORDS, 0u);
   w[kQN] = static_cast<std::uint32_t>(g.n);
@@ -149,13 +178,10 @@ Prim weight_split(Context& c, DeviceId dev, std::size_t K, std::size_t workgroup
 // One GEMM mode over geometry g into a fresh [out_shape] tensor: `a` and `b` are
 // conv.comp's bindings 1 and 2 (weight and x for kFwd, weight and dy for kBwdX, dy and x
 // for kBwdW), `bias` (may be null) is added per output channel.
-Prim run_gemm(Mode mode, const Geom& g, VkRef a, VkRef b, VkRef bias, const Shape& out_shape) {
+Prim run_gemm(Mode mode, const Geom& g, std::size_t rank, VkRef a, VkRef b, VkRef bias, const Shape& out_shape) {
   const DType dt = a->dtype();
   Context& c = a->ctx();
   if (out_shape.num_elements() == 0) return alloc(a->device(), dt, out_shape);
-  a = to_contiguous(std::move(a));
-  b = to_contiguous(std::move(b));
-  if (bias) bias = to_contiguous(std::move(bias));
   const std::size_t cgi = g.ci / g.groups, cgo = g.co / g.groups, KS = g.ker_size();
   std::size_t M, NC, K, problems;
   if (mode == kFwd) {
@@ -168,12 +194,20 @@ Prim run_gemm(Mode mode, const Geom& g, VkRef a, VkRef b, VkRef bias, const Shap
   if (K > 0x7FFFFFFFull)
     throw ExecutionError(fmt::format("[{}] convolution reduction too long for vulkan; expected at most 2^31 - 1 terms; got {}",
                                      dispatch::current_op_name(), K));
+  // An empty reduction reads no operand: the output is zeros (plus the bias) whatever the
+  // options, so only a real one needs them representable.
+  if (K > 0) check_int32(g, rank);
   // conv.comp's tiles: BK x (BM + BN) raw compute floats.
   const std::size_t shared = 16 * (64 + 64) * (wide({dt}) ? 8 : 4);
   if (shared > c.limits().maxComputeSharedMemorySize)
     throw ExecutionError(fmt::format("[{}] tile needs {} bytes of shared memory; expected at most {} "
                                      "(maxComputeSharedMemorySize)", dispatch::current_op_name(), shared,
                                      c.limits().maxComputeSharedMemorySize));
+  // conv.comp indexes every operand from element 0 of its buffer, densely: views (a batch
+  // slice, a transposed weight) are copied first.
+  a = dense_from_zero(std::move(a));
+  b = dense_from_zero(std::move(b));
+  if (bias) bias = dense_from_zero(std::move(bias));
   const std::size_t chunk = k_chunk(c);
   std::vector<std::uint32_t> w = conv_params(g);
   const std::size_t xtiles = (NC + kTile - 1) / kTile;
@@ -214,9 +248,9 @@ Prim conv_entry(Prim px, Prim pw, Prim pb, const ConvArgs& a) {
   VkRef bias = pb ? as_vk(std::move(pb)) : VkRef();
   const Geom g = geom_of(a, x->shape(), w->shape(), kTranspose);
   if constexpr (kTranspose)
-    return run_gemm(kBwdX, g, std::move(w), std::move(x), std::move(bias), nc_shape(g.n, g.ci, g.in, a.rank));
+    return run_gemm(kBwdX, g, a.rank, std::move(w), std::move(x), std::move(bias), nc_shape(g.n, g.ci, g.in, a.rank));
   else
-    return run_gemm(kFwd, g, std::move(w), std::move(x), std::move(bias), nc_shape(g.n, g.co, g.out, a.rank));
+    return run_gemm(kFwd, g, a.rank, std::move(w), std::move(x), std::move(bias), nc_shape(g.n, g.co, g.out, a.rank));
 }
 
 // (pa, pb) = (dy, w) for the x gradient, (x, dy) for the weight gradient; `target` is the
@@ -227,11 +261,12 @@ Prim conv_backward_entry(Prim pa, Prim pb, const Shape& target, const ConvArgs& 
   const Shape xs = kForX ? target : a->shape();
   const Shape ws = kForX ? b->shape() : target;
   const Geom g = geom_of(args, xs, ws, kTranspose);
-  if constexpr (kForX && !kTranspose) return run_gemm(kBwdX, g, std::move(b), std::move(a), VkRef(), target);
-  else if constexpr (kForX) return run_gemm(kFwd, g, std::move(b), std::move(a), VkRef(), target);
+  const std::size_t r = args.rank;
+  if constexpr (kForX && !kTranspose) return run_gemm(kBwdX, g, r, std::move(b), std::move(a), VkRef(), target);
+  else if constexpr (kForX) return run_gemm(kFwd, g, r, std::move(b), std::move(a), VkRef(), target);
   // The weight gradient of a transposed conv is its adjoint conv's with x and dy swapped.
-  else if constexpr (!kTranspose) return run_gemm(kBwdW, g, std::move(b), std::move(a), VkRef(), target);
-  else return run_gemm(kBwdW, g, std::move(a), std::move(b), VkRef(), target);
+  else if constexpr (!kTranspose) return run_gemm(kBwdW, g, r, std::move(b), std::move(a), VkRef(), target);
+  else return run_gemm(kBwdW, g, r, std::move(a), std::move(b), VkRef(), target);
 }
 
 // db[c] = dy summed over every dim but 1, one workgroup per channel.
@@ -244,7 +279,7 @@ Prim conv_bias_backward_entry(Prim p) {
   std::size_t space = 1;
   for (std::size_t d = 2; d < s.rank(); ++d) space *= s[d];
   const std::size_t K = s[0] * space;
-  dy = to_contiguous(std::move(dy));
+  dy = dense_from_zero(std::move(dy));
   Context& c = dy->ctx();
   const std::size_t chunk = 256 * k_chunk(c);
   const std::size_t chunks = std::max<std::size_t>(1, (K + chunk - 1) / chunk);

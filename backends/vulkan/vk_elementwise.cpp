@@ -287,6 +287,10 @@ VkRef kernel::to_contiguous(VkRef t) {
   if (t->is_contiguous()) return t;
   return convert(t, t->dtype());
 }
+VkRef kernel::dense_from_zero(VkRef t) {
+  if (t->is_dense_from_zero()) return t;
+  return convert(t, t->dtype());
+}
 
 namespace {
 

@@ -53,19 +53,20 @@ Prim gather_entry(Prim pa, std::size_t dim, Prim pi) {
   return out;
 }
 
+// Where no invocation runs (nothing to read or write), the shader cannot flag an index:
+// the indices of `idx` are checked here against [0, size), as the cpu does.
+void check_on_host(const char* op, const VkRef& idx, std::size_t dim, std::size_t size) {
+  const std::vector<std::int64_t> v = read_data(idx).get().convert(DType::I64).to_vec<std::int64_t>();
+  for (std::int64_t i : v)
+    if (i < 0 || static_cast<std::uint64_t>(i) >= size) throw IndexError(fmt::format("{}; got {}", index_check(op, dim, size), i));
+}
+
 Prim select_entry(Prim pa, std::size_t dim, Prim pi) {
   VkRef a = as_vk(std::move(pa));
   VkRef idx = as_vk(std::move(pi));
   Shape s = a->shape();
   s[dim] = idx->shape()[0];
-  if (s.num_elements() == 0 && idx->shape()[0] != 0) {
-    // No invocation runs for an empty result, so the shader cannot check the
-    // indices: check them here, as the cpu does.
-    const std::vector<std::int64_t> v = read_data(idx).get().convert(DType::I64).to_vec<std::int64_t>();
-    for (std::int64_t i : v)
-      if (i < 0 || static_cast<std::uint64_t>(i) >= a->shape()[dim])
-        throw IndexError(fmt::format("{}; got {}", index_check("select", dim, a->shape()[dim]), i));
-  }
+  if (s.num_elements() == 0 && idx->shape()[0] != 0) check_on_host("select", idx, dim, a->shape()[dim]);
   VkRef out = alloc(a->device(), a->dtype(), s);
   Operand src{a->buffer().get(), a->offset(), a->layout().strides};
   src.strides[dim] = 0;
@@ -127,7 +128,9 @@ Prim select_assign_impl(const char* op, Prim pa, std::size_t dim, Prim pi, Prim 
   Shape lines = v->shape();
   const std::size_t len = lines[dim];
   lines[dim] = 1;
-  if (len == 0 || lines.num_elements() == 0) return out;  // nothing to update (see scatter_impl)
+  // Nothing to update (see scatter_impl); the indices are still checked, as on the cpu.
+  if (len != 0 && lines.num_elements() == 0) check_on_host(op, idx, dim, out->shape()[dim]);
+  if (len == 0 || lines.num_elements() == 0) return out;
   Operand oo{out->buffer().get(), 0, out->layout().strides};
   for (std::size_t k0 = 0; k0 < len; k0 += kLoopSafe) {  // in order, as scatter_impl
     const auto k = static_cast<std::int64_t>(k0);

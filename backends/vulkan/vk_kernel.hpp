@@ -99,8 +99,12 @@ void launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, const Shap
                const Operand& a, const Operand* b, const Operand* c, std::uint64_t s0, std::uint64_t s1);
 // `t` converted to `to` (contiguous, fresh), or a strided copy when dtypes match.
 VkRef convert(const VkRef& t, DType to);
-// `t` itself when contiguous, else a contiguous copy.
+// `t` itself when contiguous, else a contiguous copy (which may keep a non-zero offset:
+// for kernels that read through the offset).
 VkRef to_contiguous(VkRef t);
+// `t` itself when contiguous from element 0 of its buffer, else a fresh contiguous copy:
+// for kernels that index an operand's whole buffer from element 0 (conv.comp).
+VkRef dense_from_zero(VkRef t);
 
 // ---- vk_creation.cpp ----
 Prim upload_data(TensorData data, DeviceId dev);       // the from_data entry

@@ -83,10 +83,40 @@ void check_taps(const Context& c, std::size_t taps, const char* what) {
                                      dispatch::current_op_name(), what, kLoopSafe, taps));
 }
 
+// module.comp works in 32-bit ints: a window's input position o * stride - padding + t *
+// dilation, i + padding, the adaptive bounds o * in / out and i * out / in, and the nearest
+// modes' (2 o + 1) * in must stay below 2^31, so every option is one unmangled shader word.
+// Refused before anything is recorded.
+void check_int32(int op, const Geom& g) {
+  constexpr I kMax = 0x7FFFFFFF;
+  const auto fits = [](I v) { return v >= 0 && v <= kMax; };
+  const bool adaptive = op == MD_ADAPTIVE || op == MD_ADAPTIVE_BWD;
+  // The nearest modes pick taps in ints; bilinear and bicubic in floats.
+  const bool interp = (op == MD_INTERP || op == MD_INTERP_BWD) && ((g.flags >> MD_MODE_SHIFT) & 3u) < 2u;
+  for (int k = 0; k < 3; ++k) {
+    const I in = g.in[k], out = g.out[k], ks = g.kernel[k], s = g.stride[k], p = g.padding[k], dl = g.dilation[k];
+    bool ok = fits(in) && fits(out) && fits(ks) && fits(s) && fits(p) && fits(dl) && in + p <= kMax;
+    if (ok) {  // each factor below 2^31: no int64 overflow
+      const I span = std::max<I>(out - 1, 0) * s, reach = std::max<I>(ks - 1, 0) * dl;
+      ok = span <= kMax && reach <= kMax && span + reach + p + ks <= kMax;
+      if (adaptive) ok = ok && (out + 1) * in + out <= kMax && (in + 1) * out + in <= kMax;
+      if (interp) ok = ok && 2 * (out + 1) * in <= kMax;
+    }
+    if (!ok)
+      throw ExecutionError(fmt::format(
+          "[{}] window geometry beyond vulkan's 32-bit shader arithmetic; expected (out - 1) * stride + padding + "
+          "(kernel - 1) * dilation + kernel, in + padding{} below 2^31 along every spatial dim; got in {}, out {}, "
+          "kernel {}, stride {}, padding {}, dilation {}",
+          dispatch::current_op_name(), adaptive ? " and (out + 1) * in" : interp ? " and 2 (out + 1) * in" : "", in, out, ks,
+          s, p, dl));
+  }
+}
+
 // One module.comp dispatch over `count` invocations (one per element of `out`).
 void launch(int op, const Geom& g, std::size_t count, const VulkanTensor& a, const VulkanTensor* b, std::size_t rank,
             VulkanTensor& out, VulkanTensor* x, DType idx_dt, const std::string* check = nullptr) {
   if (count == 0) return;
+  check_int32(op, g);
   Params p;
   p.w[MP_N] = static_cast<std::uint32_t>(count);
   p.w[MP_C] = static_cast<std::uint32_t>(g.channels);
@@ -164,6 +194,7 @@ PrimPair max_pool_run(OpCode op, Prim px, const PoolArgs& a, bool with_indices, 
   const Shape ys = pool_out(x->shape(), a, rank, true, false);
   Geom g = pool_geom(x->shape(), ys, a, rank);
   if (with_indices) g.flags |= MD_WITH_INDICES;
+  if (ys.num_elements()) check_int32(MD_MAX_POOL, g);  // before the per-dim passes record anything
   if (!with_indices && window_taps(g, false) > kLoopSafe) return {pool_per_dim(MD_MAX_POOL, x, ys, a, rank, 0), Prim()};
   check_taps(x->ctx(), window_taps(g, false), "pooling window");
   VkRef y = alloc(x->device(), x->dtype(), ys);
@@ -205,6 +236,7 @@ Prim avg_pool_entry(Prim px, const PoolArgs& a) {
   const Shape ys = pool_out(x->shape(), a, rank, false, false);
   Geom g = pool_geom(x->shape(), ys, a, rank);
   if (a.count_include_pad) g.flags |= MD_COUNT_PAD;
+  if (ys.num_elements()) check_int32(MD_AVG_POOL, g);
   if (window_taps(g, false) > kLoopSafe) return pool_per_dim(MD_AVG_POOL, x, ys, a, rank, g.flags);
   check_taps(x->ctx(), window_taps(g, false), "pooling window");
   VkRef y = alloc(x->device(), x->dtype(), ys);
@@ -240,6 +272,7 @@ Prim adaptive_entry(Prim px, const PoolArgs& a) {
   const std::size_t rank = rank_of(op, a);
   const Shape ys = pool_out(x->shape(), a, rank, false, true);
   const Geom g = pool_geom(x->shape(), ys, a, rank);
+  if (ys.num_elements()) check_int32(MD_ADAPTIVE, g);
   if (adaptive_taps(g, false) > kLoopSafe) {
     // Large windows (global pooling of a big image): one spatial dim per pass, in f32
     // (f64) so that f16 / bf16 round once; each pass's window is one dim's.
@@ -340,9 +373,13 @@ Prim layer_norm_entry(Prim px, Prim pg, Prim pb, double eps) {
 }
 
 // ---- embedding (index.comp's gather over [*I, d]) ----
+// `t` (contiguous, or a contiguous copy) viewed as `s`, keeping its offset: a batch slice
+// starts past element 0 of its buffer.
 VkRef contiguous_as(VkRef t, const Shape& s) {
   t = to_contiguous(std::move(t));
-  return make_view(std::move(t), s, contiguous_layout(s));
+  VkLayout l = contiguous_layout(s);
+  l.offset = t->offset();
+  return make_view(std::move(t), s, l);
 }
 
 Prim embedding_entry(Prim pw, Prim pi) {

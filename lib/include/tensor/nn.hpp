@@ -1,9 +1,9 @@
 // Module ops (burn's ModuleOps, module-ops.md): convolution, pooling, interpolation,
 // embedding, layer_norm and attention as free functions in tensor::nn, with burn's names
 // and option structs (tensor/nn_options.hpp), and the backward entries burn makes public.
-// Float tensors only; channels first. Included by nothing else, so a file that does not
-// use it pays nothing. Each function calls one exported detail:: function (lib/src/nn.cpp):
-// no dispatch code is instantiated here.
+// Float tensors of one float dtype per call (a mixed call throws DTypeError on every device);
+// channels first. Included by nothing else, so a file that does not use it pays nothing.
+// Each function calls one exported detail:: function (lib/src/nn.cpp): no dispatch code here.
 #pragma once
 
 #include <array>
