@@ -854,6 +854,7 @@ DispatchTensor gather(DispatchTensor a, std::int64_t dim, DispatchTensor idx) {
 DispatchTensor scatter(OpCode op, DispatchTensor a, std::int64_t dim, DispatchTensor idx, DispatchTensor values,
                        IndexingUpdateOp update) {
   check_first(op, a);
+  check_update_op(op, update);
   check_indices(op, a, idx);
   check_pair(op, a, values);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
@@ -892,6 +893,7 @@ DispatchTensor select(DispatchTensor a, std::int64_t dim, DispatchTensor idx) {
 DispatchTensor select_assign(OpCode op, DispatchTensor a, std::int64_t dim, DispatchTensor idx, DispatchTensor values,
                              IndexingUpdateOp update) {
   check_first(op, a);
+  check_update_op(op, update);
   check_indices(op, a, idx);
   check_pair(op, a, values);
   const std::size_t d = resolve_dim(op, dim, a.shape().rank());
@@ -1013,6 +1015,7 @@ DispatchTensor gather_nd(DispatchTensor a, DispatchTensor idx) {
 DispatchTensor scatter_nd(DispatchTensor a, DispatchTensor idx, DispatchTensor values, IndexingUpdateOp update) {
   const OpCode op = OpCode::scatter_nd;
   check_first(op, a);
+  check_update_op(op, update);
   check_indices(op, a, idx);
   check_pair(op, a, values);
   const Shape want = checked_nd_slices_shape(op, a.shape(), idx.shape());

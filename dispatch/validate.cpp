@@ -171,6 +171,12 @@ Shape unfolded_shape(OpCode op, const Shape& s, std::size_t dim, std::size_t siz
   return out;
 }
 
+void check_update_op(OpCode op, IndexingUpdateOp update) {
+  if (static_cast<unsigned>(update) > static_cast<unsigned>(IndexingUpdateOp::Max))
+    throw IndexError(fmt::format("[{}] unknown update rule; expected Assign, Add, Mul, Min or Max (0..4); got {}", op_name(op),
+                                 static_cast<unsigned>(update)));
+}
+
 void check_device(std::string_view op, DeviceId device) {
   if (device.index_id < device_count(device.type_id)) return;
   std::string have;

@@ -30,6 +30,9 @@ void check_storage(OpCode op, DeviceId device, DType dtype);
 Shape broadcast_shapes(OpCode op, const Shape& a, const Shape& b);
 // Throws ShapeError unless the tensor has at least one element.
 void check_non_empty(OpCode op, const Shape& s, std::string_view what);
+// `update` is one of IndexingUpdateOp's values (a cast from another integer is not);
+// IndexError naming `op` otherwise.
+void check_update_op(OpCode op, IndexingUpdateOp update);
 // Resolves user slices to one DimSlice per dim.
 std::vector<DimSlice> resolve_slices(OpCode op, const Shape& s, std::span<const tensor::Slice> slices);
 // Shape of a slice result.
