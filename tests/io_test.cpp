@@ -370,6 +370,12 @@ TEST(Safetensors, SavingANameOrMetadataThatIsNotUtf8IsAFormatError) {
                      "metadata value", "not valid UTF-8");
   EXPECT_FALSE(fs::exists(path));
   EXPECT_FALSE(fs::exists(path + ".tmp"));
+  // A refused save leaves an existing file as it was.
+  const std::string existing = tmp_path("utf8_existing.safetensors");
+  io::save_safetensors(existing, {{"old", x}});
+  const std::string before = read_all(existing);
+  EXPECT_THROWS_FROM(FormatError, "save_safetensors", io::save_safetensors(existing, {{std::string("w\xff"), x}}), "not valid UTF-8");
+  EXPECT_EQ(read_all(existing), before);
   // Valid multi-byte names round-trip.
   const std::string name = "w\xc3\xa9ight\xe2\x82\xac";
   io::save_safetensors(path, {{name, x}}, {{"\xce\xbb", "\xf0\x9f\x98\x80"}});
