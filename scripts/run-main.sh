@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job from a fresh Debian 12 checkout: install packages, configure and build
-# (release), then show what libtensor sees on this machine, run the example and the digits
+# The main job from a fresh Debian 12 checkout: install packages, configure (release) and
+# build only what it runs (tensorctl and the basic example; the test binaries are
+# run-tests.sh's), then show what libtensor sees on this machine, run the example and the digits
 # demo, and run the main job: `tensorctl train --model cnn --dataset fashion` trains the
 # issue-15 CNN on Fashion-MNIST with autodiff and Adam (tools/train/), one epoch by default
 # (about 2 minutes on 2 cores; EPOCHS=5 reaches the issue's accuracy target), and writes
@@ -16,6 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # shellcheck source=scripts/build-tree.sh
 source scripts/build-tree.sh
+BUILD_TARGETS=(tools/tensorctl tools/examples/basic)
 build_tree run-main -Dbuildtype=release
 
 echo

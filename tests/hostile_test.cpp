@@ -9,6 +9,9 @@
 #include <limits>
 #include <optional>
 
+#include <tensor/io.hpp>
+#include <tensor/nn.hpp>
+
 #include "test_util.hpp"
 
 namespace {
@@ -326,6 +329,77 @@ TEST(HostileMessages, EveryErrorStartsWithTheOpTheUserCalled) {
     }
   }
   EXPECT_EQ(fvals(x), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  still_usable();
+}
+
+// Issue 30: the op the user called, not an inner op a default or kernel is built from
+// ([ctc_loss] from ctc_loss_backward, [scatter] / [select_add] from scatter_nd, [TensorData]
+// from the loaders), nor an accessor a method calls first ([shape] / [dtype] / [device] from
+// zeros_like, unsqueeze_dim, int_ ... on a moved-from tensor).
+TEST(HostileMessages, ErrorsNameTheCalledOpNotAnInnerOne) {
+  const Device d = dev();
+  const auto x = mat({1, 2, 3, 4, 5, 6}, 2, 3);
+  Tensor<2> moved = x;
+  const Tensor<2> keep = std::move(moved);
+  const Tensor<2>& m = moved;  // NOLINT(bugprone-use-after-move): the moved-from tensor is the input
+  I2 imoved = I2::zeros({1, 1}, d);
+  const I2 ikeep = std::move(imoved);
+  // ctc: log_probs [T 2, N 1, C 3], one target label 5 (out of range).
+  const auto lp = Tensor<3>::zeros({2, 1, 3}, d);
+  const auto tg = I2::from_data(TensorData::from<std::int32_t>({5}, {1, 1}), d);
+  const auto il = I1::from_data(TensorData::from<std::int32_t>({2}), d);
+  const auto tl = I1::from_data(TensorData::from<std::int32_t>({1}), d);
+  const auto nd_bad = I2::from_data(TensorData::from<std::int32_t>({5}, {1, 1}), d);
+  const auto nd_ok = I2::from_data(TensorData::from<std::int32_t>({1}, {1, 1}), d);
+  const auto rows = Tensor<2>::ones({1, 3}, d);
+  struct Case {
+    const char* op;
+    std::function<void()> call;
+  };
+  const std::vector<Case> cases = {
+      {"exp", [&] { (void)m.exp(); }},
+      {"zeros_like", [&] { (void)m.zeros_like(); }},
+      {"ones_like", [&] { (void)m.ones_like(); }},
+      {"full_like", [&] { (void)m.full_like(1.0f); }},
+      {"empty_like", [&] { (void)m.empty_like(); }},
+      {"random_like", [&] { (void)m.random_like(Distribution::uniform(0, 1)); }},
+      {"num_elements", [&] { (void)m.num_elements(); }},
+      {"dims", [&] { (void)m.dims(); }},
+      {"device", [&] { (void)m.device(); }},
+      {"into_int", [&] { (void)m.int_(); }},  // int_ and int_cast are the op into_int
+      {"into_float", [&] { (void)imoved.float_(); }},  // NOLINT(bugprone-use-after-move)
+      {"narrow", [&] { (void)m.narrow(0, 0, 1); }},
+      {"unsqueeze_dim", [&] { (void)m.unsqueeze_dim(0); }},
+      {"sum_dim", [&] { (void)m.sum_dim(0); }},
+      {"add", [&] { (void)(x + m); }},
+      {"matmul", [&] { (void)m.matmul(x); }},
+      {"into_data", [&] { (void)m.into_data(); }},
+      {"to_device", [&] { (void)m.to_device(d); }},
+      {"cat", [&] { (void)cat(std::vector<Tensor<2>>{x, m}, 0); }},
+      {"ctc_loss", [&] { (void)nn::ctc_loss(lp, tg, il, tl).into_data(); }},
+      {"ctc_loss_backward", [&] { (void)nn::ctc_loss_backward(lp, tg, il, tl, vec({1})).into_data(); }},
+      {"scatter_nd", [&] { (void)x.scatter_nd(nd_bad, rows).into_data(); }},
+      {"scatter_nd", [&] { (void)x.scatter_nd(nd_bad, rows, IndexingUpdateOp::Add).into_data(); }},
+      {"scatter_nd", [&] { (void)x.scatter_nd(nd_bad, rows, IndexingUpdateOp::Mul).into_data(); }},
+      {"scatter_nd", [&] { (void)x.scatter_nd(nd_ok, rows, static_cast<IndexingUpdateOp>(9)).into_data(); }},
+      {"scatter", [&] { (void)x.scatter(0, I2::zeros({1, 3}, d), rows, static_cast<IndexingUpdateOp>(9)).into_data(); }},
+      {"gather_nd", [&] { (void)x.gather_nd<2>(nd_bad).into_data(); }},
+      {"load_npy", [&] { (void)io::load_npy(::testing::TempDir() + "/no_such_file.npy"); }},
+      {"load_safetensors", [&] { (void)io::load_safetensors(::testing::TempDir() + "/no_such_file.safetensors"); }},
+  };
+  for (const Case& c : cases) {
+    try {
+      c.call();
+      ADD_FAILURE() << c.op << ": no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind(std::string("[") + c.op + "] ", 0), 0u) << c.op << ": " << msg;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << c.op << ": not a tensor::Error: " << e.what();
+    }
+  }
+  EXPECT_EQ(fvals(x), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(fvals(keep), (std::vector<float>{1, 2, 3, 4, 5, 6}));
   still_usable();
 }
 

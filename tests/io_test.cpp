@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/sysinfo.h>
+
 #include <tensor/io.hpp>
 
 #include "test_util.hpp"
@@ -293,6 +295,168 @@ TEST(Npy, CorruptFilesAreFormatErrors) {
       for (const std::string& f : c.fragments) EXPECT_NE(msg.find(f), std::string::npos) << c.name << " lacks '" << f << "': " << msg;
     }
   }
+}
+
+// ---- hostile files (issue 30) -----------------------------------------------------------
+
+// Expects `load` to throw E whose message starts with [op] and holds every fragment.
+template <class E, class F>
+void expect_load_error(const char* what, const std::string& op, F&& load, std::initializer_list<std::string> fragments) {
+  EXPECT_TRUE(tt::throws_from<E>(op, load, fragments)) << what;
+}
+
+TEST(Safetensors, DeeplyNestedHeaderIsAFormatError) {
+  // 100,000 nested arrays in a shape, in metadata, and as the whole header: each used to
+  // overflow the stack in the JSON library.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::vector<std::pair<const char*, std::string>> cases = {
+      {"shape", R"({"a":{"dtype":"U8","shape":)" + deep + R"(,"data_offsets":[0,0]}})"},
+      {"metadata", R"({"__metadata__":{"k":)" + deep + "}}"},
+      {"whole", deep},
+  };
+  for (const auto& [name, header] : cases) {
+    const std::string path = tmp_path(std::string("deep_") + name + ".safetensors");
+    write_all(path, st_file(header, ""));
+    expect_load_error<FormatError>(name, "load_safetensors", [&] { (void)io::load_safetensors(path); },
+                                   {path, "nests JSON too deeply", "64"});
+  }
+  // Brackets inside strings do not count: a name made of 1,000 '[' loads.
+  const std::string name(1000, '[');
+  const std::string path = tmp_path("brackets_in_name.safetensors");
+  write_all(path, st_file("{\"" + name + R"(":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", "\x05"));
+  EXPECT_EQ(io::load_safetensors(path).at(name).to_vec<std::uint8_t>(), std::vector<std::uint8_t>{5});
+}
+
+TEST(Safetensors, RepeatedNamesAndKeysAreRefused) {
+  const std::string u8x4 = R"({"dtype":"U8","shape":[4],"data_offsets":[0,4]})";
+  const std::vector<Corrupt> cases = {
+      // The same name twice with the same offsets: the JSON library kept one and loaded it.
+      {"same_offsets", st_file(R"({"a":)" + u8x4 + R"(,"a":)" + u8x4 + "}", "abcd"), {"duplicate", "'a'"}},
+      {"other_offsets", st_file(R"({"a":)" + u8x4 + R"(,"a":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})", "abcdefgh"),
+       {"duplicate", "'a'"}},
+      {"metadata_twice", st_file(R"({"__metadata__":{"k":"v"},"__metadata__":{"k":"w"}})", ""), {"duplicate", "'__metadata__'"}},
+      {"key_in_entry", st_file(R"({"a":{"dtype":"F32","dtype":"U8","shape":[4],"data_offsets":[0,4]}})", "abcd"),
+       {"duplicate", "'dtype"}},
+  };
+  for (const Corrupt& c : cases) {
+    const std::string path = tmp_path(std::string("dup_") + c.name + ".safetensors");
+    write_all(path, c.bytes);
+    expect_load_error<FormatError>(c.name, "load_safetensors", [&] { (void)io::load_safetensors(path); }, {path});
+    for (const std::string& f : c.fragments)
+      EXPECT_TRUE(tt::throws_with<FormatError>([&] { (void)io::load_safetensors(path); }, {f})) << c.name;
+  }
+  // Empty tensors share an offset (the writer gives consecutive empty tensors the same one).
+  const std::string path = tmp_path("empties.safetensors");
+  io::save_safetensors(path, {{"e1", TensorData::zeros(Shape{0}, DType::F32)}, {"e2", TensorData::zeros(Shape{2, 0}, DType::U8)},
+                              {"x", TensorData::from(std::vector<std::uint8_t>{3})}});
+  const io::SafetensorsFile f = io::load_safetensors(path);
+  ASSERT_EQ(f.tensors.size(), 3u);
+  EXPECT_EQ(f.tensors[0].first, "e1");
+  EXPECT_EQ(f.tensors[1].first, "e2");
+  EXPECT_EQ(f.tensors[1].second.shape(), Shape({2, 0}));
+}
+
+TEST(Safetensors, SavingANameOrMetadataThatIsNotUtf8IsAFormatError) {
+  const TensorData x = TensorData::from(std::vector<float>{1.0f});
+  const std::string path = tmp_path("utf8.safetensors");
+  EXPECT_THROWS_FROM(FormatError, "save_safetensors", io::save_safetensors(path, {{std::string("w\xff"), x}}),
+                     "tensor name", "not valid UTF-8", path);
+  // A lone continuation byte, a truncated sequence and an encoded surrogate.
+  for (const std::string& bad : {std::string("\x80"), std::string("ab\xc3"), std::string("\xed\xa0\x80")})
+    EXPECT_THROWS_FROM(FormatError, "save_safetensors", io::save_safetensors(path, {{"ok", x}, {bad, x}}), "not valid UTF-8");
+  EXPECT_THROWS_FROM(FormatError, "save_safetensors", io::save_safetensors(path, {{"w", x}}, {{std::string("k\xfe"), "v"}}),
+                     "metadata key", "not valid UTF-8");
+  EXPECT_THROWS_FROM(FormatError, "save_safetensors", io::save_safetensors(path, {{"w", x}}, {{"k", std::string("v\xc0\xaf")}}),
+                     "metadata value", "not valid UTF-8");
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  // A refused save leaves an existing file as it was.
+  const std::string existing = tmp_path("utf8_existing.safetensors");
+  io::save_safetensors(existing, {{"old", x}});
+  const std::string before = read_all(existing);
+  EXPECT_THROWS_FROM(FormatError, "save_safetensors", io::save_safetensors(existing, {{std::string("w\xff"), x}}), "not valid UTF-8");
+  EXPECT_EQ(read_all(existing), before);
+  // Valid multi-byte names round-trip.
+  const std::string name = "w\xc3\xa9ight\xe2\x82\xac";
+  io::save_safetensors(path, {{name, x}}, {{"\xce\xbb", "\xf0\x9f\x98\x80"}});
+  const io::SafetensorsFile f = io::load_safetensors(path);
+  EXPECT_TRUE(f.contains(name));
+  EXPECT_EQ(f.metadata.at("\xce\xbb"), "\xf0\x9f\x98\x80");
+}
+
+// A zero dim makes the tensor empty, but TensorData still refuses other dims whose product
+// passes 2^63 - 1: the loader says so itself instead of letting [TensorData] through.
+TEST(Safetensors, AnEmptyShapeWithHugeDimsIsTheLoadersFormatError) {
+  const std::string path = tmp_path("huge_empty.safetensors");
+  write_all(path, st_file(R"({"a":{"dtype":"U8","shape":[0,1099511627776,1099511627776],"data_offsets":[0,0]}})", ""));
+  EXPECT_THROWS_FROM(FormatError, "load_safetensors", io::load_safetensors(path), "tensor 'a'", "shape too large",
+                     "[0, 1099511627776, 1099511627776]");
+}
+
+TEST(Npy, AnEmptyShapeWithHugeDimsIsTheLoadersFormatError) {
+  const std::string path = tmp_path("huge_empty.npy");
+  write_all(path, npy_file(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (0, 1099511627776, 1099511627776), }\n", ""));
+  EXPECT_THROWS_FROM(FormatError, "load_npy", io::load_npy(path), "shape too large", "[0, 1099511627776, 1099511627776]");
+}
+
+TEST(Npy, RepeatedHeaderKeysAreRefused) {
+  const std::string path = tmp_path("dup.npy");
+  write_all(path, npy_file(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), 'shape': (4,), }\n", "abcd"));
+  EXPECT_THROWS_FROM(FormatError, "load_npy", io::load_npy(path), "duplicate header key", "'shape'");
+}
+
+// RAM + swap of this machine, read independently of the library.
+std::uint64_t host_bytes() {
+  struct sysinfo si {};
+  if (::sysinfo(&si) != 0) return 0;
+  return (static_cast<std::uint64_t>(si.totalram) + si.totalswap) * si.mem_unit;
+}
+
+// A sparse file of `size` bytes starting with `head`; false where the file system cannot
+// hold one.
+bool sparse_file(const std::string& path, const std::string& head, std::uint64_t size) {
+  write_all(path, head);
+  std::error_code ec;
+  fs::resize_file(path, size, ec);
+  return !ec;
+}
+
+// A file of more than 1 TiB (sparse: a few KiB on disk) whose header is right about its size:
+// the loader refuses before allocating or reading the data, instead of reading until
+// std::bad_alloc.
+constexpr std::uint64_t kSparse = std::uint64_t{1} << 40;
+
+TEST(Safetensors, SparseFileLargerThanHostMemoryIsATypedError) {
+  if (host_bytes() == 0 || host_bytes() >= kSparse) GTEST_SKIP() << "host memory is not below 1 TiB";
+  const std::string path = tmp_path("sparse.safetensors");
+  std::string header = R"({"big":{"dtype":"U8","shape":[)" + std::to_string(kSparse) + R"(],"data_offsets":[0,)" +
+                       std::to_string(kSparse) + "]}}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  if (!sparse_file(path, le64(header.size()) + header, 8 + header.size() + kSparse)) GTEST_SKIP() << "no sparse files here";
+  EXPECT_THROWS_FROM(ExecutionError, "load_safetensors", io::load_safetensors(path), path, "host memory",
+                     std::to_string(kSparse));
+  fs::remove(path);
+}
+
+TEST(Npy, SparseFileLargerThanHostMemoryIsATypedError) {
+  if (host_bytes() == 0 || host_bytes() >= kSparse) GTEST_SKIP() << "host memory is not below 1 TiB";
+  const std::string path = tmp_path("sparse.npy");
+  std::string dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + std::to_string(kSparse) + ",), }";
+  dict.append(128 - 10 - dict.size() - 1, ' ');
+  dict += '\n';
+  if (!sparse_file(path, npy_file(1, dict, ""), 128 + kSparse)) GTEST_SKIP() << "no sparse files here";
+  EXPECT_THROWS_FROM(ExecutionError, "load_npy", io::load_npy(path), path, "host memory", std::to_string(kSparse));
+  fs::remove(path);
+}
+
+// A header that claims more than a (small) file holds fails on the sizes alone.
+TEST(Safetensors, HugeDeclaredSizeInASmallFileIsAFormatError) {
+  const std::string path = tmp_path("claims.safetensors");
+  write_all(path, st_file(R"({"a":{"dtype":"F64","shape":[1342177280],"data_offsets":[0,10737418240]}})", "12345678"));
+  EXPECT_THROWS_FROM(FormatError, "load_safetensors", io::load_safetensors(path), "beyond the file", "10737418240");
+  const std::string npy = tmp_path("claims.npy");
+  write_all(npy, npy_file(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1342177280,), }\n", "12345678"));
+  EXPECT_THROWS_FROM(FormatError, "load_npy", io::load_npy(npy), "expected 10737418240 bytes", "got 8");
 }
 
 }  // namespace

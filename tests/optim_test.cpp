@@ -200,6 +200,47 @@ TEST_P(Optim, RecordRoundTripResumesTheSameSteps) {
   EXPECT_VALUES(sgd2.step(0.1, "q", q, vec({1})), {0.439});
 }
 
+// Records that would poison the next update (issue 30): each is refused by load_record with
+// a typed error naming the entry, and the state stays as it was.
+TEST_P(Optim, RecordsThatWouldPoisonAnUpdateAreRefused) {
+  auto i64 = [](std::int64_t v) { return TensorData::from(std::vector<std::int64_t>{v}); };
+  auto f32 = [](float v) { return TensorData::from(std::vector<float>{v}); };
+  Adam adam;
+  (void)adam.step(0.1, "p", vec({0}), vec({1}));
+  ASSERT_EQ(adam.steps("p"), 1u);
+  // A negative step wrapped to 2^64 - 1, and the next step's count to 0: 1 - beta^0 = 0 in the
+  // bias correction made the update NaN.
+  EXPECT_THROWS_FROM(ShapeError, "load_record", adam.load_record({{"p.step", i64(-1)}, {"p.a", f32(0)}, {"p.b", f32(0)}}, dev()),
+                     "'p.step'", "negative", "got -1");
+  // Some moments without the others: update() would read the absent one.
+  EXPECT_THROWS_FROM(ShapeError, "load_record", adam.load_record({{"p.step", i64(2)}, {"p.a", f32(0.5f)}}, dev()), "'p'",
+                     "'p.a' and 'p.b'", "'p.a' only");
+  EXPECT_THROWS_FROM(ShapeError, "load_record", adam.load_record({{"p.step", i64(2)}}, dev()), "'p'", "neither");
+  // Values no update can start from: NaN, infinity, a negative mean of squares.
+  const float nan = std::nanf(""), inf = HUGE_VALF;
+  EXPECT_THROWS_FROM(ShapeError, "load_record", adam.load_record({{"p.step", i64(2)}, {"p.a", f32(nan)}, {"p.b", f32(1)}}, dev()),
+                     "'p.a'", "finite");
+  EXPECT_THROWS_FROM(ShapeError, "load_record", adam.load_record({{"p.step", i64(2)}, {"p.a", f32(0)}, {"p.b", f32(inf)}}, dev()),
+                     "'p.b'", "finite");
+  EXPECT_THROWS_FROM(ShapeError, "load_record", adam.load_record({{"p.step", i64(2)}, {"p.a", f32(0)}, {"p.b", f32(-1)}}, dev()),
+                     "'p.b'", ">= 0", "got -1");
+  EXPECT_EQ(adam.steps("p"), 1u);  // every refused record left the state alone
+  // A moment the optimizer does not keep, and momentum SGD's buffer missing after a step.
+  Sgd plain;
+  EXPECT_THROWS_FROM(ShapeError, "load_record", plain.load_record({{"p.step", i64(1)}, {"p.a", f32(1)}}, dev()), "'p.a'",
+                     "Sgd::step does not keep");
+  Sgd momentum(SgdConfig{.momentum = 0.9});
+  EXPECT_THROWS_FROM(ShapeError, "load_record", momentum.load_record({{"p.step", i64(3)}}, dev()), "'p'", "'p.a'");
+  // Moments of another dtype than the parameter: the step names itself, not an inner add.
+  Adam other;
+  other.load_record({{"p.step", i64(1)}, {"p.a", f32(0).convert(DType::F16)}, {"p.b", f32(0).convert(DType::F16)}}, dev());
+  EXPECT_THROWS_FROM(DTypeError, "Adam::step", other.step(0.1, "p", vec({0}), vec({1})), "'p'", "f32", "f16");
+  // Step 0 without moments is a fresh start: the first Adam step from 0 with g = 1 is -lr.
+  Adam fresh;
+  fresh.load_record({{"p.step", i64(0)}}, dev());
+  EXPECT_VALUES(fresh.step(0.1, "p", vec({0}), vec({1})), {-0.1});
+}
+
 // The schedules are host arithmetic: one device is enough.
 TEST(LrSchedule, ConstantStepCosine) {
   ConstantLr c(0.01);

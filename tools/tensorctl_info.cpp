@@ -5,6 +5,7 @@
 #include <hwy/targets.h>  // hwy::TargetName only; no SIMD code here
 
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -16,6 +17,7 @@
 #include "dispatch/settings.hpp"
 #include "tensor/device.hpp"
 #include "tensor/dtype.hpp"
+#include "tensor/error.hpp"
 #include "tensor/version.hpp"
 #include "tools/tensorctl.hpp"
 
@@ -183,6 +185,19 @@ int run_info(Args args) {
   for (DeviceId d : devices) dt.add({id_string(d), td::device_string(d), td::backend_name(d)});
   dt.print(os);
 
+  // TENSOR_DEVICE as every other entry point reads it: an unknown or absent device is reported
+  // here and makes the command fail after the report (a diagnosis tool still prints the rest).
+  const char* env = std::getenv("TENSOR_DEVICE");
+  const std::string spec = env ? env : "";
+  std::string bad_default;
+  try {
+    os << "default device (TENSOR_DEVICE): " << tensor::Device::default_device().to_string()
+       << (spec.empty() ? " (unset)" : "") << '\n';
+  } catch (const tensor::Error& e) {
+    bad_default = e.what();
+    os << "default device (TENSOR_DEVICE): error: " << bad_default << '\n';
+  }
+
   os << "\nabsent backends:\n";
   if (reg.absent().empty()) os << "  (none)\n";
   for (const auto& [name, why] : reg.absent()) os << "  " << name << ": " << why << '\n';
@@ -213,6 +228,10 @@ int run_info(Args args) {
 #if TENSOR_HAVE_VULKAN
     if (d.type_id == tensor::kVulkanDeviceType) print_vulkan_details(os, d);
 #endif
+  }
+  if (!bad_default.empty()) {
+    std::cerr << "tensorctl info: TENSOR_DEVICE='" << spec << "' is not a device on this machine: " << bad_default << '\n';
+    return kExitFailure;
   }
   return kExitOk;
 }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <numbers>
 
 namespace tensor::optim {
@@ -49,13 +50,18 @@ void Optimizer::check(const ParamId& id, const Shape& p, const Shape& g, const D
                                   pd.to_string(), gd.to_string()));
 }
 
-void Optimizer::check_state(const ParamId& id, std::size_t n) const {
+void Optimizer::check_state(const ParamId& id, std::size_t n, DType dtype) const {
   const auto it = state_.find(id);
   if (it == state_.end()) return;
-  for (const auto* t : {&it->second.a, &it->second.b})
+  for (const auto* t : {&it->second.a, &it->second.b}) {
     if (*t && (*t)->num_elements() != n)
       throw ShapeError(fmt::format("[{}] the optimizer state of parameter '{}' does not fit it (a loaded record of another model?); "
                                    "expected {} elements; got {}", name(), id, n, (*t)->num_elements()));
+    if (*t && (*t)->dtype() != dtype)
+      throw DTypeError(fmt::format("[{}] the optimizer state of parameter '{}' has another dtype than the parameter (a loaded "
+                                   "record of another model?); expected {}; got {}", name(), id, dtype_name(dtype),
+                                   dtype_name((*t)->dtype())));
+  }
 }
 
 io::NamedTensors Optimizer::to_record() const {
@@ -69,6 +75,7 @@ io::NamedTensors Optimizer::to_record() const {
 }
 
 void Optimizer::load_record(const io::NamedTensors& record, Device device) {
+  const Moments keeps = moments();
   std::map<ParamId, State> next;
   std::map<ParamId, bool> has_step;
   for (const auto& [name, data] : record) {
@@ -83,19 +90,43 @@ void Optimizer::load_record(const io::NamedTensors& record, Device device) {
       if (data.dtype() != DType::I64 || data.num_elements() != 1)
         throw DTypeError(fmt::format("[load_record] '{}' must be one i64; expected i64 [1]; got {} {}", name, dtype_name(data.dtype()),
                                      data.shape().to_string()));
-      s.t = static_cast<std::size_t>(data.to_vec<std::int64_t>()[0]);
+      const std::int64_t t = data.to_vec<std::int64_t>()[0];
+      // A negative count would wrap to a huge one and Adam's bias correction 1 - beta^t to 0.
+      if (t < 0)
+        throw ShapeError(fmt::format("[load_record] '{}' is a negative step count; expected a count >= 0; got {}", name, t));
+      s.t = static_cast<std::size_t>(t);
       has_step[id] = true;
       continue;
     }
+    if (!(field == "a" ? keeps.a : keeps.b))
+      throw ShapeError(fmt::format("[load_record] record entry '{}' is a moment {} does not keep (a record of another optimizer?); "
+                                   "expected {}; got '{}'", name, this->name(),
+                                   keeps.a ? (keeps.b ? "'<id>.a' and '<id>.b'" : "'<id>.a' only") : "no moments", name));
     if (!is_float(data.dtype()))
       throw DTypeError(fmt::format("[load_record] '{}' must be a float tensor; expected a float dtype; got {}", name,
                                    dtype_name(data.dtype())));
+    // One NaN or infinity in a moment, or a negative mean of squares under a square root,
+    // poisons every later update of the parameter.
+    const std::vector<double> v = data.convert(DType::F64).to_vec<double>();
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!std::isfinite(v[i]) || (field == "b" && keeps.b_nonnegative && v[i] < 0.0))
+        throw ShapeError(fmt::format("[load_record] '{}' holds a value no update can start from; expected finite values{}; "
+                                     "got {} at element {}", name, field == "b" && keeps.b_nonnegative ? " >= 0" : "", v[i], i));
+    }
     TensorData flat(data.bytes(), Shape{data.num_elements()}, data.dtype());
     (field == "a" ? s.a : s.b) = Tensor<1>::from_data(std::move(flat), device);
   }
-  for (const auto& [id, s] : next)
+  for (const auto& [id, s] : next) {
     if (!has_step[id])
       throw ShapeError(fmt::format("[load_record] the record has moments of '{}' but no step count; expected '{}.step'; got none", id, id));
+    // update() reads every moment it keeps once one exists or a step was taken.
+    const bool some = s.a || s.b, all = s.a.has_value() == keeps.a && s.b.has_value() == keeps.b;
+    if ((some || s.t > 0) && !all)
+      throw ShapeError(fmt::format("[load_record] the state of '{}' lacks a moment {} keeps (step {}); expected {}; got {}", id,
+                                   name(), s.t,
+                                   keeps.b ? fmt::format("'{0}.a' and '{0}.b'", id) : fmt::format("'{}.a'", id),
+                                   s.a ? fmt::format("'{}.a' only", id) : s.b ? fmt::format("'{}.b' only", id) : std::string("neither")));
+  }
   state_ = std::move(next);
 }
 

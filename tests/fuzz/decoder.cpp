@@ -3,14 +3,24 @@
 // and checks the contract (succeed or throw tensor::Error; inputs unchanged). The
 // arguments come from tables that mix ordinary values with extreme ones (2^32, 2^62,
 // SIZE_MAX, INT64_MIN, ...), so overflowing shapes, steps and counts turn up often.
+// Op bytes from 240 reach the module ops (extreme options, max-pool indices, enum
+// values); inputs starting with WFIL are weight files (see run_weight_file).
 #include "decoder.hpp"
 
+#include <tensor/io.hpp>
 #include <tensor/nn.hpp>
 #include <tensor/tensor.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -30,6 +40,12 @@ class Bytes {
   std::uint8_t u8() { return i_ < n_ ? p_[i_++] : 0; }
   template <class T, std::size_t N>
   T pick(const std::array<T, N>& table) { return table[u8() % N]; }
+  // The unread bytes, as a string (the weight-file decoder).
+  std::string rest() {
+    const std::string out(reinterpret_cast<const char*>(p_) + std::min(i_, n_), n_ - std::min(i_, n_));
+    i_ = n_;
+    return out;
+  }
 
  private:
   const std::uint8_t* p_;
@@ -526,9 +542,179 @@ class Program {
   }
 };
 
+// ---- weight files (issue 30) ------------------------------------------------------------
+// An input that starts with "WFIL" is a weight file, not an op program: the next byte picks
+// how the rest becomes a .npy / .safetensors file (raw bytes, a nested header of a given
+// depth, extreme declared sizes in a sparse file, tensor names to save), which is then
+// loaded (and, when it loads, saved and loaded again: the same tensors must come back).
+// Loading must succeed or throw a tensor::Error; nothing else may escape.
+
+constexpr char kWeightFileMagic[] = "WFIL";
+constexpr std::size_t kWeightFileMagicSize = 4;
+static_assert(sizeof(kWeightFileMagic) == kWeightFileMagicSize + 1);
+
+bool is_weight_file_input(const std::uint8_t* data, std::size_t size) {
+  return size >= kWeightFileMagicSize && std::memcmp(data, kWeightFileMagic, kWeightFileMagicSize) == 0;
+}
+
+// A path per process (fuzz_run and libFuzzer run one input at a time).
+std::string weight_path(const char* ext) {
+  return (std::filesystem::temp_directory_path() / ("tensor_fuzz_" + std::to_string(::getpid()) + ext)).string();
+}
+
+class WeightFiles {
+ public:
+  Result run(Bytes in) {
+    const std::uint8_t mode = in.u8();
+    const bool npy = mode & 1;
+    const std::string path = weight_path(npy ? ".npy" : ".safetensors");
+    switch (mode / 2 % 4) {
+      case 0: write(path, in.rest()); break;
+      case 1: write(path, nested(in)); break;
+      case 2: if (!sparse(path, npy, in)) return res_; break;
+      default: save_names(path, in); return res_;
+    }
+    load(path, npy);
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    return res_;
+  }
+
+ private:
+  Result res_;
+
+  void fail(std::string why) {
+    if (res_.ok) res_ = {false, std::move(why), res_.calls, res_.errors};
+  }
+  template <class F>
+  bool call(const char* what, F&& fn) {
+    ++res_.calls;
+    try {
+      fn();
+      return true;
+    } catch (const Error&) {
+      ++res_.errors;
+    } catch (const std::exception& e) {
+      fail(std::string(what) + ": a std:: exception escaped: " + e.what());
+    } catch (...) {
+      fail(std::string(what) + ": a non-std exception escaped");
+    }
+    return false;
+  }
+
+  static void write(const std::string& path, const std::string& bytes) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  static std::string le64(std::uint64_t v) {
+    std::string s;
+    for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    return s;
+  }
+
+  // A safetensors header whose JSON nests `depth` levels (up to 2^20) in a shape, in the
+  // metadata or as the whole header.
+  static std::string nested(Bytes& in) {
+    const std::size_t depth = (std::size_t{in.u8()} << 12 | std::size_t{in.u8()} << 4) + 1;
+    const std::string deep = std::string(depth, '[') + std::string(depth, ']');
+    std::string header;
+    switch (in.u8() % 3) {
+      case 0: header = R"({"a":{"dtype":"U8","shape":)" + deep + R"(,"data_offsets":[0,0]}})"; break;
+      case 1: header = R"({"__metadata__":{"k":)" + deep + "}}"; break;
+      default: header = deep; break;
+    }
+    return le64(header.size()) + header;
+  }
+
+  // A header declaring an extreme size over a file that is either that large (sparse) or
+  // small. Sizes: nothing valid above a few bytes is ever read (at most the file's own size
+  // would be, and the large files are larger than any host's memory).
+  bool sparse(const std::string& path, bool npy, Bytes& in) {
+    constexpr std::array<std::uint64_t, 8> kDeclared = {std::uint64_t{1} << 43, (std::uint64_t{1} << 43) - 1,
+                                                        std::uint64_t{1} << 62, std::uint64_t{1} << 63,
+                                                        std::numeric_limits<std::uint64_t>::max(), 10737418240ull, 8, 0};
+    const std::uint64_t declared = in.pick(kDeclared);
+    const bool big_file = in.u8() & 1;
+    std::string head;
+    if (npy) {
+      std::string dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + std::to_string(declared) + ",), }";
+      dict.append(128 - 10 - dict.size() - 1, ' ');
+      dict += '\n';
+      head = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(dict.size() & 0xff) + static_cast<char>(dict.size() >> 8) + dict;
+    } else {
+      std::string json = R"({"a":{"dtype":"U8","shape":[)" + std::to_string(declared) + R"(],"data_offsets":[0,)" +
+                         std::to_string(declared) + "]}}";
+      json.append((8 - json.size() % 8) % 8, ' ');
+      head = le64(json.size()) + json;
+    }
+    write(path, head + in.rest());
+    if (!big_file) return true;
+    std::error_code ec;
+    // Only sizes beyond any host's memory (past the file system's limit the input is skipped):
+    // the declared data exactly when it is that large, else 8 TiB.
+    constexpr std::uint64_t kBig = std::uint64_t{1} << 43;
+    const std::uint64_t size = declared >= kBig - 1 && declared <= kBig ? head.size() + declared : kBig;
+    std::filesystem::resize_file(path, size, ec);
+    if (ec) std::filesystem::remove(path, ec);
+    return !ec;
+  }
+
+  // Tensor names (bytes split at 0, often not UTF-8) saved and loaded back.
+  void save_names(const std::string& path, Bytes& in) {
+    io::NamedTensors named;
+    std::string name;
+    const std::string rest = in.rest();
+    for (std::size_t i = 0; i <= rest.size(); ++i) {
+      if (i < rest.size() && rest[i] != '\0') { name.push_back(rest[i]); continue; }
+      named.emplace_back(name, TensorData::from(std::vector<std::uint8_t>{static_cast<std::uint8_t>(named.size())}));
+      name.clear();
+      if (named.size() == 16) break;
+    }
+    std::map<std::string, std::string> metadata;
+    if (!named.empty()) metadata[named.back().first] = named.front().first;
+    if (!call("save_safetensors", [&] { io::save_safetensors(path, named, metadata); })) return;
+    io::SafetensorsFile back;
+    if (!call("load_safetensors", [&] { back = io::load_safetensors(path); })) return fail("a saved file did not load");
+    if (back.tensors != named || back.metadata != metadata) fail("names saved and loaded back differ");
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+
+  // Loads; what loads must save and load back the same.
+  void load(const std::string& path, bool npy) {
+    const std::string again = path + ".again";
+    std::error_code ec;
+    if (npy) {
+      TensorData d;
+      if (!call("load_npy", [&] { d = io::load_npy(path); })) return;
+      if (!call("save_npy", [&] { io::save_npy(again, d); })) return;
+      TensorData back;
+      if (!call("load_npy", [&] { back = io::load_npy(again); })) return fail("a saved .npy did not load");
+      if (!(back == d)) fail("a loaded .npy saved and loaded again differs");
+    } else {
+      io::SafetensorsFile f;
+      if (!call("load_safetensors", [&] { f = io::load_safetensors(path); })) return;
+      if (!call("save_safetensors", [&] { io::save_safetensors(again, f.tensors, f.metadata); })) return;
+      io::SafetensorsFile back;
+      if (!call("load_safetensors", [&] { back = io::load_safetensors(again); })) return fail("a saved file did not load");
+      if (back.tensors != f.tensors || back.metadata != f.metadata) fail("a loaded file saved and loaded again differs");
+    }
+    std::filesystem::remove(again, ec);
+  }
+};
+
+Result run_weight_file(const std::uint8_t* data, std::size_t size) {
+  try {
+    return WeightFiles().run(Bytes(data, size));
+  } catch (const std::exception& e) {
+    return {false, std::string("escaped the weight-file decoder: ") + e.what(), 0, 0};
+  }
+}
+
 }  // namespace
 
 Result run(const std::uint8_t* data, std::size_t size, const std::string& device) {
+  if (is_weight_file_input(data, size)) return run_weight_file(data + kWeightFileMagicSize, size - kWeightFileMagicSize);
   Result r;
   try {
     r = Program(Device::parse(device)).run(Bytes(data, size));

@@ -1,6 +1,7 @@
 // The fuzz decoder (issue 16): bytes -> a sequence of public-API calls on small
 // tensors. Each call must either succeed or throw a tensor::Error; nothing else may
-// escape, and no input tensor may change. Shared by the plain runner (fuzz_run.cpp,
+// escape, and no input tensor may change. Inputs starting with "WFIL" are weight files
+// instead (issue 30): written as a .npy / .safetensors file and loaded. Shared by the plain runner (fuzz_run.cpp,
 // in the test suite) and the libFuzzer target (fuzz_target.cpp, scripts/fuzz.sh).
 #pragma once
 

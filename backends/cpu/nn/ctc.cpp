@@ -62,7 +62,6 @@ double alpha_pass(const CtcGeom& g, const T* lp, std::size_t n, const Sample& sm
 
 template <class T>
 void forward(const CtcGeom& g, const T* lp, const I* targets, const I* il, const I* tl, T* loss) {
-  ctc_validate(g, targets, il, tl);
   std::vector<double> alpha;
   for (std::size_t n = 0; n < g.batch; ++n)
     loss[n] = static_cast<T>(alpha_pass(g, lp, n, extended(g, targets, il, tl, n), alpha));
@@ -70,7 +69,6 @@ void forward(const CtcGeom& g, const T* lp, const I* targets, const I* il, const
 
 template <class T>
 void backward(const CtcGeom& g, const T* lp, const I* targets, const I* il, const I* tl, const T* dloss, T* dlp) {
-  ctc_validate(g, targets, il, tl);
   std::fill(dlp, dlp + g.time * g.batch * g.classes, T(0));
   std::vector<double> alpha, beta;
   for (std::size_t n = 0; n < g.batch; ++n) {
@@ -106,23 +104,23 @@ void backward(const CtcGeom& g, const T* lp, const I* targets, const I* il, cons
 
 }  // namespace
 
-void ctc_validate(const CtcGeom& g, const I* targets, const I* input_lengths, const I* target_lengths) {
+void ctc_validate(const char* op, const CtcGeom& g, const I* targets, const I* input_lengths, const I* target_lengths) {
   const I C = static_cast<I>(g.classes);
   if (g.blank < 0 || g.blank >= C)
-    throw IndexError("[ctc_loss] blank out of range; expected blank in [0, " + std::to_string(C) + "); got " +
+    throw IndexError(std::string("[") + op + "] blank out of range; expected blank in [0, " + std::to_string(C) + "); got " +
                      std::to_string(g.blank));
   for (std::size_t n = 0; n < g.batch; ++n) {
     const I tn = input_lengths[n], ln = target_lengths[n];
     if (tn < 0 || tn > static_cast<I>(g.time))
-      throw ShapeError("[ctc_loss] input length out of range; expected 0 <= input_lengths[n] <= " +
+      throw ShapeError(std::string("[") + op + "] input length out of range; expected 0 <= input_lengths[n] <= " +
                        std::to_string(g.time) + "; got " + std::to_string(tn) + " for sample " + std::to_string(n));
     if (ln < 0 || ln > static_cast<I>(g.max_target))
-      throw ShapeError("[ctc_loss] target length out of range; expected 0 <= target_lengths[n] <= " +
+      throw ShapeError(std::string("[") + op + "] target length out of range; expected 0 <= target_lengths[n] <= " +
                        std::to_string(g.max_target) + "; got " + std::to_string(ln) + " for sample " + std::to_string(n));
     for (I i = 0; i < ln; ++i) {
       const I v = targets[n * g.max_target + static_cast<std::size_t>(i)];
       if (v < 0 || v >= C || v == g.blank)
-        throw IndexError("[ctc_loss] target label out of range; expected labels in [0, " + std::to_string(C) +
+        throw IndexError(std::string("[") + op + "] target label out of range; expected labels in [0, " + std::to_string(C) +
                          ") other than blank " + std::to_string(g.blank) + "; got " + std::to_string(v) +
                          " at sample " + std::to_string(n) + ", position " + std::to_string(i));
     }

@@ -14,9 +14,11 @@ struct CtcGeom {
 
 // Checks the integer inputs (IndexError / ShapeError "[ctc_loss] ..."): blank and every used
 // target in [0, C) and no target equal to blank, 0 <= input_lengths <= T, 0 <= target_lengths <= S.
-void ctc_validate(const CtcGeom& g, const std::int64_t* targets, const std::int64_t* input_lengths,
+// Errors name `op`: the entry's op (ctc_loss or ctc_loss_backward), the one the user called.
+void ctc_validate(const char* op, const CtcGeom& g, const std::int64_t* targets, const std::int64_t* input_lengths,
                   const std::int64_t* target_lengths);
 
+// The kernels trust their inputs: the entries run ctc_validate first.
 // loss [N]; an impossible alignment gives +inf.
 void ctc_loss_forward(const CtcGeom& g, const float* log_probs, const std::int64_t* targets,
                       const std::int64_t* input_lengths, const std::int64_t* target_lengths, float* loss);

@@ -470,7 +470,7 @@ Prim ctc_loss_entry(Prim lp, Prim targets, Prim in_len, Prim tgt_len, std::int64
   const nn::CtcGeom g = ctc_geom(lp->shape(), targets->shape(), blank);
   CpuRef cl = prep(std::move(lp), work), ct = prep_index(std::move(targets));
   CpuRef ci = prep_index(std::move(in_len)), cn = prep_index(std::move(tgt_len));
-  nn::ctc_validate(g, ptr<std::int64_t>(ct), ptr<std::int64_t>(ci), ptr<std::int64_t>(cn));
+  nn::ctc_validate("ctc_loss", g, ptr<std::int64_t>(ct), ptr<std::int64_t>(ci), ptr<std::int64_t>(cn));
   CpuRef y = alloc_tensor(work, Shape{g.batch});
   on_work(work, [&](auto t) {
     using T = decltype(t);
@@ -485,7 +485,7 @@ Prim ctc_loss_backward_entry(Prim lp, Prim targets, Prim in_len, Prim tgt_len, P
   CpuRef cl = prep(std::move(lp), work), ct = prep_index(std::move(targets));
   CpuRef ci = prep_index(std::move(in_len)), cn = prep_index(std::move(tgt_len));
   CpuRef cd = prep(std::move(dloss), work);
-  nn::ctc_validate(g, ptr<std::int64_t>(ct), ptr<std::int64_t>(ci), ptr<std::int64_t>(cn));
+  nn::ctc_validate("ctc_loss_backward", g, ptr<std::int64_t>(ct), ptr<std::int64_t>(ci), ptr<std::int64_t>(cn));
   CpuRef dx = alloc_tensor(work, ls);
   on_work(work, [&](auto t) {
     using T = decltype(t);

@@ -2,11 +2,14 @@
 // on host TensorData so saving and loading is device-independent (move to a device with
 // Tensor::from_data, back with into_data).
 //
-// Loading validates the whole file before returning anything: a truncated file, a header
-// length or data offsets beyond the file, overlapping, gapped or reversed offsets, an unknown
-// dtype, a shape whose byte count does not match its offsets, or bad JSON throws FormatError
-// (message names the path and the tensor), and nothing is half-loaded. Saving writes
-// `path.tmp` and renames it over `path`, so a failed save leaves no partial file.
+// Loading validates the whole header against the file's size before allocating anything: a
+// truncated file, a header length or data offsets beyond the file, overlapping, gapped or
+// reversed offsets, an unknown dtype, a shape whose byte count does not match its offsets or
+// exceeds 2^63 - 1, a repeated tensor name or header key, JSON nested deeper than 64 levels,
+// or bad JSON throws FormatError (message names the path and the tensor), and nothing is
+// half-loaded; data larger than the host's RAM + swap, or an allocation that fails, is an
+// ExecutionError. Every message starts with the function called ([load_npy], ...). Saving
+// writes `path.tmp` and renames it over `path`, so a failed save leaves no partial file.
 #pragma once
 
 #include <cstddef>
@@ -51,7 +54,8 @@ struct TENSOR_API SafetensorsFile {
 // {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}} padded with
 // spaces to a multiple of 8 bytes, then the raw little-endian bytes back to back. Dtypes:
 // F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 BOOL (every bool storage is written as
-// one byte per element). Duplicate or empty names and "__metadata__" as a name are errors.
+// one byte per element). Duplicate or empty names, "__metadata__" as a name, and names or
+// metadata that are not valid UTF-8 are FormatErrors.
 TENSOR_API void save_safetensors(const std::string& path, const NamedTensors& tensors,
                                  const std::map<std::string, std::string>& metadata = {});
 TENSOR_API SafetensorsFile load_safetensors(const std::string& path);

@@ -69,7 +69,7 @@ class TENSOR_API Optimizer {
     for (std::size_t i = 0; i < D; ++i) dims[i] = static_cast<std::int64_t>(param.shape()[i]);
     const std::array<std::int64_t, 1> flat{-1};
     Tensor<1> g = grad.template reshape<1>(flat);
-    check_state(id, param.num_elements());
+    check_state(id, param.num_elements(), param.dtype());
     if (clipping_) g = clipping_->clip(g);
     return update(lr, id, param.template reshape<1>(flat), g).template reshape<D>(dims);
   }
@@ -84,8 +84,12 @@ class TENSOR_API Optimizer {
   // momentum buffer, or Adam's first and second moments, flattened). save_safetensors writes
   // them beside the weights; load_record puts them back on `device`, replacing the current
   // state, so a resumed run takes the same steps as an uninterrupted one. A record entry that
-  // is not "<id>.step|a|b", or an "a"/"b" without its "step", is a ShapeError naming it; a
-  // moment whose size differs from the parameter's is caught by the next step().
+  // is not "<id>.step|a|b", an "a"/"b" without its "step", a negative step count, a moment
+  // this optimizer does not keep, only some of the moments it keeps, or a step count above 0
+  // without them, and a moment value that is not finite (or a negative second moment of Adam)
+  // is a ShapeError naming the entry ("[load_record] ..."; a step that is not one i64, or a
+  // moment that is not float, a DTypeError), and the state stays as it was. A moment whose
+  // size or dtype differs from the parameter's is caught by the next step().
   io::NamedTensors to_record() const;
   void load_record(const io::NamedTensors& record, Device device = Device::default_device());
 
@@ -98,10 +102,17 @@ class TENSOR_API Optimizer {
   virtual Tensor<1> update(double lr, const ParamId& id, const Tensor<1>& p, const Tensor<1>& g) = 0;
   State& state(const ParamId& id) { return state_[id]; }
   virtual const char* name() const = 0;
+  // The moments this optimizer keeps once it has taken a step, which load_record requires
+  // (a record missing one would have update() read an absent moment); `b_nonnegative`: b is
+  // a running mean of squares (its square root is taken). The default keeps none.
+  struct Moments {
+    bool a = false, b = false, b_nonnegative = false;
+  };
+  virtual Moments moments() const { return {}; }
 
  private:
   void check(const ParamId& id, const Shape& p, const Shape& g, const Device& pd, const Device& gd) const;
-  void check_state(const ParamId& id, std::size_t n) const;
+  void check_state(const ParamId& id, std::size_t n, DType dtype) const;
   std::optional<GradientClipping> clipping_;
   std::map<ParamId, State> state_;
 };
@@ -124,6 +135,7 @@ class TENSOR_API Sgd final : public Optimizer {
  private:
   Tensor<1> update(double lr, const ParamId& id, const Tensor<1>& p, const Tensor<1>& g) override;
   const char* name() const override { return "Sgd::step"; }
+  Moments moments() const override { return {.a = config_.momentum != 0.0}; }
   SgdConfig config_;
 };
 
@@ -145,6 +157,7 @@ class TENSOR_API Adam final : public Optimizer {
  private:
   Tensor<1> update(double lr, const ParamId& id, const Tensor<1>& p, const Tensor<1>& g) override;
   const char* name() const override { return "Adam::step"; }
+  Moments moments() const override { return {.a = true, .b = true, .b_nonnegative = true}; }
   AdamConfig config_;
 };
 
@@ -164,6 +177,7 @@ class TENSOR_API AdamW final : public Optimizer {
  private:
   Tensor<1> update(double lr, const ParamId& id, const Tensor<1>& p, const Tensor<1>& g) override;
   const char* name() const override { return "AdamW::step"; }
+  Moments moments() const override { return {.a = true, .b = true, .b_nonnegative = true}; }
   AdamWConfig config_;
 };
 

@@ -152,13 +152,14 @@ class TENSOR_API Tensor {
                             std::optional<DType> dtype = std::nullopt) requires(kIsInt && D == 1) {
     return Tensor(detail::arange(start, end, step, device, dtype));
   }
-  Tensor zeros_like() const { return zeros(shape(), device(), dtype()); }
-  Tensor ones_like() const { return ones(shape(), device(), dtype()); }
-  Tensor full_like(Scalar v) const { return full(shape(), v, device(), dtype()); }
+  Tensor zeros_like() const { live("zeros_like"); return zeros(shape(), device(), dtype()); }
+  Tensor ones_like() const { live("ones_like"); return ones(shape(), device(), dtype()); }
+  Tensor full_like(Scalar v) const { live("full_like"); return full(shape(), v, device(), dtype()); }
 
   // ---- metadata and transfer ----
   Shape shape() const { return detail::shape(h_); }
   std::array<std::size_t, D> dims() const {
+    live("dims");
     const Shape s = shape();
     std::array<std::size_t, D> out{};
     for (std::size_t i = 0; i < D; ++i) out[i] = s[i];
@@ -166,7 +167,7 @@ class TENSOR_API Tensor {
   }
   DType dtype() const { return detail::dtype(h_); }
   Device device() const { return detail::device(h_); }
-  std::size_t num_elements() const { return shape().num_elements(); }
+  std::size_t num_elements() const { live("num_elements"); return shape().num_elements(); }
 
   // Reads the values back (blocks until the device is done; rethrows its errors).
   TensorData into_data() const { return into_data_async().get(); }
@@ -178,6 +179,7 @@ class TENSOR_API Tensor {
   TENSOR_METHOD(Tensor, cast, (DType t), detail::cast(OpCode::cast, std::move(self), t))
   // Float/Bool -> Int (float truncates toward zero).
   Tensor<D, Int> int_(std::optional<DType> t = std::nullopt) const requires(!kIsInt) {
+    live("into_int");
     return Tensor<D, Int>(detail::cast(OpCode::into_int, detail::retain(h_), t ? *t : to_dtype(device().settings().int_dtype)));
   }
   Tensor<D, Int> int_cast(DType t) const requires(!kIsInt) {
@@ -190,6 +192,7 @@ class TENSOR_API Tensor {
   // (The constrained members below do not call other constrained members: clang 14,
   // used by scripts/fuzz.sh, checks those calls in the explicit instantiations.)
   Tensor<D, Float> float_() const requires(!kIsFloat) {
+    live("into_float");
     return Tensor<D, Float>(detail::cast(OpCode::into_float, detail::retain(h_), to_dtype(device().settings().float_dtype)));
   }
   // Numeric -> Bool: nonzero is true.
@@ -372,6 +375,7 @@ class TENSOR_API Tensor {
     return Tensor<D2, K>(detail::reshape(OpCode::expand, detail::retain(h_), dims));
   }
   Tensor<D + 1, K> unsqueeze_dim(std::int64_t dim) const requires(D < kMaxRank) {
+    live("unsqueeze_dim");
     Shape s = shape();
     const auto r = static_cast<std::int64_t>(D + 1);
     const std::int64_t d = dim < 0 ? dim + r : dim;
@@ -477,8 +481,9 @@ class TENSOR_API Tensor {
   // The lower / upper triangle of the last two dims (diagonal > 0: above the main one); the rest 0.
   Tensor tril(std::int64_t diagonal = 0) const { return Tensor(detail::tri(detail::retain(h_), diagonal, false)); }
   Tensor triu(std::int64_t diagonal = 0) const { return Tensor(detail::tri(detail::retain(h_), diagonal, true)); }
-  Tensor empty_like() const { return empty(shape(), device(), dtype()); }
+  Tensor empty_like() const { live("empty_like"); return empty(shape(), device(), dtype()); }
   Tensor random_like(const Distribution& dist) const requires Numeric<K> {
+    live("random_like");
     return Tensor(detail::random(shape(), dist, device(), K::kKind, dtype()));
   }
   // The one element (ShapeError otherwise), exactly: a double, int64, uint64 or bool Scalar.
@@ -665,6 +670,9 @@ class TENSOR_API Tensor {
   template <std::size_t, TensorKind> friend class Tensor;
   template <std::size_t D2, class K2> friend detail::Handle detail::copy(const Tensor<D2, K2>& t);
 
+  // A moved-from handle is an error naming `op`, the method called, not the accessor
+  // (shape(), dtype(), device()) it reads first.
+  void live(const char* op) const { detail::check_rank(h_, D, op); }
   // release() accepts an empty handle; one call is less code per temporary than a test and a call.
   void reset() noexcept { detail::release(h_); }
   [[gnu::noinline, noreturn]] static void throw_rank(const char* op, const Shape& s) {
@@ -707,6 +715,7 @@ class TENSOR_API Tensor {
       detail::release(self);
       throw IndexError("[narrow] length must be positive; expected >= 1; got 0");
     }
+    detail::check_rank(self, D, "narrow");  // a moved-from tensor is narrow's error, not [shape]'s
     const std::size_t n = detail::shape(self)[static_cast<std::size_t>(d)];
     if (start > n || length > n - start) {  // start + length may not fit: compare against n - start
       detail::release(self);
