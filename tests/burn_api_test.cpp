@@ -987,4 +987,90 @@ TEST_P(BurnApi, DetLuQrReconstructLargerMatrices) {
   EXPECT_NEAR(qdv[4], 3 / s14, 1e-5f);
 }
 
+// ---- issue 30: API burn has -----------------------------------------------------------
+
+TEST_P(BurnApi, CreationOptionsGiveDeviceAndDtype) {
+  const TensorCreationOptions o(dev());
+  EXPECT_EQ(Tensor<2>::zeros({2, 3}, o).dtype(), Tensor<2>::zeros({2, 3}, dev()).dtype());
+  EXPECT_EQ(Tensor<2>::zeros({2, 3}, o).device(), dev());
+  for (DType t : {DType::F64, DType::F16, DType::F32}) {
+    if (!dev().supports_dtype(t)) continue;
+    const TensorCreationOptions ot = TensorCreationOptions(dev()).with_dtype(t);
+    EXPECT_EQ(ot.dtype_or(DType::F32), t);
+    EXPECT_EQ(Tensor<2>::zeros({2, 3}, ot).dtype(), t);
+    EXPECT_EQ(Tensor<2>::ones({2, 1}, {dev(), t}).dtype(), t);
+    EXPECT_EQ(Tensor<1>::empty({4}, ot).dtype(), t);
+    const auto f = Tensor<1>::full({3}, Scalar(2.5), ot);
+    EXPECT_EQ(f.dtype(), t);
+    EXPECT_EQ(fv(f), (std::vector<float>{2.5f, 2.5f, 2.5f}));
+    const auto d = Tensor<2>::from_data(TensorData::from<float>({1, 2, 3, 4}, Shape{2, 2}), ot);  // converted to t
+    EXPECT_EQ(d.dtype(), t);
+    EXPECT_EQ(fv(d), (std::vector<float>{1, 2, 3, 4}));
+    const auto r = Tensor<2>::random({3, 3}, Distribution::uniform(0, 1), ot);
+    EXPECT_EQ(r.dtype(), t);
+    EXPECT_TRUE(r.greater_equal_elem(0.0).all().into_scalar().to_bool());
+  }
+  for (DType t : {DType::I64, DType::I32, DType::I16}) {
+    if (!dev().supports_dtype(t)) continue;
+    const auto a = Tensor<1, Int>::arange(2, 6, {dev(), t});
+    EXPECT_EQ(a.dtype(), t);
+    EXPECT_EQ(iv(a), (std::vector<std::int64_t>{2, 3, 4, 5}));
+    EXPECT_EQ(iv(Tensor<1, Int>::arange_step(0, 7, 3, {dev(), t})), (std::vector<std::int64_t>{0, 3, 6}));
+  }
+}
+
+TEST_P(BurnApi, UnsqueezeDimAndStackToAHigherRank) {
+  const auto a = fl<2>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(a.unsqueeze_dim(1).shape(), Shape({2, 1, 3}));
+  EXPECT_EQ(a.unsqueeze_dim<4>(1).shape(), Shape({2, 1, 3, 1}));  // burn: trailing ones up to D2
+  EXPECT_EQ(a.unsqueeze_dim<4>(2).shape(), Shape({2, 3, 1, 1}));
+  EXPECT_EQ(a.unsqueeze_dim<5>(0).shape(), Shape({1, 2, 3, 1, 1}));
+  EXPECT_EQ(a.unsqueeze_dim<4>(-1).shape(), Shape({2, 3, 1, 1}));
+  EXPECT_EQ(fv(a.t().unsqueeze_dim<4>(0)), (std::vector<float>{1, 4, 2, 5, 3, 6}));  // a non-contiguous input
+  EXPECT_THROWS(IndexError, a.unsqueeze_dim<4>(3), "[unsqueeze_dim]", "dim");
+  const auto b = fl<2>({7, 8, 9, 10, 11, 12}, {2, 3});
+  const auto s = Tensor<2>::stack<4>({a, b}, 1);
+  EXPECT_EQ(s.shape(), Shape({2, 2, 3, 1}));
+  EXPECT_EQ(fv(s), (std::vector<float>{1, 2, 3, 7, 8, 9, 4, 5, 6, 10, 11, 12}));
+  EXPECT_EQ(Tensor<2>::stack({a, b}, -1).shape(), Shape({2, 3, 2}));
+  EXPECT_EQ(fv(Tensor<2>::stack({a, b}, -1)), (std::vector<float>{1, 7, 2, 8, 3, 9, 4, 10, 5, 11, 6, 12}));
+  const auto e = Tensor<2, Int>::zeros({0, 3}, dev());
+  EXPECT_EQ((Tensor<2, Int>::stack<4>({e, e, e}, 0).shape()), Shape({3, 0, 3, 1}));
+  EXPECT_THROWS(ShapeError, (Tensor<2>::stack<3>({a, fl<2>({1, 2}, {1, 2})}, 0)), "[cat]");
+}
+
+TEST_P(BurnApi, TryReadbacksAndAsyncForms) {
+  const auto a = fl<2>({1, 2, 3, 4}, {2, 2});
+  const ReadResult<TensorData> d = a.try_into_data();
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d.error().empty());
+  EXPECT_EQ(d.value().convert(DType::F32).to_vec<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(a.try_to_data().value().shape(), Shape({2, 2}));
+  EXPECT_EQ(a.try_into_data_as(DType::I64).value().dtype(), DType::I64);
+  EXPECT_EQ(a.try_to_vec<double>().value(), (std::vector<double>{1, 2, 3, 4}));
+  const ReadResult<Scalar> bad = a.try_into_scalar();  // four elements: the error, not a throw
+  EXPECT_FALSE(bad.ok());
+  EXPECT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(bad.error().find("[into_scalar]"), std::string::npos) << bad.error();
+  EXPECT_THROWS(ShapeError, bad.value(), "[into_scalar]", "one element");
+  EXPECT_EQ(fl<1>({5}, {1}).try_into_scalar().value().to_double(), 5.0);
+  ScalarFuture sf = a.sum().into_scalar_async();
+  sf.wait();
+  EXPECT_TRUE(sf.ready());
+  EXPECT_EQ(sf.get().to_double(), 10.0);
+  EXPECT_THROWS(ShapeError, a.into_scalar_async(), "[into_scalar_async]", "one element");
+  DataFuture df = a.to_data_async();
+  EXPECT_EQ(df.get().convert(DType::F32).to_vec<float>(), (std::vector<float>{1, 2, 3, 4}));
+  Transaction tx;
+  tx.register_(a).register_(in<1>({3, 4}, {2}));
+  std::vector<DataFuture> pending = tx.execute_async();
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending[1].get().convert(DType::I64).to_vec<std::int64_t>(), (std::vector<std::int64_t>{3, 4}));
+  EXPECT_EQ(pending[0].get().shape(), Shape({2, 2}));
+  tx.register_(a);
+  const auto all = tx.try_execute();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all.value().size(), 1u);
+}
+
 }  // namespace

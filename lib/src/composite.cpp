@@ -466,12 +466,18 @@ Scalar into_scalar(Handle&& a_) {
   const Shape s = a.shape();
   if (s.num_elements() != 1)
     throw ShapeError("[into_scalar] expected a tensor of exactly one element; got shape " + s.to_string());
-  const TensorData d = named("into_scalar", [&] { return into_data(a.r()).get(); });
+  return scalar_of(named("into_scalar", [&] { return into_data(a.r()).get(); }));
+}
+
+Scalar scalar_of(const TensorData& d) {
+  if (d.shape().num_elements() != 1)
+    throw ShapeError("[into_scalar] expected a tensor of exactly one element; got shape " + d.shape().to_string());
   if (is_float(d.dtype())) return Scalar(d.convert(DType::F64).to_vec<double>()[0]);
   if (is_unsigned_int(d.dtype())) return Scalar(d.convert(DType::U64).to_vec<std::uint64_t>()[0]);
   if (is_int(d.dtype())) return Scalar(d.convert(DType::I64).to_vec<std::int64_t>()[0]);
   return Scalar(static_cast<bool>(d.to_vec<bool>()[0]));
 }
+
 
 Handle composite(Composite c, Handle&& a_, double p, double q) {
   H x(a_);

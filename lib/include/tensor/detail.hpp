@@ -200,6 +200,8 @@ TENSOR_API Handle tri(Handle&& a, std::int64_t diagonal, bool upper);
 TENSOR_API Handle tri_mask(std::size_t rows, std::size_t cols, std::int64_t offset, bool upper, Device device);
 TENSOR_API Handle diag_mask(std::size_t rows, std::size_t cols, std::int64_t offset, Device device);
 TENSOR_API Scalar into_scalar(Handle&& a);
+// The one element of host data as into_scalar gives it (ShapeError unless exactly one).
+TENSOR_API Scalar scalar_of(const TensorData& d);
 TENSOR_API Handle movedim(Handle&& a, DimList src, DimList dst);
 TENSOR_API Handle roll(Handle&& a, DimList shifts, DimList dims, const char* op);
 TENSOR_API Handle slice_dim(Handle&& a, std::int64_t dim, Slice s);

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
 #include <iosfwd>
 #include <string>
@@ -62,6 +63,60 @@ void flatten_nested(Nested<T, D> v, std::vector<T>& out, Shape& shape, unsigned&
 }
 }  // namespace detail
 
+
+// burn's Result for the try_* readbacks: the value, or the library error the read
+// raised (ok() is false, error() its message). value() rethrows that error.
+template <class T>
+class ReadResult {
+ public:
+  static ReadResult success(T v) { ReadResult r; r.v_.emplace(std::move(v)); return r; }
+  static ReadResult failure(std::exception_ptr e, std::string message) {
+    ReadResult r;
+    r.e_ = std::move(e);
+    r.msg_ = std::move(message);
+    return r;
+  }
+  bool ok() const { return v_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  T& value() & { if (!v_) std::rethrow_exception(e_); return *v_; }
+  const T& value() const& { if (!v_) std::rethrow_exception(e_); return *v_; }
+  T&& value() && { if (!v_) std::rethrow_exception(e_); return std::move(*v_); }
+  const std::string& error() const { return msg_; }  // empty when ok()
+  std::exception_ptr exception() const { return e_; }
+
+ private:
+  std::optional<T> v_;
+  std::exception_ptr e_;
+  std::string msg_;
+};
+
+namespace detail {
+// Runs a read, turning a tensor::Error into a failed ReadResult.
+template <class F>
+auto try_read(F&& f) -> ReadResult<decltype(f())> {
+  using T = decltype(f());
+  try {
+    return ReadResult<T>::success(f());
+  } catch (const Error& e) {
+    return ReadResult<T>::failure(std::current_exception(), e.what());
+  }
+}
+}  // namespace detail
+
+// The pending result of into_scalar_async. get() blocks until the device is done, then
+// gives the element as into_scalar does (rethrowing the device's ExecutionError).
+class ScalarFuture {
+ public:
+  ScalarFuture() = default;
+  explicit ScalarFuture(DataFuture f) noexcept : f_(std::move(f)) {}
+  Scalar get() { return detail::scalar_of(f_.get()); }  // consumes the result
+  bool ready() const { return f_.ready(); }
+  void wait() const { f_.wait(); }
+  bool valid() const { return f_.valid(); }
+
+ private:
+  DataFuture f_;
+};
 
 namespace detail {
 template <std::size_t D, class K> Tensor<D, K> adopt(Handle h);
@@ -152,6 +207,26 @@ class TENSOR_API Tensor {
                             std::optional<DType> dtype = std::nullopt) requires(kIsInt && D == 1) {
     return Tensor(detail::arange(start, end, step, device, dtype));
   }
+  // burn's TensorCreationOptions forms (a Device converts to the options): the dtype, when
+  // given, replaces the device's default; from_data converts the values to it.
+  static Tensor from_data(TensorData data, const TensorCreationOptions& o) {
+    if (o.dtype && data.dtype() != *o.dtype) data = data.convert(*o.dtype);
+    return from_data(std::move(data), o.device);
+  }
+  static Tensor empty(const Shape& shape, const TensorCreationOptions& o) { return empty(shape, o.device, o.dtype); }
+  static Tensor zeros(const Shape& shape, const TensorCreationOptions& o) { return zeros(shape, o.device, o.dtype); }
+  static Tensor ones(const Shape& shape, const TensorCreationOptions& o) { return ones(shape, o.device, o.dtype); }
+  static Tensor full(const Shape& shape, Scalar value, const TensorCreationOptions& o) {
+    return full(shape, value, o.device, o.dtype);
+  }
+  static Tensor random(const Shape& shape, const Distribution& dist, const TensorCreationOptions& o) requires Numeric<K> {
+    return Tensor(detail::random(shape, dist, o.device, K::kKind, o.dtype));
+  }
+  static Tensor arange(std::int64_t start, std::int64_t end, const TensorCreationOptions& o) requires(kIsInt && D == 1) {
+    return Tensor(detail::arange(start, end, 1, o.device, o.dtype));
+  }
+  static Tensor arange_step(std::int64_t start, std::int64_t end, std::int64_t step, const TensorCreationOptions& o)
+    requires(kIsInt && D == 1) { return Tensor(detail::arange(start, end, step, o.device, o.dtype)); }
   Tensor zeros_like() const { return zeros(shape(), device(), dtype()); }
   Tensor ones_like() const { return ones(shape(), device(), dtype()); }
   Tensor full_like(Scalar v) const { return full(shape(), v, device(), dtype()); }
@@ -172,6 +247,23 @@ class TENSOR_API Tensor {
   TensorData into_data() const { return into_data_async().get(); }
   DataFuture into_data_async() const { return detail::into_data(detail::retain(h_)); }
   TensorData to_data() const { return into_data(); }
+  DataFuture to_data_async() const { return detail::into_data(detail::retain(h_)); }
+  // burn's try_* readbacks: a failed read (an ExecutionError from the device, a
+  // DTypeError from a conversion) comes back in the ReadResult instead of as a throw.
+  ReadResult<TensorData> try_into_data() const { return detail::try_read([&] { return into_data(); }); }
+  ReadResult<TensorData> try_to_data() const { return detail::try_read([&] { return into_data(); }); }
+  ReadResult<TensorData> try_into_data_as(DType t) const { return detail::try_read([&] { return into_data().convert(t); }); }
+  ReadResult<TensorData> try_to_data_as(DType t) const { return detail::try_read([&] { return into_data().convert(t); }); }
+  template <class T> ReadResult<std::vector<T>> try_to_vec() const {
+    return detail::try_read([&] { return into_data().convert(dtype_of<T>).template to_vec<T>(); });
+  }
+  ReadResult<Scalar> try_into_scalar() const { return detail::try_read([&] { return into_scalar(); }); }
+  // The read of the one element, queued now (ShapeError now unless exactly one element).
+  ScalarFuture into_scalar_async() const {
+    if (num_elements() != 1)
+      throw ShapeError("[into_scalar_async] expected a tensor of exactly one element; got shape " + shape().to_string());
+    return ScalarFuture(into_data_async());
+  }
   Tensor to_device(Device d) const { return Tensor(detail::to_device(detail::retain(h_), d)); }
 
   // ---- conversion ----
@@ -371,16 +463,33 @@ class TENSOR_API Tensor {
     static_assert(D2 >= D, "expand cannot lower the rank");
     return Tensor<D2, K>(detail::reshape(OpCode::expand, detail::retain(h_), dims));
   }
-  Tensor<D + 1, K> unsqueeze_dim(std::int64_t dim) const requires(D < kMaxRank) {
+  // A size-1 dim at `dim` (0..D; negative counts from D + 1). As burn's unsqueeze_dim::<D2>,
+  // a result rank D2 above D + 1 appends size-1 dims after the input's last dim.
+  template <std::size_t D2 = D + 1>
+  Tensor<D2, K> unsqueeze_dim(std::int64_t dim) const requires(D2 > D && D2 <= kMaxRank) {
     Shape s = shape();
     const auto r = static_cast<std::int64_t>(D + 1);
     const std::int64_t d = dim < 0 ? dim + r : dim;
     if (d < 0 || d >= r) throw IndexError("[unsqueeze_dim] dim out of range; expected -" + std::to_string(r) + ".." +
                                           std::to_string(r - 1) + "; got " + std::to_string(dim));
-    std::array<std::int64_t, D + 1> dims{};
+    std::array<std::int64_t, D2> dims{};
+    dims.fill(1);
     for (std::size_t i = 0, j = 0; i < D + 1; ++i)
       dims[i] = static_cast<std::int64_t>(i) == d ? 1 : static_cast<std::int64_t>(s[j++]);
-    return Tensor<D + 1, K>(detail::reshape(OpCode::reshape, detail::retain(h_), dims));  // literal dims (0 is a size)
+    return Tensor<D2, K>(detail::reshape(OpCode::reshape, detail::retain(h_), dims));  // literal dims (0 is a size)
+  }
+  // burn's Tensor::stack::<D2>: each part unsqueeze_dim::<D2>(dim), then concatenated along
+  // dim (so D2 > D + 1 gives trailing size-1 dims). Parts must share one shape.
+  template <std::size_t D2 = D + 1>
+  static Tensor<D2, K> stack(const std::vector<Tensor>& parts, std::int64_t dim) requires(D2 > D && D2 <= kMaxRank) {
+    const std::int64_t d = dim < 0 ? dim + static_cast<std::int64_t>(D + 1) : dim;  // as unsqueeze_dim reads it
+    std::vector<Tensor<D2, K>> up;
+    up.reserve(parts.size());
+    for (const auto& p : parts) up.push_back(p.template unsqueeze_dim<D2>(d));
+    std::vector<Handle> hs;
+    hs.reserve(up.size());
+    for (const auto& u : up) hs.push_back(detail::retain(u.h_));
+    return Tensor<D2, K>(detail::cat(std::move(hs), d));
   }
   TENSOR_METHOD(Tensor, swap_dims, (std::int64_t a, std::int64_t b), detail::swap_dims(std::move(self), a, b))
   TENSOR_METHOD(Tensor, transpose, (), detail::unary(OpCode::transpose, std::move(self)))
@@ -770,6 +879,16 @@ class TENSOR_API Transaction {
   std::size_t size() const { return hs_.size(); }
   // Consumes the registered tensors (a second execute() returns an empty list).
   std::vector<TensorData> execute() { return detail::transaction(std::exchange(hs_, {})); }
+  // execute() with a failed read in the ReadResult instead of thrown (burn's try_execute).
+  ReadResult<std::vector<TensorData>> try_execute() { return detail::try_read([&] { return execute(); }); }
+  // Queues every read and returns the pending results, in registration order.
+  std::vector<DataFuture> execute_async() {
+    std::vector<detail::Handle> hs = std::exchange(hs_, {});
+    std::vector<DataFuture> out;
+    out.reserve(hs.size());
+    for (auto& h : hs) out.push_back(detail::into_data(std::move(h)));
+    return out;
+  }
   Transaction() = default;
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
