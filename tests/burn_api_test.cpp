@@ -889,7 +889,7 @@ TEST_P(BurnApi, DetLuQr) {
   EXPECT_TRUE(near(fv(det(a)), {-7}));
   EXPECT_EQ(det(a).shape(), Shape({1}));
   const auto batch = Tensor<3>::from_floats({{{1, 2}, {3, 4}}, {{2, 0}, {0, 3}}, {{1, 2}, {2, 4}}}, dev());
-  EXPECT_EQ(det(batch).shape(), Shape({3, 1}));
+  EXPECT_EQ(det(batch).shape(), Shape({3}));  // the batch dims, as burn
   EXPECT_TRUE(near(fv(det(batch)), {-2, 6, 0}, 1e-5f));
   EXPECT_TRUE(near(fv(det(Tensor<2>::from_floats({{0, 1}, {1, 0}}, dev()))), {-1}));
   // P A = L U for a: the first pivot is row 2 (|2| largest), then row 0 (|2| > |0.5|).
@@ -901,7 +901,6 @@ TEST_P(BurnApi, DetLuQr) {
   EXPECT_TRUE(near(fv(packed), {2, 1, 3, 0, 2, 1, 0.5f, 0.25f, -1.75f}));
   EXPECT_EQ(iv(perm2), (std::vector<std::int64_t>{2, 0, 1}));
   EXPECT_THROWS(ShapeError, det(Tensor<2>::ones({2, 3}, dev())), "[det]", "square");
-  EXPECT_THROWS(ShapeError, lu(Tensor<2>::ones({3, 2}, dev())), "[lu]", "square");
   // QR of [[3, 1], [4, 2], [0, 2]]: q0 = (0.6, 0.8, 0), r00 = 5, r01 = 0.6 + 1.6 = 2.2,
   // v = (1, 2, 2) - 2.2 q0 = (-0.32, 0.24, 2), r11 = sqrt(0.1024 + 0.0576 + 4) = sqrt(4.16).
   const auto m = Tensor<2>::from_floats({{3, 1}, {4, 2}, {0, 2}}, dev());
@@ -911,7 +910,6 @@ TEST_P(BurnApi, DetLuQr) {
   const float r11 = std::sqrt(4.16f);
   EXPECT_TRUE(near(fv(r), {5, 2.2f, 0, r11}, 1e-5f));
   EXPECT_TRUE(near(fv(q), {0.6f, -0.32f / r11, 0.8f, 0.24f / r11, 0, 2 / r11}, 1e-5f));
-  EXPECT_THROWS(ShapeError, qr(Tensor<2>::ones({2, 3}, dev())), "[qr]", "m >= n");
 }
 
 // Larger matrices (the cpu device takes LAPACK here, the others the composed path):
@@ -1071,6 +1069,149 @@ TEST_P(BurnApi, TryReadbacksAndAsyncForms) {
   const auto all = tx.try_execute();
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all.value().size(), 1u);
+}
+
+TEST_P(BurnApi, NamedNorms) {
+  using namespace linalg;
+  const auto x = fl<2>({1, -2, 0, 3, 0, -4}, {2, 3});
+  EXPECT_EQ(fv(l0_norm(x, 1)), (std::vector<float>{2, 2}));
+  EXPECT_EQ(fv(l1_norm(x, 1)), (std::vector<float>{3, 7}));
+  EXPECT_EQ(fv(max_abs_norm(x, -1)), (std::vector<float>{2, 4}));
+  EXPECT_EQ(fv(min_abs_norm(x, 1)), (std::vector<float>{0, 0}));
+  EXPECT_EQ(l1_norm(x, 1).shape(), Shape({2, 1}));
+  EXPECT_TRUE(near(fv(lp_norm(x, 3.0, 1)), {std::cbrt(9.0f), std::cbrt(91.0f)}, 1e-5f));
+  EXPECT_TRUE(near(fv(lp_norm(x, 4.0, 1)), {std::pow(17.0f, 0.25f), std::pow(337.0f, 0.25f)}, 1e-5f));
+  EXPECT_TRUE(near(fv(lp_norm(x, 2.0, 1)), {std::sqrt(5.0f), 5.0f}));
+  EXPECT_EQ(fv(lp_norm(x, 0.0, 1)), (std::vector<float>{2, 2}));
+  // Along dim 0 of the transpose (a non-contiguous view): the same per-row values.
+  EXPECT_EQ(fv(l1_norm(x.t(), 0)), (std::vector<float>{3, 7}));
+  EXPECT_EQ(fv(max_abs_norm(x.t(), 0)), (std::vector<float>{2, 4}));
+  const auto xi = in<2>({1, -2, 0, 3, 0, -4}, {2, 3});
+  EXPECT_EQ(iv(l0_norm(xi, 1)), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(l0_norm(xi, 1).dtype(), xi.dtype());
+  EXPECT_EQ(iv(l1_norm(xi, 0)), (std::vector<std::int64_t>{4, 2, 4}));
+  EXPECT_EQ(iv(max_abs_norm(xi, 1)), (std::vector<std::int64_t>{2, 4}));
+  EXPECT_EQ(iv(min_abs_norm(xi, 0)), (std::vector<std::int64_t>{1, 0, 0}));
+  EXPECT_THROWS(IndexError, l1_norm(x, 2), "[l1_norm]", "dim");
+  EXPECT_THROWS(IndexError, min_abs_norm(xi, -3), "[min_abs_norm]", "dim");
+  const auto empty = Tensor<2>::zeros({0, 3}, dev());
+  EXPECT_EQ(fv(l1_norm(empty, 0)), (std::vector<float>{0, 0, 0}));
+  EXPECT_EQ(fv(l0_norm(empty, 0)), (std::vector<float>{0, 0, 0}));
+}
+
+TEST_P(BurnApi, TraceIsBatchedAndDetDropsTheMatrixDims) {
+  using namespace linalg;
+  const auto b = fl<3>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
+  EXPECT_EQ(trace(b).shape(), Shape({2, 1}));  // burn's trace: [.., 1]
+  EXPECT_EQ(fv(trace(b)), (std::vector<float>{6, 18}));
+  EXPECT_EQ(fv(trace(b.swap_dims(1, 2))), (std::vector<float>{6, 18}));  // [2, 3, 2], non-contiguous
+  EXPECT_EQ(iv(trace(in<3>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}))), (std::vector<std::int64_t>{5, 13}));
+  EXPECT_EQ(fv(trace(fl<2>({1, 2, 3, 4, 5, 6}, {2, 3}))), (std::vector<float>{6}));
+  EXPECT_EQ(trace(Tensor<3>::zeros({0, 2, 2}, dev())).shape(), Shape({0, 1}));
+  const auto m = fl<4>({1, 2, 3, 4, 2, 0, 0, 3, 1, 2, 2, 4, 0, 1, 1, 0}, {2, 2, 2, 2});
+  EXPECT_EQ(det(m).shape(), Shape({2, 2}));
+  EXPECT_TRUE(near(fv(det(m)), {-2, 6, 0, -1}, 1e-5f));
+  EXPECT_EQ(det(Tensor<3>::zeros({3, 0, 0}, dev())).shape(), Shape({3}));
+  EXPECT_EQ(fv(det(Tensor<3>::zeros({3, 0, 0}, dev()))), (std::vector<float>{1, 1, 1}));
+}
+
+TEST_P(BurnApi, LuOfRectangularMatrices) {
+  using namespace linalg;
+  // Wide [[1, 2, 3], [4, 5, 6]]: pivot row 1, l = 1 / 4, row 0 - l row 1 = (0.75, 1.5).
+  const auto w = fl<2>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const auto [pw, permw] = lu_decomposition(w);
+  EXPECT_TRUE(near(fv(pw), {4, 5, 6, 0.25f, 0.75f, 1.5f}));
+  EXPECT_EQ(iv(permw), (std::vector<std::int64_t>{1, 0}));
+  const auto [lw, uw, pw2] = lu(w);
+  EXPECT_EQ(lw.shape(), Shape({2, 2}));
+  EXPECT_EQ(uw.shape(), Shape({2, 3}));
+  EXPECT_TRUE(near(fv(lw), {1, 0, 0.25f, 1}));
+  EXPECT_TRUE(near(fv(uw), {4, 5, 6, 0, 0.75f, 1.5f}));
+  // Tall [[1, 2], [3, 4], [5, 6]]: pivot 5 (rows 2, 1, 0), factors 0.6 and 0.2, remainders
+  // 0.4 and 0.8; then pivot 0.8 (rows 2, 0, 1) and factor 0.5.
+  const auto t = fl<2>({1, 2, 3, 4, 5, 6}, {3, 2});
+  const auto [pt, permt] = lu_decomposition(t);
+  EXPECT_TRUE(near(fv(pt), {5, 6, 0.2f, 0.8f, 0.6f, 0.5f}));
+  EXPECT_EQ(iv(permt), (std::vector<std::int64_t>{2, 0, 1}));
+  const auto [lt, ut, pt2] = lu(t);
+  EXPECT_EQ(lt.shape(), Shape({3, 2}));
+  EXPECT_EQ(ut.shape(), Shape({2, 2}));
+  EXPECT_TRUE(near(fv(lt), {1, 0, 0.2f, 1, 0.6f, 0.5f}));
+  EXPECT_TRUE(near(fv(ut), {5, 6, 0, 0.8f}));
+  // Batched, non-contiguous (the transposes of the wide matrix and of a second one).
+  const auto bt = fl<3>({1, 2, 3, 4, 5, 6, 6, 5, 4, 3, 2, 1}, {2, 2, 3}).swap_dims(1, 2);  // [2, 3, 2]
+  const auto [lb, ub, perm] = lu(bt);
+  const std::vector<float> lv = fv(lb), uv = fv(ub), av = fv(bt);
+  const std::vector<std::int64_t> p = iv(perm);
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t i = 0; i < 3; ++i)
+      for (std::size_t j = 0; j < 2; ++j) {
+        double acc = 0;
+        for (std::size_t k = 0; k < 2; ++k) acc += double(lv[b * 6 + i * 2 + k]) * uv[b * 4 + k * 2 + j];
+        EXPECT_NEAR(acc, av[b * 6 + static_cast<std::size_t>(p[b * 3 + i]) * 2 + j], 1e-5) << b << i << j;
+      }
+  const auto [lz, uz, pz] = lu(Tensor<2>::zeros({0, 3}, dev()));
+  EXPECT_EQ(lz.shape(), Shape({0, 0}));
+  EXPECT_EQ(uz.shape(), Shape({0, 3}));
+  EXPECT_EQ(pz.shape(), Shape({0}));
+}
+
+TEST_P(BurnApi, QrOfWideMatricesAndCompleteMode) {
+  using namespace linalg;
+  // [[3, 4, 0], [4, -3, 5]]: q0 = (0.6, 0.8), q1 = (0.8, -0.6), R = [[5, 0, 4], [0, 5, -3]].
+  const auto w = fl<2>({3, 4, 0, 4, -3, 5}, {2, 3});
+  for (bool reduced : {true, false}) {
+    const auto [q, r] = qr(w, reduced);
+    EXPECT_EQ(q.shape(), Shape({2, 2}));
+    EXPECT_EQ(r.shape(), Shape({2, 3}));
+    EXPECT_TRUE(near(fv(q), {0.6f, 0.8f, 0.8f, -0.6f}, 1e-5f));
+    EXPECT_TRUE(near(fv(r), {5, 0, 4, 0, 5, -3}, 1e-5f));
+  }
+  // Complete QR of the tall [[3, 1], [4, 2], [0, 2]]: R [3, 2] with a zero last row, Q [3, 3]
+  // orthogonal with the reduced Q's columns first.
+  const auto m = fl<2>({3, 1, 4, 2, 0, 2}, {3, 2});
+  const auto [q, r] = qr(m, false);
+  EXPECT_EQ(q.shape(), Shape({3, 3}));
+  EXPECT_EQ(r.shape(), Shape({3, 2}));
+  const float r11 = std::sqrt(4.16f);
+  EXPECT_TRUE(near(fv(r), {5, 2.2f, 0, r11, 0, 0}, 1e-5f));
+  const std::vector<float> qv = fv(q), mv = {3, 1, 4, 2, 0, 2};
+  EXPECT_NEAR(qv[0], 0.6f, 1e-5f);
+  EXPECT_NEAR(qv[3], 0.8f, 1e-5f);
+  EXPECT_NEAR(qv[1], -0.32f / r11, 1e-5f);
+  for (std::size_t c = 0; c < 3; ++c)
+    for (std::size_t d = 0; d < 3; ++d) {
+      double dot = 0;
+      for (std::size_t i = 0; i < 3; ++i) dot += double(qv[i * 3 + c]) * qv[i * 3 + d];
+      EXPECT_NEAR(dot, c == d ? 1.0 : 0.0, 1e-5) << c << "," << d;
+    }
+  const std::vector<float> rv = fv(r);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 2; ++j) {
+      double acc = 0;
+      for (std::size_t k = 0; k < 3; ++k) acc += double(qv[i * 3 + k]) * rv[k * 2 + j];
+      EXPECT_NEAR(acc, mv[i * 2 + j], 1e-5);
+    }
+  // A batch of wide matrices, one transposed view: Q R rebuilds each, R's diagonal >= 0.
+  const auto bw = fl<3>({1, -2, 3, 0, 2, 1, 4, 1, -1, 2, 0, 3}, {2, 3, 2}).swap_dims(1, 2);  // [2, 2, 3]
+  const auto [qb, rb] = qr(bw);
+  EXPECT_EQ(qb.shape(), Shape({2, 2, 2}));
+  EXPECT_EQ(rb.shape(), Shape({2, 2, 3}));
+  const std::vector<float> qbv = fv(qb), rbv = fv(rb), bv2 = fv(bw);
+  for (std::size_t b = 0; b < 2; ++b) {
+    EXPECT_GE(rbv[b * 6 + 0], 0.0f);
+    EXPECT_GE(rbv[b * 6 + 4], 0.0f);
+    EXPECT_EQ(rbv[b * 6 + 3], 0.0f);
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t j = 0; j < 3; ++j) {
+        double acc = 0;
+        for (std::size_t k = 0; k < 2; ++k) acc += double(qbv[b * 4 + i * 2 + k]) * rbv[b * 6 + k * 3 + j];
+        EXPECT_NEAR(acc, bv2[b * 6 + i * 3 + j], 1e-5) << b << i << j;
+      }
+  }
+  const auto [qz, rz] = qr(Tensor<2>::zeros({3, 0}, dev()), false);
+  EXPECT_EQ(qz.shape(), Shape({3, 3}));
+  EXPECT_EQ(rz.shape(), Shape({3, 0}));
 }
 
 }  // namespace
