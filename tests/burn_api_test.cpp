@@ -1214,4 +1214,93 @@ TEST_P(BurnApi, QrOfWideMatricesAndCompleteMode) {
   EXPECT_EQ(rz.shape(), Shape({3, 0}));
 }
 
+// The DFT written out: X[k] = sum_j (re_j + i im_j) e^{-2 pi i j k / n}.
+std::pair<std::vector<double>, std::vector<double>> dft(const std::vector<double>& re, const std::vector<double>& im, std::size_t n) {
+  std::vector<double> xr(n), xi(n);
+  for (std::size_t k = 0; k < n; ++k)
+    for (std::size_t j = 0; j < std::min(n, re.size()); ++j) {
+      const double a = -2.0 * M_PI * double(j * k % n) / double(n);
+      xr[k] += re[j] * std::cos(a) - im[j] * std::sin(a);
+      xi[k] += re[j] * std::sin(a) + im[j] * std::cos(a);
+    }
+  return {xr, xi};
+}
+
+TEST_P(BurnApi, CfftMatchesTheDft) {
+  const std::vector<double> re0 = {1, -2, 0.5, 3, 2}, im0 = {0, 1, -1, 0.5, 2}, re1 = {2, 0, 1, -1, 0.25},
+                            im1 = {-1, 3, 0, 1, 1};
+  std::vector<float> re, im;
+  for (auto* v : {&re0, &re1}) re.insert(re.end(), v->begin(), v->end());
+  for (auto* v : {&im0, &im1}) im.insert(im.end(), v->begin(), v->end());
+  const auto tr = fl<2>(re, {2, 5}), ti = fl<2>(im, {2, 5});
+  for (std::size_t n : {5u, 8u, 3u, 1u}) {
+    const auto [xr, xi] = signal::cfft(tr, ti, 1, n);
+    EXPECT_EQ(xr.shape(), Shape({2, n}));
+    std::vector<float> wr, wi;
+    for (const auto& [r, i] : {std::pair{re0, im0}, std::pair{re1, im1}}) {
+      const auto [a, b] = dft(r, i, n);
+      wr.insert(wr.end(), a.begin(), a.end());
+      wi.insert(wi.end(), b.begin(), b.end());
+    }
+    EXPECT_TRUE(near(fv(xr), wr, 1e-4f)) << n;
+    EXPECT_TRUE(near(fv(xi), wi, 1e-4f)) << n;
+  }
+  // Along dim 0 of the transposed views (non-contiguous), the default length.
+  const auto [cr, ci] = signal::cfft(tr.t(), ti.t(), 0);
+  const auto [a, b] = dft(re0, im0, 5);
+  const std::vector<float> crv = fv(cr.t()), civ = fv(ci.t());
+  for (std::size_t k = 0; k < 5; ++k) {
+    EXPECT_NEAR(crv[k], a[k], 1e-4);
+    EXPECT_NEAR(civ[k], b[k], 1e-4);
+  }
+  EXPECT_THROWS(ShapeError, signal::cfft(tr, fl<2>({1, 2}, {1, 2}), 1), "[cfft]", "one shape");
+  EXPECT_THROWS(IndexError, signal::cfft(tr, ti, 2), "[cfft]", "dim");
+}
+
+TEST_P(BurnApi, StftInBurnsForm) {
+  std::vector<float> x(16);
+  for (std::size_t i = 0; i < 16; ++i) x[i] = static_cast<float>(std::sin(0.9 * double(i)) + 0.1 * double(i));
+  const auto sig = fl<2>(x, {1, 16});
+  signal::StftOptions o;
+  o.n_fft = 8;
+  o.hop_length = 2;
+  o.center = false;
+  const Tensor<4> s = signal::stft(sig, std::nullopt, o);
+  EXPECT_EQ(s.shape(), Shape({1, 5, 5, 2}));  // [batch, frames, bins, (re, im)]
+  const std::vector<float> sv = fv(s);
+  for (std::size_t f = 0; f < 5; ++f) {  // frame f: x[2f .. 2f + 8), rectangular window
+    const auto [wr, wi] = dft(std::vector<double>(x.begin() + 2 * f, x.begin() + 2 * f + 8), std::vector<double>(8, 0.0), 8);
+    for (std::size_t k = 0; k < 5; ++k) {
+      EXPECT_NEAR(sv[(f * 5 + k) * 2], wr[k], 1e-4) << f << "," << k;
+      EXPECT_NEAR(sv[(f * 5 + k) * 2 + 1], wi[k], 1e-4) << f << "," << k;
+    }
+  }
+  // With a Hann window and centring, istft inverts stft.
+  o.center = true;
+  const auto w = signal::hann_window(8, true, TensorCreationOptions(dev()));
+  const Tensor<4> sc = signal::stft(sig, w, o);
+  const Tensor<2> back = signal::istft(sc, w, 16, o);
+  EXPECT_TRUE(near(fv(back), x, 1e-4f));
+  EXPECT_THROWS(ShapeError, signal::istft(sc.narrow(3, 0, 1), w, 16, o), "[istft]", "(re, im)");
+}
+
+TEST_P(BurnApi, SparseMeshgrid) {
+  using namespace grid;
+  const auto a = in<1>({1, 2, 3}, {3}), b = in<1>({4, 5}, {2});
+  const auto sp = meshgrid<2, Int>({a, b}, GridSparsity::Sparse);
+  EXPECT_EQ(sp[0].shape(), Shape({3, 1}));
+  EXPECT_EQ(sp[1].shape(), Shape({1, 2}));
+  EXPECT_EQ(iv(sp[0]), (std::vector<std::int64_t>{1, 2, 3}));
+  const auto dense = meshgrid<2, Int>({a, b});
+  EXPECT_EQ(iv(sp[0] + sp[1]), iv(dense[0] + dense[1]));  // the sparse grids broadcast to the dense sum
+  const auto xy = meshgrid<2, Int>({a, b}, GridOptions(GridIndexing::Cartesian, GridSparsity::Sparse));
+  EXPECT_EQ(xy[0].shape(), Shape({1, 3}));
+  EXPECT_EQ(xy[1].shape(), Shape({2, 1}));
+  const auto xyd = meshgrid<2, Int>({a, b}, GridIndexing::Cartesian);
+  EXPECT_EQ(xyd[0].shape(), Shape({2, 3}));
+  EXPECT_EQ(iv(xyd[0]), (std::vector<std::int64_t>{1, 2, 3, 1, 2, 3}));
+  const auto three = meshgrid<3, Int>({a, b, in<1>({7}, {1})}, GridSparsity::Sparse);
+  EXPECT_EQ(three[1].shape(), Shape({1, 2, 1}));
+}
+
 }  // namespace
