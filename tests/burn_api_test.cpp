@@ -1303,4 +1303,110 @@ TEST_P(BurnApi, SparseMeshgrid) {
   EXPECT_EQ(three[1].shape(), Shape({1, 2, 1}));
 }
 
+// Softmax attention written out per row, in double.
+std::vector<double> attention_ref(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                                  std::size_t bh, std::size_t lq, std::size_t lk, std::size_t d, std::size_t dv,
+                                  const std::vector<bool>* mask, const std::vector<float>* bias, bool causal) {
+  std::vector<double> out(bh * lq * dv, 0.0);
+  for (std::size_t h = 0; h < bh; ++h)
+    for (std::size_t i = 0; i < lq; ++i) {
+      std::vector<double> sc(lk);
+      std::vector<bool> on(lk, true);
+      double mx = -1e300;
+      for (std::size_t j = 0; j < lk; ++j) {
+        double acc = 0;
+        for (std::size_t c = 0; c < d; ++c) acc += double(q[(h * lq + i) * d + c]) * k[(h * lk + j) * d + c];
+        sc[j] = acc / std::sqrt(double(d)) + (bias ? (*bias)[(h * lq + i) * lk + j] : 0.0);
+        if (mask && (*mask)[(h * lq + i) * lk + j]) on[j] = false;
+        if (causal && std::int64_t(j) > std::int64_t(i + lk) - std::int64_t(lq)) on[j] = false;
+        if (on[j]) mx = std::max(mx, sc[j]);
+      }
+      double z = 0;
+      for (std::size_t j = 0; j < lk; ++j) z += on[j] ? std::exp(sc[j] - mx) : 0.0;
+      for (std::size_t j = 0; j < lk; ++j)
+        if (on[j])
+          for (std::size_t c = 0; c < dv; ++c) out[(h * lq + i) * dv + c] += std::exp(sc[j] - mx) / z * v[(h * lk + j) * dv + c];
+    }
+  return out;
+}
+
+TEST_P(BurnApi, AttentionFallbackMatchesTheFormulaAndAttention) {
+  constexpr std::size_t lq = 3, lk = 4, d = 2, dv = 3;
+  auto vals = [](std::size_t n, double s) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(std::sin(s * double(i + 1)));
+    return v;
+  };
+  const std::vector<float> qv = vals(2 * lq * d, 0.7), kv = vals(2 * lk * d, 1.3), vv = vals(2 * lk * dv, 0.4),
+                           bias = vals(2 * lq * lk, 2.1);
+  std::vector<bool> mask(2 * lq * lk, false);
+  mask[1] = mask[5] = true;
+  for (std::size_t j = 0; j < lk; ++j) mask[lq * lk + 2 * lk + j] = true;  // head 1, query 2: fully masked -> 0
+  const auto q = fl<4>(qv, {1, 2, lq, d}), k = fl<4>(kv, {1, 2, lk, d}), v = fl<4>(vv, {1, 2, lk, dv});
+  const auto m = bo<4>(mask, {1, 2, lq, lk});
+  const auto b = fl<4>(bias, {1, 2, lq, lk});
+  std::vector<float> want;
+  for (double x : attention_ref(qv, kv, vv, 2, lq, lk, d, dv, nullptr, nullptr, false)) want.push_back(float(x));
+  EXPECT_TRUE(near(fv(nn::attention_fallback(q, k, v)), want, 1e-5f));
+  want.clear();
+  for (double x : attention_ref(qv, kv, vv, 2, lq, lk, d, dv, &mask, &bias, false)) want.push_back(float(x));
+  const auto got = nn::attention_fallback(q, k, v, m, b);
+  EXPECT_TRUE(near(fv(got), want, 1e-5f));
+  EXPECT_TRUE(near(fv(got), fv(nn::attention(q, k, v, m, b)), 1e-5f));
+  want.clear();
+  nn::AttentionModuleOptions causal;
+  causal.is_causal = true;
+  for (double x : attention_ref(qv, kv, vv, 2, lq, lk, d, dv, nullptr, nullptr, true)) want.push_back(float(x));
+  EXPECT_TRUE(near(fv(nn::attention_fallback(q, k, v, std::nullopt, std::nullopt, causal)), want, 1e-5f));
+  // A transposed k (non-contiguous) and a broadcast mask [1, 1, lq, lk].
+  const auto kt = fl<4>(kv, {1, 2, d, lk}).swap_dims(2, 3);
+  const auto m1 = bo<4>(std::vector<bool>(mask.begin(), mask.begin() + lq * lk), {1, 1, lq, lk});
+  EXPECT_TRUE(near(fv(nn::attention_fallback(q, kt, v, m1)), fv(nn::attention(q, kt, v, m1)), 1e-5f));
+  EXPECT_THROWS(ShapeError, nn::attention_fallback(q, fl<4>(kv, {1, 2, d, lk}), v), "[attention_fallback]", "shapes");
+}
+
+// burn's lanczos3_interpolate tests (x = arange, align_corners true unless stated).
+TEST_P(BurnApi, InterpolateLanczos3) {
+  using namespace nn;
+  auto ramp = [](std::size_t n, std::size_t c, std::size_t h, std::size_t w) {
+    std::vector<float> v(n * c * h * w);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = float(i);
+    return fl<4>(v, {n, c, h, w});
+  };
+  const InterpolateOptions ac{InterpolateMode::Lanczos3, true};
+  EXPECT_TRUE(near(fv(interpolate(ramp(1, 1, 45, 14), {4, 6}, ac)),
+                   {0.0f, 2.6107f, 5.1803f, 7.8197f, 10.3893f, 13.0f, 205.5606f, 208.1713f, 210.7408f, 213.3802f, 215.9498f,
+                    218.5606f, 410.4395f, 413.0502f, 415.6198f, 418.2592f, 420.8287f, 423.4395f, 616.0f, 618.6107f, 621.1803f,
+                    623.8197f, 626.3893f, 629.0f},
+                   2e-4f));
+  const auto up = fv(interpolate(ramp(2, 1, 7, 5), {8, 7}, ac));
+  ASSERT_EQ(up.size(), 2u * 8 * 7);
+  EXPECT_TRUE(near(std::vector<float>(up.begin(), up.begin() + 14),
+                   {0.0f, 0.5685f, 1.3918f, 2.0f, 2.6082f, 3.4315f, 4.0f, 4.0822f, 4.6507f, 5.4740f, 6.0822f, 6.6904f, 7.5137f,
+                    8.0822f},
+                   2e-4f));
+  EXPECT_TRUE(near(std::vector<float>(up.begin() + 56 + 21, up.begin() + 56 + 28),
+                   {47.8964f, 48.4649f, 49.2882f, 49.8964f, 50.5046f, 51.3279f, 51.8964f}, 2e-4f));
+  const auto half = fv(interpolate(ramp(1, 1, 4, 4), {8, 8}, {InterpolateMode::Lanczos3, false}));
+  EXPECT_TRUE(near(std::vector<float>(half.begin(), half.begin() + 8),
+                   {-0.4626f, -0.2276f, 0.3055f, 0.9087f, 1.3512f, 1.9543f, 2.4875f, 2.7225f}, 2e-4f));
+  EXPECT_TRUE(near(std::vector<float>(half.begin() + 56, half.end()),
+                   {12.2775f, 12.5125f, 13.0457f, 13.6488f, 14.0913f, 14.6945f, 15.2276f, 15.4626f}, 2e-4f));
+  const auto line = fl<4>({1.5410f, -0.2934f, -2.1788f, 0.5684f, -1.0845f, -1.3986f}, {1, 1, 1, 6});
+  // (burn checks this one with its permissive tolerance, 1e-2: its values are not all its kernel's.)
+  EXPECT_TRUE(near(fv(interpolate(line, {1, 9}, ac)),
+                   {1.5410f, 0.7266f, -1.1387f, -2.2672f, -0.7894f, 0.6408f, -0.4967f, -1.4650f, -1.3986f}, 1e-2f));
+  // A non-contiguous input gives the values of its contiguous copy.
+  const auto x = ramp(1, 2, 5, 6);
+  const auto xt = fl<4>(fv(x.swap_dims(2, 3)), {1, 2, 6, 5}).swap_dims(2, 3);
+  EXPECT_TRUE(near(fv(interpolate(xt, {3, 9}, ac)), fv(interpolate(x, {3, 9}, ac)), 1e-5f));
+  // The backward is the adjoint: <interpolate(x), g> == <x, interpolate_backward(g)>.
+  const auto g = fl<4>(fv(ramp(1, 2, 3, 9)), {1, 2, 3, 9}).cos();
+  const double lhs = (interpolate(x, {3, 9}, ac) * g).sum().into_scalar().to_double();
+  const double rhs = (x * interpolate_backward(x, g, {3, 9}, ac)).sum().into_scalar().to_double();
+  EXPECT_NEAR(lhs, rhs, 1e-3 * std::max(1.0, std::abs(lhs)));
+  EXPECT_THROWS(ShapeError, interpolate(x, {0, 3}, ac), "[interpolate]", "positive");
+  EXPECT_THROWS(ShapeError, interpolate_backward(x, g, {4, 9}, ac), "[interpolate_backward]", "shape");
+}
+
 }  // namespace
