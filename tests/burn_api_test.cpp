@@ -1409,4 +1409,71 @@ TEST_P(BurnApi, InterpolateLanczos3) {
   EXPECT_THROWS(ShapeError, interpolate_backward(x, g, {4, 9}, ac), "[interpolate_backward]", "shape");
 }
 
+// torch's bicubic grid_sample written out (A = -0.75, padding per tap).
+double bicubic_ref(const std::vector<float>& img, std::size_t h, std::size_t w, double gx, double gy, bool align,
+                   GridSampleOptions::Padding pad) {
+  auto unnorm = [&](double g, std::size_t n) { return align ? (g + 1) / 2 * double(n - 1) : ((g + 1) * double(n) - 1) / 2; };
+  auto fix = [&](double c, std::size_t n) {
+    if (pad == GridSampleOptions::Padding::Border) return std::clamp(c, 0.0, double(n - 1));
+    if (pad == GridSampleOptions::Padding::Reflection) {
+      const double lo = align ? 0.0 : -0.5, span = align ? double(n - 1) : double(n);
+      if (span > 0) {
+        double in = std::abs(c - lo);
+        const double flips = std::floor(in / span), extra = in - flips * span;
+        c = std::fmod(flips, 2.0) == 0 ? extra + lo : span - extra + lo;
+      } else {
+        c = 0;
+      }
+      return std::clamp(c, 0.0, double(n - 1));
+    }
+    return c;
+  };
+  auto cw = [](double t) {
+    const double A = -0.75;
+    auto c1 = [&](double x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
+    auto c2 = [&](double x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
+    return std::array<double, 4>{c2(t + 1), c1(t), c1(1 - t), c2(2 - t)};
+  };
+  const double x = unnorm(gx, w), y = unnorm(gy, h), x0 = std::floor(x), y0 = std::floor(y);
+  const auto wx = cw(x - x0), wy = cw(y - y0);
+  double acc = 0;
+  for (int j = 0; j < 4; ++j)
+    for (int i = 0; i < 4; ++i) {
+      const double xc = fix(x0 - 1 + i, w), yc = fix(y0 - 1 + j, h);
+      if (xc < 0 || xc > double(w - 1) || yc < 0 || yc > double(h - 1)) continue;
+      acc += wx[std::size_t(i)] * wy[std::size_t(j)] * img[std::size_t(yc) * w + std::size_t(xc)];
+    }
+  return acc;
+}
+
+TEST_P(BurnApi, GridSampleBicubic) {
+  constexpr std::size_t h = 4, w = 5;
+  std::vector<float> img(h * w);
+  for (std::size_t i = 0; i < img.size(); ++i) img[i] = static_cast<float>(std::cos(0.8 * double(i)) * 3 + double(i % 3));
+  const auto x = fl<4>(img, {1, 1, h, w});
+  // Sample points: inside, on pixel centres, near and past the borders.
+  const std::vector<float> pts = {-1.0f, -1.0f, 0.1f, 0.3f, -0.95f, 0.8f, 1.0f, 1.0f, 0.33f, -0.71f, 1.2f, 0.4f, -1.3f, -1.1f, 0.5f, 0.0f};
+  const auto grid = fl<4>(pts, {1, 2, 4, 2});
+  using P = GridSampleOptions::Padding;
+  for (bool align : {true, false})
+    for (P pad : {P::Zeros, P::Border, P::Reflection}) {
+      GridSampleOptions o;
+      o.mode = GridSampleOptions::Mode::Bicubic;
+      o.padding = pad;
+      o.align_corners = align;
+      const auto got = fv(x.grid_sample_2d(grid, o));
+      ASSERT_EQ(got.size(), 8u);
+      for (std::size_t p = 0; p < 8; ++p)
+        EXPECT_NEAR(got[p], bicubic_ref(img, h, w, pts[2 * p], pts[2 * p + 1], align, pad), 1e-4)
+            << "point " << p << " align " << align << " padding " << int(pad);
+    }
+  // At pixel centres (align_corners) bicubic gives the pixels: corners (0, 0) and (4, 3).
+  GridSampleOptions o;
+  o.mode = GridSampleOptions::Mode::Bicubic;
+  o.align_corners = true;
+  const auto corners = fv(x.grid_sample_2d(fl<4>({-1, -1, 1, 1}, {1, 1, 2, 2}), o));
+  EXPECT_NEAR(corners[0], img[0], 1e-5);
+  EXPECT_NEAR(corners[1], img[h * w - 1], 1e-5);
+}
+
 }  // namespace
