@@ -1405,6 +1405,13 @@ TEST_P(BurnApi, InterpolateLanczos3) {
   const double lhs = (interpolate(x, {3, 9}, ac) * g).sum().into_scalar().to_double();
   const double rhs = (x * interpolate_backward(x, g, {3, 9}, ac)).sum().into_scalar().to_double();
   EXPECT_NEAR(lhs, rhs, 1e-3 * std::max(1.0, std::abs(lhs)));
+  EXPECT_EQ(interpolate(Tensor<4>::zeros({0, 2, 4, 4}, dev()), {8, 3}, ac).shape(), Shape({0, 2, 8, 3}));
+  // On the autodiff device the composition is differentiated: the gradient is the backward.
+  const Device ad = dev().autodiff();
+  const auto xa = Tensor<4>::from_data(x.into_data(), ad).require_grad();
+  const auto ga = Tensor<4>::from_data(g.into_data(), ad);
+  const Gradients grads = (interpolate(xa, {3, 9}, ac) * ga).sum().backward();
+  EXPECT_TRUE(near(fv(*xa.grad(grads)), fv(interpolate_backward(x, g, {3, 9}, ac)), 1e-4f));
   EXPECT_THROWS(ShapeError, interpolate(x, {0, 3}, ac), "[interpolate]", "positive");
   EXPECT_THROWS(ShapeError, interpolate_backward(x, g, {4, 9}, ac), "[interpolate_backward]", "shape");
 }
@@ -1474,6 +1481,13 @@ TEST_P(BurnApi, GridSampleBicubic) {
   const auto corners = fv(x.grid_sample_2d(fl<4>({-1, -1, 1, 1}, {1, 1, 2, 2}), o));
   EXPECT_NEAR(corners[0], img[0], 1e-5);
   EXPECT_NEAR(corners[1], img[h * w - 1], 1e-5);
+  // A non-contiguous input and grid give the values of their contiguous copies; an empty batch.
+  o.padding = GridSampleOptions::Padding::Reflection;
+  const auto xt = fl<4>(fv(x.swap_dims(2, 3)), {1, 1, w, h}).swap_dims(2, 3);
+  const auto gt = fl<4>(fv(grid.swap_dims(1, 2)), {1, 4, 2, 2}).swap_dims(1, 2);
+  EXPECT_TRUE(near(fv(xt.grid_sample_2d(gt, o)), fv(x.grid_sample_2d(grid, o)), 1e-5f));
+  EXPECT_EQ(Tensor<4>::zeros({0, 3, h, w}, dev()).grid_sample_2d(Tensor<4>::zeros({0, 2, 4, 2}, dev()), o).shape(),
+            Shape({0, 3, 2, 4}));
 }
 
 }  // namespace
