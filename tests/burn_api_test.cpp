@@ -1071,6 +1071,36 @@ TEST_P(BurnApi, TryReadbacksAndAsyncForms) {
   EXPECT_EQ(all.value().size(), 1u);
 }
 
+TEST_P(BurnApi, AsyncFormsOfValueDependentOps) {
+  const auto m = bo<2>({true, false, false, true, true, false}, {2, 3});
+  TensorFuture<Tensor<2, Int>> fa = m.argwhere_async();
+  fa.wait();
+  EXPECT_TRUE(fa.ready());
+  const auto w = fa.get();
+  EXPECT_EQ(w.shape(), Shape({3, 2}));
+  EXPECT_EQ(iv(w), (std::vector<std::int64_t>{0, 0, 1, 0, 1, 1}));
+  EXPECT_EQ(w.dtype(), m.argwhere().dtype());
+  const auto x = fl<2>({0, 2, 0, 3, 0, -1}, {2, 3});
+  const std::vector<Tensor<1, Int>> nz = x.nonzero_async().get();
+  ASSERT_EQ(nz.size(), 2u);
+  EXPECT_EQ(iv(nz[0]), (std::vector<std::int64_t>{0, 1, 1}));
+  EXPECT_EQ(iv(nz[1]), (std::vector<std::int64_t>{1, 0, 2}));
+  EXPECT_EQ(iv(m.nonzero_async().get()[1]), (std::vector<std::int64_t>{0, 0, 1}));
+  EXPECT_EQ(fv(x.mask_select_async(m).get()), (std::vector<float>{0, 3, 0}));
+  const auto m1 = bo<2>({false, true, true}, {1, 3});  // broadcast over the rows
+  EXPECT_EQ(fv(x.mask_select_async(m1).get()), (std::vector<float>{2, 0, 0, -1}));
+  EXPECT_EQ(fv(x.t().mask_select_async(m.t()).get()), fv(x.t().mask_select(m.t())));  // non-contiguous
+  EXPECT_EQ(iv(in<2>({5, 6, 7, 8, 9, 10}, {2, 3}).mask_select_async(m).get()), (std::vector<std::int64_t>{5, 8, 9}));
+  EXPECT_EQ(m.bool_and(m.bool_not()).argwhere_async().get().shape(), Shape({0, 2}));
+  EXPECT_EQ(Tensor<2>::zeros({0, 3}, dev()).nonzero_async().get()[0].shape(), Shape({0}));
+  auto tf = m.argwhere_async();
+  const ReadResult<Tensor<2, Int>> tr = tf.try_get();
+  ASSERT_TRUE(tr.ok());
+  EXPECT_EQ(tr.value().shape(), Shape({3, 2}));
+  EXPECT_THROWS(ShapeError, x.mask_select_async(bo<2>({true, false}, {1, 2})), "[mask_select_async]", "broadcast");
+  EXPECT_EQ(fl<1>({4}, {1}).into_scalar_async().try_get().value().to_double(), 4.0);
+}
+
 TEST_P(BurnApi, NamedNorms) {
   using namespace linalg;
   const auto x = fl<2>({1, -2, 0, 3, 0, -4}, {2, 3});

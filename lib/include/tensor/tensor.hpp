@@ -110,12 +110,39 @@ class ScalarFuture {
   ScalarFuture() = default;
   explicit ScalarFuture(DataFuture f) noexcept : f_(std::move(f)) {}
   Scalar get() { return detail::scalar_of(f_.get()); }  // consumes the result
+  // get() with a failed read in the ReadResult (burn's try_into_scalar_async).
+  ReadResult<Scalar> try_get() { return detail::try_read([&] { return get(); }); }
   bool ready() const { return f_.ready(); }
   void wait() const { f_.wait(); }
   bool valid() const { return f_.valid(); }
 
  private:
   DataFuture f_;
+};
+
+// The pending result of an op whose output shape depends on values (burn's argwhere_async,
+// nonzero_async, mask_select_async): the values it needs are queued for reading when the
+// call returns; get() waits for them, then builds the result on the tensor's device
+// (rethrowing the device's ExecutionError; try_get() returns it instead).
+template <class R>
+class TensorFuture {
+ public:
+  using Make = R (*)(TensorData&&, const detail::Handle&);
+  TensorFuture(DataFuture f, detail::Handle keep, Make make) noexcept : f_(std::move(f)), keep_(keep), make_(make) {}
+  TensorFuture(TensorFuture&& o) noexcept : f_(std::move(o.f_)), keep_(std::exchange(o.keep_, detail::Handle{})), make_(o.make_) {}
+  TensorFuture& operator=(TensorFuture&&) = delete;
+  TensorFuture(const TensorFuture&) = delete;
+  TensorFuture& operator=(const TensorFuture&) = delete;
+  ~TensorFuture() { detail::release(keep_); }
+  R get() { return make_(f_.get(), keep_); }  // consumes the result
+  ReadResult<R> try_get() { return detail::try_read([&] { return get(); }); }
+  bool ready() const { return f_.ready(); }
+  void wait() const { f_.wait(); }
+
+ private:
+  DataFuture f_;
+  detail::Handle keep_;  // the tensor the result is made from (or on)
+  Make make_;
 };
 
 namespace detail {
@@ -531,6 +558,38 @@ class TENSOR_API Tensor {
   }
   // [n, D] indices of the true elements.
   Tensor<2, Int> argwhere() const requires kIsBool { return Tensor<2, Int>(detail::argwhere(detail::retain(h_))); }
+  // burn's async forms of the value-dependent ops (see TensorFuture): argwhere, nonzero
+  // (of the true / nonzero elements) and mask_select (ShapeError now unless the mask
+  // broadcasts to this tensor's shape).
+  TensorFuture<Tensor<2, Int>> argwhere_async() const requires kIsBool {
+    return TensorFuture<Tensor<2, Int>>(into_data_async(), detail::retain(h_), [](TensorData&& d, const Handle& h) {
+      return Tensor<2, Int>(detail::argwhere_of(d, detail::device(h)));
+    });
+  }
+  TensorFuture<std::vector<Tensor<1, Int>>> nonzero_async() const {
+    DataFuture f = kIsBool ? into_data_async() : detail::into_data(detail::compare_scalar(OpCode::not_equal_elem, detail::retain(h_), Scalar(0)));
+    return TensorFuture<std::vector<Tensor<1, Int>>>(std::move(f), detail::retain(h_), [](TensorData&& d, const Handle& h) {
+      detail::HandleList hs = detail::nonzero_of(d, detail::device(h));
+      std::vector<Tensor<1, Int>> out;
+      for (std::size_t i = 0; i < hs.size(); ++i) out.emplace_back(hs.take(i));
+      return out;
+    });
+  }
+  TensorFuture<Tensor<1, K>> mask_select_async(const Tensor<D, Bool>& m) const {
+    const Shape s = shape();
+    std::array<std::int64_t, D> full{};
+    for (std::size_t i = 0; i < D; ++i) full[i] = static_cast<std::int64_t>(s[i]);
+    const Shape ms = m.shape();
+    bool fits = true;
+    for (std::size_t i = 0; i < D; ++i) fits = fits && (ms[i] == s[i] || ms[i] == 1);
+    if (!fits)
+      throw ShapeError("[mask_select_async] mask must broadcast to the tensor's shape; expected " + s.to_string() + "; got " +
+                       m.shape().to_string());
+    DataFuture f = detail::into_data(detail::reshape(OpCode::expand, detail::copy(m), full));
+    return TensorFuture<Tensor<1, K>>(std::move(f), detail::retain(h_), [](TensorData&& d, const Handle& h) {
+      return Tensor<1, K>(detail::mask_select_of(detail::retain(h), d));
+    });
+  }
 
   // ---- burn's composite methods (lib/src/composite.cpp; errors name the method) ----
   static constexpr std::size_t rank() { return D; }
