@@ -1215,6 +1215,7 @@ Prim d_grid_sample(Prim x, Prim grid_in, const GridSampleOptions& o) {
                                   sc(OpCode::sub_scalar, sc(OpCode::mul_scalar, sc(OpCode::add_scalar, std::move(v), Scalar(1.0)), Scalar(sz)),
                                      Scalar(1.0)),
                                   Scalar(2.0));
+    if (o.mode == GridSampleOptions::Mode::Bicubic) return p;  // bicubic pads each tap's coordinates instead
     if (o.padding == P::Border) p = clamp_to(std::move(p), sz - 1);
     if (o.padding == P::Reflection) {
       p = o.align_corners ? reflected(std::move(p), 0.0, 2 * (sz - 1)) : reflected(std::move(p), -1.0, 2 * sz - 1);
@@ -1244,6 +1245,51 @@ Prim d_grid_sample(Prim x, Prim grid_in, const GridSampleOptions& o) {
   if (o.mode == GridSampleOptions::Mode::Nearest) {
     Prim rx = un(OpCode::round, ix), ry = un(OpCode::round, iy);
     return tap(rx, ry, full_shape(Shape{n, ho, wo}, Scalar(1.0), d, dt));
+  }
+  if (o.mode == GridSampleOptions::Mode::Bicubic) {
+    // torch's bicubic: taps floor(p) - 1 .. floor(p) + 2 on each axis, cubic convolution
+    // weights with A = -0.75, and the padding rule applied to each tap coordinate (Border:
+    // clamped; Reflection: reflected, then clamped; Zeros: taps outside add nothing).
+    constexpr double A = -0.75;
+    auto pad_tap = [&](Prim c, std::size_t size) {
+      const double sz = static_cast<double>(size);
+      if (o.padding == P::Border) return clamp_to(std::move(c), sz - 1);
+      if (o.padding == P::Reflection) {
+        c = o.align_corners ? reflected(std::move(c), 0.0, 2 * (sz - 1)) : reflected(std::move(c), -1.0, 2 * sz - 1);
+        return clamp_to(std::move(c), sz - 1);
+      }
+      return c;
+    };
+    // The four weights of fraction t: conv2(t + 1), conv1(t), conv1(1 - t), conv2(2 - t), with
+    // conv1(u) = ((A + 2) u - (A + 3)) u^2 + 1 and conv2(u) = ((A u - 5A) u + 8A) u - 4A.
+    auto weights = [&](const Prim& t) {
+      auto conv1 = [&](Prim u) {
+        Prim in = sc(OpCode::sub_scalar, sc(OpCode::mul_scalar, u, Scalar(A + 2)), Scalar(A + 3));
+        return sc(OpCode::add_scalar, bin(OpCode::mul, bin(OpCode::mul, std::move(in), u), u), Scalar(1.0));
+      };
+      auto conv2 = [&](Prim u) {
+        Prim in = sc(OpCode::sub_scalar, sc(OpCode::mul_scalar, u, Scalar(A)), Scalar(5 * A));
+        in = sc(OpCode::add_scalar, bin(OpCode::mul, std::move(in), u), Scalar(8 * A));
+        return sc(OpCode::sub_scalar, bin(OpCode::mul, std::move(in), u), Scalar(4 * A));
+      };
+      Prim one_minus = sc(OpCode::add_scalar, un(OpCode::neg, t), Scalar(1.0));
+      return std::array<Prim, 4>{conv2(sc(OpCode::add_scalar, t, Scalar(1.0))), conv1(t), conv1(one_minus),
+                                 conv2(sc(OpCode::add_scalar, un(OpCode::neg, t), Scalar(2.0)))};
+    };
+    Prim fx0 = un(OpCode::floor, ix), fy0 = un(OpCode::floor, iy);
+    const std::array<Prim, 4> wx = weights(bin(OpCode::sub, ix, fx0)), wy = weights(bin(OpCode::sub, iy, fy0));
+    std::array<Prim, 4> xs, ys;
+    for (std::size_t i = 0; i < 4; ++i) {
+      xs[i] = pad_tap(sc(OpCode::add_scalar, fx0, Scalar(static_cast<double>(i) - 1.0)), w);
+      ys[i] = pad_tap(sc(OpCode::add_scalar, fy0, Scalar(static_cast<double>(i) - 1.0)), h);
+    }
+    Prim acc;
+    for (std::size_t j = 0; j < 4; ++j)
+      for (std::size_t i = 0; i < 4; ++i) {
+        Prim t = tap(xs[i], ys[j], bin(OpCode::mul, wx[i], wy[j]));
+        acc = acc ? bin(OpCode::add, std::move(acc), std::move(t)) : std::move(t);
+      }
+    return acc;
   }
   Prim x0 = un(OpCode::floor, ix), y0 = un(OpCode::floor, iy);
   Prim x1 = sc(OpCode::add_scalar, x0, Scalar(1.0)), y1 = sc(OpCode::add_scalar, y0, Scalar(1.0));

@@ -1364,7 +1364,7 @@ DispatchTensor max_pool_backward(DispatchTensor dy, DispatchTensor indices, cons
 namespace {
 void check_interp_mode(OpCode op, const InterpArgs& a) {
   check_enum(op, "interpolate mode", a.options.mode, tensor::nn::InterpolateMode::Bicubic,
-             "Nearest, NearestExact, Bilinear, Bicubic");
+             "Nearest, NearestExact, Bilinear, Bicubic (Lanczos3 is composed above dispatch)");
 }
 }  // namespace
 

@@ -29,8 +29,8 @@ namespace tensor::detail::lapack {
 namespace {
 
 #if defined(TENSOR_HAVE_LAPACK) && TENSOR_HAVE_LAPACK
-void getrf(int n, float* a, int* ipiv, int* info) { sgetrf_(&n, &n, a, &n, ipiv, info); }
-void getrf(int n, double* a, int* ipiv, int* info) { dgetrf_(&n, &n, a, &n, ipiv, info); }
+void getrf(int m, int n, float* a, int* ipiv, int* info) { sgetrf_(&m, &n, a, &m, ipiv, info); }
+void getrf(int m, int n, double* a, int* ipiv, int* info) { dgetrf_(&m, &n, a, &m, ipiv, info); }
 // The plain cpu device (the autodiff device needs the composed, differentiable path),
 // f32 or f64, sizes LAPACK's int takes.
 bool applies(const Handle& a, std::size_t m, std::size_t n) {
@@ -53,30 +53,30 @@ Handle host_tensor(TensorData d, const Device& dev, Kind k) {
 }
 
 template <class T>
-void lu_typed(const Handle& a, std::size_t n, Lu& out) {
+void lu_typed(const Handle& a, std::size_t m, std::size_t n, Lu& out) {
   const std::vector<T> v = into_data(retain(a)).get().template to_vec<T>();
-  const std::size_t batches = v.size() / (n * n);
-  std::vector<T> lu(v.size()), col(n * n);
-  std::vector<std::int64_t> perm(batches * n);
+  const std::size_t batches = v.size() / (m * n), k = std::min(m, n);
+  std::vector<T> lu(v.size()), col(m * n);
+  std::vector<std::int64_t> perm(batches * m);
   std::vector<T> sign(batches);
-  std::vector<int> ipiv(n);
-  const int ni = static_cast<int>(n);
+  std::vector<int> ipiv(k);
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n);
   for (std::size_t b = 0; b < batches; ++b) {
-    const T* src = v.data() + b * n * n;
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < n; ++j) col[j * n + i] = src[i * n + j];  // row-major -> column-major
+    const T* src = v.data() + b * m * n;
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) col[j * m + i] = src[i * n + j];  // row-major -> column-major
     int info = 0;
-    getrf(ni, col.data(), ipiv.data(), &info);  // info > 0: U is singular; the factors are still right
-    T* dst = lu.data() + b * n * n;
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < n; ++j) dst[i * n + j] = col[j * n + i];
-    std::int64_t* p = perm.data() + b * n;
-    std::iota(p, p + n, std::int64_t{0});
+    getrf(mi, ni, col.data(), ipiv.data(), &info);  // info > 0: U is singular; the factors are still right
+    T* dst = lu.data() + b * m * n;
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) dst[i * n + j] = col[j * m + i];
+    std::int64_t* p = perm.data() + b * m;
+    std::iota(p, p + m, std::int64_t{0});
     T sg = 1;
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto k = static_cast<std::size_t>(ipiv[i] - 1);
-      if (k != i) {
-        std::swap(p[i], p[k]);
+    for (std::size_t i = 0; i < k; ++i) {
+      const auto r = static_cast<std::size_t>(ipiv[i] - 1);
+      if (r != i) {
+        std::swap(p[i], p[r]);
         sg = -sg;
       }
     }
@@ -84,8 +84,8 @@ void lu_typed(const Handle& a, std::size_t n, Lu& out) {
   }
   const Device dev = device(a);
   const Kind fk = Kind::Float;
-  out.lu = host_tensor(TensorData::from(lu, Shape{batches, n, n}), dev, fk);
-  out.perm = host_tensor(TensorData::from(perm, Shape{batches, n}), dev, Kind::Int);
+  out.lu = host_tensor(TensorData::from(lu, Shape{batches, m, n}), dev, fk);
+  out.perm = host_tensor(TensorData::from(perm, Shape{batches, m}), dev, Kind::Int);
   out.sign = host_tensor(TensorData::from(sign, Shape{batches, 1, 1}), dev, fk);
 }
 
@@ -152,10 +152,10 @@ bool lu(const Handle& a, Lu& out) {
 #if defined(TENSOR_HAVE_LAPACK) && TENSOR_HAVE_LAPACK
   const Shape s = shape(a);
   if (s.rank() < 2) return false;
-  const std::size_t n = s[s.rank() - 1];
-  if (!applies(a, n, n) || s.num_elements() == 0) return false;
-  if (dtype(a) == DType::F32) lu_typed<float>(a, n, out);
-  else lu_typed<double>(a, n, out);
+  const std::size_t m = s[s.rank() - 2], n = s[s.rank() - 1];
+  if (!applies(a, m, n) || s.num_elements() == 0) return false;
+  if (dtype(a) == DType::F32) lu_typed<float>(a, m, n, out);
+  else lu_typed<double>(a, m, n, out);
   return true;
 #else
   (void)a;

@@ -2,6 +2,12 @@
 // rank-generic NnArgs to the dispatch forwarders' arguments.
 #include "tensor/nn.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <vector>
+
 #include "dispatch/dispatch.hpp"
 #include "lib/src/handles.hpp"
 
@@ -57,12 +63,64 @@ Handle nn_max_pool_backward(Handle&& dy, Handle&& indices, const Shape& x_shape,
 Handle nn_pool_backward(OpCode op, Handle&& dy, const Shape& x_shape, const NnArgs& a) {
   return give(dispatch::pool_backward(op, take(dy), x_shape, pool_of(a)));
 }
+namespace {
+
+// burn's Lanczos3 weights along one axis as a matrix [out, in]: for output o at source
+// position p (align_corners: o (in - 1) / max(out - 1, 1); otherwise (o + 0.5) in / out -
+// 0.5), taps floor(p) - 2 .. floor(p) + 3 inside [0, in) weighted by sinc(x) sinc(x / 3),
+// x = p - tap, then divided by their sum. burn divides each output by the 2-D sum of
+// wy wx, which is (sum wy)(sum wx): normalising each axis is the same.
+Tensor<4> lanczos3_weights(std::size_t in, std::size_t out, bool align_corners, const Device& dev, DType dt) {
+  auto kernel = [](double x) {
+    if (x == 0.0) return 1.0;
+    if (std::abs(x) >= 3.0) return 0.0;
+    const double px = std::numbers::pi * x;
+    return std::sin(px) * std::sin(px / 3.0) / (px * px / 3.0);
+  };
+  std::vector<double> w(out * in, 0.0);
+  for (std::size_t o = 0; o < out; ++o) {
+    const double p = align_corners ? static_cast<double>(in - 1) / static_cast<double>(std::max<std::size_t>(out - 1, 1)) *
+                                         static_cast<double>(o)
+                                   : (static_cast<double>(o) + 0.5) * static_cast<double>(in) / static_cast<double>(out) - 0.5;
+    const double f = std::floor(p);
+    double sum = 0.0;
+    for (int k = -2; k <= 3; ++k) {
+      const double t = f + k;
+      if (t < 0.0 || t > static_cast<double>(in - 1)) continue;
+      const double v = kernel(p - t);
+      w[o * in + static_cast<std::size_t>(t)] += v;
+      sum += v;
+    }
+    if (sum != 0.0)
+      for (std::size_t i = 0; i < in; ++i) w[o * in + i] /= sum;
+  }
+  return Tensor<4>::from_data(TensorData::from<double>(w, Shape{1, 1, out, in}).convert(dt), dev);
+}
+
+}  // namespace
+
+// Lanczos3 is separable and linear: Wh x Ww^T with the two weight matrices (and its
+// transpose for the backward), composed from matmul, so every device and autodiff have it.
 Handle nn_interpolate(Handle&& x, std::array<std::int64_t, 2> size, const nn::InterpolateOptions& o) {
-  return give(dispatch::interpolate(take(x), dispatch::InterpArgs{size, o}));
+  if (o.mode != nn::InterpolateMode::Lanczos3) return give(dispatch::interpolate(take(x), dispatch::InterpArgs{size, o}));
+  const Tensor<4> t(x);
+  const Shape out = nn::interpolate_output_shape("interpolate", t.shape(), size);
+  const Tensor<4> wh = lanczos3_weights(t.dims()[2], out[2], o.align_corners, t.device(), t.dtype());
+  const Tensor<4> ww = lanczos3_weights(t.dims()[3], out[3], o.align_corners, t.device(), t.dtype());
+  return detail::copy(wh.matmul(t).matmul(ww.swap_dims(2, 3)));
 }
 Handle nn_interpolate_backward(Handle&& dy, const Shape& x_shape, std::array<std::int64_t, 2> size,
                                const nn::InterpolateOptions& o) {
-  return give(dispatch::interpolate_backward(take(dy), x_shape, dispatch::InterpArgs{size, o}));
+  if (o.mode != nn::InterpolateMode::Lanczos3)
+    return give(dispatch::interpolate_backward(take(dy), x_shape, dispatch::InterpArgs{size, o}));
+  const Tensor<4> g(dy);
+  const Shape out = nn::interpolate_output_shape("interpolate_backward", x_shape, size);
+  if (!(g.shape() == out))
+    throw ShapeError("[interpolate_backward] output_grad has the wrong shape; expected " + out.to_string() + "; got " +
+                     g.shape().to_string());
+  const Tensor<4> wh = lanczos3_weights(x_shape[2], out[2], o.align_corners, g.device(), g.dtype());
+  const Tensor<4> ww = lanczos3_weights(x_shape[3], out[3], o.align_corners, g.device(), g.dtype());
+  return detail::copy(wh.swap_dims(2, 3).matmul(g).matmul(ww));
 }
 Handle nn_embedding(Handle&& weights, Handle&& indices) {
   auto tw = take(weights), ti = take(indices);
@@ -89,6 +147,55 @@ Handle nn_irfft(Handle&& re, Handle&& im, std::int64_t dim, std::optional<std::s
 Handle nn_attention(Handle&& q, Handle&& k, Handle&& v, Handle&& mask, Handle&& bias, const nn::AttentionModuleOptions& o) {
   auto tq = take(q), tk = take(k), tv = take(v), tm = take(mask), tb = take(bias);
   return give(dispatch::attention(std::move(tq), std::move(tk), std::move(tv), std::move(tm), std::move(tb), o));
+}
+
+// burn's attention_fallback: the reference composition of attention (nn_options.hpp's
+// semantics), from matmul, softmax pieces and masks, on every device.
+Handle nn_attention_fallback(Handle&& q, Handle&& k, Handle&& v, Handle&& mask, Handle&& bias,
+                             const nn::AttentionModuleOptions& o) {
+  const Tensor<4> tq(q), tk(k), tv(v);
+  std::optional<Tensor<4, Bool>> tm;
+  std::optional<Tensor<4>> tb;
+  if (!mask.empty()) tm.emplace(mask);
+  if (!bias.empty()) tb.emplace(bias);
+  const char* op = "attention_fallback";
+  if (o.scale && !std::isfinite(*o.scale))
+    throw ShapeError("[attention_fallback] scale must be finite; expected a finite scale; got " + std::to_string(*o.scale));
+  const Shape ms = tm ? tm->shape() : Shape{}, bs = tb ? tb->shape() : Shape{};
+  nn::attention_output_shape(op, tq.shape(), tk.shape(), tv.shape(), tm ? &ms : nullptr, tb ? &bs : nullptr, o);
+  const std::size_t lq = tq.dims()[2], lk = tk.dims()[2], d = tq.dims()[3];
+  const DType dt = tq.dtype();
+  // The dtype's lowest finite value and smallest normal: a fully masked row stays finite and
+  // sums to zero, so it gives 0, not NaN.
+  const double lowest = dt == DType::F64 ? std::numeric_limits<double>::lowest()
+                        : dt == DType::F16 ? -65504.0
+                                           : static_cast<double>(std::numeric_limits<float>::lowest());
+  const double tiny = dt == DType::F64 ? std::numeric_limits<double>::min()
+                      : dt == DType::F16 ? 6.103515625e-05
+                                         : static_cast<double>(std::numeric_limits<float>::min());
+  const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(d));
+  Tensor<4> s = tq.matmul(tk.swap_dims(2, 3)) * scale;
+  if (o.softcap) s = (s * (1.0 / *o.softcap)).tanh() * *o.softcap;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  const auto full = [&] {
+    const auto sd = s.dims();
+    return std::array<std::int64_t, 4>{static_cast<std::int64_t>(sd[0]), static_cast<std::int64_t>(sd[1]),
+                                       static_cast<std::int64_t>(sd[2]), static_cast<std::int64_t>(sd[3])};
+  }();
+  if (tm) s = s.mask_fill(tm->expand(full), Scalar(ninf));
+  if (o.is_causal) {  // bottom-right aligned: query i sees keys j <= i + lk - lq
+    std::vector<bool> above(lq * lk);
+    for (std::size_t i = 0; i < lq; ++i)
+      for (std::size_t j = 0; j < lk; ++j)
+        above[i * lk + j] = static_cast<std::int64_t>(j) > static_cast<std::int64_t>(i + lk) - static_cast<std::int64_t>(lq);
+    const auto m = Tensor<4, Bool>::from_data(TensorData::from<bool>(above, Shape{1, 1, lq, lk}), s.device());
+    s = s.mask_fill(m.expand(full), Scalar(ninf));
+  }
+  if (tb) s = s + tb->expand(full);
+  const Tensor<4> mx = s.max_dim(3).clamp_min(Scalar(lowest));
+  const Tensor<4> e = (s - mx).exp();
+  const Tensor<4> z = e.sum_dim(3).clamp_min(Scalar(tiny));
+  return detail::copy((e / z).matmul(tv));
 }
 
 Handle nn_linear(Handle&& x, Handle&& weight, Handle&& bias) {

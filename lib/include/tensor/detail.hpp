@@ -200,6 +200,14 @@ TENSOR_API Handle tri(Handle&& a, std::int64_t diagonal, bool upper);
 TENSOR_API Handle tri_mask(std::size_t rows, std::size_t cols, std::int64_t offset, bool upper, Device device);
 TENSOR_API Handle diag_mask(std::size_t rows, std::size_t cols, std::int64_t offset, Device device);
 TENSOR_API Scalar into_scalar(Handle&& a);
+// The one element of host data as into_scalar gives it (ShapeError unless exactly one).
+TENSOR_API Scalar scalar_of(const TensorData& d);
+// The *_async forms' second half, from the mask read back: argwhere's [n, rank] and
+// nonzero's rank index tensors on `device`, and a's elements where the mask (already
+// expanded to a's shape) is true.
+TENSOR_API Handle argwhere_of(const TensorData& mask, Device device);
+TENSOR_API HandleList nonzero_of(const TensorData& mask, Device device);
+TENSOR_API Handle mask_select_of(Handle&& a, const TensorData& mask);
 TENSOR_API Handle movedim(Handle&& a, DimList src, DimList dst);
 TENSOR_API Handle roll(Handle&& a, DimList shifts, DimList dims, const char* op);
 TENSOR_API Handle slice_dim(Handle&& a, std::int64_t dim, Slice s);

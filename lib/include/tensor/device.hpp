@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,21 @@ class TENSOR_API Device {
 
  private:
   DeviceId id_{};
+};
+
+// burn's TensorCreationOptions: the device a creation function puts its tensor on and,
+// optionally, its dtype (nullopt: the device's default for the tensor's kind). A Device
+// converts to it, so every creation function that takes options also takes a Device.
+struct TensorCreationOptions {
+  Device device;
+  std::optional<DType> dtype;
+  TensorCreationOptions() : device(Device::default_device()) {}
+  TensorCreationOptions(Device d) : device(d) {}  // NOLINT: implicit, as burn's From<&Device>
+  TensorCreationOptions(Device d, DType t) : device(d), dtype(t) {}
+  TensorCreationOptions& with_dtype(DType t) { dtype = t; return *this; }
+  TensorCreationOptions& with_device(Device d) { device = d; return *this; }
+  // The dtype, or `fallback` when none was set.
+  DType dtype_or(DType fallback) const { return dtype ? *dtype : fallback; }
 };
 
 // Why set_default_dtypes did not apply.

@@ -13,18 +13,34 @@ namespace tensor::grid {
 
 // Matrix ("ij"): output i varies along dim i. Cartesian ("xy"): dims 0 and 1 swap.
 enum class GridIndexing : std::uint8_t { Matrix, Cartesian };
+// Dense: every grid has the full shape. Sparse: grid i keeps size 1 in every dim but its
+// own (the grids broadcast against each other to the dense ones).
+enum class GridSparsity : std::uint8_t { Dense, Sparse };
 
-// N rank-N grids of the inputs' sizes, output i holding inputs[i] along its dim.
+// burn's GridOptions; a GridIndexing or a GridSparsity converts to it (the other field default).
+struct GridOptions {
+  GridIndexing indexing = GridIndexing::Matrix;
+  GridSparsity sparsity = GridSparsity::Dense;
+  GridOptions() = default;
+  GridOptions(GridIndexing i) : indexing(i) {}   // NOLINT: implicit, as burn's From
+  GridOptions(GridSparsity s) : sparsity(s) {}   // NOLINT
+  GridOptions(GridIndexing i, GridSparsity s) : indexing(i), sparsity(s) {}
+};
+
+// N rank-N grids of the inputs' sizes, output i holding inputs[i] along its dim (dims 0 and
+// 1 swapped for Cartesian indexing); sparse grids are views of the inputs (no expansion).
 template <std::size_t N, TensorKind K>
-std::array<Tensor<N, K>, N> meshgrid(const std::array<Tensor<1, K>, N>& inputs, GridIndexing indexing = GridIndexing::Matrix) {
-  auto pos = [&](std::size_t i) { return indexing == GridIndexing::Cartesian && N >= 2 && i < 2 ? 1 - i : i; };
+std::array<Tensor<N, K>, N> meshgrid(const std::array<Tensor<1, K>, N>& inputs, GridOptions options = {}) {
+  const bool cartesian = options.indexing == GridIndexing::Cartesian;
+  auto pos = [&](std::size_t i) { return cartesian && N >= 2 && i < 2 ? 1 - i : i; };
   std::array<std::int64_t, N> full{};
   for (std::size_t i = 0; i < N; ++i) full[pos(i)] = static_cast<std::int64_t>(inputs[i].dims()[0]);
   auto make = [&](std::size_t i) {
     std::array<std::int64_t, N> s{};
     s.fill(1);
     s[pos(i)] = full[pos(i)];
-    return inputs[i].reshape(s).expand(full);
+    Tensor<N, K> g = inputs[i].reshape(s);
+    return options.sparsity == GridSparsity::Sparse ? g : g.expand(full);
   };
   return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::array<Tensor<N, K>, N>{make(I)...}; }(
       std::make_index_sequence<N>{});

@@ -46,6 +46,8 @@ TENSOR_API Handle nn_embedding_backward(Handle&& dy, Handle&& indices, const Sha
 TENSOR_API Handle nn_layer_norm(Handle&& x, Handle&& gamma, Handle&& beta, double eps);
 TENSOR_API Handle nn_attention(Handle&& q, Handle&& k, Handle&& v, Handle&& mask, Handle&& bias,
                                const nn::AttentionModuleOptions& o);
+TENSOR_API Handle nn_attention_fallback(Handle&& q, Handle&& k, Handle&& v, Handle&& mask, Handle&& bias,
+                                        const nn::AttentionModuleOptions& o);
 TENSOR_API Handle nn_linear(Handle&& x, Handle&& weight, Handle&& bias);
 TENSOR_API Handle nn_batch_norm(Handle&& x, Handle&& gamma, Handle&& beta, Handle&& mean, Handle&& variance, double eps);
 TENSOR_API Handle nn_unfold4d(Handle&& x, std::array<std::int64_t, 2> kernel, const nn::UnfoldOptions& o);
@@ -305,6 +307,17 @@ inline Tensor<4> attention(const Tensor<4>& q, const Tensor<4>& k, const Tensor<
                            const AttentionModuleOptions& options = {}) {
   return Tensor<4>(tensor::detail::nn_attention(tensor::detail::copy(q), tensor::detail::copy(k), tensor::detail::copy(v), nn_detail::opt(mask),
                                         nn_detail::opt(attn_bias), options));
+}
+
+// burn's attention_fallback: attention's reference composition (matmul, masks, a softmax
+// whose fully masked rows give 0), on every device, to check a backend's attention
+// against. Arguments, shapes and errors as attention's.
+inline Tensor<4> attention_fallback(const Tensor<4>& q, const Tensor<4>& k, const Tensor<4>& v,
+                                    const std::optional<Tensor<4, Bool>>& mask = std::nullopt,
+                                    const std::optional<Tensor<4>>& attn_bias = std::nullopt,
+                                    const AttentionModuleOptions& options = {}) {
+  return Tensor<4>(tensor::detail::nn_attention_fallback(tensor::detail::copy(q), tensor::detail::copy(k), tensor::detail::copy(v),
+                                                         nn_detail::opt(mask), nn_detail::opt(attn_bias), options));
 }
 
 // ---- rfft / irfft (module-ops.md §2.15; torch's semantics, any length n >= 1) ----------

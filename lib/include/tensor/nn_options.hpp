@@ -85,7 +85,9 @@ struct AvgPoolOptions {
   bool ceil_mode = false;
 };
 
-enum class InterpolateMode : std::uint8_t { Nearest, NearestExact, Bilinear, Bicubic };
+// Lanczos3 is burn's: a 6-tap windowed sinc (a = 3) per axis, taps outside the image
+// skipped and the weights renormalised, no antialiasing when shrinking.
+enum class InterpolateMode : std::uint8_t { Nearest, NearestExact, Bilinear, Bicubic, Lanczos3 };
 
 // align_corners defaults to false (PyTorch/ONNX); burn's InterpolateOptions::new sets true,
 // so code ported from burn should pass it explicitly. Nearest modes ignore it.

@@ -36,8 +36,10 @@ struct PadMode {
   static PadMode replicate() { return edge(); }
 };
 
+// grid_sample_2d: Bicubic is PyTorch's (cubic convolution with A = -0.75 over 4 x 4 taps,
+// the padding rule applied to each tap's coordinates).
 struct GridSampleOptions {
-  enum class Mode : std::uint8_t { Bilinear, Nearest };
+  enum class Mode : std::uint8_t { Bilinear, Nearest, Bicubic };
   enum class Padding : std::uint8_t { Zeros, Border, Reflection };
   Mode mode = Mode::Bilinear;
   Padding padding = Padding::Zeros;

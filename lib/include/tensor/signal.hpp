@@ -4,11 +4,13 @@
 // symmetric window. A size of 1 is [1].
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -39,6 +41,58 @@ inline Tensor<1> hamming_window(std::size_t size, bool periodic = true, Device d
 inline Tensor<1> blackman_window(std::size_t size, bool periodic = true, Device device = Device::default_device()) {
   return detail_::cosine_window(size, periodic, 0.42, 0.5, 0.08, device);
 }
+// burn's TensorCreationOptions forms: the window on options.device, cast to options.dtype when set.
+inline Tensor<1> hann_window(std::size_t size, bool periodic, const TensorCreationOptions& o) {
+  Tensor<1> w = hann_window(size, periodic, o.device);
+  return o.dtype ? w.cast(*o.dtype) : w;
+}
+inline Tensor<1> hamming_window(std::size_t size, bool periodic, const TensorCreationOptions& o) {
+  Tensor<1> w = hamming_window(size, periodic, o.device);
+  return o.dtype ? w.cast(*o.dtype) : w;
+}
+inline Tensor<1> blackman_window(std::size_t size, bool periodic, const TensorCreationOptions& o) {
+  Tensor<1> w = blackman_window(size, periodic, o.device);
+  return o.dtype ? w.cast(*o.dtype) : w;
+}
+
+// ---- cfft -----------------------------------------------------------------------------
+namespace detail_ {
+// The n-bin spectrum from the n / 2 + 1 bins of a real signal's rfft along dim:
+// X[n - k] = conj(X[k]).
+template <std::size_t D>
+std::pair<Tensor<D>, Tensor<D>> hermitian_extend(const Tensor<D>& re, const Tensor<D>& im, std::int64_t dim, std::size_t n) {
+  const std::size_t half = re.dims()[static_cast<std::size_t>(dim)];
+  if (n <= half) return {re, im};
+  const std::size_t mirror = n - half;
+  const Tensor<D> mr = re.narrow(dim, 1, mirror).flip({dim});
+  const Tensor<D> mi = im.narrow(dim, 1, mirror).flip({dim}).neg();
+  return {cat(std::vector<Tensor<D>>{re, mr}, dim), cat(std::vector<Tensor<D>>{im, mi}, dim)};
+}
+}  // namespace detail_
+
+// burn's cfft: the DFT of the complex signal re + i im along dim, X[k] = sum_j x[j]
+// e^{-2 pi i j k / n}, n bins (the signal truncated or zero-padded to n; default its
+// length), as (re, im). Composed from nn::rfft of both parts, so any n >= 1 and every
+// device. ShapeError unless re and im have one shape; IndexError for a bad dim.
+template <std::size_t D>
+std::pair<Tensor<D>, Tensor<D>> cfft(const Tensor<D>& re, const Tensor<D>& im, std::int64_t dim,
+                                     std::optional<std::size_t> n = std::nullopt) {
+  if (!(re.shape() == im.shape()))
+    throw ShapeError("[cfft] real and imaginary parts must have one shape; expected " + re.shape().to_string() + "; got " +
+                     im.shape().to_string());
+  const auto r = static_cast<std::int64_t>(D);
+  const std::int64_t d = dim < 0 ? dim + r : dim;
+  if (d < 0 || d >= r)
+    throw IndexError("[cfft] dim out of range; expected " + std::to_string(-r) + ".." + std::to_string(r - 1) + "; got " +
+                     std::to_string(dim));
+  const std::size_t len = n ? *n : re.dims()[static_cast<std::size_t>(d)];
+  if (len == 0) throw ShapeError("[cfft] expected an fft length n >= 1; got 0");
+  auto [xr, xi] = nn::rfft(re, d, len);
+  auto [yr, yi] = nn::rfft(im, d, len);
+  std::tie(xr, xi) = detail_::hermitian_extend(xr, xi, d, len);
+  std::tie(yr, yi) = detail_::hermitian_extend(yr, yi, d, len);
+  return {xr - yi, xi + yr};  // (Xr + i Xi) + i (Yr + i Yi)
+}
 
 // ---- stft / istft ---------------------------------------------------------------------
 // burn has no stft; these follow torch.stft / torch.istft (return_complex as a (re, im)
@@ -48,7 +102,10 @@ inline Tensor<1> blackman_window(std::size_t size, bool periodic = true, Device 
 // (reflect by default, as torch; reflect needs the pad to be shorter than the signal).
 // normalized scales the spectrum by 1 / sqrt(n_fft) (istft undoes it); onesided keeps the
 // n_fft / 2 + 1 bins of a real signal, otherwise all n_fft (the rest conjugate-symmetric).
+// n_fft is read only by the burn-form overloads (stft(x, window, options)), which take no
+// n_fft argument.
 struct StftOptions {
+  std::size_t n_fft = 0;
   std::size_t hop_length = 0;
   std::size_t win_length = 0;
   std::optional<Tensor<1>> window;
@@ -179,6 +236,32 @@ inline Tensor<2> istft(const Tensor<3>& re, const Tensor<3>& im, std::size_t n_f
 inline Tensor<1> istft(const Tensor<2>& re, const Tensor<2>& im, std::size_t n_fft, const StftOptions& o = {},
                        std::optional<std::size_t> length = std::nullopt) {
   return istft(re.unsqueeze<3>(), im.unsqueeze<3>(), n_fft, o, length).squeeze_dim<1>(0);
+}
+
+// ---- burn's stft / istft form ----------------------------------------------------------
+// burn's signature: stft(signal [B, L], window, options) -> [B, frames, bins, 2], the last
+// dim holding (re, im); options.n_fft gives the frame size (hop_length 0: max(1, n_fft / 4));
+// `window`, when given, replaces options.window. The same transform as stft above.
+inline Tensor<4> stft(const Tensor<2>& x, const std::optional<Tensor<1>>& window, const StftOptions& options) {
+  StftOptions o = options;
+  if (window) o.window = window;
+  if (o.hop_length == 0) o.hop_length = std::max<std::size_t>(1, o.n_fft / 4);
+  auto [re, im] = stft(x, o.n_fft, o);  // [B, bins, frames]
+  return Tensor<3>::stack<4>({re.swap_dims(1, 2), im.swap_dims(1, 2)}, 3);
+}
+// The inverse of that form: [B, frames, bins, 2] -> [B, length] (ShapeError unless the last
+// dim is 2).
+inline Tensor<2> istft(const Tensor<4>& spectrum, const std::optional<Tensor<1>>& window, std::optional<std::size_t> length,
+                       const StftOptions& options) {
+  if (spectrum.dims()[3] != 2)
+    throw ShapeError("[istft] expected [batch, frames, bins, 2] with (re, im) in the last dim; got shape " +
+                     spectrum.shape().to_string());
+  StftOptions o = options;
+  if (window) o.window = window;
+  if (o.hop_length == 0) o.hop_length = std::max<std::size_t>(1, o.n_fft / 4);
+  const Tensor<3> re = spectrum.narrow(3, 0, 1).squeeze_dim<3>(3).swap_dims(1, 2);
+  const Tensor<3> im = spectrum.narrow(3, 1, 1).squeeze_dim<3>(3).swap_dims(1, 2);
+  return istft(re, im, o.n_fft, o, length);
 }
 
 }  // namespace tensor::signal

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
 #include <iosfwd>
 #include <string>
@@ -62,6 +63,87 @@ void flatten_nested(Nested<T, D> v, std::vector<T>& out, Shape& shape, unsigned&
 }
 }  // namespace detail
 
+
+// burn's Result for the try_* readbacks: the value, or the library error the read
+// raised (ok() is false, error() its message). value() rethrows that error.
+template <class T>
+class ReadResult {
+ public:
+  static ReadResult success(T v) { ReadResult r; r.v_.emplace(std::move(v)); return r; }
+  static ReadResult failure(std::exception_ptr e, std::string message) {
+    ReadResult r;
+    r.e_ = std::move(e);
+    r.msg_ = std::move(message);
+    return r;
+  }
+  bool ok() const { return v_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  T& value() & { if (!v_) std::rethrow_exception(e_); return *v_; }
+  const T& value() const& { if (!v_) std::rethrow_exception(e_); return *v_; }
+  T&& value() && { if (!v_) std::rethrow_exception(e_); return std::move(*v_); }
+  const std::string& error() const { return msg_; }  // empty when ok()
+  std::exception_ptr exception() const { return e_; }
+
+ private:
+  std::optional<T> v_;
+  std::exception_ptr e_;
+  std::string msg_;
+};
+
+namespace detail {
+// Runs a read, turning a tensor::Error into a failed ReadResult.
+template <class F>
+auto try_read(F&& f) -> ReadResult<decltype(f())> {
+  using T = decltype(f());
+  try {
+    return ReadResult<T>::success(f());
+  } catch (const Error& e) {
+    return ReadResult<T>::failure(std::current_exception(), e.what());
+  }
+}
+}  // namespace detail
+
+// The pending result of into_scalar_async. get() blocks until the device is done, then
+// gives the element as into_scalar does (rethrowing the device's ExecutionError).
+class ScalarFuture {
+ public:
+  ScalarFuture() = default;
+  explicit ScalarFuture(DataFuture f) noexcept : f_(std::move(f)) {}
+  Scalar get() { return detail::scalar_of(f_.get()); }  // consumes the result
+  // get() with a failed read in the ReadResult (burn's try_into_scalar_async).
+  ReadResult<Scalar> try_get() { return detail::try_read([&] { return get(); }); }
+  bool ready() const { return f_.ready(); }
+  void wait() const { f_.wait(); }
+  bool valid() const { return f_.valid(); }
+
+ private:
+  DataFuture f_;
+};
+
+// The pending result of an op whose output shape depends on values (burn's argwhere_async,
+// nonzero_async, mask_select_async): the values it needs are queued for reading when the
+// call returns; get() waits for them, then builds the result on the tensor's device
+// (rethrowing the device's ExecutionError; try_get() returns it instead).
+template <class R>
+class TensorFuture {
+ public:
+  using Make = R (*)(TensorData&&, const detail::Handle&);
+  TensorFuture(DataFuture f, detail::Handle keep, Make make) noexcept : f_(std::move(f)), keep_(keep), make_(make) {}
+  TensorFuture(TensorFuture&& o) noexcept : f_(std::move(o.f_)), keep_(std::exchange(o.keep_, detail::Handle{})), make_(o.make_) {}
+  TensorFuture& operator=(TensorFuture&&) = delete;
+  TensorFuture(const TensorFuture&) = delete;
+  TensorFuture& operator=(const TensorFuture&) = delete;
+  ~TensorFuture() { detail::release(keep_); }
+  R get() { return make_(f_.get(), keep_); }  // consumes the result
+  ReadResult<R> try_get() { return detail::try_read([&] { return get(); }); }
+  bool ready() const { return f_.ready(); }
+  void wait() const { f_.wait(); }
+
+ private:
+  DataFuture f_;
+  detail::Handle keep_;  // the tensor the result is made from (or on)
+  Make make_;
+};
 
 namespace detail {
 template <std::size_t D, class K> Tensor<D, K> adopt(Handle h);
@@ -152,6 +234,26 @@ class TENSOR_API Tensor {
                             std::optional<DType> dtype = std::nullopt) requires(kIsInt && D == 1) {
     return Tensor(detail::arange(start, end, step, device, dtype));
   }
+  // burn's TensorCreationOptions forms (a Device converts to the options): the dtype, when
+  // given, replaces the device's default; from_data converts the values to it.
+  static Tensor from_data(TensorData data, const TensorCreationOptions& o) {
+    if (o.dtype && data.dtype() != *o.dtype) data = data.convert(*o.dtype);
+    return from_data(std::move(data), o.device);
+  }
+  static Tensor empty(const Shape& shape, const TensorCreationOptions& o) { return empty(shape, o.device, o.dtype); }
+  static Tensor zeros(const Shape& shape, const TensorCreationOptions& o) { return zeros(shape, o.device, o.dtype); }
+  static Tensor ones(const Shape& shape, const TensorCreationOptions& o) { return ones(shape, o.device, o.dtype); }
+  static Tensor full(const Shape& shape, Scalar value, const TensorCreationOptions& o) {
+    return full(shape, value, o.device, o.dtype);
+  }
+  static Tensor random(const Shape& shape, const Distribution& dist, const TensorCreationOptions& o) requires Numeric<K> {
+    return Tensor(detail::random(shape, dist, o.device, K::kKind, o.dtype));
+  }
+  static Tensor arange(std::int64_t start, std::int64_t end, const TensorCreationOptions& o) requires(kIsInt && D == 1) {
+    return Tensor(detail::arange(start, end, 1, o.device, o.dtype));
+  }
+  static Tensor arange_step(std::int64_t start, std::int64_t end, std::int64_t step, const TensorCreationOptions& o)
+    requires(kIsInt && D == 1) { return Tensor(detail::arange(start, end, step, o.device, o.dtype)); }
   Tensor zeros_like() const { live("zeros_like"); return zeros(shape(), device(), dtype()); }
   Tensor ones_like() const { live("ones_like"); return ones(shape(), device(), dtype()); }
   Tensor full_like(Scalar v) const { live("full_like"); return full(shape(), v, device(), dtype()); }
@@ -173,6 +275,23 @@ class TENSOR_API Tensor {
   TensorData into_data() const { return into_data_async().get(); }
   DataFuture into_data_async() const { return detail::into_data(detail::retain(h_)); }
   TensorData to_data() const { return into_data(); }
+  DataFuture to_data_async() const { return detail::into_data(detail::retain(h_)); }
+  // burn's try_* readbacks: a failed read (an ExecutionError from the device, a
+  // DTypeError from a conversion) comes back in the ReadResult instead of as a throw.
+  ReadResult<TensorData> try_into_data() const { return detail::try_read([&] { return into_data(); }); }
+  ReadResult<TensorData> try_to_data() const { return detail::try_read([&] { return into_data(); }); }
+  ReadResult<TensorData> try_into_data_as(DType t) const { return detail::try_read([&] { return into_data().convert(t); }); }
+  ReadResult<TensorData> try_to_data_as(DType t) const { return detail::try_read([&] { return into_data().convert(t); }); }
+  template <class T> ReadResult<std::vector<T>> try_to_vec() const {
+    return detail::try_read([&] { return into_data().convert(dtype_of<T>).template to_vec<T>(); });
+  }
+  ReadResult<Scalar> try_into_scalar() const { return detail::try_read([&] { return into_scalar(); }); }
+  // The read of the one element, queued now (ShapeError now unless exactly one element).
+  ScalarFuture into_scalar_async() const {
+    if (num_elements() != 1)
+      throw ShapeError("[into_scalar_async] expected a tensor of exactly one element; got shape " + shape().to_string());
+    return ScalarFuture(into_data_async());
+  }
   Tensor to_device(Device d) const { return Tensor(detail::to_device(detail::retain(h_), d)); }
 
   // ---- conversion ----
@@ -374,17 +493,34 @@ class TENSOR_API Tensor {
     static_assert(D2 >= D, "expand cannot lower the rank");
     return Tensor<D2, K>(detail::reshape(OpCode::expand, detail::retain(h_), dims));
   }
-  Tensor<D + 1, K> unsqueeze_dim(std::int64_t dim) const requires(D < kMaxRank) {
+  // A size-1 dim at `dim` (0..D; negative counts from D + 1). As burn's unsqueeze_dim::<D2>,
+  // a result rank D2 above D + 1 appends size-1 dims after the input's last dim.
+  template <std::size_t D2 = D + 1>
+  Tensor<D2, K> unsqueeze_dim(std::int64_t dim) const requires(D2 > D && D2 <= kMaxRank) {
     live("unsqueeze_dim");
     Shape s = shape();
     const auto r = static_cast<std::int64_t>(D + 1);
     const std::int64_t d = dim < 0 ? dim + r : dim;
     if (d < 0 || d >= r) throw IndexError("[unsqueeze_dim] dim out of range; expected -" + std::to_string(r) + ".." +
                                           std::to_string(r - 1) + "; got " + std::to_string(dim));
-    std::array<std::int64_t, D + 1> dims{};
+    std::array<std::int64_t, D2> dims{};
+    dims.fill(1);
     for (std::size_t i = 0, j = 0; i < D + 1; ++i)
       dims[i] = static_cast<std::int64_t>(i) == d ? 1 : static_cast<std::int64_t>(s[j++]);
-    return Tensor<D + 1, K>(detail::reshape(OpCode::reshape, detail::retain(h_), dims));  // literal dims (0 is a size)
+    return Tensor<D2, K>(detail::reshape(OpCode::reshape, detail::retain(h_), dims));  // literal dims (0 is a size)
+  }
+  // burn's Tensor::stack::<D2>: each part unsqueeze_dim::<D2>(dim), then concatenated along
+  // dim (so D2 > D + 1 gives trailing size-1 dims). Parts must share one shape.
+  template <std::size_t D2 = D + 1>
+  static Tensor<D2, K> stack(const std::vector<Tensor>& parts, std::int64_t dim) requires(D2 > D && D2 <= kMaxRank) {
+    const std::int64_t d = dim < 0 ? dim + static_cast<std::int64_t>(D + 1) : dim;  // as unsqueeze_dim reads it
+    std::vector<Tensor<D2, K>> up;
+    up.reserve(parts.size());
+    for (const auto& p : parts) up.push_back(p.template unsqueeze_dim<D2>(d));
+    std::vector<Handle> hs;
+    hs.reserve(up.size());
+    for (const auto& u : up) hs.push_back(detail::retain(u.h_));
+    return Tensor<D2, K>(detail::cat(std::move(hs), d));
   }
   TENSOR_METHOD(Tensor, swap_dims, (std::int64_t a, std::int64_t b), detail::swap_dims(std::move(self), a, b))
   TENSOR_METHOD(Tensor, transpose, (), detail::unary(OpCode::transpose, std::move(self)))
@@ -426,6 +562,38 @@ class TENSOR_API Tensor {
   }
   // [n, D] indices of the true elements.
   Tensor<2, Int> argwhere() const requires kIsBool { return Tensor<2, Int>(detail::argwhere(detail::retain(h_))); }
+  // burn's async forms of the value-dependent ops (see TensorFuture): argwhere, nonzero
+  // (of the true / nonzero elements) and mask_select (ShapeError now unless the mask
+  // broadcasts to this tensor's shape).
+  TensorFuture<Tensor<2, Int>> argwhere_async() const requires kIsBool {
+    return TensorFuture<Tensor<2, Int>>(into_data_async(), detail::retain(h_), [](TensorData&& d, const Handle& h) {
+      return Tensor<2, Int>(detail::argwhere_of(d, detail::device(h)));
+    });
+  }
+  TensorFuture<std::vector<Tensor<1, Int>>> nonzero_async() const {
+    DataFuture f = kIsBool ? into_data_async() : detail::into_data(detail::compare_scalar(OpCode::not_equal_elem, detail::retain(h_), Scalar(0)));
+    return TensorFuture<std::vector<Tensor<1, Int>>>(std::move(f), detail::retain(h_), [](TensorData&& d, const Handle& h) {
+      detail::HandleList hs = detail::nonzero_of(d, detail::device(h));
+      std::vector<Tensor<1, Int>> out;
+      for (std::size_t i = 0; i < hs.size(); ++i) out.emplace_back(hs.take(i));
+      return out;
+    });
+  }
+  TensorFuture<Tensor<1, K>> mask_select_async(const Tensor<D, Bool>& m) const {
+    const Shape s = shape();
+    std::array<std::int64_t, D> full{};
+    for (std::size_t i = 0; i < D; ++i) full[i] = static_cast<std::int64_t>(s[i]);
+    const Shape ms = m.shape();
+    bool fits = true;
+    for (std::size_t i = 0; i < D; ++i) fits = fits && (ms[i] == s[i] || ms[i] == 1);
+    if (!fits)
+      throw ShapeError("[mask_select_async] mask must broadcast to the tensor's shape; expected " + s.to_string() + "; got " +
+                       m.shape().to_string());
+    DataFuture f = detail::into_data(detail::reshape(OpCode::expand, detail::copy(m), full));
+    return TensorFuture<Tensor<1, K>>(std::move(f), detail::retain(h_), [](TensorData&& d, const Handle& h) {
+      return Tensor<1, K>(detail::mask_select_of(detail::retain(h), d));
+    });
+  }
 
   // ---- burn's composite methods (lib/src/composite.cpp; errors name the method) ----
   static constexpr std::size_t rank() { return D; }
@@ -784,6 +952,16 @@ class TENSOR_API Transaction {
   std::size_t size() const { return hs_.size(); }
   // Consumes the registered tensors (a second execute() returns an empty list).
   std::vector<TensorData> execute() { return detail::transaction(std::exchange(hs_, {})); }
+  // execute() with a failed read in the ReadResult instead of thrown (burn's try_execute).
+  ReadResult<std::vector<TensorData>> try_execute() { return detail::try_read([&] { return execute(); }); }
+  // Queues every read and returns the pending results, in registration order.
+  std::vector<DataFuture> execute_async() {
+    std::vector<detail::Handle> hs = std::exchange(hs_, {});
+    std::vector<DataFuture> out;
+    out.reserve(hs.size());
+    for (auto& h : hs) out.push_back(detail::into_data(std::move(h)));
+    return out;
+  }
   Transaction() = default;
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
