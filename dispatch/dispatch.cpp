@@ -989,7 +989,7 @@ DispatchTensor grid_sample_2d(DispatchTensor a, DispatchTensor grid, const GridS
   const OpCode op = OpCode::grid_sample_2d;
   check_first(op, a);
   check_pair(op, a, grid, false);
-  check_enum(op, "mode", options.mode, GridSampleOptions::Mode::Nearest, "Bilinear, Nearest");
+  check_enum(op, "mode", options.mode, GridSampleOptions::Mode::Bicubic, "Bilinear, Nearest, Bicubic");
   check_enum(op, "padding mode", options.padding, GridSampleOptions::Padding::Reflection, "Zeros, Border, Reflection");
   const Shape& s = a.shape();
   const Shape& g = grid.shape();
