@@ -73,6 +73,28 @@ TEST(HostileOptions, ConvOptionProductsThatOverflowAreShapeErrors) {
   EXPECT_EQ(fv(x1 + 1.0f), (std::vector<float>{1, 2, 3, 4, 5}));
 }
 
+TEST(HostileOptions, ExtremeButValidConvOptionsGiveTheRightAnswer) {
+  // stride 2^63 - 1 and padding 2^40: one output, whose window lies wholly in the left
+  // padding (0). The first valid tap's index, ceil(2^40 / stride), must not be formed as
+  // 2^40 + stride - 1 (an overflow that sent im2col outside its buffer).
+  ConvOptions<1> o;
+  o.stride = {kMax};
+  o.padding = {std::int64_t{1} << 40};
+  const auto x = iota<3>({1, 1, 6});
+  const auto w = Tensor<3>::ones({1, 1, 6}, dev());
+  if (is_cpu()) {
+    const auto y = conv1d(x, w, std::nullopt, o);
+    EXPECT_EQ(y.shape(), Shape({1, 1, 1}));
+    EXPECT_EQ(fv(y), (std::vector<float>{0}));
+  } else {
+    try {  // a device may refuse what its shader words cannot hold; it must say so
+      EXPECT_EQ(fv(conv1d(x, w, std::nullopt, o)), (std::vector<float>{0}));
+    } catch (const tensor::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("conv1d"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(HostileOptions, UnfoldAndFoldKernelsThatOverflow) {
   const auto x = iota<4>({1, 2, 3, 3});
   UnfoldOptions o;

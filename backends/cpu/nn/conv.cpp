@@ -30,7 +30,7 @@ bool pointwise(const ConvGeom& g) {
 // Valid output range [lo, hi) along the last dim for a tap at offset `base` (= k*d - p):
 // 0 <= base + o*s < in.
 void valid_range(I base, I s, I in, I out, I& lo, I& hi) {
-  lo = base >= 0 ? 0 : (-base + s - 1) / s;
+  lo = base >= 0 ? 0 : -base / s + (-base % s != 0);  // ceil(-base / s) without -base + s - 1 (s may be near 2^63)
   hi = base >= in ? 0 : std::min<I>(out, (in - 1 - base) / s + 1);
   if (lo > hi) lo = hi;
 }

@@ -73,7 +73,7 @@ void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
 // inside [0, in): the loops visit only those, so a kernel far larger than the input
 // (with padding to match) costs the input's size, not the kernel's.
 void tap_range(I start, I d, I k, I in, I& lo, I& hi) {
-  lo = start >= 0 ? 0 : (-start + d - 1) / d;
+  lo = start >= 0 ? 0 : -start / d + (-start % d != 0);  // ceil(-start / d), no overflow for d near 2^63
   const I room = in - 1 - start;  // kk * d <= room
   hi = room < 0 ? 0 : std::min(k, room / d + 1);
   if (lo > hi) lo = hi;

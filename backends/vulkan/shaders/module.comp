@@ -84,7 +84,7 @@ void covering(int i, int k, int span, out int lo, out int hi) {
 // inside the input: a kernel far wider than the input costs the input, not the kernel.
 void pool_taps(int start, int k, out int lo, out int hi) {
   int dl = pw(MP_D, k), room = pw(MP_IN, k) - 1 - start;
-  lo = start >= 0 ? 0 : (-start + dl - 1) / dl;
+  lo = start >= 0 ? 0 : -start / dl + (-start % dl != 0 ? 1 : 0);
   hi = room < 0 ? 0 : min(pw(MP_K, k), room / dl + 1);
   lo = min(lo, hi);
 }
