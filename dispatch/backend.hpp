@@ -115,7 +115,7 @@ constexpr DeviceId autodiff_inner(DeviceId d) {
 // Defined in backends/backends.cpp: registers every compiled-in backend.
 void install_builtin_backends(Registry& registry);
 
-// Fills the empty defaulted entries of `backend` with compositions (defaults.cpp).
+// Fills the empty defaulted entries of `backend` with compositions (dispatch/defaults/).
 void install_defaults(Backend& backend);
 
 // The backend that owns a primitive.

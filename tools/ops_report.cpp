@@ -127,7 +127,7 @@ std::string ops_markdown_document(const std::vector<DeviceId>& devices) {
         "`tests/ops_doc_test` fails when this file is out of date (regenerate it with\n"
         "`build/tools/tensorctl ops --markdown > dispatch/ops.md`).\n\n"
         "Per op and dtype family: `native` (the backend's own kernel), `default` (composed by Dispatch\n"
-        "from other entries, `dispatch/defaults.cpp`), `missing` (a required entry the backend lacks:\n"
+        "from other entries, `dispatch/defaults/`), `missing` (a required entry the backend lacks:\n"
         "calling it raises NotImplemented), `unsupported` (the device has no dtype of that family), `-`\n"
         "(the op does not take that kind). `autodiff`: how the device's `Device::autodiff()` wrapper\n"
         "differentiates the op (`dispatch/autodiff.cpp`): `native` (an explicit backward step),\n"

@@ -178,7 +178,7 @@ Prim predicate_entry(Prim pa, DType out_dt) {
   return compare_scalar_entry<OP>(std::move(pa), Scalar(0), out_dt);
 }
 
-// ---- fused ops (one pass where dispatch/defaults.cpp composes several) ----------------
+// ---- fused ops (one pass where dispatch/defaults/ composes several) ----------------
 
 // A float parameter in the kernel's compute type (f32; f64 in the WIDE variant), as
 // the CPU converts it (calc_t), not rounded to a half dtype.

@@ -5,7 +5,7 @@
 // bandwidth beside a plain buffer copy (vkCmdCopyBuffer) on the same device; native
 // f16 elementwise beside the f32-compute path; the per-op cost of a tiny add beside
 // the CPU backend's; fused activations / clamp (one kernel) beside the default
-// compositions of dispatch/defaults.cpp; conv2d (forward and weight gradient) and fused
+// compositions of dispatch/defaults/; conv2d (forward and weight gradient) and fused
 // attention beside the CPU backend on the same shapes. Sizes shrink on lavapipe (software) so a run
 // stays short (the fused group keeps 16M).
 #include "tools/bench/bench_vulkan.hpp"
@@ -221,7 +221,7 @@ int run_vulkan(std::uint16_t index, bool quick) {
     row("mul" + tag + " f16 (" + (native ? "native f16" : "f32 compute") + ")", fmt1("%.2f ms", th * 1e3), ref, ratio);
   }
 
-  // ---- fused activations vs the default compositions (dispatch/defaults.cpp's own
+  // ---- fused activations vs the default compositions (dispatch/defaults/'s own
   // functions, from a Backend filled by install_defaults: each runs over this
   // device's native entries) on 16M f32, beside a buffer copy of the same size ----
   {

@@ -272,7 +272,7 @@ bool compare_u(int op, UT a, UT b) {
   return false;
 }
 
-// ---- fused ops: the CPU backend's functors and dispatch/defaults.cpp's compositions
+// ---- fused ops: the CPU backend's functors and dispatch/defaults/'s compositions
 // in one pass (same formulas and constants, computed in FT) ----
 
 // The constants of gelu and of its backward (exact erf form: 1/sqrt 2, 1/sqrt(2 pi)).

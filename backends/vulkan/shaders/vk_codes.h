@@ -45,7 +45,7 @@
 #define EW_FILL 29        // out = the scalar s0 (full/zeros/ones)
 #define EW_MASK_FILL 30   // b = mask, scalar s0
 #define EW_MASK_WHERE 31  // b = mask, c = value
-// Fused binary ops (one pass instead of dispatch/defaults.cpp's compositions).
+// Fused binary ops (one pass instead of dispatch/defaults/'s compositions).
 #define EW_PRELU 32             // a < 0 ? a * b : a
 #define EW_RELU_BWD 33          // a = relu output, b = grad
 #define EW_GELU_BWD 34          // a = x, b = grad (tanh form, the default's constants)
