@@ -131,6 +131,8 @@ template <> struct Outputs<std::pair<DispatchTensor, DispatchTensor>> {
 };
 
 inline void collect(std::vector<const DispatchTensor*>& out, const DispatchTensor& t) { out.push_back(&t); }
+template <class Other>  // a non-tensor argument of a forwarder (a dim, a scalar, options)
+inline void collect(std::vector<const DispatchTensor*>&, const Other&) {}
 inline void collect(std::vector<const DispatchTensor*>& out, const std::vector<DispatchTensor>& ts) {
   for (const DispatchTensor& t : ts) out.push_back(&t);
 }

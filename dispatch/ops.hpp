@@ -176,6 +176,14 @@ enum class Policy : std::uint8_t { Req, Def };
 // (ShapeError: extrema), IntRaises (raises for Int tensors only: int mean).
 enum class EmptyRule : std::uint8_t { Ok, Raises, IntRaises };
 
+// The module-op facts of a row: the spatial rank of a convolution or pool (0: given by
+// its arguments), whether a convolution is transposed, which input a convolution's
+// backward row differentiates, and which window rule a pool row follows.
+enum class Window : std::uint8_t { None, Max, Avg, AdaptiveAvg };
+enum class GradOf : std::uint8_t { None, Input, Weight };
+// CompareScalar rows: the relation a row tests (x R s).
+enum class Relation : std::uint8_t { None, Eq, Ne, Gt, Ge, Lt, Le };
+
 struct OpInfo {
   std::string_view name;
   Family family{};
@@ -188,6 +196,17 @@ struct OpInfo {
   bool keeps_shape = false;    // Dim family: output keeps the input shape (scans, softmax)
   bool host_trip = false;      // the default reads back or uploads through the host
   EmptyRule empty = EmptyRule::Ok;
+  std::uint8_t spatial = 0;    // conv / pool rows: the spatial rank (1..3)
+  bool transposed = false;     // conv rows: a transposed convolution
+  GradOf grad_of = GradOf::None;  // ConvBackward rows: the gradient the row computes
+  Window window = Window::None;   // pool rows: the window rule
+  bool swaps_last_two = false;    // Unary rows: the output swaps the last two dims (transpose)
+  bool bounds = false;            // Scalar / Clamp rows: the scalars are bounds compared as numbers
+  Relation relation = Relation::None;  // CompareScalar rows: the relation tested
+  std::uint8_t result_kind = 0;   // Cast rows: the result's kind mask (0: the input's kind)
+  bool broadcasts = false;        // Reshape rows: the shape broadcasts size-1 dims (expand), not re-reads
+  bool reorders = false;          // Axes rows: the axes reorder every dim (permute), not a subset (flip)
+  bool folds = false;             // Unfold4d rows: blocks summed back into an image (fold4d)
 };
 
 // The optional columns of op_table.def rows, and how a row becomes an OpInfo.
@@ -234,12 +253,32 @@ struct StorageOnly {};
 struct KeepsShape {};
 struct HostTrip {};
 struct Diff { std::uint8_t mask; };
+struct Spatial { std::uint8_t rank; };
+struct Transposed {};
+struct SwapsLastTwo {};
+struct Bounds {};
+struct ResultKind { std::uint8_t mask; };
+struct Broadcasts {};
+struct Reorders {};
+struct Folds {};
 inline constexpr StorageOnly storage_only{};
 inline constexpr KeepsShape keeps_shape{};
 inline constexpr HostTrip host_trip{};
 inline constexpr EmptyRule empty_raises = EmptyRule::Raises;
 inline constexpr EmptyRule empty_int_raises = EmptyRule::IntRaises;
 inline constexpr Diff no_diff{0};
+inline constexpr Spatial d1{1}, d2{2}, d3{3};
+inline constexpr Transposed transposed{};
+inline constexpr SwapsLastTwo swaps_last_two{};
+inline constexpr Bounds bound{};
+inline constexpr ResultKind to_int{kKindI}, to_float{kKindF};
+inline constexpr Broadcasts broadcasts{};
+inline constexpr Reorders reorders{};
+inline constexpr Folds folds{};
+inline constexpr Relation eq = Relation::Eq, ne = Relation::Ne, gt = Relation::Gt, ge = Relation::Ge, lt = Relation::Lt,
+                          le = Relation::Le;
+inline constexpr GradOf grad_input = GradOf::Input, grad_weight = GradOf::Weight;
+inline constexpr Window max_window = Window::Max, avg_window = Window::Avg, adaptive_window = Window::AdaptiveAvg;
 template <class... I>
 constexpr Diff diff(I... inputs) { return Diff{static_cast<std::uint8_t>((0u | ... | (1u << inputs)))}; }
 
@@ -248,6 +287,17 @@ constexpr void apply(OpInfo& o, KeepsShape) { o.keeps_shape = true; }
 constexpr void apply(OpInfo& o, HostTrip) { o.host_trip = true; }
 constexpr void apply(OpInfo& o, EmptyRule r) { o.empty = r; }
 constexpr void apply(OpInfo& o, Diff d) { o.diff = d.mask; }
+constexpr void apply(OpInfo& o, Spatial d) { o.spatial = d.rank; }
+constexpr void apply(OpInfo& o, Transposed) { o.transposed = true; }
+constexpr void apply(OpInfo& o, SwapsLastTwo) { o.swaps_last_two = true; }
+constexpr void apply(OpInfo& o, Bounds) { o.bounds = true; }
+constexpr void apply(OpInfo& o, ResultKind r) { o.result_kind = r.mask; }
+constexpr void apply(OpInfo& o, Broadcasts) { o.broadcasts = true; }
+constexpr void apply(OpInfo& o, Reorders) { o.reorders = true; }
+constexpr void apply(OpInfo& o, Folds) { o.folds = true; }
+constexpr void apply(OpInfo& o, Relation r) { o.relation = r; }
+constexpr void apply(OpInfo& o, GradOf g) { o.grad_of = g; }
+constexpr void apply(OpInfo& o, Window w) { o.window = w; }
 
 template <class... C>
 constexpr OpInfo row(OpInfo o, std::uint16_t code, C... columns) {

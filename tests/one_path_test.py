@@ -1,22 +1,29 @@
 #!/usr/bin/env python3
-"""Every backend entry that dispatch.cpp calls sits inside an invoke(...) call (issue 11:
-one invocation path; hooks see every op). Only the device-level entries (get<DeviceOp::...>)
-may bypass it. usage: one_path_test.py dispatch/dispatch.cpp"""
+"""One invocation path (hooks see every op): forward<F> in dispatch/forward.hpp holds the only
+invoke(...) call of dispatch's forwarding code, and the backend entry is looked up there
+(EntryOf<F>); the family rules in dispatch/rules/ reach a backend only through the entry
+forward hands their run(). dispatch.cpp calls device-level entries (get<DeviceOp::...>) only.
+usage: one_path_test.py dispatch/forward.hpp dispatch/dispatch.cpp dispatch/rules/*.cpp"""
 import re
 import sys
 
-src = open(sys.argv[1], encoding="utf-8").read()
-spans = []
-for m in re.finditer(r"\binvoke\(", src):
-    i, depth = m.end(), 1
-    while depth:
-        depth += {"(": 1, ")": -1}.get(src[i], 0)
-        i += 1
-    spans.append((m.start(), i))
-entries = [m.start() for m in re.finditer(r"entry<Family::", src)]
-outside = [src.count("\n", 0, e) + 1 for e in entries if not any(a <= e < b for a, b in spans)]
-if not entries or not spans:
-    sys.exit(f"FAIL: found {len(entries)} backend entry calls and {len(spans)} invoke calls; expected both")
-if outside:
-    sys.exit(f"FAIL: backend entries called outside invoke() at dispatch.cpp lines {outside}")
-print(f"ok: {len(entries)} backend entry calls, all inside {len(spans)} invoke() calls")
+fails = []
+invokes = {}
+for path in sys.argv[1:]:
+    src = open(path, encoding="utf-8").read()
+    code = re.sub(r"//[^\n]*", "", src)  # comments may name these calls
+    invokes[path] = len(re.findall(r"\binvoke\(", code))
+    if not path.endswith("forward.hpp"):
+        for m in re.finditer(r"\bentry<|\.get<(?!DeviceOp::)|\bget<Family::", code):
+            fails.append(f"{path}:{code.count(chr(10), 0, m.start()) + 1}: a backend entry called outside forward<F>")
+        if invokes[path]:
+            fails.append(f"{path}: {invokes[path]} invoke() calls; expected none outside forward.hpp")
+forward = [p for p in invokes if p.endswith("forward.hpp")]
+if len(forward) != 1 or invokes[forward[0]] != 1:
+    fails.append(f"expected exactly one invoke() call, in dispatch/forward.hpp; got {invokes}")
+rules = [p for p in invokes if "/rules/" in p]
+if not rules:
+    fails.append("no dispatch/rules/*.cpp given")
+if fails:
+    sys.exit("FAIL:\n" + "\n".join(fails))
+print(f"ok: one invoke() call (dispatch/forward.hpp); {len(rules)} rules files reach backends only through it")
