@@ -126,9 +126,21 @@ void ModuleOptimizer::load_record(const io::NamedTensors& record, Module& module
     parts[gi].emplace_back(name, data);
   }
   const Device inner = dev ? (dev->is_autodiff() ? dev->inner() : *dev) : Device::default_device();
-  // Optimizer::load_record validates before replacing; check every group before any loads.
-  rest_->load_record(parts.back(), inner);
-  for (std::size_t i = 0; i < groups_.size(); ++i) groups_[i].second->load_record(parts[i], inner);
+  // Each Optimizer::load_record validates its part before replacing its state; when a later
+  // group refuses its part, the groups already loaded get their previous state back, so
+  // nothing is half-loaded.
+  std::vector<Optimizer*> opts;
+  for (auto& g : groups_) opts.push_back(g.second.get());
+  opts.push_back(rest_.get());
+  std::vector<io::NamedTensors> before;
+  for (Optimizer* o : opts) before.push_back(o->to_record());
+  std::size_t done = 0;
+  try {
+    for (; done < opts.size(); ++done) opts[done]->load_record(parts[done], inner);
+  } catch (...) {
+    for (std::size_t i = 0; i < done; ++i) opts[i]->load_record(before[i], inner);
+    throw;
+  }
 }
 
 void save_checkpoint(const std::string& path, Module& module, const ModuleOptimizer& optimizer,
