@@ -239,6 +239,47 @@ TEST_P(Modules, PoolsMatchLoops) {
   EXPECT_CLOSE(values(AdaptiveAvgPool2d().forward(t)), V{all / 16}, 1e-6);
 }
 
+TEST_P(Modules, OneDimensionalFormsMatchLoops) {
+  const V x = f32(host_random(2 * 6, 14));  // [1, 2, 6]
+  const auto t = make<3>(x, {1, 2, 6});
+  V mx, av;
+  for (int c = 0; c < 2; ++c)
+    for (int i = 0; i < 3; ++i) {
+      const double a = x[c * 6 + 2 * i], b = x[c * 6 + 2 * i + 1];
+      mx.push_back(std::max(a, b));
+      av.push_back((a + b) / 2);
+    }
+  EXPECT_CLOSE(values(MaxPool1d(MaxPool1dConfig{.kernel_size = 2}).forward(t)), mx, 1e-6);
+  EXPECT_CLOSE(values(AvgPool1d(AvgPool1dConfig{.kernel_size = 2}).forward(t)), av, 1e-6);
+  EXPECT_CLOSE(values(AdaptiveAvgPool1d(AdaptiveAvgPool1dConfig{.output_size = 3}).forward(t)), av, 1e-6);
+  // ConvTranspose1d, stride 2, kernel 3: y[o, 2 i + k] += w[c, o, k] x[c, i] (+ b[o]), length 2 * 5 + 3 = 13.
+  ConvTranspose1d ct(ConvTranspose1dConfig{.channels = {2, 1}, .kernel_size = 3, .stride = 2}, dev());
+  const V w = f32(host_random(6, 15)), b = f32(host_random(1, 16));
+  ct.weight = make<3>(w, {2, 1, 3});
+  ct.bias = make<1>(b, {1});
+  V want(13, b[0]);
+  for (int c = 0; c < 2; ++c)
+    for (int i = 0; i < 6; ++i)
+      for (int k = 0; k < 3; ++k) want[2 * i + k] += w[c * 3 + k] * x[c * 6 + i];
+  EXPECT_CLOSE(values(ct.forward(t)), want, 1e-5);
+  // InstanceNorm: each (sample, channel) row of 6 normalised, then gamma / beta.
+  InstanceNorm in(InstanceNormConfig{.num_channels = 2}, dev());
+  const V g = f32({2.0, -1.0}), be = f32({0.5, 0.0});
+  in.norm.gamma = make<1>(g, {2});
+  in.norm.beta = make<1>(be, {2});
+  V wi(12);
+  for (int c = 0; c < 2; ++c) {
+    double m = 0, v = 0;
+    for (int l = 0; l < 6; ++l) m += x[c * 6 + l] / 6;
+    for (int l = 0; l < 6; ++l) v += std::pow(x[c * 6 + l] - m, 2) / 6;
+    for (int l = 0; l < 6; ++l) wi[c * 6 + l] = (x[c * 6 + l] - m) / std::sqrt(v + 1e-5) * g[c] + be[c];
+  }
+  EXPECT_CLOSE(values(in.forward(t)), wi, 1e-4);
+  EXPECT_EQ(in.named_parameters()[0].name, "gamma");
+  EXPECT_EQ(in.named_parameters()[0].module_type, "InstanceNorm");
+  EXPECT_THROWS(ShapeError, in.forward(Tensor<3>::ones({1, 3, 2}, dev())), "[InstanceNorm]", "InstanceNorm.gamma");
+}
+
 // Per channel c of x [N, C, L]: mean and biased variance over n and l.
 void channel_stats(const V& x, int N, int C, int L, V& mean, V& var) {
   mean.assign(C, 0);
@@ -538,6 +579,18 @@ TEST_P(Modules, TransformerEncoderLayerPreAndPostNorm) {
     SCOPED_TRACE(pre ? "pre-norm" : "post-norm");
     EXPECT_CLOSE(values(layer.forward(make<3>(x, {1, 3, 4}))), want, 2e-4);
   }
+}
+
+TEST_P(Modules, TransformerEncoderStacksItsLayers) {
+  dev().seed(11);
+  TransformerEncoder enc(TransformerEncoderConfig{.d_model = 4, .d_ff = 8, .n_heads = 2, .n_layers = 2, .dropout = 0.0}, dev());
+  EXPECT_EQ(enc.layers.size(), 2u);
+  EXPECT_EQ(enc.named_parameters().front().name, "layers.0.mha.query.weight");
+  EXPECT_EQ(enc.named_parameters().back().name, "layers.1.norm_2.beta");
+  const auto x = make<3>(f32(host_random(2 * 3 * 4, 75)), {2, 3, 4});
+  const auto mask = generate_autoregressive_mask(2, 3, dev());
+  EXPECT_EQ(values(enc.forward(x, std::nullopt, mask)),
+            values(enc.layers[1].forward(enc.layers[0].forward(x, std::nullopt, mask), std::nullopt, mask)));
 }
 
 TEST_P(Modules, PositionalEncodingMatchesFormula) {

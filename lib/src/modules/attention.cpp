@@ -157,6 +157,28 @@ void TransformerEncoderLayer::visit(ModuleVisitor& v) {
 
 AnyTensor TransformerEncoderLayer::forward_any(const AnyTensor& x) { return AnyTensor(forward(x.get<3>("TransformerEncoderLayer"))); }
 
+// ---- TransformerEncoder ---------------------------------------------------------------------
+
+TransformerEncoder::TransformerEncoder(const TransformerEncoderConfig& c, const Device& device) {
+  if (c.n_layers == 0) shape_error("TransformerEncoder", "n_layers must be positive", ">= 1", "0");
+  layers.reserve(c.n_layers);
+  for (std::size_t i = 0; i < c.n_layers; ++i)
+    layers.emplace_back(TransformerEncoderLayerConfig{.d_model = c.d_model, .d_ff = c.d_ff, .n_heads = c.n_heads,
+                                                      .dropout = c.dropout, .norm_first = c.norm_first,
+                                                      .quiet_softmax = c.quiet_softmax, .layer_norm_eps = c.layer_norm_eps,
+                                                      .initializer = c.initializer},
+                        device);
+}
+
+Tensor<3> TransformerEncoder::forward(const Tensor<3>& x, const std::optional<Tensor<2, Bool>>& mask_pad,
+                                      const std::optional<Tensor<3, Bool>>& mask_attn) const {
+  Tensor<3> h = x;
+  for (const TransformerEncoderLayer& l : layers) h = l.forward(h, mask_pad, mask_attn);
+  return h;
+}
+
+AnyTensor TransformerEncoder::forward_any(const AnyTensor& x) { return AnyTensor(forward(x.get<3>("TransformerEncoder"))); }
+
 // ---- PositionalEncoding ---------------------------------------------------------------------
 
 namespace {

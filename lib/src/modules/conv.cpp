@@ -181,4 +181,58 @@ AnyTensor AdaptiveAvgPool2d::forward_any(const AnyTensor& x) {
   return fixed_rank<AdaptiveAvgPool2d, 4>(*this, x, "AdaptiveAvgPool2d");
 }
 
+// ---- the 1d forms ---------------------------------------------------------------------------
+
+ConvTranspose1d::ConvTranspose1d(const ConvTranspose1dConfig& c, const Device& device)
+    : weight((check_channels("ConvTranspose1d", c.channels[0], c.channels[1], c.groups),
+              c.initializer.init<3>(Shape{c.channels[0], c.channels[1] / c.groups, c.kernel_size}, device,
+                                    c.channels[1] / c.groups * c.kernel_size, c.channels[0] / c.groups * c.kernel_size))) {
+  if (c.bias)
+    bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[1] / c.groups * c.kernel_size,
+                                 c.channels[0] / c.groups * c.kernel_size);
+  options.stride = {c.stride};
+  options.dilation = {c.dilation};
+  options.padding = {c.padding};
+  options.padding_out = {c.padding_out};
+  options.groups = static_cast<std::int64_t>(c.groups);
+}
+
+Tensor<3> ConvTranspose1d::forward(const Tensor<3>& x) const {
+  check_input("ConvTranspose1d", "weight", x, weight);
+  const Shape ws = weight.shape();
+  check_in_channels("ConvTranspose1d", x, ws[0], ws);
+  return conv_transpose1d(x, weight, bias, options);
+}
+
+void ConvTranspose1d::visit(ModuleVisitor& v) {
+  v.param("weight", weight);
+  v.param("bias", bias);
+}
+AnyTensor ConvTranspose1d::forward_any(const AnyTensor& x) { return fixed_rank<ConvTranspose1d, 3>(*this, x, "ConvTranspose1d"); }
+
+MaxPool1d::MaxPool1d(const MaxPool1dConfig& c) {
+  options.kernel_size = {c.kernel_size};
+  options.stride = {c.stride ? *c.stride : c.kernel_size};
+  options.dilation = {c.dilation};
+  options.ceil_mode = c.ceil_mode;
+  options.padding = resolve<1>("MaxPool1d", c.padding, {c.kernel_size}, options.stride, {c.dilation});
+}
+Tensor<3> MaxPool1d::forward(const Tensor<3>& x) const { return max_pool1d(x, options); }
+AnyTensor MaxPool1d::forward_any(const AnyTensor& x) { return fixed_rank<MaxPool1d, 3>(*this, x, "MaxPool1d"); }
+
+AvgPool1d::AvgPool1d(const AvgPool1dConfig& c) {
+  options.kernel_size = {c.kernel_size};
+  options.stride = {c.stride ? *c.stride : c.kernel_size};
+  options.count_include_pad = c.count_include_pad;
+  options.ceil_mode = c.ceil_mode;
+  options.padding = resolve<1>("AvgPool1d", c.padding, {c.kernel_size}, options.stride, {1});
+}
+Tensor<3> AvgPool1d::forward(const Tensor<3>& x) const { return avg_pool1d(x, options); }
+AnyTensor AvgPool1d::forward_any(const AnyTensor& x) { return fixed_rank<AvgPool1d, 3>(*this, x, "AvgPool1d"); }
+
+Tensor<3> AdaptiveAvgPool1d::forward(const Tensor<3>& x) const { return adaptive_avg_pool1d(x, output_size); }
+AnyTensor AdaptiveAvgPool1d::forward_any(const AnyTensor& x) {
+  return fixed_rank<AdaptiveAvgPool1d, 3>(*this, x, "AdaptiveAvgPool1d");
+}
+
 }  // namespace tensor::nn

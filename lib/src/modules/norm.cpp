@@ -147,6 +147,25 @@ void GroupNorm::visit(ModuleVisitor& v) {
 }
 AnyTensor GroupNorm::forward_any(const AnyTensor& x) { return any_forward<2>(*this, x, "GroupNorm"); }
 
+// ---- InstanceNorm ---------------------------------------------------------------------------
+
+InstanceNorm::InstanceNorm(const InstanceNormConfig& c, const Device& device)
+    : norm(GroupNormConfig{.num_groups = c.num_channels, .num_channels = c.num_channels, .epsilon = c.epsilon, .affine = c.affine},
+           device) {}
+
+template <std::size_t D>
+Tensor<D> InstanceNorm::forward(const Tensor<D>& x) const {
+  if (norm.gamma) check_input("InstanceNorm", "gamma", x, *norm.gamma);
+  check_features("InstanceNorm", "gamma", x, 1, norm.num_channels);
+  return norm.forward(x);
+}
+AnyTensor InstanceNorm::forward_any(const AnyTensor& x) { return any_forward<2>(*this, x, "InstanceNorm"); }
+
+void InstanceNorm::visit(ModuleVisitor& v) {
+  v.param("gamma", norm.gamma);
+  v.param("beta", norm.beta);
+}
+
 // ---- RmsNorm --------------------------------------------------------------------------------
 
 RmsNorm::RmsNorm(const RmsNormConfig& c, const Device& device)
@@ -169,7 +188,8 @@ AnyTensor RmsNorm::forward_any(const AnyTensor& x) { return any_forward<1>(*this
 
 #define INST2(D)                                                                   \
   template TENSOR_API Tensor<D> BatchNorm::forward<D>(const Tensor<D>&);          \
-  template TENSOR_API Tensor<D> GroupNorm::forward<D>(const Tensor<D>&) const;
+  template TENSOR_API Tensor<D> GroupNorm::forward<D>(const Tensor<D>&) const;    \
+  template TENSOR_API Tensor<D> InstanceNorm::forward<D>(const Tensor<D>&) const;
 #define INST1(D)                                                                   \
   template TENSOR_API Tensor<D> LayerNorm::forward<D>(const Tensor<D>&) const;    \
   template TENSOR_API Tensor<D> RmsNorm::forward<D>(const Tensor<D>&) const;

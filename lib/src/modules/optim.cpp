@@ -14,7 +14,7 @@ bool is_norm_or_bias(const ParamRef& p) {
   auto ends_with = [&](const std::string& s) { return p.name.size() >= s.size() && p.name.compare(p.name.size() - s.size(), s.size(), s) == 0; };
   if (ends_with("bias") || ends_with("beta")) return true;
   const std::string& t = p.module_type;
-  return t == "BatchNorm" || t == "LayerNorm" || t == "GroupNorm" || t == "RmsNorm";
+  return t == "BatchNorm" || t == "LayerNorm" || t == "GroupNorm" || t == "InstanceNorm" || t == "RmsNorm";
 }
 
 ModuleOptimizer::ModuleOptimizer(std::unique_ptr<Optimizer> optimizer) : rest_(std::move(optimizer)) {

@@ -1,5 +1,5 @@
 // burn-nn's attention modules: MultiHeadAttention (padding and attention masks, the causal
-// mask), TransformerEncoderLayer (pre- and post-norm) and PositionalEncoding (bodies in
+// mask), TransformerEncoderLayer (pre- and post-norm), TransformerEncoder and PositionalEncoding (bodies in
 // lib/src/modules/attention.cpp).
 #pragma once
 
@@ -105,6 +105,33 @@ class TENSOR_API TransformerEncoderLayer : public Module {
 
   void visit(ModuleVisitor& v) override;
   const char* type_name() const override { return "TransformerEncoderLayer"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's TransformerEncoderConfig: n_layers TransformerEncoderLayers applied in order
+// (named layers.0, layers.1, ...), every one with the same masks.
+struct TransformerEncoderConfig {
+  std::size_t d_model = 0;
+  std::size_t d_ff = 0;
+  std::size_t n_heads = 0;
+  std::size_t n_layers = 0;
+  double dropout = 0.1;
+  bool norm_first = false;
+  bool quiet_softmax = false;
+  double layer_norm_eps = 1e-5;
+  Initializer initializer = Initializer::module_default();
+};
+
+class TENSOR_API TransformerEncoder : public Module {
+ public:
+  explicit TransformerEncoder(const TransformerEncoderConfig& config, const Device& device = Device::default_device());
+  Tensor<3> forward(const Tensor<3>& x, const std::optional<Tensor<2, Bool>>& mask_pad = std::nullopt,
+                    const std::optional<Tensor<3, Bool>>& mask_attn = std::nullopt) const;
+
+  std::vector<TransformerEncoderLayer> layers;
+
+  void visit(ModuleVisitor& v) override { v.module("layers", layers); }
+  const char* type_name() const override { return "TransformerEncoder"; }
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 

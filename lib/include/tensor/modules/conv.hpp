@@ -1,5 +1,5 @@
 // burn-nn's convolution and pooling modules: Conv1d, Conv2d, ConvTranspose2d, MaxPool2d,
-// AvgPool2d, AdaptiveAvgPool2d, with burn's configs and defaults (bodies in
+// AvgPool2d, AdaptiveAvgPool2d and their 1d forms, ConvTranspose1d, with burn's configs and defaults (bodies in
 // lib/src/modules/conv.cpp, over tensor/nn.hpp's functions).
 #pragma once
 
@@ -159,6 +159,84 @@ class TENSOR_API AdaptiveAvgPool2d : public Module {
   std::array<std::int64_t, 2> output_size;
   void visit(ModuleVisitor&) override {}
   const char* type_name() const override { return "AdaptiveAvgPool2d"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's ConvTranspose1dConfig: weight [in, out/groups, k], bias [out].
+struct ConvTranspose1dConfig {
+  std::array<std::size_t, 2> channels{0, 0};
+  std::size_t kernel_size = 1;
+  std::int64_t stride = 1;
+  std::int64_t dilation = 1;
+  std::int64_t padding = 0;
+  std::int64_t padding_out = 0;
+  std::size_t groups = 1;
+  bool bias = true;
+  Initializer initializer = Initializer::module_default();
+};
+
+class TENSOR_API ConvTranspose1d : public Module {
+ public:
+  explicit ConvTranspose1d(const ConvTranspose1dConfig& config, const Device& device = Device::default_device());
+  Tensor<3> forward(const Tensor<3>& x) const;
+
+  Tensor<3> weight;
+  std::optional<Tensor<1>> bias;
+  ConvTransposeOptions<1> options;
+
+  void visit(ModuleVisitor& v) override;
+  const char* type_name() const override { return "ConvTranspose1d"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's MaxPool1dConfig / AvgPool1dConfig / AdaptiveAvgPool1dConfig over x [N, C, L].
+struct MaxPool1dConfig {
+  std::int64_t kernel_size = 2;
+  std::optional<std::int64_t> stride{};
+  Padding<1> padding = Padding<1>::valid();
+  std::int64_t dilation = 1;
+  bool ceil_mode = false;
+};
+
+class TENSOR_API MaxPool1d : public Module {
+ public:
+  explicit MaxPool1d(const MaxPool1dConfig& config = {});
+  Tensor<3> forward(const Tensor<3>& x) const;
+  MaxPoolOptions<1> options;
+  void visit(ModuleVisitor&) override {}
+  const char* type_name() const override { return "MaxPool1d"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+struct AvgPool1dConfig {
+  std::int64_t kernel_size = 2;
+  std::optional<std::int64_t> stride{};
+  Padding<1> padding = Padding<1>::valid();
+  bool count_include_pad = true;
+  bool ceil_mode = false;
+};
+
+class TENSOR_API AvgPool1d : public Module {
+ public:
+  explicit AvgPool1d(const AvgPool1dConfig& config = {});
+  Tensor<3> forward(const Tensor<3>& x) const;
+  AvgPoolOptions<1> options;
+  void visit(ModuleVisitor&) override {}
+  const char* type_name() const override { return "AvgPool1d"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+struct AdaptiveAvgPool1dConfig {
+  std::int64_t output_size = 1;
+};
+
+class TENSOR_API AdaptiveAvgPool1d : public Module {
+ public:
+  explicit AdaptiveAvgPool1d(const AdaptiveAvgPool1dConfig& config = {}) : output_size(config.output_size) {}
+  Tensor<3> forward(const Tensor<3>& x) const;
+  std::int64_t output_size;
+  void visit(ModuleVisitor&) override {}
+  const char* type_name() const override { return "AdaptiveAvgPool1d"; }
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 

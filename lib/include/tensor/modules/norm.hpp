@@ -1,4 +1,4 @@
-// burn-nn's normalisation modules: BatchNorm, LayerNorm, GroupNorm, RmsNorm (bodies in
+// burn-nn's normalisation modules: BatchNorm, LayerNorm, GroupNorm, InstanceNorm, RmsNorm (bodies in
 // lib/src/modules/norm.cpp; rank-generic forwards instantiated for ranks 2-5, LayerNorm
 // and RmsNorm also rank 1).
 #pragma once
@@ -97,6 +97,27 @@ class TENSOR_API RmsNorm : public Module {
 
   void visit(ModuleVisitor& v) override;
   const char* type_name() const override { return "RmsNorm"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's InstanceNormConfig: GroupNorm with one channel per group (each channel of each
+// sample normalised over the remaining dims), per-channel gamma / beta when affine.
+struct InstanceNormConfig {
+  std::size_t num_channels = 0;
+  double epsilon = 1e-5;
+  bool affine = true;
+};
+
+class TENSOR_API InstanceNorm : public Module {
+ public:
+  explicit InstanceNorm(const InstanceNormConfig& config, const Device& device = Device::default_device());
+  // ShapeError naming InstanceNorm.gamma when dim 1 is not num_channels.
+  template <std::size_t D> Tensor<D> forward(const Tensor<D>& x) const;
+
+  GroupNorm norm;  // its gamma / beta are this module's (visit names them gamma, beta)
+
+  void visit(ModuleVisitor& v) override;
+  const char* type_name() const override { return "InstanceNorm"; }
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 

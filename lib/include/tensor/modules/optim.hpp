@@ -18,7 +18,7 @@
 namespace tensor::optim {
 
 // True for the parameters that usually take no weight decay: biases ("*.bias", "*.beta")
-// and every parameter of a normalisation module (BatchNorm, LayerNorm, GroupNorm, RmsNorm).
+// and every parameter of a normalisation module (BatchNorm, LayerNorm, GroupNorm, InstanceNorm, RmsNorm).
 TENSOR_API bool is_norm_or_bias(const ParamRef& p);
 
 class TENSOR_API ModuleOptimizer {
