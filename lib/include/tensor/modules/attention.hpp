@@ -1,0 +1,158 @@
+// burn-nn's attention modules: MultiHeadAttention (padding and attention masks, the causal
+// mask), TransformerEncoderLayer (pre- and post-norm), TransformerEncoder and PositionalEncoding (bodies in
+// lib/src/modules/attention.cpp).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "tensor/module.hpp"
+#include "tensor/modules/core.hpp"
+#include "tensor/modules/norm.hpp"
+
+namespace tensor::nn {
+
+// burn's generate_autoregressive_mask: [batch, seq, seq], true above the diagonal (a
+// position may not attend to later ones).
+TENSOR_API Tensor<3, Bool> generate_autoregressive_mask(std::size_t batch, std::size_t seq,
+                                                        const Device& device = Device::default_device());
+
+// burn's MultiHeadAttentionConfig.
+struct MultiHeadAttentionConfig {
+  std::size_t d_model = 0;
+  std::size_t n_heads = 0;
+  double dropout = 0.1;
+  double min_float = -1.0e4;
+  bool quiet_softmax = false;
+  Initializer initializer = Initializer::module_default();
+  bool query_bias = true, key_bias = true, value_bias = true, output_bias = true;
+};
+
+// burn's MhaInput: query [B, Lq, d], key / value [B, Lk, d]; mask_pad [B, Lk] (true: a
+// padding key), mask_attn [B, Lq, Lk] (true: masked out).
+struct MhaInput {
+  Tensor<3> query, key, value;
+  std::optional<Tensor<2, Bool>> mask_pad;
+  std::optional<Tensor<3, Bool>> mask_attn;
+  static MhaInput self_attn(const Tensor<3>& x) { return {x, x, x, std::nullopt, std::nullopt}; }
+};
+
+// weights [B, heads, Lq, Lk] (after softmax), context [B, Lq, d].
+struct MhaOutput {
+  Tensor<4> weights;
+  Tensor<3> context;
+};
+
+class TENSOR_API MultiHeadAttention : public Module {
+ public:
+  // ShapeError naming MultiHeadAttention when d_model is not divisible by n_heads.
+  explicit MultiHeadAttention(const MultiHeadAttentionConfig& config, const Device& device = Device::default_device());
+  // As burn's: scores = q k^T / sqrt(d_k), dropout on the scores, masked entries set to
+  // min_float, softmax (quiet_softmax: with an extra zero logit), context = weights v, then
+  // the output projection. ShapeError naming the mask when its shape does not fit.
+  MhaOutput forward(const MhaInput& input) const;
+
+  Linear query, key, value, output;
+  Dropout dropout;
+  std::size_t d_model, n_heads, d_k;
+  double min_float;
+  bool quiet_softmax;
+
+  void visit(ModuleVisitor& v) override;
+  const char* type_name() const override { return "MultiHeadAttention"; }
+};
+
+// burn's TransformerEncoderConfig for one layer (d_ff: the feed-forward width).
+struct TransformerEncoderLayerConfig {
+  std::size_t d_model = 0;
+  std::size_t d_ff = 0;
+  std::size_t n_heads = 0;
+  double dropout = 0.1;
+  bool norm_first = false;
+  bool quiet_softmax = false;
+  double layer_norm_eps = 1e-5;
+  Initializer initializer = Initializer::module_default();
+};
+
+// burn's PositionWiseFeedForward: linear_outer(dropout(gelu(linear_inner(x)))).
+class TENSOR_API PositionWiseFeedForward : public Module {
+ public:
+  PositionWiseFeedForward(std::size_t d_model, std::size_t d_ff, double dropout, const Initializer& init,
+                          const Device& device = Device::default_device());
+  Tensor<3> forward(const Tensor<3>& x) const;
+  Linear linear_inner, linear_outer;
+  Dropout dropout;
+  void visit(ModuleVisitor& v) override;
+  const char* type_name() const override { return "PositionWiseFeedForward"; }
+};
+
+// burn's TransformerEncoderLayer. norm_first (pre-norm): x + drop(mha(norm_2(x))), then
+// + drop(pwff(norm_1(x))); otherwise (post-norm) norm_1(x + drop(mha(x))), then
+// norm_2(x + drop(pwff(x))).
+class TENSOR_API TransformerEncoderLayer : public Module {
+ public:
+  explicit TransformerEncoderLayer(const TransformerEncoderLayerConfig& config,
+                                   const Device& device = Device::default_device());
+  Tensor<3> forward(const Tensor<3>& x, const std::optional<Tensor<2, Bool>>& mask_pad = std::nullopt,
+                    const std::optional<Tensor<3, Bool>>& mask_attn = std::nullopt) const;
+
+  MultiHeadAttention mha;
+  PositionWiseFeedForward pwff;
+  LayerNorm norm_1, norm_2;
+  Dropout dropout;
+  bool norm_first;
+
+  void visit(ModuleVisitor& v) override;
+  const char* type_name() const override { return "TransformerEncoderLayer"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's TransformerEncoderConfig: n_layers TransformerEncoderLayers applied in order
+// (named layers.0, layers.1, ...), every one with the same masks.
+struct TransformerEncoderConfig {
+  std::size_t d_model = 0;
+  std::size_t d_ff = 0;
+  std::size_t n_heads = 0;
+  std::size_t n_layers = 0;
+  double dropout = 0.1;
+  bool norm_first = false;
+  bool quiet_softmax = false;
+  double layer_norm_eps = 1e-5;
+  Initializer initializer = Initializer::module_default();
+};
+
+class TENSOR_API TransformerEncoder : public Module {
+ public:
+  explicit TransformerEncoder(const TransformerEncoderConfig& config, const Device& device = Device::default_device());
+  Tensor<3> forward(const Tensor<3>& x, const std::optional<Tensor<2, Bool>>& mask_pad = std::nullopt,
+                    const std::optional<Tensor<3, Bool>>& mask_attn = std::nullopt) const;
+
+  std::vector<TransformerEncoderLayer> layers;
+
+  void visit(ModuleVisitor& v) override { v.module("layers", layers); }
+  const char* type_name() const override { return "TransformerEncoder"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's PositionalEncodingConfig: x [B, L, d_model] + the sinusoid table's first L rows,
+// pe[p, 2i] = sin(p / max_timescale^(2i / d)), pe[p, 2i + 1] = cos(the same). A constant,
+// not a parameter or buffer (burn's): not saved. ShapeError naming PositionalEncoding when
+// L > max_sequence_size or the last dim is not d_model (which must be even).
+struct PositionalEncodingConfig {
+  std::size_t d_model = 0;
+  std::size_t max_sequence_size = 5000;
+  std::size_t max_timescale = 10000;
+};
+
+class TENSOR_API PositionalEncoding : public Module {
+ public:
+  explicit PositionalEncoding(const PositionalEncodingConfig& config, const Device& device = Device::default_device());
+  Tensor<3> forward(const Tensor<3>& x) const;
+  Tensor<2> sinusoids;  // [max_sequence_size, d_model]
+  void visit(ModuleVisitor&) override {}
+  const char* type_name() const override { return "PositionalEncoding"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+}  // namespace tensor::nn

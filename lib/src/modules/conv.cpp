@@ -1,0 +1,238 @@
+// burn-nn's convolution and pooling modules (tensor/modules/conv.hpp) over tensor/nn.hpp.
+#include "tensor/modules/conv.hpp"
+
+#include <string>
+
+#include "module_util.hpp"
+#include "tensor/nn.hpp"
+
+namespace tensor::nn {
+
+using modules::check_input;
+using modules::shape_error;
+
+namespace {
+
+template <std::size_t N>
+std::string arr(const std::array<std::int64_t, N>& a) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < N; ++i) s += (i ? ", " : "") + std::to_string(a[i]);
+  return s + "]";
+}
+
+// The symmetric padding a Padding<N> stands for; Same needs stride 1 and an even
+// dilation * (kernel - 1).
+template <std::size_t N>
+std::array<std::int64_t, N> resolve(const char* module, const Padding<N>& p, const std::array<std::int64_t, N>& kernel,
+                                    const std::array<std::int64_t, N>& stride, const std::array<std::int64_t, N>& dilation) {
+  std::array<std::int64_t, N> out{};
+  if (p.kind == Padding<N>::Kind::Explicit) return p.amount;
+  if (p.kind == Padding<N>::Kind::Valid) return out;
+  for (std::size_t i = 0; i < N; ++i) {
+    const std::int64_t span = dilation[i] * (kernel[i] - 1);
+    if (stride[i] != 1 || span % 2 != 0)
+      shape_error(module, "Same padding needs stride 1 and an odd effective kernel",
+                  "stride 1 and dilation * (kernel - 1) even", "stride " + arr(stride) + ", kernel " + arr(kernel) + ", dilation " + arr(dilation));
+    out[i] = span / 2;
+  }
+  return out;
+}
+
+void check_channels(const char* module, std::size_t in, std::size_t out, std::size_t groups) {
+  if (in == 0 || out == 0 || groups == 0)
+    shape_error(module, "channels and groups must be positive", "positive values", "channels [" + std::to_string(in) + ", " +
+                std::to_string(out) + "], groups " + std::to_string(groups));
+  if (in % groups != 0 || out % groups != 0)
+    shape_error(module, "channels must be divisible by groups", "multiples of " + std::to_string(groups),
+                "channels [" + std::to_string(in) + ", " + std::to_string(out) + "]");
+}
+
+template <std::size_t D>
+void check_in_channels(const char* module, const Tensor<D>& x, std::size_t want, const Shape& ws) {
+  const Shape xs = x.shape();
+  if (xs[1] != want)
+    shape_error(module, std::string("the input's channels differ from ") + module + ".weight's (weight " + ws.to_string() + ")",
+                std::to_string(want) + " channels", "shape " + xs.to_string());
+}
+
+template <std::size_t N>
+std::array<std::int64_t, N> to_i64(const std::array<std::size_t, N>& a) {
+  std::array<std::int64_t, N> o{};
+  for (std::size_t i = 0; i < N; ++i) o[i] = static_cast<std::int64_t>(a[i]);
+  return o;
+}
+
+template <class M, std::size_t D>
+AnyTensor fixed_rank(const M& m, const AnyTensor& x, const char* name) {
+  return AnyTensor(m.forward(x.get<D>(name)));
+}
+
+}  // namespace
+
+// ---- Conv2d ---------------------------------------------------------------------------------
+
+Conv2d::Conv2d(const Conv2dConfig& c, const Device& device)
+    : weight((check_channels("Conv2d", c.channels[0], c.channels[1], c.groups),
+              c.initializer.init<4>(Shape{c.channels[1], c.channels[0] / c.groups, c.kernel_size[0], c.kernel_size[1]}, device,
+                                    c.channels[0] / c.groups * c.kernel_size[0] * c.kernel_size[1],
+                                    c.channels[1] / c.groups * c.kernel_size[0] * c.kernel_size[1]))) {
+  const std::size_t k = c.kernel_size[0] * c.kernel_size[1];
+  if (c.bias) bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[0] / c.groups * k, c.channels[1] / c.groups * k);
+  options.stride = c.stride;
+  options.dilation = c.dilation;
+  options.groups = static_cast<std::int64_t>(c.groups);
+  options.padding = resolve<2>("Conv2d", c.padding, to_i64<2>(c.kernel_size), c.stride, c.dilation);
+}
+
+Tensor<4> Conv2d::forward(const Tensor<4>& x) const {
+  check_input("Conv2d", "weight", x, weight);
+  const Shape ws = weight.shape();
+  check_in_channels("Conv2d", x, ws[1] * static_cast<std::size_t>(options.groups), ws);
+  return conv2d(x, weight, bias, options);
+}
+
+void Conv2d::visit(ModuleVisitor& v) {
+  v.param("weight", weight);
+  v.param("bias", bias);
+}
+AnyTensor Conv2d::forward_any(const AnyTensor& x) { return fixed_rank<Conv2d, 4>(*this, x, "Conv2d"); }
+
+// ---- Conv1d ---------------------------------------------------------------------------------
+
+Conv1d::Conv1d(const Conv1dConfig& c, const Device& device)
+    : weight((check_channels("Conv1d", c.channels_in, c.channels_out, c.groups),
+              c.initializer.init<3>(Shape{c.channels_out, c.channels_in / c.groups, c.kernel_size}, device,
+                                    c.channels_in / c.groups * c.kernel_size, c.channels_out / c.groups * c.kernel_size))) {
+  if (c.bias)
+    bias = c.initializer.init<1>(Shape{c.channels_out}, device, c.channels_in / c.groups * c.kernel_size,
+                                 c.channels_out / c.groups * c.kernel_size);
+  options.stride = {c.stride};
+  options.dilation = {c.dilation};
+  options.groups = static_cast<std::int64_t>(c.groups);
+  options.padding = resolve<1>("Conv1d", c.padding, {static_cast<std::int64_t>(c.kernel_size)}, {c.stride}, {c.dilation});
+}
+
+Tensor<3> Conv1d::forward(const Tensor<3>& x) const {
+  check_input("Conv1d", "weight", x, weight);
+  const Shape ws = weight.shape();
+  check_in_channels("Conv1d", x, ws[1] * static_cast<std::size_t>(options.groups), ws);
+  return conv1d(x, weight, bias, options);
+}
+
+void Conv1d::visit(ModuleVisitor& v) {
+  v.param("weight", weight);
+  v.param("bias", bias);
+}
+AnyTensor Conv1d::forward_any(const AnyTensor& x) { return fixed_rank<Conv1d, 3>(*this, x, "Conv1d"); }
+
+// ---- ConvTranspose2d ------------------------------------------------------------------------
+
+ConvTranspose2d::ConvTranspose2d(const ConvTranspose2dConfig& c, const Device& device)
+    : weight((check_channels("ConvTranspose2d", c.channels[0], c.channels[1], c.groups),
+              c.initializer.init<4>(Shape{c.channels[0], c.channels[1] / c.groups, c.kernel_size[0], c.kernel_size[1]}, device,
+                                    c.channels[1] / c.groups * c.kernel_size[0] * c.kernel_size[1],
+                                    c.channels[0] / c.groups * c.kernel_size[0] * c.kernel_size[1]))) {
+  const std::size_t k = c.kernel_size[0] * c.kernel_size[1];
+  if (c.bias) bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[1] / c.groups * k, c.channels[0] / c.groups * k);
+  options.stride = c.stride;
+  options.dilation = c.dilation;
+  options.padding = c.padding;
+  options.padding_out = c.padding_out;
+  options.groups = static_cast<std::int64_t>(c.groups);
+}
+
+Tensor<4> ConvTranspose2d::forward(const Tensor<4>& x) const {
+  check_input("ConvTranspose2d", "weight", x, weight);
+  const Shape ws = weight.shape();
+  check_in_channels("ConvTranspose2d", x, ws[0], ws);
+  return conv_transpose2d(x, weight, bias, options);
+}
+
+void ConvTranspose2d::visit(ModuleVisitor& v) {
+  v.param("weight", weight);
+  v.param("bias", bias);
+}
+AnyTensor ConvTranspose2d::forward_any(const AnyTensor& x) { return fixed_rank<ConvTranspose2d, 4>(*this, x, "ConvTranspose2d"); }
+
+// ---- pooling --------------------------------------------------------------------------------
+
+MaxPool2d::MaxPool2d(const MaxPool2dConfig& c) {
+  options.kernel_size = c.kernel_size;
+  options.stride = c.strides ? *c.strides : c.kernel_size;
+  options.dilation = c.dilation;
+  options.ceil_mode = c.ceil_mode;
+  options.padding = resolve<2>("MaxPool2d", c.padding, c.kernel_size, options.stride, c.dilation);
+}
+Tensor<4> MaxPool2d::forward(const Tensor<4>& x) const { return max_pool2d(x, options); }
+AnyTensor MaxPool2d::forward_any(const AnyTensor& x) { return fixed_rank<MaxPool2d, 4>(*this, x, "MaxPool2d"); }
+
+AvgPool2d::AvgPool2d(const AvgPool2dConfig& c) {
+  options.kernel_size = c.kernel_size;
+  options.stride = c.strides ? *c.strides : c.kernel_size;
+  options.count_include_pad = c.count_include_pad;
+  options.ceil_mode = c.ceil_mode;
+  options.padding = resolve<2>("AvgPool2d", c.padding, c.kernel_size, options.stride, {1, 1});
+}
+Tensor<4> AvgPool2d::forward(const Tensor<4>& x) const { return avg_pool2d(x, options); }
+AnyTensor AvgPool2d::forward_any(const AnyTensor& x) { return fixed_rank<AvgPool2d, 4>(*this, x, "AvgPool2d"); }
+
+Tensor<4> AdaptiveAvgPool2d::forward(const Tensor<4>& x) const { return adaptive_avg_pool2d(x, output_size); }
+AnyTensor AdaptiveAvgPool2d::forward_any(const AnyTensor& x) {
+  return fixed_rank<AdaptiveAvgPool2d, 4>(*this, x, "AdaptiveAvgPool2d");
+}
+
+// ---- the 1d forms ---------------------------------------------------------------------------
+
+ConvTranspose1d::ConvTranspose1d(const ConvTranspose1dConfig& c, const Device& device)
+    : weight((check_channels("ConvTranspose1d", c.channels[0], c.channels[1], c.groups),
+              c.initializer.init<3>(Shape{c.channels[0], c.channels[1] / c.groups, c.kernel_size}, device,
+                                    c.channels[1] / c.groups * c.kernel_size, c.channels[0] / c.groups * c.kernel_size))) {
+  if (c.bias)
+    bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[1] / c.groups * c.kernel_size,
+                                 c.channels[0] / c.groups * c.kernel_size);
+  options.stride = {c.stride};
+  options.dilation = {c.dilation};
+  options.padding = {c.padding};
+  options.padding_out = {c.padding_out};
+  options.groups = static_cast<std::int64_t>(c.groups);
+}
+
+Tensor<3> ConvTranspose1d::forward(const Tensor<3>& x) const {
+  check_input("ConvTranspose1d", "weight", x, weight);
+  const Shape ws = weight.shape();
+  check_in_channels("ConvTranspose1d", x, ws[0], ws);
+  return conv_transpose1d(x, weight, bias, options);
+}
+
+void ConvTranspose1d::visit(ModuleVisitor& v) {
+  v.param("weight", weight);
+  v.param("bias", bias);
+}
+AnyTensor ConvTranspose1d::forward_any(const AnyTensor& x) { return fixed_rank<ConvTranspose1d, 3>(*this, x, "ConvTranspose1d"); }
+
+MaxPool1d::MaxPool1d(const MaxPool1dConfig& c) {
+  options.kernel_size = {c.kernel_size};
+  options.stride = {c.stride ? *c.stride : c.kernel_size};
+  options.dilation = {c.dilation};
+  options.ceil_mode = c.ceil_mode;
+  options.padding = resolve<1>("MaxPool1d", c.padding, {c.kernel_size}, options.stride, {c.dilation});
+}
+Tensor<3> MaxPool1d::forward(const Tensor<3>& x) const { return max_pool1d(x, options); }
+AnyTensor MaxPool1d::forward_any(const AnyTensor& x) { return fixed_rank<MaxPool1d, 3>(*this, x, "MaxPool1d"); }
+
+AvgPool1d::AvgPool1d(const AvgPool1dConfig& c) {
+  options.kernel_size = {c.kernel_size};
+  options.stride = {c.stride ? *c.stride : c.kernel_size};
+  options.count_include_pad = c.count_include_pad;
+  options.ceil_mode = c.ceil_mode;
+  options.padding = resolve<1>("AvgPool1d", c.padding, {c.kernel_size}, options.stride, {1});
+}
+Tensor<3> AvgPool1d::forward(const Tensor<3>& x) const { return avg_pool1d(x, options); }
+AnyTensor AvgPool1d::forward_any(const AnyTensor& x) { return fixed_rank<AvgPool1d, 3>(*this, x, "AvgPool1d"); }
+
+Tensor<3> AdaptiveAvgPool1d::forward(const Tensor<3>& x) const { return adaptive_avg_pool1d(x, output_size); }
+AnyTensor AdaptiveAvgPool1d::forward_any(const AnyTensor& x) {
+  return fixed_rank<AdaptiveAvgPool1d, 3>(*this, x, "AdaptiveAvgPool1d");
+}
+
+}  // namespace tensor::nn
