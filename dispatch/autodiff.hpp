@@ -1,9 +1,10 @@
 // Autodiff: burn's AutodiffBackend as a device flag. `autodiff_device(inner)` registers
 // (once per device type) a decorator backend whose primitives wrap the inner device's
 // and carry a graph node; its entries run the inner backend's kernels and record, per
-// differentiable op, the backward step (see reference/autodiff.md). Ops the decorator
-// does not implement are filled by install_defaults with compositions of its own entries,
-// so they are differentiated by decomposition, as burn does.
+// differentiable op, the backward step (see reference/autodiff.md). The implementation is
+// dispatch/autodiff/; each op's backward step is its row in dispatch/autodiff/rules/*.def.
+// Ops the decorator does not implement are filled by install_defaults with compositions
+// of its own entries, so they are differentiated by decomposition, as burn does.
 #pragma once
 
 #include <cstdint>
