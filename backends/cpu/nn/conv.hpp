@@ -7,8 +7,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "tensor/nn_options.hpp"
+#include "tensor/shape.hpp"
 
 namespace tensor::cpu::nn {
 

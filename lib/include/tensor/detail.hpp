@@ -54,8 +54,7 @@ class TENSOR_API DataFuture {
 
 namespace tensor::detail {
 
-// Tensor kinds as carried by a handle.
-enum class Kind : std::uint8_t { Float, Int, Bool, QFloat };
+// Kind (the tensor kind a handle carries) is tensor/dtype.hpp's.
 
 // Opaque: a counted reference to a backend primitive plus its device and kind.
 // Moving is a bit copy that empties the source; copying goes through retain().

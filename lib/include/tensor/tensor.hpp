@@ -738,7 +738,7 @@ class TENSOR_API Tensor {
   Tensor<D, Bool> lower_scalar(Scalar s) const { return cmp_s(OpCode::lower_elem, s); }
   Tensor<D, Bool> lower_equal_scalar(Scalar s) const { return cmp_s(OpCode::lower_equal_elem, s); }
 
-  // ---- issue 17, second part ----
+  // ---- literal constructors, typed read-back, display, list-argument select/permute, sampling, nd indexing ----
   // burn's literal constructors: nested braces of rank D (Tensor<2>::from_floats({{1, 2}, {3, 4}})),
   // or flat values and a shape; stored in the device's default dtype of the kind.
   // Ragged braces or a shape that does not match the values: ShapeError.
