@@ -140,7 +140,7 @@ bool coop_ready(Context& c) {
 Prim matmul_entry(Prim pa, Prim pb) {
   VkRef a = as_vk(std::move(pa));
   VkRef b = as_vk(std::move(pb));
-  // The family's one output-shape rule (dispatch/shape_rules.hpp).
+  // The family's one output-shape rule (lib/core/shape_rules.hpp).
   const Shape out_shape = core::matmul_shape("matmul", a->shape(), b->shape());
   if (a->dtype() == DType::F16 && a->shape().num_elements() && b->shape().num_elements() && coop_ready(a->ctx())) {
     const std::size_t r = out_shape.rank();
