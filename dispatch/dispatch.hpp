@@ -117,7 +117,7 @@ DispatchTensor gather_nd(DispatchTensor a, DispatchTensor indices);
 DispatchTensor scatter_nd(DispatchTensor a, DispatchTensor indices, DispatchTensor values, IndexingUpdateOp update);
 
 // ---- nn: the module ops (burn's ModuleOps), Float only ------------------------------
-// Each forwarder validates with the tensor/nn_options.hpp shape rules (ShapeError naming
+// Each forwarder validates with the lib/core/nn_shape.hpp shape rules (ShapeError naming
 // the op), so backend entries and defaults do not validate again. An absent optional
 // tensor (bias, beta, mask, attn_bias) is an empty DispatchTensor. The backward
 // forwarders are what the autodiff layer calls on the inner device:

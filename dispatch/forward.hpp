@@ -16,10 +16,10 @@
 
 #include "dispatch/autodiff.hpp"
 #include "dispatch/dispatch.hpp"
-#include "backends/common/element.hpp"
+#include "lib/core/element.hpp"
 #include "dispatch/hooks.hpp"
 #include "dispatch/settings.hpp"
-#include "dispatch/shape_rules.hpp"
+#include "lib/core/shape_rules.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 

@@ -30,7 +30,7 @@ using PrimPair = std::pair<Prim, Prim>;
 // ---- module-op arguments (the nn rows of the op table) ----------------------------
 // One struct per module family, rank-generic (rank 1..3; unused trailing dims hold 1/0),
 // so one family serves conv1d..conv3d and its transposes, pools 1-d and 2-d. The
-// forwarder resolves and validates them (tensor/nn_options.hpp rules) before a backend
+// forwarder resolves and validates them (lib/core/nn_shape.hpp rules) before a backend
 // sees them; a null Prim stands for an absent optional tensor (bias, mask, beta).
 struct ConvArgs {
   std::size_t rank = 2;
@@ -56,7 +56,7 @@ struct FoldArgs {
   std::array<std::int64_t, 2> output_size{1, 1};
   tensor::nn::UnfoldOptions options;
 };
-// DimSlice, Axes and DimSlices (the resolved layout arguments) are backends/common's.
+// DimSlice, Axes and DimSlices (the resolved layout arguments) are lib/core's (strided.hpp).
 
 // Every signature family, with the function type a backend provides for it.
 // Dims reaching a backend are already resolved (non-negative, in range).

@@ -70,21 +70,3 @@ inline Shape matmul_shape(OpCode op, const Shape& a, const Shape& b) { return co
 [[noreturn]] void throw_not_implemented(OpCode op, const Backend& b);
 
 }  // namespace tensor::dispatch
-
-// shim: removed when the dispatch split lands (dispatch.cpp and defaults.cpp still spell
-// the module-op shape rules tensor::nn::..., their home before lib/core/nn_shape.hpp).
-namespace tensor::nn {
-using core::adaptive_avg_pool_output_shape;
-using core::adaptive_end;
-using core::adaptive_start;
-using core::attention_output_shape;
-using core::avg_pool_output_shape;
-using core::conv_output_shape;
-using core::conv_transpose_output_shape;
-using core::deform_conv2d_output_shape;
-using core::fold4d_output_shape;
-using core::interpolate_output_shape;
-using core::max_pool_output_shape;
-using core::pool_out_size;
-using core::unfold4d_output_shape;
-}  // namespace tensor::nn

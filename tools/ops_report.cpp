@@ -130,7 +130,7 @@ std::string ops_markdown_document(const std::vector<DeviceId>& devices) {
         "from other entries, `dispatch/defaults/`), `missing` (a required entry the backend lacks:\n"
         "calling it raises NotImplemented), `unsupported` (the device has no dtype of that family), `-`\n"
         "(the op does not take that kind). `autodiff`: how the device's `Device::autodiff()` wrapper\n"
-        "differentiates the op (`dispatch/autodiff.cpp`): `native` (an explicit backward step),\n"
+        "differentiates the op (`dispatch/autodiff/`): `native` (an explicit backward step),\n"
         "`decomposed` (the op's default composition, differentiated through its parts), `missing` (a\n"
         "tracked input raises), `-` (nothing to differentiate).\n\n";
   for (DeviceId d : devices) os << ops_markdown(d) << "\n";

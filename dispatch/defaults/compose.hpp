@@ -16,8 +16,8 @@
 #include <type_traits>
 
 #include "dispatch/dispatch.hpp"
-#include "backends/common/element.hpp"
-#include "dispatch/shape_rules.hpp"
+#include "lib/core/element.hpp"
+#include "lib/core/shape_rules.hpp"
 #include "dispatch/settings.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"

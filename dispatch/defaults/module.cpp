@@ -217,9 +217,9 @@ Prim pooled_windows(Prim x, const PoolArgs& a, std::size_t oh, std::size_t ow, S
   return reshape_to(std::move(u), Shape{us[0], us[1], oh, ow});
 }
 
-// Output size of one pool dim (the nn_options rule the forwarder checked).
+// Output size of one pool dim (the lib/core/nn_shape.hpp rule the forwarder checked).
 std::size_t pool_dim(std::size_t in, const PoolArgs& a, std::size_t i) {
-  return static_cast<std::size_t>(tensor::nn::pool_out_size(static_cast<std::int64_t>(in), a.kernel[i], a.stride[i],
+  return static_cast<std::size_t>(core::pool_out_size(static_cast<std::int64_t>(in), a.kernel[i], a.stride[i],
                                                             a.padding[i], a.dilation[i], a.ceil_mode));
 }
 
@@ -319,8 +319,8 @@ Prim adaptive_dim(Prim x, std::size_t dim, std::size_t out) {
   const std::size_t in = x->shape()[dim];
   std::vector<Prim> parts;
   for (std::size_t i = 0; i < out; ++i) {
-    const auto s = tensor::nn::adaptive_start(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
-    const auto e = tensor::nn::adaptive_end(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
+    const auto s = core::adaptive_start(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
+    const auto e = core::adaptive_end(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
     std::vector<DimSlice> ds = full_slices(x->shape());
     ds[dim] = {s, 1, static_cast<std::size_t>(e - s)};
     parts.push_back(rdim(OpCode::mean_dim, slice_prim(x, std::move(ds)), dim));
@@ -341,8 +341,8 @@ Prim adaptive_dim_backward(Prim g, std::size_t dim, std::size_t in) {
   target[dim] = in;
   Prim acc;
   for (std::size_t i = 0; i < out; ++i) {
-    const auto s = tensor::nn::adaptive_start(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
-    const auto e = tensor::nn::adaptive_end(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
+    const auto s = core::adaptive_start(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
+    const auto e = core::adaptive_end(static_cast<std::int64_t>(i), static_cast<std::int64_t>(in), static_cast<std::int64_t>(out));
     std::vector<DimSlice> one = full_slices(g->shape());
     one[dim] = {static_cast<std::int64_t>(i), 1, 1};
     Prim gi = sc(OpCode::mul_scalar, slice_prim(g, std::move(one)), Scalar(1.0 / static_cast<double>(e - s)));

@@ -40,15 +40,15 @@ Shape conv_out_shape(OpCode op, bool transpose, const ConvArgs& a, const Shape& 
     throw ShapeError(fmt::format("[{}] convolution rank out of range; expected 1, 2 or 3; got {}", name, a.rank));
   if (transpose) {
     switch (a.rank) {
-      case 1: return tensor::nn::conv_transpose_output_shape<1>(name, x, w, conv_transpose_options<1>(a), bias);
-      case 2: return tensor::nn::conv_transpose_output_shape<2>(name, x, w, conv_transpose_options<2>(a), bias);
-      default: return tensor::nn::conv_transpose_output_shape<3>(name, x, w, conv_transpose_options<3>(a), bias);
+      case 1: return core::conv_transpose_output_shape<1>(name, x, w, conv_transpose_options<1>(a), bias);
+      case 2: return core::conv_transpose_output_shape<2>(name, x, w, conv_transpose_options<2>(a), bias);
+      default: return core::conv_transpose_output_shape<3>(name, x, w, conv_transpose_options<3>(a), bias);
     }
   }
   switch (a.rank) {
-    case 1: return tensor::nn::conv_output_shape<1>(name, x, w, conv_options<1>(a), bias);
-    case 2: return tensor::nn::conv_output_shape<2>(name, x, w, conv_options<2>(a), bias);
-    default: return tensor::nn::conv_output_shape<3>(name, x, w, conv_options<3>(a), bias);
+    case 1: return core::conv_output_shape<1>(name, x, w, conv_options<1>(a), bias);
+    case 2: return core::conv_output_shape<2>(name, x, w, conv_options<2>(a), bias);
+    default: return core::conv_output_shape<3>(name, x, w, conv_options<3>(a), bias);
   }
 }
 
@@ -166,7 +166,7 @@ template <std::size_t N>
 Shape pool_out_n(OpCode op, Window kind, const PoolArgs& a, const Shape& x) {
   const std::string_view name = op_name(op);
   if (kind == Window::AdaptiveAvg)
-    return tensor::nn::adaptive_avg_pool_output_shape<N>(name, x, first_n<N>(a.output_size));
+    return core::adaptive_avg_pool_output_shape<N>(name, x, first_n<N>(a.output_size));
   if (kind == Window::Avg) {
     tensor::nn::AvgPoolOptions<N> o;
     o.kernel_size = first_n<N>(a.kernel);
@@ -174,7 +174,7 @@ Shape pool_out_n(OpCode op, Window kind, const PoolArgs& a, const Shape& x) {
     o.padding = first_n<N>(a.padding);
     o.ceil_mode = a.ceil_mode;
     o.count_include_pad = a.count_include_pad;
-    return tensor::nn::avg_pool_output_shape<N>(name, x, o);
+    return core::avg_pool_output_shape<N>(name, x, o);
   }
   tensor::nn::MaxPoolOptions<N> o;
   o.kernel_size = first_n<N>(a.kernel);
@@ -182,12 +182,12 @@ Shape pool_out_n(OpCode op, Window kind, const PoolArgs& a, const Shape& x) {
   o.padding = first_n<N>(a.padding);
   o.dilation = first_n<N>(a.dilation);
   o.ceil_mode = a.ceil_mode;
-  return tensor::nn::max_pool_output_shape<N>(name, x, o);
+  return core::max_pool_output_shape<N>(name, x, o);
 }
 // kind: the row's window rule (op table), whatever the rank.
 Shape pool_out_shape(OpCode op, Window kind, const PoolArgs& a, const Shape& x) {
   if (a.rank == 3 && kind == Window::AdaptiveAvg)
-    return tensor::nn::adaptive_avg_pool_output_shape<3>(op_name(op), x, first_n<3>(a.output_size));
+    return core::adaptive_avg_pool_output_shape<3>(op_name(op), x, first_n<3>(a.output_size));
   if (a.rank < 1 || a.rank > 2)
     throw ShapeError(fmt::format("[{}] pooling rank out of range; expected 1 or 2 (3 for adaptive average pooling); got {}",
                                  op_name(op), a.rank));
@@ -307,7 +307,7 @@ template <> struct fwd::Rule<Family::Interpolate> : FloatOut {
   static Plan check(OpCode op, const T& x, const InterpArgs& args) {
     check_module_first(op, x, "x");
     check_interp_mode(op, args);
-    Shape out = tensor::nn::interpolate_output_shape(op_name(op), x.shape(), args.size);
+    Shape out = core::interpolate_output_shape(op_name(op), x.shape(), args.size);
     check_alloc_shape(op, out, x.dtype());
     return {std::move(out)};
   }
@@ -321,7 +321,7 @@ template <> struct fwd::Rule<Family::InterpolateBackward> : FloatOut {
   static Plan check(OpCode op, const T& dy, const Shape& x_shape, const InterpArgs& args) {
     check_module_first(op, dy, "output gradient");
     check_interp_mode(op, args);
-    check_same_shape(op, "output gradient", dy.shape(), tensor::nn::interpolate_output_shape(op_name(op), x_shape, args.size));
+    check_same_shape(op, "output gradient", dy.shape(), core::interpolate_output_shape(op_name(op), x_shape, args.size));
     check_alloc_shape(op, x_shape, dy.dtype());
     return {x_shape};
   }
@@ -415,7 +415,7 @@ template <> struct fwd::Rule<Family::Attention> : FloatOut {
     check_one_float_dtype(op, {{"q", q}, {"k", k}, {"v", v}, {"attn_bias", bias}});
     if (options.scale && !std::isfinite(*options.scale))
       throw ShapeError(fmt::format("[{}] scale must be finite; expected a finite scale; got {}", op_name(op), *options.scale));
-    Shape out = tensor::nn::attention_output_shape(op_name(op), q.shape(), k.shape(), v.shape(), shape_or_null(mask),
+    Shape out = core::attention_output_shape(op_name(op), q.shape(), k.shape(), v.shape(), shape_or_null(mask),
                                                    shape_or_null(bias), options);
     check_alloc_shape(op, out, q.dtype());
     return {std::move(out)};

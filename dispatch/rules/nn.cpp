@@ -57,7 +57,7 @@ Shape check_deform(OpCode op, const DispatchTensor& x, const DispatchTensor& off
   check_rank(op, "weight", weight.shape(), 4, "[C_out, C_in / weight_groups, kh, kw]");
   check_rank(op, "offset", offset.shape(), 4, "[N, 2 * offset_groups * kh * kw, H_out, W_out]");
   if (mask.prim) check_rank(op, "mask", mask.shape(), 4, "[N, offset_groups * kh * kw, H_out, W_out]");
-  return tensor::nn::deform_conv2d_output_shape(op_name(op), x.shape(), offset.shape(), weight.shape(),
+  return core::deform_conv2d_output_shape(op_name(op), x.shape(), offset.shape(), weight.shape(),
                                                 shape_or_null(mask), shape_or_null(bias), o);
 }
 }  // namespace
@@ -134,10 +134,10 @@ template <> struct fwd::Rule<Family::Unfold4d> : FloatOut {
     check_module_first(op, x, "x");
     Shape out;
     if (op_info(op).folds) {  // fold4d: blocks back into an image
-      out = tensor::nn::fold4d_output_shape(op_name(op), x.shape(), args.output_size, args.kernel, args.options);
+      out = core::fold4d_output_shape(op_name(op), x.shape(), args.output_size, args.kernel, args.options);
     } else {
       check_rank(op, "x", x.shape(), 4, "[N, C, H, W]");
-      out = tensor::nn::unfold4d_output_shape(op_name(op), x.shape(), args.kernel, args.options);
+      out = core::unfold4d_output_shape(op_name(op), x.shape(), args.kernel, args.options);
     }
     check_alloc_shape(op, out, x.dtype());
     return {std::move(out)};
