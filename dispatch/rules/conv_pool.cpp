@@ -135,6 +135,9 @@ template <> struct fwd::Rule<Family::ConvBiasBackward> : FloatOut {
 DispatchTensor conv(OpCode op, DispatchTensor x, DispatchTensor weight, DispatchTensor bias, const ConvArgs& args) {
   return forward<Family::Conv>(op, x, weight, bias, args);
 }
+DispatchTensor conv_backward(OpCode op, DispatchTensor a, DispatchTensor b, const Shape& target, const ConvArgs& args) {
+  return forward<Family::ConvBackward>(op, a, b, target, args);
+}
 DispatchTensor conv_backward_x(DispatchTensor dy, DispatchTensor weight, const Shape& x_shape, const ConvArgs& args) {
   return forward<Family::ConvBackward>(OpCode::conv_x_backward, dy, weight, x_shape, args);
 }

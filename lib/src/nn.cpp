@@ -49,18 +49,7 @@ Handle nn_conv(OpCode op, Handle&& x, Handle&& weight, Handle&& bias, const NnAr
 }
 Handle nn_conv_backward(OpCode op, Handle&& a, Handle&& b, const Shape& target, const NnArgs& args) {
   auto ta = take(a), tb = take(b);
-  const dispatch::ConvArgs c = conv_of(args);
-  switch (op) {
-    case OpCode::conv_x_backward: return give(dispatch::conv_backward_x(std::move(ta), std::move(tb), target, c));
-    case OpCode::conv_weight_backward: return give(dispatch::conv_backward_weight(std::move(ta), std::move(tb), target, c));
-    case OpCode::conv_transpose_x_backward:
-      return give(dispatch::conv_transpose_backward_x(std::move(ta), std::move(tb), target, c));
-    case OpCode::conv_transpose_weight_backward:
-      return give(dispatch::conv_transpose_backward_weight(std::move(ta), std::move(tb), target, c));
-    default: break;
-  }
-  throw Error(std::string("[conv_backward] expected a conv or conv_transpose x/weight backward op; got ") +
-              std::string(dispatch::op_name(op)));
+  return give(dispatch::conv_backward(op, std::move(ta), std::move(tb), target, conv_of(args)));
 }
 Handle nn_conv_bias_backward(Handle&& dy) { return give(dispatch::conv_backward_bias(take(dy))); }
 Handle nn_pool(OpCode op, Handle&& x, const NnArgs& a) { return give(dispatch::pool(op, take(x), pool_of(a))); }
