@@ -138,6 +138,15 @@ TEST(Distributed, SingletonWorldReturnsItsInput) {
   EXPECT_THROWS_FROM(IndexError, "broadcast", dist::broadcast(t, 1), "root", "got 1");
 }
 
+// Run by meson as distributed_mpirun_guard with OMPI_COMM_WORLD_SIZE=2 (the first use of the
+// process group in that process): several mpirun processes but no MPI communicator built in.
+TEST(Distributed, InitRefusesToRunAloneUnderMpirun) {
+  const char* env = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!env || std::string(env) == "1") GTEST_SKIP() << "only with OMPI_COMM_WORLD_SIZE > 1";
+  EXPECT_THROWS_FROM(DeviceError, "init", dist::init(), "processes", "MPI");
+  EXPECT_THROWS_FROM(DeviceError, "init", dist::world_size(), "processes");
+}
+
 TEST(Distributed, EveryCollectiveDTypeAndOpOnOneTwoAndThreeRanks) {
   std::string tested;
   for (DType dt : kDTypes) {

@@ -2,6 +2,7 @@
 // with the null (size 1) and local (threads of one process) implementations; MPI comes next.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -27,8 +28,9 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // The next sequence number of a collective on this rank.
-  std::uint64_t next_seq() { return ++seq_; }
+  // The next sequence number of a collective on this rank (atomic: the process group's
+  // communicator is shared by every thread outside a LocalGroup).
+  std::uint64_t next_seq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
   virtual TensorData all_reduce(TensorData in, ReduceOp op, const Call& c) = 0;
   virtual TensorData broadcast(TensorData in, int root, const Call& c) = 0;
@@ -39,7 +41,7 @@ class Communicator {
   virtual void barrier(const Call& c) = 0;
 
  private:
-  std::uint64_t seq_ = 0;
+  std::atomic<std::uint64_t> seq_{0};
 };
 
 // The factory behind init(): the process group's communicator. Today the null one (with the

@@ -84,14 +84,13 @@ struct Rendezvous {
       cv.notify_all();
     } else {
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-      const bool woke = cv.wait_until(l, deadline, [&] { return generation != gen || !failure.empty() || !returned.empty(); });
+      cv.wait_until(l, deadline, [&] { return generation != gen || !failure.empty() || !returned.empty(); });
       if (generation == gen) {
         --arrived;  // this rank leaves the rendezvous it never completed
         if (!failure.empty()) throw ExecutionError(where + " abandoned: " + failure);
         if (!returned.empty())
           throw ExecutionError(where + " abandoned: rank " + std::to_string(returned.front()) +
                                " returned from its function without joining it");
-        (void)woke;
         failure = "rank " + std::to_string(rank) + "'s " + c.op + " #" + std::to_string(c.seq) + " timed out";
         cv.notify_all();
         throw ExecutionError(where + " timed out: waited longer than TENSOR_DIST_TIMEOUT_S = " + std::to_string(timeout_s) +
