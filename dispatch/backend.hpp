@@ -118,6 +118,17 @@ void install_builtin_backends(Registry& registry);
 // Fills the empty defaulted entries of `backend` with compositions (dispatch/defaults/).
 void install_defaults(Backend& backend);
 
+// A device clock a backend offers the profiler (dispatch/profiler.hpp; Vulkan: timestamp
+// queries per command batch). set(d, on) turns it on or off where the device has one and
+// says whether it is now on; ns(d) is the device time of the work retired so far (after a
+// sync: of all work submitted before it). A backend registers it once, when it registers
+// itself.
+struct DeviceClock {
+  bool (*set)(DeviceId, bool) = nullptr;
+  std::uint64_t (*ns)(DeviceId) = nullptr;
+};
+void register_device_clock(std::uint16_t device_type, DeviceClock clock);
+
 // The backend that owns a primitive.
 inline const Backend& backend_of(const Prim& p) { return Registry::instance().get(p->device().type_id); }
 inline const Backend& backend_of(DeviceId d) { return Registry::instance().get(d.type_id); }

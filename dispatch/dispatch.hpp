@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dispatch/backend.hpp"
+#include "lib/core/kind.hpp"
 #include "tensor/detail.hpp"
 
 namespace tensor::dispatch {

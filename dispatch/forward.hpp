@@ -175,7 +175,8 @@ inline void check_same_shape(OpCode op, const char* what, const Shape& got, cons
 //   DeviceId device(const Plan&, const Args&...)  where the op runs
 //   OutMeta meta(OpCode, const Plan&, const Args&...)  the output's metadata (hooks only)
 //   OpAttrs attrs(OpCode, const Plan&, const Args&...)  its attributes (hooks only)
-//   R run(OpCode op, Entry entry, const Plan&, Args&... args)  calls entry(op) (the backend's
+//   R run(OpCode op, Entry entry, const Plan&, Args&... args)  (always inlined into the op's body:
+//                                  the direct path pays no call) calls entry(op) (the backend's
 //                                  function for op) with the unwrapped arguments and wraps the
 //                                  result; an identity shortcut returns an input instead
 // forward<F> runs them in that order around the one invoke call site.

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "backends/common/strided.hpp"
 #include "dispatch/primitive.hpp"
+#include "lib/core/strided.hpp"
 #include "tensor/data.hpp"
 #include "tensor/device.hpp"
 #include "tensor/nn_options.hpp"

@@ -4,19 +4,12 @@
 
 #include <cstdint>
 
+#include "dispatch/backend.hpp"
 #include "tensor/profile.hpp"
 
 namespace tensor::dispatch {
 
-// A device clock a backend offers the profiler (Vulkan: timestamp queries per command
-// batch). set(d, on) turns it on or off where the device has one and says whether it
-// is now on; ns(d) is the device time of the work retired so far (after a sync: of all
-// work submitted before it). A backend registers it once, when it registers itself.
-struct DeviceClock {
-  bool (*set)(DeviceId, bool) = nullptr;
-  std::uint64_t (*ns)(DeviceId) = nullptr;
-};
-void register_device_clock(std::uint16_t device_type, DeviceClock clock);
+// The device clocks backends register (DeviceClock, register_device_clock: backend.hpp).
 // The clock of the device's type (an autodiff device: its inner device's); null
 // members where the type has none.
 DeviceClock device_clock_of(DeviceId device);

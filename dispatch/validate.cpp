@@ -1,8 +1,6 @@
 // Validation helpers used by the forwarders in dispatch.cpp.
 #include "dispatch/validate.hpp"
 
-#include "dispatch/shape_rules.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -180,39 +178,8 @@ void check_device(std::string_view op, DeviceId device) {
                                 device.index_id));
 }
 
-namespace {
-thread_local OpCode t_current_op = OpCode::empty;
-thread_local bool t_has_op = false;
-}  // namespace
-
-void set_current_op(OpCode op) noexcept {
-  t_current_op = op;
-  t_has_op = true;
-}
-
-std::string_view current_op_name() noexcept { return t_has_op ? op_name(t_current_op) : std::string_view("tensor"); }
-
 void throw_not_implemented(OpCode op, const Backend& b) {
   throw NotImplemented(fmt::format("[{}] not implemented on {}", op_name(op), b.short_name()));
-}
-
-Shape matmul_shape(OpCode op, const Shape& sa, const Shape& sb) {
-  if (sa.rank() < 2 || sa.rank() != sb.rank())
-    throw ShapeError(fmt::format("[{}] expected operands of equal rank >= 2; got {} and {}", op_name(op), sa.to_string(),
-                                 sb.to_string()));
-  const std::size_t r = sa.rank();
-  if (sa[r - 1] != sb[r - 2])
-    throw ShapeError(fmt::format("[{}] inner dims differ; expected lhs dim {} == rhs dim {}; got {} and {}", op_name(op), r - 1,
-                                 r - 2, sa.to_string(), sb.to_string()));
-  Shape out = sa;
-  for (std::size_t i = 0; i + 2 < r; ++i) {
-    if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
-      throw ShapeError(fmt::format("[{}] batch dims do not broadcast; expected dim {} equal or 1; got {} and {}", op_name(op), i,
-                                   sa.to_string(), sb.to_string()));
-    out[i] = sa[i] == 1 ? sb[i] : sa[i];
-  }
-  out[r - 1] = sb[r - 1];
-  return out;
 }
 
 }  // namespace tensor::dispatch

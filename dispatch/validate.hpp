@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "dispatch/dispatch.hpp"
+#include "lib/core/current_op.hpp"
+#include "lib/core/nn_shape.hpp"
+#include "lib/core/shape_rules.hpp"
 
 namespace tensor::dispatch {
 
@@ -35,11 +38,10 @@ std::vector<DimSlice> resolve_slices(OpCode op, const Shape& s, std::span<const 
 // Shape of a slice result.
 Shape sliced_shape(const Shape& s, std::span<const DimSlice> ds);
 
-// Size limits (SPEC: element counts <= 2^63 - 1, byte counts that fit), checked in one
-// place: Shape::checked_num_elements / checked_num_bytes, called through these by
-// every forwarder that makes a shape. ShapeError naming `op`.
-// The most bytes one buffer may have on any device (byte offsets fit int64).
-inline constexpr std::size_t kMaxAllocBytes = kMaxElements;
+// Size limits (SPEC: element counts <= 2^63 - 1, byte counts that fit; kMaxAllocBytes is
+// lib/core/shape_rules.hpp's), checked in one place: Shape::checked_num_elements /
+// checked_num_bytes, called through these by every forwarder that makes a shape.
+// ShapeError naming `op`.
 // A shape a view op makes (no allocation): its element count fits.
 void check_view_shape(OpCode op, const Shape& s);
 // A shape that is allocated with elements of `dtype`: elements and bytes fit.
@@ -57,10 +59,32 @@ std::size_t checked_dim_sum(OpCode op, std::size_t a, std::size_t b);
 void check_device(std::string_view op, DeviceId device);
 
 // The user-visible op the forwarders are running on this thread (set when a backend
-// entry is looked up), so backend errors (out of memory) can name it.
-void set_current_op(OpCode op) noexcept;
-std::string_view current_op_name() noexcept;
+// entry is looked up), so backend errors (out of memory) can name it: lib/core's
+// current op, by its op-table name.
+inline void set_current_op(OpCode op) noexcept { core::set_current_op(op_name(op)); }
+using core::current_op_name;
+
+// lib/core/shape_rules.hpp's matmul rule, naming the op by its op code.
+inline Shape matmul_shape(OpCode op, const Shape& a, const Shape& b) { return core::matmul_shape(op_name(op), a, b); }
 
 [[noreturn]] void throw_not_implemented(OpCode op, const Backend& b);
 
 }  // namespace tensor::dispatch
+
+// shim: removed when the dispatch split lands (dispatch.cpp and defaults.cpp still spell
+// the module-op shape rules tensor::nn::..., their home before lib/core/nn_shape.hpp).
+namespace tensor::nn {
+using core::adaptive_avg_pool_output_shape;
+using core::adaptive_end;
+using core::adaptive_start;
+using core::attention_output_shape;
+using core::avg_pool_output_shape;
+using core::conv_output_shape;
+using core::conv_transpose_output_shape;
+using core::deform_conv2d_output_shape;
+using core::fold4d_output_shape;
+using core::interpolate_output_shape;
+using core::max_pool_output_shape;
+using core::pool_out_size;
+using core::unfold4d_output_shape;
+}  // namespace tensor::nn

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "dispatch/dispatch.hpp"
+#include "lib/core/nn_shape.hpp"
 #include "tensor/error.hpp"
 
 namespace tensorctl {
@@ -304,14 +305,14 @@ std::vector<DispatchTensor> nn_run(OpCode op, DeviceId d, DType dt, Layout layou
       return one(conv(op, std::move(x), std::move(w), DispatchTensor(), nn_conv_args(3, {2, 1, 2}, {0, 0, 1}, {1, 1, 1}, 1)));
     }
     case OpCode::conv_x_backward: case OpCode::conv_weight_backward: {
-      const Shape y = tensor::nn::conv_output_shape<2>("check", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
+      const Shape y = tensor::core::conv_output_shape<2>("check", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
       auto a = in.F(op == OpCode::conv_x_backward ? y : x2);
       auto b = in.F(op == OpCode::conv_x_backward ? w2 : y);
       return one(conv_backward(op, std::move(a), std::move(b), op == OpCode::conv_x_backward ? x2 : w2, c2));
     }
     case OpCode::conv_bias_backward: return one(conv_backward_bias(in.F({2, 3, 4, 5})));
     case OpCode::conv_transpose_x_backward: case OpCode::conv_transpose_weight_backward: {
-      const Shape y = tensor::nn::conv_transpose_output_shape<2>(
+      const Shape y = tensor::core::conv_transpose_output_shape<2>(
           "check", tx2, tw2, tensor::nn::ConvTransposeOptions<2>{{2, 2}, {1, 0}, {1, 1}, {1, 1}, 2});
       const bool for_x = op == OpCode::conv_transpose_x_backward;
       auto a = in.F(for_x ? y : tx2);
@@ -332,7 +333,7 @@ std::vector<DispatchTensor> nn_run(OpCode op, DeviceId d, DType dt, Layout layou
     case OpCode::avg_pool1d: return one(pool(op, in.F({2, 3, 6}), nn_pool_args(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, true, false)));
     case OpCode::avg_pool2d: return one(pool(op, in.F({2, 3, 7, 6}), ap2));
     case OpCode::avg_pool_backward: {
-      const Shape y = tensor::nn::avg_pool_output_shape<2>("check", Shape{2, 3, 7, 6},
+      const Shape y = tensor::core::avg_pool_output_shape<2>("check", Shape{2, 3, 7, 6},
                                                            tensor::nn::AvgPoolOptions<2>{{3, 2}, {2, 1}, {1, 1}, false, true});
       return one(pool_backward(op, in.F(y), Shape{2, 3, 7, 6}, ap2));
     }
@@ -396,7 +397,7 @@ std::vector<DispatchTensor> nn_run(OpCode op, DeviceId d, DType dt, Layout layou
       a.options.padding = {1, 1};
       a.options.dilation = {1, 2};
       if (op == OpCode::unfold4d) return one(unfold4d(in.F({2, 2, 5, 6}), a));
-      return one(fold4d(in.F(tensor::nn::unfold4d_output_shape("check", Shape{2, 2, 5, 6}, a.kernel, a.options)), a));
+      return one(fold4d(in.F(tensor::core::unfold4d_output_shape("check", Shape{2, 2, 5, 6}, a.kernel, a.options)), a));
     }
     case OpCode::ctc_loss: case OpCode::ctc_loss_backward: {
       auto lp = reduce_dim(OpCode::log_softmax, in.F({5, 3, 4}), 2);

@@ -407,12 +407,9 @@ T ref2(Act2Op op, T a, T b) {
 // ones (compute-bound) from 256K; the cheap selects (relu, leaky_relu, hard_sigmoid,
 // relu_backward, prelu, sigmoid_backward) are memory-bound, where a second thread
 // only adds contention, so never.
-// How chosen: a driver timed sum, gelu, softmax(1), sum_dim(0), sum_dim(1) and sort(1)
-// at 64K-16M elements with OMP_NUM_THREADS=1 and 2 alternately on the 2-core VM while
-// other builds kept both cores busy (load 6-7; no idle machine was available). With
-// parallel_chunks two threads were never slower than one beyond the noise from 256K
-// elements up; below that a helper's wake-up (3-5 us) was a measurable loss (sum_dim(0)
-// of 64K: 8 us on one thread, 10-13 us on two).
+// Why this bound: with parallel_chunks two threads are not slower than one from 256K
+// elements up, also with both cores busy; below that a helper's wake-up costs more than
+// the second thread saves.
 constexpr std::size_t kParallelMathElems = std::size_t{1} << 18;
 constexpr std::size_t kChunkElems = std::size_t{1} << 16;
 

@@ -114,17 +114,16 @@ HWY_EXPORT(TargetNameHere);
 namespace {
 
 // Runs of at least this many elements (4 MB of f32) are split into chunks on
-// parallel_chunks. One core does not reach the machine's bandwidth (in-place add f32 16M:
-// one thread 3.3 ms, libtorch on two 2.1 ms, idle); two threads take the time to 2.5-2.6
-// ms. The chunked pool, unlike the OpenMP regions this replaced, does not wait for a
-// descheduled helper: with the second core busy (a parallel build beside the bench, load
-// 3-4) two threads still took 2.5-2.6 ms against 2.7-3.6 ms on one. How to re-measure:
+// parallel_chunks. One core does not reach the machine's bandwidth; two threads come
+// closer. The chunked pool, unlike the OpenMP regions this replaced, does not wait for a
+// descheduled helper, so two threads stay ahead of one also with the second core busy.
+// How to re-measure:
 // `scripts/bench-torch.sh -- --only ops --filter 16M` with OMP_NUM_THREADS=1 and 2,
 // alternately, idle and under load.
 constexpr std::size_t kParallelBinaryElems = std::size_t{1} << 20;
 // Fresh outputs of at least this many bytes (half the 32 MiB L3) are written with
-// non-temporal stores. Measured (add f32 16M allocating vs in place, same run, load
-// ~5): 1.83x with cached stores, 1.09-1.25x with streaming stores. Below the bound the
+// non-temporal stores: an allocating add then costs little more than an in-place one,
+// where cached stores nearly double it (the new output's lines are first read). Below the
 // output may still be in L3 for the next op, so stores go through the cache.
 constexpr std::size_t kStreamBytes = std::size_t{16} << 20;
 

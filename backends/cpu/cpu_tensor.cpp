@@ -16,7 +16,8 @@
 #include "backends/cpu/layout_hwy.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/strided.hpp"
-#include "dispatch/validate.hpp"
+#include "lib/core/current_op.hpp"
+#include "lib/core/shape_rules.hpp"
 #include "tensor/error.hpp"
 
 #if TENSOR_HAVE_OPENMP
@@ -188,16 +189,16 @@ void buffer_cache_clear() { cache().clear(); }
 // device (the process stays usable: nothing was allocated).
 [[noreturn]] void throw_out_of_memory(std::size_t bytes) {
   throw ExecutionError(fmt::format("[{}] out of memory on cpu; expected {} bytes of host memory; got an allocation failure",
-                                   dispatch::current_op_name(), bytes));
+                                   core::current_op_name(), bytes));
 }
 
 [[noreturn]] void throw_unsupported_dtype(const char* what, DType dt) {
   throw DTypeError(fmt::format("[{}] {} on an unsupported dtype on cpu; expected a dtype this op supports; got {}",
-                               dispatch::current_op_name(), what, dtype_name(dt)));
+                               core::current_op_name(), what, dtype_name(dt)));
 }
 
 StorageRef Storage::allocate_impl(std::size_t bytes, bool zeroed) {
-  if (bytes > dispatch::kMaxAllocBytes) throw_out_of_memory(bytes);
+  if (bytes > core::kMaxAllocBytes) throw_out_of_memory(bytes);
   const std::size_t need = kAlign + bytes;
   if (need < kLargeBytes) {
     // malloc aligns to 16: over-allocate and start the header at the next 64-byte line.
@@ -263,10 +264,10 @@ std::size_t tensor_bytes(DType dtype, const Shape& shape) {
     else if (__builtin_mul_overflow(bytes, d, &bytes)) bytes = SIZE_MAX;
   }
   if (zero) return 0;
-  if (bytes > dispatch::kMaxAllocBytes)
+  if (bytes > core::kMaxAllocBytes)
     throw ExecutionError(fmt::format("[{}] out of memory on cpu; expected {} elements of {} ({} bytes or more); got a "
                                      "byte count beyond 2^63 - 1",
-                                     dispatch::current_op_name(), shape.to_string(), dtype_name(dtype), bytes));
+                                     core::current_op_name(), shape.to_string(), dtype_name(dtype), bytes));
   return bytes;
 }
 }  // namespace
@@ -322,12 +323,9 @@ void transpose_2d(std::byte* dst, const std::byte* src, std::size_t rows, std::s
 }
 
 // Transposes of at least this many elements are split across threads (parallel_chunks).
-// Measured with `tensorctl bench` (transpose->contiguous f32 4096^2, 2-core Zen 4 VM,
-// load 6-7 from other builds, so noisy): one thread 7.0-11.2 ms = 1.22-1.29x a copy,
-// two threads 11.8-14.8 ms = 0.80-1.23x a copy (the copy reference is the faster of
-// 1 and 2 threads, and slows down alike). Two threads gain where a copy does (large,
-// memory-bound transposes), so from 4 M elements (16 MB f32, the streaming bound).
-// At a quieter moment 4096^2 took 3.7 ms on two threads (1.03x the copy).
+// A blocked transpose runs at about the speed of a copy, so two threads gain where a copy
+// does (large, memory-bound transposes): from 4 M elements (16 MB f32, the streaming
+// bound). `tensorctl bench` (transpose->contiguous against a copy) re-measures it.
 constexpr std::size_t kParallelTransposeElems = std::size_t{1} << 22;
 
 int parallel_threads(std::size_t elems) {

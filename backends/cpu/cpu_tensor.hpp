@@ -9,7 +9,7 @@
 #include <span>
 
 #include "dispatch/primitive.hpp"
-#include "backends/common/strided.hpp"
+#include "lib/core/strided.hpp"
 #include "tensor/device.hpp"
 #include "tensor/dtype.hpp"
 #include "tensor/shape.hpp"

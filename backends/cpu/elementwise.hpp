@@ -14,8 +14,8 @@
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/strided.hpp"
 #include "backends/cpu/unary_hwy.hpp"
-#include "backends/common/element.hpp"
-#include "dispatch/shape_rules.hpp"
+#include "lib/core/element.hpp"
+#include "lib/core/shape_rules.hpp"
 #include "tensor/scalar.hpp"
 
 namespace tensor::cpu {
@@ -65,7 +65,7 @@ template <class T> inline const T* at(const std::byte* p) { return reinterpret_c
 // body(i) for i in [0, n) in one loop the compiler vectorizes (`omp simd`: compares
 // and selects become vector compares and blends). For elementwise bodies on contiguous
 // runs of plain numbers: a branch per element mispredicts on unordered data (max_pair
-// or mask_where of 4M random f32 took 18-22 ms that way, 1-1.6 ms vectorized). A body
+// or mask_where of random f32 run an order of magnitude faster vectorized). A body
 // must read its operands unconditionally (a load under a condition needs masked loads,
 // and the loop then stays scalar).
 template <class F>
@@ -223,7 +223,7 @@ void unary_simd(simd::UnOp op, T* o, const T* x, std::size_t n) {
 }
 
 // Output shapes of broadcasting operands: dispatch's rule (shape_rules.hpp).
-using dispatch::broadcast_shape;
+using core::broadcast_shape;
 
 // Whether `t` may be written as the output of an op with this shape and element size.
 inline bool reusable(const CpuTensor& t, const Shape& out, std::size_t elem_size) {

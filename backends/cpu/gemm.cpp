@@ -1,17 +1,15 @@
 // The f32 GEMM route of the CPU backend: oneDNN's sgemm when built with it, else BLIS.
 //
 // Why oneDNN: Debian 12's BLIS 0.9 has no configuration for AMD family 0x1A (Zen 5) and
-// falls back to its generic reference kernels there ("generic"), 17-34 GFLOP/s for a
-// one-thread n = 512 f32 product, against 192-210 GFLOP/s for dnnl_sgemm (oneDNN 2.6),
-// which picks its JIT kernels from the CPUID ISA bits (AVX-512...) rather than the CPU
-// family. dnnl_sgemm takes row-major matrices with a leading dimension, each
+// falls back to its generic reference kernels there ("generic"), several times slower
+// than dnnl_sgemm, which picks its JIT kernels from the CPUID ISA bits (AVX-512...)
+// rather than the CPU family. dnnl_sgemm takes row-major matrices with a leading dimension, each
 // optionally transposed; any other layout (general strides, broadcast zero strides,
 // negative strides) stays on BLIS, which takes both strides.
 //
-// No size threshold: one-thread square products, best of 31 x 2000 calls on the loaded
-// 2-core VM, took 0.22-1.3 us with dnnl_sgemm against 4.2-12.4 us with bli_sgemm_ex for
-// n = 2..48. The first dnnl_sgemm call in a process costs about 90 ms (oneDNN's
-// initialisation and kernel JIT); later calls of new shapes about as much as a warm one.
+// No size threshold: dnnl_sgemm is faster than bli_sgemm_ex down to the smallest
+// products. The first dnnl_sgemm call in a process pays oneDNN's initialisation and
+// kernel JIT once; later calls of new shapes cost about as much as a warm one.
 #include "backends/cpu/gemm.hpp"
 
 #include <algorithm>
@@ -127,15 +125,12 @@ GemmThreadScope::~GemmThreadScope() = default;
 // ---- bf16 products ---------------------------------------------------------------
 //
 // oneDNN's matmul primitive with bf16 operands and destination: on AVX512_BF16 it runs
-// brgemm kernels built on vdpbf16ps (f32 accumulators, one rounding at the end). One
-// thread, square products, this project's 2-core Zen 5 VM (oneDNN 2.6.3): 386-445
-// GFLOP/s at n = 256..2048 against 211-220 for dnnl_sgemm on the same data in f32
-// (1.9x); two threads 768-775 against 407-420. (On the Zen 4 VM of an earlier session a
-// zmm vdpbf16ps had half the f32 FMA rate and a hand-written kernel lost to convert +
-// f32 GEMM; Zen 5 issues it at full width.)
+// brgemm kernels built on vdpbf16ps (f32 accumulators, one rounding at the end), about
+// twice dnnl_sgemm's rate on the same data in f32 where the CPU issues vdpbf16ps at full
+// width (Zen 5; on Zen 4 a zmm vdpbf16ps has half the f32 FMA rate and a hand-written
+// kernel lost to convert + f32 GEMM).
 //
-// A primitive is compiled (JIT) for one shape and layout: 0.1-1.5 ms the first time,
-// then kept here by (m, n, k, strides), so a training step's products pay it once. The
+// A primitive is compiled (JIT) for one shape and layout the first time, then kept here by (m, n, k, strides), so a training step's products pay it once. The
 // primitives are created and run with the calling thread's OpenMP count at 1 (one
 // product per thread, as sgemm), and with a user scratchpad, so two threads may run one
 // primitive at once (each passes its own scratchpad and stream).
@@ -195,9 +190,8 @@ std::shared_ptr<const Bf16Prim> make_bf16_prim(const Bf16Key& key) {
   if (!made) return p;
   const char* impl = nullptr;
   // Only oneDNN's bf16 kernels: brgemm ("brg:avx512_core_bf16") for dense operands, its
-  // bf16 gemm ("gemm:jit") for a padded leading dimension (a column slab, a row slice):
-  // 370-420 GFLOP/s to n = 512, 220-230 at 1024 (brgemm 400-455). A reference
-  // implementation ("ref:any", general strides) would be far slower than the f32 route.
+  // bf16 gemm ("gemm:jit") for a padded leading dimension (a column slab, a row slice),
+  // close to brgemm up to n = 512. A reference implementation ("ref:any", general strides) would be far slower than the f32 route.
   const auto kernel = [](std::string_view name) { return name.starts_with("brg:") || name.starts_with("gemm:"); };
   if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl != nullptr &&
       kernel(impl)) {

@@ -18,7 +18,7 @@
 #include "backends/cpu/elementwise.hpp"
 #include "backends/cpu/gemm.hpp"
 #include "backends/cpu/parallel.hpp"
-#include "dispatch/shape_rules.hpp"
+#include "lib/core/shape_rules.hpp"
 
 #include "backends/cpu/blis.hpp"
 
@@ -72,17 +72,11 @@ void gemm_loop(std::size_t m, std::size_t n, std::size_t k, const T* a, std::int
   }
 }
 
-// BLIS threads for one product of m*n*k multiply-adds. Before, every product ran on
-// one BLIS thread (bli_sgemm reads BLIS_NUM_THREADS, unset = 1): n >= 128 was 1.5-1.9x
-// slower than bli_sgemm on both cores. Measured with `tensorctl bench` (square f32,
-// 2-core Zen 4 VM): with the second core free (18:10 UTC, load 1.1) two threads win
-// from n = 64 (3.6-3.8 us vs 5.7-6.0 us) and reach 190-220 GFLOP/s from n = 128 (one
-// thread: 105-110); so BLIS gets every thread from 64^3 multiply-adds. With another
-// process on the second core, any 2-thread product (ours or a direct bli_sgemm alike)
-// can take 5-170x longer than on one thread (18:10 UTC: n = 128 7.95 ms instead of
-// 46 us), as a descheduled thread holds up BLIS's barriers; single stalls of ~8 ms
-// were seen even at load 0.4 (n = 64, ours and the direct 2-thread bli_sgemm alike).
-// Now such a product is split on parallel_chunks instead (gemm()),
+// BLIS threads for one product of m*n*k multiply-adds (bli_sgemm reads
+// BLIS_NUM_THREADS, unset = 1). With the second core free two threads win from n = 64
+// (square f32), so a product gets every thread from 64^3 multiply-adds. With another
+// process on the second core, any 2-thread BLIS product can take many times longer than
+// on one thread, as a descheduled thread holds up BLIS's barriers. Now such a product is split on parallel_chunks instead (gemm()),
 // and only from 2 * kMinSlab rows or columns (n = 64 stays on one thread: a helper's
 // wake-up costs about what the second thread saves there).
 constexpr double kBlisThreadsWork = 64.0 * 64.0 * 64.0;
@@ -142,13 +136,9 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
 // than one thread while another process held the second core; parallel_chunks never
 // waits for a helper that has not started, so a busy core costs at most the helper's
 // share. Each slab packs the whole other operand again: 1/kMinSlab of the flops.
-// BLIS's own threads are not used for any size: two interleaved rounds of three
-// builds (BLIS's threads; these slabs; slabs below 1024^3 and BLIS's threads above),
-// square f32, medians of 31, machine load 3.4-3.6, had BLIS's 2 threads at n = 128
-// 21.7 us in one round and 7.15 ms in the next, n = 1024 at 116 ms (23 ms on one
-// thread); these slabs gave 37-43 us, 0.31-0.34 ms, 2.6-2.8 ms and 21.8-23.7 ms for
-// n = 128..1024 (max 36 ms), and 150-200 GFLOP/s at n = 256..512 when the second
-// core came free; BLIS's threads from 1024^3 still took 28-34 ms at n = 1024.
+// BLIS's own threads are not used for any size: under load their time varies by orders
+// of magnitude from one run to the next, while these slabs stay steady and are no slower
+// on a free machine, also for the largest products.
 constexpr std::size_t kMinSlab = 64;
 
 template <class T>
@@ -190,7 +180,7 @@ Prim matmul_entry(Prim pa, Prim pb) {
     Prim p = matmul_entry(convert_tensor(std::move(a), DType::F32), convert_tensor(std::move(b), DType::F32));
     return convert_tensor(as_cpu(std::move(p)), dtype);
   }
-  const Shape out_shape = dispatch::matmul_shape(OpCode::matmul, a->shape(), b->shape());
+  const Shape out_shape = core::matmul_shape("matmul", a->shape(), b->shape());
   if (out_shape.num_elements() == 0) return alloc_tensor(dtype, out_shape);
   if (k == 0) return alloc_zeroed(dtype, out_shape);
   // Zero, negative or doubly non-unit strides: copy that operand once.
@@ -223,10 +213,9 @@ Prim matmul_entry(Prim pa, Prim pb) {
       if (count >= 2 && threads > 1 && work < kBatchParallelWork &&
           work * static_cast<double>(count) >= kBlisThreadsWork) {
         // Many small products, each on a single BLIS thread, in 8 chunks per thread
-        // claimed as threads come free (with OpenMP: schedule(dynamic, 1) 1024 x 32^2
-        // took 2.10 ms; static 1.55-1.63 ms when both cores were free, but 1.8-2.2x
-        // one thread when another process held a core, as the last static half waits
-        // for it); parallel_chunks never waits for a helper that has not started.
+        // claimed as threads come free (OpenMP's static schedule was slower than one
+        // thread when another process held a core, as the last static half waits for
+        // it); parallel_chunks never waits for a helper that has not started.
         std::vector<std::array<std::byte*, 3>> items;
         items.reserve(count);
         for_each_row(plan, {out->data(), a->data(), b->data()},

@@ -11,7 +11,7 @@
 #include "backends/cpu/elementwise.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/reduce_hwy.hpp"
-#include "dispatch/shape_rules.hpp"
+#include "lib/core/shape_rules.hpp"
 
 namespace tensor::cpu {
 namespace {
@@ -173,8 +173,8 @@ Prim reduce_all_entry(Prim p) {
 // contiguous; for a permuted view of a dense block (a transpose, a permute; strides
 // positive) the block with its dims in memory order, when the kept dims keep their
 // order there, so that the lanes come out in the output's own order. Then the dense
-// kernels below read memory in order instead of walking strided lanes (max_dim(0) of a
-// transposed [4096, 1024]: 7 ms as strided lanes). nullopt otherwise.
+// kernels below read memory in order instead of walking strided lanes (which touch a new
+// cache line per element). nullopt otherwise.
 struct DenseView {
   const std::byte* base;
   Shape shape;
@@ -235,8 +235,7 @@ Around around(const Shape& shape, std::size_t dim) {
 // depends on the shape only, never on the thread count, and a reduction over the outer
 // dim of [4096, 1024] still makes 16 chunks for the threads. Narrow column blocks of 128
 // with whole columns as the chunk (the kernels before these) read 512 bytes per 4 KB
-// row, a page apart: sum_dim(0) of that shape took 1.7 ms against 0.5 ms now, max_dim(0)
-// 1.8 ms (two threads).
+// row, a page apart, several times slower.
 struct OuterChunks {
   static constexpr std::size_t kCols = 1024, kMaxGroups = 64;
   std::size_t outer, n, inner, cols, col_blocks, rows, groups;
@@ -311,7 +310,7 @@ template <RedOp kOp>
 Prim reduce_dim_entry(Prim p, std::size_t dim) {
   constexpr bool kProd = kOp == RedOp::Prod;
   const CpuRef a = as_cpu(std::move(p));
-  const Shape out_shape = dispatch::reduce_dim_shape(a->shape(), dim);
+  const Shape out_shape = core::reduce_dim_shape(a->shape(), dim);
   const std::size_t n = a->shape()[dim];
   CpuRef out = alloc_tensor(a->dtype(), out_shape);
   const std::size_t count = out_shape.num_elements();
@@ -586,7 +585,7 @@ void extremum_lanes(const CpuRef& ref, std::size_t dim, CpuTensor* vals, CpuTens
   });
 }
 
-Shape kept(const Shape& s, std::size_t dim) { return dispatch::reduce_dim_shape(s, dim); }
+Shape kept(const Shape& s, std::size_t dim) { return core::reduce_dim_shape(s, dim); }
 
 template <Ext kE>
 Prim ext_dim_entry(Prim p, std::size_t dim) {
@@ -694,8 +693,8 @@ Prim any_all_entry(Prim p, DType out_dtype) {
 // any/all along `dim` of a row-major tensor viewed as [outer, n, inner]: a lane along the
 // contiguous last dim is tested in blocks of branch-free (vectorizable) flag loops, up to
 // the first block that decides it; an outer dim ORs (ANDs) whole rows of flags, vectors
-// across the kept lanes. Lane groups or column blocks on threads. The per-element walk
-// this replaces took 20-30 ms for a [4096, 1024] bool tensor.
+// across the kept lanes. Lane groups or column blocks on threads (a per-element walk
+// with a branch per element is far slower).
 template <bool kAll, class T>
 void dense_any_all(const T* x, const Shape& shape, std::size_t dim, std::uint8_t* flags) {
   const Around ar = around(shape, dim);

@@ -301,13 +301,10 @@ namespace {
 // Runs of at least this many elements are reduced in fixed chunks (stream_chunk),
 // shared out by parallel_chunks and joined in chunk order, so the result does not
 // depend on the thread count and a busy second core costs at most one chunk.
-// How chosen: a driver timed sum, gelu, softmax(1), sum_dim(0), sum_dim(1) and sort(1)
-// at 64K-16M elements with OMP_NUM_THREADS=1 and 2 alternately on the 2-core VM while
-// other builds kept both cores busy (load 6-7; no idle machine was available). With
-// parallel_chunks two threads were never slower than one beyond the noise from 256K
-// elements up; below that a helper's wake-up (3-5 us) was a measurable loss (sum_dim(0)
-// of 64K: 8 us on one thread, 10-13 us on two).
-// Memory-bound, so splitting starts at 1M elements (>= 140 us of reading on one core).
+// Why this bound: with parallel_chunks two threads are not slower than one from 256K
+// elements up, also with both cores busy; below that a helper's wake-up costs more than
+// the second thread saves.
+// Memory-bound, so splitting starts at 1M elements (long enough to dwarf the wake-up).
 constexpr std::size_t kParallelReduceElems = std::size_t{1} << 20;
 // kernel(x, n) over chunks (stream_chunk: their length depends on n only) of a long run,
 // partials combined with `join` in chunk order.

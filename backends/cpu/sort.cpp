@@ -26,7 +26,7 @@ using dispatch::PrimPair;
 // Sorting this many elements in all (lanes x lane length) spreads groups of lanes
 // over threads (parallel_chunks): a lane sort is compute-bound (n log n compares on
 // data in L1/L2), so a second thread halves it once the work dwarfs the wake-up of a
-// helper (3-5 us; measured as for act_hwy.cpp's thresholds), and a busy second core
+// helper (as for act_hwy.cpp's thresholds), and a busy second core
 // costs at most one group.
 constexpr std::size_t kParallelSortElems = std::size_t{1} << 16;
 

@@ -127,8 +127,8 @@ template <class T>
 struct PowScalarFn {
   calc_t<T> e;
   T operator()(T a) const { return st<T>(std::pow(ld(a), e)); }
-  // x ^ 3 and x ^ 4 of f32/f64 as products, vectorized (std::pow per element took 8 ns;
-  // 4M f32 x ^ 3 34 ms): at most one more rounding than pow, and the same signed zeros,
+  // x ^ 3 and x ^ 4 of f32/f64 as products, vectorized (std::pow per element is slow):
+  // at most one more rounding than pow, and the same signed zeros,
   // infinities and NaNs. (dispatch already turns 0, 1, 2, -1 and -2 into ones, copies,
   // squares and reciprocals.)
   void vv(T* o, const T* a, std::size_t n) const requires(std::is_floating_point_v<T>) {

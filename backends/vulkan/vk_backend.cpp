@@ -13,7 +13,6 @@
 #include "backends/vulkan/vk_context.hpp"
 #include "backends/vulkan/vk_instance.hpp"
 #include "backends/vulkan/vk_ops.hpp"
-#include "dispatch/profiler.hpp"
 
 namespace tensor::vulkan {
 namespace {

@@ -342,7 +342,7 @@ class Context {
   // to device_time_ns() (so after a sync it holds the device time of all the work
   // submitted before, what a profiler that syncs after each op charges to that op).
   // Supported where the queue family has timestamp bits; turned on by the profiler
-  // (its DeviceClock, dispatch/profiler.hpp) or set_timestamps (no-op without support).
+  // (its DeviceClock, dispatch/backend.hpp) or set_timestamps (no-op without support).
   bool timestamps_supported() const { return ts_bits_ != 0 && props_.limits.timestampPeriod > 0; }
   bool timestamps_on() const { return ts_on_.load(std::memory_order_relaxed); }
   void set_timestamps(bool on) { ts_on_.store(on && timestamps_supported(), std::memory_order_relaxed); }

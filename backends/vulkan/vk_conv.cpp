@@ -8,8 +8,9 @@
 
 #include "backends/vulkan/vk_kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
+#include "lib/core/current_op.hpp"
+#include "lib/core/nn_shape.hpp"
 #include "tensor/error.hpp"
-#include "tensor/nn_options.hpp"
 
 namespace tensor::vulkan {
 
@@ -53,10 +54,10 @@ Geom geom_of(const ConvArgs& a, const Shape& x, const Shape& w, bool transpose) 
     const I xi = static_cast<I>(x[2 + i]);
     if (transpose) {
       g.out[d] = xi;
-      g.in[d] = tensor::nn::conv_transpose_out_size(xi, g.ker[d], g.stride[d], g.pad[d], g.dil[d], a.padding_out[i]);
+      g.in[d] = tensor::core::conv_transpose_out_size(xi, g.ker[d], g.stride[d], g.pad[d], g.dil[d], a.padding_out[i]);
     } else {
       g.in[d] = xi;
-      g.out[d] = tensor::nn::conv_out_size(xi, g.ker[d], g.stride[d], g.pad[d], g.dil[d]);
+      g.out[d] = tensor::core::conv_out_size(xi, g.ker[d], g.stride[d], g.pad[d], g.dil[d]);
     }
   }
   if (transpose) {
@@ -96,13 +97,13 @@ void check_int32(const Geom& g, std::size_t rank) {
           "[{}] convolution geometry beyond vulkan's 32-bit shader arithmetic; expected (out - 1) * stride + padding + "
           "(kernel - 1) * dilation and in + padding below 2^31 along every spatial dim; got in {}, out {}, kernel {}, "
           "stride {}, padding {}, dilation {} along spatial dim {}",
-          dispatch::current_op_name(), in, out, k, s, p, dl, d - static_cast<int>(3 - rank)));
+          core::current_op_name(), in, out, k, s, p, dl, d - static_cast<int>(3 - rank)));
   }
   for (std::size_t v : {g.n, g.ci, g.co, g.groups})
     if (v > static_cast<std::size_t>(kMax))
       throw ExecutionError(fmt::format("[{}] convolution size beyond vulkan's 32-bit shader arithmetic; expected batch and "
                                        "channel counts below 2^31; got {}",
-                                       dispatch::current_op_name(), v));
+                                       core::current_op_name(), v));
 }
 
 std::vector<std::uint32_t> conv_params(const Geom& g) {
@@ -193,7 +194,7 @@ Prim run_gemm(Mode mode, const Geom& g, std::size_t rank, VkRef a, VkRef b, VkRe
   }
   if (K > 0x7FFFFFFFull)
     throw ExecutionError(fmt::format("[{}] convolution reduction too long for vulkan; expected at most 2^31 - 1 terms; got {}",
-                                     dispatch::current_op_name(), K));
+                                     core::current_op_name(), K));
   // An empty reduction reads no operand: the output is zeros (plus the bias) whatever the
   // options, so only a real one needs them representable.
   if (K > 0) check_int32(g, rank);
@@ -201,7 +202,7 @@ Prim run_gemm(Mode mode, const Geom& g, std::size_t rank, VkRef a, VkRef b, VkRe
   const std::size_t shared = 16 * (64 + 64) * (wide({dt}) ? 8 : 4);
   if (shared > c.limits().maxComputeSharedMemorySize)
     throw ExecutionError(fmt::format("[{}] tile needs {} bytes of shared memory; expected at most {} "
-                                     "(maxComputeSharedMemorySize)", dispatch::current_op_name(), shared,
+                                     "(maxComputeSharedMemorySize)", core::current_op_name(), shared,
                                      c.limits().maxComputeSharedMemorySize));
   // conv.comp indexes every operand from element 0 of its buffer, densely: views (a batch
   // slice, a transposed weight) are copied first.

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "dispatch/validate.hpp"
+#include "lib/core/current_op.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -37,7 +37,7 @@ const char* vk_result_name(VkResult r) {
 
 void check_vk(VkResult r, const char* what) {
   if (r != VK_SUCCESS)
-    throw ExecutionError(fmt::format("[{}] vulkan: {} failed; expected VK_SUCCESS; got {} ({})", dispatch::current_op_name(),
+    throw ExecutionError(fmt::format("[{}] vulkan: {} failed; expected VK_SUCCESS; got {} ({})", core::current_op_name(),
                                      what, vk_result_name(r), static_cast<int>(r)));
 }
 
@@ -170,7 +170,7 @@ void Context::ensure_init() {
   });
   if (init_failed_)
     throw ExecutionError(fmt::format("[{}] vulkan device {} ({}) could not be initialised; expected a working device; got: {}",
-                                     dispatch::current_op_name(), index_, name(), init_error_));
+                                     core::current_op_name(), index_, name(), init_error_));
 }
 
 void Context::init_device() {

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "dispatch/validate.hpp"
+#include "lib/core/current_op.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -24,7 +24,7 @@ void Context::note_lost(VkResult r, const char* where) {
 std::string Context::lost_message() const {
   std::lock_guard<std::mutex> lock(lost_mu_);
   return fmt::format("[{}] vulkan device {} ({}) lost; expected a working device; got VK_ERROR_DEVICE_LOST from {} "
-                     "(its tensors can only be dropped now)", dispatch::current_op_name(), index_, name(), lost_where_);
+                     "(its tensors can only be dropped now)", core::current_op_name(), index_, name(), lost_where_);
 }
 
 void Context::throw_lost_locked() {

@@ -344,7 +344,7 @@ void register_elementwise(dispatch::Backend& b) {
   // Every op table row with an elementwise code, on its family's entry.
 #define TENSOR_OP(name, ...) \
   if constexpr (ew_code(OpCode::name) >= 0) b.set<OpCode::name>(ew_entry<OpCode::name>());
-#include "dispatch/op_table.def"
+#include "tensor/op_table.def"
 #undef TENSOR_OP
 
   // The ops with their own kernels or scalar conversions.

@@ -6,8 +6,8 @@
 #include <bit>
 #include <type_traits>
 
-#include "backends/common/element.hpp"
-#include "dispatch/validate.hpp"
+#include "lib/core/current_op.hpp"
+#include "lib/core/element.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -26,7 +26,7 @@ namespace kernel {
 
 Context& ctx_of(DeviceId d) {
   Context* c = context(d.index_id);
-  if (!c) throw DeviceError(DeviceError::Kind::Unavailable, fmt::format("[{}] no such device; expected a vulkan device; got vulkan:{}", dispatch::current_op_name(), d.index_id));
+  if (!c) throw DeviceError(DeviceError::Kind::Unavailable, fmt::format("[{}] no such device; expected a vulkan device; got vulkan:{}", core::current_op_name(), d.index_id));
   c->ensure_init();
   return *c;
 }
@@ -44,7 +44,7 @@ VkRef alloc(DeviceId dev, DType dt, const Shape& shape) {
   if (n > 0x7FFFFFFFull)
     throw ExecutionError(fmt::format("[{}] tensor too large for vulkan:{}; expected at most 2^31 - 1 elements; got {} "
                                      "(shape {})",
-                                     dispatch::current_op_name(), dev.index_id, n, shape.to_string()));
+                                     core::current_op_name(), dev.index_id, n, shape.to_string()));
   BufRef buf = c.allocate(n * dtype_size(dt));
   return VkRef::make(dt, shape, dev, std::move(buf), contiguous_layout(shape));
 }
@@ -92,7 +92,7 @@ void check_loop_limit(const VulkanTensor& a, const char* what, std::size_t max, 
   if (a.shape()[dim] > max && a.ctx().software())
     throw ExecutionError(fmt::format("[{}] {} too long for a software Vulkan device (its shader loops stop after 65535 "
                                      "iterations); expected at most {} elements along dim {}; got {}",
-                                     dispatch::current_op_name(), what, max, dim, a.shape()[dim]));
+                                     core::current_op_name(), what, max, dim, a.shape()[dim]));
 }
 
 }  // namespace kernel

@@ -16,7 +16,7 @@
 #include "backends/vulkan/vk_context.hpp"
 #include "backends/vulkan/vk_tensor.hpp"
 #include "dispatch/primitive.hpp"
-#include "dispatch/shape_rules.hpp"
+#include "lib/core/shape_rules.hpp"
 #include "tensor/data.hpp"
 #include "tensor/scalar.hpp"
 #include "tensor/shape.hpp"
@@ -78,7 +78,7 @@ inline void groups_for(std::size_t groups, std::uint32_t& gx, std::uint32_t& gy)
 inline std::uint32_t code(DType t) { return static_cast<std::uint32_t>(t); }
 
 // The broadcast of two equal-rank shapes (validated by Dispatch).
-inline Shape broadcast(const Shape& a, const Shape& b) { return dispatch::broadcast_shape(a, b); }
+inline Shape broadcast(const Shape& a, const Shape& b) { return core::broadcast_shape(a, b); }
 // A Scalar as the raw bit pattern of an element of `dt` (the CPU's scalar_as).
 std::uint64_t scalar_raw(DType dt, Scalar s);
 

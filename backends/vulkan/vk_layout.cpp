@@ -2,7 +2,7 @@
 // no data moves), and slice_assign.
 #include "backends/vulkan/vk_kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
-#include "backends/common/strided.hpp"
+#include "lib/core/strided.hpp"
 
 namespace tensor::vulkan {
 

@@ -5,10 +5,10 @@
 #include <exception>
 #include <mutex>
 
+#include "backends/vulkan/vk_features.hpp"
 #include "backends/vulkan/vk_kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
-#include "backends/vulkan/vk_features.hpp"
-#include "dispatch/shape_rules.hpp"
+#include "lib/core/shape_rules.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -140,8 +140,8 @@ bool coop_ready(Context& c) {
 Prim matmul_entry(Prim pa, Prim pb) {
   VkRef a = as_vk(std::move(pa));
   VkRef b = as_vk(std::move(pb));
-  // The family's one output-shape rule (dispatch/shape_rules.hpp).
-  const Shape out_shape = dispatch::matmul_shape(OpCode::matmul, a->shape(), b->shape());
+  // The family's one output-shape rule (lib/core/shape_rules.hpp).
+  const Shape out_shape = core::matmul_shape("matmul", a->shape(), b->shape());
   if (a->dtype() == DType::F16 && a->shape().num_elements() && b->shape().num_elements() && coop_ready(a->ctx())) {
     const std::size_t r = out_shape.rank();
     if (out_shape.num_elements() && out_shape.num_elements() / (out_shape[r - 1] * out_shape[r - 2]) <= 65535)

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "dispatch/validate.hpp"
+#include "lib/core/current_op.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -115,7 +115,7 @@ BufRef Pool::allocate(VkDeviceSize bytes, bool may_wait) {
   if (need > ctx_->max_alloc_)
     throw ExecutionError(fmt::format("[{}] tensor too large for one allocation on vulkan:{}; expected at most {} bytes "
                                      "(maxMemoryAllocationSize); got {} bytes",
-                                     dispatch::current_op_name(), ctx_->index_, ctx_->max_alloc_, bytes));
+                                     core::current_op_name(), ctx_->index_, ctx_->max_alloc_, bytes));
   std::string why;
   if (BufRef b = try_allocate(need, bytes, why)) return b;
   // Give back what finished or pending work holds and cached empty blocks, then retry.
@@ -123,7 +123,7 @@ BufRef Pool::allocate(VkDeviceSize bytes, bool may_wait) {
   if (BufRef b = try_allocate(need, bytes, why)) return b;
   throw ExecutionError(fmt::format("[{}] out of {} memory on vulkan:{}; expected room for {} bytes (a request of {}) after "
                                    "freeing cached blocks{}; got {}",
-                                   dispatch::current_op_name(), host_ ? "host-visible staging" : "device", ctx_->index_, need,
+                                   core::current_op_name(), host_ ? "host-visible staging" : "device", ctx_->index_, need,
                                    bytes, may_wait ? " and waiting for pending work" : "", why));
 }
 

@@ -13,7 +13,8 @@
 #include "backends/vulkan/shaders/module_codes.h"
 #include "backends/vulkan/vk_kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
-#include "dispatch/ops.hpp"
+#include "lib/core/current_op.hpp"
+#include "lib/core/nn_shape.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -59,7 +60,7 @@ Shape pool_out(const Shape& x, const PoolArgs& a, std::size_t rank, bool max_poo
       continue;
     }
     const I d = max_pool ? a.dilation[i] : 1;
-    y.push_back(static_cast<std::size_t>(tensor::nn::pool_out_size(static_cast<I>(x[2 + i]), a.kernel[i], a.stride[i],
+    y.push_back(static_cast<std::size_t>(tensor::core::pool_out_size(static_cast<I>(x[2 + i]), a.kernel[i], a.stride[i],
                                                                    a.padding[i], d, a.ceil_mode)));
   }
   return y;
@@ -80,7 +81,7 @@ void check_taps(const Context& c, std::size_t taps, const char* what) {
   if (taps > kLoopSafe && c.software())
     throw ExecutionError(fmt::format("[{}] {} too large for a software Vulkan device (its shader loops stop after 65535 "
                                      "iterations); expected at most {} taps; got {}",
-                                     dispatch::current_op_name(), what, kLoopSafe, taps));
+                                     core::current_op_name(), what, kLoopSafe, taps));
 }
 
 // module.comp works in 32-bit ints: a window's input position o * stride - padding + t *
@@ -107,7 +108,7 @@ void check_int32(int op, const Geom& g) {
           "[{}] window geometry beyond vulkan's 32-bit shader arithmetic; expected (out - 1) * stride + padding + "
           "(kernel - 1) * dilation + kernel, in + padding{} below 2^31 along every spatial dim; got in {}, out {}, "
           "kernel {}, stride {}, padding {}, dilation {}",
-          dispatch::current_op_name(), adaptive ? " and (out + 1) * in" : interp ? " and 2 (out + 1) * in" : "", in, out, ks,
+          core::current_op_name(), adaptive ? " and (out + 1) * in" : interp ? " and 2 (out + 1) * in" : "", in, out, ks,
           s, p, dl));
   }
 }
@@ -222,7 +223,7 @@ Prim max_pool_backward_entry(Prim pdy, Prim pidx, const Shape& xs, const PoolArg
   // drop such a gradient silently).
   const std::string check = fmt::format(
       "[{}] index outside its pooling window; expected -1 or the flat h*W+w position of a tap of its output's window",
-      dispatch::current_op_name());
+      core::current_op_name());
   launch(MD_MAX_POOL_CHECK, g, dy->shape().num_elements(), *dy, idx.get(), rank, *dx, nullptr, idx->dtype(), &check);
   launch(MD_MAX_POOL_BWD, g, xs.num_elements(), *dy, idx.get(), rank, *dx, nullptr, idx->dtype());
   return dx;

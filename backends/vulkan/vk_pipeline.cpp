@@ -15,14 +15,14 @@
 #include <iterator>
 
 #include "backends/vulkan/shaders/vk_codes.h"
-#include "dispatch/validate.hpp"
+#include "lib/core/current_op.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
 
 void throw_too_many_spec_constants(std::size_t count) {
   throw ExecutionError(fmt::format("[{}] vulkan pipeline key; expected at most {} specialization constants; got {}",
-                                   dispatch::current_op_name(), PipelineKey::kMaxSpec, count));
+                                   core::current_op_name(), PipelineKey::kMaxSpec, count));
 }
 
 namespace {
@@ -128,7 +128,7 @@ void Context::save_pipeline_cache() {
 VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide) {
   if (wide && !wide_ok_)
     throw DTypeError(fmt::format("[{}] a 64-bit dtype needs shaderInt64 and shaderFloat64; expected them on vulkan device {} "
-                                 "({}); got a device without them", dispatch::current_op_name(), index_, name()));
+                                 "({}); got a device without them", core::current_op_name(), index_, name()));
   // The SUBGROUP variant (narrow only) runs with the family's chosen subgroup size.
   const std::uint32_t sg = wide ? 0 : subgroup_size(family);
   const int variant = wide ? 1 : sg ? 2 : 0;
@@ -137,7 +137,7 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   if (!modules_[static_cast<int>(family)][variant])
     throw ExecutionError(fmt::format("[{}] vulkan pipeline {}{}: its shader module is not available on device {} ({})",
-                                     dispatch::current_op_name(), shader_spirv(family).name,
+                                     core::current_op_name(), shader_spirv(family).name,
                                      wide ? " (wide)" : sg ? " (subgroup)" : "", index_, name()));
   std::vector<std::uint32_t> values = spec;
   std::vector<VkSpecializationMapEntry> entries(spec.size());

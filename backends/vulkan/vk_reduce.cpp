@@ -5,11 +5,11 @@
 
 #include <algorithm>
 
+#include "backends/vulkan/vk_features.hpp"
 #include "backends/vulkan/vk_kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
-#include "backends/vulkan/vk_features.hpp"
-#include "dispatch/shape_rules.hpp"
-#include "dispatch/validate.hpp"
+#include "lib/core/current_op.hpp"
+#include "lib/core/shape_rules.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -131,7 +131,7 @@ bool use_column(const VulkanTensor& a, std::size_t dim, std::size_t count) {
 // of sum/prod/mean (the input's) and any/all (the bool dtype), the index dtype of an
 // arg-style op. `mode` (arg-style): RD_OUT_INDEX, RD_OUT_VALUE or RD_OUT_BOTH.
 Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
-  const Shape out_shape = dispatch::reduce_dim_shape(a->shape(), dim);
+  const Shape out_shape = core::reduce_dim_shape(a->shape(), dim);
   const std::size_t n = a->shape()[dim];
   const DType dt = a->dtype();
   const bool arg = arg_style(op);
@@ -164,7 +164,7 @@ Reduced reduce_lines(VkRef a, std::size_t dim, int op, DType out_dt, int mode) {
   if (chunk == 0 && n > kLineReduceMax && c.software())
     throw ExecutionError(fmt::format("[{}] reduction lines too long for a software Vulkan device; expected at most {} "
                                      "elements per line for this reduction (an unsplittable integer mean); got {}",
-                                     dispatch::current_op_name(), kLineReduceMax, n));
+                                     core::current_op_name(), kLineReduceMax, n));
   if (chunk > 0) {
     const bool mean = op == RD_MEAN;  // float mean: split sum, then divide in the accumulator dtype
     // Pass 1: one workgroup (line path) or invocation (column path) per chunk of a line

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "backends/vulkan/shaders/vk_codes.h"
-#include "dispatch/validate.hpp"
+#include "lib/core/current_op.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::vulkan {
@@ -119,7 +119,7 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
       throw ExecutionError(fmt::format("[{}] tensor too large for the {} kernel on vulkan:{}; expected at most {} bytes "
                                        "(maxStorageBufferRange; only contiguous elementwise ops split larger tensors); got {} "
                                        "bytes",
-                                       dispatch::current_op_name(), shader_spirv(family).name, index_,
+                                       core::current_op_name(), shader_spirv(family).name, index_,
                                        props_.limits.maxStorageBufferRange, len[i]));
   }
   // Beyond the device's grid a dispatch would be invalid usage (undefined behaviour, a
@@ -128,7 +128,7 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
   if (gx > grid[0] || gy > grid[1] || gz > grid[2])
     throw ExecutionError(fmt::format("[{}] too many workgroups for the {} kernel on vulkan:{}; expected at most {} x {} x {} "
                                      "(maxComputeWorkGroupCount); got {} x {} x {}",
-                                     dispatch::current_op_name(), shader_spirv(family).name, index_, grid[0],
+                                     core::current_op_name(), shader_spirv(family).name, index_, grid[0],
                                      grid[1], grid[2], gx, gy, gz));
   VkPipeline pipe = pipeline(family, spec, wide);
   std::lock_guard<std::mutex> lock(mu_);

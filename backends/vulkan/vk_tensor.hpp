@@ -8,7 +8,7 @@
 
 #include "backends/vulkan/vk_context.hpp"
 #include "dispatch/primitive.hpp"
-#include "backends/common/strided.hpp"
+#include "lib/core/strided.hpp"
 
 namespace tensor::vulkan {
 

@@ -86,7 +86,7 @@ template <> struct fwd::Rule<Family::Conv> : FloatOut {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const T&, const T&, const ConvArgs&) { return options_attrs(&p.a); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& x, T& weight, T& bias, const ConvArgs&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& x, T& weight, T& bias, const ConvArgs&) {
     return {entry(op)(x.take(), weight.take(), bias.take(), p.a), Kind::Float};
   }
 };
@@ -112,7 +112,7 @@ template <> struct fwd::Rule<Family::ConvBackward> : FloatOut {
     return options_attrs(&p.c, &target);
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, T& b, const Shape& target, const ConvArgs&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, T& b, const Shape& target, const ConvArgs&) {
     return {entry(op)(a.take(), b.take(), target, p.c), Kind::Float};
   }
 };
@@ -129,7 +129,7 @@ template <> struct fwd::Rule<Family::ConvBiasBackward> : FloatOut {
     return {Shape{s[1]}};
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& dy) { return {entry(op)(dy.take()), Kind::Float}; }
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& dy) { return {entry(op)(dy.take()), Kind::Float}; }
 };
 
 DispatchTensor conv(OpCode op, DispatchTensor x, DispatchTensor weight, DispatchTensor bias, const ConvArgs& args) {
@@ -219,7 +219,7 @@ template <> struct fwd::Rule<Family::Pool> : FloatOut {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const PoolArgs&) { return options_attrs(&p.a); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& x, const PoolArgs&) { return {entry(op)(x.take(), p.a), Kind::Float}; }
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& x, const PoolArgs&) { return {entry(op)(x.take(), p.a), Kind::Float}; }
 };
 
 template <> struct fwd::Rule<Family::PoolWithIndices> : FloatOut {
@@ -237,7 +237,7 @@ template <> struct fwd::Rule<Family::PoolWithIndices> : FloatOut {
     return o;
   }
   template <class Entry>
-  static std::pair<T, T> run(OpCode op, Entry entry, const Plan& p, T& x, const PoolArgs&) {
+  [[gnu::always_inline]] static std::pair<T, T> run(OpCode op, Entry entry, const Plan& p, T& x, const PoolArgs&) {
     auto [v, i] = entry(op)(x.take(), p.a, p.it);
     return {T(std::move(v), Kind::Float), T(std::move(i), Kind::Int)};
   }
@@ -257,7 +257,7 @@ template <> struct fwd::Rule<Family::PoolBackward> : FloatOut {
     return options_attrs(&p.a, &x_shape);
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& dy, const Shape& x_shape, const PoolArgs&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& dy, const Shape& x_shape, const PoolArgs&) {
     return {entry(op)(dy.take(), x_shape, p.a), Kind::Float};
   }
 };
@@ -278,7 +278,7 @@ template <> struct fwd::Rule<Family::MaxPoolBackward> : FloatOut {
     return options_attrs(&p.a, &x_shape);
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& dy, T& indices, const Shape& x_shape, const PoolArgs&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& dy, T& indices, const Shape& x_shape, const PoolArgs&) {
     return {entry(op)(dy.take(), indices.take(), x_shape, p.a), Kind::Float};
   }
 };
@@ -313,7 +313,7 @@ template <> struct fwd::Rule<Family::Interpolate> : FloatOut {
   }
   static OpAttrs attrs(OpCode, const Plan&, const T&, const InterpArgs& args) { return options_attrs(&args); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& x, const InterpArgs& args) { return {entry(op)(x.take(), args), Kind::Float}; }
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& x, const InterpArgs& args) { return {entry(op)(x.take(), args), Kind::Float}; }
 };
 
 template <> struct fwd::Rule<Family::InterpolateBackward> : FloatOut {
@@ -329,7 +329,7 @@ template <> struct fwd::Rule<Family::InterpolateBackward> : FloatOut {
     return options_attrs(&args, &x_shape);
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& dy, const Shape& x_shape, const InterpArgs& args) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& dy, const Shape& x_shape, const InterpArgs& args) {
     return {entry(op)(dy.take(), x_shape, args), Kind::Float};
   }
 };
@@ -349,7 +349,7 @@ template <> struct fwd::Rule<Family::Embedding> : FloatOut {
     return {std::move(out)};
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& weights, T& indices) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& weights, T& indices) {
     return {entry(op)(weights.take(), indices.take()), Kind::Float};
   }
 };
@@ -369,7 +369,7 @@ template <> struct fwd::Rule<Family::EmbeddingBackward> : FloatOut {
   }
   static OpAttrs attrs(OpCode, const Plan&, const T&, const T&, const Shape& weight_shape) { return options_attrs(nullptr, &weight_shape); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& dy, T& indices, const Shape& weight_shape) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& dy, T& indices, const Shape& weight_shape) {
     return {entry(op)(dy.take(), indices.take(), weight_shape), Kind::Float};
   }
 };
@@ -397,7 +397,7 @@ template <> struct fwd::Rule<Family::LayerNorm> : FloatOut {
     return o;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& x, T& gamma, T& beta, const double& eps) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& x, T& gamma, T& beta, const double& eps) {
     return {entry(op)(x.take(), gamma.take(), beta.take(), eps), Kind::Float};
   }
 };
@@ -424,7 +424,7 @@ template <> struct fwd::Rule<Family::Attention> : FloatOut {
     return options_attrs(&options);
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& q, T& k, T& v, T& mask, T& bias, const Attn& options) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& q, T& k, T& v, T& mask, T& bias, const Attn& options) {
     return {entry(op)(q.take(), k.take(), v.take(), mask.take(), bias.take(), options), Kind::Float};
   }
 };

@@ -39,7 +39,7 @@ template <> struct fwd::Rule<Family::Create> : RuleBase {
     return creation_attrs(p.dt, d);
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, const Shape& s, const DeviceId& d, const Kind& k, const Dt&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, const Shape& s, const DeviceId& d, const Kind& k, const Dt&) {
     return {entry(op)(s, d, p.dt), k};
   }
 };
@@ -60,7 +60,7 @@ template <> struct fwd::Rule<Family::Full> : RuleBase {
     return a;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, const Shape& s, const Scalar& v, const DeviceId& d, const Kind& k,
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, const Shape& s, const Scalar& v, const DeviceId& d, const Kind& k,
                const Dt&) {
     return {entry(op)(s, v, d, p.dt), k};
   }
@@ -91,7 +91,7 @@ template <> struct fwd::Rule<Family::FromData> : RuleBase {
     return a;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, TensorData& data, const DeviceId& d, const Kind& k) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, TensorData& data, const DeviceId& d, const Kind& k) {
     if (data.dtype() != p.dt) data = data.convert(p.dt);
     return {entry(op)(std::move(data), d), k};
   }
@@ -125,7 +125,7 @@ template <> struct fwd::Rule<Family::Random> : RuleBase {
     return a;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, const Shape& s, const Dist& dist, const DeviceId& d, const Kind& k,
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, const Shape& s, const Dist& dist, const DeviceId& d, const Kind& k,
                const Dt&) {
     return {entry(op)(s, dist, d, p.dt), k};
   }
@@ -168,7 +168,7 @@ template <> struct fwd::Rule<Family::Range> : RuleBase {
     return range_attrs(start, end, 1, p.dt, d);
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, const I& start, const I& end, const DeviceId& d, const Dt&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, const I& start, const I& end, const DeviceId& d, const Dt&) {
     return {entry(op)(start, end, d, p.dt), Kind::Int};
   }
 };
@@ -187,7 +187,7 @@ template <> struct fwd::Rule<Family::RangeStep> : RuleBase {
     return range_attrs(start, end, step, p.dt, d);
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, const I& start, const I& end, const I& step, const DeviceId& d,
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, const I& start, const I& end, const I& step, const DeviceId& d,
                const Dt&) {
     return {entry(op)(start, end, step, d, p.dt), Kind::Int};
   }
@@ -202,7 +202,7 @@ template <> struct fwd::Rule<Family::IntoData> : RuleBase {
   static DeviceId device(const Plan&, const T& a) { return a.device; }
   static OutMeta meta(OpCode, const Plan&, const T& a) { return {a.shape(), a.dtype(), a.kind, false}; }
   template <class Entry>
-  static std::future<TensorData> run(OpCode op, Entry entry, const Plan&, T& a) { return entry(op)(a.take()); }
+  [[gnu::always_inline]] static std::future<TensorData> run(OpCode op, Entry entry, const Plan&, T& a) { return entry(op)(a.take()); }
 };
 
 // to_device: the same device is the input itself; across backends the data goes through
@@ -231,7 +231,7 @@ template <> struct fwd::Rule<Family::ToDevice> : RuleBase {
     return x;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, const DeviceId& device) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, const DeviceId& device) {
     if (a.device == device) return std::move(a);
     const Kind k = a.kind;
     if (a.device.type_id == device.type_id) return {entry(op)(a.take(), device), k};
@@ -261,7 +261,7 @@ template <> struct fwd::Rule<Family::Cast> : RuleBase {
     return x;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const DType& dtype) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const DType& dtype) {
     if (a.kind == p.want && a.dtype() == dtype) return std::move(a);  // nothing to convert
     return {entry(op)(a.take(), dtype), p.want};
   }

@@ -47,7 +47,7 @@ template <> struct fwd::Rule<Family::Unary> : RuleBase {
     return {op_info(op).swaps_last_two ? transposed_shape(a.shape()) : a.shape(), a.dtype(), a.kind};
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a) {
     if (op_info(op).swaps_last_two && a.shape().rank() < 2) return std::move(a);  // nothing to swap
     const Kind k = a.kind;
     return {entry(op)(a.take()), k};
@@ -65,7 +65,7 @@ template <> struct fwd::Rule<Family::Binary> : RuleBase {
   static DeviceId device(const Plan&, const T& a, const T&) { return a.device; }
   static OutMeta meta(OpCode, const Plan& p, const T& a, const T&) { return {p.out, a.dtype(), a.kind}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, T& b) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, T& b) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), b.take()), k};
   }
@@ -83,7 +83,7 @@ template <> struct fwd::Rule<Family::Scalar> : RuleBase {
   static OutMeta meta(OpCode, const Plan&, const T& a, const Scalar&) { return {a.shape(), a.dtype(), a.kind}; }
   static OpAttrs attrs(OpCode, const Plan&, const T&, const Scalar& user) { return with_scalars(user); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const Scalar&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const Scalar&) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.s), k};
   }
@@ -104,7 +104,7 @@ template <> struct fwd::Rule<Family::Clamp> : RuleBase {
   static OutMeta meta(OpCode, const Plan&, const T& a, const Scalar&, const Scalar&) { return {a.shape(), a.dtype(), a.kind}; }
   static OpAttrs attrs(OpCode, const Plan&, const T&, const Scalar& lo, const Scalar& hi) { return with_scalars(lo, hi); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const Scalar&, const Scalar&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const Scalar&, const Scalar&) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.lo, p.hi), k};
   }
@@ -121,7 +121,7 @@ template <> struct fwd::Rule<Family::Compare> : RuleBase {
   static DeviceId device(const Plan&, const T& a, const T&) { return a.device; }
   static OutMeta meta(OpCode, const Plan& p, const T&, const T&) { return {p.out, p.bt, Kind::Bool}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, T& b) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, T& b) {
     return {entry(op)(a.take(), b.take(), p.bt), Kind::Bool};
   }
 };
@@ -147,7 +147,7 @@ template <> struct fwd::Rule<Family::CompareScalar> : RuleBase {
   static OutMeta meta(OpCode, const Plan& p, const T& a, const Scalar&) { return {a.shape(), p.bt, Kind::Bool}; }
   static OpAttrs attrs(OpCode, const Plan&, const T&, const Scalar& user) { return with_scalars(user); }
   template <class Entry>
-  static T run(OpCode, Entry entry, const Plan& p, T& a, const Scalar&) {
+  [[gnu::always_inline]] static T run(OpCode, Entry entry, const Plan& p, T& a, const Scalar&) {
     return {entry(p.run_as)(a.take(), p.s, p.bt), Kind::Bool};
   }
 };
@@ -166,7 +166,7 @@ template <> struct fwd::Rule<Family::Predicate> : RuleBase {
   static DeviceId device(const Plan&, const T& a) { return a.device; }
   static OutMeta meta(OpCode, const Plan& p, const T& a) { return {a.shape(), p.bt, Kind::Bool}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a) { return {entry(op)(a.take(), p.bt), Kind::Bool}; }
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a) { return {entry(op)(a.take(), p.bt), Kind::Bool}; }
 };
 
 // Tracking flags (native on autodiff devices; identity and false elsewhere).
@@ -177,7 +177,7 @@ template <> struct fwd::Rule<Family::SetFlag> : RuleBase {
   static OutMeta meta(OpCode, const Plan&, const T& a, const bool&) { return {a.shape(), a.dtype(), a.kind}; }
   static OpAttrs attrs(OpCode, const Plan&, const T&, const bool& on) { return with_ints(on ? 1 : 0); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, const bool& on) { return {entry(op)(a.take(), on), Kind::Float}; }
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, const bool& on) { return {entry(op)(a.take(), on), Kind::Float}; }
 };
 template <> struct fwd::Rule<Family::Query> : RuleBase {
   struct Plan {};
@@ -185,7 +185,7 @@ template <> struct fwd::Rule<Family::Query> : RuleBase {
   static DeviceId device(const Plan&, const T& a) { return a.device; }
   static OutMeta meta(OpCode, const Plan&, const T& a) { return {a.shape(), a.dtype(), a.kind, false}; }
   template <class Entry>
-  static bool run(OpCode op, Entry entry, const Plan&, const T& a) {
+  [[gnu::always_inline]] static bool run(OpCode op, Entry entry, const Plan&, const T& a) {
     a.prim->add_ref();  // the entry reads a reference of its own; `a` stays the caller's
     return entry(op)(Prim::adopt(a.prim));
   }
@@ -204,7 +204,7 @@ template <> struct fwd::Rule<Family::Matmul> : RuleBase {
   static DeviceId device(const Plan&, const T& a, const T&) { return a.device; }
   static OutMeta meta(OpCode, const Plan& p, const T& a, const T&) { return {p.out, a.dtype(), a.kind}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, T& b) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, T& b) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), b.take()), k};
   }
@@ -229,7 +229,7 @@ template <> struct fwd::Rule<Family::Cross> : RuleBase {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const T&, const std::int64_t&) { return with_ints(i64(p.d)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, T& b, const std::int64_t&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, T& b, const std::int64_t&) {
     return {entry(op)(a.take(), b.take(), p.d), Kind::Float};
   }
 };
@@ -245,7 +245,7 @@ template <> struct fwd::Rule<Family::PowI> : RuleBase {
   static DeviceId device(const Plan&, const T& a, const T&) { return a.device; }
   static OutMeta meta(OpCode, const Plan& p, const T& a, const T&) { return {p.out, a.dtype(), a.kind}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, T& b) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, T& b) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), b.take()), k};
   }

@@ -91,16 +91,20 @@ template <> struct fwd::Rule<Family::Gather> : OnFirst {
   static OutMeta meta(OpCode, const Plan&, const T& a, const I&, const T& idx) { return {idx.shape(), a.dtype(), a.kind}; }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const T&) { return with_ints(i64(p.d)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, T& idx) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, T& idx) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.d, idx.take()), k};
   }
 };
 
-template <> struct fwd::Rule<Family::Scatter> : OnFirst {
+// Indexed updates along a dim: scatter_add / scatter_or and select_add / select_or (`Dim`
+// validates and resolves the dim); the tensor's metadata. The Update families pass the rule on.
+using DimCheck = std::size_t (*)(OpCode, const T&, I, const T&, const T&, Update);
+template <DimCheck Dim>
+struct IndexedUpdate : OnFirst {
   struct Plan { std::size_t d; };
   static Plan check(OpCode op, const T& a, const I& dim, const T& idx, const T& values, const Update& u) {
-    return {scatter_dim(op, a, dim, idx, values, u)};
+    return {Dim(op, a, dim, idx, values, u)};
   }
   static OutMeta meta(OpCode, const Plan&, const T& a, const I&, const T&, const T&, const Update&) {
     return {a.shape(), a.dtype(), a.kind};
@@ -109,18 +113,24 @@ template <> struct fwd::Rule<Family::Scatter> : OnFirst {
     return dim_update_attrs(p.d, u);
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, T& idx, T& values, const Update&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, T& idx, T& values, const Update&) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.d, idx.take(), values.take()), k};
   }
 };
-template <> struct fwd::Rule<Family::ScatterUpdate> : fwd::Rule<Family::Scatter> {
+template <DimCheck Dim>
+struct IndexedUpdateWithRule : IndexedUpdate<Dim> {
+  using Plan = typename IndexedUpdate<Dim>::Plan;
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, T& idx, T& values, const Update& u) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, T& idx, T& values, const Update& u) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.d, idx.take(), values.take(), u), k};
   }
 };
+template <> struct fwd::Rule<Family::Scatter> : IndexedUpdate<scatter_dim> {};
+template <> struct fwd::Rule<Family::ScatterUpdate> : IndexedUpdateWithRule<scatter_dim> {};
+template <> struct fwd::Rule<Family::SelectAssign> : IndexedUpdate<select_assign_dim> {};
+template <> struct fwd::Rule<Family::SelectUpdate> : IndexedUpdateWithRule<select_assign_dim> {};
 
 template <> struct fwd::Rule<Family::Select> : OnFirst {
   struct Plan { std::size_t d; };
@@ -137,34 +147,9 @@ template <> struct fwd::Rule<Family::Select> : OnFirst {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const T&) { return with_ints(i64(p.d)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, T& idx) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, T& idx) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.d, idx.take()), k};
-  }
-};
-
-template <> struct fwd::Rule<Family::SelectAssign> : OnFirst {
-  struct Plan { std::size_t d; };
-  static Plan check(OpCode op, const T& a, const I& dim, const T& idx, const T& values, const Update& u) {
-    return {select_assign_dim(op, a, dim, idx, values, u)};
-  }
-  static OutMeta meta(OpCode, const Plan&, const T& a, const I&, const T&, const T&, const Update&) {
-    return {a.shape(), a.dtype(), a.kind};
-  }
-  static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const T&, const T&, const Update& u) {
-    return dim_update_attrs(p.d, u);
-  }
-  template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, T& idx, T& values, const Update&) {
-    const Kind k = a.kind;
-    return {entry(op)(a.take(), p.d, idx.take(), values.take()), k};
-  }
-};
-template <> struct fwd::Rule<Family::SelectUpdate> : fwd::Rule<Family::SelectAssign> {
-  template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, T& idx, T& values, const Update& u) {
-    const Kind k = a.kind;
-    return {entry(op)(a.take(), p.d, idx.take(), values.take(), u), k};
   }
 };
 
@@ -173,7 +158,7 @@ template <> struct fwd::Rule<Family::MaskWhere> : OnFirst {
   static Plan check(OpCode op, const T& a, const T& mask, const T& value) { return {mask_where_shape(op, a, mask, value)}; }
   static OutMeta meta(OpCode, const Plan& p, const T& a, const T&, const T&) { return {p.out, a.dtype(), a.kind}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, T& mask, T& value) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, T& mask, T& value) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), mask.take(), value.take()), k};
   }
@@ -192,7 +177,7 @@ template <> struct fwd::Rule<Family::MaskFill> : OnFirst {
   static OutMeta meta(OpCode, const Plan&, const T& a, const T&, const Scalar&) { return {a.shape(), a.dtype(), a.kind}; }
   static OpAttrs attrs(OpCode, const Plan&, const T&, const T&, const Scalar& v) { return with_scalars(v); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, T& mask, const Scalar& v) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, T& mask, const Scalar& v) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), mask.take(), v), k};
   }
@@ -210,7 +195,7 @@ template <> struct fwd::Rule<Family::MaskSelect> : OnFirst {
   }
   static OutMeta meta(OpCode, const Plan&, const T& a, const T&) { return {Shape{0}, a.dtype(), a.kind, false}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, T& mask) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, T& mask) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), mask.take()), k};
   }
@@ -224,7 +209,7 @@ template <> struct fwd::Rule<Family::Argwhere> : OnFirst {
   }
   static OutMeta meta(OpCode, const Plan& p, const T& a) { return {Shape{0, a.shape().rank()}, p.it, Kind::Int, false}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a) { return {entry(op)(a.take(), p.it), Kind::Int}; }
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a) { return {entry(op)(a.take(), p.it), Kind::Int}; }
 };
 
 template <> struct fwd::Rule<Family::GridSample> : OnFirst {
@@ -253,7 +238,7 @@ template <> struct fwd::Rule<Family::GridSample> : OnFirst {
     return x;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, T& grid, const O& options) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, T& grid, const O& options) {
     return {entry(op)(a.take(), grid.take(), options), Kind::Float};
   }
 };
@@ -271,7 +256,7 @@ template <> struct fwd::Rule<Family::GatherNd> : OnFirst {
   }
   static OutMeta meta(OpCode, const Plan& p, const T& a, const T&) { return {p.out, a.dtype(), a.kind}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, T& idx) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, T& idx) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), idx.take()), k};
   }
@@ -297,7 +282,7 @@ template <> struct fwd::Rule<Family::ScatterNd> : OnFirst {
     return x;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a, T& idx, T& values, const Update& u) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a, T& idx, T& values, const Update& u) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), idx.take(), values.take(), u), k};
   }

@@ -73,7 +73,7 @@ template <> struct fwd::Rule<Family::Reshape> : OnFirst {
     return x;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const Dims&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const Dims&) {
     if (p.out == a.shape()) return std::move(a);
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.out), k};
@@ -91,7 +91,7 @@ template <> struct fwd::Rule<Family::SwapDims> : OnFirst {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const I&) { return with_ints(i64(p.x), i64(p.y)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const I&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const I&) {
     if (p.x == p.y) return std::move(a);
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.x, p.y), k};
@@ -129,7 +129,7 @@ template <> struct fwd::Rule<Family::Axes> : OnFirst {
     return x;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const Dims&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const Dims&) {
     if (!op_info(op).reorders && p.n == 0) return std::move(a);
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.axes()), k};
@@ -150,7 +150,7 @@ template <> struct fwd::Rule<Family::Slice> : OnFirst {
     return x;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const Slices&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const Slices&) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), DimSlices(p.ds)), k};
   }
@@ -178,7 +178,7 @@ template <> struct fwd::Rule<Family::SliceAssign> : OnFirst {
     return x;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const Slices&, T& value) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const Slices&, T& value) {
     if (p.empty) return std::move(a);  // nothing to write
     const Kind k = a.kind;
     return {entry(op)(a.take(), DimSlices(p.ds), value.take()), k};
@@ -199,7 +199,7 @@ template <> struct fwd::Rule<Family::RepeatDim> : OnFirst {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const N& times) { return with_ints(i64(p.d), i64(times)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const N& times) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const N& times) {
     if (times == 1) return std::move(a);
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.d, times), k};
@@ -242,7 +242,7 @@ template <> struct fwd::Rule<Family::Cat> : RuleBase {
   static OutMeta meta(OpCode, const Plan& p, const Parts& parts, const I&) { return {p.out, parts[0].dtype(), parts[0].kind}; }
   static OpAttrs attrs(OpCode, const Plan& p, const Parts&, const I&) { return with_ints(i64(p.d)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, Parts& parts, const I&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, Parts& parts, const I&) {
     const Kind k = parts[0].kind;
     const DeviceId dev = parts[0].device;
     const DType dt = parts[0].dtype();
@@ -276,7 +276,7 @@ template <> struct fwd::Rule<Family::Unfold> : OnFirst {
     return with_ints(i64(p.d), i64(size), i64(step));
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const N& size, const N& step) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const N& size, const N& step) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.d, size, step), k};
   }

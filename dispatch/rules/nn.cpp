@@ -89,7 +89,7 @@ template <> struct fwd::Rule<Family::Linear> : FloatOut {
     return {std::move(out)};
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& x, T& weight, T& bias) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& x, T& weight, T& bias) {
     return {entry(op)(x.take(), weight.take(), bias.take()), Kind::Float};
   }
 };
@@ -122,7 +122,7 @@ template <> struct fwd::Rule<Family::BatchNorm> : FloatOut {
     return o;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& x, T& gamma, T& beta, T& mean, T& variance, const double& eps) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& x, T& gamma, T& beta, T& mean, T& variance, const double& eps) {
     return {entry(op)(x.take(), gamma.take(), beta.take(), mean.take(), variance.take(), eps), Kind::Float};
   }
 };
@@ -144,7 +144,7 @@ template <> struct fwd::Rule<Family::Unfold4d> : FloatOut {
   }
   static OpAttrs attrs(OpCode, const Plan&, const T&, const FoldArgs& args) { return options_attrs(&args); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& x, const FoldArgs& args) { return {entry(op)(x.take(), args), Kind::Float}; }
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& x, const FoldArgs& args) { return {entry(op)(x.take(), args), Kind::Float}; }
 };
 
 // CtcLoss: the per-sequence loss [N]; CtcLossBackward: the log_probs gradient.
@@ -160,7 +160,7 @@ template <> struct fwd::Rule<Family::CtcLoss> : FloatOut {
     return o;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& lp, T& targets, T& in_len, T& tgt_len, const std::int64_t& blank) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& lp, T& targets, T& in_len, T& tgt_len, const std::int64_t& blank) {
     return {entry(op)(lp.take(), targets.take(), in_len.take(), tgt_len.take(), blank), Kind::Float};
   }
 };
@@ -180,7 +180,7 @@ template <> struct fwd::Rule<Family::CtcLossBackward> : FloatOut {
     return o;
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& lp, T& targets, T& in_len, T& tgt_len, T& dloss,
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& lp, T& targets, T& in_len, T& tgt_len, T& dloss,
                const std::int64_t& blank) {
     return {entry(op)(lp.take(), targets.take(), in_len.take(), tgt_len.take(), dloss.take(), blank), Kind::Float};
   }
@@ -197,7 +197,7 @@ template <> struct fwd::Rule<Family::DeformConv> : FloatOut {
     return options_attrs(&o);
   }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& x, T& offset, T& weight, T& mask, T& bias, const Deform& o) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& x, T& offset, T& weight, T& mask, T& bias, const Deform& o) {
     return {entry(op)(x.take(), offset.take(), weight.take(), mask.take(), bias.take(), o), Kind::Float};
   }
 };
@@ -217,7 +217,7 @@ template <> struct fwd::Rule<Family::DeformConvBackward> : FloatOut {
     return options_attrs(&o);
   }
   template <class Entry>
-  static std::vector<T> run(OpCode op, Entry entry, const Plan&, T& x, T& offset, T& weight, T& mask, T& dy,
+  [[gnu::always_inline]] static std::vector<T> run(OpCode op, Entry entry, const Plan&, T& x, T& offset, T& weight, T& mask, T& dy,
                             const bool& with_bias, const Deform& o) {
     std::vector<Prim> g = entry(op)(x.take(), offset.take(), weight.take(), mask.take(), dy.take(), with_bias, o);
     std::vector<T> r(5);

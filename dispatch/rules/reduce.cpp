@@ -48,7 +48,7 @@ template <> struct fwd::Rule<Family::Reduce> : OnFirst {
   }
   static OutMeta meta(OpCode, const Plan&, const T& a) { return {reduce_shape(), a.dtype(), a.kind}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan&, T& a) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& a) {
     const Kind k = a.kind;
     return {entry(op)(a.take()), k};
   }
@@ -73,7 +73,7 @@ template <> struct fwd::Rule<Family::Dim> : OnFirst {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&) { return with_ints(i64(p.d)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&) {
     const Kind k = a.kind;
     if (p.empty_result) return empty_reduced(a, p.d, k, a.dtype());
     return {entry(op)(a.take(), p.d), k};
@@ -87,7 +87,7 @@ template <> struct fwd::Rule<Family::DimIndex> : OnFirst {
   static OutMeta meta(OpCode, const Plan& p, const T& a, const I&) { return {reduce_dim_shape(a.shape(), p.d), p.it, Kind::Int}; }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&) { return with_ints(i64(p.d)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&) {
     if (p.empty_result) return empty_reduced(a, p.d, Kind::Int, p.it);
     return {entry(op)(a.take(), p.d, p.it), Kind::Int};
   }
@@ -100,7 +100,7 @@ template <> struct fwd::Rule<Family::DimWithIndices> : OnFirst {
   static OutMeta meta(OpCode, const Plan& p, const T& a, const I&) { return {reduce_dim_shape(a.shape(), p.d), a.dtype(), a.kind}; }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&) { return with_ints(i64(p.d)); }
   template <class Entry>
-  static TensorPair run(OpCode op, Entry entry, const Plan& p, T& a, const I&) {
+  [[gnu::always_inline]] static TensorPair run(OpCode op, Entry entry, const Plan& p, T& a, const I&) {
     const Kind k = a.kind;
     if (p.empty_result) return {empty_reduced(a, p.d, k, a.dtype()), empty_reduced(a, p.d, Kind::Int, p.it)};
     return wrap_pair(entry(op)(a.take(), p.d, p.it), k);
@@ -117,7 +117,7 @@ template <> struct fwd::Rule<Family::AnyAll> : OnFirst {
   }
   static OutMeta meta(OpCode, const Plan& p, const T&) { return {reduce_shape(), p.bt, Kind::Bool}; }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a) { return {entry(op)(a.take(), p.bt), Kind::Bool}; }
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a) { return {entry(op)(a.take(), p.bt), Kind::Bool}; }
 };
 template <> struct fwd::Rule<Family::AnyAllDim> : OnFirst {
   struct Plan { std::size_t d; DType bt; };
@@ -129,7 +129,7 @@ template <> struct fwd::Rule<Family::AnyAllDim> : OnFirst {
   static OutMeta meta(OpCode, const Plan& p, const T& a, const I&) { return {reduce_dim_shape(a.shape(), p.d), p.bt, Kind::Bool}; }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&) { return with_ints(i64(p.d)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&) { return {entry(op)(a.take(), p.d, p.bt), Kind::Bool}; }
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&) { return {entry(op)(a.take(), p.d, p.bt), Kind::Bool}; }
 };
 
 // Sorts along a dim: values (Sort), values and indices (SortWithIndices), indices (Argsort).
@@ -142,7 +142,7 @@ template <> struct fwd::Rule<Family::Sort> : OnFirst {
   static OutMeta meta(OpCode, const Plan&, const T& a, const I&, const bool&) { return {a.shape(), a.dtype(), a.kind}; }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const bool& desc) { return with_ints(i64(p.d), desc); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const bool& desc) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const bool& desc) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.d, desc), k};
   }
@@ -156,7 +156,7 @@ template <> struct fwd::Rule<Family::SortWithIndices> : OnFirst {
   static OutMeta meta(OpCode, const Plan&, const T& a, const I&, const bool&) { return {a.shape(), a.dtype(), a.kind}; }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const bool& desc) { return with_ints(i64(p.d), desc); }
   template <class Entry>
-  static TensorPair run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const bool& desc) {
+  [[gnu::always_inline]] static TensorPair run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const bool& desc) {
     const Kind k = a.kind;
     return wrap_pair(entry(op)(a.take(), p.d, desc, p.it), k);
   }
@@ -170,7 +170,7 @@ template <> struct fwd::Rule<Family::Argsort> : OnFirst {
   static OutMeta meta(OpCode, const Plan& p, const T& a, const I&, const bool&) { return {a.shape(), p.it, Kind::Int}; }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const bool& desc) { return with_ints(i64(p.d), desc); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const bool& desc) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const bool& desc) {
     return {entry(op)(a.take(), p.d, desc, p.it), Kind::Int};
   }
 };
@@ -185,7 +185,7 @@ template <> struct fwd::Rule<Family::TopK> : OnFirst {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const K& k) { return with_ints(i64(p.d), i64(k)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const K& k) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const K& k) {
     const Kind kind = a.kind;
     return {entry(op)(a.take(), p.d, k), kind};
   }
@@ -199,7 +199,7 @@ template <> struct fwd::Rule<Family::TopKWithIndices> : OnFirst {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const K& k) { return with_ints(i64(p.d), i64(k)); }
   template <class Entry>
-  static TensorPair run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const K& k) {
+  [[gnu::always_inline]] static TensorPair run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const K& k) {
     const Kind kind = a.kind;
     return wrap_pair(entry(op)(a.take(), p.d, k, p.it), kind);
   }
@@ -213,7 +213,7 @@ template <> struct fwd::Rule<Family::ArgTopK> : OnFirst {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const K& k) { return with_ints(i64(p.d), i64(k)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const K& k) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const K& k) {
     return {entry(op)(a.take(), p.d, k, p.it), Kind::Int};
   }
 };

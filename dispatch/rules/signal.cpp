@@ -29,7 +29,7 @@ template <> struct fwd::Rule<Family::Rfft> : FloatOut {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const N&) { return with_ints(i64(p.d), i64(p.len)); }
   template <class Entry>
-  static std::pair<T, T> run(OpCode op, Entry entry, const Plan& p, T& x, const I&, const N&) {
+  [[gnu::always_inline]] static std::pair<T, T> run(OpCode op, Entry entry, const Plan& p, T& x, const I&, const N&) {
     auto [re, im] = entry(op)(x.take(), p.d, p.len);
     return {T(std::move(re), Kind::Float), T(std::move(im), Kind::Float)};
   }
@@ -62,7 +62,7 @@ template <> struct fwd::Rule<Family::Irfft> : FloatOut {
   }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const T&, const I&, const N&) { return with_ints(i64(p.d), i64(p.len)); }
   template <class Entry>
-  static T run(OpCode op, Entry entry, const Plan& p, T& re, T& im, const I&, const N&) {
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& re, T& im, const I&, const N&) {
     return {entry(op)(re.take(), im.take(), p.d, p.len), Kind::Float};
   }
 };

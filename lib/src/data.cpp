@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/common/element.hpp"
+#include "lib/core/element.hpp"
 
 namespace tensor {
 

@@ -13,7 +13,7 @@
 namespace tensor::detail::lapack {
 
 // P A = L U packed as burn's lu_decomposition (see linalg.hpp), batch dims flattened
-// to B as composite.cpp's lu_steps returns them: lu [B, m, n], perm [B, m] (Int), sign
+// to B as composite/linalg.cpp's lu_steps returns them: lu [B, m, n], perm [B, m] (Int), sign
 // [B, 1, 1] (Float: +-1, the permutation's parity).
 struct Lu {
   Handle lu, perm, sign;

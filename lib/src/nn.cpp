@@ -1,5 +1,6 @@
 // tensor::nn's library side (lib/include/tensor/nn.hpp): converts handles and the
 // rank-generic NnArgs to the dispatch forwarders' arguments.
+#include "lib/core/nn_shape.hpp"
 #include "tensor/nn.hpp"
 
 #include <algorithm>
@@ -104,7 +105,7 @@ Tensor<4> lanczos3_weights(std::size_t in, std::size_t out, bool align_corners, 
 Handle nn_interpolate(Handle&& x, std::array<std::int64_t, 2> size, const nn::InterpolateOptions& o) {
   if (o.mode != nn::InterpolateMode::Lanczos3) return give(dispatch::interpolate(take(x), dispatch::InterpArgs{size, o}));
   const Tensor<4> t(x);
-  const Shape out = nn::interpolate_output_shape("interpolate", t.shape(), size);
+  const Shape out = core::interpolate_output_shape("interpolate", t.shape(), size);
   const Tensor<4> wh = lanczos3_weights(t.dims()[2], out[2], o.align_corners, t.device(), t.dtype());
   const Tensor<4> ww = lanczos3_weights(t.dims()[3], out[3], o.align_corners, t.device(), t.dtype());
   return detail::copy(wh.matmul(t).matmul(ww.swap_dims(2, 3)));
@@ -114,7 +115,7 @@ Handle nn_interpolate_backward(Handle&& dy, const Shape& x_shape, std::array<std
   if (o.mode != nn::InterpolateMode::Lanczos3)
     return give(dispatch::interpolate_backward(take(dy), x_shape, dispatch::InterpArgs{size, o}));
   const Tensor<4> g(dy);
-  const Shape out = nn::interpolate_output_shape("interpolate_backward", x_shape, size);
+  const Shape out = core::interpolate_output_shape("interpolate_backward", x_shape, size);
   if (!(g.shape() == out))
     throw ShapeError("[interpolate_backward] output_grad has the wrong shape; expected " + out.to_string() + "; got " +
                      g.shape().to_string());
@@ -162,7 +163,7 @@ Handle nn_attention_fallback(Handle&& q, Handle&& k, Handle&& v, Handle&& mask, 
   if (o.scale && !std::isfinite(*o.scale))
     throw ShapeError("[attention_fallback] scale must be finite; expected a finite scale; got " + std::to_string(*o.scale));
   const Shape ms = tm ? tm->shape() : Shape{}, bs = tb ? tb->shape() : Shape{};
-  nn::attention_output_shape(op, tq.shape(), tk.shape(), tv.shape(), tm ? &ms : nullptr, tb ? &bs : nullptr, o);
+  core::attention_output_shape(op, tq.shape(), tk.shape(), tv.shape(), tm ? &ms : nullptr, tb ? &bs : nullptr, o);
   const std::size_t lq = tq.dims()[2], lk = tk.dims()[2], d = tq.dims()[3];
   const DType dt = tq.dtype();
   // The dtype's lowest finite value and smallest normal: a fully masked row stays finite and

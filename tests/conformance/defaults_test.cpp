@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dispatch/dispatch.hpp"
+#include "lib/core/nn_shape.hpp"
 #include "mini_backend.hpp"
 #include "tensor/error.hpp"
 
@@ -167,22 +168,22 @@ NnRun nn_recipe(OpCode op) {
       };
     case OpCode::conv_x_backward:
       return [=](DeviceId d) {
-        const Shape y = tensor::nn::conv_output_shape<2>("t", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
+        const Shape y = tensor::core::conv_output_shape<2>("t", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
         auto v = one_of(conv_backward_x(fl(d, y, 7), fl(d, w2, 2), x2, c2));
         // rank 1: stride 3, dilation 2, padding 2 (trailing inputs the forward never reads)
         const Shape x1{2, 2, 12}, w1{4, 2, 3};
         const ConvArgs a1 = cargs(1, {3, 1, 1}, {2, 0, 0}, {2, 1, 1}, 1);
-        const Shape y1 = tensor::nn::conv_output_shape<1>("t", x1, w1, tensor::nn::ConvOptions<1>{{3}, {2}, {2}, 1});
+        const Shape y1 = tensor::core::conv_output_shape<1>("t", x1, w1, tensor::nn::ConvOptions<1>{{3}, {2}, {2}, 1});
         v.push_back(conv_backward_x(fl(d, y1, 8), fl(d, w1, 9), x1, a1));
         return v;
       };
     case OpCode::conv_weight_backward:
       return [=](DeviceId d) {
-        const Shape y = tensor::nn::conv_output_shape<2>("t", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
+        const Shape y = tensor::core::conv_output_shape<2>("t", x2, w2, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 2}, 2});
         auto v = one_of(conv_backward_weight(fl(d, x2, 1), fl(d, y, 7), w2, c2));
         const Shape x1{2, 2, 12}, w1{4, 2, 3};
         const ConvArgs a1 = cargs(1, {3, 1, 1}, {2, 0, 0}, {2, 1, 1}, 1);
-        const Shape y1 = tensor::nn::conv_output_shape<1>("t", x1, w1, tensor::nn::ConvOptions<1>{{3}, {2}, {2}, 1});
+        const Shape y1 = tensor::core::conv_output_shape<1>("t", x1, w1, tensor::nn::ConvOptions<1>{{3}, {2}, {2}, 1});
         v.push_back(conv_backward_weight(fl(d, x1, 8), fl(d, y1, 9), w1, a1));
         return v;
       };
@@ -190,12 +191,12 @@ NnRun nn_recipe(OpCode op) {
       return [=](DeviceId d) { return one_of(conv_backward_bias(fl(d, {2, 3, 4, 5}, 1))); };
     case OpCode::conv_transpose_x_backward:
       return [=](DeviceId d) {
-        const Shape y = tensor::nn::conv_transpose_output_shape<2>("t", tx2, tw2, tensor::nn::ConvTransposeOptions<2>{{2, 2}, {1, 0}, {1, 1}, {1, 1}, 2});
+        const Shape y = tensor::core::conv_transpose_output_shape<2>("t", tx2, tw2, tensor::nn::ConvTransposeOptions<2>{{2, 2}, {1, 0}, {1, 1}, {1, 1}, 2});
         return one_of(conv_transpose_backward_x(fl(d, y, 7), fl(d, tw2, 2), tx2, t2));
       };
     case OpCode::conv_transpose_weight_backward:
       return [=](DeviceId d) {
-        const Shape y = tensor::nn::conv_transpose_output_shape<2>("t", tx2, tw2, tensor::nn::ConvTransposeOptions<2>{{2, 2}, {1, 0}, {1, 1}, {1, 1}, 2});
+        const Shape y = tensor::core::conv_transpose_output_shape<2>("t", tx2, tw2, tensor::nn::ConvTransposeOptions<2>{{2, 2}, {1, 0}, {1, 1}, {1, 1}, 2});
         return one_of(conv_transpose_backward_weight(fl(d, tx2, 1), fl(d, y, 7), tw2, t2));
       };
     case OpCode::max_pool1d:
@@ -246,10 +247,10 @@ NnRun nn_recipe(OpCode op) {
     case OpCode::avg_pool_backward:
       return [=](DeviceId d) {
         const PoolArgs a = pargs(2, {3, 2, 1}, {2, 1, 1}, {1, 1, 0}, {1, 1, 1}, true, false);
-        const Shape y = tensor::nn::avg_pool_output_shape<2>("t", Shape{2, 3, 7, 6}, tensor::nn::AvgPoolOptions<2>{{3, 2}, {2, 1}, {1, 1}, false, true});
+        const Shape y = tensor::core::avg_pool_output_shape<2>("t", Shape{2, 3, 7, 6}, tensor::nn::AvgPoolOptions<2>{{3, 2}, {2, 1}, {1, 1}, false, true});
         auto v = one_of(pool_backward(op, fl(d, y, 5), Shape{2, 3, 7, 6}, a));
         const PoolArgs b = pargs(2, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 1}, true, true);
-        const Shape yb = tensor::nn::avg_pool_output_shape<2>("t", Shape{1, 2, 6, 7}, tensor::nn::AvgPoolOptions<2>{{3, 3}, {2, 2}, {1, 1}, true, true});
+        const Shape yb = tensor::core::avg_pool_output_shape<2>("t", Shape{1, 2, 6, 7}, tensor::nn::AvgPoolOptions<2>{{3, 3}, {2, 2}, {1, 1}, true, true});
         v.push_back(pool_backward(op, fl(d, yb, 6), Shape{1, 2, 6, 7}, b));
         const PoolArgs c = pargs(1, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 1, 1}, true, true);  // E11's 1-d pool
         v.push_back(pool_backward(op, fl(d, {1, 1, 4}, 7), Shape{1, 1, 6}, c));
@@ -354,7 +355,7 @@ NnRun nn_recipe(OpCode op) {
         a.options.stride = {2, 1};
         a.options.padding = {1, 1};
         a.options.dilation = {1, 2};
-        const Shape cols = tensor::nn::unfold4d_output_shape("t", Shape{2, 2, 5, 6}, a.kernel, a.options);
+        const Shape cols = tensor::core::unfold4d_output_shape("t", Shape{2, 2, 5, 6}, a.kernel, a.options);
         auto v = one_of(fold4d(fl(d, cols, 1), a));
         FoldArgs b;
         b.kernel = {2, 2};

@@ -12,7 +12,7 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/cpu_tensor.hpp"
 #include "dispatch/backend.hpp"
-#include "backends/common/element.hpp"
+#include "lib/core/element.hpp"
 
 namespace tensor::cpu::test {
 

@@ -8,6 +8,7 @@
 #if TENSOR_HAVE_OPENMP
 #include <omp.h>
 #endif
+#include "lib/core/nn_shape.hpp"
 #include "nn_test_util.hpp"
 
 namespace tensor::cpu::nn::test {
@@ -590,7 +591,7 @@ TEST(NnConv, E3UnreadInputsGetZeroGradient) {
   expect_close(dx, std::vector<double>{1, 1, 1, 1, 0}, 1e-12, "E3 dx");
   expect_close(dw, std::vector<double>{4, 6}, 1e-12, "E3 dw");
   // The padding_out that conv_transpose needs to reach length 5.
-  EXPECT_EQ(tensor::nn::conv_backward_padding_out(5, 2, 2, 2, 0, 1), 1);
+  EXPECT_EQ(tensor::core::conv_backward_padding_out(5, 2, 2, 2, 0, 1), 1);
 }
 
 TEST(NnConv, E4ConvTransposeOutputPaddingRowIsNotZero) {

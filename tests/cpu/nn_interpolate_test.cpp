@@ -8,6 +8,7 @@
 
 #include "backends/cpu/nn/interpolate.hpp"
 #include "nn_test_util.hpp"
+#include "tensor/error.hpp"
 
 namespace tensor::cpu::nn::test {
 namespace {

@@ -1,13 +1,15 @@
-// The module ops' output-shape rules (tensor/nn_options.hpp): sizes against the formulas of
+// The module ops' output-shape rules (lib/core/nn_shape.hpp): sizes against the formulas of
 // module-ops.md and every typed error for bad options, with the op named in the message.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "tensor/nn_options.hpp"
+#include "lib/core/nn_shape.hpp"
 
 namespace tensor::nn {
 namespace {
+
+using namespace tensor::core;
 
 using I = std::int64_t;
 

@@ -22,8 +22,8 @@
 #include "backends/vulkan/vk_backend.hpp"
 #include "backends/vulkan/vk_context.hpp"
 #include "dispatch/dispatch.hpp"
+#include "lib/core/element.hpp"
 #include "tests/vulkan/vk_test_util.hpp"
-#include "backends/common/element.hpp"
 
 namespace {
 

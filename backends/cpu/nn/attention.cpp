@@ -12,6 +12,7 @@
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/reduce_hwy.hpp"
 #include "backends/cpu/unary_hwy.hpp"
+#include "lib/core/nn_shape.hpp"
 
 namespace tensor::cpu::nn {
 namespace {
@@ -289,7 +290,7 @@ void strides_of(const Shape* s, std::int64_t& sb, std::int64_t& sh) {
 
 AttentionGeom attention_geom(std::string_view op, const Shape& q, const Shape& k, const Shape& v,
                              const Shape* mask, const Shape* bias, const tensor::nn::AttentionModuleOptions& o) {
-  tensor::nn::attention_output_shape(op, q, k, v, mask, bias, o);
+  tensor::core::attention_output_shape(op, q, k, v, mask, bias, o);
   AttentionGeom g;
   g.batch = q[0];
   g.heads = q[1];

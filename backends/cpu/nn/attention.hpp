@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "tensor/nn_options.hpp"
+#include "tensor/shape.hpp"
 
 namespace tensor::cpu::nn {
 

@@ -15,6 +15,7 @@
 
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/parallel.hpp"
+#include "lib/core/nn_shape.hpp"
 
 namespace tensor::cpu::nn {
 namespace {
@@ -234,13 +235,10 @@ void for_range(std::size_t n, bool parallel, F&& f) {
 constexpr double kThreadsWork = 64.0 * 64.0 * 64.0;
 
 // One gemm per (sample, group), also for small planes. Packing several samples' cols side
-// by side into one wider gemm (the [Kc, s*P] layout) was measured and dropped: on
-// [128,32,14,14] 3x3 -> 64, one thread, dnnl_sgemm alone gained at most 5% for the
-// forward and x-gradient shapes (64 x 196 x 288 runs near its peak already) and lost up
-// to 50% for the weight gradient (its k grows), and the copies in and out of the packed
-// layout cost more than the 5%: forward 5.9 vs 6.0-6.3 ms, x grad 6.3-6.6 vs 6.5-6.7,
-// weight grad 6.5 vs 6.4-8.5 for widths of 392-1568 columns; [128,1,28,28] -> 32 lost
-// 40-80% on all three. What cost more than the gemm on small planes was im2col's and
+// by side into one wider gemm (the [Kc, s*P] layout) was measured and dropped: the gemm
+// alone gains little for the forward and x-gradient shapes (a per-sample gemm already runs
+// near its peak) and loses for the weight gradient (its k grows), and the copies in and
+// out of the packed layout cost more than the gain. What cost more than the gemm on small planes was im2col's and
 // col2im's per-row overhead (see copy_shifted_plane).
 struct Plan {
   int threads;       // total threads
@@ -290,9 +288,9 @@ void for_samples(const ConvGeom& g, const Plan& p, std::size_t cols_size, F&& f)
 
 // Direct convolution for depthwise kernels (one input channel per group, at most
 // kDirectMaxMultiplier outputs each): per (sample, output channel) an axpy of each input
-// row into each output row. There each gemm has m <= 4 and k = kh*kw, which BLIS runs badly:
-// depthwise 3x3 on [32,128,56,56], one thread, 50 ms direct vs 74 ms im2col + gemm. A dense
-// conv with a short reduction ([128,1,28,28] -> 32) stays on gemm: 1.7 ms vs 10.5 ms direct.
+// row into each output row. There each gemm has m <= 4 and k = kh*kw, which BLIS runs badly,
+// so direct is faster. A dense conv with a short reduction ([128,1,28,28] -> 32) stays on
+// gemm, where direct is several times slower.
 constexpr std::size_t kDirectMaxReduction = 32, kDirectMaxMultiplier = 4;
 
 template <class T>
@@ -532,9 +530,8 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
 constexpr std::size_t kWeightParts = 2;
 
 // With fewer cols rows than output channels (Kc < cgo) the parts form dW^T = cols_n x
-// dy_n^T instead, transposed when they are added: dnnl_sgemm ran [128,1,28,28] -> 32's
-// 128 products of 9 x 32 x 784 in 0.52 ms against 1.08 ms as 32 x 9 x 784 (one thread);
-// 64 x 288 x 196 and 288 x 64 x 196 ([128,32,14,14] -> 64) took the same.
+// dy_n^T instead, transposed when they are added: dnnl_sgemm runs the short-m orientation
+// about twice as slowly; with Kc >= cgo both orientations take the same.
 bool weight_transposed(std::size_t Kc, std::size_t cgo) { return Kc < cgo; }
 
 template <class T>
@@ -648,14 +645,14 @@ ConvGeom conv_geom_of(std::size_t batch, std::size_t c_in, std::size_t c_out, co
 
 template <std::size_t N>
 ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& weight, const tensor::nn::ConvOptions<N>& o) {
-  const Shape y = tensor::nn::conv_output_shape<N>(op, x, weight, o);
+  const Shape y = tensor::core::conv_output_shape<N>(op, x, weight, o);
   return conv_geom_of<N>(x[0], x[1], weight[0], x, weight, y, o);
 }
 
 template <std::size_t N>
 ConvGeom conv_transpose_geom(std::string_view op, const Shape& x, const Shape& weight,
                              const tensor::nn::ConvTransposeOptions<N>& o) {
-  const Shape y = tensor::nn::conv_transpose_output_shape<N>(op, x, weight, o);
+  const Shape y = tensor::core::conv_transpose_output_shape<N>(op, x, weight, o);
   return conv_geom_of<N>(x[0], y[1], x[1], y, weight, x, o);
 }
 
@@ -671,7 +668,7 @@ template ConvGeom conv_transpose_geom<3>(std::string_view, const Shape&, const S
 
 ConvGeom unfold_geom(std::string_view op, const Shape& x, const std::array<I, 2>& kernel,
                      const tensor::nn::UnfoldOptions& o) {
-  tensor::nn::unfold4d_output_shape(op, x, kernel, o);
+  tensor::core::unfold4d_output_shape(op, x, kernel, o);
   tensor::nn::ConvOptions<2> co;
   co.stride = o.stride;
   co.padding = o.padding;

@@ -1,14 +1,16 @@
 // CPU convolution kernels (conv and conv_transpose, forward and backward, 1-d to 3-d) on
 // contiguous row-major buffers with explicit geometry: im2col/col2im + BLIS gemm (direct
 // loops for depthwise), plus unfold4d/fold4d.
-// The backend entry validates shapes (tensor/nn_options.hpp) and makes buffers contiguous.
+// The backend entry validates shapes (lib/core/nn_shape.hpp) and makes buffers contiguous.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "tensor/nn_options.hpp"
+#include "tensor/shape.hpp"
 
 namespace tensor::cpu::nn {
 

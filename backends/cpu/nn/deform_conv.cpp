@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/nn/nn_gemm.hpp"
+#include "lib/core/nn_shape.hpp"
 
 namespace tensor::cpu::nn {
 namespace {
@@ -175,7 +176,7 @@ void backward(const DeformGeom& dg, const T* x, const T* offset, const T* weight
 
 DeformGeom deform_conv2d_geom(std::string_view op, const Shape& x, const Shape& offset, const Shape& weight,
                               const Shape* mask, const Shape* bias, const tensor::nn::DeformConvOptions<2>& o) {
-  tensor::nn::deform_conv2d_output_shape(op, x, offset, weight, mask, bias, o);
+  tensor::core::deform_conv2d_output_shape(op, x, offset, weight, mask, bias, o);
   tensor::nn::ConvOptions<2> co;
   co.stride = o.stride;
   co.padding = o.padding;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/nn/nn_gemm.hpp"
+#include "lib/core/nn_shape.hpp"
 
 namespace tensor::cpu::nn {
 namespace {
@@ -134,7 +135,7 @@ void embedding_bw(std::size_t n_emb, std::size_t d, std::size_t count, const I* 
 
 InterpGeom interpolate_geom(std::string_view op, const Shape& x, const std::array<I, 2>& size,
                             const tensor::nn::InterpolateOptions& o) {
-  const Shape y = tensor::nn::interpolate_output_shape(op, x, size);
+  const Shape y = tensor::core::interpolate_output_shape(op, x, size);
   InterpGeom g;
   g.planes = x[0] * x[1];
   g.in_h = x[2];

@@ -4,8 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "tensor/nn_options.hpp"
+#include "tensor/shape.hpp"
 
 namespace tensor::cpu::nn {
 

@@ -18,6 +18,7 @@
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/nn/norm.hpp"
 #include "backends/cpu/nn/pool.hpp"
+#include "lib/core/nn_shape.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::cpu {
@@ -443,10 +444,10 @@ Prim fold_entry(Prim x, const FoldArgs& a) {
   const DType want = x->dtype(), work = work_dtype(want);
   const Shape xs = x->shape();
   const std::string_view name = kFold ? "fold4d" : "unfold4d";
-  const Shape image = kFold ? tensor::nn::fold4d_output_shape(name, xs, a.output_size, a.kernel, a.options) : xs;
+  const Shape image = kFold ? tensor::core::fold4d_output_shape(name, xs, a.output_size, a.kernel, a.options) : xs;
   const nn::ConvGeom g = nn::unfold_geom(name, image, a.kernel, a.options);
   CpuRef cx = prep(std::move(x), work);
-  const Shape out = kFold ? image : tensor::nn::unfold4d_output_shape(name, xs, a.kernel, a.options);
+  const Shape out = kFold ? image : tensor::core::unfold4d_output_shape(name, xs, a.kernel, a.options);
   CpuRef y = alloc_tensor(work, out);
   on_work(work, [&](auto t) {
     using T = decltype(t);

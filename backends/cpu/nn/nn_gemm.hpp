@@ -33,8 +33,7 @@ inline int nn_threads() {
 // each; memory-bound kernels that read about one element per unit of work (pooling,
 // normalization: Work::Stream) in stream_chunk's long chunks (parallel.hpp), so that each
 // thread reads long runs of consecutive memory (chunks of 32 KB alternating between two
-// threads kept the hardware prefetchers from ever getting ahead: adaptive_avg_pool2d to
-// 1x1 of [32,64,56,56] ran at 40 GB/s).
+// threads kept the hardware prefetchers from ever getting ahead).
 constexpr double kParallelWork = 32768.0;
 constexpr double kChunkWork = 8192.0;
 enum class Work { Compute, Stream };

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/reduce_hwy.hpp"
+#include "lib/core/nn_shape.hpp"
 
 namespace tensor::cpu::nn {
 namespace {
@@ -19,8 +20,7 @@ using I = std::int64_t;
 // 2x2 windows at stride 2 without padding or dilation, all inside the input (the usual
 // CNN pool): per output row its two input rows, no bounds checks or window loops. Same
 // answer as the general loop: the first of equal maxima, a NaN wins over numbers. (An
-// integer-key version that GCC could if-convert was not faster: 3.6-4.4 ms against
-// 3.1-3.7 ms for [128,32,28,28] on one thread, CPU time, load 14.)
+// integer-key version that GCC could if-convert was not faster.)
 bool is_2x2_s2(const Pool2dGeom& g) {
   return g.kernel[0] == 2 && g.kernel[1] == 2 && g.stride[0] == 2 && g.stride[1] == 2 && g.padding[0] == 0 &&
          g.padding[1] == 0 && g.dilation[0] == 1 && g.dilation[1] == 1 && 2 * g.out_h <= g.in_h &&
@@ -208,8 +208,8 @@ template <class T, bool kBackward>
 void adaptive_impl(const AdaptiveGeom& g, const T* in_buf, T* out_buf) {
   const std::size_t S = g.in[0] * g.in[1] * g.in[2], O = g.out[0] * g.out[1] * g.out[2];
   auto box = [&](int d, std::size_t i, I& lo, I& hi) {
-    lo = tensor::nn::adaptive_start(static_cast<I>(i), static_cast<I>(g.in[d]), static_cast<I>(g.out[d]));
-    hi = tensor::nn::adaptive_end(static_cast<I>(i), static_cast<I>(g.in[d]), static_cast<I>(g.out[d]));
+    lo = tensor::core::adaptive_start(static_cast<I>(i), static_cast<I>(g.in[d]), static_cast<I>(g.out[d]));
+    hi = tensor::core::adaptive_end(static_cast<I>(i), static_cast<I>(g.in[d]), static_cast<I>(g.out[d]));
   };
   const I in1 = static_cast<I>(g.in[1]), in2 = static_cast<I>(g.in[2]);
   for_items(g.planes, static_cast<double>(std::max(S, O)), [&](std::size_t p) {
@@ -310,19 +310,19 @@ Pool2dGeom geom2d(const Shape& x, const Shape& y, const std::array<I, N>& k, con
 
 template <std::size_t N>
 Pool2dGeom max_pool_geom(std::string_view op, const Shape& x, const tensor::nn::MaxPoolOptions<N>& o) {
-  const Shape y = tensor::nn::max_pool_output_shape<N>(op, x, o);
+  const Shape y = tensor::core::max_pool_output_shape<N>(op, x, o);
   return geom2d<N>(x, y, o.kernel_size, o.stride, o.padding, o.dilation);
 }
 template <std::size_t N>
 Pool2dGeom avg_pool_geom(std::string_view op, const Shape& x, const tensor::nn::AvgPoolOptions<N>& o) {
-  const Shape y = tensor::nn::avg_pool_output_shape<N>(op, x, o);
+  const Shape y = tensor::core::avg_pool_output_shape<N>(op, x, o);
   Pool2dGeom g = geom2d<N>(x, y, o.kernel_size, o.stride, o.padding, tensor::nn::detail::filled<N>(1));
   g.count_include_pad = o.count_include_pad;
   return g;
 }
 template <std::size_t N>
 AdaptiveGeom adaptive_avg_pool_geom(std::string_view op, const Shape& x, const std::array<I, N>& size) {
-  const Shape y = tensor::nn::adaptive_avg_pool_output_shape<N>(op, x, size);
+  const Shape y = tensor::core::adaptive_avg_pool_output_shape<N>(op, x, size);
   AdaptiveGeom g;
   g.planes = x[0] * x[1];
   for (std::size_t i = 0; i < N; ++i) {

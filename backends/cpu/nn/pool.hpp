@@ -5,9 +5,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <utility>
 
 #include "tensor/nn_options.hpp"
+#include "tensor/shape.hpp"
 
 namespace tensor::cpu::nn {
 

@@ -54,8 +54,7 @@ class TENSOR_API DataFuture {
 
 namespace tensor::detail {
 
-// Tensor kinds as carried by a handle.
-enum class Kind : std::uint8_t { Float, Int, Bool, QFloat };
+// Kind (the tensor kind a handle carries) is tensor/dtype.hpp's.
 
 // Opaque: a counted reference to a backend primitive plus its device and kind.
 // Moving is a bit copy that empties the source; copying goes through retain().
@@ -155,20 +154,58 @@ struct DimList {
   DimList(const std::vector<std::int64_t>& v) : p(v.data()), n(v.size()) {}      // NOLINT
 };
 
-// burn's composite methods (lib/src/composite.cpp): compositions of the ops above,
-// on every device. `op` names the method in errors.
-enum class Composite : std::uint8_t {
-  is_finite, contains_nan, silu, relu6, hard_swish, gelu_approximate, mish, softsign, tanhshrink, selu, deg2rad, rad2deg,
-  softplus, elu, celu, hardtanh, hard_shrink, soft_shrink, threshold, thresholded_relu,              // (x, p[, q])
-  sum_dims, mean_dims, prod_dims, max_dims, min_dims, max_abs_dims, var, var_bias, vector_norm, vector_normalize,  // dims
-  glu, quiet_softmax, diag, trace, cov,                                                              // dims / one tensor
-  dot, is_close, cosine_similarity, cross_entropy_with_logits, fmod, outer, matvec,                  // two tensors
-  outer_dim, prelu,                                                                                  // two tensors
-};
-TENSOR_API Handle composite(Composite c, Handle&& a, double p = 0, double q = 0);
-TENSOR_API Handle composite_dims(Composite c, Handle&& a, DimList dims, double p = 0, double q = 0);
-TENSOR_API Handle composite2(Composite c, Handle&& a, Handle&& b, std::int64_t dim = 0, double p = 0, double q = 0);
+// burn's composite methods (lib/src/composite/, one file per public header): compositions
+// of the ops above, on every device; errors name the method the user called.
+// math.cpp
+TENSOR_API Handle is_finite(Handle&& a);
+TENSOR_API Handle contains_nan(Handle&& a);
+TENSOR_API Handle deg2rad(Handle&& a);
+TENSOR_API Handle rad2deg(Handle&& a);
+TENSOR_API Handle is_close(Handle&& a, Handle&& b, double rtol, double atol);
+TENSOR_API Handle fmod(Handle&& a, Handle&& b);
+// activation.cpp (tensor/activation.hpp)
+TENSOR_API Handle silu(Handle&& x);
+TENSOR_API Handle relu6(Handle&& x);
+TENSOR_API Handle hard_swish(Handle&& x);
+TENSOR_API Handle gelu_approximate(Handle&& x);
+TENSOR_API Handle softplus(Handle&& x, double beta);
+TENSOR_API Handle mish(Handle&& x);
+TENSOR_API Handle softsign(Handle&& x);
+TENSOR_API Handle tanhshrink(Handle&& x);
+TENSOR_API Handle elu(Handle&& x, double alpha);
+TENSOR_API Handle celu(Handle&& x, double alpha);
+TENSOR_API Handle selu(Handle&& x);
+TENSOR_API Handle hardtanh(Handle&& x, double min, double max);
+TENSOR_API Handle hard_shrink(Handle&& x, double lambda);
+TENSOR_API Handle soft_shrink(Handle&& x, double lambda, double bias);
+TENSOR_API Handle threshold(Handle&& x, double limit, double value);
+TENSOR_API Handle thresholded_relu(Handle&& x, double alpha);
+TENSOR_API Handle glu(Handle&& x, std::int64_t dim);
+TENSOR_API Handle quiet_softmax(Handle&& x, std::int64_t dim);
+TENSOR_API Handle prelu(Handle&& x, Handle&& alpha);
+// stats.cpp
+TENSOR_API Handle sum_dims(Handle&& a, DimList dims);
+TENSOR_API Handle mean_dims(Handle&& a, DimList dims);
+TENSOR_API Handle prod_dims(Handle&& a, DimList dims);
+TENSOR_API Handle max_dims(Handle&& a, DimList dims);
+TENSOR_API Handle min_dims(Handle&& a, DimList dims);
+TENSOR_API Handle max_abs_dims(Handle&& a, DimList dims);
+TENSOR_API Handle var(Handle&& a, std::int64_t dim, bool biased);
 TENSOR_API std::pair<Handle, Handle> var_mean(Handle&& a, std::int64_t dim, bool biased);
+TENSOR_API Handle cov(Handle&& a, std::int64_t dim, std::size_t correction);
+// linalg.cpp (tensor/linalg.hpp)
+TENSOR_API Handle vector_norm(Handle&& x, std::int64_t dim, double p);
+TENSOR_API Handle vector_normalize(Handle&& x, std::int64_t dim, double p, double epsilon);
+TENSOR_API Handle cosine_similarity(Handle&& a, Handle&& b, std::int64_t dim, double epsilon);
+TENSOR_API Handle outer(Handle&& a, Handle&& b);
+TENSOR_API Handle outer_dim(Handle&& a, Handle&& b, std::int64_t dim);
+TENSOR_API Handle matvec(Handle&& m, Handle&& v);
+TENSOR_API Handle diag(Handle&& x);
+TENSOR_API Handle trace(Handle&& x);
+TENSOR_API Handle dot(Handle&& a, Handle&& b);
+// loss.cpp (tensor/loss.hpp)
+TENSOR_API Handle cross_entropy_with_logits(Handle&& logits, Handle&& targets);
+// shape.cpp, creation.cpp, readback.cpp
 TENSOR_API Handle squeeze(Handle&& a, DimList dims, std::size_t out_rank, const char* op);  // no dims: every size-1 dim
 TENSOR_API Handle unsqueeze(Handle&& a, DimList axes, std::size_t out_rank, bool leading);
 TENSOR_API Handle flatten(Handle&& a, std::int64_t start, std::int64_t end, std::size_t out_rank);
@@ -216,7 +253,8 @@ TENSOR_API Handle take(Handle&& a, std::int64_t dim, Handle&& indices);
 TENSOR_API HandleList nonzero(Handle&& a);
 TENSOR_API std::pair<Handle, Handle> median(Handle&& a, std::int64_t dim, const char* op);
 
-// Issue 17, second part (lib/src/composite.cpp, lib/src/print.cpp).
+// Literal constructors, list-argument select / permute, sampling, nd indexing, grids,
+// transactions, det / lu / qr, printing (lib/src/composite/, lib/src/print.cpp).
 TENSOR_API Handle select_dim(Handle&& a, std::int64_t dim, std::int64_t index);
 TENSOR_API Handle select_list(Handle&& a, std::int64_t dim, DimList indices);
 TENSOR_API Handle categorical(Handle&& a, std::size_t num_samples);

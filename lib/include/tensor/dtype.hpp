@@ -105,3 +105,11 @@ class DTypeUsageSet {
 };
 
 }  // namespace tensor
+
+namespace tensor::detail {
+
+// The tensor kinds a handle carries (tensor/detail.hpp). Here, beside the dtypes it groups,
+// so the library's internals (lib/core/kind.hpp) have it without the firewall header.
+enum class Kind : std::uint8_t { Float, Int, Bool, QFloat };
+
+}  // namespace tensor::detail

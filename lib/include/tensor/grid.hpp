@@ -1,9 +1,11 @@
-// Coordinate grids (burn's grid helpers: meshgrid, meshgrid_stack, cartesian_grid), composed from
-// Tensor ops (views where the backend has them); included by nothing else.
+// Coordinate grids (burn's grid helpers: meshgrid, meshgrid_stack, cartesian_grid), composed in
+// libtensor.so (lib/src/composite/grid.cpp) from views where the backend has them; included by
+// nothing else.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -27,22 +29,28 @@ struct GridOptions {
   GridOptions(GridIndexing i, GridSparsity s) : indexing(i), sparsity(s) {}
 };
 
+namespace detail_ {
+// The grids of rank-1 handles (meshgrid, meshgrid_stack) and of a shape's coordinates
+// (cartesian_grid); the templates below are their typed faces.
+TENSOR_API detail::HandleList meshgrid(std::vector<detail::Handle>&& inputs, bool cartesian, bool sparse);
+TENSOR_API detail::Handle meshgrid_stack(std::vector<detail::Handle>&& inputs, bool last);
+TENSOR_API detail::Handle cartesian_grid(const Shape& shape, Device device);
+template <std::size_t N, TensorKind K>
+std::vector<detail::Handle> handles(const std::array<Tensor<1, K>, N>& inputs) {
+  std::vector<detail::Handle> hs;
+  hs.reserve(N);
+  for (const auto& t : inputs) hs.push_back(detail::copy(t));
+  return hs;
+}
+}  // namespace detail_
+
 // N rank-N grids of the inputs' sizes, output i holding inputs[i] along its dim (dims 0 and
 // 1 swapped for Cartesian indexing); sparse grids are views of the inputs (no expansion).
 template <std::size_t N, TensorKind K>
 std::array<Tensor<N, K>, N> meshgrid(const std::array<Tensor<1, K>, N>& inputs, GridOptions options = {}) {
-  const bool cartesian = options.indexing == GridIndexing::Cartesian;
-  auto pos = [&](std::size_t i) { return cartesian && N >= 2 && i < 2 ? 1 - i : i; };
-  std::array<std::int64_t, N> full{};
-  for (std::size_t i = 0; i < N; ++i) full[pos(i)] = static_cast<std::int64_t>(inputs[i].dims()[0]);
-  auto make = [&](std::size_t i) {
-    std::array<std::int64_t, N> s{};
-    s.fill(1);
-    s[pos(i)] = full[pos(i)];
-    Tensor<N, K> g = inputs[i].reshape(s);
-    return options.sparsity == GridSparsity::Sparse ? g : g.expand(full);
-  };
-  return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::array<Tensor<N, K>, N>{make(I)...}; }(
+  detail::HandleList gs = detail_::meshgrid(detail_::handles<N, K>(inputs), options.indexing == GridIndexing::Cartesian,
+                                            options.sparsity == GridSparsity::Sparse);
+  return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::array<Tensor<N, K>, N>{Tensor<N, K>(gs.take(I))...}; }(
       std::make_index_sequence<N>{});
 }
 
@@ -53,20 +61,13 @@ enum class IndexPos : std::uint8_t { First, Last };
 // dim 0 ([N, |t0|, .., |tN-1|]) or the last dim ([|t0|, .., |tN-1|, N]).
 template <std::size_t N, TensorKind K>
 Tensor<N + 1, K> meshgrid_stack(const std::array<Tensor<1, K>, N>& inputs, IndexPos index_pos = IndexPos::First) {
-  const std::array<Tensor<N, K>, N> grids = meshgrid<N, K>(inputs);
-  return stack(std::vector<Tensor<N, K>>(grids.begin(), grids.end()),
-               index_pos == IndexPos::First ? 0 : static_cast<std::int64_t>(N));
+  return Tensor<N + 1, K>(detail_::meshgrid_stack(detail_::handles<N, K>(inputs), index_pos == IndexPos::Last));
 }
 
 // [s0, .., s(D-1), D]: the coordinates of every element of a tensor of `shape`.
 template <std::size_t D>
 Tensor<D + 1, Int> cartesian_grid(const std::array<std::size_t, D>& shape, Device device = Device::default_device()) {
-  std::vector<Tensor<D, Int>> parts;
-  std::array<Tensor<1, Int>, D> ranges = [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return std::array<Tensor<1, Int>, D>{Tensor<1, Int>::arange(0, static_cast<std::int64_t>(shape[I]), device)...};
-  }(std::make_index_sequence<D>{});
-  for (auto& g : meshgrid<D, Int>(ranges)) parts.push_back(g);
-  return stack(parts, static_cast<std::int64_t>(D));
+  return Tensor<D + 1, Int>(detail_::cartesian_grid(Shape(std::span<const std::size_t>(shape.data(), D)), device));
 }
 
 // burn's affine_grid_2d: for affine matrices theta [N, 2, 3] and an output size

@@ -1,5 +1,5 @@
 // burn's linear algebra helpers (burn::tensor::linalg), composed from the op
-// table's ops in libtensor.so (lib/src/composite.cpp), so every device has them.
+// table's ops in libtensor.so (lib/src/composite/linalg.cpp), so every device has them.
 #pragma once
 
 #include <limits>
@@ -9,7 +9,7 @@
 #include "tensor/tensor.hpp"
 
 namespace tensor::detail {
-// (lib/src/composite.cpp) The norm of exponent p along dim (Float: any p; Int: p = 0, 1,
+// (lib/src/composite/linalg.cpp) The norm of exponent p along dim (Float: any p; Int: p = 0, 1,
 // +-inf), `op` naming the caller in errors; QR of either mode.
 TENSOR_API Handle linalg_norm(Handle&& a, double p, std::int64_t dim, const char* op);
 TENSOR_API std::pair<Handle, Handle> qr_mode(Handle&& a, bool reduced);
@@ -31,7 +31,7 @@ struct Norm {
 
 // The norm along `dim` (kept with size 1).
 template <std::size_t D> Tensor<D> vector_norm(const Tensor<D>& x, Norm norm, std::int64_t dim) {
-  return Tensor<D>(detail::composite_dims(detail::Composite::vector_norm, detail::copy(x), detail::DimList(&dim, 1), norm.p));
+  return Tensor<D>(detail::vector_norm(detail::copy(x), dim, norm.p));
 }
 template <std::size_t D> Tensor<D> l2_norm(const Tensor<D>& x, std::int64_t dim) { return vector_norm(x, Norm::L2(), dim); }
 // burn's named norms along `dim` (kept with size 1; negative counts from the end; a dim out
@@ -55,38 +55,37 @@ template <std::size_t D> Tensor<D> lp_norm(const Tensor<D>& x, double p, std::in
 }
 // x / max(norm(x, dim), epsilon).
 template <std::size_t D> Tensor<D> vector_normalize(const Tensor<D>& x, Norm norm, std::int64_t dim, double epsilon = 1e-12) {
-  return Tensor<D>(
-      detail::composite_dims(detail::Composite::vector_normalize, detail::copy(x), detail::DimList(&dim, 1), norm.p, epsilon));
+  return Tensor<D>(detail::vector_normalize(detail::copy(x), dim, norm.p, epsilon));
 }
 // sum(a b, dim) / max(|a| |b|, epsilon), along `dim` (kept with size 1).
 template <std::size_t D>
 Tensor<D> cosine_similarity(const Tensor<D>& a, const Tensor<D>& b, std::int64_t dim, double epsilon = 1e-8) {
-  return Tensor<D>(detail::composite2(detail::Composite::cosine_similarity, detail::copy(a), detail::copy(b), dim, epsilon));
+  return Tensor<D>(detail::cosine_similarity(detail::copy(a), detail::copy(b), dim, epsilon));
 }
 
 // burn's outer_dim: result[.., i, j, ..] = a[.., i, ..] * b[.., j, ..], dim `dim` of the
 // operands becoming dims (dim, dim + 1) of the result; the other dims broadcast.
 template <std::size_t D, TensorKind K>
 Tensor<D + 1, K> outer_dim(const Tensor<D, K>& a, const Tensor<D, K>& b, std::int64_t dim) requires(!std::is_same_v<K, Bool>) {
-  return Tensor<D + 1, K>(detail::composite2(detail::Composite::outer_dim, detail::copy(a), detail::copy(b), dim));
+  return Tensor<D + 1, K>(detail::outer_dim(detail::copy(a), detail::copy(b), dim));
 }
 // outer_dim along the last dim: [n] x [m] -> [n, m]; [b, n] x [b, m] -> [b, n, m].
 template <std::size_t D, TensorKind K>
 Tensor<D + 1, K> outer(const Tensor<D, K>& a, const Tensor<D, K>& b) requires(!std::is_same_v<K, Bool>) {
-  return Tensor<D + 1, K>(detail::composite2(detail::Composite::outer, detail::copy(a), detail::copy(b)));
+  return Tensor<D + 1, K>(detail::outer(detail::copy(a), detail::copy(b)));
 }
 // [.., m, n] x [.., n] -> [.., m] (batch dims broadcast as in matmul).
 template <std::size_t D, TensorKind K> Tensor<D - 1, K> matvec(const Tensor<D, K>& m, const Tensor<D - 1, K>& v) {
-  return Tensor<D - 1, K>(detail::composite2(detail::Composite::matvec, detail::copy(m), detail::copy(v)));
+  return Tensor<D - 1, K>(detail::matvec(detail::copy(m), detail::copy(v)));
 }
 // The diagonal of the last two dims: [.., n, m] -> [.., min(n, m)].
 template <std::size_t D, TensorKind K> Tensor<D - 1, K> diag(const Tensor<D, K>& x) {
-  return Tensor<D - 1, K>(detail::composite(detail::Composite::diag, detail::copy(x)));
+  return Tensor<D - 1, K>(detail::diag(detail::copy(x)));
 }
 // The sum of the diagonal of the last two dims, batched as burn's trace: [.., n, m] ->
 // [.., 1] (a single matrix gives a one-element tensor).
 template <std::size_t D, TensorKind K> Tensor<D - 1, K> trace(const Tensor<D, K>& x) requires(D >= 2) {
-  return Tensor<D - 1, K>(detail::composite(detail::Composite::trace, detail::copy(x)));
+  return Tensor<D - 1, K>(detail::trace(detail::copy(x)));
 }
 
 // det, lu and qr of small matrices, batched over the leading dims, composed from

@@ -595,7 +595,7 @@ class TENSOR_API Tensor {
     });
   }
 
-  // ---- burn's composite methods (lib/src/composite.cpp; errors name the method) ----
+  // ---- burn's composite methods (lib/src/composite/; errors name the method) ----
   static constexpr std::size_t rank() { return D; }
   // Removes every size-1 dim (D2: the rank left), the given dim, or the given dims
   // (all size-1 dims when the list is empty); a listed dim must have size 1.
@@ -656,36 +656,36 @@ class TENSOR_API Tensor {
   }
   // The one element (ShapeError otherwise), exactly: a double, int64, uint64 or bool Scalar.
   Scalar into_scalar() const { return detail::into_scalar(detail::retain(h_)); }
-  Tensor<1, K> dot(const Tensor& o) const requires(!kIsBool && D == 1) { return Tensor<1, K>(c2(detail::Composite::dot, o)); }
-  Tensor<D, Bool> is_finite() const requires kIsFloat { return Tensor<D, Bool>(c1(detail::Composite::is_finite)); }
-  Tensor<1, Bool> contains_nan() const requires kIsFloat { return Tensor<1, Bool>(c1(detail::Composite::contains_nan)); }
+  Tensor<1, K> dot(const Tensor& o) const requires(!kIsBool && D == 1) { return Tensor<1, K>(detail::dot(detail::retain(h_), detail::retain(o.h_))); }
+  Tensor<D, Bool> is_finite() const requires kIsFloat { return Tensor<D, Bool>(detail::is_finite(detail::retain(h_))); }
+  Tensor<1, Bool> contains_nan() const requires kIsFloat { return Tensor<1, Bool>(detail::contains_nan(detail::retain(h_))); }
   // |a - b| <= atol + rtol |b| (or a == b) elementwise; all_close: everywhere.
   Tensor<D, Bool> is_close(const Tensor& o, double rtol = 1e-5, double atol = 1e-8) const requires kIsFloat {
-    return Tensor<D, Bool>(c2(detail::Composite::is_close, o, 0, rtol, atol));
+    return Tensor<D, Bool>(detail::is_close(detail::retain(h_), detail::retain(o.h_), rtol, atol));
   }
   bool all_close(const Tensor& o, double rtol = 1e-5, double atol = 1e-8) const requires kIsFloat {
-    return Tensor<D, Bool>(c2(detail::Composite::is_close, o, 0, rtol, atol)).all().into_scalar().to_bool();
+    return Tensor<D, Bool>(detail::is_close(detail::retain(h_), detail::retain(o.h_), rtol, atol)).all().into_scalar().to_bool();
   }
-  Tensor fmod(const Tensor& o) const requires kIsFloat { return Tensor(c2(detail::Composite::fmod, o)); }
-  Tensor fmod_scalar(double s) const requires kIsFloat { return Tensor(c2(detail::Composite::fmod, full_like(s))); }
-  Tensor deg2rad() const requires kIsFloat { return Tensor(c1(detail::Composite::deg2rad)); }
-  Tensor rad2deg() const requires kIsFloat { return Tensor(c1(detail::Composite::rad2deg)); }
+  Tensor fmod(const Tensor& o) const requires kIsFloat { return Tensor(detail::fmod(detail::retain(h_), detail::retain(o.h_))); }
+  Tensor fmod_scalar(double s) const requires kIsFloat { return Tensor(detail::fmod(detail::retain(h_), detail::retain(full_like(s).h_))); }
+  Tensor deg2rad() const requires kIsFloat { return Tensor(detail::deg2rad(detail::retain(h_))); }
+  Tensor rad2deg() const requires kIsFloat { return Tensor(detail::rad2deg(detail::retain(h_))); }
   // Reductions over several dims, each kept with size 1 (no dims: the tensor unchanged).
-  Tensor sum_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::sum_dims, d); }
-  Tensor mean_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::mean_dims, d); }
-  Tensor prod_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::prod_dims, d); }
-  Tensor max_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::max_dims, d); }
-  Tensor min_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::min_dims, d); }
-  Tensor max_abs_dims(detail::DimList d) const requires(!kIsBool) { return cd(detail::Composite::max_abs_dims, d); }
+  Tensor sum_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::sum_dims(detail::retain(h_), d)); }
+  Tensor mean_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::mean_dims(detail::retain(h_), d)); }
+  Tensor prod_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::prod_dims(detail::retain(h_), d)); }
+  Tensor max_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::max_dims(detail::retain(h_), d)); }
+  Tensor min_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::min_dims(detail::retain(h_), d)); }
+  Tensor max_abs_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::max_abs_dims(detail::retain(h_), d)); }
   // Variance along dim (kept): var divides by n - 1, var_bias by n; *_mean also return the mean.
-  Tensor var(std::int64_t dim) const requires kIsFloat { return cd(detail::Composite::var, {&dim, 1}); }
-  Tensor var_bias(std::int64_t dim) const requires kIsFloat { return cd(detail::Composite::var_bias, {&dim, 1}); }
+  Tensor var(std::int64_t dim) const requires kIsFloat { return Tensor(detail::var(detail::retain(h_), dim, false)); }
+  Tensor var_bias(std::int64_t dim) const requires kIsFloat { return Tensor(detail::var(detail::retain(h_), dim, true)); }
   std::pair<Tensor, Tensor> var_mean(std::int64_t dim) const requires kIsFloat { return two(detail::var_mean(detail::retain(h_), dim, false)); }
   std::pair<Tensor, Tensor> var_mean_bias(std::int64_t dim) const requires kIsFloat { return two(detail::var_mean(detail::retain(h_), dim, true)); }
   // The covariance of the variables along the other dims, observations along `dim`
   // ([vars, obs] with dim 1 -> [vars, vars]); divides by n - correction.
   Tensor cov(std::int64_t dim, std::size_t correction = 1) const requires kIsFloat {
-    return Tensor(detail::composite_dims(detail::Composite::cov, detail::retain(h_), {&dim, 1}, static_cast<double>(correction)));
+    return Tensor(detail::cov(detail::retain(h_), dim, correction));
   }
   Tensor<D, Int> argsort_descending(std::int64_t d) const { return argsort(d, true); }
   std::pair<Tensor, Tensor<D, Int>> sort_descending_with_indices(std::int64_t d) const { return sort_with_indices(d, true); }
@@ -738,7 +738,7 @@ class TENSOR_API Tensor {
   Tensor<D, Bool> lower_scalar(Scalar s) const { return cmp_s(OpCode::lower_elem, s); }
   Tensor<D, Bool> lower_equal_scalar(Scalar s) const { return cmp_s(OpCode::lower_equal_elem, s); }
 
-  // ---- issue 17, second part ----
+  // ---- literal constructors, typed read-back, display, list-argument select/permute, sampling, nd indexing ----
   // burn's literal constructors: nested braces of rank D (Tensor<2>::from_floats({{1, 2}, {3, 4}})),
   // or flat values and a shape; stored in the device's default dtype of the kind.
   // Ragged braces or a shape that does not match the values: ShapeError.
@@ -855,11 +855,6 @@ class TENSOR_API Tensor {
   }
   Tensor<D, Bool> cmp_s(OpCode op, Scalar s) const { return Tensor<D, Bool>(detail::compare_scalar(op, detail::retain(h_), s)); }
   Tensor<1, K> red(OpCode op) const { return Tensor<1, K>(detail::reduce(op, detail::retain(h_))); }
-  Handle c1(detail::Composite c) const { return detail::composite(c, detail::retain(h_)); }
-  Handle c2(detail::Composite c, const Tensor& o, std::int64_t dim = 0, double p = 0, double q = 0) const {
-    return detail::composite2(c, detail::retain(h_), detail::retain(o.h_), dim, p, q);
-  }
-  Tensor cd(detail::Composite c, detail::DimList d) const { return Tensor(detail::composite_dims(c, detail::retain(h_), d)); }
   static std::vector<Tensor> many(detail::HandleList&& hs) {
     std::vector<Tensor> out;
     out.reserve(hs.size());

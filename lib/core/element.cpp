@@ -1,22 +1,22 @@
 // Bulk dtype conversion for host data (TensorData::convert) and backends. Errors name
-// the op the user called (dispatch's current op: the one call up into dispatch/).
-#include "backends/common/element.hpp"
+// the op the user called (lib/core/current_op.hpp).
+#include "lib/core/element.hpp"
 
 #include <fmt/format.h>
 
 #include <cstring>
 
-#include "dispatch/validate.hpp"
+#include "lib/core/current_op.hpp"
 #include "tensor/error.hpp"
 
-namespace tensor::common {
+namespace tensor::core {
 
 void throw_unvisitable_dtype(DType dtype) {
   if (dtype == DType::QFloat)
     throw DTypeError(fmt::format("[{}] quantized tensors are not supported by this operation; expected a float, int or bool "
                                  "dtype; got qfloat",
-                                 dispatch::current_op_name()));
-  throw DTypeError(fmt::format("[{}] invalid dtype; expected a DType value below {}; got {}", dispatch::current_op_name(), kDTypeCount,
+                                 current_op_name()));
+  throw DTypeError(fmt::format("[{}] invalid dtype; expected a DType value below {}; got {}", current_op_name(), kDTypeCount,
                                static_cast<unsigned>(dtype)));
 }
 
@@ -42,4 +42,4 @@ void convert_elements(DType from, const void* src, DType to, void* dst, std::siz
   });
 }
 
-}  // namespace tensor::common
+}  // namespace tensor::core

@@ -13,7 +13,7 @@
 
 #include "tensor/shape.hpp"
 
-namespace tensor::common {
+namespace tensor::core {
 
 // A resolved slice of one dim: element i of the result is source index
 // start + i * step, for i < len. Validation produces one per dim.
@@ -116,10 +116,10 @@ inline StridedView unfold_view(const Shape& shape, const StridedLayout& from, st
   return v;
 }
 
-}  // namespace tensor::common
+}  // namespace tensor::core
 
-// dispatch and the backends spell these names dispatch::... (where they lived before
-// backends/common/): the using-directive keeps that spelling valid.
+// dispatch spells these names dispatch::... (where they lived before lib/core/): the
+// using-directive keeps that spelling valid.
 namespace tensor::dispatch {
-using namespace tensor::common;
+using namespace tensor::core;
 }  // namespace tensor::dispatch
