@@ -30,3 +30,17 @@ float user_training_step() {
   io::save_safetensors("/dev/null", {{"w", w.into_data()}});
   return static_cast<float>(io::load_npy("/dev/null").num_elements());
 }
+
+// Collectives (tensor/distributed.hpp): the singleton world and the in-process group.
+#include <tensor/distributed.hpp>
+
+float user_collectives() {
+  const auto x = Tensor<2>::ones({2, 2});
+  float total = 0;
+  dist::LocalGroup group(2);
+  group.run([&](int rank) {
+    const auto y = dist::all_gather(dist::all_reduce(x, dist::ReduceOp::Mean));
+    if (rank == 0) total = static_cast<float>(y.sum().into_scalar().to_double());
+  });
+  return total + static_cast<float>(dist::world_size());
+}

@@ -1,0 +1,74 @@
+// The communicator interface under tensor::dist: host-staged collectives over TensorData,
+// with the null (size 1) and local (threads of one process) implementations; MPI comes next.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tensor/data.hpp"
+#include "tensor/distributed.hpp"
+
+namespace tensor::dist::internal {
+
+// Which call a rank is making: the public op's name and this rank's sequence number of it
+// (1, 2, ... per communicator), for the watchdog's and the cross-rank check's messages.
+struct Call {
+  const char* op;
+  std::uint64_t seq;
+};
+
+// One rank's end of a group. Every method blocks until all ranks made the same call; the
+// data is host bytes, row-major, with a dtype the host reduction handles (not f16/bf16 or
+// bool: the front end widens those). Every rank passes equal shapes and dtypes; the local
+// implementation checks that and throws ShapeError/DTypeError naming the rank that differs.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The next sequence number of a collective on this rank (atomic: the process group's
+  // communicator is shared by every thread outside a LocalGroup).
+  std::uint64_t next_seq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }
+
+  virtual TensorData all_reduce(TensorData in, ReduceOp op, const Call& c) = 0;
+  virtual TensorData broadcast(TensorData in, int root, const Call& c) = 0;
+  // Shape [size * d0, ...]: the ranks' inputs in rank order.
+  virtual TensorData all_gather(TensorData in, const Call& c) = 0;
+  // Shape [d0 / size, ...]: block rank() of all_reduce(in, op); size divides d0 (checked before).
+  virtual TensorData reduce_scatter(TensorData in, ReduceOp op, const Call& c) = 0;
+  virtual void barrier(const Call& c) = 0;
+
+ private:
+  std::atomic<std::uint64_t> seq_{0};
+};
+
+// The factory behind init(): the process group's communicator. Today the null one (with the
+// mpirun guard: DeviceError when OMPI_COMM_WORLD_SIZE / PMI_SIZE say several processes). The
+// MPI implementation (mpi_communicator.cpp, the only file to include <mpi.h>, built with the
+// `mpi` Meson feature) is chosen here when launched under mpirun.
+std::unique_ptr<Communicator> make_world();
+
+// The communicator this thread's collectives use: the LocalGroup rank it runs as, else the
+// process group's (made by init() on first use).
+Communicator& current();
+// Installs `c` as this thread's communicator for its lifetime (LocalGroup::run).
+class ScopedCurrent {
+ public:
+  explicit ScopedCurrent(Communicator* c);
+  ~ScopedCurrent();
+  ScopedCurrent(const ScopedCurrent&) = delete;
+  ScopedCurrent& operator=(const ScopedCurrent&) = delete;
+
+ private:
+  Communicator* prev_;
+};
+
+// Host reduction (host_reduce.cpp): acc[i] = acc[i] op x[i] over n elements of `dtype`
+// (Sum and Mean add, wrapping for integers; Max/Min propagate NaN); finish() turns a Mean's
+// sum into the mean (a no-op for the other ops).
+void reduce_into(std::byte* acc, const std::byte* x, std::size_t n, DType dtype, ReduceOp op);
+void finish(std::byte* acc, std::size_t n, DType dtype, ReduceOp op, int size);
+
+}  // namespace tensor::dist::internal
