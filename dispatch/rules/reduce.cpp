@@ -132,86 +132,72 @@ template <> struct fwd::Rule<Family::AnyAllDim> : OnFirst {
   [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&) { return {entry(op)(a.take(), p.d, p.bt), Kind::Bool}; }
 };
 
-// Sorts along a dim: values (Sort), values and indices (SortWithIndices), indices (Argsort).
-template <> struct fwd::Rule<Family::Sort> : OnFirst {
+// The sorts share the check (the dim resolved, the index dtype) and the attributes.
+struct SortRule : OnFirst {
   using Plan = DimPlan;
   static Plan check(OpCode op, const T& a, const I& dim, const bool&) {
     check_first(op, a);
-    return {resolve_dim(op, dim, a.shape().rank())};
+    return {resolve_dim(op, dim, a.shape().rank()), false, int_out(a.device)};
   }
-  static OutMeta meta(OpCode, const Plan&, const T& a, const I&, const bool&) { return {a.shape(), a.dtype(), a.kind}; }
   static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const bool& desc) { return with_ints(i64(p.d), desc); }
+};
+// Sorts along a dim: values (Sort), values and indices (SortWithIndices), indices (Argsort).
+template <> struct fwd::Rule<Family::Sort> : SortRule {
+  static OutMeta meta(OpCode, const Plan&, const T& a, const I&, const bool&) { return {a.shape(), a.dtype(), a.kind}; }
   template <class Entry>
   [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const bool& desc) {
     const Kind k = a.kind;
     return {entry(op)(a.take(), p.d, desc), k};
   }
 };
-template <> struct fwd::Rule<Family::SortWithIndices> : OnFirst {
-  using Plan = DimPlan;
-  static Plan check(OpCode op, const T& a, const I& dim, const bool&) {
-    check_first(op, a);
-    return {resolve_dim(op, dim, a.shape().rank()), false, int_out(a.device)};
-  }
+template <> struct fwd::Rule<Family::SortWithIndices> : SortRule {
   static OutMeta meta(OpCode, const Plan&, const T& a, const I&, const bool&) { return {a.shape(), a.dtype(), a.kind}; }
-  static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const bool& desc) { return with_ints(i64(p.d), desc); }
   template <class Entry>
   [[gnu::always_inline]] static TensorPair run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const bool& desc) {
     const Kind k = a.kind;
     return wrap_pair(entry(op)(a.take(), p.d, desc, p.it), k);
   }
 };
-template <> struct fwd::Rule<Family::Argsort> : OnFirst {
-  using Plan = DimPlan;
-  static Plan check(OpCode op, const T& a, const I& dim, const bool&) {
-    check_first(op, a);
-    return {resolve_dim(op, dim, a.shape().rank()), false, int_out(a.device)};
-  }
+template <> struct fwd::Rule<Family::Argsort> : SortRule {
   static OutMeta meta(OpCode, const Plan& p, const T& a, const I&, const bool&) { return {a.shape(), p.it, Kind::Int}; }
-  static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const bool& desc) { return with_ints(i64(p.d), desc); }
   template <class Entry>
   [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const bool& desc) {
     return {entry(op)(a.take(), p.d, desc, p.it), Kind::Int};
   }
 };
 
-// The k largest along a dim: values (TopK), values and indices, indices (ArgTopK).
-template <> struct fwd::Rule<Family::TopK> : OnFirst {
+// The k largest along a dim: values (TopK), values and indices, indices (ArgTopK); one
+// check and one set of attributes.
+struct TopKRule : OnFirst {
   using Plan = DimPlan;
   using K = std::size_t;
   static Plan check(OpCode op, const T& a, const I& dim, const K& k) { return k_plan(op, a, dim, k); }
+  static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const K& k) { return with_ints(i64(p.d), i64(k)); }
+};
+template <> struct fwd::Rule<Family::TopK> : TopKRule {
   static OutMeta meta(OpCode, const Plan& p, const T& a, const I&, const K& k) {
     return {resized_shape(a.shape(), p.d, k), a.dtype(), a.kind};
   }
-  static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const K& k) { return with_ints(i64(p.d), i64(k)); }
   template <class Entry>
   [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const K& k) {
     const Kind kind = a.kind;
     return {entry(op)(a.take(), p.d, k), kind};
   }
 };
-template <> struct fwd::Rule<Family::TopKWithIndices> : OnFirst {
-  using Plan = DimPlan;
-  using K = std::size_t;
-  static Plan check(OpCode op, const T& a, const I& dim, const K& k) { return k_plan(op, a, dim, k); }
+template <> struct fwd::Rule<Family::TopKWithIndices> : TopKRule {
   static OutMeta meta(OpCode, const Plan& p, const T& a, const I&, const K& k) {
     return {resized_shape(a.shape(), p.d, k), a.dtype(), a.kind};
   }
-  static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const K& k) { return with_ints(i64(p.d), i64(k)); }
   template <class Entry>
   [[gnu::always_inline]] static TensorPair run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const K& k) {
     const Kind kind = a.kind;
     return wrap_pair(entry(op)(a.take(), p.d, k, p.it), kind);
   }
 };
-template <> struct fwd::Rule<Family::ArgTopK> : OnFirst {
-  using Plan = DimPlan;
-  using K = std::size_t;
-  static Plan check(OpCode op, const T& a, const I& dim, const K& k) { return k_plan(op, a, dim, k); }
+template <> struct fwd::Rule<Family::ArgTopK> : TopKRule {
   static OutMeta meta(OpCode, const Plan& p, const T& a, const I&, const K& k) {
     return {resized_shape(a.shape(), p.d, k), p.it, Kind::Int};
   }
-  static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const K& k) { return with_ints(i64(p.d), i64(k)); }
   template <class Entry>
   [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const K& k) {
     return {entry(op)(a.take(), p.d, k, p.it), Kind::Int};
