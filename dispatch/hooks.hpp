@@ -179,6 +179,4 @@ inline auto invoke(OpCode op, DeviceId device, Body&& body, MetaFn&& meta, AttrF
   return hooks_detail::invoke_hooked(op, device, body, meta, attrs, in...);
 }
 
-inline OpAttrs no_attrs() { return {}; }
-
 }  // namespace tensor::dispatch
