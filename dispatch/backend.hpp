@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dispatch/ops.hpp"
+#include "dispatch/table/ops.hpp"
 
 namespace tensor::dispatch {
 

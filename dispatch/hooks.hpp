@@ -31,7 +31,7 @@ struct OutMeta {
 
 // The non-tensor arguments of one call, as the forwarder resolved them (dims are
 // non-negative and in range). Which fields an op uses follows its family's argument
-// list in dispatch/ops.hpp: `ints` holds dims, sizes, steps, k and flags in that order.
+// list in dispatch/table/ops.hpp: `ints` holds dims, sizes, steps, k and flags in that order.
 struct OpAttrs {
   std::array<std::int64_t, 3> ints{};
   std::array<Scalar, 2> scalars{};

@@ -22,7 +22,7 @@
 
 #include "conformance/devices.hpp"
 #include "dispatch/autodiff.hpp"
-#include "dispatch/ops.hpp"
+#include "dispatch/table/ops.hpp"
 #include "test_util.hpp"
 
 namespace {

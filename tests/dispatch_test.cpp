@@ -6,7 +6,7 @@
 
 #include "dispatch/backend.hpp"
 #include "dispatch/dispatch.hpp"
-#include "dispatch/ops.hpp"
+#include "dispatch/table/ops.hpp"
 #include "test_util.hpp"
 
 namespace {

@@ -1,7 +1,7 @@
 // The one invocation path (dispatch/hooks.hpp) and its first user, the op profiler
 // (tensor/profile.hpp), on every device (cpu, mini, vulkan:0 when present; one per
 // process with TENSOR_TEST_DEVICE); plus the stable public op codes against the
-// committed dispatch/op_codes.txt and the op table's derived columns.
+// committed dispatch/table/op_codes.txt and the op table's derived columns.
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -13,7 +13,7 @@
 
 #include "conformance/devices.hpp"
 #include "dispatch/hooks.hpp"
-#include "dispatch/ops.hpp"
+#include "dispatch/table/ops.hpp"
 #include "dispatch/profiler.hpp"
 #include "test_util.hpp"
 
@@ -308,8 +308,8 @@ TEST_P(Hooks, ProfilerRestartClearsThePreviousProfile) {
 // ---- stable op codes and the table's columns ----------------------------------------
 
 TEST(OpCodes, StableAgainstTheCommittedList) {
-  std::ifstream in(TENSOR_SOURCE_ROOT "/dispatch/op_codes.txt");
-  ASSERT_TRUE(in) << "dispatch/op_codes.txt not found";
+  std::ifstream in(TENSOR_SOURCE_ROOT "/dispatch/table/op_codes.txt");
+  ASSERT_TRUE(in) << "dispatch/table/op_codes.txt not found";
   std::string line;
   std::size_t listed = 0;
   while (std::getline(in, line)) {

@@ -1,4 +1,4 @@
-// dispatch/ops.md is generated from the op table and the backends: it must match
+// dispatch/table/ops.md is generated from the op table and the backends: it must match
 // what `tensorctl ops --markdown` prints now (per present backend).
 #include <gtest/gtest.h>
 
@@ -48,9 +48,9 @@ TEST(OpsDoc, MatchesTheGeneratedReport) {
     }
   const std::string want = tensorctl::ops_markdown_document(devices);
   std::string skipped;
-  const std::string have = keep_present(read_file(TENSOR_SOURCE_ROOT "/dispatch/ops.md"), names, skipped);
+  const std::string have = keep_present(read_file(TENSOR_SOURCE_ROOT "/dispatch/table/ops.md"), names, skipped);
   if (!skipped.empty()) std::printf("sections not checked (no such device here): %s\n", skipped.c_str());
-  EXPECT_EQ(have, want) << "dispatch/ops.md is stale: regenerate with `build/tools/tensorctl ops --markdown > dispatch/ops.md`";
+  EXPECT_EQ(have, want) << "dispatch/table/ops.md is stale: regenerate with `build/tools/tensorctl ops --markdown > dispatch/table/ops.md`";
   EXPECT_NE(have.find("## cpu"), std::string::npos);
 }
 

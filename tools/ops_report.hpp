@@ -1,4 +1,4 @@
-// The op coverage report behind `tensorctl ops` and dispatch/ops.md: for each op
+// The op coverage report behind `tensorctl ops` and dispatch/table/ops.md: for each op
 // of the op table and each device, whether it runs natively, through a default
 // composition, or not at all, per dtype family (float / int / bool).
 #pragma once
@@ -26,7 +26,7 @@ std::vector<OpRow> op_rows(tensor::DeviceId device);
 // Markdown section for one device: a heading, totals and the table.
 std::string ops_markdown(tensor::DeviceId device);
 
-// The whole dispatch/ops.md: a preamble and one section per device.
+// The whole dispatch/table/ops.md: a preamble and one section per device.
 std::string ops_markdown_document(const std::vector<tensor::DeviceId>& devices);
 
 // Plain text for a terminal.

@@ -1,6 +1,6 @@
 // tensorctl ops [--device D] [--markdown]: op coverage per device (native, default
 // composition, missing, unsupported) from the op table. `--markdown` without
-// --device prints one section per backend's first device: dispatch/ops.md.
+// --device prints one section per backend's first device: dispatch/table/ops.md.
 #include <iostream>
 
 #include "dispatch/dispatch.hpp"

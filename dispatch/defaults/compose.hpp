@@ -119,7 +119,7 @@ template <auto row> using DefaultFn = FamilyFn<row_family(row)>;
 #define TENSOR_DECLARE_Def(kind, name) extern const DefaultFn<kind::name> default_##name;
 #define TENSOR_OP(name, family, kinds, policy, meaning, ...) TENSOR_DECLARE_##policy(OpCode, name)
 #define TENSOR_DEVICE_OP(name, family, policy, meaning) TENSOR_DECLARE_##policy(DeviceOp, name)
-#include "dispatch/op_table.def"
+#include "dispatch/table/op_table.def"
 #undef TENSOR_DEVICE_OP
 #undef TENSOR_OP
 #undef TENSOR_DECLARE_Def

@@ -24,7 +24,7 @@ void install_defaults(Backend& b) {
 #define TENSOR_FILL_Def(kind, name) fill<kind::name>(b, defaults::default_##name);
 #define TENSOR_OP(name, family, kinds, policy, meaning, ...) TENSOR_FILL_##policy(OpCode, name)
 #define TENSOR_DEVICE_OP(name, family, policy, meaning) TENSOR_FILL_##policy(DeviceOp, name)
-#include "dispatch/op_table.def"
+#include "dispatch/table/op_table.def"
 #undef TENSOR_DEVICE_OP
 #undef TENSOR_OP
 #undef TENSOR_FILL_Def

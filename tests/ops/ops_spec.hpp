@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "dispatch/backend.hpp"
-#include "dispatch/ops.hpp"
+#include "dispatch/table/ops.hpp"
 #include "conformance/devices.hpp"
 #include "conformance/mini_backend.hpp"
 #include "test_util.hpp"

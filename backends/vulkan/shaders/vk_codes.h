@@ -157,7 +157,7 @@
 #define P_WORDS 64
 
 #ifdef __cplusplus
-// The op table rows (dispatch/op_table.def) served by one elementwise code each, on
+// The op table rows (dispatch/table/op_table.def) served by one elementwise code each, on
 // the entry their family implies (Unary, Binary/PowI, Scalar, Compare, CompareScalar,
 // Predicate: vk_elementwise.cpp registers them in one loop over the op table). A new
 // op of these families: its EW_ code above, its shader case, and a row here.

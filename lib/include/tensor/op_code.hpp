@@ -1,4 +1,4 @@
-// OpCode: one enumerator per row of the op table (dispatch/op_table.def, copied here at build time),
+// OpCode: one enumerator per row of the op table (dispatch/table/op_table.def, copied here at build time),
 // valued by the row's code column: append-only, so a value compiled into user code never changes.
 #pragma once
 

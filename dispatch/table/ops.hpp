@@ -311,7 +311,7 @@ constexpr OpInfo row(OpInfo o, std::uint16_t code, C... columns) {
 inline constexpr std::array<OpInfo, kOpCount> kRows = {{
 #define TENSOR_OP(name, family, k, policy, meaning, ...) \
   row({#name, Family::family, kinds::k, Policy::policy, meaning}, __VA_ARGS__),
-#include "dispatch/op_table.def"
+#include "dispatch/table/op_table.def"
 #undef TENSOR_OP
 }};
 
@@ -330,7 +330,7 @@ constexpr bool codes_dense(const std::array<OpInfo, kOpCount>& rows) {
   return true;
 }
 static_assert(codes_dense(kRows),
-              "op_table.def: every row needs its own code, the next free number (see dispatch/op_codes.txt)");
+              "op_table.def: every row needs its own code, the next free number (see dispatch/table/op_codes.txt)");
 
 }  // namespace table
 
@@ -339,7 +339,7 @@ inline constexpr std::array<OpInfo, kOpCount> kOps = table::by_code(table::kRows
 enum class DeviceOp : std::uint8_t {
 #define TENSOR_OP(...)
 #define TENSOR_DEVICE_OP(name, family, policy, meaning) name,
-#include "dispatch/op_table.def"
+#include "dispatch/table/op_table.def"
 #undef TENSOR_DEVICE_OP
 #undef TENSOR_OP
 };
@@ -347,7 +347,7 @@ enum class DeviceOp : std::uint8_t {
 inline constexpr int kDeviceOpCount = 0
 #define TENSOR_OP(...)
 #define TENSOR_DEVICE_OP(name, family, policy, meaning) +1
-#include "dispatch/op_table.def"
+#include "dispatch/table/op_table.def"
 #undef TENSOR_DEVICE_OP
 #undef TENSOR_OP
     ;
@@ -362,7 +362,7 @@ struct DeviceOpInfo {
 inline constexpr std::array<DeviceOpInfo, kDeviceOpCount> kDeviceOps = {{
 #define TENSOR_OP(...)
 #define TENSOR_DEVICE_OP(name, family, policy, meaning) {#name, Family::family, Policy::policy, meaning},
-#include "dispatch/op_table.def"
+#include "dispatch/table/op_table.def"
 #undef TENSOR_DEVICE_OP
 #undef TENSOR_OP
 }};
