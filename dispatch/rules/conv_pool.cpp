@@ -9,61 +9,13 @@ using namespace fwd;
 
 namespace {
 
-template <std::size_t N>
-tensor::nn::ConvOptions<N> conv_options(const ConvArgs& a) {
-  tensor::nn::ConvOptions<N> o;
-  for (std::size_t i = 0; i < N; ++i) {
-    o.stride[i] = a.stride[i];
-    o.padding[i] = a.padding[i];
-    o.dilation[i] = a.dilation[i];
-  }
-  o.groups = a.groups;
-  return o;
-}
-template <std::size_t N>
-tensor::nn::ConvTransposeOptions<N> conv_transpose_options(const ConvArgs& a) {
-  tensor::nn::ConvTransposeOptions<N> o;
-  for (std::size_t i = 0; i < N; ++i) {
-    o.stride[i] = a.stride[i];
-    o.padding[i] = a.padding[i];
-    o.dilation[i] = a.dilation[i];
-    o.padding_out[i] = a.padding_out[i];
-  }
-  o.groups = a.groups;
-  return o;
-}
-
 // The forward output shape of a conv (transpose) of rank args.rank: validates every option.
 Shape conv_out_shape(OpCode op, bool transpose, const ConvArgs& a, const Shape& x, const Shape& w, const Shape* bias) {
   const std::string_view name = op_name(op);
   if (a.rank < 1 || a.rank > 3)
     throw ShapeError(fmt::format("[{}] convolution rank out of range; expected 1, 2 or 3; got {}", name, a.rank));
-  if (transpose) {
-    switch (a.rank) {
-      case 1: return core::conv_transpose_output_shape<1>(name, x, w, conv_transpose_options<1>(a), bias);
-      case 2: return core::conv_transpose_output_shape<2>(name, x, w, conv_transpose_options<2>(a), bias);
-      default: return core::conv_transpose_output_shape<3>(name, x, w, conv_transpose_options<3>(a), bias);
-    }
-  }
-  switch (a.rank) {
-    case 1: return core::conv_output_shape<1>(name, x, w, conv_options<1>(a), bias);
-    case 2: return core::conv_output_shape<2>(name, x, w, conv_options<2>(a), bias);
-    default: return core::conv_output_shape<3>(name, x, w, conv_options<3>(a), bias);
-  }
+  return transpose ? core::conv_transpose_output_shape(name, x, w, a, bias) : core::conv_output_shape(name, x, w, a, bias);
 }
-
-// The args a backend sees: only the op's rank dims used, the rest neutral.
-ConvArgs normalized(ConvArgs a, std::size_t rank) {
-  a.rank = rank;
-  for (std::size_t i = rank; i < 3; ++i) {
-    a.stride[i] = 1;
-    a.padding[i] = 0;
-    a.dilation[i] = 1;
-    a.padding_out[i] = 0;
-  }
-  return a;
-}
-
 
 }  // namespace
 
@@ -79,7 +31,7 @@ template <> struct fwd::Rule<Family::Conv> : FloatOut {
     check_operand(op, x, weight, "weight");
     if (bias.prim) check_operand(op, x, bias, "bias");
     check_one_float_dtype(op, {{"x", x}, {"weight", weight}, {"bias", bias}});
-    const ConvArgs a = normalized(args, op_info(op).spatial);
+    const ConvArgs a = core::normalized(args, op_info(op).spatial);
     Shape out = conv_out_shape(op, op_info(op).transposed, a, x.shape(), weight.shape(), shape_or_null(bias));
     check_alloc_shape(op, out, x.dtype());
     return {a, std::move(out)};
@@ -100,7 +52,7 @@ template <> struct fwd::Rule<Family::ConvBackward> : FloatOut {
     check_module_first(op, a, for_x ? "output gradient" : "x");
     check_operand(op, a, b, for_x ? "weight" : "output gradient");
     check_one_float_dtype(op, {{for_x ? "output gradient" : "x", a}, {for_x ? "weight" : "output gradient", b}});
-    const ConvArgs c = normalized(args, args.rank);
+    const ConvArgs c = core::normalized(args, args.rank);
     const Shape& x = for_x ? target : a.shape();
     const Shape& w = for_x ? b.shape() : target;
     const Shape& dy = for_x ? a.shape() : b.shape();
@@ -156,53 +108,12 @@ DispatchTensor conv_backward_bias(DispatchTensor dy) { return forward<Family::Co
 
 namespace {
 
-template <std::size_t N>
-std::array<std::int64_t, N> first_n(const std::array<std::int64_t, 3>& v) {
-  std::array<std::int64_t, N> o{};
-  for (std::size_t i = 0; i < N; ++i) o[i] = v[i];
-  return o;
-}
-template <std::size_t N>
-Shape pool_out_n(OpCode op, Window kind, const PoolArgs& a, const Shape& x) {
-  const std::string_view name = op_name(op);
-  if (kind == Window::AdaptiveAvg)
-    return core::adaptive_avg_pool_output_shape<N>(name, x, first_n<N>(a.output_size));
-  if (kind == Window::Avg) {
-    tensor::nn::AvgPoolOptions<N> o;
-    o.kernel_size = first_n<N>(a.kernel);
-    o.stride = first_n<N>(a.stride);
-    o.padding = first_n<N>(a.padding);
-    o.ceil_mode = a.ceil_mode;
-    o.count_include_pad = a.count_include_pad;
-    return core::avg_pool_output_shape<N>(name, x, o);
-  }
-  tensor::nn::MaxPoolOptions<N> o;
-  o.kernel_size = first_n<N>(a.kernel);
-  o.stride = first_n<N>(a.stride);
-  o.padding = first_n<N>(a.padding);
-  o.dilation = first_n<N>(a.dilation);
-  o.ceil_mode = a.ceil_mode;
-  return core::max_pool_output_shape<N>(name, x, o);
-}
 // kind: the row's window rule (op table), whatever the rank.
 Shape pool_out_shape(OpCode op, Window kind, const PoolArgs& a, const Shape& x) {
-  if (a.rank == 3 && kind == Window::AdaptiveAvg)
-    return core::adaptive_avg_pool_output_shape<3>(op_name(op), x, first_n<3>(a.output_size));
-  if (a.rank < 1 || a.rank > 2)
+  if (!(a.rank >= 1 && (a.rank <= 2 || (a.rank == 3 && kind == Window::AdaptiveAvg))))
     throw ShapeError(fmt::format("[{}] pooling rank out of range; expected 1 or 2 (3 for adaptive average pooling); got {}",
                                  op_name(op), a.rank));
-  return a.rank == 1 ? pool_out_n<1>(op, kind, a, x) : pool_out_n<2>(op, kind, a, x);
-}
-PoolArgs normalized(PoolArgs a, std::size_t rank) {
-  a.rank = rank;
-  for (std::size_t i = rank; i < 3; ++i) {
-    a.kernel[i] = 1;
-    a.stride[i] = 1;
-    a.padding[i] = 0;
-    a.dilation[i] = 1;
-    a.output_size[i] = 1;
-  }
-  return a;
+  return core::pool_output_shape(op_name(op), x, a, kind);
 }
 
 }  // namespace
@@ -212,7 +123,7 @@ template <> struct fwd::Rule<Family::Pool> : FloatOut {
   struct Plan { PoolArgs a; Shape out; };
   static Plan check(OpCode op, const T& x, const PoolArgs& args) {
     check_module_first(op, x, "x");
-    const PoolArgs a = normalized(args, op_info(op).spatial);
+    const PoolArgs a = core::normalized(args, op_info(op).spatial);
     Shape out = pool_out_shape(op, op_info(op).window, a, x.shape());
     check_alloc_shape(op, out, x.dtype());
     return {a, std::move(out)};
@@ -226,7 +137,7 @@ template <> struct fwd::Rule<Family::PoolWithIndices> : FloatOut {
   struct Plan { PoolArgs a; Shape out; DType it; };
   static Plan check(OpCode op, const T& x, const PoolArgs& args) {
     check_module_first(op, x, "x");
-    const PoolArgs a = normalized(args, op_info(op).spatial);
+    const PoolArgs a = core::normalized(args, op_info(op).spatial);
     Shape out = pool_out_shape(op, op_info(op).window, a, x.shape());
     check_alloc_shape(op, out, x.dtype());
     return {a, std::move(out), int_out(x.device)};
@@ -248,7 +159,7 @@ template <> struct fwd::Rule<Family::PoolBackward> : FloatOut {
   struct Plan { PoolArgs a; Shape out; };
   static Plan check(OpCode op, const T& dy, const Shape& x_shape, const PoolArgs& args) {
     check_module_first(op, dy, "output gradient");
-    const PoolArgs a = normalized(args, args.rank);
+    const PoolArgs a = core::normalized(args, args.rank);
     check_same_shape(op, "output gradient", dy.shape(), pool_out_shape(op, op_info(op).window, a, x_shape));
     check_alloc_shape(op, x_shape, dy.dtype());
     return {a, x_shape};
@@ -267,7 +178,7 @@ template <> struct fwd::Rule<Family::MaxPoolBackward> : FloatOut {
   static Plan check(OpCode op, const T& dy, const T& indices, const Shape& x_shape, const PoolArgs& args) {
     check_module_first(op, dy, "output gradient");
     check_indices(op, dy, indices);
-    const PoolArgs a = normalized(args, args.rank);
+    const PoolArgs a = core::normalized(args, args.rank);
     const Shape out = pool_out_shape(op, op_info(op).window, a, x_shape);
     check_same_shape(op, "output gradient", dy.shape(), out);
     check_same_shape(op, "indices", indices.shape(), out);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dispatch/primitive.hpp"
+#include "lib/core/nn_args.hpp"
 #include "lib/core/strided.hpp"
 #include "tensor/data.hpp"
 #include "tensor/device.hpp"
@@ -27,35 +28,13 @@ using tensor::OpCode;
 
 using PrimPair = std::pair<Prim, Prim>;
 
-// ---- module-op arguments (the nn rows of the op table) ----------------------------
-// One struct per module family, rank-generic (rank 1..3; unused trailing dims hold 1/0),
-// so one family serves conv1d..conv3d and its transposes, pools 1-d and 2-d. The
-// forwarder resolves and validates them (lib/core/nn_shape.hpp rules) before a backend
-// sees them; a null Prim stands for an absent optional tensor (bias, mask, beta).
-struct ConvArgs {
-  std::size_t rank = 2;
-  std::array<std::int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1}, padding_out{0, 0, 0};
-  std::int64_t groups = 1;
-};
-// Pools: kernel/stride/padding/dilation for max and avg pools, output_size for the
-// adaptive ones; count_include_pad for avg only.
-struct PoolArgs {
-  std::size_t rank = 2;
-  std::array<std::int64_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
-  std::array<std::int64_t, 3> output_size{1, 1, 1};
-  bool ceil_mode = false;
-  bool count_include_pad = true;
-};
-struct InterpArgs {
-  std::array<std::int64_t, 2> size{1, 1};
-  tensor::nn::InterpolateOptions options;
-};
-// unfold4d / fold4d: kernel and options; output_size [H, W] for fold4d only.
-struct FoldArgs {
-  std::array<std::int64_t, 2> kernel{1, 1};
-  std::array<std::int64_t, 2> output_size{1, 1};
-  tensor::nn::UnfoldOptions options;
-};
+// ---- module-op arguments (the nn rows of the op table): lib/core/nn_args.hpp's, one form
+// from lib/src/nn.cpp down to the kernels; a null Prim stands for an absent optional tensor
+// (bias, mask, beta).
+using core::ConvArgs;
+using core::FoldArgs;
+using core::InterpArgs;
+using core::PoolArgs;
 // DimSlice, Axes and DimSlices (the resolved layout arguments) are lib/core's (strided.hpp).
 
 // Every signature family, with the function type a backend provides for it.
@@ -179,7 +158,7 @@ enum class EmptyRule : std::uint8_t { Ok, Raises, IntRaises };
 // The module-op facts of a row: the spatial rank of a convolution or pool (0: given by
 // its arguments), whether a convolution is transposed, which input a convolution's
 // backward row differentiates, and which window rule a pool row follows.
-enum class Window : std::uint8_t { None, Max, Avg, AdaptiveAvg };
+using core::Window;  // None, Max, Avg, AdaptiveAvg (lib/core/nn_args.hpp)
 enum class GradOf : std::uint8_t { None, Input, Weight };
 // CompareScalar rows: the relation a row tests (x R s).
 enum class Relation : std::uint8_t { None, Eq, Ne, Gt, Ge, Lt, Le };

@@ -1,8 +1,8 @@
 // The output-shape rules of the module ops (conv, conv_transpose, deform_conv2d, pooling,
 // unfold4d / fold4d, interpolate, attention), once, for dispatch and every backend: each
 // validates its options and input shapes and throws ShapeError "[op] what is wrong;
-// expected ...; got ..." naming the op the user called. The option types are the public
-// tensor/nn_options.hpp's.
+// expected ...; got ..." naming the op the user called. Convolutions take lib/core's
+// ConvArgs (nn_args.hpp); the other families the public tensor/nn_options.hpp types.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <string_view>
 #include <utility>
 
+#include "lib/core/nn_args.hpp"
 #include "tensor/error.hpp"
 #include "tensor/nn_options.hpp"
 #include "tensor/shape.hpp"
@@ -83,12 +84,16 @@ inline void expect_rank(std::string_view op, const char* name, const Shape& s, s
     fail(op, std::string(name) + " has the wrong rank; expected rank " + std::to_string(rank) + " " + layout +
                  "; got " + s.to_string());
 }
+inline void expect_at_least(std::string_view op, const char* name, const std::int64_t* v, std::size_t n,
+                            std::int64_t lo) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (v[i] < lo)
+      fail(op, std::string(name) + (lo == 0 ? " must not be negative" : " must be positive") + "; expected " +
+                   name + " >= " + std::to_string(lo) + " in every dim; got " + list(v, n));
+}
 template <std::size_t N>
 void expect_at_least(std::string_view op, const char* name, const std::array<std::int64_t, N>& a, std::int64_t lo) {
-  for (auto v : a)
-    if (v < lo)
-      fail(op, std::string(name) + (lo == 0 ? " must not be negative" : " must be positive") + "; expected " +
-                   name + " >= " + std::to_string(lo) + " in every dim; got " + list(a));
+  expect_at_least(op, name, a.data(), N, lo);
 }
 inline void expect_positive(std::string_view op, const char* name, std::int64_t v) {
   if (v < 1) fail(op, std::string(name) + " must be positive; expected >= 1; got " + std::to_string(v));
@@ -131,18 +136,19 @@ inline void expect_bias(std::string_view op, const Shape* bias, std::size_t chan
 
 }  // namespace nn_check
 
-// convNd(x [N, Cin, *S], weight [Cout, Cin/G, *K], bias [Cout]?) -> [N, Cout, *O].
-template <std::size_t N>
-Shape conv_output_shape(std::string_view op, const Shape& x, const Shape& weight, const nn::ConvOptions<N>& o,
-                        const Shape* bias = nullptr) {
+// convNd(x [N, Cin, *S], weight [Cout, Cin/G, *K], bias [Cout]?) -> [N, Cout, *O], N = a.rank
+// (1..3; the caller checks the range).
+inline Shape conv_output_shape(std::string_view op, const Shape& x, const Shape& weight, const ConvArgs& a,
+                               const Shape* bias = nullptr) {
   using namespace nn_check;
-  expect_rank(op, "x", x, N + 2, nd_layout(N));
-  expect_rank(op, "weight", weight, N + 2, "[C_out, C_in / groups, *kernel]");
-  expect_at_least(op, "stride", o.stride, 1);
-  expect_at_least(op, "dilation", o.dilation, 1);
-  expect_at_least(op, "padding", o.padding, 0);
-  expect_positive(op, "groups", o.groups);
-  const auto g = static_cast<std::size_t>(o.groups);
+  const std::size_t n = a.rank;
+  expect_rank(op, "x", x, n + 2, nd_layout(n));
+  expect_rank(op, "weight", weight, n + 2, "[C_out, C_in / groups, *kernel]");
+  expect_at_least(op, "stride", a.stride.data(), n, 1);
+  expect_at_least(op, "dilation", a.dilation.data(), n, 1);
+  expect_at_least(op, "padding", a.padding.data(), n, 0);
+  expect_positive(op, "groups", a.groups);
+  const auto g = static_cast<std::size_t>(a.groups);
   if (x[1] % g != 0 || weight[0] % g != 0)
     fail(op, "channels not divisible by groups; expected C_in and C_out divisible by " + std::to_string(g) +
                  "; got C_in " + std::to_string(x[1]) + ", C_out " + std::to_string(weight[0]));
@@ -152,32 +158,33 @@ Shape conv_output_shape(std::string_view op, const Shape& x, const Shape& weight
   if (weight[0] == 0) fail(op, "weight has no output channels; expected C_out >= 1; got " + weight.to_string());
   expect_bias(op, bias, weight[0]);
   Shape out{x[0], weight[0]};
-  for (std::size_t i = 0; i < N; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t in = i64(x[2 + i]), k = i64(weight[2 + i]);
     if (k < 1) fail(op, "kernel size must be positive; expected >= 1; got weight " + weight.to_string());
-    const std::int64_t eff = kernel_extent(op, k, o.dilation[i]);
-    if (padded_size(op, in, o.padding[i]) < eff)
+    const std::int64_t eff = kernel_extent(op, k, a.dilation[i]);
+    if (padded_size(op, in, a.padding[i]) < eff)
       fail(op, "kernel larger than the padded input; expected (in + 2*padding) >= dilation*(kernel-1)+1 in every "
-               "dim; got input " + spatial(x, 2) + ", padding " + list(o.padding) + ", kernel " +
-                   spatial(weight, 2) + ", dilation " + list(o.dilation));
-    out.push_back(static_cast<std::size_t>(conv_out_size(in, k, o.stride[i], o.padding[i], o.dilation[i])));
+               "dim; got input " + spatial(x, 2) + ", padding " + list(a.padding.data(), n) + ", kernel " +
+                   spatial(weight, 2) + ", dilation " + list(a.dilation.data(), n));
+    out.push_back(static_cast<std::size_t>(conv_out_size(in, k, a.stride[i], a.padding[i], a.dilation[i])));
   }
   return out;
 }
 
-// conv_transposeNd(x [N, Cin, *S], weight [Cin, Cout/G, *K], bias [Cout]?) -> [N, G·weight[1], *O].
-template <std::size_t N>
-Shape conv_transpose_output_shape(std::string_view op, const Shape& x, const Shape& weight,
-                                  const nn::ConvTransposeOptions<N>& o, const Shape* bias = nullptr) {
+// conv_transposeNd(x [N, Cin, *S], weight [Cin, Cout/G, *K], bias [Cout]?) -> [N, G·weight[1], *O],
+// N = a.rank (1..3; the caller checks the range).
+inline Shape conv_transpose_output_shape(std::string_view op, const Shape& x, const Shape& weight, const ConvArgs& a,
+                                         const Shape* bias = nullptr) {
   using namespace nn_check;
-  expect_rank(op, "x", x, N + 2, nd_layout(N));
-  expect_rank(op, "weight", weight, N + 2, "[C_in, C_out / groups, *kernel]");
-  expect_at_least(op, "stride", o.stride, 1);
-  expect_at_least(op, "dilation", o.dilation, 1);
-  expect_at_least(op, "padding", o.padding, 0);
-  expect_at_least(op, "padding_out", o.padding_out, 0);
-  expect_positive(op, "groups", o.groups);
-  const auto g = static_cast<std::size_t>(o.groups);
+  const std::size_t n = a.rank;
+  expect_rank(op, "x", x, n + 2, nd_layout(n));
+  expect_rank(op, "weight", weight, n + 2, "[C_in, C_out / groups, *kernel]");
+  expect_at_least(op, "stride", a.stride.data(), n, 1);
+  expect_at_least(op, "dilation", a.dilation.data(), n, 1);
+  expect_at_least(op, "padding", a.padding.data(), n, 0);
+  expect_at_least(op, "padding_out", a.padding_out.data(), n, 0);
+  expect_positive(op, "groups", a.groups);
+  const auto g = static_cast<std::size_t>(a.groups);
   if (x[1] % g != 0)
     fail(op, "channels not divisible by groups; expected C_in divisible by " + std::to_string(g) + "; got C_in " +
                  std::to_string(x[1]));
@@ -185,28 +192,55 @@ Shape conv_transpose_output_shape(std::string_view op, const Shape& x, const Sha
     fail(op, "weight channels do not match the input; expected weight.shape[0] = C_in = " + std::to_string(x[1]) +
                  "; got weight " + weight.to_string());
   if (weight[1] == 0) fail(op, "weight has no output channels; expected weight.shape[1] >= 1; got " + weight.to_string());
-  const auto cout = static_cast<std::size_t>(mul_checked(op, i64(weight[1]), o.groups, "C_out / groups * groups"));
+  const auto cout = static_cast<std::size_t>(mul_checked(op, i64(weight[1]), a.groups, "C_out / groups * groups"));
   expect_bias(op, bias, cout);
   Shape out{x[0], cout};
-  for (std::size_t i = 0; i < N; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t k = i64(weight[2 + i]);
     if (k < 1) fail(op, "kernel size must be positive; expected >= 1; got weight " + weight.to_string());
-    if (o.padding_out[i] >= std::max(o.stride[i], o.dilation[i]))
+    if (a.padding_out[i] >= std::max(a.stride[i], a.dilation[i]))
       fail(op, "padding_out too large; expected padding_out < max(stride, dilation) in every dim; got padding_out " +
-                   list(o.padding_out) + ", stride " + list(o.stride) + ", dilation " + list(o.dilation));
+                   list(a.padding_out.data(), n) + ", stride " + list(a.stride.data(), n) + ", dilation " +
+                   list(a.dilation.data(), n));
     if (x[2 + i] == 0) fail(op, "empty spatial input; expected every spatial dim >= 1; got x " + x.to_string());
     // (in - 1) * stride + dilation * (kernel - 1) + padding_out + 1 - 2 * padding, every
     // step checked (the backends' adjoint conv pads this size by 2 * padding again).
     const std::int64_t grown = add_checked(
-        op, mul_checked(op, i64(x[2 + i]) - 1, o.stride[i], "(in - 1) * stride"), kernel_extent(op, k, o.dilation[i]),
+        op, mul_checked(op, i64(x[2 + i]) - 1, a.stride[i], "(in - 1) * stride"), kernel_extent(op, k, a.dilation[i]),
         "(in - 1) * stride + dilation * (kernel - 1) + 1");
-    const std::int64_t full = add_checked(op, grown, o.padding_out[i], "the transposed output size");
-    const std::int64_t v = full - mul_checked(op, 2, o.padding[i], "2 * padding");
+    const std::int64_t full = add_checked(op, grown, a.padding_out[i], "the transposed output size");
+    const std::int64_t v = full - mul_checked(op, 2, a.padding[i], "2 * padding");
     if (v < 1)
       fail(op, "output size must be positive; expected (in-1)*stride - 2*padding + dilation*(kernel-1) + "
                "padding_out + 1 >= 1; got " + std::to_string(v) + " in dim " + std::to_string(i) + " for x " +
-                   x.to_string() + ", padding " + list(o.padding));
+                   x.to_string() + ", padding " + list(a.padding.data(), n));
     out.push_back(static_cast<std::size_t>(v));
+  }
+  return out;
+}
+
+// The same rules on the public per-rank options (for the kernels' own tests and callers
+// that hold them).
+template <std::size_t N>
+Shape conv_output_shape(std::string_view op, const Shape& x, const Shape& weight, const nn::ConvOptions<N>& o,
+                        const Shape* bias = nullptr) {
+  return conv_output_shape(op, x, weight, conv_args(o), bias);
+}
+template <std::size_t N>
+Shape conv_transpose_output_shape(std::string_view op, const Shape& x, const Shape& weight,
+                                  const nn::ConvTransposeOptions<N>& o, const Shape* bias = nullptr) {
+  return conv_transpose_output_shape(op, x, weight, conv_args(o), bias);
+}
+
+// The output of a conv (transpose) whose arguments the rules above already accepted: the
+// same arithmetic, no checks (what a backend computes from checked arguments).
+inline Shape checked_conv_output(const Shape& x, const Shape& weight, const ConvArgs& a, bool transposed) {
+  Shape out{x[0], transposed ? weight[1] * static_cast<std::size_t>(a.groups) : weight[0]};
+  for (std::size_t i = 0; i < a.rank; ++i) {
+    const std::int64_t in = nn_check::i64(x[2 + i]), k = nn_check::i64(weight[2 + i]);
+    out.push_back(static_cast<std::size_t>(
+        transposed ? conv_transpose_out_size(in, k, a.stride[i], a.padding[i], a.dilation[i], a.padding_out[i])
+                   : conv_out_size(in, k, a.stride[i], a.padding[i], a.dilation[i])));
   }
   return out;
 }
@@ -280,31 +314,31 @@ inline Shape fold4d_output_shape(std::string_view op, const Shape& x, const std:
 }
 
 namespace nn_check {
-template <std::size_t N>
-Shape pool_shape(std::string_view op, const Shape& x, const std::array<std::int64_t, N>& kernel,
-                 const std::array<std::int64_t, N>& stride, const std::array<std::int64_t, N>& padding,
-                 const std::array<std::int64_t, N>& dilation, bool ceil_mode, bool max_pool) {
-  expect_rank(op, "x", x, N + 2, nd_layout(N));
-  expect_at_least(op, "kernel_size", kernel, 1);
-  expect_at_least(op, "stride", stride, 1);
-  expect_at_least(op, "dilation", dilation, 1);
-  expect_at_least(op, "padding", padding, 0);
+// max/avg pooling of n spatial dims; avg pools pass dilation 1.
+inline Shape pool_shape(std::string_view op, const Shape& x, std::size_t n, const std::int64_t* kernel,
+                        const std::int64_t* stride, const std::int64_t* padding, const std::int64_t* dilation,
+                        bool ceil_mode, bool max_pool) {
+  expect_rank(op, "x", x, n + 2, nd_layout(n));
+  expect_at_least(op, "kernel_size", kernel, n, 1);
+  expect_at_least(op, "stride", stride, n, 1);
+  expect_at_least(op, "dilation", dilation, n, 1);
+  expect_at_least(op, "padding", padding, n, 0);
   Shape out{x[0], x[1]};
-  for (std::size_t i = 0; i < N; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t eff = kernel_extent(op, kernel[i], dilation[i]);
     const std::int64_t half = max_pool ? eff / 2 : kernel[i] / 2;
     if (padding[i] > half)
       fail(op, std::string("padding larger than half the ") + (max_pool ? "dilated " : "") +
                    "kernel; expected padding <= " + (max_pool ? "(dilation*(kernel-1)+1)/2" : "kernel/2") +
-                   " in every dim; got padding " + list(padding) + ", kernel " + list(kernel) +
-                   (max_pool ? ", dilation " + list(dilation) : std::string()));
+                   " in every dim; got padding " + list(padding, n) + ", kernel " + list(kernel, n) +
+                   (max_pool ? ", dilation " + list(dilation, n) : std::string()));
     const std::int64_t in = i64(x[2 + i]);
     const std::int64_t padded = padded_size(op, in, padding[i]);
     if (ceil_mode) add_checked(op, padded, stride[i], "in + 2 * padding + stride (ceil mode)");
     if (padded < eff)
       fail(op, "kernel larger than the padded input; expected (in + 2*padding) >= " +
                    std::string(max_pool ? "dilation*(kernel-1)+1" : "kernel") + " in every dim; got input " +
-                   spatial(x, 2) + ", padding " + list(padding) + ", kernel " + list(kernel));
+                   spatial(x, 2) + ", padding " + list(padding, n) + ", kernel " + list(kernel, n));
     const std::int64_t v = pool_out_size(in, kernel[i], stride[i], padding[i], dilation[i], ceil_mode);
     if (v < 1)
       fail(op, "output size must be positive; expected >= 1; got " + std::to_string(v) + " for input " +
@@ -313,37 +347,61 @@ Shape pool_shape(std::string_view op, const Shape& x, const std::array<std::int6
   }
   return out;
 }
-}  // namespace nn_check
-
-// max_poolNd(x [N, C, *S]) -> [N, C, *O] (the indices have the same shape).
-template <std::size_t N>
-Shape max_pool_output_shape(std::string_view op, const Shape& x, const nn::MaxPoolOptions<N>& o) {
-  return nn_check::pool_shape<N>(op, x, o.kernel_size, o.stride, o.padding, o.dilation, o.ceil_mode, true);
-}
-
-// avg_poolNd(x [N, C, *S]) -> [N, C, *O].
-template <std::size_t N>
-Shape avg_pool_output_shape(std::string_view op, const Shape& x, const nn::AvgPoolOptions<N>& o) {
-  return nn_check::pool_shape<N>(op, x, o.kernel_size, o.stride, o.padding, nn::detail::filled<N>(1), o.ceil_mode, false);
-}
-
-// adaptive_avg_poolNd(x [N, C, *S], output_size [N]) -> [N, C, *output_size].
-template <std::size_t N>
-Shape adaptive_avg_pool_output_shape(std::string_view op, const Shape& x, const std::array<std::int64_t, N>& size) {
-  using namespace nn_check;
-  expect_rank(op, "x", x, N + 2, nd_layout(N));
+inline Shape adaptive_shape(std::string_view op, const Shape& x, std::size_t n, const std::int64_t* size) {
+  expect_rank(op, "x", x, n + 2, nd_layout(n));
   if (x.rank() > 2)
     for (std::size_t i = 2; i < x.rank(); ++i)
       if (x[i] == 0) fail(op, "empty spatial input; expected every spatial dim >= 1; got x " + x.to_string());
-  for (auto v : size)
-    if (v < 1) fail(op, "output size must be positive; expected >= 1 in every dim; got " + list(size));
+  for (std::size_t i = 0; i < n; ++i)
+    if (size[i] < 1) fail(op, "output size must be positive; expected >= 1 in every dim; got " + list(size, n));
   Shape out{x[0], x[1]};
-  for (std::size_t i = 0; i < N; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     // The window bounds are (i + 1) * in + out - 1 at most.
-    if (x.rank() == N + 2)
+    if (x.rank() == n + 2)
       add_checked(op, mul_checked(op, size[i], i64(x[2 + i]), "output size * input size"), size[i],
                   "output size * input size + output size");
     out.push_back(static_cast<std::size_t>(size[i]));
+  }
+  return out;
+}
+}  // namespace nn_check
+
+// A pool of a.rank spatial dims (1..3; the caller checks the range) by its window rule:
+// max_poolNd / avg_poolNd (x [N, C, *S]) -> [N, C, *O] (max pool indices have the same
+// shape); adaptive_avg_poolNd -> [N, C, *output_size].
+inline Shape pool_output_shape(std::string_view op, const Shape& x, const PoolArgs& a, Window window) {
+  const std::int64_t one[3] = {1, 1, 1};
+  if (window == Window::AdaptiveAvg) return nn_check::adaptive_shape(op, x, a.rank, a.output_size.data());
+  const bool max_pool = window == Window::Max;
+  return nn_check::pool_shape(op, x, a.rank, a.kernel.data(), a.stride.data(), a.padding.data(),
+                              max_pool ? a.dilation.data() : one, a.ceil_mode, max_pool);
+}
+
+// The same rules on the public per-rank options (for the kernels' own tests and callers
+// that hold them).
+template <std::size_t N>
+Shape max_pool_output_shape(std::string_view op, const Shape& x, const nn::MaxPoolOptions<N>& o) {
+  return pool_output_shape(op, x, pool_args(o), Window::Max);
+}
+template <std::size_t N>
+Shape avg_pool_output_shape(std::string_view op, const Shape& x, const nn::AvgPoolOptions<N>& o) {
+  return pool_output_shape(op, x, pool_args(o), Window::Avg);
+}
+template <std::size_t N>
+Shape adaptive_avg_pool_output_shape(std::string_view op, const Shape& x, const std::array<std::int64_t, N>& size) {
+  return pool_output_shape(op, x, adaptive_pool_args(size), Window::AdaptiveAvg);
+}
+
+// The output of a pool whose arguments the rule above already accepted: the same
+// arithmetic, no checks.
+inline Shape checked_pool_output(const Shape& x, const PoolArgs& a, Window window) {
+  Shape out{x[0], x[1]};
+  for (std::size_t i = 0; i < a.rank; ++i) {
+    const std::int64_t d = window == Window::Max ? a.dilation[i] : 1;
+    out.push_back(static_cast<std::size_t>(
+        window == Window::AdaptiveAvg
+            ? a.output_size[i]
+            : pool_out_size(nn_check::i64(x[2 + i]), a.kernel[i], a.stride[i], a.padding[i], d, a.ceil_mode)));
   }
   return out;
 }

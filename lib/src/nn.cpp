@@ -1,5 +1,5 @@
 // tensor::nn's library side (lib/include/tensor/nn.hpp): converts handles and the
-// rank-generic NnArgs to the dispatch forwarders' arguments.
+// rank-generic ConvArgs / PoolArgs (tensor/nn_options.hpp) straight to the dispatch forwarders.
 #include "lib/core/nn_shape.hpp"
 #include "tensor/nn.hpp"
 
@@ -13,56 +13,29 @@
 #include "lib/src/handles.hpp"
 
 namespace tensor::detail {
-namespace {
-
 using handles::give;
 using handles::give2;
 using handles::take;
 
-dispatch::ConvArgs conv_of(const NnArgs& a) {
-  dispatch::ConvArgs c;
-  c.rank = a.rank;
-  c.stride = a.stride;
-  c.padding = a.padding;
-  c.dilation = a.dilation;
-  c.padding_out = a.padding_out;
-  c.groups = a.groups;
-  return c;
-}
-dispatch::PoolArgs pool_of(const NnArgs& a) {
-  dispatch::PoolArgs p;
-  p.rank = a.rank;
-  p.kernel = a.kernel;
-  p.stride = a.stride;
-  p.padding = a.padding;
-  p.dilation = a.dilation;
-  p.output_size = a.output_size;
-  p.ceil_mode = a.ceil_mode;
-  p.count_include_pad = a.count_include_pad;
-  return p;
-}
-
-}  // namespace
-
-Handle nn_conv(OpCode op, Handle&& x, Handle&& weight, Handle&& bias, const NnArgs& a) {
+Handle nn_conv(OpCode op, Handle&& x, Handle&& weight, Handle&& bias, const ConvArgs& a) {
   auto tx = take(x), tw = take(weight), tb = take(bias);
-  return give(dispatch::conv(op, std::move(tx), std::move(tw), std::move(tb), conv_of(a)));
+  return give(dispatch::conv(op, std::move(tx), std::move(tw), std::move(tb), a));
 }
-Handle nn_conv_backward(OpCode op, Handle&& a, Handle&& b, const Shape& target, const NnArgs& args) {
+Handle nn_conv_backward(OpCode op, Handle&& a, Handle&& b, const Shape& target, const ConvArgs& args) {
   auto ta = take(a), tb = take(b);
-  return give(dispatch::conv_backward(op, std::move(ta), std::move(tb), target, conv_of(args)));
+  return give(dispatch::conv_backward(op, std::move(ta), std::move(tb), target, args));
 }
 Handle nn_conv_bias_backward(Handle&& dy) { return give(dispatch::conv_backward_bias(take(dy))); }
-Handle nn_pool(OpCode op, Handle&& x, const NnArgs& a) { return give(dispatch::pool(op, take(x), pool_of(a))); }
-std::pair<Handle, Handle> nn_max_pool_with_indices(OpCode op, Handle&& x, const NnArgs& a) {
-  return give2(dispatch::max_pool_with_indices(op, take(x), pool_of(a)));
+Handle nn_pool(OpCode op, Handle&& x, const PoolArgs& a) { return give(dispatch::pool(op, take(x), a)); }
+std::pair<Handle, Handle> nn_max_pool_with_indices(OpCode op, Handle&& x, const PoolArgs& a) {
+  return give2(dispatch::max_pool_with_indices(op, take(x), a));
 }
-Handle nn_max_pool_backward(Handle&& dy, Handle&& indices, const Shape& x_shape, const NnArgs& a) {
+Handle nn_max_pool_backward(Handle&& dy, Handle&& indices, const Shape& x_shape, const PoolArgs& a) {
   auto td = take(dy), ti = take(indices);
-  return give(dispatch::max_pool_backward(std::move(td), std::move(ti), x_shape, pool_of(a)));
+  return give(dispatch::max_pool_backward(std::move(td), std::move(ti), x_shape, a));
 }
-Handle nn_pool_backward(OpCode op, Handle&& dy, const Shape& x_shape, const NnArgs& a) {
-  return give(dispatch::pool_backward(op, take(dy), x_shape, pool_of(a)));
+Handle nn_pool_backward(OpCode op, Handle&& dy, const Shape& x_shape, const PoolArgs& a) {
+  return give(dispatch::pool_backward(op, take(dy), x_shape, a));
 }
 namespace {
 

@@ -613,58 +613,42 @@ void channel_sum(std::size_t batch, std::size_t channels, std::size_t space, con
   });
 }
 
-template <std::size_t N>
-void fill_spatial(std::array<std::size_t, 3>& dst, const Shape& s) {
-  for (std::size_t i = 0; i < N; ++i) dst[3 - N + i] = s[2 + i];
+void fill_spatial(std::array<std::size_t, 3>& dst, const Shape& s, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[3 - n + i] = s[2 + i];
 }
-template <std::size_t N>
-void fill_opts(std::array<I, 3>& dst, const std::array<I, N>& src) {
-  for (std::size_t i = 0; i < N; ++i) dst[3 - N + i] = src[i];
+void fill_opts(std::array<I, 3>& dst, const std::array<I, 3>& src, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[3 - n + i] = src[i];
 }
 
 }  // namespace
 
 // The geometry of the forward conv that maps `in` to `out` (for a transposed conv, its
-// output is that conv's input): the two public builders differ only in which shape is which.
-template <std::size_t N, class O>
+// output is that conv's input): the two builders differ only in which shape is which.
 ConvGeom conv_geom_of(std::size_t batch, std::size_t c_in, std::size_t c_out, const Shape& in, const Shape& weight,
-                      const Shape& out, const O& o) {
+                      const Shape& out, const tensor::core::ConvArgs& a) {
   ConvGeom g;
   g.batch = batch;
   g.c_in = c_in;
   g.c_out = c_out;
-  g.groups = static_cast<std::size_t>(o.groups);
-  fill_spatial<N>(g.in, in);
-  fill_spatial<N>(g.kernel, weight);
-  fill_spatial<N>(g.out, out);
-  fill_opts<N>(g.stride, o.stride);
-  fill_opts<N>(g.padding, o.padding);
-  fill_opts<N>(g.dilation, o.dilation);
+  g.groups = static_cast<std::size_t>(a.groups);
+  fill_spatial(g.in, in, a.rank);
+  fill_spatial(g.kernel, weight, a.rank);
+  fill_spatial(g.out, out, a.rank);
+  fill_opts(g.stride, a.stride, a.rank);
+  fill_opts(g.padding, a.padding, a.rank);
+  fill_opts(g.dilation, a.dilation, a.rank);
   return g;
 }
 
-template <std::size_t N>
-ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& weight, const tensor::nn::ConvOptions<N>& o) {
-  const Shape y = tensor::core::conv_output_shape<N>(op, x, weight, o);
-  return conv_geom_of<N>(x[0], x[1], weight[0], x, weight, y, o);
+ConvGeom conv_geom(const tensor::core::ConvArgs& a, const Shape& x, const Shape& weight) {
+  const Shape y = tensor::core::checked_conv_output(x, weight, a, false);
+  return conv_geom_of(x[0], x[1], weight[0], x, weight, y, a);
 }
 
-template <std::size_t N>
-ConvGeom conv_transpose_geom(std::string_view op, const Shape& x, const Shape& weight,
-                             const tensor::nn::ConvTransposeOptions<N>& o) {
-  const Shape y = tensor::core::conv_transpose_output_shape<N>(op, x, weight, o);
-  return conv_geom_of<N>(x[0], y[1], x[1], y, weight, x, o);
+ConvGeom conv_transpose_geom(const tensor::core::ConvArgs& a, const Shape& x, const Shape& weight) {
+  const Shape y = tensor::core::checked_conv_output(x, weight, a, true);
+  return conv_geom_of(x[0], y[1], x[1], y, weight, x, a);
 }
-
-template ConvGeom conv_geom<1>(std::string_view, const Shape&, const Shape&, const tensor::nn::ConvOptions<1>&);
-template ConvGeom conv_geom<2>(std::string_view, const Shape&, const Shape&, const tensor::nn::ConvOptions<2>&);
-template ConvGeom conv_geom<3>(std::string_view, const Shape&, const Shape&, const tensor::nn::ConvOptions<3>&);
-template ConvGeom conv_transpose_geom<1>(std::string_view, const Shape&, const Shape&,
-                                         const tensor::nn::ConvTransposeOptions<1>&);
-template ConvGeom conv_transpose_geom<2>(std::string_view, const Shape&, const Shape&,
-                                         const tensor::nn::ConvTransposeOptions<2>&);
-template ConvGeom conv_transpose_geom<3>(std::string_view, const Shape&, const Shape&,
-                                         const tensor::nn::ConvTransposeOptions<3>&);
 
 ConvGeom unfold_geom(std::string_view op, const Shape& x, const std::array<I, 2>& kernel,
                      const tensor::nn::UnfoldOptions& o) {

@@ -1,7 +1,8 @@
 // CPU convolution kernels (conv and conv_transpose, forward and backward, 1-d to 3-d) on
 // contiguous row-major buffers with explicit geometry: im2col/col2im + BLIS gemm (direct
 // loops for depthwise), plus unfold4d/fold4d.
-// The backend entry validates shapes (lib/core/nn_shape.hpp) and makes buffers contiguous.
+// Dispatch validated the shapes (lib/core/nn_shape.hpp); the backend entry makes buffers
+// contiguous and builds the geometry from the checked arguments.
 #pragma once
 
 #include <array>
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "lib/core/nn_shape.hpp"
 #include "tensor/nn_options.hpp"
 #include "tensor/shape.hpp"
 
@@ -26,17 +28,30 @@ struct ConvGeom {
   std::size_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
 };
 
-// Geometry of convNd (validates through conv_output_shape, so it throws ShapeError naming op).
-template <std::size_t N>
-ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& weight, const tensor::nn::ConvOptions<N>& o);
+// Geometry of a conv whose arguments dispatch already checked (lib/core/nn_shape.hpp): x the
+// input [batch, c_in, *in], weight [c_out, c_in/groups, *kernel], a.rank spatial dims; the
+// output extent by the rule's arithmetic, nothing validated again.
+ConvGeom conv_geom(const tensor::core::ConvArgs& a, const Shape& x, const Shape& weight);
 
-// Geometry of conv_transposeNd expressed as its adjoint convolution: the conv whose input is
-// the transpose's output [batch, c_out_t, *out_t] and whose output is the transpose's input.
-// So geom.c_in = transpose output channels, geom.c_out = transpose input channels, and the
-// transpose weight [Cin_t, Cout_t/G, *K] is exactly that conv's weight.
+// Geometry of a checked conv_transpose expressed as its adjoint convolution: the conv whose
+// input is the transpose's output [batch, c_out_t, *out_t] and whose output is the
+// transpose's input. So geom.c_in = transpose output channels, geom.c_out = transpose input
+// channels, and the transpose weight [Cin_t, Cout_t/G, *K] is exactly that conv's weight.
+ConvGeom conv_transpose_geom(const tensor::core::ConvArgs& a, const Shape& x, const Shape& weight);
+
+// The same from public per-rank options, checked first (ShapeError naming op): for callers
+// that have not been through dispatch (the kernels' own tests, unfold, deform_conv2d).
+template <std::size_t N>
+ConvGeom conv_geom(std::string_view op, const Shape& x, const Shape& weight, const tensor::nn::ConvOptions<N>& o) {
+  tensor::core::conv_output_shape<N>(op, x, weight, o);
+  return conv_geom(tensor::core::conv_args(o), x, weight);
+}
 template <std::size_t N>
 ConvGeom conv_transpose_geom(std::string_view op, const Shape& x, const Shape& weight,
-                             const tensor::nn::ConvTransposeOptions<N>& o);
+                             const tensor::nn::ConvTransposeOptions<N>& o) {
+  tensor::core::conv_transpose_output_shape<N>(op, x, weight, o);
+  return conv_transpose_geom(tensor::core::conv_args(o), x, weight);
+}
 
 // y = conv(x, w) + bias (bias may be null).
 void conv_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);

@@ -57,48 +57,17 @@ void on_work(DType work, F&& f) {
 // The result back in the caller's dtype.
 Prim finish(CpuRef out, DType want) { return convert_tensor(std::move(out), want); }
 
-template <std::size_t N>
-tensor::nn::ConvOptions<N> conv_opts(const ConvArgs& a) {
-  tensor::nn::ConvOptions<N> o;
-  for (std::size_t i = 0; i < N; ++i) {
-    o.stride[i] = a.stride[i];
-    o.padding[i] = a.padding[i];
-    o.dilation[i] = a.dilation[i];
-  }
-  o.groups = a.groups;
-  return o;
-}
-template <std::size_t N>
-tensor::nn::ConvTransposeOptions<N> convt_opts(const ConvArgs& a) {
-  tensor::nn::ConvTransposeOptions<N> o;
-  for (std::size_t i = 0; i < N; ++i) {
-    o.stride[i] = a.stride[i];
-    o.padding[i] = a.padding[i];
-    o.dilation[i] = a.dilation[i];
-    o.padding_out[i] = a.padding_out[i];
-  }
-  o.groups = a.groups;
-  return o;
-}
-
-// Geometry of a conv (x: the conv input shape) or a transpose (x: the transpose input).
-nn::ConvGeom geom(OpCode op, bool transpose, const ConvArgs& a, const Shape& x, const Shape& w) {
-  const std::string_view name = dispatch::op_name(op);
-  if (transpose) {
-    if (a.rank == 1) return nn::conv_transpose_geom<1>(name, x, w, convt_opts<1>(a));
-    if (a.rank == 2) return nn::conv_transpose_geom<2>(name, x, w, convt_opts<2>(a));
-    return nn::conv_transpose_geom<3>(name, x, w, convt_opts<3>(a));
-  }
-  if (a.rank == 1) return nn::conv_geom<1>(name, x, w, conv_opts<1>(a));
-  if (a.rank == 2) return nn::conv_geom<2>(name, x, w, conv_opts<2>(a));
-  return nn::conv_geom<3>(name, x, w, conv_opts<3>(a));
+// Geometry of a conv (x: the conv input shape) or a transpose (x: the transpose input),
+// from the arguments dispatch checked.
+nn::ConvGeom geom(bool transpose, const ConvArgs& a, const Shape& x, const Shape& w) {
+  return transpose ? nn::conv_transpose_geom(a, x, w) : nn::conv_geom(a, x, w);
 }
 
 template <OpCode op, bool kTranspose>
 Prim conv_entry(Prim x, Prim w, Prim bias, const ConvArgs& a) {
   const DType want = x->dtype(), work = work_dtype(want);
   const Shape xs = x->shape(), ws = w->shape();
-  const nn::ConvGeom g = geom(op, kTranspose, a, xs, ws);
+  const nn::ConvGeom g = geom(kTranspose, a, xs, ws);
   CpuRef cx = prep(std::move(x), work), cw = prep(std::move(w), work), cb = prep(std::move(bias), work);
   Shape out{xs[0], kTranspose ? g.c_in : g.c_out};
   for (std::size_t i = 3 - a.rank; i < 3; ++i) out.push_back(kTranspose ? g.in[i] : g.out[i]);
@@ -117,7 +86,7 @@ Prim conv_backward_entry(Prim a, Prim b, const Shape& target, const ConvArgs& ar
   const DType want = a->dtype(), work = work_dtype(want);
   const Shape& x = kForX ? target : a->shape();
   const Shape w = kForX ? b->shape() : target;
-  const nn::ConvGeom g = geom(op, kTranspose, args, x, w);
+  const nn::ConvGeom g = geom(kTranspose, args, x, w);
   CpuRef ca = prep(std::move(a), work), cb = prep(std::move(b), work);
   CpuRef out = alloc_tensor(work, target);
   on_work(work, [&](auto t) {
@@ -146,45 +115,9 @@ Prim conv_bias_backward_entry(Prim dy) {
   return finish(std::move(out), want);
 }
 
-template <std::size_t N>
-std::array<std::int64_t, N> first(const std::array<std::int64_t, 3>& v) {
-  std::array<std::int64_t, N> o{};
-  for (std::size_t i = 0; i < N; ++i) o[i] = v[i];
-  return o;
-}
-template <std::size_t N>
-tensor::nn::MaxPoolOptions<N> max_opts(const PoolArgs& a) {
-  tensor::nn::MaxPoolOptions<N> o;
-  o.kernel_size = first<N>(a.kernel);
-  o.stride = first<N>(a.stride);
-  o.padding = first<N>(a.padding);
-  o.dilation = first<N>(a.dilation);
-  o.ceil_mode = a.ceil_mode;
-  return o;
-}
-template <std::size_t N>
-tensor::nn::AvgPoolOptions<N> avg_opts(const PoolArgs& a) {
-  tensor::nn::AvgPoolOptions<N> o;
-  o.kernel_size = first<N>(a.kernel);
-  o.stride = first<N>(a.stride);
-  o.padding = first<N>(a.padding);
-  o.ceil_mode = a.ceil_mode;
-  o.count_include_pad = a.count_include_pad;
-  return o;
-}
-nn::Pool2dGeom max_geom(OpCode op, const PoolArgs& a, const Shape& x) {
-  return a.rank == 1 ? nn::max_pool_geom<1>(dispatch::op_name(op), x, max_opts<1>(a))
-                     : nn::max_pool_geom<2>(dispatch::op_name(op), x, max_opts<2>(a));
-}
-nn::Pool2dGeom avg_geom(OpCode op, const PoolArgs& a, const Shape& x) {
-  return a.rank == 1 ? nn::avg_pool_geom<1>(dispatch::op_name(op), x, avg_opts<1>(a))
-                     : nn::avg_pool_geom<2>(dispatch::op_name(op), x, avg_opts<2>(a));
-}
-nn::AdaptiveGeom adaptive_geom(OpCode op, const PoolArgs& a, const Shape& x) {
-  if (a.rank == 3) return nn::adaptive_avg_pool_geom<3>(dispatch::op_name(op), x, first<3>(a.output_size));
-  return a.rank == 1 ? nn::adaptive_avg_pool_geom<1>(dispatch::op_name(op), x, first<1>(a.output_size))
-                     : nn::adaptive_avg_pool_geom<2>(dispatch::op_name(op), x, first<2>(a.output_size));
-}
+nn::Pool2dGeom max_geom(const PoolArgs& a, const Shape& x) { return nn::pool2d_geom(a, x, core::Window::Max); }
+nn::Pool2dGeom avg_geom(const PoolArgs& a, const Shape& x) { return nn::pool2d_geom(a, x, core::Window::Avg); }
+nn::AdaptiveGeom adaptive_geom(const PoolArgs& a, const Shape& x) { return nn::adaptive_avg_pool_geom(a, x); }
 Shape pooled(const Shape& x, const PoolArgs& a, std::size_t h, std::size_t w) {
   Shape out{x[0], x[1]};
   if (a.rank == 2) out.push_back(h);
@@ -199,11 +132,11 @@ bool i32_fits(const nn::Pool2dGeom& g) {
 
 // max_pool1d/2d (values only) and the _with_indices rows; the indices are written as
 // int32 when that is the dtype asked for and it fits (no conversion pass), else as int64.
-std::pair<CpuRef, CpuRef> max_pool_run(OpCode op, Prim x, const PoolArgs& a, bool with_indices,
+std::pair<CpuRef, CpuRef> max_pool_run(Prim x, const PoolArgs& a, bool with_indices,
                                        DType index_dtype = DType::I64) {
   const DType work = work_dtype(x->dtype());
   const Shape xs = x->shape();
-  const nn::Pool2dGeom g = max_geom(op, a, xs);
+  const nn::Pool2dGeom g = max_geom(a, xs);
   CpuRef cx = prep(std::move(x), work);
   const Shape out = pooled(xs, a, g.out_h, g.out_w);
   CpuRef y = alloc_tensor(work, out);
@@ -219,17 +152,17 @@ std::pair<CpuRef, CpuRef> max_pool_run(OpCode op, Prim x, const PoolArgs& a, boo
 template <OpCode op>
 Prim max_pool_entry(Prim x, const PoolArgs& a) {
   const DType want = x->dtype();
-  return finish(max_pool_run(op, std::move(x), a, false).first, want);
+  return finish(max_pool_run(std::move(x), a, false).first, want);
 }
 template <OpCode op>
 PrimPair max_pool_wi_entry(Prim x, const PoolArgs& a, DType index_dtype) {
   const DType want = x->dtype();
-  auto [y, idx] = max_pool_run(op, std::move(x), a, true, index_dtype);
+  auto [y, idx] = max_pool_run(std::move(x), a, true, index_dtype);
   return {finish(std::move(y), want), convert_tensor(std::move(idx), index_dtype)};
 }
 Prim max_pool_backward_entry(Prim dy, Prim indices, const Shape& x_shape, const PoolArgs& a) {
   const DType want = dy->dtype(), work = work_dtype(want);
-  const nn::Pool2dGeom g = max_geom(OpCode::max_pool_with_indices_backward, a, x_shape);
+  const nn::Pool2dGeom g = max_geom(a, x_shape);
   const bool i32 = indices->dtype() == DType::I32 && i32_fits(g);
   CpuRef cdy = prep(std::move(dy), work);
   CpuRef ci = i32 ? to_contiguous(as_cpu(std::move(indices))) : prep_index(std::move(indices));
@@ -252,7 +185,7 @@ template <OpCode op>
 Prim avg_pool_entry(Prim x, const PoolArgs& a) {
   const DType want = x->dtype(), work = work_dtype(want);
   const Shape xs = x->shape();
-  const nn::Pool2dGeom g = avg_geom(op, a, xs);
+  const nn::Pool2dGeom g = avg_geom(a, xs);
   CpuRef cx = prep(std::move(x), work);
   CpuRef y = alloc_tensor(work, pooled(xs, a, g.out_h, g.out_w));
   on_work(work, [&](auto t) {
@@ -263,7 +196,7 @@ Prim avg_pool_entry(Prim x, const PoolArgs& a) {
 }
 Prim avg_pool_backward_entry(Prim dy, const Shape& x_shape, const PoolArgs& a) {
   const DType want = dy->dtype(), work = work_dtype(want);
-  const nn::Pool2dGeom g = avg_geom(OpCode::avg_pool_backward, a, x_shape);
+  const nn::Pool2dGeom g = avg_geom(a, x_shape);
   CpuRef cdy = prep(std::move(dy), work);
   CpuRef dx = alloc_tensor(work, x_shape);
   on_work(work, [&](auto t) {
@@ -277,7 +210,7 @@ template <OpCode op>
 Prim adaptive_entry(Prim x, const PoolArgs& a) {
   const DType want = x->dtype(), work = work_dtype(want);
   const Shape xs = x->shape();
-  const nn::AdaptiveGeom g = adaptive_geom(op, a, xs);
+  const nn::AdaptiveGeom g = adaptive_geom(a, xs);
   CpuRef cx = prep(std::move(x), work);
   Shape out = pooled(xs, a, g.out[1], g.out[2]);
   if (a.rank == 3) out = Shape{xs[0], xs[1], g.out[0], g.out[1], g.out[2]};
@@ -290,7 +223,7 @@ Prim adaptive_entry(Prim x, const PoolArgs& a) {
 }
 Prim adaptive_backward_entry(Prim dy, const Shape& x_shape, const PoolArgs& a) {
   const DType want = dy->dtype(), work = work_dtype(want);
-  const nn::AdaptiveGeom g = adaptive_geom(OpCode::adaptive_avg_pool_backward, a, x_shape);
+  const nn::AdaptiveGeom g = adaptive_geom(a, x_shape);
   CpuRef cdy = prep(std::move(dy), work);
   CpuRef dx = alloc_tensor(work, x_shape);
   on_work(work, [&](auto t) {

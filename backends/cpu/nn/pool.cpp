@@ -288,57 +288,38 @@ void adaptive_impl(const AdaptiveGeom& g, const T* in_buf, T* out_buf) {
   }, Work::Stream);
 }
 
-template <std::size_t N>
-Pool2dGeom geom2d(const Shape& x, const Shape& y, const std::array<I, N>& k, const std::array<I, N>& s,
-                  const std::array<I, N>& p, const std::array<I, N>& d) {
-  Pool2dGeom g;
-  g.planes = x[0] * x[1];
-  g.in_h = N == 2 ? x[2] : 1;
-  g.in_w = x[1 + N];
-  g.out_h = N == 2 ? y[2] : 1;
-  g.out_w = y[1 + N];
-  for (std::size_t i = 0; i < N; ++i) {
-    g.kernel[2 - N + i] = k[i];
-    g.stride[2 - N + i] = s[i];
-    g.padding[2 - N + i] = p[i];
-    g.dilation[2 - N + i] = d[i];
-  }
-  return g;
-}
-
 }  // namespace
 
-template <std::size_t N>
-Pool2dGeom max_pool_geom(std::string_view op, const Shape& x, const tensor::nn::MaxPoolOptions<N>& o) {
-  const Shape y = tensor::core::max_pool_output_shape<N>(op, x, o);
-  return geom2d<N>(x, y, o.kernel_size, o.stride, o.padding, o.dilation);
-}
-template <std::size_t N>
-Pool2dGeom avg_pool_geom(std::string_view op, const Shape& x, const tensor::nn::AvgPoolOptions<N>& o) {
-  const Shape y = tensor::core::avg_pool_output_shape<N>(op, x, o);
-  Pool2dGeom g = geom2d<N>(x, y, o.kernel_size, o.stride, o.padding, tensor::nn::detail::filled<N>(1));
-  g.count_include_pad = o.count_include_pad;
-  return g;
-}
-template <std::size_t N>
-AdaptiveGeom adaptive_avg_pool_geom(std::string_view op, const Shape& x, const std::array<I, N>& size) {
-  const Shape y = tensor::core::adaptive_avg_pool_output_shape<N>(op, x, size);
-  AdaptiveGeom g;
+// Pools of 1 or 2 spatial dims run as 2-d (a 1-d pool has height 1).
+Pool2dGeom pool2d_geom(const tensor::core::PoolArgs& a, const Shape& x, tensor::core::Window window) {
+  const Shape y = tensor::core::checked_pool_output(x, a, window);
+  const std::size_t n = a.rank;
+  Pool2dGeom g;
   g.planes = x[0] * x[1];
-  for (std::size_t i = 0; i < N; ++i) {
-    g.in[3 - N + i] = x[2 + i];
-    g.out[3 - N + i] = y[2 + i];
+  g.in_h = n == 2 ? x[2] : 1;
+  g.in_w = x[1 + n];
+  g.out_h = n == 2 ? y[2] : 1;
+  g.out_w = y[1 + n];
+  for (std::size_t i = 0; i < n; ++i) {
+    g.kernel[2 - n + i] = a.kernel[i];
+    g.stride[2 - n + i] = a.stride[i];
+    g.padding[2 - n + i] = a.padding[i];
+    g.dilation[2 - n + i] = window == tensor::core::Window::Max ? a.dilation[i] : 1;
   }
+  g.count_include_pad = a.count_include_pad;
   return g;
 }
 
-template Pool2dGeom max_pool_geom<1>(std::string_view, const Shape&, const tensor::nn::MaxPoolOptions<1>&);
-template Pool2dGeom max_pool_geom<2>(std::string_view, const Shape&, const tensor::nn::MaxPoolOptions<2>&);
-template Pool2dGeom avg_pool_geom<1>(std::string_view, const Shape&, const tensor::nn::AvgPoolOptions<1>&);
-template Pool2dGeom avg_pool_geom<2>(std::string_view, const Shape&, const tensor::nn::AvgPoolOptions<2>&);
-template AdaptiveGeom adaptive_avg_pool_geom<1>(std::string_view, const Shape&, const std::array<I, 1>&);
-template AdaptiveGeom adaptive_avg_pool_geom<2>(std::string_view, const Shape&, const std::array<I, 2>&);
-template AdaptiveGeom adaptive_avg_pool_geom<3>(std::string_view, const Shape&, const std::array<I, 3>&);
+AdaptiveGeom adaptive_avg_pool_geom(const tensor::core::PoolArgs& a, const Shape& x) {
+  const std::size_t n = a.rank;
+  AdaptiveGeom g;
+  g.planes = x[0] * x[1];
+  for (std::size_t i = 0; i < n; ++i) {
+    g.in[3 - n + i] = x[2 + i];
+    g.out[3 - n + i] = static_cast<std::size_t>(a.output_size[i]);
+  }
+  return g;
+}
 
 #define TENSOR_NN_POOL_TYPED(T)                                                                                \
   void max_pool2d_forward(const Pool2dGeom& g, const T* x, T* y, I* indices) { max_forward(g, x, y, indices); } \

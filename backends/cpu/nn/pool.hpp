@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "lib/core/nn_shape.hpp"
 #include "tensor/nn_options.hpp"
 #include "tensor/shape.hpp"
 
@@ -19,11 +20,22 @@ struct Pool2dGeom {
   bool count_include_pad = true;  // avg only
 };
 
-// Geometry of max_pool1d/2d and avg_pool1d/2d (validates; ShapeError names op).
+// Geometry of max_pool1d/2d or avg_pool1d/2d (by `window`) whose arguments dispatch already
+// checked (lib/core/nn_shape.hpp): nothing validated again.
+Pool2dGeom pool2d_geom(const tensor::core::PoolArgs& a, const Shape& x, tensor::core::Window window);
+
+// The same from public per-rank options, checked first (ShapeError naming op): for callers
+// that have not been through dispatch (the kernels' own tests).
 template <std::size_t N>
-Pool2dGeom max_pool_geom(std::string_view op, const Shape& x, const tensor::nn::MaxPoolOptions<N>& o);
+Pool2dGeom max_pool_geom(std::string_view op, const Shape& x, const tensor::nn::MaxPoolOptions<N>& o) {
+  tensor::core::max_pool_output_shape<N>(op, x, o);
+  return pool2d_geom(tensor::core::pool_args(o), x, tensor::core::Window::Max);
+}
 template <std::size_t N>
-Pool2dGeom avg_pool_geom(std::string_view op, const Shape& x, const tensor::nn::AvgPoolOptions<N>& o);
+Pool2dGeom avg_pool_geom(std::string_view op, const Shape& x, const tensor::nn::AvgPoolOptions<N>& o) {
+  tensor::core::avg_pool_output_shape<N>(op, x, o);
+  return pool2d_geom(tensor::core::pool_args(o), x, tensor::core::Window::Avg);
+}
 
 // y and indices [planes, out_h, out_w]; indices (may be null) are flat h*in_w + w in the
 // unpadded plane, the first maximum in window order; NaN wins (its first position). A
@@ -54,8 +66,13 @@ struct AdaptiveGeom {
   std::size_t planes = 1;
   std::array<std::size_t, 3> in{1, 1, 1}, out{1, 1, 1};
 };
+// Adaptive pooling of a.rank (1..3) spatial dims from checked arguments; the template checks first.
+AdaptiveGeom adaptive_avg_pool_geom(const tensor::core::PoolArgs& a, const Shape& x);
 template <std::size_t N>
-AdaptiveGeom adaptive_avg_pool_geom(std::string_view op, const Shape& x, const std::array<std::int64_t, N>& size);
+AdaptiveGeom adaptive_avg_pool_geom(std::string_view op, const Shape& x, const std::array<std::int64_t, N>& size) {
+  tensor::core::adaptive_avg_pool_output_shape<N>(op, x, size);
+  return adaptive_avg_pool_geom(tensor::core::adaptive_pool_args(size), x);
+}
 
 void adaptive_avg_pool_forward(const AdaptiveGeom& g, const float* x, float* y);
 void adaptive_avg_pool_forward(const AdaptiveGeom& g, const double* x, double* y);

@@ -17,27 +17,17 @@
 
 namespace tensor::detail {
 
-// Every module-op option in one rank-generic struct (rank 1 or 2 here; trailing dims unused).
-struct NnArgs {
-  std::size_t rank = 2;
-  std::array<std::int64_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
-  std::array<std::int64_t, 3> padding_out{0, 0, 0}, output_size{1, 1, 1};
-  std::int64_t groups = 1;
-  bool ceil_mode = false;
-  bool count_include_pad = true;
-};
-
 // An empty Handle stands for an absent optional tensor (bias, beta, mask).
-TENSOR_API Handle nn_conv(OpCode op, Handle&& x, Handle&& weight, Handle&& bias, const NnArgs& a);
+TENSOR_API Handle nn_conv(OpCode op, Handle&& x, Handle&& weight, Handle&& bias, const ConvArgs& a);
 // op: conv_x_backward, conv_weight_backward, conv_transpose_x_backward, conv_transpose_weight_backward;
 // (a, b) = (dy, weight) for x, (x, dy) for weight; `target` is the gradient's shape.
-TENSOR_API Handle nn_conv_backward(OpCode op, Handle&& a, Handle&& b, const Shape& target, const NnArgs& args);
+TENSOR_API Handle nn_conv_backward(OpCode op, Handle&& a, Handle&& b, const Shape& target, const ConvArgs& args);
 TENSOR_API Handle nn_conv_bias_backward(Handle&& dy);
-TENSOR_API Handle nn_pool(OpCode op, Handle&& x, const NnArgs& a);
-TENSOR_API std::pair<Handle, Handle> nn_max_pool_with_indices(OpCode op, Handle&& x, const NnArgs& a);
-TENSOR_API Handle nn_max_pool_backward(Handle&& dy, Handle&& indices, const Shape& x_shape, const NnArgs& a);
+TENSOR_API Handle nn_pool(OpCode op, Handle&& x, const PoolArgs& a);
+TENSOR_API std::pair<Handle, Handle> nn_max_pool_with_indices(OpCode op, Handle&& x, const PoolArgs& a);
+TENSOR_API Handle nn_max_pool_backward(Handle&& dy, Handle&& indices, const Shape& x_shape, const PoolArgs& a);
 // op: avg_pool_backward or adaptive_avg_pool_backward.
-TENSOR_API Handle nn_pool_backward(OpCode op, Handle&& dy, const Shape& x_shape, const NnArgs& a);
+TENSOR_API Handle nn_pool_backward(OpCode op, Handle&& dy, const Shape& x_shape, const PoolArgs& a);
 TENSOR_API Handle nn_interpolate(Handle&& x, std::array<std::int64_t, 2> size, const nn::InterpolateOptions& o);
 TENSOR_API Handle nn_interpolate_backward(Handle&& dy, const Shape& x_shape, std::array<std::int64_t, 2> size,
                                           const nn::InterpolateOptions& o);
@@ -71,62 +61,6 @@ TENSOR_API Handle nn_irfft(Handle&& re, Handle&& im, std::int64_t dim, std::opti
 namespace tensor::nn {
 
 namespace nn_detail {
-template <std::size_t N, class A>
-std::array<std::int64_t, 3> pad3(const A& a, std::int64_t fill) {
-  std::array<std::int64_t, 3> o{fill, fill, fill};
-  for (std::size_t i = 0; i < N; ++i) o[i] = a[i];
-  return o;
-}
-template <std::size_t N>
-tensor::detail::NnArgs conv_args(const ConvOptions<N>& o) {
-  tensor::detail::NnArgs a;
-  a.rank = N;
-  a.stride = pad3<N>(o.stride, 1);
-  a.padding = pad3<N>(o.padding, 0);
-  a.dilation = pad3<N>(o.dilation, 1);
-  a.groups = o.groups;
-  return a;
-}
-template <std::size_t N>
-tensor::detail::NnArgs conv_args(const ConvTransposeOptions<N>& o) {
-  tensor::detail::NnArgs a;
-  a.rank = N;
-  a.stride = pad3<N>(o.stride, 1);
-  a.padding = pad3<N>(o.padding, 0);
-  a.dilation = pad3<N>(o.dilation, 1);
-  a.padding_out = pad3<N>(o.padding_out, 0);
-  a.groups = o.groups;
-  return a;
-}
-template <std::size_t N>
-tensor::detail::NnArgs pool_args(const MaxPoolOptions<N>& o) {
-  tensor::detail::NnArgs a;
-  a.rank = N;
-  a.kernel = pad3<N>(o.kernel_size, 1);
-  a.stride = pad3<N>(o.stride, 1);
-  a.padding = pad3<N>(o.padding, 0);
-  a.dilation = pad3<N>(o.dilation, 1);
-  a.ceil_mode = o.ceil_mode;
-  return a;
-}
-template <std::size_t N>
-tensor::detail::NnArgs pool_args(const AvgPoolOptions<N>& o) {
-  tensor::detail::NnArgs a;
-  a.rank = N;
-  a.kernel = pad3<N>(o.kernel_size, 1);
-  a.stride = pad3<N>(o.stride, 1);
-  a.padding = pad3<N>(o.padding, 0);
-  a.ceil_mode = o.ceil_mode;
-  a.count_include_pad = o.count_include_pad;
-  return a;
-}
-template <std::size_t N>
-tensor::detail::NnArgs adaptive_args(const std::array<std::int64_t, N>& size) {
-  tensor::detail::NnArgs a;
-  a.rank = N;
-  a.output_size = pad3<N>(size, 1);
-  return a;
-}
 template <std::size_t D, class K>
 tensor::detail::Handle opt(const std::optional<Tensor<D, K>>& t) {
   return t ? tensor::detail::copy(*t) : tensor::detail::Handle{};
@@ -137,33 +71,33 @@ tensor::detail::Handle opt(const std::optional<Tensor<D, K>>& t) {
 inline Tensor<3> conv1d(const Tensor<3>& x, const Tensor<3>& weight, const std::optional<Tensor<1>>& bias,
                         const ConvOptions<1>& options = {}) {
   return Tensor<3>(tensor::detail::nn_conv(OpCode::conv1d, tensor::detail::copy(x), tensor::detail::copy(weight), nn_detail::opt(bias),
-                                   nn_detail::conv_args(options)));
+                                   tensor::detail::conv_args(options)));
 }
 inline Tensor<4> conv2d(const Tensor<4>& x, const Tensor<4>& weight, const std::optional<Tensor<1>>& bias,
                         const ConvOptions<2>& options = {}) {
   return Tensor<4>(tensor::detail::nn_conv(OpCode::conv2d, tensor::detail::copy(x), tensor::detail::copy(weight), nn_detail::opt(bias),
-                                   nn_detail::conv_args(options)));
+                                   tensor::detail::conv_args(options)));
 }
 inline Tensor<5> conv3d(const Tensor<5>& x, const Tensor<5>& weight, const std::optional<Tensor<1>>& bias,
                         const ConvOptions<3>& options = {}) {
   return Tensor<5>(tensor::detail::nn_conv(OpCode::conv3d, tensor::detail::copy(x), tensor::detail::copy(weight),
-                                           nn_detail::opt(bias), nn_detail::conv_args(options)));
+                                           nn_detail::opt(bias), tensor::detail::conv_args(options)));
 }
 // Transposed: weight [C_in, C_out/groups, *K] -> [N, C_out, *O].
 inline Tensor<3> conv_transpose1d(const Tensor<3>& x, const Tensor<3>& weight, const std::optional<Tensor<1>>& bias,
                                   const ConvTransposeOptions<1>& options = {}) {
   return Tensor<3>(tensor::detail::nn_conv(OpCode::conv_transpose1d, tensor::detail::copy(x), tensor::detail::copy(weight),
-                                   nn_detail::opt(bias), nn_detail::conv_args(options)));
+                                   nn_detail::opt(bias), tensor::detail::conv_args(options)));
 }
 inline Tensor<4> conv_transpose2d(const Tensor<4>& x, const Tensor<4>& weight, const std::optional<Tensor<1>>& bias,
                                   const ConvTransposeOptions<2>& options = {}) {
   return Tensor<4>(tensor::detail::nn_conv(OpCode::conv_transpose2d, tensor::detail::copy(x), tensor::detail::copy(weight),
-                                   nn_detail::opt(bias), nn_detail::conv_args(options)));
+                                   nn_detail::opt(bias), tensor::detail::conv_args(options)));
 }
 inline Tensor<5> conv_transpose3d(const Tensor<5>& x, const Tensor<5>& weight, const std::optional<Tensor<1>>& bias,
                                   const ConvTransposeOptions<3>& options = {}) {
   return Tensor<5>(tensor::detail::nn_conv(OpCode::conv_transpose3d, tensor::detail::copy(x), tensor::detail::copy(weight),
-                                           nn_detail::opt(bias), nn_detail::conv_args(options)));
+                                           nn_detail::opt(bias), tensor::detail::conv_args(options)));
 }
 
 // Backward (burn's argument lists: the forward inputs give the gradient shapes).
@@ -171,13 +105,13 @@ template <std::size_t D>
 Tensor<D> conv_x_backward(const Tensor<D>& x, const Tensor<D>& weight, const Tensor<D>& output_grad,
                           const ConvOptions<D - 2>& options) {
   return Tensor<D>(tensor::detail::nn_conv_backward(OpCode::conv_x_backward, tensor::detail::copy(output_grad), tensor::detail::copy(weight),
-                                            x.shape(), nn_detail::conv_args(options)));
+                                            x.shape(), tensor::detail::conv_args(options)));
 }
 template <std::size_t D>
 Tensor<D> conv_weight_backward(const Tensor<D>& x, const Tensor<D>& weight, const Tensor<D>& output_grad,
                                const ConvOptions<D - 2>& options) {
   return Tensor<D>(tensor::detail::nn_conv_backward(OpCode::conv_weight_backward, tensor::detail::copy(x), tensor::detail::copy(output_grad),
-                                            weight.shape(), nn_detail::conv_args(options)));
+                                            weight.shape(), tensor::detail::conv_args(options)));
 }
 template <std::size_t D>
 Tensor<1> conv_bias_backward(const Tensor<D>& output_grad) {
@@ -196,82 +130,82 @@ template <std::size_t D>
 Tensor<D> conv_transpose_x_backward(const Tensor<D>& x, const Tensor<D>& weight, const Tensor<D>& output_grad,
                                     const ConvTransposeOptions<D - 2>& options) {
   return Tensor<D>(tensor::detail::nn_conv_backward(OpCode::conv_transpose_x_backward, tensor::detail::copy(output_grad),
-                                            tensor::detail::copy(weight), x.shape(), nn_detail::conv_args(options)));
+                                            tensor::detail::copy(weight), x.shape(), tensor::detail::conv_args(options)));
 }
 template <std::size_t D>
 Tensor<D> conv_transpose_weight_backward(const Tensor<D>& x, const Tensor<D>& weight, const Tensor<D>& output_grad,
                                          const ConvTransposeOptions<D - 2>& options) {
   return Tensor<D>(tensor::detail::nn_conv_backward(OpCode::conv_transpose_weight_backward, tensor::detail::copy(x),
-                                            tensor::detail::copy(output_grad), weight.shape(), nn_detail::conv_args(options)));
+                                            tensor::detail::copy(output_grad), weight.shape(), tensor::detail::conv_args(options)));
 }
 
 // ---- pooling -------------------------------------------------------------------------
 inline Tensor<3> max_pool1d(const Tensor<3>& x, const MaxPoolOptions<1>& options) {
-  return Tensor<3>(tensor::detail::nn_pool(OpCode::max_pool1d, tensor::detail::copy(x), nn_detail::pool_args(options)));
+  return Tensor<3>(tensor::detail::nn_pool(OpCode::max_pool1d, tensor::detail::copy(x), tensor::detail::pool_args(options)));
 }
 inline Tensor<4> max_pool2d(const Tensor<4>& x, const MaxPoolOptions<2>& options) {
-  return Tensor<4>(tensor::detail::nn_pool(OpCode::max_pool2d, tensor::detail::copy(x), nn_detail::pool_args(options)));
+  return Tensor<4>(tensor::detail::nn_pool(OpCode::max_pool2d, tensor::detail::copy(x), tensor::detail::pool_args(options)));
 }
 // (values, Int indices flat h*W + w in the unpadded input plane).
 inline std::pair<Tensor<3>, Tensor<3, Int>> max_pool1d_with_indices(const Tensor<3>& x, const MaxPoolOptions<1>& options) {
-  auto [v, i] = tensor::detail::nn_max_pool_with_indices(OpCode::max_pool1d_with_indices, tensor::detail::copy(x), nn_detail::pool_args(options));
+  auto [v, i] = tensor::detail::nn_max_pool_with_indices(OpCode::max_pool1d_with_indices, tensor::detail::copy(x), tensor::detail::pool_args(options));
   return {Tensor<3>(v), Tensor<3, Int>(i)};
 }
 inline std::pair<Tensor<4>, Tensor<4, Int>> max_pool2d_with_indices(const Tensor<4>& x, const MaxPoolOptions<2>& options) {
-  auto [v, i] = tensor::detail::nn_max_pool_with_indices(OpCode::max_pool2d_with_indices, tensor::detail::copy(x), nn_detail::pool_args(options));
+  auto [v, i] = tensor::detail::nn_max_pool_with_indices(OpCode::max_pool2d_with_indices, tensor::detail::copy(x), tensor::detail::pool_args(options));
   return {Tensor<4>(v), Tensor<4, Int>(i)};
 }
 inline Tensor<4> max_pool2d_with_indices_backward(const Tensor<4>& x, const Tensor<4>& output_grad,
                                                   const Tensor<4, Int>& indices, const MaxPoolOptions<2>& options) {
   return Tensor<4>(tensor::detail::nn_max_pool_backward(tensor::detail::copy(output_grad), tensor::detail::copy(indices), x.shape(),
-                                                nn_detail::pool_args(options)));
+                                                tensor::detail::pool_args(options)));
 }
 inline Tensor<3> max_pool1d_with_indices_backward(const Tensor<3>& x, const Tensor<3>& output_grad,
                                                   const Tensor<3, Int>& indices, const MaxPoolOptions<1>& options) {
   return Tensor<3>(tensor::detail::nn_max_pool_backward(tensor::detail::copy(output_grad), tensor::detail::copy(indices), x.shape(),
-                                                nn_detail::pool_args(options)));
+                                                tensor::detail::pool_args(options)));
 }
 inline Tensor<3> avg_pool1d(const Tensor<3>& x, const AvgPoolOptions<1>& options) {
-  return Tensor<3>(tensor::detail::nn_pool(OpCode::avg_pool1d, tensor::detail::copy(x), nn_detail::pool_args(options)));
+  return Tensor<3>(tensor::detail::nn_pool(OpCode::avg_pool1d, tensor::detail::copy(x), tensor::detail::pool_args(options)));
 }
 inline Tensor<4> avg_pool2d(const Tensor<4>& x, const AvgPoolOptions<2>& options) {
-  return Tensor<4>(tensor::detail::nn_pool(OpCode::avg_pool2d, tensor::detail::copy(x), nn_detail::pool_args(options)));
+  return Tensor<4>(tensor::detail::nn_pool(OpCode::avg_pool2d, tensor::detail::copy(x), tensor::detail::pool_args(options)));
 }
 inline Tensor<3> avg_pool1d_backward(const Tensor<3>& x, const Tensor<3>& output_grad, const AvgPoolOptions<1>& options) {
   return Tensor<3>(tensor::detail::nn_pool_backward(OpCode::avg_pool_backward, tensor::detail::copy(output_grad), x.shape(),
-                                            nn_detail::pool_args(options)));
+                                            tensor::detail::pool_args(options)));
 }
 inline Tensor<4> avg_pool2d_backward(const Tensor<4>& x, const Tensor<4>& output_grad, const AvgPoolOptions<2>& options) {
   return Tensor<4>(tensor::detail::nn_pool_backward(OpCode::avg_pool_backward, tensor::detail::copy(output_grad), x.shape(),
-                                            nn_detail::pool_args(options)));
+                                            tensor::detail::pool_args(options)));
 }
 inline Tensor<3> adaptive_avg_pool1d(const Tensor<3>& x, std::int64_t output_size) {
   return Tensor<3>(tensor::detail::nn_pool(OpCode::adaptive_avg_pool1d, tensor::detail::copy(x),
-                                   nn_detail::adaptive_args<1>({output_size})));
+                                   tensor::detail::adaptive_pool_args<1>({output_size})));
 }
 inline Tensor<4> adaptive_avg_pool2d(const Tensor<4>& x, std::array<std::int64_t, 2> output_size) {
-  return Tensor<4>(tensor::detail::nn_pool(OpCode::adaptive_avg_pool2d, tensor::detail::copy(x), nn_detail::adaptive_args<2>(output_size)));
+  return Tensor<4>(tensor::detail::nn_pool(OpCode::adaptive_avg_pool2d, tensor::detail::copy(x), tensor::detail::adaptive_pool_args<2>(output_size)));
 }
 inline Tensor<3> adaptive_avg_pool1d_backward(const Tensor<3>& x, const Tensor<3>& output_grad) {
   const std::int64_t o = static_cast<std::int64_t>(output_grad.dims()[2]);
   return Tensor<3>(tensor::detail::nn_pool_backward(OpCode::adaptive_avg_pool_backward, tensor::detail::copy(output_grad), x.shape(),
-                                            nn_detail::adaptive_args<1>({o})));
+                                            tensor::detail::adaptive_pool_args<1>({o})));
 }
 inline Tensor<4> adaptive_avg_pool2d_backward(const Tensor<4>& x, const Tensor<4>& output_grad) {
   const auto d = output_grad.dims();
   return Tensor<4>(tensor::detail::nn_pool_backward(OpCode::adaptive_avg_pool_backward, tensor::detail::copy(output_grad), x.shape(),
-                                            nn_detail::adaptive_args<2>({static_cast<std::int64_t>(d[2]),
+                                            tensor::detail::adaptive_pool_args<2>({static_cast<std::int64_t>(d[2]),
                                                                          static_cast<std::int64_t>(d[3])})));
 }
 inline Tensor<5> adaptive_avg_pool3d(const Tensor<5>& x, std::array<std::int64_t, 3> output_size) {
   return Tensor<5>(tensor::detail::nn_pool(OpCode::adaptive_avg_pool3d, tensor::detail::copy(x),
-                                           nn_detail::adaptive_args<3>(output_size)));
+                                           tensor::detail::adaptive_pool_args<3>(output_size)));
 }
 inline Tensor<5> adaptive_avg_pool3d_backward(const Tensor<5>& x, const Tensor<5>& output_grad) {
   const auto d = output_grad.dims();
   return Tensor<5>(tensor::detail::nn_pool_backward(
       OpCode::adaptive_avg_pool_backward, tensor::detail::copy(output_grad), x.shape(),
-      nn_detail::adaptive_args<3>({static_cast<std::int64_t>(d[2]), static_cast<std::int64_t>(d[3]),
+      tensor::detail::adaptive_pool_args<3>({static_cast<std::int64_t>(d[2]), static_cast<std::int64_t>(d[3]),
                                    static_cast<std::int64_t>(d[4])})));
 }
 

@@ -99,3 +99,77 @@ struct AttentionModuleOptions {
 using AttentionOptions = AttentionModuleOptions;
 
 }  // namespace tensor::nn
+
+namespace tensor::detail {
+
+// The one rank-generic form the convolution and pooling options take from the public call
+// down to the kernels (rank 1..3; the dims past the rank hold neutral values): tensor::nn
+// builds it here from the per-rank options, dispatch checks it once, backends trust it.
+struct ConvArgs {
+  std::size_t rank = 2;
+  std::array<std::int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1}, padding_out{0, 0, 0};
+  std::int64_t groups = 1;
+};
+// Pools: kernel/stride/padding/dilation for max and avg pools, output_size for the
+// adaptive ones; count_include_pad for avg only.
+struct PoolArgs {
+  std::size_t rank = 2;
+  std::array<std::int64_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
+  std::array<std::int64_t, 3> output_size{1, 1, 1};
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+
+template <std::size_t N>
+ConvArgs conv_args(const nn::ConvOptions<N>& o) {
+  ConvArgs a;
+  a.rank = N;
+  for (std::size_t i = 0; i < N; ++i) {
+    a.stride[i] = o.stride[i];
+    a.padding[i] = o.padding[i];
+    a.dilation[i] = o.dilation[i];
+  }
+  a.groups = o.groups;
+  return a;
+}
+template <std::size_t N>
+ConvArgs conv_args(const nn::ConvTransposeOptions<N>& o) {
+  ConvArgs a = conv_args(nn::ConvOptions<N>{o.stride, o.padding, o.dilation, o.groups});
+  for (std::size_t i = 0; i < N; ++i) a.padding_out[i] = o.padding_out[i];
+  return a;
+}
+template <std::size_t N>
+PoolArgs pool_args(const nn::MaxPoolOptions<N>& o) {
+  PoolArgs a;
+  a.rank = N;
+  for (std::size_t i = 0; i < N; ++i) {
+    a.kernel[i] = o.kernel_size[i];
+    a.stride[i] = o.stride[i];
+    a.padding[i] = o.padding[i];
+    a.dilation[i] = o.dilation[i];
+  }
+  a.ceil_mode = o.ceil_mode;
+  return a;
+}
+template <std::size_t N>
+PoolArgs pool_args(const nn::AvgPoolOptions<N>& o) {
+  PoolArgs a;
+  a.rank = N;
+  for (std::size_t i = 0; i < N; ++i) {
+    a.kernel[i] = o.kernel_size[i];
+    a.stride[i] = o.stride[i];
+    a.padding[i] = o.padding[i];
+  }
+  a.ceil_mode = o.ceil_mode;
+  a.count_include_pad = o.count_include_pad;
+  return a;
+}
+template <std::size_t N>
+PoolArgs adaptive_pool_args(const std::array<std::int64_t, N>& output_size) {
+  PoolArgs a;
+  a.rank = N;
+  for (std::size_t i = 0; i < N; ++i) a.output_size[i] = output_size[i];
+  return a;
+}
+
+}  // namespace tensor::detail
