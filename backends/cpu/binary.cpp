@@ -76,6 +76,12 @@ struct RemOp {
     }
   }
 };
+// C's fmod: the dividend's sign, exact; a finite dividend over an infinite divisor is
+// itself (burn's fmod(5.3, inf) = 5.3).
+struct FmodOp {
+  static constexpr int kSimd = -1;
+  template <class C> static C f(C a, C b) { return static_cast<C>(std::fmod(a, b)); }
+};
 struct PowfOp {
   static constexpr int kSimd = -1;
   template <class C> static C f(C a, C b) { return std::pow(a, b); }
@@ -481,6 +487,7 @@ void register_binary_ops(dispatch::Backend& b) {
   b.set<OpCode::mul>(&binary_entry<MulOp>);
   b.set<OpCode::div>(&binary_entry<DivOp>);
   b.set<OpCode::remainder>(&binary_entry<RemOp>);
+  b.set<OpCode::fmod>(&binary_entry<FmodOp, false, true>);
   b.set<OpCode::powf>(&binary_entry<PowfOp, false, true>);
   b.set<OpCode::atan2>(&binary_entry<Atan2Op, false, true>);
   b.set<OpCode::hypot>(&binary_entry<HypotOp, false, true>);
@@ -491,6 +498,7 @@ void register_binary_ops(dispatch::Backend& b) {
   b.set<OpCode::mul_scalar>(&scalar_entry<MulOp>);
   b.set<OpCode::div_scalar>(&scalar_entry<DivOp>);
   b.set<OpCode::remainder_scalar>(&scalar_entry<RemOp>);
+  b.set<OpCode::fmod_scalar>(&scalar_entry<FmodOp>);
 
   b.set<OpCode::bitwise_and>(&binary_entry<AndOp, true>);
   b.set<OpCode::bitwise_or>(&binary_entry<OrOp, true>);

@@ -38,6 +38,7 @@ void add_binary_specs(std::map<std::string, Spec>& m) {
     s.ud[1] = Domain{1, 5};
     m["remainder"] = s;
   }
+  m["fmod"] = binary_f([](double a, double b) { return std::fmod(a, b); }, {-5, 5}, nonzero, 4, 1);
   m["powf"] = binary_f([](double a, double b) { return std::pow(a, b); }, {0.1, 3}, {-2, 2}, 16, 1);
   m["atan2"] = binary_f([](double a, double b) { return std::atan2(a, b); }, {}, {}, 16, 1);
   m["hypot"] = binary_f([](double a, double b) { return std::hypot(a, b); }, {}, {}, 16, 1);
@@ -116,6 +117,13 @@ void add_binary_specs(std::map<std::string, Spec>& m) {
                           [](const std::vector<std::int64_t>& v, DType t) { return int_rem(v[0], v[1], t); });
     s.floor = 1;
     m["remainder_scalar"] = s;
+  }
+  {
+    Spec s;
+    s.f = [](const std::vector<double>& v) { return std::fmod(v[0], v[1]); };
+    s.fs = {1.5, -2.5};
+    s.floor = 1;
+    m["fmod_scalar"] = s;
   }
   {
     Spec s;

@@ -118,6 +118,20 @@ FT rem_g(FT a, FT b) {
   return r;
 }
 
+// C's fmod: the dividend's sign; a finite dividend over an infinite divisor is itself; a
+// zero result takes the dividend's sign (a * 0).
+FT fmod_g(FT a, FT b) {
+  if (isnan(a) || isnan(b) || isinf(a) || b == FT(0)) return nan_g();
+  if (isinf(b)) return a;
+  // a - b q in one rounding (exact for the true quotient); a quotient rounded one off is
+  // corrected by one |b| toward the dividend's side.
+  const FT m = abs(b);
+  FT r = fma(-b, trunc(a / b), a);
+  if (a >= FT(0)) r = r < FT(0) ? r + m : (r >= m ? r - m : r);
+  else r = r > FT(0) ? r - m : (r <= -m ? r + m : r);
+  return r == FT(0) ? a * FT(0) : r;
+}
+
 #ifdef WIDE
 FT unary_g(int op, FT a) {
   switch (op) {
@@ -188,6 +202,7 @@ FT binary_g(int op, FT a, FT b) {
     case EW_MUL: return a * b;
     case EW_DIV: return a / b;
     case EW_REM: return rem_g(a, b);
+    case EW_FMOD: return fmod_g(a, b);
     case EW_POW: return pow_g(a, b);
 #ifdef WIDE
     case EW_ATAN2: return atan2_d(a, b);

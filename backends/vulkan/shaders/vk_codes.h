@@ -36,6 +36,7 @@
 #define EW_BOOL_AND 13
 #define EW_BOOL_OR 14
 #define EW_BOOL_XOR 15
+#define EW_FMOD 16      // C's fmod (floats only)
 #define EW_EQ 20       // comparisons write the out bool dtype
 #define EW_GT 21
 #define EW_GE 22
@@ -165,6 +166,7 @@
   X(equal, EW_EQ) X(greater, EW_GT) X(greater_equal, EW_GE) X(lower, EW_LT) X(lower_equal, EW_LE)               \
   X(equal_elem, EW_EQ) X(greater_elem, EW_GT) X(greater_equal_elem, EW_GE) X(lower_elem, EW_LT)                 \
   X(lower_equal_elem, EW_LE) X(add, EW_ADD) X(sub, EW_SUB) X(mul, EW_MUL) X(div, EW_DIV) X(remainder, EW_REM)   \
+  X(fmod, EW_FMOD) X(fmod_scalar, EW_FMOD)                                                                      \
   X(powf, EW_POW) X(atan2, EW_ATAN2) X(add_scalar, EW_ADD) X(sub_scalar, EW_SUB) X(mul_scalar, EW_MUL)          \
   X(div_scalar, EW_DIV) X(remainder_scalar, EW_REM) X(recip, EW_RECIP) X(sqrt, EW_SQRT) X(exp, EW_EXP)          \
   X(log, EW_LOG) X(log1p, EW_LOG1P) X(abs, EW_ABS) X(cos, EW_COS) X(sin, EW_SIN) X(tan, EW_TAN)                 \

@@ -666,8 +666,8 @@ class TENSOR_API Tensor {
   bool all_close(const Tensor& o, double rtol = 1e-5, double atol = 1e-8) const requires kIsFloat {
     return Tensor<D, Bool>(detail::is_close(detail::retain(h_), detail::retain(o.h_), rtol, atol)).all().into_scalar().to_bool();
   }
-  Tensor fmod(const Tensor& o) const requires kIsFloat { return Tensor(detail::fmod(detail::retain(h_), detail::retain(o.h_))); }
-  Tensor fmod_scalar(double s) const requires kIsFloat { return Tensor(detail::fmod(detail::retain(h_), detail::retain(full_like(s).h_))); }
+  Tensor fmod(const Tensor& o) const requires kIsFloat { return Tensor(detail::binary(OpCode::fmod, detail::retain(h_), detail::retain(o.h_))); }
+  Tensor fmod_scalar(double s) const requires kIsFloat { return Tensor(detail::scalar(OpCode::fmod_scalar, detail::retain(h_), Scalar(s))); }
   Tensor deg2rad() const requires kIsFloat { return Tensor(detail::deg2rad(detail::retain(h_))); }
   Tensor rad2deg() const requires kIsFloat { return Tensor(detail::rad2deg(detail::retain(h_))); }
   // Reductions over several dims, each kept with size 1 (no dims: the tensor unchanged).
