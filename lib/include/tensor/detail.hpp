@@ -162,7 +162,6 @@ TENSOR_API Handle contains_nan(Handle&& a);
 TENSOR_API Handle deg2rad(Handle&& a);
 TENSOR_API Handle rad2deg(Handle&& a);
 TENSOR_API Handle is_close(Handle&& a, Handle&& b, double rtol, double atol);
-TENSOR_API Handle fmod(Handle&& a, Handle&& b);
 // activation.cpp (tensor/activation.hpp)
 TENSOR_API Handle silu(Handle&& x);
 TENSOR_API Handle relu6(Handle&& x);

@@ -1,5 +1,5 @@
 // The elementwise math and predicate methods of tensor.hpp that burn composes: is_finite,
-// contains_nan, is_close, fmod, deg2rad / rad2deg.
+// contains_nan, is_close, deg2rad / rad2deg.
 #include <numbers>
 #include <string>
 
@@ -43,18 +43,6 @@ Handle is_close(Handle&& a_, Handle&& b_, double rtol, double atol) {  // |a - b
     const H inf = bin(OpCode::bool_or, H(predicate(OpCode::is_inf, a.r())), H(predicate(OpCode::is_inf, b.r())));
     const H finite_near = bin(OpCode::bool_and, near, un(OpCode::bool_not, inf));
     return binary(OpCode::bool_or, finite_near.r(), compare(OpCode::equal, a.r(), b.r()));
-  });
-}
-
-Handle fmod(Handle&& a_, Handle&& b_) {  // a - trunc(a / b) b (the sign of a, as C's fmod)
-  const H a = take_h(a_), b = take_h(b_);
-  return named("fmod", [&] {
-    // Where the quotient truncates to zero the result is a itself: so a finite a
-    // over an infinite b is a (burn), not a - 0 * inf = NaN.
-    const H t = un(OpCode::trunc, bin(OpCode::div, a, b));
-    const H tb = H(mask_fill(binary(OpCode::mul, t.r(), b.r()), compare_scalar(OpCode::equal_elem, t.r(), Scalar(0.0)),
-                             Scalar(0.0)));
-    return binary(OpCode::sub, a.r(), tb.r());
   });
 }
 
