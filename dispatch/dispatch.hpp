@@ -14,7 +14,8 @@
 
 #include "dispatch/backend.hpp"
 #include "lib/core/kind.hpp"
-#include "tensor/detail.hpp"
+#include "tensor/data.hpp"
+#include "tensor/options.hpp"
 
 namespace tensor::dispatch {
 
@@ -23,7 +24,8 @@ using Kind = tensor::detail::Kind;
 std::string_view kind_name(Kind k);
 Kind kind_of_dtype(DType dtype);  // QFloat -> Kind::QFloat
 
-// Backend tag (device) + kind + counted primitive. 16 bytes, the size of a Handle.
+// Backend tag (device) + kind + counted primitive. 16 bytes, the size of a Handle
+// (lib/src/handles.hpp checks that it fits).
 struct DispatchTensor {
   Primitive* prim = nullptr;  // owned reference
   DeviceId device{};
@@ -45,7 +47,6 @@ struct DispatchTensor {
   const Shape& shape() const { return prim->shape(); }
   DType dtype() const { return prim->dtype(); }
 };
-static_assert(sizeof(DispatchTensor) <= sizeof(tensor::detail::Handle));
 
 // Settings-aware dtype defaults (first use fixes the device settings).
 // `op` names the user's op in the error for a kind without a default (QFloat).

@@ -12,6 +12,8 @@ namespace tensor::detail::handles {
 using dispatch::DispatchTensor;
 using dispatch::Primitive;
 
+static_assert(sizeof(DispatchTensor) <= sizeof(Handle), "a DispatchTensor must fit a Handle's bytes");
+
 // Handle layout: [0..8) Primitive*, [8..12) DeviceId, [12] kind.
 inline Primitive* prim_of(const Handle& h) {
   Primitive* p = nullptr;
