@@ -9,6 +9,7 @@
 
 #include "dispatch/dispatch.hpp"
 #include "lib/core/nn_shape.hpp"
+#include "tests/conformance/family_calls.hpp"
 #include "tensor/error.hpp"
 
 namespace tensorctl {
@@ -53,7 +54,6 @@ TensorData random_data(const Shape& s, DType dt, std::string_view op, std::mt199
 }
 
 Kind kind_for(DType dt) { return kind_of_dtype(dt); }
-bool is_int_dtype(DType t) { return is_int(t); }
 
 enum class Layout { Contiguous, Transposed, Sliced, Flipped };
 const char* layout_name(Layout l) {
@@ -164,17 +164,8 @@ std::string compare(const TensorData& want, const TensorData& got, bool values, 
 constexpr IndexingUpdateOp kUpdateRules[] = {IndexingUpdateOp::Assign, IndexingUpdateOp::Add, IndexingUpdateOp::Mul,
                                              IndexingUpdateOp::Min, IndexingUpdateOp::Max};
 
-std::vector<DispatchTensor> one(DispatchTensor t) {
-  std::vector<DispatchTensor> v;
-  v.push_back(std::move(t));
-  return v;
-}
-std::vector<DispatchTensor> two(std::pair<DispatchTensor, DispatchTensor> p) {
-  std::vector<DispatchTensor> v;
-  v.push_back(std::move(p.first));
-  v.push_back(std::move(p.second));
-  return v;
-}
+using family_calls::one;
+using family_calls::two;
 
 // ---- module ops: fixed shapes and options per op; the inputs come from a generator
 // seeded by the op, so the cpu and the device get the same values; the first tensor is
@@ -436,112 +427,20 @@ struct Inputs {
 // Returns the outputs; `values` false when only dtype/shape are defined (empty).
 std::vector<DispatchTensor> run_op(OpCode op, DeviceId d, const Inputs& in, Layout layout, bool& values) {
   values = true;
-  const Kind k = kind_for(in.dtype);
-  auto A = [&] { return place(d, in.a, layout); };
-  auto B = [&] { return from_data(in.b, d, k); };
-  auto I = [&] { return from_data(in.idx, d, Kind::Int); };
-  auto M = [&] { return from_data(in.mask, d, Kind::Bool); };
-  const bool is_int = is_int_dtype(in.dtype);
   if (is_module_family(op_family(op))) return nn_run(op, d, in.dtype, layout);
-  switch (op_family(op)) {
-    case Family::Unary: return one(unary(op, A()));
-    case Family::Binary: return one(binary(op, A(), B()));
-    case Family::Scalar: {
-      Scalar s = is_int ? Scalar(3) : Scalar(0.75);
-      if (op == OpCode::powi_scalar || op == OpCode::powi_scalar_impl) s = Scalar(3);
-      if (op == OpCode::bitwise_left_shift_scalar || op == OpCode::bitwise_right_shift_scalar) s = Scalar(2);
-      return one(scalar(op, A(), s));
-    }
-    case Family::Clamp:
-      // A negative bound on an unsigned tensor acts as 0 (bounds saturate to the dtype).
-      return one(clamp(op, A(), is_int ? Scalar(-2) : Scalar(-0.5), is_int ? Scalar(3) : Scalar(0.75)));
-    case Family::Compare: return one(compare(op, A(), B()));
-    case Family::CompareScalar: return one(compare_scalar(op, A(), is_bool(in.dtype) ? Scalar(true) : Scalar(1)));
-    case Family::Predicate: return one(predicate(op, A()));
-    case Family::Matmul: {
-      const Kind kk = k;
-      return one(matmul(A(), from_data(in.b, d, kk)));
-    }
-    case Family::Cross: return one(cross(A(), B(), 1));
-    case Family::PowI: return one(powi(A(), I()));
-    case Family::Reduce: return one(reduce(op, A()));
-    case Family::Dim: return one(reduce_dim(op, A(), 1));
-    case Family::DimIndex: return one(dim_index(op, A(), 1));
-    case Family::DimWithIndices: return two(dim_with_indices(op, A(), 1));
-    case Family::AnyAll: return one(any_all(op, A()));
-    case Family::AnyAllDim: return one(any_all_dim(op, A(), 0));
-    case Family::Cast: {
-      const DType to = op == OpCode::into_float ? DType::F32 : op == OpCode::into_int ? DType::I32 : in.cast_to;
-      return one(cast(op, A(), to));
-    }
-    case Family::Reshape: {
-      if (op == OpCode::reshape) {
-        const std::int64_t dims[] = {-1};
-        return one(reshape(op, A(), dims));
-      }
-      const std::int64_t dims[] = {3, static_cast<std::int64_t>(in.rows), static_cast<std::int64_t>(in.cols)};
-      return one(reshape(op, A(), dims));
-    }
-    case Family::SwapDims: return one(swap_dims(A(), 0, 1));
-    case Family::Axes: {
-      const std::int64_t ax[] = {1, 0};
-      return one(axes(op, A(), op == OpCode::flip ? std::span<const std::int64_t>(ax, 1) : std::span<const std::int64_t>(ax, 2)));
-    }
-    case Family::Slice: {
-      const tensor::Slice sl[] = {{1, std::nullopt, 2}, {0, std::nullopt, -2}};
-      return one(slice(A(), sl));
-    }
-    case Family::SliceAssign: {
-      const tensor::Slice sl[] = {{1, 4, 1}, {2, 7, 2}};
-      const TensorData v = in.b;  // [3,3] block
-      return one(slice_assign(A(), sl, from_data(v, d, k)));
-    }
-    case Family::RepeatDim: return one(repeat_dim(A(), 0, 3));
-    case Family::Cat: {
-      std::vector<DispatchTensor> parts;
-      parts.push_back(A());
-      parts.push_back(B());
-      return one(dispatch::cat(std::move(parts), 1));
-    }
-    case Family::Unfold: return one(unfold(A(), 1, 4, 3));
-    case Family::Gather: return one(gather(A(), 1, I()));
-    case Family::Scatter: return one(scatter(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
-    case Family::ScatterUpdate: {  // every update rule, one output each
-      std::vector<DispatchTensor> outs;
-      for (IndexingUpdateOp u : kUpdateRules) outs.push_back(scatter(op, A(), 1, I(), B(), u));
-      return outs;
-    }
-    case Family::Select: return one(select(A(), 1, I()));
-    case Family::SelectAssign: return one(select_assign(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
-    case Family::SelectUpdate: {
-      std::vector<DispatchTensor> outs;
-      for (IndexingUpdateOp u : kUpdateRules) outs.push_back(select_assign(op, A(), 1, I(), B(), u));
-      return outs;
-    }
-    case Family::MaskWhere: return one(mask_where(A(), M(), B()));
-    case Family::MaskFill: return one(mask_fill(A(), M(), is_bool(in.dtype) ? Scalar(true) : Scalar(5)));
-    case Family::MaskSelect: return one(mask_select(A(), M()));
-    case Family::Argwhere: return one(argwhere(A()));
-    case Family::Sort: return one(dispatch::sort(A(), 1, false));
-    case Family::SortWithIndices: return two(sort_with_indices(A(), 1, true));
-    case Family::Argsort: return one(argsort(A(), 0, false));
-    case Family::TopK: return one(topk(A(), 1, 4));
-    case Family::TopKWithIndices: return two(topk_with_indices(A(), 1, 3));
-    case Family::ArgTopK: return one(argtopk(A(), 0, 2));
-    case Family::Create:
-      values = op != OpCode::empty;
-      return one(create(op, Shape{in.rows, in.cols}, d, k, in.dtype));
-    case Family::Full: return one(full(Shape{in.rows, in.cols}, is_bool(in.dtype) ? Scalar(true) : Scalar(3), d, k, in.dtype));
-    case Family::Range: return one(arange(-4, 9, 1, d, in.dtype));
-    case Family::RangeStep: return one(arange(-4, 29, 3, d, in.dtype));
-    case Family::FromData: return one(from_data(in.a, d, k));
-    case Family::Random:  // generators differ per device: only dtype and shape are compared
-      values = false;
-      return one(random(Shape{in.rows, in.cols}, Distribution{}, d, k, in.dtype));
-    case Family::IntoData: return one(A());
-    case Family::ToDevice: return one(to_device(A(), d));
-    default: break;
-  }
+  const Kind k = kind_for(in.dtype);
+  const family_calls::Operands o{.device = d,
+                                 .dtype = in.dtype,
+                                 .cast_to = in.cast_to,
+                                 .rows = in.rows,
+                                 .cols = in.cols,
+                                 .a = [&] { return place(d, in.a, layout); },
+                                 .b = [&] { return from_data(in.b, d, k); },
+                                 .idx = [&] { return from_data(in.idx, d, Kind::Int); },
+                                 .mask = [&] { return from_data(in.mask, d, Kind::Bool); },
+                                 .a_host = &in.a,
+                                 .update_rules = kUpdateRules};
+  if (auto outs = family_calls::call(op, o, values)) return std::move(*outs);
   throw NotImplemented("[check] no recipe");
 }
 
@@ -557,17 +456,9 @@ std::vector<DType> dtypes_for(OpCode op) {
   return out;
 }
 
-bool has_recipe(Family f) {
-  switch (f) {
-    case Family::GridSample: case Family::GatherNd: case Family::ScatterNd: case Family::SetFlag: case Family::Query:
-    case Family::Transaction:
-    // fft: checked against a naive DFT by tests/burn_api_test.cpp and conformance_defaults, not here yet.
-    case Family::Rfft: case Family::Irfft:
-      return false;
-    default:
-      return true;
-  }
-}
+// The families with a recipe: the module ops' here, the others' in family_calls.hpp (fft is
+// checked against a naive DFT by tests/burn_api_test.cpp and conformance_defaults, not here yet).
+bool has_recipe(Family f) { return is_module_family(f) || family_calls::has_call(f); }
 
 // Families whose result does not depend on the input layout: one case is enough.
 bool layout_free(Family f) {

@@ -16,6 +16,7 @@
 
 #include "dispatch/dispatch.hpp"
 #include "lib/core/nn_shape.hpp"
+#include "family_calls.hpp"
 #include "mini_backend.hpp"
 #include "tensor/error.hpp"
 
@@ -397,6 +398,37 @@ NnRun nn_recipe(OpCode op) {
   }
 }
 
+// The sample operands of family_calls.hpp for `op` on device d: a and b [4, 5] from the
+// inputs; b, the indices and the mask shaped as the family needs them. The update families
+// run the Add rule only (the default compositions have it alone).
+family_calls::Operands operands(OpCode op, DeviceId d, const Inputs& in) {
+  static constexpr IndexingUpdateOp kAdd[] = {IndexingUpdateOp::Add};
+  const Family f = op_family(op);
+  const bool sel = f == Family::Select || f == Family::SelectAssign || f == Family::SelectUpdate;
+  const Kind k = in.kind;
+  auto host = [k](const Shape& s, std::uint32_t seed) {
+    return k == Kind::Float ? floats(s, seed, false) : k == Kind::Int ? ints(s, seed) : bools(s, seed);
+  };
+  const TensorData b = sel ? host(Shape{4, 4}, 7) : op == OpCode::slice_assign ? host(Shape{3, 3}, 7)
+                     : op == OpCode::cross ? host(Shape{4, 3}, 7) : op == OpCode::matmul ? host(Shape{5, 3}, 7) : in.b;
+  const std::vector<std::int32_t> idx = sel ? std::vector<std::int32_t>{3, 0, 3, 1}
+                                      : op == OpCode::powi ? std::vector<std::int32_t>{0, 1, 2, 3, 3, 2, 1, 0, 1, 1, 2, 2, 3, 3, 0, 0, 1, 2, 3, 1}
+                                      : std::vector<std::int32_t>{0, 4, 4, 1, 2, 3, 3, 3, 0, 1, 2, 2, 1, 0, 4, 4, 0, 0, 0, 1};
+  const Shape is = sel ? Shape{4} : Shape{4, 5};
+  family_calls::Operands o;
+  o.device = d;
+  o.dtype = in.a.dtype();
+  o.cast_to = k == Kind::Float ? DType::F64 : k == Kind::Int ? DType::I64 : DType::Bool;
+  o.rows = 4;
+  o.cols = 5;
+  o.a = [d, a = in.a, k] { return up(d, a, k); };
+  o.b = [d, b, k] { return up(d, b, k); };
+  o.idx = [d, t = TensorData::from(idx, is)] { return up(d, t, Kind::Int); };
+  o.mask = [d] { return up(d, bools(Shape{4, 5}, 11), Kind::Bool); };
+  o.update_rules = kAdd;
+  return o;
+}
+
 // The recipes. Scalars and dims are fixed per family; ops that need their own
 // arguments are special-cased.
 Case case_for(OpCode op) {
@@ -409,137 +441,12 @@ Case case_for(OpCode op) {
   for (auto& i : numeric_inputs(s))
     if ((i.kind == Kind::Float && (kinds & kKindF)) || (i.kind == Kind::Int && (kinds & kKindI))) in.push_back(i);
   if (kinds & kKindB) in.push_back({Kind::Bool, bools(s, 5), bools(s, 6)});
-  auto single = [](DispatchTensor t) { std::vector<DispatchTensor> v; v.push_back(std::move(t)); return v; };
-  auto pair = [](std::pair<DispatchTensor, DispatchTensor> p) {
-    std::vector<DispatchTensor> v;
-    v.push_back(std::move(p.first));
-    v.push_back(std::move(p.second));
-    return v;
-  };
   Case c{in, nullptr};
-  switch (op_family(op)) {
-    case Family::Unary:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return single(unary(o, up(d, i.a, i.kind))); };
-      break;
-    case Family::Binary:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return single(binary(o, up(d, i.a, i.kind), up(d, i.b, i.kind))); };
-      break;
-    case Family::Scalar:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) {
-        const Scalar sc = (o == OpCode::powi_scalar || o == OpCode::powi_scalar_impl) ? Scalar(3)
-                          : o == OpCode::powf_scalar                                  ? Scalar(2.0)
-                          : i.kind == Kind::Int                                       ? Scalar(2)
-                                                                                      : Scalar(0.5);
-        return single(scalar(o, up(d, i.a, i.kind), sc));
-      };
-      break;
-    case Family::Clamp:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) {
-        if (o == OpCode::hard_sigmoid) return single(clamp(o, up(d, i.a, i.kind), Scalar(0.2), Scalar(0.5)));
-        return single(clamp(o, up(d, i.a, i.kind), i.kind == Kind::Int ? Scalar(-2) : Scalar(-0.5),
-                            i.kind == Kind::Int ? Scalar(3) : Scalar(1.5)));
-      };
-      break;
-    case Family::Compare:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return single(compare(o, up(d, i.a, i.kind), up(d, i.b, i.kind))); };
-      break;
-    case Family::CompareScalar:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) {
-        return single(compare_scalar(o, up(d, i.a, i.kind), i.kind == Kind::Bool ? Scalar(true) : Scalar(0)));
-      };
-      break;
-    case Family::Predicate:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return single(predicate(o, up(d, i.a, i.kind))); };
-      break;
-    case Family::Reduce:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return single(reduce(o, up(d, i.a, i.kind))); };
-      break;
-    case Family::Dim:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return single(reduce_dim(o, up(d, i.a, i.kind), 1)); };
-      break;
-    case Family::DimWithIndices:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return pair(dim_with_indices(o, up(d, i.a, i.kind), 1)); };
-      break;
-    case Family::AnyAll:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return single(any_all(o, up(d, i.a, i.kind))); };
-      break;
-    case Family::AnyAllDim:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return single(any_all_dim(o, up(d, i.a, i.kind), 1)); };
-      break;
-    case Family::Sort:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) { return single(sort(up(d, i.a, i.kind), 1, true)); };
-      break;
-    case Family::SortWithIndices:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) { return pair(sort_with_indices(up(d, i.a, i.kind), 0, false)); };
-      break;
-    case Family::Argsort:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) { return single(argsort(up(d, i.a, i.kind), 1, false)); };
-      break;
-    case Family::TopK:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) { return single(topk(up(d, i.a, i.kind), 1, 3)); };
-      break;
-    case Family::TopKWithIndices:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) { return pair(topk_with_indices(up(d, i.a, i.kind), 1, 2)); };
-      break;
-    case Family::ArgTopK:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) { return single(argtopk(up(d, i.a, i.kind), 0, 2)); };
-      break;
-    case Family::RepeatDim:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) { return single(repeat_dim(up(d, i.a, i.kind), 0, 3)); };
-      break;
-    case Family::Cat:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) {
-        std::vector<DispatchTensor> parts;
-        parts.push_back(up(d, i.a, i.kind));
-        parts.push_back(up(d, i.b, i.kind));
-        return single(cat(std::move(parts), 1));
-      };
-      break;
-    case Family::ScatterUpdate:  // the default has the Add rule only
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) {
-        const std::vector<std::int32_t> idx = {0, 4, 4, 1, 2, 3, 3, 3, 0, 1, 2, 2, 1, 0, 4, 4, 0, 0, 0, 1};
-        return single(scatter(o, up(d, i.a, i.kind), 1, up(d, TensorData::from(idx, Shape{4, 5}), Kind::Int),
-                              up(d, i.b, i.kind), IndexingUpdateOp::Add));
-      };
-      break;
-    case Family::SelectUpdate:  // the default has the Add rule only
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) {
-        const std::vector<std::int64_t> idx = {3, 0, 3};
-        const TensorData v = i.kind == Kind::Float ? floats(Shape{3, 5}, 7, false) : ints(Shape{3, 5}, 8);
-        return single(select_assign(o, up(d, i.a, i.kind), 0, up(d, TensorData::from(idx, Shape{3}), Kind::Int),
-                                    up(d, v, i.kind), IndexingUpdateOp::Add));
-      };
-      break;
-    case Family::Create:
-      c.run = [=](OpCode o, DeviceId d, const Inputs& i) { return single(create(o, Shape{2, 3}, d, i.kind, std::nullopt)); };
-      break;
-    case Family::Full:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) {
-        return single(full(Shape{2, 3}, i.kind == Kind::Bool ? Scalar(true) : Scalar(7), d, i.kind, std::nullopt));
-      };
-      break;
-    case Family::Range:
-    case Family::RangeStep:
-      c.run = [=](OpCode o, DeviceId d, const Inputs&) {
-        return single(arange(-3, 11, o == OpCode::arange ? 1 : 3, d, std::nullopt));
-      };
-      break;
-    case Family::PowI:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) {
-        return single(powi(up(d, i.a, i.kind), up(d, ints(Shape{4, 5}, 9).convert(DType::I32), Kind::Int)));
-      };
-      break;
-    case Family::MaskSelect:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) {
-        return single(mask_select(up(d, i.a, i.kind), up(d, bools(Shape{4, 5}, 11), Kind::Bool)));
-      };
-      break;
-    case Family::Argwhere:
-      c.run = [=](OpCode, DeviceId d, const Inputs& i) { return single(argwhere(up(d, i.a, i.kind))); };
-      break;
-    default:
-      break;
-  }
+  if (!family_calls::has_call(op_family(op))) return c;
+  c.run = [](OpCode o, DeviceId d, const Inputs& i) {
+    bool v = true;
+    return *family_calls::call(o, operands(o, d, i), v);
+  };
   return c;
 }
 
