@@ -1,7 +1,7 @@
 // Internal to the op-family files (vk_elementwise, vk_creation, vk_layout, vk_reduce,
 // vk_matmul, vk_index, vk_rows): what their entries share. Allocation and views,
 // launch parameters, and the few cross-family kernels (the elementwise launch and
-// conversions, host upload and readback). Depends on the runtime (vk_context.hpp)
+// conversions, host upload and readback). Depends on the runtime (runtime/context.hpp)
 // only; registration (vk_backend.cpp) sits above, through vk_ops.hpp.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backends/vulkan/shaders/vk_codes.h"
-#include "backends/vulkan/vk_context.hpp"
+#include "backends/vulkan/runtime/context.hpp"
 #include "backends/vulkan/vk_tensor.hpp"
 #include "dispatch/primitive.hpp"
 #include "lib/core/shape_rules.hpp"

@@ -1,10 +1,10 @@
 // Host <-> buffer transfers: direct on host-visible memory, through the staging pool
-// otherwise (see vk_context.hpp).
+// otherwise (see runtime/context.hpp).
 
 // Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
 // remaining members zeroed by the language; that is the intended idiom here.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "backends/vulkan/vk_runtime.hpp"
+#include "backends/vulkan/runtime/internal.hpp"
 
 #include <cstring>
 

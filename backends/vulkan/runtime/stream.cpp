@@ -5,7 +5,7 @@
 // Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
 // remaining members zeroed by the language; that is the intended idiom here.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "backends/vulkan/vk_runtime.hpp"
+#include "backends/vulkan/runtime/internal.hpp"
 
 #include <fmt/format.h>
 

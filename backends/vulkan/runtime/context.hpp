@@ -1,14 +1,14 @@
 // Per-physical-device state of the Vulkan backend: the runtime layer, beneath the op
 // families (vk_kernel.hpp) and the registration (vk_backend.cpp). One concern per file:
-//   vk_instance.cpp     instance, validation messenger, discovery, context()
-//   vk_device.cpp       feature probing (Context::Context), logical-device init
-//   vk_memory.cpp       the pooled buffer suballocator (Buffer, Pool), allocate/reclaim
-//   vk_memory_limit.cpp TENSOR_VK_MEMORY_LIMIT and the pools' heap limits
-//   vk_spirv.cpp        the embedded SPIR-V (vk_runtime.hpp: shader_spirv)
-//   vk_pipeline.cpp     shader modules, pipelines by PipelineKey, the on-disk cache
-//   vk_stream.cpp       command batches, barriers, submit / retire, index-error flags
-//   vk_transfer.cpp     host <-> buffer uploads and readbacks (direct or staged)
-//   vk_device_loss.cpp  VK_ERROR_DEVICE_LOST bookkeeping
+//   runtime/instance.cpp     instance, validation messenger, discovery, context()
+//   runtime/device.cpp       feature probing (Context::Context), logical-device init
+//   runtime/memory.cpp       the pooled buffer suballocator (Buffer, Pool), allocate/reclaim
+//   runtime/memory_limit.cpp TENSOR_VK_MEMORY_LIMIT and the pools' heap limits
+//   runtime/spirv.cpp        the embedded SPIR-V (runtime/internal.hpp: shader_spirv)
+//   runtime/pipeline.cpp     shader modules, pipelines by PipelineKey, the on-disk cache
+//   runtime/stream.cpp       command batches, barriers, submit / retire, index-error flags
+//   runtime/transfer.cpp     host <-> buffer uploads and readbacks (direct or staged)
+//   runtime/device_loss.cpp  VK_ERROR_DEVICE_LOST bookkeeping
 #pragma once
 
 #include <array>
@@ -23,8 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/vulkan/vk_features.hpp"
-#include "backends/vulkan/vk_loader.hpp"
+#include "backends/vulkan/runtime/features.hpp"
+#include "backends/vulkan/runtime/loader.hpp"
 #include "dispatch/primitive.hpp"
 #include "tensor/device.hpp"
 #include "tensor/dtype.hpp"
@@ -371,7 +371,7 @@ class Context {
   [[noreturn]] void throw_lost_locked();
   std::string lost_message() const;
   // Descriptor set and pipeline layouts, the shader modules (`coop`: the
-  // cooperative-matrix family too) and the pipeline cache from disk (vk_pipeline.cpp).
+  // cooperative-matrix family too) and the pipeline cache from disk (runtime/pipeline.cpp).
   void init_pipelines(bool coop);
   void save_pipeline_cache();
   VkPipeline pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide);
@@ -447,7 +447,7 @@ class Context {
 };
 
 // The context of vulkan device `index` (null when the index is unknown); the list is
-// filled once by discover_devices (vk_instance.cpp).
+// filled once by discover_devices (runtime/instance.cpp).
 Context* context(std::uint16_t index);
 std::size_t context_count();
 
