@@ -1,5 +1,5 @@
 // Per-physical-device state of the Vulkan backend: the runtime layer, beneath the op
-// families (vk_kernel.hpp) and the registration (vk_backend.cpp). One concern per file:
+// families (ops/kernel.hpp) and the registration (vk_backend.cpp). One concern per file:
 //   runtime/instance.cpp     instance, validation messenger, discovery, context()
 //   runtime/device.cpp       feature probing (Context::Context), logical-device init
 //   runtime/memory.cpp       the pooled buffer suballocator (Buffer, Pool), allocate/reclaim
@@ -229,7 +229,7 @@ class Context {
   // binding offsets (valid after ensure_init()).
   VkDeviceSize max_binding() const { return props_.limits.maxStorageBufferRange; }
   // A software device (lavapipe/llvmpipe): its compiler ends any one invocation's loops
-  // after 65535 iterations in all, silently (see kLoopSafe in vk_kernel.hpp).
+  // after 65535 iterations in all, silently (see kLoopSafe in ops/kernel.hpp).
   bool software() const { return props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU; }
   VkDeviceSize binding_align() const { return align_; }
   DeviceId id() const { return {kVulkanDeviceType, index_}; }
@@ -290,7 +290,7 @@ class Context {
   void set_f16_arith(bool on) { f16_on_.store(on && f16_ok_, std::memory_order_relaxed); }
 
   // Cooperative-matrix f16 matmul: the device facts, the gate's decision, and the
-  // state after the first-use self-test (vk_matmul.cpp runs it and records the result).
+  // state after the first-use self-test (ops/matmul.cpp runs it and records the result).
   const CoopFacts& coop_facts() const { return coop_facts_; }
   CoopState coop_state() const;
   std::string coop_reason() const;
@@ -355,7 +355,7 @@ class Context {
   // then puts the context in the state a VK_ERROR_DEVICE_LOST from `where` leaves.
   void simulate_device_loss(const char* where);
   // Test hook: pretend maxComputeSharedMemorySize is `bytes` from now on, to reach
-  // the matmul tile-size check (vk_matmul.cpp).
+  // the matmul tile-size check (ops/matmul.cpp).
   void set_shared_memory_limit_for_testing(std::uint32_t bytes) { props_.limits.maxComputeSharedMemorySize = bytes; }
 
  private:
