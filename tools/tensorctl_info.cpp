@@ -22,7 +22,7 @@
 #include "tools/tensorctl.hpp"
 
 #if TENSOR_HAVE_VULKAN
-#include "backends/vulkan/vk_context.hpp"
+#include "backends/vulkan/runtime/context.hpp"
 #endif
 
 namespace tensorctl {

@@ -1,6 +1,7 @@
 // Vulkan backend registration: the op families' entries (vk_ops.hpp) and the
-// device-level entries, once vk_instance.cpp found devices. The top layer:
-// runtime (vk_context.hpp) <- kernels (vk_kernel.hpp, vk_<family>.cpp) <- this file.
+// device-level entries, once runtime/instance.cpp found devices. The top layer:
+// runtime (runtime/context.hpp) <- op families (ops/kernel.hpp, ops/<family>.cpp) <- this
+// file.
 
 #include "backends/vulkan/vk_backend.hpp"
 
@@ -10,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "backends/vulkan/vk_context.hpp"
-#include "backends/vulkan/vk_instance.hpp"
+#include "backends/vulkan/runtime/context.hpp"
+#include "backends/vulkan/runtime/instance.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 
 namespace tensor::vulkan {
@@ -73,8 +74,8 @@ void install_vulkan_backend(dispatch::Registry& registry) {
   register_reduce(*b);
   register_matmul(*b);
   register_index(*b);
-  register_rows(*b);
-  register_module(*b);
+  register_softmax_sort(*b);
+  register_pool_norm(*b);
   register_conv(*b);
   register_attention(*b);
   using D = dispatch::DeviceOp;

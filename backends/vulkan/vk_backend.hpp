@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "backends/vulkan/vk_instance.hpp"  // validation_message_count
+#include "backends/vulkan/runtime/instance.hpp"  // validation_message_count
 #include "dispatch/backend.hpp"
 
 namespace tensor::vulkan {

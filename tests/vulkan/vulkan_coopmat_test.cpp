@@ -16,8 +16,8 @@
 #include <tensor/tensor.hpp>
 
 #include "backends/vulkan/vk_backend.hpp"
-#include "backends/vulkan/vk_context.hpp"
-#include "backends/vulkan/vk_features.hpp"
+#include "backends/vulkan/runtime/context.hpp"
+#include "backends/vulkan/runtime/features.hpp"
 #include "dispatch/dispatch.hpp"
 #include "tests/vulkan/vk_test_util.hpp"
 

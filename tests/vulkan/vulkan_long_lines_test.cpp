@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/vulkan/vk_context.hpp"
+#include "backends/vulkan/runtime/context.hpp"
 #include "tests/vulkan/vk_test_util.hpp"
 
 namespace {

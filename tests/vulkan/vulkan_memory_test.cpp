@@ -23,7 +23,7 @@
 #include <tensor/tensor.hpp>
 
 #include "backends/vulkan/vk_backend.hpp"
-#include "backends/vulkan/vk_context.hpp"
+#include "backends/vulkan/runtime/context.hpp"
 #include "dispatch/dispatch.hpp"
 #include "dispatch/validate.hpp"
 #include "tests/vulkan/vk_test_util.hpp"

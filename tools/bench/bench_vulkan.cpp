@@ -20,7 +20,7 @@
 
 #include <tensor/tensor.hpp>
 
-#include "backends/vulkan/vk_context.hpp"
+#include "backends/vulkan/runtime/context.hpp"
 #include "dispatch/backend.hpp"
 #include "dispatch/dispatch.hpp"
 

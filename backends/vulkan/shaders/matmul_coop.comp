@@ -1,4 +1,4 @@
-// Cooperative-matrix f16 matmul (VK_NV_cooperative_matrix; see vk_features.hpp for
+// Cooperative-matrix f16 matmul (VK_NV_cooperative_matrix; see runtime/features.hpp for
 // why NV and not KHR): C[b] = A[b] x B[b] with A, B f16 and C accumulated in f32.
 // The host pads A to [batch, M, K] and B to [batch, K, N] (dense, every size a
 // multiple of 16, zeros outside the data) and rounds C to f16 afterwards. One

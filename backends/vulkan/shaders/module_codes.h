@@ -1,4 +1,4 @@
-// Op codes and parameter words of the module family (module.comp, vk_module.cpp):
+// Op codes and parameter words of the module family (module.comp, ops/pool_norm.cpp):
 // plain #defines so GLSL and C++ both include it.
 #ifndef TENSOR_VK_MODULE_CODES_H
 #define TENSOR_VK_MODULE_CODES_H

@@ -12,7 +12,7 @@
 // into element g of a partial tensor (sum/prod: in the accumulator dtype; any/all:
 // u32 flags; arg: the value to `o` and its index to `x`), and a second dispatch
 // reduces the partials.
-// Column mode (P_EXTRA + 6 set; chosen by reduce_lines in vk_reduce.cpp for a reduced
+// Column mode (P_EXTRA + 6 set; chosen by reduce_lines in ops/reduce.cpp for a reduced
 // dim that is not the innermost one): one invocation per output element walks its
 // line alone, so adjacent invocations read adjacent addresses. With a chunk size it
 // is split too: invocation g reduces chunk g / P_N of output g % P_N's line into

@@ -160,7 +160,7 @@
 #ifdef __cplusplus
 // The op table rows (dispatch/table/op_table.def) served by one elementwise code each, on
 // the entry their family implies (Unary, Binary/PowI, Scalar, Compare, CompareScalar,
-// Predicate: vk_elementwise.cpp registers them in one loop over the op table). A new
+// Predicate: ops/elementwise.cpp registers them in one loop over the op table). A new
 // op of these families: its EW_ code above, its shader case, and a row here.
 #define TENSOR_VK_EW_OPS(X) \
   X(equal, EW_EQ) X(greater, EW_GT) X(greater_equal, EW_GE) X(lower, EW_LT) X(lower_equal, EW_LE)               \

@@ -5,7 +5,7 @@
 #include <bit>
 #include <cmath>
 
-#include "backends/vulkan/vk_kernel.hpp"
+#include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "tensor/error.hpp"
 

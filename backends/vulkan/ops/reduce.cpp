@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "backends/vulkan/vk_features.hpp"
-#include "backends/vulkan/vk_kernel.hpp"
+#include "backends/vulkan/runtime/features.hpp"
+#include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "lib/core/current_op.hpp"
 #include "lib/core/shape_rules.hpp"

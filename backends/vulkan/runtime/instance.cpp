@@ -4,7 +4,7 @@
 // Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
 // remaining members zeroed by the language; that is the intended idiom here.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "backends/vulkan/vk_instance.hpp"
+#include "backends/vulkan/runtime/instance.hpp"
 
 #include <fmt/format.h>
 
@@ -16,8 +16,8 @@
 #include <memory>
 #include <vector>
 
-#include "backends/vulkan/vk_context.hpp"
-#include "backends/vulkan/vk_loader.hpp"
+#include "backends/vulkan/runtime/context.hpp"
+#include "backends/vulkan/runtime/loader.hpp"
 
 namespace tensor::vulkan {
 namespace {

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <array>
 
-#include "backends/vulkan/vk_kernel.hpp"
+#include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "lib/core/current_op.hpp"
 #include "lib/core/nn_shape.hpp"
@@ -124,7 +124,7 @@ std::vector<std::uint32_t> conv_params(const Geom& g) {
 }
 
 // Reduction steps one dispatch may take: software Vulkan stops a shader's loops after
-// 65535 iterations (vk_kernel.hpp), so there a chunk is 256 steps of conv.comp's BK = 16.
+// 65535 iterations (ops/kernel.hpp), so there a chunk is 256 steps of conv.comp's BK = 16.
 std::size_t k_chunk(const Context& c) { return c.software() ? 4096 : 65536; }
 
 bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }

@@ -1,5 +1,5 @@
-// The helpers every op family shares (vk_kernel.hpp).
-#include "backends/vulkan/vk_kernel.hpp"
+// The helpers every op family shares (ops/kernel.hpp).
+#include "backends/vulkan/ops/kernel.hpp"
 
 #include <fmt/format.h>
 

@@ -4,7 +4,7 @@
 // Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
 // remaining members zeroed by the language; that is the intended idiom here.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "backends/vulkan/vk_runtime.hpp"
+#include "backends/vulkan/runtime/internal.hpp"
 
 #include <fmt/format.h>
 
@@ -42,9 +42,9 @@ std::string Context::cache_path() const {
   else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache/libtensor";
   else return {};
   std::string uuid;
-  for (std::uint8_t b : props_.pipelineCacheUUID) uuid += fmt::format("{:02x}", b);
-  return fmt::format("{}/vk-pipelines-{}-{:x}-{:x}-{:x}.bin", dir, uuid, props_.vendorID, props_.deviceID,
-                     props_.driverVersion);
+  for (std::uint8_t b : dev_.props.pipelineCacheUUID) uuid += fmt::format("{:02x}", b);
+  return fmt::format("{}/vk-pipelines-{}-{:x}-{:x}-{:x}.bin", dir, uuid, dev_.props.vendorID, dev_.props.deviceID,
+                     dev_.props.driverVersion);
 }
 
 void Context::init_pipelines(bool coop) {
@@ -55,32 +55,32 @@ void Context::init_pipelines(bool coop) {
   VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   li.bindingCount = kBindings;
   li.pBindings = binds;
-  check_vk(vkCreateDescriptorSetLayout(device_, &li, nullptr, &set_layout_), "vkCreateDescriptorSetLayout");
+  check_vk(vkCreateDescriptorSetLayout(dev_.device, &li, nullptr, &pipes_.set_layout), "vkCreateDescriptorSetLayout");
   VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   pli.setLayoutCount = 1;
-  pli.pSetLayouts = &set_layout_;
-  check_vk(vkCreatePipelineLayout(device_, &pli, nullptr, &pipeline_layout_), "vkCreatePipelineLayout");
+  pli.pSetLayouts = &pipes_.set_layout;
+  check_vk(vkCreatePipelineLayout(dev_.device, &pli, nullptr, &pipes_.layout), "vkCreatePipelineLayout");
 
   for (int i = 0; i < static_cast<int>(ShaderFamily::Count); ++i) {
     // The optional families declare Float16 / StorageBuffer16BitAccess /
     // CooperativeMatrixNV: their modules exist only where those are enabled.
-    if (i == static_cast<int>(ShaderFamily::ElementwiseF16) && !f16_ok_) continue;
+    if (i == static_cast<int>(ShaderFamily::ElementwiseF16) && !dev_.f16_ok) continue;
     if (i == static_cast<int>(ShaderFamily::MatmulCoop) && !coop) continue;
     const Spirv& spv = shader_spirv(static_cast<ShaderFamily>(i));
     VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     si.codeSize = spv.bytes;
     si.pCode = spv.code;
     const std::string what = fmt::format("vkCreateShaderModule (shader {})", spv.name);
-    check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][0]), what.c_str());
-    if (wide_ok_ && spv.wide) {  // the 64-bit modules declare Int64/Float64: only where enabled
+    check_vk(vkCreateShaderModule(dev_.device, &si, nullptr, &pipes_.modules[i][0]), what.c_str());
+    if (dev_.wide_ok && spv.wide) {  // the 64-bit modules declare Int64/Float64: only where enabled
       si.codeSize = spv.wide_bytes;
       si.pCode = spv.wide;
-      check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][1]), (what + " wide").c_str());
+      check_vk(vkCreateShaderModule(dev_.device, &si, nullptr, &pipes_.modules[i][1]), (what + " wide").c_str());
     }
     if (spv.subgroup && subgroup_decision(static_cast<ShaderFamily>(i)).size) {  // GroupNonUniformArithmetic
       si.codeSize = spv.subgroup_bytes;
       si.pCode = spv.subgroup;
-      check_vk(vkCreateShaderModule(device_, &si, nullptr, &modules_[i][2]), "vkCreateShaderModule");
+      check_vk(vkCreateShaderModule(dev_.device, &si, nullptr, &pipes_.modules[i][2]), "vkCreateShaderModule");
     }
   }
 
@@ -95,24 +95,24 @@ void Context::init_pipelines(bool coop) {
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   ci.initialDataSize = blob.size();
   ci.pInitialData = blob.empty() ? nullptr : blob.data();
-  if (vkCreatePipelineCache(device_, &ci, nullptr, &cache_) != VK_SUCCESS) {
+  if (vkCreatePipelineCache(dev_.device, &ci, nullptr, &pipes_.cache) != VK_SUCCESS) {
     ci.initialDataSize = 0;  // a corrupt or foreign file: start empty
     ci.pInitialData = nullptr;
-    check_vk(vkCreatePipelineCache(device_, &ci, nullptr, &cache_), "vkCreatePipelineCache");
+    check_vk(vkCreatePipelineCache(dev_.device, &ci, nullptr, &pipes_.cache), "vkCreatePipelineCache");
   } else {
-    cache_loaded_ = !blob.empty();
+    pipes_.loaded = !blob.empty();
   }
 }
 
 void Context::save_pipeline_cache() {
-  if (!device_ || !cache_) return;
+  if (!dev_.device || !pipes_.cache) return;
   const std::string path = cache_path();
   if (path.empty() || (std::getenv("TENSOR_VK_PIPELINE_CACHE") && std::strcmp(std::getenv("TENSOR_VK_PIPELINE_CACHE"), "0") == 0))
     return;
   std::size_t size = 0;
-  if (vkGetPipelineCacheData(device_, cache_, &size, nullptr) != VK_SUCCESS || size == 0) return;
+  if (vkGetPipelineCacheData(dev_.device, pipes_.cache, &size, nullptr) != VK_SUCCESS || size == 0) return;
   std::vector<char> data(size);
-  if (vkGetPipelineCacheData(device_, cache_, &size, data.data()) != VK_SUCCESS) return;
+  if (vkGetPipelineCacheData(dev_.device, pipes_.cache, &size, data.data()) != VK_SUCCESS) return;
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   const std::string tmp = fmt::format("{}.{}.tmp", path, static_cast<long>(reinterpret_cast<std::uintptr_t>(this) & 0xFFFFFF));
@@ -126,19 +126,19 @@ void Context::save_pipeline_cache() {
 }
 
 VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide) {
-  if (wide && !wide_ok_)
+  if (wide && !dev_.wide_ok)
     throw DTypeError(fmt::format("[{}] a 64-bit dtype needs shaderInt64 and shaderFloat64; expected them on vulkan device {} "
-                                 "({}); got a device without them", core::current_op_name(), index_, name()));
+                                 "({}); got a device without them", core::current_op_name(), dev_.index, name()));
   // The SUBGROUP variant (narrow only) runs with the family's chosen subgroup size.
   const std::uint32_t sg = wide ? 0 : subgroup_size(family);
   const int variant = wide ? 1 : sg ? 2 : 0;
   const PipelineKey key = pipeline_key(family, variant, sg, spec.data(), spec.size());
-  std::lock_guard<std::mutex> lock(pipeline_mu_);
-  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
-  if (!modules_[static_cast<int>(family)][variant])
+  std::lock_guard<std::mutex> lock(pipes_.mu);
+  if (auto it = pipes_.pipelines.find(key); it != pipes_.pipelines.end()) return it->second;
+  if (!pipes_.modules[static_cast<int>(family)][variant])
     throw ExecutionError(fmt::format("[{}] vulkan pipeline {}{}: its shader module is not available on device {} ({})",
                                      core::current_op_name(), shader_spirv(family).name,
-                                     wide ? " (wide)" : sg ? " (subgroup)" : "", index_, name()));
+                                     wide ? " (wide)" : sg ? " (subgroup)" : "", dev_.index, name()));
   std::vector<std::uint32_t> values = spec;
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (std::uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
@@ -157,14 +157,14 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
     ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   }
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  ci.stage.module = modules_[static_cast<int>(family)][variant];
+  ci.stage.module = pipes_.modules[static_cast<int>(family)][variant];
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
-  ci.layout = pipeline_layout_;
+  ci.layout = pipes_.layout;
   VkPipeline p;
-  check_vk(vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p),
+  check_vk(vkCreateComputePipelines(dev_.device, pipes_.cache, 1, &ci, nullptr, &p),
            fmt::format("vkCreateComputePipelines (pipeline {}{})", shader_spirv(family).name, wide ? " wide" : "").c_str());
-  if (pipelines_.empty()) {
+  if (pipes_.pipelines.empty()) {
     static bool registered = false;
     if (!registered) {
       registered = true;
@@ -174,7 +174,7 @@ VkPipeline Context::pipeline(ShaderFamily family, const std::vector<std::uint32_
       });
     }
   }
-  pipelines_.emplace(key, p);
+  pipes_.pipelines.emplace(key, p);
   return p;
 }
 

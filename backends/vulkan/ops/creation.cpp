@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 
-#include "backends/vulkan/vk_kernel.hpp"
+#include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "tensor/error.hpp"
 

@@ -1,10 +1,10 @@
 // Host <-> buffer transfers: direct on host-visible memory, through the staging pool
-// otherwise (see vk_context.hpp).
+// otherwise (see runtime/context.hpp).
 
 // Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
 // remaining members zeroed by the language; that is the intended idiom here.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "backends/vulkan/vk_runtime.hpp"
+#include "backends/vulkan/runtime/internal.hpp"
 
 #include <cstring>
 
@@ -16,9 +16,9 @@ void Context::upload(const BufRef& dst, const void* src, std::size_t bytes) {
     std::memcpy(p, src, bytes);
     return;
   }
-  BufRef staging = host_pool_.allocate(bytes);
+  BufRef staging = mem_.host_pool.allocate(bytes);
   std::memcpy(staging->mapped(), src, bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(stream_.mu);
   Batch& b = begin_batch();
   barrier_locked(b);
   VkBufferCopy region{staging->offset(), dst->offset(), bytes};
@@ -30,10 +30,10 @@ void Context::upload(const BufRef& dst, const void* src, std::size_t bytes) {
 
 BufRef Context::prepare_readback(const BufRef& src, std::size_t& offset, std::size_t bytes) {
   if (src->mapped() || bytes == 0) return src;
-  BufRef staging = host_pool_.allocate(bytes);
+  BufRef staging = mem_.host_pool.allocate(bytes);
   const VkDeviceSize from = src->offset() + offset;
   offset = 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(stream_.mu);
   Batch& b = begin_batch();
   barrier_locked(b);
   VkBufferCopy region{from, staging->offset(), bytes};

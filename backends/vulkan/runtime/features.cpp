@@ -1,5 +1,5 @@
-// Gating decisions of the optional Vulkan fast paths (see vk_features.hpp).
-#include "backends/vulkan/vk_features.hpp"
+// Gating decisions of the optional Vulkan fast paths (see runtime/features.hpp).
+#include "backends/vulkan/runtime/features.hpp"
 
 #include <fmt/format.h>
 

@@ -1,12 +1,12 @@
 // The matmul family: the tiled kernel (matmul.comp) and the cooperative-matrix f16 path
-// (matmul_coop.comp, gated in vk_features.hpp, self-tested on first use).
+// (matmul_coop.comp, gated in runtime/features.hpp, self-tested on first use).
 #include <fmt/format.h>
 
 #include <exception>
 #include <mutex>
 
-#include "backends/vulkan/vk_features.hpp"
-#include "backends/vulkan/vk_kernel.hpp"
+#include "backends/vulkan/runtime/features.hpp"
+#include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "lib/core/shape_rules.hpp"
 #include "tensor/error.hpp"
@@ -17,7 +17,7 @@ using namespace kernel;
 
 namespace {
 
-// ---- cooperative-matrix f16 matmul (matmul_coop.comp; gating in vk_features.hpp) ----
+// ---- cooperative-matrix f16 matmul (matmul_coop.comp; gating in runtime/features.hpp) ----
 
 std::size_t up16(std::size_t x) { return (x + kCoopTile - 1) / kCoopTile * kCoopTile; }
 

@@ -1,10 +1,10 @@
 // The SPIR-V of every shader family, compiled by glslc at build time and embedded as C
-// arrays (meson.build), narrow / WIDE / SUBGROUP variants (see vk_runtime.hpp).
+// arrays (meson.build), narrow / WIDE / SUBGROUP variants (see runtime/internal.hpp).
 
 // Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
 // remaining members zeroed by the language; that is the intended idiom here.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "backends/vulkan/vk_runtime.hpp"
+#include "backends/vulkan/runtime/internal.hpp"
 
 #include <iterator>
 

@@ -1,7 +1,7 @@
-// Internal to the op-family files (vk_elementwise, vk_creation, vk_layout, vk_reduce,
-// vk_matmul, vk_index, vk_rows): what their entries share. Allocation and views,
-// launch parameters, and the few cross-family kernels (the elementwise launch and
-// conversions, host upload and readback). Depends on the runtime (vk_context.hpp)
+// Internal to the op-family files (ops/: creation, layout, elementwise, reduce, matmul,
+// index, softmax_sort, pool_norm, conv, attention): what their entries share.
+// Allocation and views, launch parameters, and the few cross-family kernels (the
+// elementwise launch and conversions, host upload and readback). Depends on the runtime (runtime/context.hpp)
 // only; registration (vk_backend.cpp) sits above, through vk_ops.hpp.
 #pragma once
 
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backends/vulkan/shaders/vk_codes.h"
-#include "backends/vulkan/vk_context.hpp"
-#include "backends/vulkan/vk_tensor.hpp"
+#include "backends/vulkan/runtime/context.hpp"
+#include "backends/vulkan/ops/tensor.hpp"
 #include "dispatch/primitive.hpp"
 #include "lib/core/shape_rules.hpp"
 #include "tensor/data.hpp"
@@ -92,7 +92,7 @@ inline constexpr std::size_t kLoopSafe = 16384;
 // Lines of `a` along `dim` one invocation walks whole: at most `max` on a software device.
 void check_loop_limit(const VulkanTensor& a, const char* what, std::size_t max, std::size_t dim);
 
-// ---- vk_elementwise.cpp ----
+// ---- ops/elementwise.cpp ----
 // One elementwise dispatch (or several, for contiguous tensors beyond
 // maxStorageBufferRange): out = op(a, b, c) over `shape`, scalars s0, s1.
 void launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, const Shape& shape, const Operand& out,
@@ -106,7 +106,7 @@ VkRef to_contiguous(VkRef t);
 // for kernels that index an operand's whole buffer from element 0 (conv.comp).
 VkRef dense_from_zero(VkRef t);
 
-// ---- vk_creation.cpp ----
+// ---- ops/creation.cpp ----
 Prim upload_data(TensorData data, DeviceId dev);       // the from_data entry
 std::future<TensorData> read_data(Prim p);             // the into_data entry
 

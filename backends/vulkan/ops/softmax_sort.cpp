@@ -1,8 +1,8 @@
-// The rows family (rows.comp): one workgroup per line for softmax / log_softmax /
-// softmin, the in-workgroup and global bitonic sorts, and cross.
+// Softmax and sort on the rows shader (rows.comp, one workgroup per line): softmax /
+// log_softmax / softmin, the in-workgroup and global bitonic sorts, and cross.
 #include <fmt/format.h>
 
-#include "backends/vulkan/vk_kernel.hpp"
+#include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "tensor/error.hpp"
 
@@ -14,7 +14,7 @@ namespace {
 
 constexpr std::size_t kRowsMaxSoftware = 256 * kLoopSafe;   // rows.comp softmax: 3 passes of n / 256
 
-// One workgroup per line along `dim` (rows family). `x` is the second output (sort indices).
+// One workgroup per line along `dim` (rows.comp). `x` is the second output (sort indices).
 void launch_rows(int op, const VulkanTensor& a, std::size_t dim, const VulkanTensor* out, const VulkanTensor* x,
                  DType xdt, std::initializer_list<std::int64_t> tail) {
   Shape lines = a.shape();
@@ -144,7 +144,7 @@ Prim cross_entry(Prim pa, Prim pb, std::size_t dim) {
 
 }  // namespace
 
-void register_rows(dispatch::Backend& b) {
+void register_softmax_sort(dispatch::Backend& b) {
   using O = OpCode;
   b.set<O::softmax>(&softmax_entry<RW_SOFTMAX>);
   b.set<O::log_softmax>(&softmax_entry<RW_LOG_SOFTMAX>);

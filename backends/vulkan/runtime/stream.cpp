@@ -5,7 +5,7 @@
 // Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
 // remaining members zeroed by the language; that is the intended idiom here.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "backends/vulkan/vk_runtime.hpp"
+#include "backends/vulkan/runtime/internal.hpp"
 
 #include <fmt/format.h>
 
@@ -30,47 +30,47 @@ std::unique_ptr<Batch> Context::make_batch() {
   auto b = std::make_unique<Batch>();
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
-  pi.queueFamilyIndex = queue_family_;
-  check_vk(vkCreateCommandPool(device_, &pi, nullptr, &b->pool), "vkCreateCommandPool");
+  pi.queueFamilyIndex = dev_.queue_family;
+  check_vk(vkCreateCommandPool(dev_.device, &pi, nullptr, &b->pool), "vkCreateCommandPool");
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = b->pool;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
-  check_vk(vkAllocateCommandBuffers(device_, &ai, &b->cmd), "vkAllocateCommandBuffers");
+  check_vk(vkAllocateCommandBuffers(dev_.device, &ai, &b->cmd), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  check_vk(vkCreateFence(device_, &fi, nullptr, &b->fence), "vkCreateFence");
+  check_vk(vkCreateFence(dev_.device, &fi, nullptr, &b->fence), "vkCreateFence");
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxDispatchesPerBatch * kBindings};
   VkDescriptorPoolCreateInfo di{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   di.maxSets = kMaxDispatchesPerBatch;
   di.poolSizeCount = 1;
   di.pPoolSizes = &ps;
-  check_vk(vkCreateDescriptorPool(device_, &di, nullptr, &b->descriptors), "vkCreateDescriptorPool");
+  check_vk(vkCreateDescriptorPool(dev_.device, &di, nullptr, &b->descriptors), "vkCreateDescriptorPool");
   if (timestamps_supported()) {
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
     qi.queryCount = 2;
-    check_vk(vkCreateQueryPool(device_, &qi, nullptr, &b->timestamps), "vkCreateQueryPool");
+    check_vk(vkCreateQueryPool(dev_.device, &qi, nullptr, &b->timestamps), "vkCreateQueryPool");
   }
-  // mu_ is held here: reclaiming memory may not wait for batches.
-  b->params = host_pool_.allocate(kParamArenaBytes, false);
-  b->errors = host_pool_.allocate(kMaxDispatchesPerBatch * 8, false);
-  live_batches_.fetch_add(1, std::memory_order_relaxed);
+  // stream_.mu is held here: reclaiming memory may not wait for batches.
+  b->params = mem_.host_pool.allocate(kParamArenaBytes, false);
+  b->errors = mem_.host_pool.allocate(kMaxDispatchesPerBatch * 8, false);
+  stream_.live_batches.fetch_add(1, std::memory_order_relaxed);
   return b;
 }
 
 Batch& Context::begin_batch() {
   if (lost()) throw_lost_locked();
-  if (current_) return *current_;
+  if (stream_.current) return *stream_.current;
   retire_locked(false, 0);
   std::unique_ptr<Batch> b;
-  if (!spare_.empty()) {
-    b = std::move(spare_.back());
-    spare_.pop_back();
+  if (!stream_.spare.empty()) {
+    b = std::move(stream_.spare.back());
+    stream_.spare.pop_back();
   } else {
     b = make_batch();
   }
-  check_vk(vkResetCommandPool(device_, b->pool, 0), "vkResetCommandPool");
-  check_vk(vkResetDescriptorPool(device_, b->descriptors, 0), "vkResetDescriptorPool");
+  check_vk(vkResetCommandPool(dev_.device, b->pool, 0), "vkResetCommandPool");
+  check_vk(vkResetDescriptorPool(dev_.device, b->descriptors, 0), "vkResetDescriptorPool");
   b->params_used = 0;
   b->dispatches = 0;
   b->checks.clear();
@@ -87,10 +87,10 @@ Batch& Context::begin_batch() {
     vkCmdResetQueryPool(b->cmd, b->timestamps, 0, 2);
     vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->timestamps, 0);
   }
-  current_ = std::move(b);
+  stream_.current = std::move(b);
   // Orders this batch after everything submitted before it (cross-batch dependencies).
-  barrier_locked(*current_);
-  return *current_;
+  barrier_locked(*stream_.current);
+  return *stream_.current;
 }
 
 void Context::barrier_locked(Batch& b) {
@@ -115,23 +115,23 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
     if (!bd.buffer) continue;
     off[i] = bd.buffer->offset() + bd.offset;
     len[i] = bd.range ? bd.range : bd.buffer->size() - bd.offset;
-    if (len[i] > props_.limits.maxStorageBufferRange)
+    if (len[i] > dev_.props.limits.maxStorageBufferRange)
       throw ExecutionError(fmt::format("[{}] tensor too large for the {} kernel on vulkan:{}; expected at most {} bytes "
                                        "(maxStorageBufferRange; only contiguous elementwise ops split larger tensors); got {} "
                                        "bytes",
-                                       core::current_op_name(), shader_spirv(family).name, index_,
-                                       props_.limits.maxStorageBufferRange, len[i]));
+                                       core::current_op_name(), shader_spirv(family).name, dev_.index,
+                                       dev_.props.limits.maxStorageBufferRange, len[i]));
   }
   // Beyond the device's grid a dispatch would be invalid usage (undefined behaviour, a
   // lost device at worst): refused before anything is recorded.
-  const std::uint32_t* grid = props_.limits.maxComputeWorkGroupCount;
+  const std::uint32_t* grid = dev_.props.limits.maxComputeWorkGroupCount;
   if (gx > grid[0] || gy > grid[1] || gz > grid[2])
     throw ExecutionError(fmt::format("[{}] too many workgroups for the {} kernel on vulkan:{}; expected at most {} x {} x {} "
                                      "(maxComputeWorkGroupCount); got {} x {} x {}",
-                                     core::current_op_name(), shader_spirv(family).name, index_, grid[0],
+                                     core::current_op_name(), shader_spirv(family).name, dev_.index, grid[0],
                                      grid[1], grid[2], gx, gy, gz));
   VkPipeline pipe = pipeline(family, spec, wide);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(stream_.mu);
   Batch* b = &begin_batch();
   const VkDeviceSize pbytes = params.size() * 4;
   if (b->params_used + kParamSlotBytes > kParamArenaBytes || pbytes > kParamSlotBytes) {
@@ -150,9 +150,9 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
   ai.descriptorPool = b->descriptors;
   ai.descriptorSetCount = 1;
-  ai.pSetLayouts = &set_layout_;
+  ai.pSetLayouts = &pipes_.set_layout;
   VkDescriptorSet set;
-  check_vk(vkAllocateDescriptorSets(device_, &ai, &set), "vkAllocateDescriptorSets");
+  check_vk(vkAllocateDescriptorSets(dev_.device, &ai, &set), "vkAllocateDescriptorSets");
   VkDescriptorBufferInfo infos[kBindings];
   infos[0] = {b->params->vk(), b->params->offset() + poff, kParamSlotBytes};
   for (std::uint32_t i = 1; i < kBindings; ++i) {
@@ -171,7 +171,7 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
-  vkUpdateDescriptorSets(device_, kBindings, writes, 0, nullptr);
+  vkUpdateDescriptorSets(dev_.device, kBindings, writes, 0, nullptr);
 
   // A barrier only when this dispatch touches what an earlier one in this batch
   // wrote (RAW, WAW) or writes what one read (WAR) since the last barrier.
@@ -197,20 +197,20 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
   }
   b->steps.push_back(step);
   vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-  vkCmdBindDescriptorSets(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &set, 0, nullptr);
+  vkCmdBindDescriptorSets(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipes_.layout, 0, 1, &set, 0, nullptr);
   vkCmdDispatch(b->cmd, gx, gy, gz);
   if (++b->dispatches >= kMaxDispatchesPerBatch) submit_locked();
 }
 
 void Context::keep(BufRef buf) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (current_) current_->keep.push_back(std::move(buf));
+  std::lock_guard<std::mutex> lock(stream_.mu);
+  if (stream_.current) stream_.current->keep.push_back(std::move(buf));
 }
 
 void Context::submit_locked() {
-  if (!current_) return;
+  if (!stream_.current) return;
   if (lost()) throw_lost_locked();
-  Batch& b = *current_;
+  Batch& b = *stream_.current;
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
@@ -218,27 +218,27 @@ void Context::submit_locked() {
                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   if (b.timed) vkCmdWriteTimestamp(b.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b.timestamps, 1);
   check_vk(vkEndCommandBuffer(b.cmd), "vkEndCommandBuffer");
-  check_vk(vkResetFences(device_, 1, &b.fence), "vkResetFences");
+  check_vk(vkResetFences(dev_.device, 1, &b.fence), "vkResetFences");
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &b.cmd;
-  const VkResult r = vkQueueSubmit(queue_, 1, &si, b.fence);
+  const VkResult r = vkQueueSubmit(dev_.queue, 1, &si, b.fence);
   note_lost(r, "vkQueueSubmit");
   if (r != VK_SUCCESS) {
-    recycle_locked(std::move(current_));
+    recycle_locked(std::move(stream_.current));
     if (lost()) throw_lost_locked();
     check_vk(r, "vkQueueSubmit");
   }
-  b.ticket = next_ticket_++;
-  in_flight_.push_back(std::move(current_));
+  b.ticket = stream_.next_ticket++;
+  stream_.in_flight.push_back(std::move(stream_.current));
   // Bound the queue: wait for the oldest submission when too many are pending.
-  if (in_flight_.size() > kMaxInFlight) retire_locked(true, in_flight_.front()->ticket);
+  if (stream_.in_flight.size() > kMaxInFlight) retire_locked(true, stream_.in_flight.front()->ticket);
 }
 
 void Context::recycle_locked(std::unique_ptr<Batch> b) {
   b->keep.clear();
-  if (spare_.size() < kMaxSpare) {
-    spare_.push_back(std::move(b));
+  if (stream_.spare.size() < kMaxSpare) {
+    stream_.spare.push_back(std::move(b));
     return;
   }
   destroy_batch(*b);
@@ -248,24 +248,24 @@ void Context::destroy_batch(Batch& b) {
   b.keep.clear();
   b.params = {};
   b.errors = {};
-  if (b.pool) vkDestroyCommandPool(device_, b.pool, nullptr);  // frees its command buffer
-  if (b.descriptors) vkDestroyDescriptorPool(device_, b.descriptors, nullptr);
-  if (b.fence) vkDestroyFence(device_, b.fence, nullptr);
-  if (b.timestamps) vkDestroyQueryPool(device_, b.timestamps, nullptr);
+  if (b.pool) vkDestroyCommandPool(dev_.device, b.pool, nullptr);  // frees its command buffer
+  if (b.descriptors) vkDestroyDescriptorPool(dev_.device, b.descriptors, nullptr);
+  if (b.fence) vkDestroyFence(dev_.device, b.fence, nullptr);
+  if (b.timestamps) vkDestroyQueryPool(dev_.device, b.timestamps, nullptr);
   b.timestamps = VK_NULL_HANDLE;
   b.pool = VK_NULL_HANDLE;
   b.cmd = VK_NULL_HANDLE;
   b.descriptors = VK_NULL_HANDLE;
   b.fence = VK_NULL_HANDLE;
-  live_batches_.fetch_sub(1, std::memory_order_relaxed);
+  stream_.live_batches.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Context::retire_locked(bool block, std::uint64_t ticket) {
-  while (!in_flight_.empty()) {
-    Batch& b = *in_flight_.front();
+  while (!stream_.in_flight.empty()) {
+    Batch& b = *stream_.in_flight.front();
     VkResult r;
-    if (block && b.ticket <= ticket) r = vkWaitForFences(device_, 1, &b.fence, VK_TRUE, UINT64_MAX);
-    else r = vkGetFenceStatus(device_, b.fence);
+    if (block && b.ticket <= ticket) r = vkWaitForFences(dev_.device, 1, &b.fence, VK_TRUE, UINT64_MAX);
+    else r = vkGetFenceStatus(dev_.device, b.fence);
     if (r == VK_NOT_READY || r == VK_TIMEOUT) return;
     if (r != VK_SUCCESS) {
       const char* what = block && b.ticket <= ticket ? "vkWaitForFences" : "vkGetFenceStatus";
@@ -273,29 +273,29 @@ void Context::retire_locked(bool block, std::uint64_t ticket) {
       if (lost()) throw_lost_locked();
       check_vk(r, what);
     }
-    completed_ticket_ = b.ticket;
+    stream_.completed_ticket = b.ticket;
     collect_errors_locked(b);
     collect_time_locked(b);
-    std::unique_ptr<Batch> done = std::move(in_flight_.front());
-    in_flight_.pop_front();
+    std::unique_ptr<Batch> done = std::move(stream_.in_flight.front());
+    stream_.in_flight.pop_front();
     recycle_locked(std::move(done));
   }
 }
 
 std::uint64_t Context::flush() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(stream_.mu);
   submit_locked();
-  return next_ticket_ - 1;
+  return stream_.next_ticket - 1;
 }
 
 void Context::collect_time_locked(Batch& b) {
   if (!b.timed) return;
   std::uint64_t t[2] = {0, 0};
-  if (vkGetQueryPoolResults(device_, b.timestamps, 0, 2, sizeof(t), t, sizeof(t[0]), VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
+  if (vkGetQueryPoolResults(dev_.device, b.timestamps, 0, 2, sizeof(t), t, sizeof(t[0]), VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
     return;  // completed batches have their results; a failure only loses this sample
-  const std::uint64_t mask = ts_bits_ >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << ts_bits_) - 1;
+  const std::uint64_t mask = dev_.ts_bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << dev_.ts_bits) - 1;
   const std::uint64_t ticks = (t[1] - t[0]) & mask;
-  device_ns_.fetch_add(static_cast<std::uint64_t>(static_cast<double>(ticks) * props_.limits.timestampPeriod),
+  stream_.device_ns.fetch_add(static_cast<std::uint64_t>(static_cast<double>(ticks) * dev_.props.limits.timestampPeriod),
                        std::memory_order_relaxed);
 }
 
@@ -305,14 +305,14 @@ void Context::collect_time_locked(Batch& b) {
 // (they retire in order), so every tensor computed from the bad result throws the
 // error when read while tensors that do not depend on it read as usual.
 void Context::collect_errors_locked(Batch& b) {
-  if (b.checks.empty() && !any_poison_) return;
+  if (b.checks.empty() && !stream_.any_poison) return;
   const auto* words = reinterpret_cast<const std::uint32_t*>(b.errors->mapped());
   for (const Batch::Step& s : b.steps) {
     std::shared_ptr<const std::string> bad;
     if (s.slot >= 0 && words[2 * s.slot] != 0) {
       bad = std::make_shared<const std::string>(
           fmt::format("{}; got {}", b.checks[static_cast<std::size_t>(s.slot)], static_cast<std::int32_t>(words[2 * s.slot + 1])));
-      any_poison_ = true;
+      stream_.any_poison = true;
     }
     for (std::uint32_t i = 0; i < s.count && !bad; ++i)
       if (!(s.writes >> i & 1u)) bad = b.keep[s.first + i]->poison_;
@@ -327,14 +327,14 @@ void Context::collect_errors_locked(Batch& b) {
 void Context::wait(std::uint64_t ticket) { wait_read(ticket, nullptr); }
 
 void Context::wait_read(std::uint64_t ticket, const Buffer* src) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(stream_.mu);
   if (lost()) throw_lost_locked();
   retire_locked(true, ticket);
   if (src && src->poison_) throw IndexError(*src->poison_);
 }
 
 void Context::copy(const Buffer& src, const Buffer& dst, std::size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(stream_.mu);
   Batch& b = begin_batch();
   barrier_locked(b);
   VkBufferCopy region{src.offset(), dst.offset(), bytes};

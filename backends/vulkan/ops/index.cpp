@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <string>
 
-#include "backends/vulkan/vk_kernel.hpp"
+#include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "tensor/error.hpp"
 

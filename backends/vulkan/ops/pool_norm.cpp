@@ -1,5 +1,5 @@
-// The module family (module.comp): max / average / adaptive average pooling, interpolate
-// and layer_norm with their backwards, plus embedding and embedding_backward on the index
+// Pooling and normalisation on the module shader (module.comp): max / average / adaptive
+// average pooling, interpolate and layer_norm with their backwards, plus embedding and embedding_backward on the index
 // family (index.comp: out-of-range indices flagged there, the IndexError raised when the
 // result is read, as gather/select).
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/vulkan/shaders/module_codes.h"
-#include "backends/vulkan/vk_kernel.hpp"
+#include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "lib/core/current_op.hpp"
 #include "lib/core/nn_shape.hpp"
@@ -474,7 +474,7 @@ Prim embedding_backward_entry(Prim pdy, Prim pi, const Shape& ws) {
 }
 }  // namespace
 
-void register_module(dispatch::Backend& b) {
+void register_pool_norm(dispatch::Backend& b) {
   using O = OpCode;
   b.set<O::max_pool1d>(&max_pool_entry<O::max_pool1d>);
   b.set<O::max_pool2d>(&max_pool_entry<O::max_pool2d>);

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "backends/vulkan/vk_kernel.hpp"
+#include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "tensor/error.hpp"
 #include "tensor/nn_options.hpp"
@@ -61,7 +61,7 @@ Prim attention_entry(Prim pq, Prim pk, Prim pv, Prim pm, Prim pb, const tensor::
   Context& c = q->ctx();
   VkRef out = alloc(q->device(), dt, Shape{B, H, Lq, Dv});
   if (out->shape().num_elements() == 0) return out;
-  // Software Vulkan stops a shader's loops after 65535 iterations (vk_kernel.hpp): each
+  // Software Vulkan stops a shader's loops after 65535 iterations (ops/kernel.hpp): each
   // invocation walks Lk / 16 key tiles of about D / 64 + 4 loop steps.
   const std::size_t steps = (Lk + kBlockKey - 1) / kBlockKey * ((D + kBlockD - 1) / kBlockD + 4);
   if (c.software() && steps > kLoopSafe)

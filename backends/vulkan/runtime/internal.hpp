@@ -1,12 +1,12 @@
-// Internal to the runtime files (vk_device, vk_memory, vk_memory_limit, vk_pipeline,
-// vk_stream, vk_transfer, vk_device_loss, vk_spirv, vk_instance): the constants they
-// share and the embedded SPIR-V. Kernels and registration include vk_context.hpp only.
+// Internal to the runtime files (runtime/: device, memory, memory_limit, pipeline,
+// stream, transfer, device_loss, spirv, instance): the constants they share and the
+// embedded SPIR-V. Kernels and registration include runtime/context.hpp only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/vulkan/vk_context.hpp"
+#include "backends/vulkan/runtime/context.hpp"
 
 namespace tensor::vulkan {
 

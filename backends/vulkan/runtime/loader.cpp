@@ -1,5 +1,5 @@
-// Run-time binding of the Vulkan loader (see vk_loader.hpp).
-#include "backends/vulkan/vk_loader.hpp"
+// Run-time binding of the Vulkan loader (see runtime/loader.hpp).
+#include "backends/vulkan/runtime/loader.hpp"
 
 #include <dlfcn.h>
 

@@ -1,10 +1,10 @@
 // The pooled buffer suballocator (Buffer, Pool) and the context's allocation,
-// reclaim and statistics entry points (see vk_context.hpp).
+// reclaim and statistics entry points (see runtime/context.hpp).
 
 // Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
 // remaining members zeroed by the language; that is the intended idiom here.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "backends/vulkan/vk_runtime.hpp"
+#include "backends/vulkan/runtime/internal.hpp"
 
 #include <fmt/format.h>
 
@@ -20,7 +20,7 @@ namespace tensor::vulkan {
 
 void Buffer::release_ref() const {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    Pool* pool = block_->host ? &ctx_->host_pool_ : &ctx_->device_pool_;
+    Pool* pool = block_->host ? &ctx_->mem_.host_pool : &ctx_->mem_.device_pool;
     pool->release(block_, offset_, size_, request_);
     delete this;
   }
@@ -63,28 +63,28 @@ Block* Pool::new_block(VkDeviceSize size, std::string& why) {
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   const char* call = "vkCreateBuffer";  // the call that failed, if one does
-  VkResult r = vkCreateBuffer(ctx_->device_, &bi, nullptr, &b->buffer);
+  VkResult r = vkCreateBuffer(ctx_->dev_.device, &bi, nullptr, &b->buffer);
   if (r == VK_SUCCESS) {
     call = "vkAllocateMemory";
     VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(ctx_->device_, b->buffer, &req);
+    vkGetBufferMemoryRequirements(ctx_->dev_.device, b->buffer, &req);
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = type_;
-    r = vkAllocateMemory(ctx_->device_, &ai, nullptr, &b->memory);
+    r = vkAllocateMemory(ctx_->dev_.device, &ai, nullptr, &b->memory);
     if (r != VK_SUCCESS) b->memory = VK_NULL_HANDLE;
   }
   if (r == VK_SUCCESS) {
     call = "vkBindBufferMemory";
-    r = vkBindBufferMemory(ctx_->device_, b->buffer, b->memory, 0);
+    r = vkBindBufferMemory(ctx_->dev_.device, b->buffer, b->memory, 0);
   }
   if (r == VK_SUCCESS && map_) {
     call = "vkMapMemory";
-    r = vkMapMemory(ctx_->device_, b->memory, 0, VK_WHOLE_SIZE, 0, reinterpret_cast<void**>(&b->mapped));
+    r = vkMapMemory(ctx_->dev_.device, b->memory, 0, VK_WHOLE_SIZE, 0, reinterpret_cast<void**>(&b->mapped));
   }
   if (r != VK_SUCCESS) {
-    if (b->buffer) vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
-    if (b->memory) vkFreeMemory(ctx_->device_, b->memory, nullptr);
+    if (b->buffer) vkDestroyBuffer(ctx_->dev_.device, b->buffer, nullptr);
+    if (b->memory) vkFreeMemory(ctx_->dev_.device, b->memory, nullptr);
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {  // the caller may reclaim and retry
       why = fmt::format("{} from {} for a {}-byte block, with {} bytes in use and {} reserved in the {} pool",
                         vk_result_name(r), call, size, in_use, reserved, kind);
@@ -100,22 +100,22 @@ Block* Pool::new_block(VkDeviceSize size, std::string& why) {
 }
 
 void Pool::free_block(Block* b) {
-  if (b->mapped) vkUnmapMemory(ctx_->device_, b->memory);
-  vkDestroyBuffer(ctx_->device_, b->buffer, nullptr);
-  vkFreeMemory(ctx_->device_, b->memory, nullptr);
+  if (b->mapped) vkUnmapMemory(ctx_->dev_.device, b->memory);
+  vkDestroyBuffer(ctx_->dev_.device, b->buffer, nullptr);
+  vkFreeMemory(ctx_->dev_.device, b->memory, nullptr);
   reserved_ -= b->size;
   blocks_.erase(std::find_if(blocks_.begin(), blocks_.end(), [&](const auto& p) { return p.get() == b; }));
 }
 
 BufRef Pool::allocate(VkDeviceSize bytes, bool may_wait) {
-  const VkDeviceSize align = ctx_->align_;
+  const VkDeviceSize align = ctx_->mem_.align;
   const VkDeviceSize need = (std::max<VkDeviceSize>(bytes, 4) + align - 1) / align * align;
   // Beyond maxStorageBufferRange a tensor still fits one allocation; kernels that
   // cannot bind it in pieces refuse it at dispatch time (Context::dispatch).
-  if (need > ctx_->max_alloc_)
+  if (need > ctx_->mem_.max_alloc)
     throw ExecutionError(fmt::format("[{}] tensor too large for one allocation on vulkan:{}; expected at most {} bytes "
                                      "(maxMemoryAllocationSize); got {} bytes",
-                                     core::current_op_name(), ctx_->index_, ctx_->max_alloc_, bytes));
+                                     core::current_op_name(), ctx_->dev_.index, ctx_->mem_.max_alloc, bytes));
   std::string why;
   if (BufRef b = try_allocate(need, bytes, why)) return b;
   // Give back what finished or pending work holds and cached empty blocks, then retry.
@@ -123,7 +123,7 @@ BufRef Pool::allocate(VkDeviceSize bytes, bool may_wait) {
   if (BufRef b = try_allocate(need, bytes, why)) return b;
   throw ExecutionError(fmt::format("[{}] out of {} memory on vulkan:{}; expected room for {} bytes (a request of {}) after "
                                    "freeing cached blocks{}; got {}",
-                                   core::current_op_name(), host_ ? "host-visible staging" : "device", ctx_->index_, need,
+                                   core::current_op_name(), host_ ? "host-visible staging" : "device", ctx_->dev_.index, need,
                                    bytes, may_wait ? " and waiting for pending work" : "", why));
 }
 
@@ -205,34 +205,34 @@ void Pool::destroy() {
 BufRef Context::allocate(std::size_t bytes) {
   ensure_init();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(stream_.mu);
     if (lost()) throw_lost_locked();
     retire_locked(false, 0);  // give finished batches' buffers back first
   }
-  return device_pool_.allocate(bytes);
+  return mem_.device_pool.allocate(bytes);
 }
 
 void Context::reclaim_memory(bool wait) {
   if (wait) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(stream_.mu);
     if (lost()) throw_lost_locked();
     submit_locked();
-    retire_locked(true, next_ticket_ - 1);
+    retire_locked(true, stream_.next_ticket - 1);
   }
-  device_pool_.cleanup();
-  host_pool_.cleanup();
+  mem_.device_pool.cleanup();
+  mem_.host_pool.cleanup();
 }
 
 MemoryStats Context::memory_stats() {
   ensure_init();
-  return {device_pool_.in_use(), device_pool_.reserved(), device_pool_.peak()};
+  return {mem_.device_pool.in_use(), mem_.device_pool.reserved(), mem_.device_pool.peak()};
 }
 
 void Context::memory_cleanup() {
   ensure_init();
   if (!lost()) sync();  // a lost device completes nothing; its empty blocks can still go
-  device_pool_.cleanup();
-  host_pool_.cleanup();
+  mem_.device_pool.cleanup();
+  mem_.host_pool.cleanup();
 }
 
 }  // namespace tensor::vulkan

@@ -6,7 +6,7 @@
 #include <array>
 #include <cstdint>
 
-#include "backends/vulkan/vk_context.hpp"
+#include "backends/vulkan/runtime/context.hpp"
 #include "dispatch/primitive.hpp"
 #include "lib/core/strided.hpp"
 

@@ -1,10 +1,10 @@
 // Device probing (features, optional paths, subgroup facts) and logical-device
-// initialisation; the VkResult helpers (see vk_context.hpp).
+// initialisation; the VkResult helpers (see runtime/context.hpp).
 
 // Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
 // remaining members zeroed by the language; that is the intended idiom here.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "backends/vulkan/vk_runtime.hpp"
+#include "backends/vulkan/runtime/internal.hpp"
 
 #include <fmt/format.h>
 
@@ -43,15 +43,18 @@ void check_vk(VkResult r, const char* what) {
 
 // ---- Context ----------------------------------------------------------------------
 
-Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue_family, std::uint16_t index)
-    : instance_(instance), phys_(phys), queue_family_(queue_family), index_(index) {
-  vkGetPhysicalDeviceProperties(phys_, &props_);
-  vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
+Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue_family, std::uint16_t index) {
+  dev_.instance = instance;
+  dev_.phys = phys;
+  dev_.queue_family = queue_family;
+  dev_.index = index;
+  vkGetPhysicalDeviceProperties(dev_.phys, &dev_.props);
+  vkGetPhysicalDeviceMemoryProperties(dev_.phys, &dev_.mem_props);
   std::uint32_t nq = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);
+  vkGetPhysicalDeviceQueueFamilyProperties(dev_.phys, &nq, nullptr);
   std::vector<VkQueueFamilyProperties> queues(nq);
-  vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, queues.data());
-  if (queue_family_ < nq) ts_bits_ = queues[queue_family_].timestampValidBits;
+  vkGetPhysicalDeviceQueueFamilyProperties(dev_.phys, &nq, queues.data());
+  if (dev_.queue_family < nq) dev_.ts_bits = queues[dev_.queue_family].timestampValidBits;
   // The shaders keep every element in 32-bit words (8/16-bit ones packed and stored
   // with atomics) and compute in 32 bits, so these need no optional feature; f16 and
   // bf16 are 16-bit storage computed in f32 (exact conversions in the shader), as on
@@ -61,21 +64,21 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
   // storage, and the cooperative-matrix f16 matmul (F16 becomes Accelerated only
   // once that path passed its self-test).
   VkPhysicalDeviceFeatures f{};
-  vkGetPhysicalDeviceFeatures(phys_, &f);
-  wide_ok_ = f.shaderInt64 && f.shaderFloat64;
+  vkGetPhysicalDeviceFeatures(dev_.phys, &f);
+  dev_.wide_ok = f.shaderInt64 && f.shaderFloat64;
   const DTypeUsageSet g = DTypeUsageSet::general();
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I16, DType::I8, DType::U32, DType::U16, DType::U8,
                   DType::Bool, DType::BoolU8, DType::BoolU32})
-    usage_[static_cast<int>(t)] = g;
-  if (wide_ok_)
-    for (DType t : {DType::F64, DType::I64, DType::U64}) usage_[static_cast<int>(t)] = g;
+    dev_.usage[static_cast<int>(t)] = g;
+  if (dev_.wide_ok)
+    for (DType t : {DType::F64, DType::I64, DType::U64}) dev_.usage[static_cast<int>(t)] = g;
 
   // Optional paths: native f16 arithmetic and the cooperative-matrix matmul.
   std::uint32_t ne = 0;
   std::vector<VkExtensionProperties> exts;
-  if (vkEnumerateDeviceExtensionProperties(phys_, nullptr, &ne, nullptr) == VK_SUCCESS) {
+  if (vkEnumerateDeviceExtensionProperties(dev_.phys, nullptr, &ne, nullptr) == VK_SUCCESS) {
     exts.resize(ne);
-    if (vkEnumerateDeviceExtensionProperties(phys_, nullptr, &ne, exts.data()) != VK_SUCCESS) ne = 0;
+    if (vkEnumerateDeviceExtensionProperties(dev_.phys, nullptr, &ne, exts.data()) != VK_SUCCESS) ne = 0;
     exts.resize(ne);
   }
   auto has_ext = [&](const char* e) {
@@ -83,77 +86,77 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
       if (std::strcmp(x.extensionName, e) == 0) return true;
     return false;
   };
-  f16_ext_ = has_ext(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
-  coop_facts_.extension = has_ext(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  dev_.f16_ext = has_ext(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+  dev_.coop.extension = has_ext(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   VkPhysicalDevice16BitStorageFeatures st16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   VkPhysicalDeviceVulkanMemoryModelFeaturesKHR vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR};
-  mm_ext_ = has_ext(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
-  budget_ext_ = has_ext(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  dev_.mm_ext = has_ext(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+  dev_.budget_ext = has_ext(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   f2.pNext = &st16;
   void** tail = &st16.pNext;
-  if (f16_ext_) { *tail = &f16; tail = &f16.pNext; }
-  if (coop_facts_.extension) { *tail = &coop; tail = &coop.pNext; }
-  if (mm_ext_) { *tail = &vmm; tail = &vmm.pNext; }
-  vkGetPhysicalDeviceFeatures2(phys_, &f2);
-  coop_facts_.memory_model = mm_ext_ && vmm.vulkanMemoryModel;
-  const bool f16_storage = f16_ext_ && f16.shaderFloat16 && st16.storageBuffer16BitAccess;
-  f16_ok_ = f16_storage && !env_flag("TENSOR_VK_DISABLE_F16ARITH");
-  f16_on_.store(f16_ok_);
+  if (dev_.f16_ext) { *tail = &f16; tail = &f16.pNext; }
+  if (dev_.coop.extension) { *tail = &coop; tail = &coop.pNext; }
+  if (dev_.mm_ext) { *tail = &vmm; tail = &vmm.pNext; }
+  vkGetPhysicalDeviceFeatures2(dev_.phys, &f2);
+  dev_.coop.memory_model = dev_.mm_ext && vmm.vulkanMemoryModel;
+  const bool f16_storage = dev_.f16_ext && f16.shaderFloat16 && st16.storageBuffer16BitAccess;
+  dev_.f16_ok = f16_storage && !env_flag("TENSOR_VK_DISABLE_F16ARITH");
+  switches_.f16_on.store(dev_.f16_ok);
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceSubgroupSizeControlPropertiesEXT ssc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &sub;
-  sub_facts_.size_control_ext = has_ext(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
-  if (sub_facts_.size_control_ext) sub.pNext = &ssc;
-  vkGetPhysicalDeviceProperties2(phys_, &p2);
-  sub_facts_.size = sub.subgroupSize;
-  sub_facts_.compute = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
-  sub_facts_.arithmetic = (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
-  if (sub_facts_.size_control_ext) {
+  dev_.sub.size_control_ext = has_ext(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  if (dev_.sub.size_control_ext) sub.pNext = &ssc;
+  vkGetPhysicalDeviceProperties2(dev_.phys, &p2);
+  dev_.sub.size = sub.subgroupSize;
+  dev_.sub.compute = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  dev_.sub.arithmetic = (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
+  if (dev_.sub.size_control_ext) {
     VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
     VkPhysicalDeviceFeatures2 sf2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     sf2.pNext = &sf;
-    vkGetPhysicalDeviceFeatures2(phys_, &sf2);
-    sub_facts_.size_control = sf.subgroupSizeControl;
-    sub_facts_.full_subgroups = sf.computeFullSubgroups;
-    sub_facts_.min_size = ssc.minSubgroupSize;
-    sub_facts_.max_size = ssc.maxSubgroupSize;
-    sub_facts_.required_compute = (ssc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
-    sub_facts_.max_workgroup_subgroups = ssc.maxComputeWorkgroupSubgroups;
+    vkGetPhysicalDeviceFeatures2(dev_.phys, &sf2);
+    dev_.sub.size_control = sf.subgroupSizeControl;
+    dev_.sub.full_subgroups = sf.computeFullSubgroups;
+    dev_.sub.min_size = ssc.minSubgroupSize;
+    dev_.sub.max_size = ssc.maxSubgroupSize;
+    dev_.sub.required_compute = (ssc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+    dev_.sub.max_workgroup_subgroups = ssc.maxComputeWorkgroupSubgroups;
   }
-  sub_facts_.disabled = env_flag("TENSOR_VK_DISABLE_SUBGROUP");
-  sub_reduce_ = decide_subgroup(sub_facts_, kReduceWorkgroup);
-  sub_rows_ = decide_subgroup(sub_facts_, kRowsWorkgroup);
-  sub_on_.store(subgroup_supported());
-  coop_facts_.vendor_id = props_.vendorID;
-  coop_facts_.feature = coop_facts_.extension && coop.cooperativeMatrix;
-  coop_facts_.f16_storage = f16_storage;
-  coop_facts_.subgroup_size = sub.subgroupSize;
-  coop_facts_.disabled = env_flag("TENSOR_VK_DISABLE_COOPMAT");
-  if (coop_facts_.feature) {
+  dev_.sub.disabled = env_flag("TENSOR_VK_DISABLE_SUBGROUP");
+  dev_.sub_reduce = decide_subgroup(dev_.sub, kReduceWorkgroup);
+  dev_.sub_rows = decide_subgroup(dev_.sub, kRowsWorkgroup);
+  switches_.sub_on.store(subgroup_supported());
+  dev_.coop.vendor_id = dev_.props.vendorID;
+  dev_.coop.feature = dev_.coop.extension && coop.cooperativeMatrix;
+  dev_.coop.f16_storage = f16_storage;
+  dev_.coop.subgroup_size = sub.subgroupSize;
+  dev_.coop.disabled = env_flag("TENSOR_VK_DISABLE_COOPMAT");
+  if (dev_.coop.feature) {
     auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
-        vkGetInstanceProcAddr(instance_, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+        vkGetInstanceProcAddr(dev_.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
     std::uint32_t n = 0;
-    if (query && query(phys_, &n, nullptr) == VK_SUCCESS && n) {
+    if (query && query(dev_.phys, &n, nullptr) == VK_SUCCESS && n) {
       std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
-      if (query(phys_, &n, props.data()) == VK_SUCCESS)
+      if (query(dev_.phys, &n, props.data()) == VK_SUCCESS)
         for (std::uint32_t i = 0; i < n; ++i)
-          coop_facts_.shapes.push_back({props[i].MSize, props[i].NSize, props[i].KSize, static_cast<int>(props[i].AType),
+          dev_.coop.shapes.push_back({props[i].MSize, props[i].NSize, props[i].KSize, static_cast<int>(props[i].AType),
                                         static_cast<int>(props[i].BType), static_cast<int>(props[i].CType),
                                         static_cast<int>(props[i].DType), static_cast<int>(props[i].scope)});
     }
   }
-  const CoopDecision cd = decide_coopmat(coop_facts_);
-  coop_state_ = cd.usable ? CoopState::Untested : CoopState::Unavailable;
-  coop_reason_ = cd.reason;
+  const CoopDecision cd = decide_coopmat(dev_.coop);
+  switches_.coop_state = cd.usable ? CoopState::Untested : CoopState::Unavailable;
+  switches_.coop_reason = cd.reason;
   // F16 is Accelerated only while the cooperative-matrix path is live (set_coop_state).
   if (const char* mask = std::getenv("TENSOR_VK_DTYPE_MASK")) {
     const unsigned long bits = std::strtoul(mask, nullptr, 16);
     for (int i = 0; i < kDTypeCount; ++i)
-      if (bits & (1ul << i)) usage_[i] = DTypeUsageSet{};
+      if (bits & (1ul << i)) dev_.usage[i] = DTypeUsageSet{};
   }
 }
 
@@ -170,7 +173,7 @@ void Context::ensure_init() {
   });
   if (init_failed_)
     throw ExecutionError(fmt::format("[{}] vulkan device {} ({}) could not be initialised; expected a working device; got: {}",
-                                     core::current_op_name(), index_, name(), init_error_));
+                                     core::current_op_name(), dev_.index, name(), init_error_));
 }
 
 void Context::init_device() {
@@ -179,15 +182,15 @@ void Context::init_device() {
   const std::uint64_t cap = cap_env && *cap_env ? parse_memory_limit(cap_env) : 0;
   const float prio = 1.0f;
   VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-  qi.queueFamilyIndex = queue_family_;
+  qi.queueFamilyIndex = dev_.queue_family;
   qi.queueCount = 1;
   qi.pQueuePriorities = &prio;
   VkPhysicalDeviceFeatures2 enabled{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  enabled.features.shaderInt64 = wide_ok_ ? VK_TRUE : VK_FALSE;
-  enabled.features.shaderFloat64 = wide_ok_ ? VK_TRUE : VK_FALSE;
+  enabled.features.shaderInt64 = dev_.wide_ok ? VK_TRUE : VK_FALSE;
+  enabled.features.shaderFloat64 = dev_.wide_ok ? VK_TRUE : VK_FALSE;
   // 16-bit storage and f16 arithmetic serve both optional families.
   const bool coop = coop_state() != CoopState::Unavailable;
-  const bool want16 = f16_ok_ || coop;
+  const bool want16 = dev_.f16_ok || coop;
   VkPhysicalDevice16BitStorageFeatures st16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
@@ -223,10 +226,10 @@ void Context::init_device() {
   di.pQueueCreateInfos = &qi;
   di.enabledExtensionCount = static_cast<std::uint32_t>(dev_exts.size());
   di.ppEnabledExtensionNames = dev_exts.data();
-  check_vk(vkCreateDevice(phys_, &di, nullptr, &device_), "vkCreateDevice");
-  vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+  check_vk(vkCreateDevice(dev_.phys, &di, nullptr, &dev_.device), "vkCreateDevice");
+  vkGetDeviceQueue(dev_.device, dev_.queue_family, 0, &dev_.queue);
 
-  align_ = std::max<VkDeviceSize>(256, props_.limits.minStorageBufferOffsetAlignment);
+  mem_.align = std::max<VkDeviceSize>(256, dev_.props.limits.minStorageBufferOffsetAlignment);
 
   // Memory types: host-visible device memory used directly (UMA, lavapipe), else
   // device-local memory with a host-visible staging pool.
@@ -234,13 +237,13 @@ void Context::init_device() {
   bi.size = 4096;
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   VkBuffer probe;
-  check_vk(vkCreateBuffer(device_, &bi, nullptr, &probe), "vkCreateBuffer");
+  check_vk(vkCreateBuffer(dev_.device, &bi, nullptr, &probe), "vkCreateBuffer");
   VkMemoryRequirements req;
-  vkGetBufferMemoryRequirements(device_, probe, &req);
-  vkDestroyBuffer(device_, probe, nullptr);
+  vkGetBufferMemoryRequirements(dev_.device, probe, &req);
+  vkDestroyBuffer(dev_.device, probe, nullptr);
   auto find = [&](VkMemoryPropertyFlags want) -> int {
-    for (std::uint32_t i = 0; i < mem_props_.memoryTypeCount; ++i)
-      if ((req.memoryTypeBits & (1u << i)) && (mem_props_.memoryTypes[i].propertyFlags & want) == want) return static_cast<int>(i);
+    for (std::uint32_t i = 0; i < dev_.mem_props.memoryTypeCount; ++i)
+      if ((req.memoryTypeBits & (1u << i)) && (dev_.mem_props.memoryTypes[i].propertyFlags & want) == want) return static_cast<int>(i);
     return -1;
   };
   const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
@@ -251,43 +254,43 @@ void Context::init_device() {
   // Tensors live in host-visible memory only on integrated / software devices: a
   // discrete GPU's host-visible device-local heap is often a 256 MiB BAR window, and
   // reads through it are slow, so there tensors are device-local with staging.
-  const bool integrated = props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
-                          props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  staging_ = uma < 0 || !integrated || env_flag("TENSOR_VK_FORCE_STAGING");
+  const bool integrated = dev_.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
+                          dev_.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  mem_.staging = uma < 0 || !integrated || env_flag("TENSOR_VK_FORCE_STAGING");
 
   VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &m3;
-  vkGetPhysicalDeviceProperties2(phys_, &p2);
-  max_alloc_ = m3.maxMemoryAllocationSize;
+  vkGetPhysicalDeviceProperties2(dev_.phys, &p2);
+  mem_.max_alloc = m3.maxMemoryAllocationSize;
   VkDeviceSize block = 64ull << 20;
-  block = std::min<VkDeviceSize>(block, props_.limits.maxStorageBufferRange);
+  block = std::min<VkDeviceSize>(block, dev_.props.limits.maxStorageBufferRange);
   block = std::min<VkDeviceSize>(block, m3.maxMemoryAllocationSize);
-  const int tensor_type = staging_ ? (dev >= 0 ? dev : hst) : uma;
+  const int tensor_type = mem_.staging ? (dev >= 0 ? dev : hst) : uma;
   init_memory_limits(tensor_type, hst, cap, block);
-  block = std::max(block / align_ * align_, align_);
-  device_pool_.init(this, static_cast<std::uint32_t>(tensor_type), !staging_, false, block);
-  host_pool_.init(this, static_cast<std::uint32_t>(hst), true, true, std::min<VkDeviceSize>(block, 16ull << 20));
+  block = std::max(block / mem_.align * mem_.align, mem_.align);
+  mem_.device_pool.init(this, static_cast<std::uint32_t>(tensor_type), !mem_.staging, false, block);
+  mem_.host_pool.init(this, static_cast<std::uint32_t>(hst), true, true, std::min<VkDeviceSize>(block, 16ull << 20));
 
   init_pipelines(coop);
 }
 
 CoopState Context::coop_state() const {
-  std::lock_guard<std::mutex> lock(coop_mu_);
-  return coop_state_;
+  std::lock_guard<std::mutex> lock(switches_.coop_mu);
+  return switches_.coop_state;
 }
 std::string Context::coop_reason() const {
-  std::lock_guard<std::mutex> lock(coop_mu_);
-  return coop_reason_;
+  std::lock_guard<std::mutex> lock(switches_.coop_mu);
+  return switches_.coop_reason;
 }
 void Context::set_coop_state(CoopState s, std::string reason) {
-  std::lock_guard<std::mutex> lock(coop_mu_);
-  coop_state_ = s;
-  coop_reason_ = std::move(reason);
-  f16_accel_.store(s == CoopState::Live && coop_on_.load());
+  std::lock_guard<std::mutex> lock(switches_.coop_mu);
+  switches_.coop_state = s;
+  switches_.coop_reason = std::move(reason);
+  switches_.f16_accel.store(s == CoopState::Live && switches_.coop_on.load());
 }
 void Context::set_coop_enabled(bool on) {
-  coop_on_.store(on);
+  switches_.coop_on.store(on);
   std::string reason = coop_reason();
   set_coop_state(coop_state(), std::move(reason));
 }

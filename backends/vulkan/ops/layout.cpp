@@ -1,6 +1,6 @@
 // Layout: reshape and the pure views (strides and offset from dispatch/strided.hpp;
 // no data moves), and slice_assign.
-#include "backends/vulkan/vk_kernel.hpp"
+#include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
 #include "lib/core/strided.hpp"
 

@@ -4,7 +4,7 @@
 // Vulkan structs are initialised as `VkFoo info{VK_STRUCTURE_TYPE_FOO}` with the
 // remaining members zeroed by the language; that is the intended idiom here.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#include "backends/vulkan/vk_runtime.hpp"
+#include "backends/vulkan/runtime/internal.hpp"
 
 #include <fmt/format.h>
 
@@ -48,21 +48,21 @@ void Context::init_memory_limits(int tensor_type, int staging_type, std::uint64_
   // The heaps' sizes, or their budgets where VK_EXT_memory_budget tells them (this
   // process's share now, at device creation: an upper bound, not a reservation).
   VkDeviceSize heap_bytes[VK_MAX_MEMORY_HEAPS];
-  for (std::uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h) heap_bytes[h] = mem_props_.memoryHeaps[h].size;
+  for (std::uint32_t h = 0; h < dev_.mem_props.memoryHeapCount; ++h) heap_bytes[h] = dev_.mem_props.memoryHeaps[h].size;
   const char* heap_what = "the memory heap's size";
   auto props2 = reinterpret_cast<PFN_vkGetPhysicalDeviceMemoryProperties2>(
-      vkGetInstanceProcAddr(instance_, "vkGetPhysicalDeviceMemoryProperties2"));
-  if (budget_ext_ && props2) {
+      vkGetInstanceProcAddr(dev_.instance, "vkGetPhysicalDeviceMemoryProperties2"));
+  if (dev_.budget_ext && props2) {
     VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
     VkPhysicalDeviceMemoryProperties2 mp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
     mp.pNext = &budget;
-    props2(phys_, &mp);
+    props2(dev_.phys, &mp);
     for (std::uint32_t h = 0; h < mp.memoryProperties.memoryHeapCount; ++h)
       if (budget.heapBudget[h] > 0) heap_bytes[h] = std::min(heap_bytes[h], budget.heapBudget[h]);
     heap_what = "the memory heap's budget (VK_EXT_memory_budget)";
   }
-  const std::uint32_t th = mem_props_.memoryTypes[tensor_type].heapIndex;
-  const std::uint32_t sh = mem_props_.memoryTypes[staging_type].heapIndex;
+  const std::uint32_t th = dev_.mem_props.memoryTypes[tensor_type].heapIndex;
+  const std::uint32_t sh = dev_.mem_props.memoryTypes[staging_type].heapIndex;
   VkDeviceSize limit = heap_bytes[th];
   std::string source = fmt::format("{}, heap {}", heap_what, th);
   if (cap && cap < limit) {
@@ -72,9 +72,9 @@ void Context::init_memory_limits(int tensor_type, int staging_type, std::uint64_
   // Blocks of at most a quarter of the limit, so that a small limit still holds a few.
   block = std::min<VkDeviceSize>(block, limit / 4);
   const bool shared = th == sh;  // one heap for both pools (UMA, lavapipe)
-  device_pool_.set_limits(limit, std::move(source), heap_bytes[th], shared ? &host_pool_ : nullptr);
-  host_pool_.set_limits(heap_bytes[sh], fmt::format("{}, heap {}", heap_what, sh), heap_bytes[sh],
-                        shared ? &device_pool_ : nullptr);
+  mem_.device_pool.set_limits(limit, std::move(source), heap_bytes[th], shared ? &mem_.host_pool : nullptr);
+  mem_.host_pool.set_limits(heap_bytes[sh], fmt::format("{}, heap {}", heap_what, sh), heap_bytes[sh],
+                        shared ? &mem_.device_pool : nullptr);
 }
 
 }  // namespace tensor::vulkan

@@ -1,5 +1,5 @@
-// Internal: the Vulkan instance and device discovery (vk_instance.cpp). The contexts
-// it creates are reached through context() / context_count() (vk_context.hpp).
+// Internal: the Vulkan instance and device discovery (runtime/instance.cpp). The contexts
+// it creates are reached through context() / context_count() (runtime/context.hpp).
 #pragma once
 
 #include <cstdint>
