@@ -1,9 +1,9 @@
 // tensor::dist over Open MPI: run by Meson under `mpirun -np 2` (the `mpi` suite), once over
 // shared memory (vader) and once over TCP on loopback. Every rank computes all ranks' inputs
 // from the rank numbers (distributed_ref.hpp) and checks its result against the reduction
-// computed here. Three groups, one mpirun invocation each (the watchdog test leaves its group
+// computed here. Groups, one mpirun invocation each (a watchdog test leaves its group
 // unusable): DistMpi (the collectives; also run with TENSOR_DIST_CHECK=1), DistMpiCheck (needs
-// TENSOR_DIST_CHECK=1) and DistMpiFail (needs a short TENSOR_DIST_TIMEOUT_S).
+// TENSOR_DIST_CHECK=1), DistMpiFail and DistMpiFailLarge (need a short TENSOR_DIST_TIMEOUT_S).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,6 +128,29 @@ TEST(DistMpi, ErrorsAreRefusedOnEveryRankAndLeaveTheGroupUsable) {
   EXPECT_EQ(sum.shape(), odd.shape());
 }
 
+// From 64 KiB up the MPI communicator meets in a barrier, then makes the blocking call.
+TEST(DistMpi, LargePayloadsOfEveryCollective) {
+  require_world();
+  const int n = dist::world_size();
+  const auto mine = static_cast<std::size_t>(dist::rank());
+  for (DType dt : {DType::F32, DType::I64}) {
+    const std::vector<Host> ins = all_inputs(dt, {static_cast<std::size_t>(2 * n), 8192});  // 128 / 256 KiB per rank
+    for (dist::ReduceOp op : {dist::ReduceOp::Sum, dist::ReduceOp::Max}) {
+      const Host want = reduce_ref(ins, op);
+      expect_host_eq(tt::decode(apply_host(Coll::all_reduce, ins[mine], op, 0)), want, "large all_reduce");
+      expect_host_eq(tt::decode(apply_host(Coll::reduce_scatter, ins[mine], op, 0)), rows(want, 2 * mine, 2), "large reduce_scatter");
+    }
+    expect_host_eq(tt::decode(apply_host(Coll::broadcast, ins[mine], dist::ReduceOp::Sum, 1)), ins[1], "large broadcast");
+    Host cat = ins[0];
+    cat.shape[0] *= static_cast<std::size_t>(n);
+    for (int r = 1; r < n; ++r) {
+      cat.f.insert(cat.f.end(), ins[static_cast<std::size_t>(r)].f.begin(), ins[static_cast<std::size_t>(r)].f.end());
+      cat.i.insert(cat.i.end(), ins[static_cast<std::size_t>(r)].i.begin(), ins[static_cast<std::size_t>(r)].i.end());
+    }
+    expect_host_eq(tt::decode(apply_host(Coll::all_gather, ins[mine], dist::ReduceOp::Sum, 0)), cat, "large all_gather");
+  }
+}
+
 // Max and Min propagate NaN whichever rank holds it, as the host reduction of the in-process
 // group does (MPI's built-in MPI_MAX would keep the other operand when the NaN comes first).
 TEST(DistMpi, FloatMaxAndMinPropagateNaNFromAnyRank) {
@@ -187,11 +210,13 @@ TEST(DistMpiCheck, RanksThatDisagreeAreNamed) {
 
 // A rank that throws (here: a failure it catches, so the process stays to report) and never
 // joins the collective makes the others fail with ExecutionError after TENSOR_DIST_TIMEOUT_S
-// instead of hanging; the group then refuses every later collective.
-TEST(DistMpiFail, ARankThatThrowsMakesTheOthersFailInsteadOfHanging) {
+// instead of hanging; the group then refuses every later collective. Small payloads wait in
+// the non-blocking collective itself, large ones (>= 64 KiB) in the arrival barrier before the
+// blocking call: one test each, in its own mpirun run.
+void a_rank_that_throws(std::size_t elements) {
   require_world();
   ASSERT_NE(std::getenv("TENSOR_DIST_TIMEOUT_S"), nullptr) << "this group runs with a short TENSOR_DIST_TIMEOUT_S";
-  const Tensor<1> t = Tensor<1>::from_data(tt::encode(input(dist::rank(), DType::F32, {3})), dev());
+  const Tensor<1> t = Tensor<1>::from_data(tt::encode(input(dist::rank(), DType::F32, {elements})), dev());
   (void)dist::all_reduce(t, dist::ReduceOp::Sum);  // #1 on every rank
   if (dist::rank() == 1) {
     EXPECT_THROWS(std::runtime_error, [] { throw std::runtime_error("rank one gives up"); }(), "gives up");
@@ -209,5 +234,8 @@ TEST(DistMpiFail, ARankThatThrowsMakesTheOthersFailInsteadOfHanging) {
   EXPECT_NE(msg.find("TENSOR_DIST_TIMEOUT_S"), std::string::npos) << msg;
   EXPECT_THROWS_FROM(ExecutionError, "barrier", dist::barrier(), "failed earlier", "#2 timed out");
 }
+
+TEST(DistMpiFail, ARankThatThrowsMakesTheOthersFailInsteadOfHanging) { a_rank_that_throws(3); }
+TEST(DistMpiFailLarge, ARankThatThrowsMakesTheOthersFailInsteadOfHanging) { a_rank_that_throws(std::size_t{1} << 16); }
 
 }  // namespace
