@@ -68,6 +68,11 @@ std::unique_ptr<Communicator> make_mpi_world();
 // "Open MPI 4.1.4": the MPI library's name and version (callable before MPI_Init); "" without
 // the `mpi` feature.
 std::string mpi_library_version();
+// The bench's reference (tensorctl bench --only dist): a plain blocking
+// MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), as a program using
+// MPI directly would call it; n <= INT_MAX. False (nothing done) without the `mpi` feature or
+// before init() made the MPI group.
+bool mpi_raw_allreduce_sum_f32(float* buf, std::size_t n);
 
 // The communicator this thread's collectives use: the LocalGroup rank it runs as, else the
 // process group's (made by init() on first use).
