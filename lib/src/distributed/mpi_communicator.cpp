@@ -91,7 +91,7 @@ long launched_size() {
   return 0;
 }
 
-// Each call's descriptor under TENSOR_DIST_CHECK: what, arg, dtype, seq, rank, dims (rank-padded).
+// Each call's descriptor under TENSOR_DIST_CHECK: what, arg, dtype, seq, ndim, dims (zero-padded).
 constexpr int kDescLen = 5 + static_cast<int>(kMaxRank);
 
 class MpiCommunicator final : public Communicator {
@@ -350,8 +350,9 @@ class MpiCommunicator final : public Communicator {
   const double timeout_s_;
   const bool check_;
   std::uint64_t checked_seq_ = 0;  // the call whose TENSOR_DIST_CHECK exchange completed last
-  // One collective at a time: every thread outside a LocalGroup shares this communicator,
-  // and concurrent collectives on one communicator would match across threads arbitrarily.
+  // One MPI call at a time: every thread outside a LocalGroup shares this communicator.
+  // Which thread's collective goes first is still the caller's to fix (the contract: the
+  // same collectives in the same order on every rank).
   std::mutex m_;
   std::string failure_;
   std::vector<std::shared_ptr<void>> keep_;  // buffers of collectives abandoned by the watchdog
