@@ -19,6 +19,7 @@ PACKAGES=(
   mesa-vulkan-drivers                   # lavapipe: software Vulkan, so the vulkan suite runs without a GPU
   vulkan-validationlayers vulkan-tools  # validation layer in CI, vulkaninfo for diagnosis
   python3                               # build-time helpers
+  libopenmpi-dev openmpi-bin            # tensor::dist over Open MPI (the `mpi` feature) and mpirun for its tests
   clang-14 libclang-rt-14-dev           # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes for clang
 )
 

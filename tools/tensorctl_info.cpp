@@ -16,6 +16,7 @@
 #include "dispatch/dispatch.hpp"
 #include "dispatch/settings.hpp"
 #include "tensor/device.hpp"
+#include "tensor/distributed.hpp"
 #include "tensor/dtype.hpp"
 #include "tensor/error.hpp"
 #include "tensor/version.hpp"
@@ -176,6 +177,12 @@ int run_info(Args args) {
   }
   std::ostream& os = std::cout;
   os << "libtensor " << TENSOR_VERSION_STRING << '\n';
+  // The process group (tensor::dist): MPI under mpirun when built with it, else the singleton.
+  try {
+    os << "distributed: " << tensor::dist::describe() << '\n';
+  } catch (const tensor::Error& e) {
+    os << "distributed: error: " << e.what() << '\n';
+  }
 
   td::Registry& reg = td::Registry::instance();
   const std::vector<DeviceId> devices = td::available_devices();

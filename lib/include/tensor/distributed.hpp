@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "tensor/tensor.hpp"
 
@@ -18,10 +19,15 @@ namespace tensor::dist {
 // Mean is Sum / world_size (integer division, truncating, on Int tensors).
 enum class ReduceOp : std::uint8_t { Sum, Mean, Max, Min };
 
-// Joins the process group (idempotent). Without mpirun (and in this build, which has no MPI
-// communicator yet) the group is the singleton: rank 0 of 1. Throws DeviceError when the
-// environment says this is one of several mpirun processes but no MPI communicator exists,
-// instead of letting each process train alone. The collectives below call it themselves.
+// Joins the process group (idempotent). Under mpirun (OMPI_COMM_WORLD_SIZE set) in a build
+// with the `mpi` Meson feature, the group is MPI_COMM_WORLD's processes (MPI_Init_thread
+// asking for MPI_THREAD_MULTIPLE, unless the program initialised MPI itself; MPI_Finalize at
+// exit). Without mpirun the group is the singleton: rank 0 of 1. Throws DeviceError when the
+// environment says this is one of several mpirun processes but the build has no MPI, instead
+// of letting each process train alone. The collectives below call it themselves.
+// TENSOR_DIST_CHECK=1 (MPI group) makes every collective first compare (op, arg, dtype, shape,
+// sequence number) across ranks and throw ShapeError / DTypeError / ExecutionError naming the
+// first rank that differs from rank 0 (one small extra exchange per collective).
 TENSOR_API void init();
 // This caller's rank and the group size: a LocalGroup rank's inside LocalGroup::run, the
 // process group's elsewhere.
@@ -29,11 +35,16 @@ TENSOR_API int rank();
 TENSOR_API int world_size();
 // Blocks until every rank of the group called barrier().
 TENSOR_API void barrier();
+// The group in one line (`tensorctl info`): "mpi (Open MPI 4.1.4), world 2, rank 0, thread
+// level MULTIPLE, ...", "mpi (...) built; not launched by mpirun: world 1, rank 0",
+// "not built (...)", or "local (...)" inside a LocalGroup. Calls init().
+TENSOR_API std::string describe();
 
 // Contract of every collective: all ranks call the same collectives in the same order, with
 // equal shapes and dtypes. Results are new tensors on the input's device; reductions run on
-// the host in rank order 0, 1, ... (f16/bf16 through f32), so all ranks get bitwise-identical
-// values. World size 1: each call returns its input. A collective waiting longer than
+// the host (f16/bf16 through f32): in a LocalGroup in rank order 0, 1, ...; under MPI by
+// MPI_Allreduce and friends, whose results are identical on every rank (with two ranks the
+// order is also 0, 1). Either way all ranks get bitwise-identical values. World size 1: each call returns its input. A collective waiting longer than
 // TENSOR_DIST_TIMEOUT_S seconds (default 300) throws ExecutionError naming the op and its
 // sequence number. Tensors that require grad are refused (NotImplemented) in a group of
 // several ranks until collectives have an autodiff rule.

@@ -1,5 +1,5 @@
-// tensor::dist's entry points: validation, host staging (into_data, reduce on the host,
-// from_data on the tensor's device), the process group made by init(), and the null
+// tensor::dist's entry points: validation, host staging (into_data, reduce on the host or in
+// MPI, from_data on the tensor's device), the process group made by init(), and the null
 // communicator (the singleton group).
 #include <cstdlib>
 #include <mutex>
@@ -21,6 +21,11 @@ class NullCommunicator final : public Communicator {
   TensorData all_gather(TensorData in, const Call&) override { return in; }
   TensorData reduce_scatter(TensorData in, ReduceOp, const Call&) override { return in; }
   void barrier(const Call&) override {}
+  std::string describe() const override {
+    const std::string mpi = mpi_library_version();
+    if (!mpi.empty()) return "mpi (" + mpi + ") built; not launched by mpirun: world 1, rank 0";
+    return "not built (meson -Dmpi=enabled with libopenmpi-dev installed); world 1, rank 0";
+  }
 };
 
 // The process count a launcher announces (Open MPI, then PMI-based launchers); 0 for none.
@@ -45,8 +50,10 @@ Communicator& world() {
 }  // namespace
 
 std::unique_ptr<Communicator> make_world() {
-  // The seam for the MPI communicator: under mpirun with the `mpi` feature built, it is made
-  // here. Without it, N processes each alone would train N copies silently: refuse.
+  // Under mpirun (even -np 1) or another launcher of several processes: MPI, when built.
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") || launched_size() > 1)
+    if (std::unique_ptr<Communicator> mpi = make_mpi_world()) return mpi;
+  // Without MPI, N processes each alone would train N copies silently: refuse.
   if (const long n = launched_size(); n > 1)
     throw DeviceError(DeviceError::Kind::Unavailable,
                       "[init] launched as one of " + std::to_string(n) +
@@ -66,8 +73,11 @@ int rank() { return internal::current().rank(); }
 int world_size() { return internal::current().size(); }
 void barrier() {
   internal::Communicator& c = internal::current();
-  c.barrier({"barrier", c.next_seq()});
+  const internal::Call call{"barrier", c.next_seq()};
+  c.check(call, 4, 0, DType::F32, Shape());
+  c.barrier(call);
 }
+std::string describe() { return internal::current().describe(); }
 
 }  // namespace tensor::dist
 
@@ -110,10 +120,11 @@ Handle dist_collective(DistOp op, Handle&& h, int arg) {
     throw NotImplemented(pre + "collectives have no autodiff rule yet; expected a tensor that does not require grad; got one that does (on " +
                          dev.to_string() + ")");
 
+  const dist::internal::Call call{name, comm.next_seq()};
+  comm.check(call, static_cast<int>(index), reduces || op == DistOp::broadcast ? arg : 0, dt, s);
   TensorData data = into_data(retain(in)).get();
   const bool widen = reduces && (dt == DType::F16 || dt == DType::BF16);
   if (widen) data = data.convert(DType::F32);
-  const dist::internal::Call call{name, comm.next_seq()};
   TensorData out;
   switch (op) {
     case DistOp::all_reduce: out = comm.all_reduce(std::move(data), static_cast<ReduceOp>(arg), call); break;

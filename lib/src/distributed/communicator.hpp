@@ -1,11 +1,13 @@
 // The communicator interface under tensor::dist: host-staged collectives over TensorData,
-// with the null (size 1) and local (threads of one process) implementations; MPI comes next.
+// with the null (size 1), local (threads of one process) and MPI (mpi_communicator.cpp, the
+// `mpi` Meson feature) implementations.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "tensor/data.hpp"
 #include "tensor/distributed.hpp"
@@ -40,15 +42,37 @@ class Communicator {
   virtual TensorData reduce_scatter(TensorData in, ReduceOp op, const Call& c) = 0;
   virtual void barrier(const Call& c) = 0;
 
+  // What the caller is about to do, before staging (the dtype as the caller's tensor has it,
+  // before f16/bf16 widening; barrier: dtype F32, empty shape). The MPI communicator compares
+  // it across ranks when TENSOR_DIST_CHECK=1 (the local one compares its slots always);
+  // ShapeError / DTypeError / ExecutionError name the first rank that differs.
+  virtual void check(const Call& c, int what, int arg, DType dtype, const Shape& shape) {
+    (void)c, (void)what, (void)arg, (void)dtype, (void)shape;
+  }
+  // The `distributed:` line of `tensorctl info` for this communicator.
+  virtual std::string describe() const = 0;
+
  private:
   std::atomic<std::uint64_t> seq_{0};
 };
 
-// The factory behind init(): the process group's communicator. Today the null one (with the
-// mpirun guard: DeviceError when OMPI_COMM_WORLD_SIZE / PMI_SIZE say several processes). The
-// MPI implementation (mpi_communicator.cpp, the only file to include <mpi.h>, built with the
-// `mpi` Meson feature) is chosen here when launched under mpirun.
+// The factory behind init(): the process group's communicator. Under a launcher
+// (OMPI_COMM_WORLD_SIZE set, or PMI_SIZE > 1) the MPI one when the `mpi` feature is built,
+// else DeviceError (the mpirun guard); without a launcher the null one (the singleton group).
 std::unique_ptr<Communicator> make_world();
+
+// mpi_communicator.cpp: MPI_Init_thread (unless the program initialised MPI itself), a dup of
+// MPI_COMM_WORLD; MPI_Finalize at exit when this made the MPI_Init call. In a build without
+// the `mpi` feature (mpi_absent.cpp): nullptr.
+std::unique_ptr<Communicator> make_mpi_world();
+// "Open MPI 4.1.4": the MPI library's name and version (callable before MPI_Init); "" without
+// the `mpi` feature.
+std::string mpi_library_version();
+// The bench's reference (tensorctl bench --only dist): a plain blocking
+// MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), as a program using
+// MPI directly would call it; n <= INT_MAX. False (nothing done) without the `mpi` feature or
+// before init() made the MPI group.
+bool mpi_raw_allreduce_sum_f32(float* buf, std::size_t n);
 
 // The communicator this thread's collectives use: the LocalGroup rank it runs as, else the
 // process group's (made by init() on first use).

@@ -109,6 +109,9 @@ class LocalCommunicator final : public Communicator {
   LocalCommunicator(Rendezvous& rv, int rank) : rv_(rv), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return rv_.n; }
+  std::string describe() const override {
+    return "local (LocalGroup of " + std::to_string(rv_.n) + " threads), rank " + std::to_string(rank_);
+  }
 
   TensorData all_reduce(TensorData in, ReduceOp op, const Call& c) override {
     return exchange(What::all_reduce, static_cast<int>(op), in, c, [&] { return reduce(in, op, 0, in.num_elements(), in.shape()); });
