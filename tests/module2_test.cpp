@@ -1,0 +1,392 @@
+// tensor/modules/ (issue 29, second part): Lstm / BiLstm / Gru / BiGru against step-by-step
+// references written here (host loops over the same numbers), Conv3d / ConvTranspose3d
+// against loops, TransformerDecoder against a composition of the tested layers, the
+// KL-divergence and CTC losses against their formulas, gradients against finite
+// differences, and typed errors, on every device of the conformance list. Linked into
+// module_test beside module_test.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <tensor/module.hpp>
+#include <tensor/modules/recurrent.hpp>
+
+#include "conformance/devices.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace tensor;
+using namespace tensor::nn;
+using V = std::vector<double>;
+
+const Device& dev() { return tt::conf::DeviceScope::current(); }
+
+class Modules2 : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override { scope_.enter(GetParam()); }
+  void TearDown() override { scope_.leave(); }
+  tt::conf::DeviceScope scope_;
+};
+INSTANTIATE_TEST_SUITE_P(Devices, Modules2, ::testing::ValuesIn(tt::conf::devices()),
+                         [](const ::testing::TestParamInfo<Device>& p) { return tt::conf::test_name(p.param); });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Modules2);
+
+// Values as the device holds them (f32), so references round like the inputs.
+V f32(const V& v) {
+  V o(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) o[i] = static_cast<float>(v[i]);
+  return o;
+}
+// Deterministic f32 values in [-1, 1) from the test's own generator.
+V host_random(std::size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  V v(n);
+  for (auto& x : v) x = u(g);
+  return f32(v);
+}
+template <std::size_t D>
+Tensor<D> make(const V& v, const Shape& s, const Device& d = dev()) {
+  std::vector<float> f(v.begin(), v.end());
+  return Tensor<D>::from_data(TensorData::from(f, s), d);
+}
+template <std::size_t D, class K>
+V values(const Tensor<D, K>& t) { return t.into_data().convert(DType::F64).template to_vec<double>(); }
+
+#define EXPECT_CLOSE(got_expr, want_expr, tol)                                                   \
+  do {                                                                                            \
+    const V got_ = (got_expr), want_ = (want_expr);                                               \
+    ASSERT_EQ(got_.size(), want_.size());                                                         \
+    for (std::size_t i_ = 0; i_ < want_.size(); ++i_)                                             \
+      ASSERT_NEAR(got_[i_], want_[i_], (tol) * (1.0 + std::abs(want_[i_]))) << "element " << i_; \
+  } while (0)
+
+// A parameter's tensor replaced by host values (on the module's plain device) / read back.
+template <class F>
+decltype(auto) by_rank(const ParamRef& p, F&& f) {
+  switch (p.slot.rank) {
+    case 1: return f(p.get<1>());
+    case 2: return f(p.get<2>());
+    case 3: return f(p.get<3>());
+    case 4: return f(p.get<4>());
+    default: return f(p.get<5>());
+  }
+}
+void set_values(const ParamRef& p, const V& v, const Device& d) {
+  by_rank(p, [&](auto& t) {
+    using T = std::decay_t<decltype(t)>;
+    t = make<T::rank()>(v, p.shape(), d);
+  });
+}
+V param_values(const ParamRef& p) {
+  return by_rank(p, [](auto& t) { return values(t); });
+}
+V param_grad(const ParamRef& p, const Gradients& g) {
+  return by_rank(p, [&](auto& t) { return values(*t.grad(g)); });
+}
+
+// Every parameter of m set to host-random values; the values by name.
+using Params = std::map<std::string, V>;
+Params randomize(Module& m, unsigned seed, double scale = 1.0) {
+  Params out;
+  for (const ParamRef& p : m.named_parameters()) {
+    V v = host_random(p.num_elements(), seed++);
+    for (double& x : v) x = static_cast<float>(x * scale);
+    set_values(p, v, dev());
+    out[p.name] = v;
+  }
+  return out;
+}
+
+// d/dp loss(m) at three entries of one parameter, by central differences on the plain
+// device, against autodiff on the autodiff device (the module moved there and back).
+template <class M, class F>
+void gradcheck(M& m, F loss, const std::string& param, double eps, double tol) {
+  m.to(dev().autodiff());
+  const Tensor<1> l = loss(m);
+  Gradients g = l.backward();
+  V grad;
+  for (const ParamRef& p : m.named_parameters())
+    if (p.name == param) grad = param_grad(p, g);
+  ASSERT_FALSE(grad.empty()) << param;
+  m.to(dev());
+  ParamRef plain;
+  for (const ParamRef& p : m.named_parameters())
+    if (p.name == param) plain = p;
+  const V orig = param_values(plain);
+  const std::size_t n = orig.size();
+  double largest = 0;  // the check is not vacuous: some entry moves the loss
+  for (std::size_t idx : {std::size_t{0}, n / 2, n - 1}) {
+    double f[2];
+    for (int sgn = 0; sgn < 2; ++sgn) {
+      V vals = orig;
+      vals[idx] += sgn ? -eps : eps;
+      set_values(plain, vals, dev());
+      f[sgn] = values(loss(m))[0];
+    }
+    set_values(plain, orig, dev());
+    EXPECT_NEAR(grad[idx], (f[0] - f[1]) / (2 * eps), tol) << param << "[" << idx << "]";
+    largest = std::max(largest, std::abs(grad[idx]));
+  }
+  EXPECT_GT(largest, 1e-3) << param << ": no sampled entry has a gradient";
+}
+
+// ---- recurrent references -------------------------------------------------------------------
+
+double sig(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+
+// y [B, out] = x [B, in] W [in, out] + b, W and b from P under `name` (b may be absent).
+V affine(const Params& P, const std::string& name, const V& x, int B, int in, int out) {
+  const V& w = P.at(name + ".weight");
+  const auto bi = P.find(name + ".bias");
+  V y(static_cast<std::size_t>(B * out));
+  for (int n = 0; n < B; ++n)
+    for (int o = 0; o < out; ++o) {
+      double s = bi == P.end() ? 0.0 : bi->second[o];
+      for (int i = 0; i < in; ++i) s += x[n * in + i] * w[i * out + o];
+      y[n * out + o] = s;
+    }
+  return y;
+}
+V step_input(const V& x, int B, int L, int D, int t) {  // x [B, L, D] at step t -> [B, D]
+  V o(static_cast<std::size_t>(B * D));
+  for (int n = 0; n < B; ++n)
+    for (int i = 0; i < D; ++i) o[n * D + i] = x[(n * L + t) * D + i];
+  return o;
+}
+
+struct HostLstmOptions {
+  bool reverse = false;
+  std::optional<double> clip{};
+  bool input_forget = false;
+};
+
+// One direction of an Lstm whose parameters are P under `pre` ("" or "forward." ...):
+// out [B, L, H] at x's positions; c and h [B, H] updated in place.
+V host_lstm(const Params& P, const std::string& pre, const V& x, int B, int L, int D, int H, V& c, V& h,
+            const HostLstmOptions& o = {}) {
+  V out(static_cast<std::size_t>(B * L * H));
+  for (int s = 0; s < L; ++s) {
+    const int t = o.reverse ? L - 1 - s : s;
+    const V xt = step_input(x, B, L, D, t);
+    auto gate = [&](const std::string& g) {
+      V a = affine(P, pre + g + ".input_transform", xt, B, D, H);
+      const V b = affine(P, pre + g + ".hidden_transform", h, B, H, H);
+      for (std::size_t k = 0; k < a.size(); ++k) a[k] += b[k];
+      return a;
+    };
+    const V i = gate("input_gate"), f = gate("forget_gate"), og = gate("output_gate"), g = gate("cell_gate");
+    for (int k = 0; k < B * H; ++k) {
+      const double iv = sig(i[k]), fv = o.input_forget ? 1.0 - iv : sig(f[k]);
+      c[k] = fv * c[k] + iv * std::tanh(g[k]);
+      if (o.clip) c[k] = std::clamp(c[k], -*o.clip, *o.clip);
+      h[k] = sig(og[k]) * std::tanh(c[k]);
+      out[((k / H) * L + t) * H + k % H] = h[k];
+    }
+  }
+  return out;
+}
+
+// One direction of a Gru (P under `pre`), as host_lstm.
+V host_gru(const Params& P, const std::string& pre, const V& x, int B, int L, int D, int H, V& h, bool reset_after,
+           bool reverse = false) {
+  V out(static_cast<std::size_t>(B * L * H));
+  for (int s = 0; s < L; ++s) {
+    const int t = reverse ? L - 1 - s : s;
+    const V xt = step_input(x, B, L, D, t);
+    const V xz = affine(P, pre + "update_gate.input_transform", xt, B, D, H),
+            hz = affine(P, pre + "update_gate.hidden_transform", h, B, H, H),
+            xr = affine(P, pre + "reset_gate.input_transform", xt, B, D, H),
+            hr = affine(P, pre + "reset_gate.hidden_transform", h, B, H, H),
+            xn = affine(P, pre + "new_gate.input_transform", xt, B, D, H);
+    V r(h.size());
+    for (std::size_t k = 0; k < h.size(); ++k) r[k] = sig(xr[k] + hr[k]);
+    V hn;
+    if (reset_after) {
+      hn = affine(P, pre + "new_gate.hidden_transform", h, B, H, H);
+      for (std::size_t k = 0; k < h.size(); ++k) hn[k] *= r[k];
+    } else {
+      V rh(h.size());
+      for (std::size_t k = 0; k < h.size(); ++k) rh[k] = r[k] * h[k];
+      hn = affine(P, pre + "new_gate.hidden_transform", rh, B, H, H);
+    }
+    for (int k = 0; k < B * H; ++k) {
+      const double z = sig(xz[k] + hz[k]), n = std::tanh(xn[k] + hn[k]);
+      h[k] = (1 - z) * n + z * h[k];
+      out[((k / H) * L + t) * H + k % H] = h[k];
+    }
+  }
+  return out;
+}
+
+// [L, B, D] <-> [B, L, D] on host data.
+V swap01(const V& x, int A, int Bn, int D) {
+  V o(x.size());
+  for (int a = 0; a < A; ++a)
+    for (int b = 0; b < Bn; ++b)
+      for (int i = 0; i < D; ++i) o[(b * A + a) * D + i] = x[(a * Bn + b) * D + i];
+  return o;
+}
+
+constexpr int kB = 2, kL = 3, kD = 3, kH = 2;
+
+TEST_P(Modules2, LstmMatchesStepByStepReference) {
+  const V x = host_random(kB * kL * kD, 1);
+  const auto xt = make<3>(x, {kB, kL, kD});
+  struct Case {
+    const char* name;
+    HostLstmOptions o;
+    bool bias;
+  };
+  for (const Case& cs : {Case{"plain", {}, true}, Case{"reverse", {.reverse = true}, true},
+                         Case{"clip", {.clip = 0.3}, true}, Case{"input_forget, no bias", {.input_forget = true}, false}}) {
+    SCOPED_TRACE(cs.name);
+    Lstm lstm(LstmConfig{.d_input = kD, .d_hidden = kH, .bias = cs.bias, .reverse = cs.o.reverse, .clip = cs.o.clip,
+                         .input_forget = cs.o.input_forget},
+              dev());
+    const Params P = randomize(lstm, 10);
+    V c(kB * kH, 0.0), h(kB * kH, 0.0);
+    const V want = host_lstm(P, "", x, kB, kL, kD, kH, c, h, cs.o);
+    const auto [out, st] = lstm.forward(xt);
+    EXPECT_EQ(out.shape(), (Shape{kB, kL, kH}));
+    EXPECT_CLOSE(values(out), want, 1e-4);
+    EXPECT_CLOSE(values(st.cell), c, 1e-4);
+    EXPECT_CLOSE(values(st.hidden), h, 1e-4);
+  }
+  // A given initial state, and the sequence-first layout.
+  Lstm lstm(LstmConfig{.d_input = kD, .d_hidden = kH, .batch_first = false}, dev());
+  const Params P = randomize(lstm, 20);
+  V c = host_random(kB * kH, 30), h = host_random(kB * kH, 31);
+  const LstmState<2> s0{make<2>(c, {kB, kH}), make<2>(h, {kB, kH})};
+  const V want = swap01(host_lstm(P, "", x, kB, kL, kD, kH, c, h), kB, kL, kH);
+  const auto [out, st] = lstm.forward(make<3>(swap01(x, kB, kL, kD), {kL, kB, kD}), s0);
+  EXPECT_CLOSE(values(out), want, 1e-4);
+  EXPECT_CLOSE(values(st.cell), c, 1e-4);
+  EXPECT_CLOSE(values(st.hidden), h, 1e-4);
+  // burn's names and defaults: four gates of two Linears, 4 (d h + h + h h + h) parameters.
+  EXPECT_EQ(lstm.named_parameters().front().name, "input_gate.input_transform.weight");
+  EXPECT_EQ(lstm.named_parameters().back().name, "cell_gate.hidden_transform.bias");
+  EXPECT_EQ(lstm.num_params(), 4u * (kD * kH + kH + kH * kH + kH));
+}
+
+TEST_P(Modules2, BiLstmIsForwardAndReverseLstms) {
+  BiLstm bi(BiLstmConfig{.d_input = kD, .d_hidden = kH}, dev());
+  const Params P = randomize(bi, 40);
+  EXPECT_EQ(bi.named_parameters().front().name, "forward.input_gate.input_transform.weight");
+  const V x = host_random(kB * kL * kD, 2);
+  V cf = host_random(kB * kH, 50), hf = host_random(kB * kH, 51), cr = host_random(kB * kH, 52), hr = host_random(kB * kH, 53);
+  auto join = [](const V& a, const V& b) {
+    V o = a;
+    o.insert(o.end(), b.begin(), b.end());
+    return o;
+  };
+  const LstmState<3> s0{make<3>(join(cf, cr), {2, kB, kH}), make<3>(join(hf, hr), {2, kB, kH})};
+  const V of = host_lstm(P, "forward.", x, kB, kL, kD, kH, cf, hf);
+  const V orv = host_lstm(P, "reverse.", x, kB, kL, kD, kH, cr, hr, {.reverse = true});
+  V want;  // [B, L, 2H]: forward features then reverse ones
+  for (int p = 0; p < kB * kL; ++p) {
+    want.insert(want.end(), of.begin() + p * kH, of.begin() + (p + 1) * kH);
+    want.insert(want.end(), orv.begin() + p * kH, orv.begin() + (p + 1) * kH);
+  }
+  const auto [out, st] = bi.forward(make<3>(x, {kB, kL, kD}), s0);
+  EXPECT_EQ(out.shape(), (Shape{kB, kL, 2 * kH}));
+  EXPECT_CLOSE(values(out), want, 1e-4);
+  EXPECT_CLOSE(values(st.cell), join(cf, cr), 1e-4);
+  EXPECT_CLOSE(values(st.hidden), join(hf, hr), 1e-4);
+}
+
+TEST_P(Modules2, GruAndBiGruMatchStepByStepReference) {
+  const V x = host_random(kB * kL * kD, 3);
+  const auto xt = make<3>(x, {kB, kL, kD});
+  for (bool reset_after : {true, false}) {
+    SCOPED_TRACE(reset_after ? "reset_after" : "reset_before");
+    Gru gru(GruConfig{.d_input = kD, .d_hidden = kH, .reset_after = reset_after}, dev());
+    const Params P = randomize(gru, 60);
+    V h(kB * kH, 0.0);
+    const V want = host_gru(P, "", x, kB, kL, kD, kH, h, reset_after);
+    const auto [out, hT] = gru.forward(xt);
+    EXPECT_CLOSE(values(out), want, 1e-4);
+    EXPECT_CLOSE(values(hT), h, 1e-4);
+    V h2 = host_random(kB * kH, 70);
+    const Tensor<2> s0 = make<2>(h2, {kB, kH});
+    const V want2 = host_gru(P, "", x, kB, kL, kD, kH, h2, reset_after);
+    EXPECT_CLOSE(values(gru.forward(xt, s0).first), want2, 1e-4);
+  }
+  Gru gru(GruConfig{.d_input = kD, .d_hidden = kH}, dev());
+  EXPECT_EQ(gru.num_params(), 3u * (kD * kH + kH + kH * kH + kH));
+  EXPECT_EQ(gru.named_parameters()[4].name, "reset_gate.input_transform.weight");
+  // BiGru, sequence first.
+  BiGru bi(BiGruConfig{.d_input = kD, .d_hidden = kH, .batch_first = false}, dev());
+  const Params P = randomize(bi, 80);
+  V hf(kB * kH, 0.0), hr(kB * kH, 0.0);
+  const V of = host_gru(P, "forward.", x, kB, kL, kD, kH, hf, true);
+  const V orv = host_gru(P, "reverse.", x, kB, kL, kD, kH, hr, true, true);
+  V want;
+  for (int p = 0; p < kB * kL; ++p) {
+    want.insert(want.end(), of.begin() + p * kH, of.begin() + (p + 1) * kH);
+    want.insert(want.end(), orv.begin() + p * kH, orv.begin() + (p + 1) * kH);
+  }
+  const auto [out, st] = bi.forward(make<3>(swap01(x, kB, kL, kD), {kL, kB, kD}));
+  EXPECT_EQ(out.shape(), (Shape{kL, kB, 2 * kH}));
+  EXPECT_CLOSE(values(out), swap01(want, kB, kL, 2 * kH), 1e-4);
+  V hs = hf;
+  hs.insert(hs.end(), hr.begin(), hr.end());
+  EXPECT_CLOSE(values(st), hs, 1e-4);
+}
+
+TEST_P(Modules2, RecurrentGradientsMatchFiniteDifferences) {
+  const V x = host_random(1 * 3 * 2, 4), r = host_random(1 * 3 * 2, 5);
+  Lstm lstm(LstmConfig{.d_input = 2, .d_hidden = 2}, dev());
+  randomize(lstm, 90);
+  auto lloss = [&](Lstm& m) {
+    const Device d = *m.device();
+    const auto [out, st] = m.forward(make<3>(x, {1, 3, 2}, d));
+    return (out * make<3>(r, {1, 3, 2}, d)).sum() + st.cell.sum();
+  };
+  for (const char* p : {"input_gate.input_transform.weight", "forget_gate.hidden_transform.weight", "output_gate.input_transform.bias",
+                        "cell_gate.hidden_transform.bias"}) {
+    Lstm copy = lstm;
+    gradcheck(copy, lloss, p, 1e-2, 2e-3);
+  }
+  Gru gru(GruConfig{.d_input = 2, .d_hidden = 2}, dev());
+  randomize(gru, 95);
+  auto gloss = [&](Gru& m) {
+    const Device d = *m.device();
+    return (m.forward(make<3>(x, {1, 3, 2}, d)).first * make<3>(r, {1, 3, 2}, d)).sum();
+  };
+  for (const char* p : {"update_gate.input_transform.weight", "reset_gate.hidden_transform.weight", "new_gate.hidden_transform.bias"}) {
+    Gru copy = gru;
+    gradcheck(copy, gloss, p, 1e-2, 2e-3);
+  }
+}
+
+TEST_P(Modules2, RecurrentBadInputGivesTypedErrors) {
+  Lstm lstm(LstmConfig{.d_input = kD, .d_hidden = kH}, dev());
+  EXPECT_THROWS(ShapeError, lstm.forward(Tensor<3>::ones({kB, kL, kD + 1}, dev())), "[Lstm]",
+                "Lstm.input_gate.input_transform.weight");
+  const LstmState<2> bad{Tensor<2>::zeros({kB, kH + 1}, dev()), Tensor<2>::zeros({kB, kH}, dev())};
+  EXPECT_THROWS(ShapeError, lstm.forward(Tensor<3>::ones({kB, kL, kD}, dev()), bad), "[Lstm]", "state.cell");
+  EXPECT_THROWS(ShapeError, Lstm(LstmConfig{.d_input = 0, .d_hidden = 2}, dev()), "[Lstm]", "d_input");
+  Gru gru(GruConfig{.d_input = kD, .d_hidden = kH}, dev());
+  EXPECT_THROWS(ShapeError, gru.forward(Tensor<3>::ones({kB, kL, 1}, dev())), "[Gru]", "Gru.update_gate.input_transform.weight");
+  EXPECT_THROWS(ShapeError, gru.forward(Tensor<3>::ones({kB, kL, kD}, dev()), Tensor<2>::zeros({kB + 1, kH}, dev())), "[Gru]",
+                "state");
+  BiLstm bl(BiLstmConfig{.d_input = kD, .d_hidden = kH}, dev());
+  const LstmState<3> one_way{Tensor<3>::zeros({1, kB, kH}, dev()), Tensor<3>::zeros({1, kB, kH}, dev())};
+  EXPECT_THROWS(ShapeError, bl.forward(Tensor<3>::ones({kB, kL, kD}, dev()), one_way), "[BiLstm]", "state.cell");
+  BiGru bg(BiGruConfig{.d_input = kD, .d_hidden = kH}, dev());
+  EXPECT_THROWS(ShapeError, bg.forward(Tensor<3>::ones({kB, kL, 2}, dev())), "[BiGru]", "input_transform.weight");
+  if (!dev().is_autodiff()) {
+    EXPECT_THROWS(DeviceError, lstm.forward(Tensor<3>::ones({kB, kL, kD}, dev().autodiff())), "[Lstm]");
+  }
+}
+
+}  // namespace
