@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <tensor/module.hpp>
+#include <tensor/modules/conv.hpp>
 #include <tensor/modules/recurrent.hpp>
 
 #include "conformance/devices.hpp"
@@ -386,6 +387,168 @@ TEST_P(Modules2, RecurrentBadInputGivesTypedErrors) {
   EXPECT_THROWS(ShapeError, bg.forward(Tensor<3>::ones({kB, kL, 2}, dev())), "[BiGru]", "input_transform.weight");
   if (!dev().is_autodiff()) {
     EXPECT_THROWS(DeviceError, lstm.forward(Tensor<3>::ones({kB, kL, kD}, dev().autodiff())), "[Lstm]");
+  }
+}
+
+// ---- 3-d convolution and pooling against loops ----------------------------------------------
+
+using I3 = std::array<int, 3>;
+
+// Conv3d: out[n, o, p] = b[o] + sum_{c, k} x[n, g cin + c, p s - pad + k dil] W[o, c, k].
+V host_conv3d(const V& x, const V& w, const V& b, int N, int Ci, I3 in, int Co, I3 k, I3 s, I3 pad, I3 dil, int groups, I3& out) {
+  for (int a = 0; a < 3; ++a) out[a] = (in[a] + 2 * pad[a] - dil[a] * (k[a] - 1) - 1) / s[a] + 1;
+  const int cig = Ci / groups, cog = Co / groups;
+  V y(static_cast<std::size_t>(N * Co * out[0] * out[1] * out[2]));
+  std::size_t at = 0;
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < Co; ++o)
+      for (int p0 = 0; p0 < out[0]; ++p0)
+        for (int p1 = 0; p1 < out[1]; ++p1)
+          for (int p2 = 0; p2 < out[2]; ++p2) {
+            double acc = b[o];
+            const int g = o / cog;
+            for (int c = 0; c < cig; ++c)
+              for (int k0 = 0; k0 < k[0]; ++k0)
+                for (int k1 = 0; k1 < k[1]; ++k1)
+                  for (int k2 = 0; k2 < k[2]; ++k2) {
+                    const int i0 = p0 * s[0] - pad[0] + k0 * dil[0], i1 = p1 * s[1] - pad[1] + k1 * dil[1],
+                              i2 = p2 * s[2] - pad[2] + k2 * dil[2];
+                    if (i0 < 0 || i1 < 0 || i2 < 0 || i0 >= in[0] || i1 >= in[1] || i2 >= in[2]) continue;
+                    const int ci = g * cig + c;
+                    acc += x[(((n * Ci + ci) * in[0] + i0) * in[1] + i1) * in[2] + i2] *
+                           w[(((o * cig + c) * k[0] + k0) * k[1] + k1) * k[2] + k2];
+                  }
+            y[at++] = acc;
+          }
+  return y;
+}
+
+// ConvTranspose3d as a scatter: y[n, g cog + oc, i s - pad + k dil] += x[n, g cig + ic, i] W[g cig + ic, oc, k].
+V host_conv_transpose3d(const V& x, const V& w, const V& b, int N, int Ci, I3 in, int Co, I3 k, I3 s, I3 pad, I3 dil, I3 pout,
+                        int groups, I3& out) {
+  for (int a = 0; a < 3; ++a) out[a] = (in[a] - 1) * s[a] - 2 * pad[a] + dil[a] * (k[a] - 1) + pout[a] + 1;
+  const int cig = Ci / groups, cog = Co / groups, plane = out[0] * out[1] * out[2];
+  V y(static_cast<std::size_t>(N * Co * plane));
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < Co; ++o)
+      for (int q = 0; q < plane; ++q) y[(n * Co + o) * plane + q] = b[o];
+  for (int n = 0; n < N; ++n)
+    for (int ci = 0; ci < Ci; ++ci)
+      for (int i0 = 0; i0 < in[0]; ++i0)
+        for (int i1 = 0; i1 < in[1]; ++i1)
+          for (int i2 = 0; i2 < in[2]; ++i2) {
+            const double xv = x[(((n * Ci + ci) * in[0] + i0) * in[1] + i1) * in[2] + i2];
+            const int g = ci / cig;
+            for (int oc = 0; oc < cog; ++oc)
+              for (int k0 = 0; k0 < k[0]; ++k0)
+                for (int k1 = 0; k1 < k[1]; ++k1)
+                  for (int k2 = 0; k2 < k[2]; ++k2) {
+                    const int o0 = i0 * s[0] - pad[0] + k0 * dil[0], o1 = i1 * s[1] - pad[1] + k1 * dil[1],
+                              o2 = i2 * s[2] - pad[2] + k2 * dil[2];
+                    if (o0 < 0 || o1 < 0 || o2 < 0 || o0 >= out[0] || o1 >= out[1] || o2 >= out[2]) continue;
+                    const int o = g * cog + oc;
+                    y[(((n * Co + o) * out[0] + o0) * out[1] + o1) * out[2] + o2] +=
+                        xv * w[(((ci * cog + oc) * k[0] + k0) * k[1] + k1) * k[2] + k2];
+                  }
+          }
+  return y;
+}
+
+TEST_P(Modules2, Conv3dAndConvTranspose3dMatchLoops) {
+  {
+    SCOPED_TRACE("Conv3d, groups 2, stride, padding, dilation");
+    Conv3d conv(Conv3dConfig{.channels = {2, 4}, .kernel_size = {2, 2, 2}, .stride = {1, 2, 1}, .dilation = {1, 1, 2},
+                             .groups = 2, .padding = Padding<3>::explicit_({1, 0, 1})},
+                dev());
+    EXPECT_EQ(conv.weight.shape(), (Shape{4, 1, 2, 2, 2}));
+    const Params P = randomize(conv, 200);
+    const V x = host_random(2 * 2 * 3 * 4 * 3, 201);
+    I3 out{};
+    const V want = host_conv3d(x, P.at("weight"), P.at("bias"), 2, 2, {3, 4, 3}, 4, {2, 2, 2}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 2, out);
+    const Tensor<5> y = conv.forward(make<5>(x, {2, 2, 3, 4, 3}));
+    EXPECT_EQ(y.shape(), (Shape{2, 4, std::size_t(out[0]), std::size_t(out[1]), std::size_t(out[2])}));
+    EXPECT_CLOSE(values(y), want, 1e-4);
+  }
+  {
+    SCOPED_TRACE("Conv3d, Same padding, no bias");
+    Conv3d conv(Conv3dConfig{.channels = {3, 2}, .kernel_size = {3, 1, 3}, .padding = Padding<3>::same(), .bias = false}, dev());
+    EXPECT_FALSE(conv.bias.has_value());
+    const Params P = randomize(conv, 210);
+    const V x = host_random(1 * 3 * 2 * 3 * 4, 211);
+    I3 out{};
+    const V want = host_conv3d(x, P.at("weight"), V(2, 0.0), 1, 3, {2, 3, 4}, 2, {3, 1, 3}, {1, 1, 1}, {1, 0, 1}, {1, 1, 1}, 1, out);
+    EXPECT_EQ(out, (I3{2, 3, 4}));
+    EXPECT_CLOSE(values(conv.forward(make<5>(x, {1, 3, 2, 3, 4}))), want, 1e-4);
+  }
+  {
+    SCOPED_TRACE("ConvTranspose3d, groups 2, stride, padding, padding_out");
+    ConvTranspose3d ct(ConvTranspose3dConfig{.channels = {2, 4}, .kernel_size = {2, 3, 2}, .stride = {2, 1, 2}, .dilation = {1, 1, 1},
+                                             .padding = {0, 1, 1}, .padding_out = {1, 0, 0}, .groups = 2},
+                       dev());
+    EXPECT_EQ(ct.weight.shape(), (Shape{2, 2, 2, 3, 2}));
+    const Params P = randomize(ct, 220);
+    const V x = host_random(1 * 2 * 2 * 3 * 2, 221);
+    I3 out{};
+    const V want = host_conv_transpose3d(x, P.at("weight"), P.at("bias"), 1, 2, {2, 3, 2}, 4, {2, 3, 2}, {2, 1, 2}, {0, 1, 1}, {1, 1, 1},
+                                         {1, 0, 0}, 2, out);
+    const Tensor<5> y = ct.forward(make<5>(x, {1, 2, 2, 3, 2}));
+    EXPECT_EQ(y.shape(), (Shape{1, 4, std::size_t(out[0]), std::size_t(out[1]), std::size_t(out[2])}));
+    EXPECT_CLOSE(values(y), want, 1e-4);
+  }
+  {
+    SCOPED_TRACE("AdaptiveAvgPool3d");
+    const V x = host_random(1 * 2 * 3 * 4 * 5, 230);
+    const I3 in{3, 4, 5}, o{2, 3, 2};
+    V want;
+    for (int c = 0; c < 2; ++c)
+      for (int a = 0; a < o[0]; ++a)
+        for (int b = 0; b < o[1]; ++b)
+          for (int e = 0; e < o[2]; ++e) {
+            auto lo = [&](int i, int ax) { return i * in[ax] / o[ax]; };
+            auto hi = [&](int i, int ax) { return ((i + 1) * in[ax] + o[ax] - 1) / o[ax]; };
+            double s = 0;
+            int cnt = 0;
+            for (int i0 = lo(a, 0); i0 < hi(a, 0); ++i0)
+              for (int i1 = lo(b, 1); i1 < hi(b, 1); ++i1)
+                for (int i2 = lo(e, 2); i2 < hi(e, 2); ++i2, ++cnt) s += x[((c * 3 + i0) * 4 + i1) * 5 + i2];
+            want.push_back(s / cnt);
+          }
+    AdaptiveAvgPool3d pool(AdaptiveAvgPool3dConfig{.output_size = {2, 3, 2}});
+    EXPECT_CLOSE(values(pool.forward(make<5>(x, {1, 2, 3, 4, 5}))), want, 1e-5);
+  }
+  // Typed errors naming the module.
+  Conv3d conv(Conv3dConfig{.channels = {3, 2}, .kernel_size = {1, 1, 1}}, dev());
+  EXPECT_THROWS(ShapeError, conv.forward(Tensor<5>::ones({1, 2, 2, 2, 2}, dev())), "[Conv3d]", "Conv3d.weight", "3 channels");
+  ConvTranspose3d ct(ConvTranspose3dConfig{.channels = {3, 2}, .kernel_size = {1, 1, 1}}, dev());
+  EXPECT_THROWS(ShapeError, ct.forward(Tensor<5>::ones({1, 2, 2, 2, 2}, dev())), "[ConvTranspose3d]", "ConvTranspose3d.weight");
+  EXPECT_THROWS(ShapeError, Conv3d(Conv3dConfig{.channels = {3, 2}, .kernel_size = {2, 1, 1}, .padding = Padding<3>::same()}, dev()),
+                "[Conv3d]", "Same");
+  EXPECT_THROWS(ShapeError, Conv3d(Conv3dConfig{.channels = {3, 2}, .groups = 2}, dev()), "[Conv3d]", "groups");
+}
+
+TEST_P(Modules2, Conv3dGradientsMatchFiniteDifferences) {
+  const V x = host_random(1 * 2 * 3 * 3 * 2, 240);
+  Conv3d conv(Conv3dConfig{.channels = {2, 2}, .kernel_size = {2, 2, 1}, .padding = Padding<3>::explicit_({0, 1, 0})}, dev());
+  randomize(conv, 241);
+  auto closs = [&](Conv3d& m) {
+    const Device d = *m.device();
+    const Tensor<5> y = m.forward(make<5>(x, {1, 2, 3, 3, 2}, d));
+    return (y * y).sum();
+  };
+  for (const char* p : {"weight", "bias"}) {
+    Conv3d copy = conv;
+    gradcheck(copy, closs, p, 1e-2, 2e-2);
+  }
+  ConvTranspose3d ct(ConvTranspose3dConfig{.channels = {2, 2}, .kernel_size = {2, 1, 2}, .stride = {2, 1, 1}}, dev());
+  randomize(ct, 242);
+  auto tloss = [&](ConvTranspose3d& m) {
+    const Device d = *m.device();
+    const Tensor<5> y = m.forward(make<5>(x, {1, 2, 3, 3, 2}, d));
+    return (y * y).sum();
+  };
+  for (const char* p : {"weight", "bias"}) {
+    ConvTranspose3d copy = ct;
+    gradcheck(copy, tloss, p, 1e-2, 2e-2);
   }
 }
 
