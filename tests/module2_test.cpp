@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <tensor/module.hpp>
+#include <tensor/modules/attention.hpp>
 #include <tensor/modules/conv.hpp>
 #include <tensor/modules/recurrent.hpp>
 
@@ -549,6 +550,102 @@ TEST_P(Modules2, Conv3dGradientsMatchFiniteDifferences) {
   for (const char* p : {"weight", "bias"}) {
     ConvTranspose3d copy = ct;
     gradcheck(copy, tloss, p, 1e-2, 2e-2);
+  }
+}
+
+// ---- TransformerDecoder ---------------------------------------------------------------------
+
+TEST_P(Modules2, TransformerDecoderLayerIsItsLayersComposed) {
+  const V tv = host_random(2 * 3 * 4, 300), mv = host_random(2 * 4 * 4, 301);
+  const auto target = make<3>(tv, {2, 3, 4}), memory = make<3>(mv, {2, 4, 4});
+  const auto causal = generate_autoregressive_mask(2, 3, dev());
+  const auto mpad = Tensor<2, Bool>::from_bools({{false, false, false, true}, {false, false, false, false}}, dev());
+  for (bool pre : {false, true}) {
+    SCOPED_TRACE(pre ? "pre-norm" : "post-norm");
+    TransformerDecoderLayer layer(
+        TransformerDecoderLayerConfig{.d_model = 4, .d_ff = 6, .n_heads = 2, .dropout = 0.0, .norm_first = pre}, dev());
+    randomize(layer, pre ? 310 : 320);  // norms' gamma / beta random too: their order matters
+    auto sa = [&](const Tensor<3>& x) {
+      MhaInput i = MhaInput::self_attn(x);
+      i.mask_attn = causal;
+      return layer.self_attn.forward(i).context;
+    };
+    auto ca = [&](const Tensor<3>& x, const Tensor<3>& mem) {
+      return layer.cross_attn.forward(MhaInput{x, mem, mem, mpad, std::nullopt}).context;
+    };
+    Tensor<3> want = target;
+    if (pre) {
+      want = want + sa(layer.norm_3.forward(want));
+      want = want + ca(layer.norm_1.forward(want), memory);
+      want = want + layer.pwff.forward(layer.norm_2.forward(want));
+    } else {
+      want = layer.norm_1.forward(want + sa(want));
+      want = layer.norm_2.forward(want + ca(want, memory));
+      want = layer.norm_3.forward(want + layer.pwff.forward(want));
+    }
+    TransformerDecoderInput in = TransformerDecoderInput::make(target, memory);
+    in.target_mask_attn = causal;
+    in.memory_mask_pad = mpad;
+    const V got = values(layer.forward(in));
+    EXPECT_CLOSE(got, values(want), 1e-5);
+    // Causal: changing the last target position leaves the earlier ones; the padded memory
+    // position of batch 0 does not reach batch 0's output.
+    V tv2 = tv, mv2 = mv;
+    for (int n = 0; n < 2; ++n)
+      for (int k = 0; k < 4; ++k) tv2[(n * 3 + 2) * 4 + k] += 0.5;
+    for (int k = 0; k < 4; ++k) mv2[3 * 4 + k] -= 0.7;
+    TransformerDecoderInput in2 = in;
+    in2.target = make<3>(tv2, {2, 3, 4});
+    in2.memory = make<3>(mv2, {2, 4, 4});
+    const V got2 = values(layer.forward(in2));
+    for (int n = 0; n < 2; ++n)
+      for (int p = 0; p < 2; ++p)
+        for (int k = 0; k < 4; ++k) {
+          const std::size_t at = static_cast<std::size_t>((n * 3 + p) * 4 + k);
+          EXPECT_NEAR(got2[at], got[at], 1e-5) << "batch " << n << " position " << p;
+        }
+    double moved = 0;
+    for (int k = 0; k < 4; ++k) moved += std::abs(got2[(0 * 3 + 2) * 4 + k] - got[(0 * 3 + 2) * 4 + k]);
+    EXPECT_GT(moved, 1e-3);  // the changed position itself moves
+  }
+  // Names and the stack.
+  dev().seed(12);
+  TransformerDecoder dec(TransformerDecoderConfig{.d_model = 4, .d_ff = 8, .n_heads = 2, .n_layers = 2, .dropout = 0.0}, dev());
+  EXPECT_EQ(dec.named_parameters().front().name, "layers.0.cross_attn.query.weight");
+  EXPECT_EQ(dec.named_parameters().back().name, "layers.1.norm_3.beta");
+  TransformerDecoderInput in = TransformerDecoderInput::make(target, memory);
+  in.target_mask_attn = causal;
+  TransformerDecoderInput mid = in;
+  mid.target = dec.layers[0].forward(in);
+  EXPECT_EQ(values(dec.forward(in)), values(dec.layers[1].forward(mid)));
+  // Typed errors.
+  EXPECT_THROWS(ShapeError, dec.forward(TransformerDecoderInput::make(target, Tensor<3>::ones({2, 4, 5}, dev()))),
+                "[TransformerDecoderLayer]", "memory");
+  EXPECT_THROWS(ShapeError, dec.forward(TransformerDecoderInput::make(target, Tensor<3>::ones({1, 4, 4}, dev()))),
+                "[TransformerDecoderLayer]");
+  TransformerDecoderInput bad = TransformerDecoderInput::make(target, memory);
+  bad.memory_mask_pad = Tensor<2, Bool>::from_bools({{false, false, true}, {false, false, false}}, dev());
+  EXPECT_THROWS(ShapeError, dec.forward(bad), "[MultiHeadAttention]", "mask_pad");
+  EXPECT_THROWS(ShapeError, TransformerDecoder(TransformerDecoderConfig{.d_model = 4, .d_ff = 8, .n_heads = 2, .n_layers = 0}, dev()),
+                "[TransformerDecoder]", "n_layers");
+}
+
+TEST_P(Modules2, TransformerDecoderGradientsMatchFiniteDifferences) {
+  dev().seed(13);
+  TransformerDecoderLayer layer(
+      TransformerDecoderLayerConfig{.d_model = 4, .d_ff = 6, .n_heads = 2, .dropout = 0.0, .norm_first = true}, dev());
+  randomize(layer, 330);
+  const V tv = host_random(1 * 3 * 4, 331), mv = host_random(1 * 2 * 4, 332), rv = host_random(1 * 3 * 4, 333);
+  auto loss = [&](TransformerDecoderLayer& m) {
+    const Device d = *m.device();
+    TransformerDecoderInput in = TransformerDecoderInput::make(make<3>(tv, {1, 3, 4}, d), make<3>(mv, {1, 2, 4}, d));
+    in.target_mask_attn = generate_autoregressive_mask(1, 3, d);
+    return (m.forward(in) * make<3>(rv, {1, 3, 4}, d)).sum();
+  };
+  for (const char* p : {"self_attn.query.weight", "cross_attn.value.bias", "cross_attn.output.weight", "norm_3.gamma",
+                        "pwff.linear_outer.bias"}) {
+    TransformerDecoderLayer copy = layer;
+    gradcheck(copy, loss, p, 1e-2, 2e-2);
   }
 }
 
