@@ -18,6 +18,7 @@
 #include <tensor/module.hpp>
 #include <tensor/modules/attention.hpp>
 #include <tensor/modules/conv.hpp>
+#include <tensor/modules/loss.hpp>
 #include <tensor/modules/recurrent.hpp>
 
 #include "conformance/devices.hpp"
@@ -647,6 +648,126 @@ TEST_P(Modules2, TransformerDecoderGradientsMatchFiniteDifferences) {
     TransformerDecoderLayer copy = layer;
     gradcheck(copy, loss, p, 1e-2, 2e-2);
   }
+}
+
+// ---- KL divergence and CTC losses -----------------------------------------------------------
+
+TEST_P(Modules2, KLDivLossMatchesFormulaWithReductions) {
+  // Predictions: log-probabilities; targets: probabilities with one exact zero.
+  const V p = {-1.0, -0.5, -2.0, -0.2, -0.7, -1.3}, t = f32({0.4, 0.6, 0.0, 1.0, 0.25, 0.75});
+  const auto pt = make<2>(p, {3, 2}), tt_ = make<2>(t, {3, 2});
+  V elem(6);
+  double sum = 0;
+  for (int i = 0; i < 6; ++i) {
+    elem[i] = t[i] == 0.0 ? 0.0 : t[i] * (std::log(t[i]) - p[i]);
+    sum += elem[i];
+  }
+  const KLDivLoss kl;
+  EXPECT_CLOSE(values(kl.forward_no_reduction(pt, tt_)), elem, 1e-5);
+  EXPECT_CLOSE(values(kl.forward(pt, tt_)), V{sum / 3}, 1e-5);  // Auto: batch mean
+  EXPECT_CLOSE(values(kl.forward(pt, tt_, Reduction::BatchMean)), V{sum / 3}, 1e-5);
+  EXPECT_CLOSE(values(kl.forward(pt, tt_, Reduction::Mean)), V{sum / 6}, 1e-5);
+  EXPECT_CLOSE(values(kl.forward(pt, tt_, Reduction::Sum)), V{sum}, 1e-5);
+  // log_target: exp(t) (t - p) with t given as log-probabilities.
+  const V lt = f32({-0.5, -1.5, -0.1, -3.0, -0.9, -0.6});
+  const KLDivLoss klog(KLDivLossConfig{.log_target = true});
+  double lsum = 0;
+  V lelem(6);
+  for (int i = 0; i < 6; ++i) lsum += lelem[i] = std::exp(lt[i]) * (lt[i] - p[i]);
+  EXPECT_CLOSE(values(klog.forward_no_reduction(pt, make<2>(lt, {3, 2}))), lelem, 1e-5);
+  EXPECT_CLOSE(values(klog.forward(pt, make<2>(lt, {3, 2}), Reduction::Sum)), V{lsum}, 1e-5);
+  // The gradient through autodiff: d(batch-mean KL)/dp = -t / N.
+  const Tensor<2> pa = make<2>(p, {3, 2}, dev().autodiff()).require_grad();
+  Gradients g = kl.forward(pa, make<2>(t, {3, 2}, dev().autodiff())).backward();
+  V want(6);
+  for (int i = 0; i < 6; ++i) want[i] = -t[i] / 3;
+  EXPECT_CLOSE(values(*pa.grad(g)), want, 1e-5);
+  EXPECT_THROWS(ShapeError, kl.forward(pt, Tensor<2>::ones({2, 3}, dev())), "[KLDivLoss]");
+}
+
+// -log p(target | log_probs[:, n, :]) over the first Tn frames: the forward (alpha)
+// recursion over blank-extended targets, in probability space (tiny sizes).
+double host_ctc(const V& lp, int N, int C, int n, const std::vector<int>& target, int Tn, int blank) {
+  std::vector<int> ext{blank};
+  for (int l : target) {
+    ext.push_back(l);
+    ext.push_back(blank);
+  }
+  const int S = static_cast<int>(ext.size());
+  auto prob = [&](int t, int c) { return std::exp(lp[(t * N + n) * C + c]); };
+  V alpha(S, 0.0);
+  alpha[0] = prob(0, ext[0]);
+  if (S > 1) alpha[1] = prob(0, ext[1]);
+  for (int t = 1; t < Tn; ++t) {
+    V next(S, 0.0);
+    for (int s = 0; s < S; ++s) {
+      double a = alpha[s] + (s > 0 ? alpha[s - 1] : 0.0);
+      if (s > 1 && ext[s] != blank && ext[s] != ext[s - 2]) a += alpha[s - 2];
+      next[s] = a * prob(t, ext[s]);
+    }
+    alpha = next;
+  }
+  const double total = alpha[S - 1] + (S > 1 ? alpha[S - 2] : 0.0);
+  return -std::log(total);
+}
+
+TEST_P(Modules2, CTCLossMatchesForwardRecursionWithReductions) {
+  constexpr int T = 5, N = 3, C = 4;
+  // log_softmax of random logits over the classes, on the host.
+  V lp = host_random(T * N * C, 400);
+  for (int r = 0; r < T * N; ++r) {
+    double z = 0;
+    for (int c = 0; c < C; ++c) z += std::exp(lp[r * C + c]);
+    for (int c = 0; c < C; ++c) lp[r * C + c] = static_cast<float>(lp[r * C + c] - std::log(z));
+  }
+  // Sample 2 repeats a label (needs a blank between), sample 1 has an empty-ish short target.
+  const std::vector<std::vector<int>> tg = {{1, 2, 3}, {2}, {3, 3}};
+  const std::vector<int> in_len = {5, 4, 5};
+  const auto targets = Tensor<2, Int>::from_ints({{1, 2, 3}, {2, 0, 0}, {3, 3, 0}}, dev());
+  const auto il = Tensor<1, Int>::from_ints({5, 4, 5}, dev()), tl = Tensor<1, Int>::from_ints({3, 1, 2}, dev());
+  V want(N);
+  double sum = 0, mean = 0;
+  for (int n = 0; n < N; ++n) {
+    want[n] = host_ctc(lp, N, C, n, tg[n], in_len[n], 0);
+    sum += want[n];
+    mean += want[n] / static_cast<double>(tg[n].size()) / N;
+  }
+  const auto lpt = make<3>(lp, {T, N, C});
+  const CTCLoss ctc;
+  EXPECT_CLOSE(values(ctc.forward(lpt, targets, il, tl)), want, 1e-4);
+  EXPECT_CLOSE(values(ctc.forward_with_reduction(lpt, targets, il, tl)), V{mean}, 1e-4);
+  EXPECT_CLOSE(values(ctc.forward_with_reduction(lpt, targets, il, tl, Reduction::Sum)), V{sum}, 1e-4);
+  EXPECT_THROWS(Error, ctc.forward_with_reduction(lpt, targets, il, tl, Reduction::BatchMean), "[CTCLoss]", "BatchMean");
+  // Another blank index: class 3 is the blank, labels from 0-2.
+  const auto targets_b = Tensor<2, Int>::from_ints({{0, 1, 2}, {1, 0, 0}, {2, 2, 0}}, dev());
+  const std::vector<std::vector<int>> tgb = {{0, 1, 2}, {1}, {2, 2}};
+  V want_b(N);
+  for (int n = 0; n < N; ++n) want_b[n] = host_ctc(lp, N, C, n, tgb[n], in_len[n], 3);
+  EXPECT_CLOSE(values(CTCLoss(CTCLossConfig{.blank = 3}).forward(lpt, targets_b, il, tl)), want_b, 1e-4);
+  // An impossible alignment (3, 3 needs 3 frames; 2 given): +inf, or 0 with zero_infinity.
+  const auto il_short = Tensor<1, Int>::from_ints({5, 4, 2}, dev());
+  const V impossible = values(ctc.forward(lpt, targets, il_short, tl));
+  EXPECT_TRUE(std::isinf(impossible[2]) && impossible[2] > 0);
+  const V zeroed = values(CTCLoss(CTCLossConfig{.zero_infinity = true}).forward(lpt, targets, il_short, tl));
+  EXPECT_CLOSE(zeroed, (V{want[0], want[1], 0.0}), 1e-4);
+  // The gradient with respect to the log-probabilities against central differences.
+  const Tensor<3> la = make<3>(lp, {T, N, C}, dev().autodiff()).require_grad();
+  const Device ad = dev().autodiff();
+  Gradients g = ctc.forward_with_reduction(la, targets.to_device(ad), il.to_device(ad), tl.to_device(ad), Reduction::Sum).backward();
+  const V grad = values(*la.grad(g));
+  for (int idx : {(1 * N + 0) * C + 1, (2 * N + 1) * C + 0, (4 * N + 2) * C + 3}) {
+    double f[2];
+    for (int sgn = 0; sgn < 2; ++sgn) {
+      V l2 = lp;
+      l2[idx] += sgn ? -1e-2 : 1e-2;
+      f[sgn] = values(ctc.forward_with_reduction(make<3>(l2, {T, N, C}), targets, il, tl, Reduction::Sum))[0];
+    }
+    EXPECT_NEAR(grad[idx], (f[0] - f[1]) / 2e-2, 2e-3) << "log_probs[" << idx << "]";
+  }
+  // Typed errors naming the module.
+  EXPECT_THROWS(ShapeError, ctc.forward(lpt, Tensor<2, Int>::from_ints({{1}, {2}}, dev()), il, tl), "[CTCLoss]", "targets");
+  EXPECT_THROWS(ShapeError, ctc.forward(lpt, targets, Tensor<1, Int>::from_ints({5, 4}, dev()), tl), "[CTCLoss]", "input_lengths");
+  EXPECT_THROWS(IndexError, CTCLoss(CTCLossConfig{.blank = 4}).forward(lpt, targets, il, tl), "[CTCLoss]", "blank");
 }
 
 }  // namespace
