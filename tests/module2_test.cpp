@@ -5,9 +5,11 @@
 // differences, and typed errors, on every device of the conformance list. Linked into
 // module_test beside module_test.cpp.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
@@ -389,7 +391,30 @@ TEST_P(Modules2, RecurrentBadInputGivesTypedErrors) {
   EXPECT_THROWS(ShapeError, bg.forward(Tensor<3>::ones({kB, kL, 2}, dev())), "[BiGru]", "input_transform.weight");
   if (!dev().is_autodiff()) {
     EXPECT_THROWS(DeviceError, lstm.forward(Tensor<3>::ones({kB, kL, kD}, dev().autodiff())), "[Lstm]");
+    // A module on an autodiff device and a plain input.
+    Gru on_ad(GruConfig{.d_input = kD, .d_hidden = kH}, dev().autodiff());
+    EXPECT_THROWS(DeviceError, on_ad.forward(Tensor<3>::ones({kB, kL, kD}, dev())), "[Gru]", "Gru.update_gate.input_transform.weight");
   }
+}
+
+TEST_P(Modules2, RecurrentSaveLoadGivesIdenticalOutputs) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("module2_test_" + std::to_string(::getpid()) + "_bilstm.safetensors")).string();
+  dev().seed(5);
+  BiLstm a(BiLstmConfig{.d_input = kD, .d_hidden = kH}, dev());
+  a.save(path);
+  dev().seed(6);
+  BiLstm b(BiLstmConfig{.d_input = kD, .d_hidden = kH}, dev());
+  const auto x = make<3>(host_random(kB * kL * kD, 7), {kB, kL, kD});
+  EXPECT_NE(values(a.forward(x).first), values(b.forward(x).first));
+  EXPECT_TRUE(b.load(path).complete());
+  EXPECT_EQ(values(a.forward(x).first), values(b.forward(x).first));
+  // Another model's file: a strict FormatError naming a tensor, nothing loaded.
+  Gru g(GruConfig{.d_input = kD, .d_hidden = kH}, dev());
+  const V before = values(g.forward(x).first);
+  EXPECT_THROWS(FormatError, g.load(path), "update_gate");
+  EXPECT_EQ(values(g.forward(x).first), before);
+  std::filesystem::remove(path);
 }
 
 // ---- 3-d convolution and pooling against loops ----------------------------------------------
