@@ -168,10 +168,17 @@ V step_input(const V& x, int B, int L, int D, int t) {  // x [B, L, D] at step t
   return o;
 }
 
+using Fn = double (*)(double);
+double host_tanh(double v) { return std::tanh(v); }
+double hard_sigmoid(double v) { return std::clamp(0.2 * v + 0.5, 0.0, 1.0); }
+double relu(double v) { return v > 0 ? v : 0.0; }
+double softsign(double v) { return v / (1 + std::abs(v)); }
+
 struct HostLstmOptions {
   bool reverse = false;
   std::optional<double> clip{};
   bool input_forget = false;
+  Fn gate = sig, cell = host_tanh, hidden = host_tanh;
 };
 
 // One direction of an Lstm whose parameters are P under `pre` ("" or "forward." ...):
@@ -190,10 +197,10 @@ V host_lstm(const Params& P, const std::string& pre, const V& x, int B, int L, i
     };
     const V i = gate("input_gate"), f = gate("forget_gate"), og = gate("output_gate"), g = gate("cell_gate");
     for (int k = 0; k < B * H; ++k) {
-      const double iv = sig(i[k]), fv = o.input_forget ? 1.0 - iv : sig(f[k]);
-      c[k] = fv * c[k] + iv * std::tanh(g[k]);
+      const double iv = o.gate(i[k]), fv = o.input_forget ? 1.0 - iv : o.gate(f[k]);
+      c[k] = fv * c[k] + iv * o.cell(g[k]);
       if (o.clip) c[k] = std::clamp(c[k], -*o.clip, *o.clip);
-      h[k] = sig(og[k]) * std::tanh(c[k]);
+      h[k] = o.gate(og[k]) * o.hidden(c[k]);
       out[((k / H) * L + t) * H + k % H] = h[k];
     }
   }
@@ -202,7 +209,7 @@ V host_lstm(const Params& P, const std::string& pre, const V& x, int B, int L, i
 
 // One direction of a Gru (P under `pre`), as host_lstm.
 V host_gru(const Params& P, const std::string& pre, const V& x, int B, int L, int D, int H, V& h, bool reset_after,
-           bool reverse = false) {
+           bool reverse = false, Fn gate = sig, Fn hidden = host_tanh) {
   V out(static_cast<std::size_t>(B * L * H));
   for (int s = 0; s < L; ++s) {
     const int t = reverse ? L - 1 - s : s;
@@ -213,7 +220,7 @@ V host_gru(const Params& P, const std::string& pre, const V& x, int B, int L, in
             hr = affine(P, pre + "reset_gate.hidden_transform", h, B, H, H),
             xn = affine(P, pre + "new_gate.input_transform", xt, B, D, H);
     V r(h.size());
-    for (std::size_t k = 0; k < h.size(); ++k) r[k] = sig(xr[k] + hr[k]);
+    for (std::size_t k = 0; k < h.size(); ++k) r[k] = gate(xr[k] + hr[k]);
     V hn;
     if (reset_after) {
       hn = affine(P, pre + "new_gate.hidden_transform", h, B, H, H);
@@ -224,7 +231,7 @@ V host_gru(const Params& P, const std::string& pre, const V& x, int B, int L, in
       hn = affine(P, pre + "new_gate.hidden_transform", rh, B, H, H);
     }
     for (int k = 0; k < B * H; ++k) {
-      const double z = sig(xz[k] + hz[k]), n = std::tanh(xn[k] + hn[k]);
+      const double z = gate(xz[k] + hz[k]), n = hidden(xn[k] + hn[k]);
       h[k] = (1 - z) * n + z * h[k];
       out[((k / H) * L + t) * H + k % H] = h[k];
     }
@@ -250,13 +257,23 @@ TEST_P(Modules2, LstmMatchesStepByStepReference) {
     const char* name;
     HostLstmOptions o;
     bool bias;
+    bool other_activations;
   };
-  for (const Case& cs : {Case{"plain", {}, true}, Case{"reverse", {.reverse = true}, true},
-                         Case{"clip", {.clip = 0.3}, true}, Case{"input_forget, no bias", {.input_forget = true}, false}}) {
+  using K = ActivationConfig::Kind;
+  for (const Case& cs : {Case{"plain", {}, true, false}, Case{"reverse", {.reverse = true}, true, false},
+                         Case{"clip", {.clip = 0.3}, true, false},
+                         Case{"input_forget, no bias", {.input_forget = true}, false, false},
+                         Case{"hard sigmoid gates, relu cell, softsign hidden",
+                              {.gate = hard_sigmoid, .cell = relu, .hidden = softsign}, true, true}}) {
     SCOPED_TRACE(cs.name);
-    Lstm lstm(LstmConfig{.d_input = kD, .d_hidden = kH, .bias = cs.bias, .reverse = cs.o.reverse, .clip = cs.o.clip,
-                         .input_forget = cs.o.input_forget},
-              dev());
+    LstmConfig cfg{.d_input = kD, .d_hidden = kH, .bias = cs.bias, .reverse = cs.o.reverse, .clip = cs.o.clip,
+                   .input_forget = cs.o.input_forget};
+    if (cs.other_activations) {
+      cfg.gate_activation = {K::HardSigmoid};
+      cfg.cell_activation = {K::Relu};
+      cfg.hidden_activation = {K::Softsign};
+    }
+    Lstm lstm(cfg, dev());
     const Params P = randomize(lstm, 10);
     V c(kB * kH, 0.0), h(kB * kH, 0.0);
     const V want = host_lstm(P, "", x, kB, kL, kD, kH, c, h, cs.o);
@@ -324,6 +341,17 @@ TEST_P(Modules2, GruAndBiGruMatchStepByStepReference) {
     const Tensor<2> s0 = make<2>(h2, {kB, kH});
     const V want2 = host_gru(P, "", x, kB, kL, kD, kH, h2, reset_after);
     EXPECT_CLOSE(values(gru.forward(xt, s0).first), want2, 1e-4);
+  }
+  {
+    SCOPED_TRACE("hard sigmoid (alpha 0.25, beta 0.4) gates, softsign hidden");
+    Gru gru(GruConfig{.d_input = kD, .d_hidden = kH, .gate_activation = {ActivationConfig::Kind::HardSigmoid, 0.25, 0.4},
+                      .hidden_activation = {ActivationConfig::Kind::Softsign}},
+            dev());
+    const Params P = randomize(gru, 65);
+    V h(kB * kH, 0.0);
+    const V want = host_gru(P, "", x, kB, kL, kD, kH, h, true, false,
+                            [](double v) { return std::clamp(0.25 * v + 0.4, 0.0, 1.0); }, softsign);
+    EXPECT_CLOSE(values(gru.forward(xt).first), want, 1e-4);
   }
   Gru gru(GruConfig{.d_input = kD, .d_hidden = kH}, dev());
   EXPECT_EQ(gru.num_params(), 3u * (kD * kH + kH + kH * kH + kH));

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "module_util.hpp"
-#include "tensor/activation.hpp"
 
 namespace tensor::nn {
 
@@ -92,7 +91,10 @@ Lstm::Lstm(const LstmConfig& c, const Device& device)
       batch_first(c.batch_first),
       reverse(c.reverse),
       clip(c.clip),
-      input_forget(c.input_forget) {
+      input_forget(c.input_forget),
+      gate_activation(c.gate_activation),
+      cell_activation(c.cell_activation),
+      hidden_activation(c.hidden_activation) {
   check_clip("Lstm", clip);
 }
 
@@ -115,12 +117,13 @@ std::pair<Tensor<3>, LstmState<2>> Lstm::forward_steps(const Tensor<3>& x, const
   outs.reserve(L);
   for (std::size_t s = 0; s < L; ++s) {
     const auto t = static_cast<std::int64_t>(rev ? L - 1 - s : s);
-    const Tensor<2> i = activation::sigmoid(xi.select_dim(1, t) + input_gate.hidden_transform.forward(h));
-    const Tensor<2> f = input_forget ? 1.0 - i : activation::sigmoid(xf->select_dim(1, t) + forget_gate.hidden_transform.forward(h));
-    const Tensor<2> o = activation::sigmoid(xo.select_dim(1, t) + output_gate.hidden_transform.forward(h));
-    const Tensor<2> g = activation::tanh(xg.select_dim(1, t) + cell_gate.hidden_transform.forward(h));
+    const Tensor<2> i = gate_activation.apply(xi.select_dim(1, t) + input_gate.hidden_transform.forward(h));
+    const Tensor<2> f =
+        input_forget ? 1.0 - i : gate_activation.apply(xf->select_dim(1, t) + forget_gate.hidden_transform.forward(h));
+    const Tensor<2> o = gate_activation.apply(xo.select_dim(1, t) + output_gate.hidden_transform.forward(h));
+    const Tensor<2> g = cell_activation.apply(xg.select_dim(1, t) + cell_gate.hidden_transform.forward(h));
     c = clipped(f * c + i * g, clip);
-    h = o * activation::tanh(c);
+    h = o * hidden_activation.apply(c);
     outs.push_back(h);
   }
   return {gather(std::move(outs), rev), LstmState<2>{c, h}};
@@ -144,7 +147,9 @@ void Lstm::visit(ModuleVisitor& v) {
 namespace {
 LstmConfig one_way(const BiLstmConfig& c) {
   return LstmConfig{.d_input = c.d_input, .d_hidden = c.d_hidden, .bias = c.bias, .initializer = c.initializer,
-                    .batch_first = true, .reverse = false, .clip = c.clip, .input_forget = c.input_forget};
+                    .batch_first = true, .reverse = false, .clip = c.clip, .input_forget = c.input_forget,
+                    .gate_activation = c.gate_activation, .cell_activation = c.cell_activation,
+                    .hidden_activation = c.hidden_activation};
 }
 }  // namespace
 
@@ -182,7 +187,9 @@ Gru::Gru(const GruConfig& c, const Device& device)
       new_gate(c.d_input, c.d_hidden, c.bias, c.initializer, device),
       d_hidden(c.d_hidden),
       reset_after(c.reset_after),
-      clip(c.clip) {
+      clip(c.clip),
+      gate_activation(c.gate_activation),
+      hidden_activation(c.hidden_activation) {
   check_clip("Gru", clip);
 }
 
@@ -198,10 +205,10 @@ std::pair<Tensor<3>, Tensor<2>> Gru::forward_steps(const Tensor<3>& x, const std
   outs.reserve(L);
   for (std::size_t s = 0; s < L; ++s) {
     const auto t = static_cast<std::int64_t>(rev ? L - 1 - s : s);
-    const Tensor<2> z = activation::sigmoid(xz.select_dim(1, t) + update_gate.hidden_transform.forward(h));
-    const Tensor<2> r = activation::sigmoid(xr.select_dim(1, t) + reset_gate.hidden_transform.forward(h));
+    const Tensor<2> z = gate_activation.apply(xz.select_dim(1, t) + update_gate.hidden_transform.forward(h));
+    const Tensor<2> r = gate_activation.apply(xr.select_dim(1, t) + reset_gate.hidden_transform.forward(h));
     const Tensor<2> hn = reset_after ? r * new_gate.hidden_transform.forward(h) : new_gate.hidden_transform.forward(r * h);
-    const Tensor<2> n = activation::tanh(xn.select_dim(1, t) + hn);
+    const Tensor<2> n = hidden_activation.apply(xn.select_dim(1, t) + hn);
     h = clipped((1.0 - z) * n + z * h, clip);
     outs.push_back(h);
   }
@@ -223,7 +230,8 @@ void Gru::visit(ModuleVisitor& v) {
 namespace {
 GruConfig one_way(const BiGruConfig& c) {
   return GruConfig{.d_input = c.d_input, .d_hidden = c.d_hidden, .bias = c.bias, .reset_after = c.reset_after,
-                   .initializer = c.initializer, .clip = c.clip};
+                   .initializer = c.initializer, .clip = c.clip, .gate_activation = c.gate_activation,
+                   .hidden_activation = c.hidden_activation};
 }
 }  // namespace
 

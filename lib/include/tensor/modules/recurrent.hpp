@@ -39,7 +39,8 @@ struct LstmState {
 // XavierNormal, gain 1). reverse: the sequence is read last to first (the output keeps the
 // input's positions). clip: the cell state clamped to [-clip, clip] after each step.
 // input_forget: the forget gate is 1 - the input gate (its weights stay but are unused).
-// burn's `bias` has no default; true here.
+// gate_activation (i, f, o; sigmoid), cell_activation (g; tanh), hidden_activation (applied
+// to c' for h'; tanh). burn's `bias` has no default; true here.
 struct LstmConfig {
   std::size_t d_input = 0;
   std::size_t d_hidden = 0;
@@ -49,6 +50,9 @@ struct LstmConfig {
   bool reverse = false;
   std::optional<double> clip{};
   bool input_forget = false;
+  ActivationConfig gate_activation{ActivationConfig::Kind::Sigmoid};
+  ActivationConfig cell_activation{ActivationConfig::Kind::Tanh};
+  ActivationConfig hidden_activation{ActivationConfig::Kind::Tanh};
 };
 
 // burn's Lstm: gates input, forget, output, cell (record names input_gate, forget_gate,
@@ -71,6 +75,7 @@ class TENSOR_API Lstm : public Module {
   bool batch_first, reverse;
   std::optional<double> clip;
   bool input_forget;
+  ActivationConfig gate_activation, cell_activation, hidden_activation;
 
   void visit(ModuleVisitor& v) override;
   const char* type_name() const override { return "Lstm"; }
@@ -86,6 +91,9 @@ struct BiLstmConfig {
   bool batch_first = true;
   std::optional<double> clip{};
   bool input_forget = false;
+  ActivationConfig gate_activation{ActivationConfig::Kind::Sigmoid};
+  ActivationConfig cell_activation{ActivationConfig::Kind::Tanh};
+  ActivationConfig hidden_activation{ActivationConfig::Kind::Tanh};
 };
 
 class TENSOR_API BiLstm : public Module {
@@ -105,8 +113,9 @@ class TENSOR_API BiLstm : public Module {
 
 // burn's GruConfig: gates update, reset, new (record names update_gate, reset_gate,
 // new_gate). reset_after (burn's default, torch's form): n = tanh(x Win + bin + r (h Whn +
-// bhn)); otherwise n = tanh(x Win + bin + (r h) Whn + bhn). h' = (1 - z) n + z h. Always
-// batch-first, as burn's Gru.
+// bhn)); otherwise n = tanh(x Win + bin + (r h) Whn + bhn). h' = (1 - z) n + z h.
+// gate_activation (z, r; sigmoid), hidden_activation (n; tanh). Always batch-first, as
+// burn's Gru.
 struct GruConfig {
   std::size_t d_input = 0;
   std::size_t d_hidden = 0;
@@ -114,6 +123,8 @@ struct GruConfig {
   bool reset_after = true;
   Initializer initializer = Initializer::xavier_normal(1.0);
   std::optional<double> clip{};
+  ActivationConfig gate_activation{ActivationConfig::Kind::Sigmoid};
+  ActivationConfig hidden_activation{ActivationConfig::Kind::Tanh};
 };
 
 class TENSOR_API Gru : public Module {
@@ -129,6 +140,7 @@ class TENSOR_API Gru : public Module {
   std::size_t d_hidden;
   bool reset_after;
   std::optional<double> clip;
+  ActivationConfig gate_activation, hidden_activation;
 
   void visit(ModuleVisitor& v) override;
   const char* type_name() const override { return "Gru"; }
@@ -143,6 +155,8 @@ struct BiGruConfig {
   Initializer initializer = Initializer::xavier_normal(1.0);
   bool batch_first = true;
   std::optional<double> clip{};
+  ActivationConfig gate_activation{ActivationConfig::Kind::Sigmoid};
+  ActivationConfig hidden_activation{ActivationConfig::Kind::Tanh};
 };
 
 class TENSOR_API BiGru : public Module {
