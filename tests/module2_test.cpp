@@ -662,6 +662,15 @@ TEST_P(Modules2, TransformerDecoderLayerIsItsLayersComposed) {
     for (int k = 0; k < 4; ++k) moved += std::abs(got2[(0 * 3 + 2) * 4 + k] - got[(0 * 3 + 2) * 4 + k]);
     EXPECT_GT(moved, 1e-3);  // the changed position itself moves
   }
+  // burn's activation option reaches the feed-forward block (GELU unless given).
+  TransformerDecoderLayer relu_layer(TransformerDecoderLayerConfig{.d_model = 4, .d_ff = 6, .n_heads = 2, .dropout = 0.0,
+                                                                   .activation = {ActivationConfig::Kind::Relu}},
+                                     dev());
+  randomize(relu_layer, 340);
+  const PositionWiseFeedForward& ff = relu_layer.pwff;
+  EXPECT_EQ(values(ff.forward(target)), values(ff.linear_outer.forward(activation::relu(ff.linear_inner.forward(target)))));
+  EXPECT_EQ(TransformerDecoderLayer(TransformerDecoderLayerConfig{.d_model = 4, .d_ff = 6, .n_heads = 2}, dev()).pwff.activation.kind,
+            ActivationConfig::Kind::Gelu);
   // Names and the stack.
   dev().seed(12);
   TransformerDecoder dec(TransformerDecoderConfig{.d_model = 4, .d_ff = 8, .n_heads = 2, .n_layers = 2, .dropout = 0.0}, dev());

@@ -105,12 +105,13 @@ void MultiHeadAttention::visit(ModuleVisitor& v) {
 // ---- PositionWiseFeedForward ----------------------------------------------------------------
 
 PositionWiseFeedForward::PositionWiseFeedForward(std::size_t d_model, std::size_t d_ff, double p, const Initializer& init,
-                                                 const Device& device)
+                                                 const Device& device, const ActivationConfig& act)
     : linear_inner(lin(d_model, d_ff, true, init), device), linear_outer(lin(d_ff, d_model, true, init), device),
-      dropout(DropoutConfig{p}) {}
+      dropout(DropoutConfig{p}),
+      activation(act) {}
 
 Tensor<3> PositionWiseFeedForward::forward(const Tensor<3>& x) const {
-  return linear_outer.forward(dropout.forward(activation::gelu(linear_inner.forward(x))));
+  return linear_outer.forward(dropout.forward(activation.apply(linear_inner.forward(x))));
 }
 
 void PositionWiseFeedForward::visit(ModuleVisitor& v) {
@@ -125,7 +126,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerCo
     : mha(MultiHeadAttentionConfig{.d_model = c.d_model, .n_heads = c.n_heads, .dropout = c.dropout,
                                    .quiet_softmax = c.quiet_softmax, .initializer = c.initializer},
           device),
-      pwff(c.d_model, c.d_ff, c.dropout, c.initializer, device),
+      pwff(c.d_model, c.d_ff, c.dropout, c.initializer, device, c.activation),
       norm_1(LayerNormConfig{.d_model = c.d_model, .epsilon = c.layer_norm_eps}, device),
       norm_2(LayerNormConfig{.d_model = c.d_model, .epsilon = c.layer_norm_eps}, device),
       dropout(DropoutConfig{c.dropout}),
@@ -166,7 +167,7 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderConfig& c, const 
     layers.emplace_back(TransformerEncoderLayerConfig{.d_model = c.d_model, .d_ff = c.d_ff, .n_heads = c.n_heads,
                                                       .dropout = c.dropout, .norm_first = c.norm_first,
                                                       .quiet_softmax = c.quiet_softmax, .layer_norm_eps = c.layer_norm_eps,
-                                                      .initializer = c.initializer},
+                                                      .initializer = c.initializer, .activation = c.activation},
                         device);
 }
 
@@ -188,7 +189,7 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerDecoderLayerCo
       self_attn(MultiHeadAttentionConfig{.d_model = c.d_model, .n_heads = c.n_heads, .dropout = c.dropout,
                                          .quiet_softmax = c.quiet_softmax, .initializer = c.initializer},
                 device),
-      pwff(c.d_model, c.d_ff, c.dropout, c.initializer, device),
+      pwff(c.d_model, c.d_ff, c.dropout, c.initializer, device, c.activation),
       norm_1(LayerNormConfig{.d_model = c.d_model, .epsilon = c.layer_norm_eps}, device),
       norm_2(LayerNormConfig{.d_model = c.d_model, .epsilon = c.layer_norm_eps}, device),
       norm_3(LayerNormConfig{.d_model = c.d_model, .epsilon = c.layer_norm_eps}, device),
@@ -231,7 +232,7 @@ TransformerDecoder::TransformerDecoder(const TransformerDecoderConfig& c, const 
     layers.emplace_back(TransformerDecoderLayerConfig{.d_model = c.d_model, .d_ff = c.d_ff, .n_heads = c.n_heads,
                                                       .dropout = c.dropout, .norm_first = c.norm_first,
                                                       .quiet_softmax = c.quiet_softmax, .layer_norm_eps = c.layer_norm_eps,
-                                                      .initializer = c.initializer},
+                                                      .initializer = c.initializer, .activation = c.activation},
                         device);
 }
 

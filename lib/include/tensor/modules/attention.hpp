@@ -74,16 +74,20 @@ struct TransformerEncoderLayerConfig {
   bool quiet_softmax = false;
   double layer_norm_eps = 1e-5;
   Initializer initializer = Initializer::module_default();
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
 };
 
-// burn's PositionWiseFeedForward: linear_outer(dropout(gelu(linear_inner(x)))).
+// burn's PositionWiseFeedForward: linear_outer(dropout(activation(linear_inner(x)))),
+// activation GELU unless given.
 class TENSOR_API PositionWiseFeedForward : public Module {
  public:
   PositionWiseFeedForward(std::size_t d_model, std::size_t d_ff, double dropout, const Initializer& init,
-                          const Device& device = Device::default_device());
+                          const Device& device = Device::default_device(),
+                          const ActivationConfig& activation = {ActivationConfig::Kind::Gelu});
   Tensor<3> forward(const Tensor<3>& x) const;
   Linear linear_inner, linear_outer;
   Dropout dropout;
+  ActivationConfig activation;
   void visit(ModuleVisitor& v) override;
   const char* type_name() const override { return "PositionWiseFeedForward"; }
 };
@@ -121,6 +125,7 @@ struct TransformerEncoderConfig {
   bool quiet_softmax = false;
   double layer_norm_eps = 1e-5;
   Initializer initializer = Initializer::module_default();
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
 };
 
 class TENSOR_API TransformerEncoder : public Module {
@@ -163,6 +168,7 @@ struct TransformerDecoderLayerConfig {
   bool quiet_softmax = false;
   double layer_norm_eps = 1e-5;
   Initializer initializer = Initializer::module_default();
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
 };
 
 // burn's TransformerDecoderLayer (record names cross_attn, self_attn, pwff, norm_1..3).
@@ -200,6 +206,7 @@ struct TransformerDecoderConfig {
   bool quiet_softmax = false;
   double layer_norm_eps = 1e-5;
   Initializer initializer = Initializer::module_default();
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
 };
 
 class TENSOR_API TransformerDecoder : public Module {
