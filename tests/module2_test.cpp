@@ -297,6 +297,12 @@ TEST_P(Modules2, LstmMatchesStepByStepReference) {
   EXPECT_EQ(lstm.named_parameters().front().name, "input_gate.input_transform.weight");
   EXPECT_EQ(lstm.named_parameters().back().name, "cell_gate.hidden_transform.bias");
   EXPECT_EQ(lstm.num_params(), 4u * (kD * kH + kH + kH * kH + kH));
+  // burn's GateController::gate_product: x Wi + bi + h Wh + bh.
+  const V x2 = host_random(kB * kD, 32), h2 = host_random(kB * kH, 33);
+  V gp = affine(P, "forget_gate.input_transform", x2, kB, kD, kH);
+  const V gh = affine(P, "forget_gate.hidden_transform", h2, kB, kH, kH);
+  for (std::size_t k = 0; k < gp.size(); ++k) gp[k] += gh[k];
+  EXPECT_CLOSE(values(lstm.forget_gate.gate_product(make<2>(x2, {kB, kD}), make<2>(h2, {kB, kH}))), gp, 1e-5);
 }
 
 TEST_P(Modules2, BiLstmIsForwardAndReverseLstms) {
