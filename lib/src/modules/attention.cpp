@@ -105,12 +105,13 @@ void MultiHeadAttention::visit(ModuleVisitor& v) {
 // ---- PositionWiseFeedForward ----------------------------------------------------------------
 
 PositionWiseFeedForward::PositionWiseFeedForward(std::size_t d_model, std::size_t d_ff, double p, const Initializer& init,
-                                                 const Device& device)
+                                                 const Device& device, const ActivationConfig& act)
     : linear_inner(lin(d_model, d_ff, true, init), device), linear_outer(lin(d_ff, d_model, true, init), device),
-      dropout(DropoutConfig{p}) {}
+      dropout(DropoutConfig{p}),
+      activation(act) {}
 
 Tensor<3> PositionWiseFeedForward::forward(const Tensor<3>& x) const {
-  return linear_outer.forward(dropout.forward(activation::gelu(linear_inner.forward(x))));
+  return linear_outer.forward(dropout.forward(activation.apply(linear_inner.forward(x))));
 }
 
 void PositionWiseFeedForward::visit(ModuleVisitor& v) {
@@ -125,7 +126,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerCo
     : mha(MultiHeadAttentionConfig{.d_model = c.d_model, .n_heads = c.n_heads, .dropout = c.dropout,
                                    .quiet_softmax = c.quiet_softmax, .initializer = c.initializer},
           device),
-      pwff(c.d_model, c.d_ff, c.dropout, c.initializer, device),
+      pwff(c.d_model, c.d_ff, c.dropout, c.initializer, device, c.activation),
       norm_1(LayerNormConfig{.d_model = c.d_model, .epsilon = c.layer_norm_eps}, device),
       norm_2(LayerNormConfig{.d_model = c.d_model, .epsilon = c.layer_norm_eps}, device),
       dropout(DropoutConfig{c.dropout}),
@@ -166,7 +167,7 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderConfig& c, const 
     layers.emplace_back(TransformerEncoderLayerConfig{.d_model = c.d_model, .d_ff = c.d_ff, .n_heads = c.n_heads,
                                                       .dropout = c.dropout, .norm_first = c.norm_first,
                                                       .quiet_softmax = c.quiet_softmax, .layer_norm_eps = c.layer_norm_eps,
-                                                      .initializer = c.initializer},
+                                                      .initializer = c.initializer, .activation = c.activation},
                         device);
 }
 
@@ -178,6 +179,68 @@ Tensor<3> TransformerEncoder::forward(const Tensor<3>& x, const std::optional<Te
 }
 
 AnyTensor TransformerEncoder::forward_any(const AnyTensor& x) { return AnyTensor(forward(x.get<3>("TransformerEncoder"))); }
+
+// ---- TransformerDecoderLayer / TransformerDecoder -------------------------------------------
+
+TransformerDecoderLayer::TransformerDecoderLayer(const TransformerDecoderLayerConfig& c, const Device& device)
+    : cross_attn(MultiHeadAttentionConfig{.d_model = c.d_model, .n_heads = c.n_heads, .dropout = c.dropout,
+                                          .quiet_softmax = c.quiet_softmax, .initializer = c.initializer},
+                 device),
+      self_attn(MultiHeadAttentionConfig{.d_model = c.d_model, .n_heads = c.n_heads, .dropout = c.dropout,
+                                         .quiet_softmax = c.quiet_softmax, .initializer = c.initializer},
+                device),
+      pwff(c.d_model, c.d_ff, c.dropout, c.initializer, device, c.activation),
+      norm_1(LayerNormConfig{.d_model = c.d_model, .epsilon = c.layer_norm_eps}, device),
+      norm_2(LayerNormConfig{.d_model = c.d_model, .epsilon = c.layer_norm_eps}, device),
+      norm_3(LayerNormConfig{.d_model = c.d_model, .epsilon = c.layer_norm_eps}, device),
+      dropout(DropoutConfig{c.dropout}),
+      norm_first(c.norm_first) {}
+
+Tensor<3> TransformerDecoderLayer::forward(const TransformerDecoderInput& in) const {
+  const Shape ts = in.target.shape(), ms = in.memory.shape();
+  const std::size_t d = self_attn.d_model;
+  if (ts[2] != d || ms[2] != d || ts[0] != ms[0])
+    shape_error("TransformerDecoderLayer", "target [B, Lt, d_model] and memory [B, Lm, d_model] must share the batch and d_model",
+                "d_model " + std::to_string(d), "target " + ts.to_string() + ", memory " + ms.to_string());
+  const Tensor<3>& x0 = in.target;
+  MhaInput sa = MhaInput::self_attn(norm_first ? norm_3.forward(x0) : x0);
+  sa.mask_pad = in.target_mask_pad;
+  sa.mask_attn = in.target_mask_attn;
+  Tensor<3> x = x0 + dropout.forward(self_attn.forward(sa).context);
+  Tensor<3> r = norm_first ? norm_1.forward(x) : (x = norm_1.forward(x));
+  const MhaInput ca{r, in.memory, in.memory, in.memory_mask_pad, in.memory_mask_attn};
+  x = x + dropout.forward(cross_attn.forward(ca).context);
+  r = norm_first ? norm_2.forward(x) : (x = norm_2.forward(x));
+  x = x + dropout.forward(pwff.forward(r));
+  return norm_first ? x : norm_3.forward(x);
+}
+
+void TransformerDecoderLayer::visit(ModuleVisitor& v) {
+  v.module("cross_attn", cross_attn);
+  v.module("self_attn", self_attn);
+  v.module("pwff", pwff);
+  v.module("norm_1", norm_1);
+  v.module("norm_2", norm_2);
+  v.module("norm_3", norm_3);
+  v.module("dropout", dropout);
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerDecoderConfig& c, const Device& device) {
+  if (c.n_layers == 0) shape_error("TransformerDecoder", "n_layers must be positive", ">= 1", "0");
+  layers.reserve(c.n_layers);
+  for (std::size_t i = 0; i < c.n_layers; ++i)
+    layers.emplace_back(TransformerDecoderLayerConfig{.d_model = c.d_model, .d_ff = c.d_ff, .n_heads = c.n_heads,
+                                                      .dropout = c.dropout, .norm_first = c.norm_first,
+                                                      .quiet_softmax = c.quiet_softmax, .layer_norm_eps = c.layer_norm_eps,
+                                                      .initializer = c.initializer, .activation = c.activation},
+                        device);
+}
+
+Tensor<3> TransformerDecoder::forward(const TransformerDecoderInput& input) const {
+  TransformerDecoderInput in = input;
+  for (const TransformerDecoderLayer& l : layers) in.target = l.forward(in);
+  return in.target;
+}
 
 // ---- PositionalEncoding ---------------------------------------------------------------------
 

@@ -235,4 +235,64 @@ AnyTensor AdaptiveAvgPool1d::forward_any(const AnyTensor& x) {
   return fixed_rank<AdaptiveAvgPool1d, 3>(*this, x, "AdaptiveAvgPool1d");
 }
 
+// ---- the 3d forms ---------------------------------------------------------------------------
+
+Conv3d::Conv3d(const Conv3dConfig& c, const Device& device)
+    : weight((check_channels("Conv3d", c.channels[0], c.channels[1], c.groups),
+              c.initializer.init<5>(Shape{c.channels[1], c.channels[0] / c.groups, c.kernel_size[0], c.kernel_size[1], c.kernel_size[2]},
+                                    device, c.channels[0] / c.groups * c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2],
+                                    c.channels[1] / c.groups * c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2]))) {
+  const std::size_t k = c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2];
+  if (c.bias) bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[0] / c.groups * k, c.channels[1] / c.groups * k);
+  options.stride = c.stride;
+  options.dilation = c.dilation;
+  options.groups = static_cast<std::int64_t>(c.groups);
+  options.padding = resolve<3>("Conv3d", c.padding, to_i64<3>(c.kernel_size), c.stride, c.dilation);
+}
+
+Tensor<5> Conv3d::forward(const Tensor<5>& x) const {
+  check_input("Conv3d", "weight", x, weight);
+  const Shape ws = weight.shape();
+  check_in_channels("Conv3d", x, ws[1] * static_cast<std::size_t>(options.groups), ws);
+  return conv3d(x, weight, bias, options);
+}
+
+void Conv3d::visit(ModuleVisitor& v) {
+  v.param("weight", weight);
+  v.param("bias", bias);
+}
+AnyTensor Conv3d::forward_any(const AnyTensor& x) { return fixed_rank<Conv3d, 5>(*this, x, "Conv3d"); }
+
+ConvTranspose3d::ConvTranspose3d(const ConvTranspose3dConfig& c, const Device& device)
+    : weight((check_channels("ConvTranspose3d", c.channels[0], c.channels[1], c.groups),
+              c.initializer.init<5>(Shape{c.channels[0], c.channels[1] / c.groups, c.kernel_size[0], c.kernel_size[1], c.kernel_size[2]},
+                                    device, c.channels[1] / c.groups * c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2],
+                                    c.channels[0] / c.groups * c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2]))) {
+  const std::size_t k = c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2];
+  if (c.bias) bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[1] / c.groups * k, c.channels[0] / c.groups * k);
+  options.stride = c.stride;
+  options.dilation = c.dilation;
+  options.padding = c.padding;
+  options.padding_out = c.padding_out;
+  options.groups = static_cast<std::int64_t>(c.groups);
+}
+
+Tensor<5> ConvTranspose3d::forward(const Tensor<5>& x) const {
+  check_input("ConvTranspose3d", "weight", x, weight);
+  const Shape ws = weight.shape();
+  check_in_channels("ConvTranspose3d", x, ws[0], ws);
+  return conv_transpose3d(x, weight, bias, options);
+}
+
+void ConvTranspose3d::visit(ModuleVisitor& v) {
+  v.param("weight", weight);
+  v.param("bias", bias);
+}
+AnyTensor ConvTranspose3d::forward_any(const AnyTensor& x) { return fixed_rank<ConvTranspose3d, 5>(*this, x, "ConvTranspose3d"); }
+
+Tensor<5> AdaptiveAvgPool3d::forward(const Tensor<5>& x) const { return adaptive_avg_pool3d(x, output_size); }
+AnyTensor AdaptiveAvgPool3d::forward_any(const AnyTensor& x) {
+  return fixed_rank<AdaptiveAvgPool3d, 5>(*this, x, "AdaptiveAvgPool3d");
+}
+
 }  // namespace tensor::nn

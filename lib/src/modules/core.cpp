@@ -136,6 +136,29 @@ AnyTensor Tanh::forward_any(const AnyTensor& x) { return any_forward<1>(*this, x
 AnyTensor Silu::forward_any(const AnyTensor& x) { return any_forward<1>(*this, x, "Silu"); }
 AnyTensor LeakyRelu::forward_any(const AnyTensor& x) { return any_forward<1>(*this, x, "LeakyRelu"); }
 
+// ---- ActivationConfig -----------------------------------------------------------------------
+
+template <std::size_t D>
+Tensor<D> ActivationConfig::apply(const Tensor<D>& x) const {
+  switch (kind) {
+    case Kind::Identity: return x;
+    case Kind::Relu: return activation::relu(x);
+    case Kind::Gelu: return activation::gelu(x);
+    case Kind::GeluApproximate: return activation::gelu_approximate(x);
+    case Kind::LeakyRelu: return activation::leaky_relu(x, a.value_or(0.01));
+    case Kind::Selu: return activation::selu(x);
+    case Kind::Sigmoid: return activation::sigmoid(x);
+    case Kind::Tanh: return activation::tanh(x);
+    case Kind::HardSigmoid: return activation::hard_sigmoid(x, a.value_or(0.2), b.value_or(0.5));
+    case Kind::HardSwish: return activation::hard_swish(x);
+    case Kind::Softplus: return activation::softplus(x, a.value_or(1.0));
+    case Kind::Softsign: return activation::softsign(x);
+    case Kind::Elu: return activation::elu(x, a.value_or(1.0));
+    case Kind::Celu: return activation::celu(x, a.value_or(1.0));
+  }
+  throw Error("[ActivationConfig] unknown activation kind; expected a Kind value; got " + std::to_string(static_cast<int>(kind)));
+}
+
 #define TENSOR_MODULE_RANKS(X) X(1) X(2) X(3) X(4) X(5)
 #define INST(D)                                                                        \
   template TENSOR_API Tensor<D> Linear::forward<D>(const Tensor<D>&) const;           \
@@ -146,7 +169,8 @@ AnyTensor LeakyRelu::forward_any(const AnyTensor& x) { return any_forward<1>(*th
   template TENSOR_API Tensor<D> Sigmoid::forward<D>(const Tensor<D>&) const;          \
   template TENSOR_API Tensor<D> Tanh::forward<D>(const Tensor<D>&) const;             \
   template TENSOR_API Tensor<D> Silu::forward<D>(const Tensor<D>&) const;             \
-  template TENSOR_API Tensor<D> LeakyRelu::forward<D>(const Tensor<D>&) const;
+  template TENSOR_API Tensor<D> LeakyRelu::forward<D>(const Tensor<D>&) const;         \
+  template TENSOR_API Tensor<D> ActivationConfig::apply<D>(const Tensor<D>&) const;
 TENSOR_MODULE_RANKS(INST)
 #undef INST
 

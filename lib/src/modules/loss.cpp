@@ -5,6 +5,7 @@
 
 #include "module_util.hpp"
 #include "tensor/activation.hpp"
+#include "tensor/nn.hpp"
 
 namespace tensor::nn {
 
@@ -91,10 +92,70 @@ Tensor<1> HuberLoss::forward(const Tensor<D>& predictions, const Tensor<D>& targ
   return reduce(quadratic.mask_where(a.greater_elem(delta), linear), reduction);
 }
 
+// ---- KLDivLoss ------------------------------------------------------------------------------
+
+namespace {
+// The smallest positive normal of a float dtype (burn's finfo().min_positive).
+double min_positive(DType t) {
+  switch (t) {
+    case DType::F64: return 2.2250738585072014e-308;
+    case DType::F16: return 6.103515625e-05;
+    default: return 1.1754943508222875e-38;  // f32, bf16
+  }
+}
+}  // namespace
+
+template <std::size_t D>
+Tensor<D> KLDivLoss::forward_no_reduction(const Tensor<D>& predictions, const Tensor<D>& targets) const {
+  same_shape("KLDivLoss", predictions, targets);
+  const Tensor<D> t = beside("KLDivLoss", targets, predictions.device());
+  if (log_target) return t.exp() * (t - predictions);
+  return t * (t.clamp(min_positive(t.dtype()), 1.0).log() - predictions);
+}
+
+template <std::size_t D>
+Tensor<1> KLDivLoss::forward(const Tensor<D>& predictions, const Tensor<D>& targets, Reduction reduction) const {
+  const Tensor<D> loss = forward_no_reduction(predictions, targets);
+  return reduce(loss, reduction == Reduction::Auto ? Reduction::BatchMean : reduction);
+}
+
+// ---- CTCLoss --------------------------------------------------------------------------------
+
+Tensor<1> CTCLoss::forward(const Tensor<3>& log_probs, const Tensor<2, Int>& targets, const Tensor<1, Int>& input_lengths,
+                           const Tensor<1, Int>& target_lengths) const {
+  const Shape ls = log_probs.shape(), ts = targets.shape(), is = input_lengths.shape(), tls = target_lengths.shape();
+  const std::size_t n = ls[1];
+  if (ts[0] != n || is[0] != n || tls[0] != n)
+    shape_error("CTCLoss", "targets [N, S], input_lengths [N] and target_lengths [N] must share log_probs' batch (log_probs [T, N, C])",
+                "N = " + std::to_string(n),
+                "log_probs " + ls.to_string() + ", targets " + ts.to_string() + ", input_lengths " + is.to_string() +
+                    ", target_lengths " + tls.to_string());
+  if (blank >= ls[2])
+    throw IndexError("[CTCLoss] blank out of range; expected blank < " + std::to_string(ls[2]) + " (the class count); got " +
+                     std::to_string(blank));
+  const Device d = log_probs.device();
+  Tensor<1> loss = ctc_loss(log_probs, beside("CTCLoss", targets, d), beside("CTCLoss", input_lengths, d),
+                            beside("CTCLoss", target_lengths, d), static_cast<std::int64_t>(blank));
+  if (zero_infinity) loss = loss.mask_where(loss.is_inf(), loss.zeros_like());
+  return loss;
+}
+
+Tensor<1> CTCLoss::forward_with_reduction(const Tensor<3>& log_probs, const Tensor<2, Int>& targets,
+                                          const Tensor<1, Int>& input_lengths, const Tensor<1, Int>& target_lengths,
+                                          Reduction reduction) const {
+  if (reduction == Reduction::BatchMean)
+    throw Error("[CTCLoss] reduction not supported; expected Mean, Auto or Sum; got BatchMean");
+  const Tensor<1> loss = forward(log_probs, targets, input_lengths, target_lengths);
+  if (reduction == Reduction::Sum) return loss.sum();
+  return ctc_loss_mean(loss, beside("CTCLoss", target_lengths, log_probs.device()));
+}
+
 #define INST(D)                                                                                                    \
   template TENSOR_API Tensor<1> MseLoss::forward<D>(const Tensor<D>&, const Tensor<D>&, Reduction) const;         \
   template TENSOR_API Tensor<1> BinaryCrossEntropyLoss::forward<D>(const Tensor<D>&, const Tensor<D, Int>&) const; \
-  template TENSOR_API Tensor<1> HuberLoss::forward<D>(const Tensor<D>&, const Tensor<D>&, Reduction) const;
+  template TENSOR_API Tensor<1> HuberLoss::forward<D>(const Tensor<D>&, const Tensor<D>&, Reduction) const;     \
+  template TENSOR_API Tensor<1> KLDivLoss::forward<D>(const Tensor<D>&, const Tensor<D>&, Reduction) const;     \
+  template TENSOR_API Tensor<D> KLDivLoss::forward_no_reduction<D>(const Tensor<D>&, const Tensor<D>&) const;
 INST(1) INST(2) INST(3) INST(4)
 #undef INST
 

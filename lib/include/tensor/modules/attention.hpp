@@ -1,5 +1,6 @@
 // burn-nn's attention modules: MultiHeadAttention (padding and attention masks, the causal
-// mask), TransformerEncoderLayer (pre- and post-norm), TransformerEncoder and PositionalEncoding (bodies in
+// mask), TransformerEncoderLayer / TransformerDecoderLayer (pre- and post-norm),
+// TransformerEncoder, TransformerDecoder and PositionalEncoding (bodies in
 // lib/src/modules/attention.cpp).
 #pragma once
 
@@ -73,16 +74,20 @@ struct TransformerEncoderLayerConfig {
   bool quiet_softmax = false;
   double layer_norm_eps = 1e-5;
   Initializer initializer = Initializer::module_default();
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
 };
 
-// burn's PositionWiseFeedForward: linear_outer(dropout(gelu(linear_inner(x)))).
+// burn's PositionWiseFeedForward: linear_outer(dropout(activation(linear_inner(x)))),
+// activation GELU unless given.
 class TENSOR_API PositionWiseFeedForward : public Module {
  public:
   PositionWiseFeedForward(std::size_t d_model, std::size_t d_ff, double dropout, const Initializer& init,
-                          const Device& device = Device::default_device());
+                          const Device& device = Device::default_device(),
+                          const ActivationConfig& activation = {ActivationConfig::Kind::Gelu});
   Tensor<3> forward(const Tensor<3>& x) const;
   Linear linear_inner, linear_outer;
   Dropout dropout;
+  ActivationConfig activation;
   void visit(ModuleVisitor& v) override;
   const char* type_name() const override { return "PositionWiseFeedForward"; }
 };
@@ -120,6 +125,7 @@ struct TransformerEncoderConfig {
   bool quiet_softmax = false;
   double layer_norm_eps = 1e-5;
   Initializer initializer = Initializer::module_default();
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
 };
 
 class TENSOR_API TransformerEncoder : public Module {
@@ -133,6 +139,85 @@ class TENSOR_API TransformerEncoder : public Module {
   void visit(ModuleVisitor& v) override { v.module("layers", layers); }
   const char* type_name() const override { return "TransformerEncoder"; }
   AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's TransformerDecoderInput: the target [B, Lt, d] with its self-attention masks
+// (target_mask_attn: generate_autoregressive_mask(B, Lt) for a causal decoder), the memory
+// [B, Lm, d] (the encoder's output) with the cross-attention masks (mask_pad [B, Lm],
+// mask_attn [B, Lt, Lm]; true: masked out).
+struct TransformerDecoderInput {
+  Tensor<3> target;
+  std::optional<Tensor<2, Bool>> target_mask_pad{};
+  std::optional<Tensor<3, Bool>> target_mask_attn{};
+  Tensor<3> memory;
+  std::optional<Tensor<2, Bool>> memory_mask_pad{};
+  std::optional<Tensor<3, Bool>> memory_mask_attn{};
+  // burn's TransformerDecoderInput::new: no masks.
+  static TransformerDecoderInput make(const Tensor<3>& target, const Tensor<3>& memory) {
+    return {target, std::nullopt, std::nullopt, memory, std::nullopt, std::nullopt};
+  }
+};
+
+// burn's TransformerDecoderConfig for one layer.
+struct TransformerDecoderLayerConfig {
+  std::size_t d_model = 0;
+  std::size_t d_ff = 0;
+  std::size_t n_heads = 0;
+  double dropout = 0.1;
+  bool norm_first = false;
+  bool quiet_softmax = false;
+  double layer_norm_eps = 1e-5;
+  Initializer initializer = Initializer::module_default();
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
+};
+
+// burn's TransformerDecoderLayer (record names cross_attn, self_attn, pwff, norm_1..3).
+// Post-norm (default): x = norm_1(x + drop(self_attn(x))), x = norm_2(x + drop(cross_attn(x,
+// memory))), x = norm_3(x + drop(pwff(x))). Pre-norm (norm_first): x += drop(self_attn(norm_3(x))),
+// x += drop(cross_attn(norm_1(x), memory)), x += drop(pwff(norm_2(x))) (burn's norm order).
+class TENSOR_API TransformerDecoderLayer : public Module {
+ public:
+  explicit TransformerDecoderLayer(const TransformerDecoderLayerConfig& config,
+                                   const Device& device = Device::default_device());
+  // The new target [B, Lt, d]. ShapeError naming TransformerDecoderLayer when the target's or
+  // the memory's last dim is not d_model or their batches differ; mask shapes as
+  // MultiHeadAttention's.
+  Tensor<3> forward(const TransformerDecoderInput& input) const;
+
+  MultiHeadAttention cross_attn, self_attn;
+  PositionWiseFeedForward pwff;
+  LayerNorm norm_1, norm_2, norm_3;
+  Dropout dropout;
+  bool norm_first;
+
+  void visit(ModuleVisitor& v) override;
+  const char* type_name() const override { return "TransformerDecoderLayer"; }
+};
+
+// burn's TransformerDecoderConfig: n_layers TransformerDecoderLayers (layers.0, ...), each
+// given the same memory and masks.
+struct TransformerDecoderConfig {
+  std::size_t d_model = 0;
+  std::size_t d_ff = 0;
+  std::size_t n_heads = 0;
+  std::size_t n_layers = 0;
+  double dropout = 0.1;
+  bool norm_first = false;
+  bool quiet_softmax = false;
+  double layer_norm_eps = 1e-5;
+  Initializer initializer = Initializer::module_default();
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
+};
+
+class TENSOR_API TransformerDecoder : public Module {
+ public:
+  explicit TransformerDecoder(const TransformerDecoderConfig& config, const Device& device = Device::default_device());
+  Tensor<3> forward(const TransformerDecoderInput& input) const;
+
+  std::vector<TransformerDecoderLayer> layers;
+
+  void visit(ModuleVisitor& v) override { v.module("layers", layers); }
+  const char* type_name() const override { return "TransformerDecoder"; }
 };
 
 // burn's PositionalEncodingConfig: x [B, L, d_model] + the sinusoid table's first L rows,

@@ -1,6 +1,8 @@
 // burn-nn's convolution and pooling modules: Conv1d, Conv2d, ConvTranspose2d, MaxPool2d,
-// AvgPool2d, AdaptiveAvgPool2d and their 1d forms, ConvTranspose1d, with burn's configs and defaults (bodies in
-// lib/src/modules/conv.cpp, over tensor/nn.hpp's functions).
+// AvgPool2d, AdaptiveAvgPool2d and their 1d forms, ConvTranspose1d, and the 3d forms
+// tensor/nn.hpp has (Conv3d, ConvTranspose3d, AdaptiveAvgPool3d; no max / avg pool 3d),
+// with burn's configs and defaults (bodies in lib/src/modules/conv.cpp, over tensor/nn.hpp's
+// functions).
 #pragma once
 
 #include <array>
@@ -237,6 +239,79 @@ class TENSOR_API AdaptiveAvgPool1d : public Module {
   std::int64_t output_size;
   void visit(ModuleVisitor&) override {}
   const char* type_name() const override { return "AdaptiveAvgPool1d"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's Conv3dConfig: channels {in, out}, kernel [kd, kh, kw]; weight [out, in/groups, kd,
+// kh, kw] and bias [out] drawn with fan_in = in/groups * kd * kh * kw, fan_out = out/groups *
+// kd * kh * kw.
+struct Conv3dConfig {
+  std::array<std::size_t, 2> channels{0, 0};
+  std::array<std::size_t, 3> kernel_size{1, 1, 1};
+  std::array<std::int64_t, 3> stride{1, 1, 1};
+  std::array<std::int64_t, 3> dilation{1, 1, 1};
+  std::size_t groups = 1;
+  Padding<3> padding = Padding<3>::valid();
+  bool bias = true;
+  Initializer initializer = Initializer::module_default();
+};
+
+class TENSOR_API Conv3d : public Module {
+ public:
+  explicit Conv3d(const Conv3dConfig& config, const Device& device = Device::default_device());
+  // x [N, in, D, H, W] -> [N, out, Do, Ho, Wo]; ShapeError naming Conv3d.weight when the
+  // channels differ.
+  Tensor<5> forward(const Tensor<5>& x) const;
+
+  Tensor<5> weight;
+  std::optional<Tensor<1>> bias;
+  ConvOptions<3> options;
+
+  void visit(ModuleVisitor& v) override;
+  const char* type_name() const override { return "Conv3d"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's ConvTranspose3dConfig: weight [in, out/groups, kd, kh, kw], fan_in = out/groups *
+// kd * kh * kw (as ConvTranspose2d), bias [out].
+struct ConvTranspose3dConfig {
+  std::array<std::size_t, 2> channels{0, 0};
+  std::array<std::size_t, 3> kernel_size{1, 1, 1};
+  std::array<std::int64_t, 3> stride{1, 1, 1};
+  std::array<std::int64_t, 3> dilation{1, 1, 1};
+  std::array<std::int64_t, 3> padding{0, 0, 0};
+  std::array<std::int64_t, 3> padding_out{0, 0, 0};
+  std::size_t groups = 1;
+  bool bias = true;
+  Initializer initializer = Initializer::module_default();
+};
+
+class TENSOR_API ConvTranspose3d : public Module {
+ public:
+  explicit ConvTranspose3d(const ConvTranspose3dConfig& config, const Device& device = Device::default_device());
+  Tensor<5> forward(const Tensor<5>& x) const;
+
+  Tensor<5> weight;
+  std::optional<Tensor<1>> bias;
+  ConvTransposeOptions<3> options;
+
+  void visit(ModuleVisitor& v) override;
+  const char* type_name() const override { return "ConvTranspose3d"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's AdaptiveAvgPool3dConfig: the output size [D, H, W] over x [N, C, D, H, W].
+struct AdaptiveAvgPool3dConfig {
+  std::array<std::int64_t, 3> output_size{1, 1, 1};
+};
+
+class TENSOR_API AdaptiveAvgPool3d : public Module {
+ public:
+  explicit AdaptiveAvgPool3d(const AdaptiveAvgPool3dConfig& config = {}) : output_size(config.output_size) {}
+  Tensor<5> forward(const Tensor<5>& x) const;
+  std::array<std::int64_t, 3> output_size;
+  void visit(ModuleVisitor&) override {}
+  const char* type_name() const override { return "AdaptiveAvgPool3d"; }
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 

@@ -1,5 +1,5 @@
-// burn-nn's basic modules: Linear, Embedding, Dropout, Flatten and the activations as
-// modules (Relu, Gelu, Sigmoid, Tanh, LeakyRelu, Silu). Forward bodies are in libtensor.so
+// burn-nn's basic modules: Linear, Embedding, Dropout, Flatten, the activations as
+// modules (Relu, Gelu, Sigmoid, Tanh, LeakyRelu, Silu) and burn's ActivationConfig. Forward bodies are in libtensor.so
 // (lib/src/modules/core.cpp), instantiated for ranks 1-5 (Embedding: indices of rank 2).
 #pragma once
 
@@ -110,6 +110,21 @@ class TENSOR_API LeakyRelu : public Module {
   void visit(ModuleVisitor&) override {}
   const char* type_name() const override { return "LeakyRelu"; }
   AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+// burn's ActivationConfig (its variants without a parameter tensor): the activation a
+// module applies where burn lets the config choose (the recurrent modules' gates). a / b
+// are the variant's parameters, absent for burn's defaults: LeakyRelu a = negative_slope
+// (0.01); HardSigmoid a = alpha (0.2), b = beta (0.5); Softplus a = beta (1); Elu, Celu
+// a = alpha (1).
+struct TENSOR_API ActivationConfig {
+  enum class Kind : std::uint8_t {
+    Identity, Relu, Gelu, GeluApproximate, LeakyRelu, Selu, Sigmoid, Tanh, HardSigmoid, HardSwish, Softplus, Softsign, Elu, Celu
+  };
+  Kind kind = Kind::Relu;
+  std::optional<double> a{}, b{};
+  // The activation of x (ranks 1-5).
+  template <std::size_t D> Tensor<D> apply(const Tensor<D>& x) const;
 };
 
 }  // namespace tensor::nn
