@@ -138,29 +138,28 @@ ConvArgs conv_args(const nn::ConvTransposeOptions<N>& o) {
   for (std::size_t i = 0; i < N; ++i) a.padding_out[i] = o.padding_out[i];
   return a;
 }
-template <std::size_t N>
-PoolArgs pool_args(const nn::MaxPoolOptions<N>& o) {
+// The window options every max and avg pool has.
+template <std::size_t N, class O>
+PoolArgs pool_window_args(const O& o) {
   PoolArgs a;
   a.rank = N;
   for (std::size_t i = 0; i < N; ++i) {
     a.kernel[i] = o.kernel_size[i];
     a.stride[i] = o.stride[i];
     a.padding[i] = o.padding[i];
-    a.dilation[i] = o.dilation[i];
   }
   a.ceil_mode = o.ceil_mode;
   return a;
 }
 template <std::size_t N>
+PoolArgs pool_args(const nn::MaxPoolOptions<N>& o) {
+  PoolArgs a = pool_window_args<N>(o);
+  for (std::size_t i = 0; i < N; ++i) a.dilation[i] = o.dilation[i];
+  return a;
+}
+template <std::size_t N>
 PoolArgs pool_args(const nn::AvgPoolOptions<N>& o) {
-  PoolArgs a;
-  a.rank = N;
-  for (std::size_t i = 0; i < N; ++i) {
-    a.kernel[i] = o.kernel_size[i];
-    a.stride[i] = o.stride[i];
-    a.padding[i] = o.padding[i];
-  }
-  a.ceil_mode = o.ceil_mode;
+  PoolArgs a = pool_window_args<N>(o);
   a.count_include_pad = o.count_include_pad;
   return a;
 }
