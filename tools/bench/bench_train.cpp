@@ -20,6 +20,8 @@
 #include <vector>
 
 #include <tensor/activation.hpp>
+#include <tensor/modules/core.hpp>
+#include <tensor/modules/optim.hpp>
 #include <tensor/optim.hpp>
 #include <tensor/tensor.hpp>
 
@@ -137,13 +139,13 @@ void cnn_rows(int warm, int reps) {
   Batch data = make_batch(bs, 784, 10, 1);
   const tensor::Device ad = tensor::Device::default_device().autodiff();
   train::Model model("cnn", 28, 28, 10, 42, ad);
-  tensor::optim::Adam adam;
+  auto adam = tensor::optim::ModuleOptimizer::adam();
   auto ours = [&] {
     auto x = Tensor<4>::from_data(TensorData::from(data.x, Shape{bs, 1, 28, 28}), ad);
     auto y = Tensor<2>::from_data(TensorData::from(data.y, Shape{bs, 10}), ad);
     auto loss = train::cross_entropy(model.forward(x), y);
     auto grads = loss.backward();
-    model.step(adam, 1e-3, grads);
+    adam.step(1e-3, model, grads);
     (void)loss.to_vec<float>();  // the loss reaches the host each step, as in tensorctl train
   };
   torch::manual_seed(42);
@@ -169,12 +171,16 @@ void mlp_rows(int warm, int reps) {
   const std::size_t bs = 256;
   Batch data = make_batch(bs, 784, 10, 2);
   const tensor::Device ad = tensor::Device::default_device().autodiff();
-  train::Rng rng(7);
-  std::vector<train::Linear> layers;
-  layers.emplace_back("fc1", 784, 512, rng, ad);
-  layers.emplace_back("fc2", 512, 512, rng, ad);
-  layers.emplace_back("fc3", 512, 10, rng, ad);
-  tensor::optim::Sgd sgd;
+  ad.seed(7);
+  struct Mlp : tensor::Module {
+    std::vector<tensor::nn::Linear> layers;
+    void visit(tensor::ModuleVisitor& v) override { v.module("fc", layers); }
+  } mlp;
+  auto& layers = mlp.layers;
+  layers.emplace_back(tensor::nn::LinearConfig{.d_input = 784, .d_output = 512}, ad);
+  layers.emplace_back(tensor::nn::LinearConfig{.d_input = 512, .d_output = 512}, ad);
+  layers.emplace_back(tensor::nn::LinearConfig{.d_input = 512, .d_output = 10}, ad);
+  auto sgd = tensor::optim::ModuleOptimizer::sgd();
   using tensor::activation::relu;
   auto ours = [&] {
     auto x = Tensor<2>::from_data(TensorData::from(data.x, Shape{bs, 784}), ad);
@@ -182,17 +188,7 @@ void mlp_rows(int warm, int reps) {
     auto logits = layers[2].forward(relu(layers[1].forward(relu(layers[0].forward(x)))));
     auto loss = train::cross_entropy(logits, y);
     auto grads = loss.backward();
-    for (auto& l : layers) {
-      std::vector<train::ParamRef> ps;
-      l.params(ps);
-      for (auto& p : ps)
-        std::visit(
-            [&](auto* q) {
-              using T = std::decay_t<decltype(q->value)>;
-              q->value = T::from_inner(sgd.step(0.01, q->name, q->value.inner(), *q->value.grad(grads))).require_grad();
-            },
-            p);
-    }
+    sgd.step(0.01, mlp, grads);
     (void)loss.to_vec<float>();
   };
   torch::manual_seed(7);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <tensor/activation.hpp>
-#include <tensor/optim.hpp>
+#include <tensor/modules/optim.hpp>
 #include <tensor/tensor.hpp>
 
 #include "model.hpp"
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   const auto strategy = mode == "balanced" ? CheckpointingStrategy::Balanced : CheckpointingStrategy::None;
   const Device ad = Device::default_device().autodiff(strategy);
   train::Model model("cnn", 28, 28, 10, 42, ad);
-  optim::Adam adam;
+  auto adam = optim::ModuleOptimizer::adam();
   train::Rng rng(7);
   std::vector<float> px(batch * 28 * 28), oh(batch * 10, 0.0f);
   for (float& v : px) v = static_cast<float>(rng.uniform());
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   auto step = [&] {
     const auto loss = (activation::log_softmax(model.forward(x), 1) * y).sum() * (-1.0 / static_cast<double>(batch));
     const Gradients g = loss.backward();
-    model.step(adam, 1e-3, g);
+    adam.step(1e-3, model, g);
     return loss.to_vec<float>()[0];
   };
   for (int i = 0; i + 1 < steps; ++i) step();  // warm-up: Adam's state, the allocator's pools

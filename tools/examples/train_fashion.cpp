@@ -1,6 +1,6 @@
 // The main job as a program a user would copy: the issue-15 CNN on Fashion-MNIST with
-// autodiff and Adam, on TENSOR_DEVICE (public API only; tools/train/ holds the model layer
-// and `tensorctl train`, which adds progress, checkpoints, --resume and the plot).
+// autodiff and Adam, on TENSOR_DEVICE (public API only; tools/train/ holds the model, built from
+// the public modules, and `tensorctl train`, which adds progress, checkpoints, --resume and the plot).
 //   train_fashion [EPOCHS] [TRAIN_IMAGES]
 #include <algorithm>
 #include <cstdio>
@@ -8,10 +8,10 @@
 #include <numeric>
 #include <vector>
 
-#include <tensor/optim.hpp>
+#include <tensor/modules/optim.hpp>
 #include <tensor/tensor.hpp>
 
-#include "model.hpp"    // train::Model (Conv2d, Linear), train::cross_entropy, train::Rng
+#include "model.hpp"    // train::Model (a tensor::Module of nn::Conv2d, nn::Linear, ...), train::cross_entropy, train::Rng
 #include "trainer.hpp"  // train::load_data
 
 int main(int argc, char** argv) {
@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
 
   const Device ad = Device::default_device().autodiff();
   train::Model model("cnn", 28, 28, 10, /*seed=*/42, ad);  // conv-relu-pool x2, linear-relu, linear
-  optim::Adam adam;
+  auto adam = optim::ModuleOptimizer::adam();  // Adam over every parameter of the module
 
   auto batch_of = [&](const train::Images& set, const std::vector<std::size_t>& idx, std::size_t b, std::size_t e, Device d) {
     std::vector<float> x, y((e - b) * 10, 0.0f);
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
       auto [x, y] = batch_of(data.train, order, b, e, ad);
       auto loss = train::cross_entropy(model.forward(x), y);  // forward
       auto grads = loss.backward();                          // backward
-      model.step(adam, 1e-3, grads);                         // Adam update of every parameter
+      adam.step(1e-3, model, grads);                         // Adam update of every parameter
       total += loss.to_vec<float>()[0] * static_cast<double>(e - b);
     }
     // Test accuracy with the parameters on the inner device (no graph recorded).

@@ -17,6 +17,7 @@
 
 #include <tensor/error.hpp>
 #include <tensor/io.hpp>
+#include <tensor/modules/optim.hpp>
 #include <tensor/optim.hpp>
 #include <tensor/tensor.hpp>
 
@@ -185,7 +186,7 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
   const DataSet data = load_data(opt.dataset, opt.data_dir, opt.limit, opt.test_limit, opt.seed);
   const Device ad = device.autodiff();
   Model model(opt.model, data.train.height, data.train.width, data.classes, opt.seed, ad);
-  tensor::optim::Adam adam;
+  auto adam = tensor::optim::ModuleOptimizer::adam();
   std::size_t start = 0;
   if (ckpt) {
     start = to_size(meta(*ckpt, opt.resume, "epoch"));
@@ -193,10 +194,10 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
     tensor::io::NamedTensors rec;
     for (const auto& [n, d] : ckpt->tensors)
       if (n.starts_with("optim.")) rec.emplace_back(n.substr(6), d);
-    adam.load_record(rec, device);
+    adam.load_record(rec, model);
   }
   Result result;
-  result.parameters = model.num_parameters();
+  result.parameters = model.num_params();
   const bool tty = opt.progress && isatty(STDOUT_FILENO) && &log == &std::cout;
   if (opt.progress)
     log << "train: " << opt.model << " (" << result.parameters << " parameters) on " << opt.dataset << " ("
@@ -221,7 +222,7 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
       const auto y = Tensor<2>::from_data(std::move(yd), ad);
       const auto loss = cross_entropy(model.forward(x), y);
       const tensor::Gradients grads = loss.backward();
-      model.step(adam, opt.lr, grads);
+      adam.step(opt.lr, model, grads);
       loss_sum += static_cast<double>(loss.to_vec<float>()[0]) * static_cast<double>(end - begin);
       seen += end - begin;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -254,9 +255,6 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
           << std::flush;
     if (opt.write_files) {
       // The checkpoint after every epoch (an interrupted run can resume from the last one).
-      tensor::io::NamedTensors tensors;
-      for (auto& [name, d] : model.to_record()) tensors.emplace_back("model." + name, std::move(d));
-      for (auto& [name, d] : adam.to_record()) tensors.emplace_back("optim." + name, std::move(d));
       const std::map<std::string, std::string> md = {
           {"format", kFormat},           {"model", opt.model},
           {"dataset", opt.dataset},      {"epoch", std::to_string(epoch)},
@@ -264,7 +262,7 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
           {"limit", std::to_string(opt.limit)}, {"test_limit", std::to_string(opt.test_limit)},
           {"lr", fmt(opt.lr, 17)},       {"history", history_string(history)}};
       result.checkpoint = (std::filesystem::path(opt.out_dir) / "checkpoint.safetensors").string();
-      tensor::io::save_safetensors(result.checkpoint, tensors, md);
+      tensor::optim::save_checkpoint(result.checkpoint, model, adam, md);
     }
   }
   if (opt.write_files && !history.empty()) {

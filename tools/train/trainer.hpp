@@ -1,5 +1,5 @@
-// `tensorctl train` / `tensorctl eval`: the training loop over tools/train/model.hpp with
-// autodiff and Adam, on Fashion-MNIST (or the UCI digits), with per-epoch progress, test
+// `tensorctl train` / `tensorctl eval`: the data and the training loop over tools/train/model.hpp
+// (a model of the public modules) with autodiff and the module layer's Adam, on Fashion-MNIST (or the UCI digits), with per-epoch progress, test
 // accuracy, a .safetensors checkpoint (weights, Adam's record, epoch, history) and an SVG
 // training curve. Public API only.
 #pragma once
