@@ -3,6 +3,7 @@
 // --resume reproducing an uninterrupted run.
 #include <cmath>
 #include <filesystem>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -63,6 +64,37 @@ TEST(TrainModel, InitIsSeededAndWithinTheKaimingBound) {
   }
 }
 
+// The initial weights are the tool's own draws (not the device's stream): std::mt19937_64(seed),
+// u = (g() >> 11) 2^-53, w = (2u - 1) / sqrt(fan_in), parameter after parameter in the order
+// the tool has always drawn them, so a seed gives the weights it gave before the move onto
+// the module layer.
+TEST(TrainModel, InitDrawsTheSeedsStreamInParameterOrder) {
+  const Device cpu = Device::default_device();
+  train::Model m("cnn", 4, 8, 3, 11, cpu);  // fc1: 64 * 1 * 2 = 128 inputs
+  const auto rec = m.to_record();
+  const std::vector<std::pair<std::string, std::size_t>> want = {
+      {"conv1.weight", 9}, {"conv1.bias", 9}, {"conv2.weight", 288}, {"conv2.bias", 288},
+      {"fc1.weight", 128}, {"fc1.bias", 128}, {"fc2.weight", 128}, {"fc2.bias", 128}};
+  ASSERT_EQ(rec.size(), want.size());
+  std::mt19937_64 g(11);
+  for (std::size_t i = 0; i < rec.size(); ++i) {
+    ASSERT_EQ(rec[i].first, want[i].first);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(want[i].second));
+    const auto v = rec[i].second.to_vec<float>();
+    std::size_t differ = 0;
+    for (float x : v) {
+      const double u = static_cast<double>(g() >> 11) * 0x1.0p-53;
+      differ += x != static_cast<float>((u * 2.0 - 1.0) * bound);
+    }
+    EXPECT_EQ(differ, 0u) << rec[i].first << " (" << v.size() << " values)";
+  }
+  // A train::Model is a tensor::Module: the module layer sees the same names.
+  const auto params = m.named_parameters();
+  ASSERT_EQ(params.size(), want.size());
+  for (std::size_t i = 0; i < params.size(); ++i) EXPECT_EQ(params[i].name, want[i].first);
+  EXPECT_EQ(m.num_params(), 32u * 9 + 32 + 64u * 288 + 64 + 128u * 128 + 128 + 128u * 3 + 3);
+}
+
 TEST(TrainModel, MlpForwardMatchesAScalarReference) {
   const Device cpu = Device::default_device();
   train::Model m("mlp", 2, 2, 3, 1, cpu);
@@ -108,6 +140,12 @@ TEST(TrainModel, LoadRecordOfTheWrongShapeReplacesNothing) {
   EXPECT_THROW(m.load_record(bad, cpu), tensor::ShapeError);
   const auto after = m.to_record();
   for (std::size_t i = 0; i < before.size(); ++i) EXPECT_EQ(before[i].second.to_vec<float>(), after[i].second.to_vec<float>());
+  auto extra = before;
+  extra.emplace_back("fc3.weight", TensorData::from(std::vector<float>(6, 1.0f), Shape{2, 3}));
+  EXPECT_THROW(m.load_record(extra, cpu), tensor::FormatError) << "a tensor the model lacks";
+  const auto after_extra = m.to_record();
+  for (std::size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(before[i].second.to_vec<float>(), after_extra[i].second.to_vec<float>());
   EXPECT_THROW(train::Model("rnn", 28, 28, 10, 1, cpu), tensor::ShapeError);
   EXPECT_THROW(train::Model("cnn", 30, 30, 10, 1, cpu), tensor::ShapeError);
 }
