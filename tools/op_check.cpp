@@ -458,7 +458,7 @@ std::vector<DType> dtypes_for(OpCode op) {
 
 // The families with a recipe: the module ops' here, the others' in family_calls.hpp (fft is
 // checked against a naive DFT by tests/burn_api_test.cpp and conformance_defaults, not here yet).
-bool has_recipe(Family f) { return is_module_family(f) || family_calls::has_call(f); }
+bool has_recipe(OpCode op) { return is_module_family(op_family(op)) || family_calls::has_call(op); }
 
 // Families whose result does not depend on the input layout: one case is enough.
 bool layout_free(Family f) {
@@ -520,7 +520,7 @@ CheckSummary run_checks(const CheckOptions& opt, const std::function<void(const 
     const Family fam = op_family(op);
     const std::string name(op_name(op));
     if (!opt.op_pattern.empty() && name.find(opt.op_pattern) == std::string::npos) continue;
-    if (!has_recipe(fam)) continue;
+    if (!has_recipe(op)) continue;
     const std::vector<DType> dtypes = dtypes_for(op);
     const std::optional<DType> large_dt = huge_dtype(dtypes, opt.device);
     for (DType dt : dtypes) {

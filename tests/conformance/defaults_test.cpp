@@ -442,7 +442,7 @@ Case case_for(OpCode op) {
     if ((i.kind == Kind::Float && (kinds & kKindF)) || (i.kind == Kind::Int && (kinds & kKindI))) in.push_back(i);
   if (kinds & kKindB) in.push_back({Kind::Bool, bools(s, 5), bools(s, 6)});
   Case c{in, nullptr};
-  if (!family_calls::has_call(op_family(op))) return c;
+  if (!family_calls::has_call(op)) return c;
   c.run = [](OpCode o, DeviceId d, const Inputs& i) {
     bool v = true;
     return *family_calls::call(o, operands(o, d, i), v);

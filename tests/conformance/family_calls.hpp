@@ -48,135 +48,140 @@ inline std::vector<DispatchTensor> two(std::pair<DispatchTensor, DispatchTensor>
   return v;
 }
 
-// Whether `call` has a sample call for family f: everything but the module ops (each runner
-// has its own recipes), the nd indexing ops and grid sampling (checked with values in
-// tests/burn_api_test.cpp), flags, queries, transactions and the device-level entries.
-inline bool has_call(Family f) {
-  switch (f) {
-    case Family::Conv: case Family::ConvBackward: case Family::ConvBiasBackward: case Family::Pool:
-    case Family::PoolWithIndices: case Family::PoolBackward: case Family::MaxPoolBackward: case Family::Interpolate:
-    case Family::InterpolateBackward: case Family::Embedding: case Family::EmbeddingBackward: case Family::LayerNorm:
-    case Family::Attention: case Family::Rfft: case Family::Irfft: case Family::Linear: case Family::BatchNorm:
-    case Family::Unfold4d: case Family::CtcLoss: case Family::CtcLossBackward: case Family::DeformConv:
-    case Family::DeformConvBackward:
-    case Family::GatherNd: case Family::ScatterNd: case Family::GridSample:
-    case Family::SetFlag: case Family::Query: case Family::Transaction:
-    case Family::DevName: case Family::DevSeed: case Family::DevAction: case Family::DevUsage: case Family::DevSupports:
-    case Family::DevFlag: case Family::DevCount: case Family::DevMemory: case Family::DevSettings:
-      return false;
-    default:
-      return true;
-  }
-}
-
-// The outputs of `op` on the sample arguments; `values` false when only dtype and shape
-// are defined (random, empty). nullopt: the family has no sample call here (module ops,
-// the nd indexing ops, device-level entries).
-inline std::optional<std::vector<DispatchTensor>> call(OpCode op, const Operands& in, bool& values) {
+namespace detail {
+// The one switch of sample calls. With `in` null it only says whether `op` has one (an empty
+// vector) or not (nullopt), running nothing; so has_call and call cannot disagree.
+inline std::optional<std::vector<DispatchTensor>> call_or_probe(OpCode op, const Operands* in, bool& values) {
   values = true;
-  const DeviceId d = in.device;
-  const Kind k = kind_of_dtype(in.dtype);
+  using Outs = std::optional<std::vector<DispatchTensor>>;
+  auto go = [&](auto&& run) -> Outs {
+    if (!in) return std::vector<DispatchTensor>{};
+    return run();
+  };
+  const DType dtype = in ? in->dtype : DType::F32;
+  const DeviceId d = in ? in->device : DeviceId{};
+  const Kind k = kind_of_dtype(dtype);
   const bool is_int_k = k == Kind::Int, is_bool_k = k == Kind::Bool;
-  const auto& A = in.a;
-  const auto& B = in.b;
-  const auto& I = in.idx;
-  const auto& M = in.mask;
+  auto A = [&] { return in->a(); };
+  auto B = [&] { return in->b(); };
+  auto I = [&] { return in->idx(); };
+  auto M = [&] { return in->mask(); };
   auto updates = [&](auto&& run) {
     std::vector<DispatchTensor> outs;
-    for (IndexingUpdateOp u : in.update_rules) outs.push_back(run(u));
+    for (IndexingUpdateOp u : in->update_rules) outs.push_back(run(u));
     return outs;
   };
   switch (op_family(op)) {
-    case Family::Unary: return one(unary(op, A()));
-    case Family::Binary: return one(binary(op, A(), B()));
+    case Family::Unary: return go([&] { return one(unary(op, A())); });
+    case Family::Binary: return go([&] { return one(binary(op, A(), B())); });
     case Family::Scalar: {
       Scalar s = is_int_k ? Scalar(3) : Scalar(0.75);
       if (op == OpCode::powi_scalar || op == OpCode::powi_scalar_impl) s = Scalar(3);
       if (op == OpCode::bitwise_left_shift_scalar || op == OpCode::bitwise_right_shift_scalar) s = Scalar(2);
-      return one(scalar(op, A(), s));
+      return go([&] { return one(scalar(op, A(), s)); });
     }
     case Family::Clamp:
       // A negative bound on an unsigned tensor acts as 0 (bounds saturate to the dtype).
-      return one(clamp(op, A(), is_int_k ? Scalar(-2) : Scalar(-0.5), is_int_k ? Scalar(3) : Scalar(0.75)));
-    case Family::Compare: return one(compare(op, A(), B()));
-    case Family::CompareScalar: return one(compare_scalar(op, A(), is_bool_k ? Scalar(true) : Scalar(1)));
-    case Family::Predicate: return one(predicate(op, A()));
-    case Family::Matmul: return one(matmul(A(), B()));
-    case Family::Cross: return one(cross(A(), B(), 1));
-    case Family::PowI: return one(powi(A(), I()));
-    case Family::Reduce: return one(reduce(op, A()));
-    case Family::Dim: return one(reduce_dim(op, A(), 1));
-    case Family::DimIndex: return one(dim_index(op, A(), 1));
-    case Family::DimWithIndices: return two(dim_with_indices(op, A(), 1));
-    case Family::AnyAll: return one(any_all(op, A()));
-    case Family::AnyAllDim: return one(any_all_dim(op, A(), 0));
+      return go([&] { return one(clamp(op, A(), is_int_k ? Scalar(-2) : Scalar(-0.5), is_int_k ? Scalar(3) : Scalar(0.75))); });
+    case Family::Compare: return go([&] { return one(compare(op, A(), B())); });
+    case Family::CompareScalar: return go([&] { return one(compare_scalar(op, A(), is_bool_k ? Scalar(true) : Scalar(1))); });
+    case Family::Predicate: return go([&] { return one(predicate(op, A())); });
+    case Family::Matmul: return go([&] { return one(matmul(A(), B())); });
+    case Family::Cross: return go([&] { return one(cross(A(), B(), 1)); });
+    case Family::PowI: return go([&] { return one(powi(A(), I())); });
+    case Family::Reduce: return go([&] { return one(reduce(op, A())); });
+    case Family::Dim: return go([&] { return one(reduce_dim(op, A(), 1)); });
+    case Family::DimIndex: return go([&] { return one(dim_index(op, A(), 1)); });
+    case Family::DimWithIndices: return go([&] { return two(dim_with_indices(op, A(), 1)); });
+    case Family::AnyAll: return go([&] { return one(any_all(op, A())); });
+    case Family::AnyAllDim: return go([&] { return one(any_all_dim(op, A(), 0)); });
     case Family::Cast: {
-      const DType to = op == OpCode::into_float ? DType::F32 : op == OpCode::into_int ? DType::I32 : in.cast_to;
-      return one(cast(op, A(), to));
+      return go([&] {
+        const DType to = op == OpCode::into_float ? DType::F32 : op == OpCode::into_int ? DType::I32 : in->cast_to;
+        return one(cast(op, A(), to));
+      });
     }
-    case Family::Reshape: {
-      if (op == OpCode::reshape) {
-        const std::int64_t dims[] = {-1};
+    case Family::Reshape:
+      return go([&] {
+        if (op == OpCode::reshape) {
+          const std::int64_t dims[] = {-1};
+          return one(reshape(op, A(), dims));
+        }
+        const std::int64_t dims[] = {3, static_cast<std::int64_t>(in->rows), static_cast<std::int64_t>(in->cols)};
         return one(reshape(op, A(), dims));
-      }
-      const std::int64_t dims[] = {3, static_cast<std::int64_t>(in.rows), static_cast<std::int64_t>(in.cols)};
-      return one(reshape(op, A(), dims));
-    }
-    case Family::SwapDims: return one(swap_dims(A(), 0, 1));
+      });
+    case Family::SwapDims: return go([&] { return one(swap_dims(A(), 0, 1)); });
     case Family::Axes: {
       const std::int64_t ax[] = {1, 0};
-      return one(axes(op, A(), op == OpCode::flip ? std::span<const std::int64_t>(ax, 1) : std::span<const std::int64_t>(ax, 2)));
+      return go([&] { return one(axes(op, A(), op == OpCode::flip ? std::span<const std::int64_t>(ax, 1) : std::span<const std::int64_t>(ax, 2))); });
     }
     case Family::Slice: {
       const tensor::Slice sl[] = {{1, std::nullopt, 2}, {0, std::nullopt, -2}};
-      return one(slice(A(), sl));
+      return go([&] { return one(slice(A(), sl)); });
     }
     case Family::SliceAssign: {
       const tensor::Slice sl[] = {{1, 4, 1}, {2, 7, 2}};
-      return one(slice_assign(A(), sl, B()));
+      return go([&] { return one(slice_assign(A(), sl, B())); });
     }
-    case Family::RepeatDim: return one(repeat_dim(A(), 0, 3));
-    case Family::Cat: {
-      std::vector<DispatchTensor> parts;
-      parts.push_back(A());
-      parts.push_back(B());
-      return one(dispatch::cat(std::move(parts), 1));
-    }
-    case Family::Unfold: return one(unfold(A(), 1, 4, 3));
-    case Family::Gather: return one(gather(A(), 1, I()));
-    case Family::Scatter: return one(scatter(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
+    case Family::RepeatDim: return go([&] { return one(repeat_dim(A(), 0, 3)); });
+    case Family::Cat:
+      return go([&] {
+        std::vector<DispatchTensor> parts;
+        parts.push_back(A());
+        parts.push_back(B());
+        return one(dispatch::cat(std::move(parts), 1));
+      });
+    case Family::Unfold: return go([&] { return one(unfold(A(), 1, 4, 3)); });
+    case Family::Gather: return go([&] { return one(gather(A(), 1, I())); });
+    case Family::Scatter: return go([&] { return one(scatter(op, A(), 1, I(), B(), IndexingUpdateOp::Add)); });
     case Family::ScatterUpdate:
-      return updates([&](IndexingUpdateOp u) { return scatter(op, A(), 1, I(), B(), u); });
-    case Family::Select: return one(select(A(), 1, I()));
-    case Family::SelectAssign: return one(select_assign(op, A(), 1, I(), B(), IndexingUpdateOp::Add));
+      return go([&] { return updates([&](IndexingUpdateOp u) { return scatter(op, A(), 1, I(), B(), u); }); });
+    case Family::Select: return go([&] { return one(select(A(), 1, I())); });
+    case Family::SelectAssign: return go([&] { return one(select_assign(op, A(), 1, I(), B(), IndexingUpdateOp::Add)); });
     case Family::SelectUpdate:
-      return updates([&](IndexingUpdateOp u) { return select_assign(op, A(), 1, I(), B(), u); });
-    case Family::MaskWhere: return one(mask_where(A(), M(), B()));
-    case Family::MaskFill: return one(mask_fill(A(), M(), is_bool_k ? Scalar(true) : Scalar(5)));
-    case Family::MaskSelect: return one(mask_select(A(), M()));
-    case Family::Argwhere: return one(argwhere(A()));
-    case Family::Sort: return one(dispatch::sort(A(), 1, false));
-    case Family::SortWithIndices: return two(sort_with_indices(A(), 1, true));
-    case Family::Argsort: return one(argsort(A(), 0, false));
-    case Family::TopK: return one(topk(A(), 1, 4));
-    case Family::TopKWithIndices: return two(topk_with_indices(A(), 1, 3));
-    case Family::ArgTopK: return one(argtopk(A(), 0, 2));
+      return go([&] { return updates([&](IndexingUpdateOp u) { return select_assign(op, A(), 1, I(), B(), u); }); });
+    case Family::MaskWhere: return go([&] { return one(mask_where(A(), M(), B())); });
+    case Family::MaskFill: return go([&] { return one(mask_fill(A(), M(), is_bool_k ? Scalar(true) : Scalar(5))); });
+    case Family::MaskSelect: return go([&] { return one(mask_select(A(), M())); });
+    case Family::Argwhere: return go([&] { return one(argwhere(A())); });
+    case Family::Sort: return go([&] { return one(dispatch::sort(A(), 1, false)); });
+    case Family::SortWithIndices: return go([&] { return two(sort_with_indices(A(), 1, true)); });
+    case Family::Argsort: return go([&] { return one(argsort(A(), 0, false)); });
+    case Family::TopK: return go([&] { return one(topk(A(), 1, 4)); });
+    case Family::TopKWithIndices: return go([&] { return two(topk_with_indices(A(), 1, 3)); });
+    case Family::ArgTopK: return go([&] { return one(argtopk(A(), 0, 2)); });
     case Family::Create:
       values = op != OpCode::empty;
-      return one(create(op, Shape{in.rows, in.cols}, d, k, in.dtype));
-    case Family::Full: return one(full(Shape{in.rows, in.cols}, is_bool_k ? Scalar(true) : Scalar(3), d, k, in.dtype));
-    case Family::Range: return one(arange(-4, 9, 1, d, in.dtype));
-    case Family::RangeStep: return one(arange(-4, 29, 3, d, in.dtype));
+      return go([&] { return one(create(op, Shape{in->rows, in->cols}, d, k, dtype)); });
+    case Family::Full: return go([&] { return one(full(Shape{in->rows, in->cols}, is_bool_k ? Scalar(true) : Scalar(3), d, k, dtype)); });
+    case Family::Range: return go([&] { return one(arange(-4, 9, 1, d, dtype)); });
+    case Family::RangeStep: return go([&] { return one(arange(-4, 29, 3, d, dtype)); });
     case Family::Random:  // generators differ per device: only dtype and shape are compared
       values = false;
-      return one(random(Shape{in.rows, in.cols}, Distribution{}, d, k, in.dtype));
-    case Family::FromData:
-      if (!in.a_host) return std::nullopt;
-      return one(from_data(*in.a_host, d, k));
-    case Family::IntoData: return one(A());
-    case Family::ToDevice: return one(to_device(A(), d));
-    default: return std::nullopt;
+      return go([&] { return one(random(Shape{in->rows, in->cols}, Distribution{}, d, k, dtype)); });
+    case Family::FromData:  // needs the caller's host data (a_host)
+      return go([&]() -> std::vector<DispatchTensor> {
+        if (!in->a_host) return {};
+        return one(from_data(*in->a_host, d, k));
+      });
+    case Family::IntoData: return go([&] { return one(A()); });
+    case Family::ToDevice: return go([&] { return one(to_device(A(), d)); });
+    default: return std::nullopt;  // module ops, nd indexing, grid sampling, flags, queries, transactions
   }
+}
+}  // namespace detail
+
+// Whether `op` has a sample call here (the module ops have their own recipes in each runner;
+// the nd indexing ops and grid sampling are checked with values in tests/burn_api_test.cpp).
+inline bool has_call(OpCode op) {
+  bool values = true;
+  return detail::call_or_probe(op, nullptr, values).has_value();
+}
+
+// The outputs of `op` on the sample arguments; `values` false when only dtype and shape are
+// defined (random, empty). nullopt where has_call(op) is false.
+inline std::optional<std::vector<DispatchTensor>> call(OpCode op, const Operands& in, bool& values) {
+  return detail::call_or_probe(op, &in, values);
 }
 
 }  // namespace tensor::family_calls
