@@ -19,8 +19,18 @@ namespace {
 using namespace tensor;
 namespace fs = std::filesystem;
 
+// One scratch folder per test process, removed when the process ends (a run used to leave
+// one ~1 MiB folder in /tmp each time).
+fs::path scratch_dir() { return fs::path(::testing::TempDir()) / ("tensor_io_test_" + std::to_string(::getpid())); }
+struct ScratchCleanup {
+  ~ScratchCleanup() {
+    std::error_code ec;
+    fs::remove_all(scratch_dir(), ec);
+  }
+} scratch_cleanup;
+
 std::string tmp_path(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("tensor_io_test_" + std::to_string(::getpid()));
+  const fs::path dir = scratch_dir();
   fs::create_directories(dir);
   return (dir / name).string();
 }
