@@ -21,6 +21,7 @@ PACKAGES=(
   python3                               # build-time helpers
   libopenmpi-dev openmpi-bin            # tensor::dist over Open MPI (the `mpi` feature) and mpirun for its tests
   clang-14 libclang-rt-14-dev           # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes for clang
+  doxygen                               # the API reference (`meson compile -C build docs`, built by CI)
 )
 
 installed() {

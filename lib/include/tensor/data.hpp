@@ -17,11 +17,11 @@ namespace tensor {
 class TENSOR_API TensorData {
  public:
   TensorData() = default;
-  // Takes raw little-endian element bytes. Throws ShapeError when the byte
-  // count does not match shape x dtype size.
+  /// Takes raw little-endian element bytes. Throws ShapeError when the byte
+  /// count does not match shape x dtype size.
   TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype) : TensorData(std::move(bytes), shape, dtype, "TensorData") {}
 
-  // Copies `values` (row-major) with the dtype matching T.
+  /// Copies `values` (row-major) with the dtype matching T.
   template <class T>
   static TensorData from(const std::vector<T>& values, Shape shape) {
     std::vector<std::byte> bytes(values.size() * sizeof(T));
@@ -32,16 +32,16 @@ class TENSOR_API TensorData {
     }
     return TensorData(std::move(bytes), shape, dtype_of<T>, "TensorData::from");
   }
-  // A rank-1 tensor holding `values`.
+  /// A rank-1 tensor holding `values`.
   template <class T>
   static TensorData from(const std::vector<T>& values) { return from(values, Shape{values.size()}); }
 
-  // Zero-filled data of the given shape and dtype.
+  /// Zero-filled data of the given shape and dtype.
   static TensorData zeros(Shape shape, DType dtype);
-  // Every element `value`, converted to dtype as TensorData::convert converts.
+  /// Every element `value`, converted to dtype as TensorData::convert converts.
   static TensorData full(Shape shape, Scalar value, DType dtype);
 
-  // The elements as T; throws DTypeError unless T matches dtype() (bool reads any bool storage).
+  /// The elements as T; throws DTypeError unless T matches dtype() (bool reads any bool storage).
   template <class T>
   std::vector<T> to_vec() const {
     check_element_type(dtype_of<T>, sizeof(T));
@@ -59,8 +59,8 @@ class TENSOR_API TensorData {
     return out;
   }
 
-  // The same values in another dtype (float->int truncates and saturates, NaN -> 0;
-  // int->int wraps; anything -> bool is "nonzero"; bool -> number is 0/1).
+  /// The same values in another dtype (float->int truncates and saturates, NaN -> 0;
+  /// int->int wraps; anything -> bool is "nonzero"; bool -> number is 0/1).
   TensorData convert(DType to) const;
 
   DType dtype() const { return dtype_; }
@@ -70,12 +70,12 @@ class TENSOR_API TensorData {
   std::vector<std::byte>& bytes() { return bytes_; }
   std::vector<std::byte> into_bytes() && { return std::move(bytes_); }
 
-  // Exact equality of dtype, shape and bytes.
+  /// Exact equality of dtype, shape and bytes.
   bool operator==(const TensorData& o) const { return dtype_ == o.dtype_ && shape_ == o.shape_ && bytes_ == o.bytes_; }
   std::string to_string() const;
 
  private:
-  // `op` names the public entry (TensorData, TensorData::from, ...) in error messages.
+  /// `op` names the public entry (TensorData, TensorData::from, ...) in error messages.
   TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype, const char* op);
   void check_element_type(DType want, std::size_t size) const;
   std::vector<std::byte> bytes_;

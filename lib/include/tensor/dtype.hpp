@@ -10,9 +10,9 @@
 
 namespace tensor {
 
-// Every element type a tensor can have. Bool has three storages: one byte
-// (Bool = native, BoolU8) or four bytes (BoolU32). QFloat is reserved for
-// quantized tensors.
+/// Every element type a tensor can have. Bool has three storages: one byte
+/// (Bool = native, BoolU8) or four bytes (BoolU32). QFloat is reserved for
+/// quantized tensors.
 enum class DType : std::uint8_t {
   F64, F32, F16, BF16,
   I64, I32, I16, I8,
@@ -26,7 +26,7 @@ enum class FloatDType : std::uint8_t { F64, F32, F16, BF16 };
 enum class IntDType : std::uint8_t { I64, I32, I16, I8, U64, U32, U16, U8 };
 enum class BoolDType : std::uint8_t { Native, U8, U32 };
 
-// A value of the enum (not an out-of-range integer cast to it).
+/// A value of the enum (not an out-of-range integer cast to it).
 constexpr bool is_valid(DType t) { return static_cast<unsigned>(t) < static_cast<unsigned>(kDTypeCount); }
 constexpr bool is_valid(FloatDType t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(FloatDType::BF16); }
 constexpr bool is_valid(IntDType t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(IntDType::U8); }
@@ -62,7 +62,7 @@ constexpr FloatDType to_float_dtype(DType t) { return static_cast<FloatDType>(st
 constexpr IntDType to_int_dtype(DType t) { return static_cast<IntDType>(static_cast<int>(t) - 4); }     // t must be int
 constexpr BoolDType to_bool_dtype(DType t) { return static_cast<BoolDType>(static_cast<int>(t) - 12); } // t must be bool
 
-// The C++ type that holds one element of a dtype, and back.
+/// The C++ type that holds one element of a dtype, and back.
 template <class T> struct DTypeOf;
 template <> struct DTypeOf<double> { static constexpr DType value = DType::F64; };
 template <> struct DTypeOf<float> { static constexpr DType value = DType::F32; };
@@ -79,7 +79,7 @@ template <> struct DTypeOf<std::uint8_t> { static constexpr DType value = DType:
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::Bool; };
 template <class T> inline constexpr DType dtype_of = DTypeOf<T>::value;
 
-// What a device can do with a dtype (SPEC §3).
+/// What a device can do with a dtype (SPEC §3).
 enum class DTypeUsage : std::uint8_t {
   Storage = 1,      // can live on the device and be converted
   Arithmetic = 2,   // general elementwise ops and reductions
@@ -108,8 +108,8 @@ class DTypeUsageSet {
 
 namespace tensor::detail {
 
-// The tensor kinds a handle carries (tensor/detail.hpp). Here, beside the dtypes it groups,
-// so the library's internals (lib/core/kind.hpp) have it without the firewall header.
+/// The tensor kinds a handle carries (tensor/detail.hpp). Here, beside the dtypes it groups,
+/// so the library's internals (lib/core/kind.hpp) have it without the firewall header.
 enum class Kind : std::uint8_t { Float, Int, Bool, QFloat };
 
 }  // namespace tensor::detail

@@ -15,21 +15,21 @@ class TENSOR_API Error : public std::runtime_error {
   ~Error() override;
 };
 
-// Ranks, shapes and broadcasting that do not fit the op.
+/// Ranks, shapes and broadcasting that do not fit the op.
 class TENSOR_API ShapeError : public Error {
  public:
   using Error::Error;
   ~ShapeError() override;
 };
 
-// Wrong dtype or tensor kind for the op (including a dtype a device lacks).
+/// Wrong dtype or tensor kind for the op (including a dtype a device lacks).
 class TENSOR_API DTypeError : public Error {
  public:
   using Error::Error;
   ~DTypeError() override;
 };
 
-// Unknown or unavailable device, or a settings call that cannot succeed.
+/// Unknown or unavailable device, or a settings call that cannot succeed.
 class TENSOR_API DeviceError : public Error {
  public:
   enum class Kind { Unavailable, AlreadyInitialized, UnsupportedDType, Mismatch };
@@ -41,21 +41,21 @@ class TENSOR_API DeviceError : public Error {
   Kind kind_;
 };
 
-// The backend failed while running work (out of memory, device lost, ...).
+/// The backend failed while running work (out of memory, device lost, ...).
 class TENSOR_API ExecutionError : public Error {
  public:
   using Error::Error;
   ~ExecutionError() override;
 };
 
-// An index, dim, slice bound or count outside its valid range.
+/// An index, dim, slice bound or count outside its valid range.
 class TENSOR_API IndexError : public Error {
  public:
   using Error::Error;
   ~IndexError() override;
 };
 
-// The op exists in the op table but this backend has no implementation for it.
+/// The op exists in the op table but this backend has no implementation for it.
 class TENSOR_API NotImplemented : public Error {
  public:
   using Error::Error;

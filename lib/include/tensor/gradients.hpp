@@ -12,18 +12,18 @@ namespace tensor {
 
 class TENSOR_API Gradients {
  public:
-  Gradients() noexcept = default;  // empty
+  Gradients() noexcept = default;  ///< empty
   Gradients(Gradients&& o) noexcept : impl_(o.impl_) { o.impl_ = nullptr; }
   Gradients& operator=(Gradients&& o) noexcept;
   Gradients(const Gradients&) = delete;
   Gradients& operator=(const Gradients&) = delete;
   ~Gradients();
 
-  // How many gradients it holds.
+  /// How many gradients it holds.
   std::size_t size() const;
   bool empty() const { return size() == 0; }
 
-  // The implementation's (libtensor.so's) view; not for users.
+  /// The implementation's (libtensor.so's) view; not for users.
   void* raw() const noexcept { return impl_; }
   static Gradients adopt(void* impl) noexcept {
     Gradients g;
@@ -37,7 +37,7 @@ class TENSOR_API Gradients {
 
 namespace detail {
 TENSOR_API Gradients backward(const Handle& loss);
-TENSOR_API Handle grad(const Gradients& grads, const Handle& x);  // empty when absent
+TENSOR_API Handle grad(const Gradients& grads, const Handle& x);  ///< empty when absent
 TENSOR_API Handle grad_remove(Gradients& grads, const Handle& x);
 TENSOR_API void grad_replace(Gradients& grads, const Handle& x, Handle&& g);
 TENSOR_API Handle set_require_grad(Handle&& a, bool on);

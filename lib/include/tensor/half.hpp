@@ -6,7 +6,7 @@
 
 namespace tensor {
 
-// IEEE 754 binary16. Arithmetic is done by converting to float.
+/// IEEE 754 binary16. Arithmetic is done by converting to float.
 struct f16 {
   std::uint16_t bits = 0;
 
@@ -29,7 +29,7 @@ struct f16 {
     return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));
   }
 
-  // Round to nearest, ties to even; overflow to infinity; NaN stays NaN.
+  /// Round to nearest, ties to even; overflow to infinity; NaN stays NaN.
   static std::uint16_t from_float(float f) {
     const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
     const std::uint32_t sign = (x >> 16) & 0x8000u;
@@ -52,7 +52,7 @@ struct f16 {
   }
 };
 
-// bfloat16: the upper half of a float.
+/// bfloat16: the upper half of a float.
 struct bf16 {
   std::uint16_t bits = 0;
 
@@ -63,7 +63,7 @@ struct bf16 {
   static constexpr bf16 from_bits(std::uint16_t b) { bf16 h; h.bits = b; return h; }
   static float to_float(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
 
-  // Round to nearest, ties to even; NaN stays a quiet NaN.
+  /// Round to nearest, ties to even; NaN stays a quiet NaN.
   static std::uint16_t from_float(float f) {
     const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);

@@ -24,7 +24,7 @@
 
 namespace tensor {
 
-// A file that cannot be opened, read or written, or whose contents break its format.
+/// A file that cannot be opened, read or written, or whose contents break its format.
 class TENSOR_API FormatError : public Error {
  public:
   FormatError(std::string path, const std::string& message) : Error(message), path_(std::move(path)) {}
@@ -39,30 +39,30 @@ namespace io {
 
 using NamedTensors = std::vector<std::pair<std::string, TensorData>>;
 
-// A loaded .safetensors file: tensors in the order of their data in the file (which is
-// the order save_safetensors wrote them in), and the __metadata__ strings.
+/// A loaded .safetensors file: tensors in the order of their data in the file (which is
+/// the order save_safetensors wrote them in), and the __metadata__ strings.
 struct TENSOR_API SafetensorsFile {
   NamedTensors tensors;
   std::map<std::string, std::string> metadata;
 
-  // The tensor called `name`; throws IndexError naming it when there is none.
+  /// The tensor called `name`; throws IndexError naming it when there is none.
   const TensorData& at(const std::string& name) const;
   bool contains(const std::string& name) const;
 };
 
-// Writes `tensors` in the given order: an 8-byte little-endian header length, a JSON header
-// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}} padded with
-// spaces to a multiple of 8 bytes, then the raw little-endian bytes back to back. Dtypes:
-// F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 BOOL (every bool storage is written as
-// one byte per element). Duplicate or empty names, "__metadata__" as a name, and names or
-// metadata that are not valid UTF-8 are FormatErrors.
+/// Writes `tensors` in the given order: an 8-byte little-endian header length, a JSON header
+/// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}} padded with
+/// spaces to a multiple of 8 bytes, then the raw little-endian bytes back to back. Dtypes:
+/// F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 BOOL (every bool storage is written as
+/// one byte per element). Duplicate or empty names, "__metadata__" as a name, and names or
+/// metadata that are not valid UTF-8 are FormatErrors.
 TENSOR_API void save_safetensors(const std::string& path, const NamedTensors& tensors,
                                  const std::map<std::string, std::string>& metadata = {});
 TENSOR_API SafetensorsFile load_safetensors(const std::string& path);
 
-// .npy: format 1.0 (2.0 when the header needs more than 65535 bytes), little-endian,
-// C order. Bool is '|b1'; bf16 has no numpy dtype and is a DTypeError. Reading accepts
-// versions 1.0, 2.0 and 3.0; fortran_order True and big-endian data are FormatErrors.
+/// .npy: format 1.0 (2.0 when the header needs more than 65535 bytes), little-endian,
+/// C order. Bool is '|b1'; bf16 has no numpy dtype and is a DTypeError. Reading accepts
+/// versions 1.0, 2.0 and 3.0; fortran_order True and big-endian data are FormatErrors.
 TENSOR_API void save_npy(const std::string& path, const TensorData& data);
 TENSOR_API TensorData load_npy(const std::string& path);
 

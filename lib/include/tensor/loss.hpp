@@ -5,8 +5,8 @@
 
 namespace tensor::loss {
 
-// -mean(sum(targets * log_softmax(logits, last dim), last dim)); targets are
-// probabilities of logits' shape. A one-element result.
+/// -mean(sum(targets * log_softmax(logits, last dim), last dim)); targets are
+/// probabilities of logits' shape. A one-element result.
 template <std::size_t D> Tensor<1> cross_entropy_with_logits(const Tensor<D>& logits, const Tensor<D>& targets) {
   return Tensor<1>(detail::cross_entropy_with_logits(detail::copy(logits), detail::copy(targets)));
 }

@@ -31,8 +31,8 @@ namespace tensor {
 
 class Module;
 
-// A Float tensor whose rank (1-5) is known at run time: what Sequential passes between
-// its modules. get<D>() throws ShapeError naming `who` unless the rank is D.
+/// A Float tensor whose rank (1-5) is known at run time: what Sequential passes between
+/// its modules. get<D>() throws ShapeError naming `who` unless the rank is D.
 class TENSOR_API AnyTensor {
  public:
   AnyTensor() = default;
@@ -62,15 +62,15 @@ class TENSOR_API AnyTensor {
   std::size_t rank_ = 0;
 };
 
-// Where a module keeps one Float tensor: a pointer to a Tensor<rank> member.
+/// Where a module keeps one Float tensor: a pointer to a Tensor<rank> member.
 struct TensorSlot {
   std::size_t rank = 0;
   void* tensor = nullptr;
 };
 
-// One parameter or buffer of a module tree, as named_parameters() / named_buffers()
-// return it: valid while the module lives and is not moved. module_type is the type_name()
-// of the module that owns it ("Linear", "BatchNorm", ...).
+/// One parameter or buffer of a module tree, as named_parameters() / named_buffers()
+/// return it: valid while the module lives and is not moved. module_type is the type_name()
+/// of the module that owns it ("Linear", "BatchNorm", ...).
 struct TENSOR_API ParamRef {
   std::string name;
   std::string module_type;
@@ -82,7 +82,7 @@ struct TENSOR_API ParamRef {
   Device device() const;
   std::size_t num_elements() const { return shape().num_elements(); }
   AnyTensor value() const;
-  // The tensor itself; ShapeError unless its rank is D.
+  /// The tensor itself; ShapeError unless its rank is D.
   template <std::size_t D>
   Tensor<D>& get() const {
     check_rank(D);
@@ -93,19 +93,19 @@ struct TENSOR_API ParamRef {
   void check_rank(std::size_t rank) const;
 };
 
-// What visit() calls for each thing a module owns. The library's walkers implement it;
-// a user module only calls param / buffer / module.
+/// What visit() calls for each thing a module owns. The library's walkers implement it;
+/// a user module only calls param / buffer / module.
 class TENSOR_API ModuleVisitor {
  public:
   virtual ~ModuleVisitor();
-  // A trainable Float tensor (an empty optional: none, e.g. a Linear without bias).
+  /// A trainable Float tensor (an empty optional: none, e.g. a Linear without bias).
   template <std::size_t D>
   void param(const std::string& name, Tensor<D>& t) { on_tensor(name, TensorSlot{D, &t}, false); }
   template <std::size_t D>
   void param(const std::string& name, std::optional<Tensor<D>>& t) {
     if (t) param(name, *t);
   }
-  // State that is saved and moved with the module but not trained (running statistics).
+  /// State that is saved and moved with the module but not trained (running statistics).
   template <std::size_t D>
   void buffer(const std::string& name, Tensor<D>& t) { on_tensor(name, TensorSlot{D, &t}, true); }
   void module(const std::string& name, Module& m) { on_module(name, m); }
@@ -123,9 +123,9 @@ class TENSOR_API ModuleVisitor {
   virtual void on_module(const std::string& name, Module& m) = 0;
 };
 
-// What a non-strict load skipped, by name: tensors the module has and the file lacks,
-// tensors the file has and the module lacks, and those of another shape or dtype
-// ("name: why").
+/// What a non-strict load skipped, by name: tensors the module has and the file lacks,
+/// tensors the file has and the module lacks, and those of another shape or dtype
+/// ("name: why").
 struct LoadReport {
   std::vector<std::string> missing, unexpected, mismatched;
   bool complete() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
@@ -140,58 +140,58 @@ class TENSOR_API Module {
   Module& operator=(Module&&) = default;
   virtual ~Module();
 
-  // Lists the parameters, buffers and submodules (burn's derive(Module)).
+  /// Lists the parameters, buffers and submodules (burn's derive(Module)).
   virtual void visit(ModuleVisitor& v) = 0;
-  // The type's name in error messages and ParamRef::module_type.
+  /// The type's name in error messages and ParamRef::module_type.
   virtual const char* type_name() const { return "Module"; }
-  // The forward pass on a tensor of run-time rank, for Sequential. The built-in modules
-  // with one tensor input have it; the default throws Error naming the type.
+  /// The forward pass on a tensor of run-time rank, for Sequential. The built-in modules
+  /// with one tensor input have it; the default throws Error naming the type.
   virtual AnyTensor forward_any(const AnyTensor& x);
 
-  // Every parameter / buffer of the tree, depth first in visit() order.
+  /// Every parameter / buffer of the tree, depth first in visit() order.
   std::vector<ParamRef> named_parameters();
   std::vector<ParamRef> named_buffers();
-  // Both, in visit() order.
+  /// Both, in visit() order.
   std::vector<ParamRef> named_tensors();
-  // The number of parameter elements (buffers excluded).
+  /// The number of parameter elements (buffers excluded).
   std::size_t num_params();
 
-  // Training mode (dropout active, batch norm on batch statistics) for this module and
-  // every submodule; eval() is train(false). Modules start in training mode.
+  /// Training mode (dropout active, batch norm on batch statistics) for this module and
+  /// every submodule; eval() is train(false). Modules start in training mode.
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // Moves every parameter and buffer onto `device`. Onto an autodiff device the parameters
-  // require grad (buffers stay untracked); from an autodiff device onto its inner device
-  // they are plain tensors again. Empty when the module has no tensors.
+  /// Moves every parameter and buffer onto `device`. Onto an autodiff device the parameters
+  /// require grad (buffers stay untracked); from an autodiff device onto its inner device
+  /// they are plain tensors again. Empty when the module has no tensors.
   void to(const Device& device);
   std::optional<Device> device();
 
-  // Every parameter and buffer as host data under its name (from the inner device when
-  // on autodiff), in visit() order.
+  /// Every parameter and buffer as host data under its name (from the inner device when
+  /// on autodiff), in visit() order.
   io::NamedTensors to_record();
-  // Replaces every parameter and buffer by the record's tensor of the same name, on the
-  // module's device. Strict: a name the module has and the record lacks, one the record
-  // has and the module lacks, or a tensor of another shape or dtype is a FormatError
-  // naming it (`source` is the path it names), and nothing is replaced. Not strict: what
-  // matches is loaded and the rest is reported.
+  /// Replaces every parameter and buffer by the record's tensor of the same name, on the
+  /// module's device. Strict: a name the module has and the record lacks, one the record
+  /// has and the module lacks, or a tensor of another shape or dtype is a FormatError
+  /// naming it (`source` is the path it names), and nothing is replaced. Not strict: what
+  /// matches is loaded and the rest is reported.
   LoadReport load_record(const io::NamedTensors& record, bool strict = true, const std::string& source = "<record>");
-  // .safetensors: to_record() with `metadata` / load_record() of the file's tensors.
+  /// .safetensors: to_record() with `metadata` / load_record() of the file's tensors.
   void save(const std::string& path, const std::map<std::string, std::string>& metadata = {});
   LoadReport load(const std::string& path, bool strict = true);
 
  protected:
-  // Called by train() on each module of the tree (a module with mode-dependent state
-  // overrides it; the default records the flag).
+  /// Called by train() on each module of the tree (a module with mode-dependent state
+  /// overrides it; the default records the flag).
   virtual void set_training(bool on) { training_ = on; }
 
  private:
   bool training_ = true;
 };
 
-// Modules applied in order (burn has no Sequential; torch's nn.Sequential): submodules
-// named "0", "1", ... Each must have forward_any. Move-only: it owns its modules.
+/// Modules applied in order (burn has no Sequential; torch's nn.Sequential): submodules
+/// named "0", "1", ... Each must have forward_any. Move-only: it owns its modules.
 class TENSOR_API Sequential : public Module {
  public:
   Sequential() = default;
@@ -212,7 +212,7 @@ class TENSOR_API Sequential : public Module {
   void visit(ModuleVisitor& v) override;
   const char* type_name() const override { return "Sequential"; }
   AnyTensor forward_any(const AnyTensor& x) override;
-  // forward_any with typed ends: ShapeError when the last module's output is not rank DO.
+  /// forward_any with typed ends: ShapeError when the last module's output is not rank DO.
   template <std::size_t DO, std::size_t DI>
   Tensor<DO> forward(const Tensor<DI>& x) { return forward_any(AnyTensor(x)).template get<DO>("Sequential::forward"); }
 
@@ -220,16 +220,16 @@ class TENSOR_API Sequential : public Module {
   std::vector<std::unique_ptr<Module>> layers_;
 };
 
-// burn's Initializer: how a module fills a new parameter. Kaiming and Xavier need the fan
-// in / out the module gives (fan_out_only: Kaiming from the fan out); Orthogonal needs
-// rank >= 2. Random draws use the device's stream (Device::seed makes them repeatable).
+/// burn's Initializer: how a module fills a new parameter. Kaiming and Xavier need the fan
+/// in / out the module gives (fan_out_only: Kaiming from the fan out); Orthogonal needs
+/// rank >= 2. Random draws use the device's stream (Device::seed makes them repeatable).
 struct TENSOR_API Initializer {
   enum class Kind : std::uint8_t {
     Constant, Ones, Zeros, Uniform, Normal, KaimingUniform, KaimingNormal, XavierUniform, XavierNormal, Orthogonal
   };
   Kind kind = Kind::Zeros;
-  double a = 0.0;  // Constant: value; Uniform: min; Normal: mean; Kaiming, Xavier, Orthogonal: gain
-  double b = 0.0;  // Uniform: max; Normal: std
+  double a = 0.0;  ///< Constant: value; Uniform: min; Normal: mean; Kaiming, Xavier, Orthogonal: gain
+  double b = 0.0;  ///< Uniform: max; Normal: std
   bool fan_out_only = false;
 
   static Initializer constant(double value) { return {Kind::Constant, value, 0.0, false}; }
@@ -237,23 +237,23 @@ struct TENSOR_API Initializer {
   static Initializer zeros() { return {Kind::Zeros, 0.0, 0.0, false}; }
   static Initializer uniform(double min, double max) { return {Kind::Uniform, min, max, false}; }
   static Initializer normal(double mean, double std) { return {Kind::Normal, mean, std, false}; }
-  // U(-a, a), a = sqrt(3) gain / sqrt(fan); N(0, gain / sqrt(fan)).
+  /// U(-a, a), a = sqrt(3) gain / sqrt(fan); N(0, gain / sqrt(fan)).
   static Initializer kaiming_uniform(double gain, bool fan_out_only = false) {
     return {Kind::KaimingUniform, gain, 0.0, fan_out_only};
   }
   static Initializer kaiming_normal(double gain, bool fan_out_only = false) {
     return {Kind::KaimingNormal, gain, 0.0, fan_out_only};
   }
-  // U(-a, a), a = sqrt(3) gain sqrt(2 / (fan_in + fan_out)); N(0, gain sqrt(2 / (fan_in + fan_out))).
+  /// U(-a, a), a = sqrt(3) gain sqrt(2 / (fan_in + fan_out)); N(0, gain sqrt(2 / (fan_in + fan_out))).
   static Initializer xavier_uniform(double gain) { return {Kind::XavierUniform, gain, 0.0, false}; }
   static Initializer xavier_normal(double gain) { return {Kind::XavierNormal, gain, 0.0, false}; }
-  // A (semi-)orthogonal matrix of [shape[0], rest] times gain (QR of a normal draw).
+  /// A (semi-)orthogonal matrix of [shape[0], rest] times gain (QR of a normal draw).
   static Initializer orthogonal(double gain) { return {Kind::Orthogonal, gain, 0.0, false}; }
-  // burn's module default: KaimingUniform with gain 1/sqrt(3), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+  /// burn's module default: KaimingUniform with gain 1/sqrt(3), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
   static Initializer module_default();
 
-  // A new tensor of `shape` on `device` (on an autodiff device it requires grad). Error
-  // naming the initializer when Kaiming / Xavier lack their fan, or Orthogonal a rank >= 2.
+  /// A new tensor of `shape` on `device` (on an autodiff device it requires grad). Error
+  /// naming the initializer when Kaiming / Xavier lack their fan, or Orthogonal a rank >= 2.
   template <std::size_t D>
   Tensor<D> init(const Shape& shape, const Device& device, std::optional<std::size_t> fan_in = std::nullopt,
                  std::optional<std::size_t> fan_out = std::nullopt) const {

@@ -17,16 +17,16 @@
 
 namespace tensor::detail {
 
-// An empty Handle stands for an absent optional tensor (bias, beta, mask).
+/// An empty Handle stands for an absent optional tensor (bias, beta, mask).
 TENSOR_API Handle nn_conv(OpCode op, Handle&& x, Handle&& weight, Handle&& bias, const ConvArgs& a);
-// op: conv_x_backward, conv_weight_backward, conv_transpose_x_backward, conv_transpose_weight_backward;
-// (a, b) = (dy, weight) for x, (x, dy) for weight; `target` is the gradient's shape.
+/// op: conv_x_backward, conv_weight_backward, conv_transpose_x_backward, conv_transpose_weight_backward;
+/// (a, b) = (dy, weight) for x, (x, dy) for weight; `target` is the gradient's shape.
 TENSOR_API Handle nn_conv_backward(OpCode op, Handle&& a, Handle&& b, const Shape& target, const ConvArgs& args);
 TENSOR_API Handle nn_conv_bias_backward(Handle&& dy);
 TENSOR_API Handle nn_pool(OpCode op, Handle&& x, const PoolArgs& a);
 TENSOR_API std::pair<Handle, Handle> nn_max_pool_with_indices(OpCode op, Handle&& x, const PoolArgs& a);
 TENSOR_API Handle nn_max_pool_backward(Handle&& dy, Handle&& indices, const Shape& x_shape, const PoolArgs& a);
-// op: avg_pool_backward or adaptive_avg_pool_backward.
+/// op: avg_pool_backward or adaptive_avg_pool_backward.
 TENSOR_API Handle nn_pool_backward(OpCode op, Handle&& dy, const Shape& x_shape, const PoolArgs& a);
 TENSOR_API Handle nn_interpolate(Handle&& x, std::array<std::int64_t, 2> size, const nn::InterpolateOptions& o);
 TENSOR_API Handle nn_interpolate_backward(Handle&& dy, const Shape& x_shape, std::array<std::int64_t, 2> size,
@@ -49,10 +49,10 @@ TENSOR_API Handle nn_ctc_loss_backward(Handle&& log_probs, Handle&& targets, Han
                                        Handle&& target_lengths, Handle&& dloss, std::int64_t blank);
 TENSOR_API Handle nn_deform_conv2d(Handle&& x, Handle&& offset, Handle&& weight, Handle&& mask, Handle&& bias,
                                    const nn::DeformConvOptions<2>& o);
-// {x, offset, weight, mask, bias} gradients; the mask's is empty without a mask, the bias's without with_bias.
+/// {x, offset, weight, mask, bias} gradients; the mask's is empty without a mask, the bias's without with_bias.
 TENSOR_API std::array<Handle, 5> nn_deform_conv2d_backward(Handle&& x, Handle&& offset, Handle&& weight, Handle&& mask,
                                                            Handle&& dy, bool with_bias, const nn::DeformConvOptions<2>& o);
-// n: the length (0: the signal's length; irfft: 2 (bins - 1)); an explicit 0 is refused.
+/// n: the length (0: the signal's length; irfft: 2 (bins - 1)); an explicit 0 is refused.
 TENSOR_API std::pair<Handle, Handle> nn_rfft(Handle&& signal, std::int64_t dim, std::optional<std::size_t> n);
 TENSOR_API Handle nn_irfft(Handle&& re, Handle&& im, std::int64_t dim, std::optional<std::size_t> n);
 
@@ -83,7 +83,7 @@ inline Tensor<5> conv3d(const Tensor<5>& x, const Tensor<5>& weight, const std::
   return Tensor<5>(tensor::detail::nn_conv(OpCode::conv3d, tensor::detail::copy(x), tensor::detail::copy(weight),
                                            nn_detail::opt(bias), tensor::detail::conv_args(options)));
 }
-// Transposed: weight [C_in, C_out/groups, *K] -> [N, C_out, *O].
+/// Transposed: weight [C_in, C_out/groups, *K] -> [N, C_out, *O].
 inline Tensor<3> conv_transpose1d(const Tensor<3>& x, const Tensor<3>& weight, const std::optional<Tensor<1>>& bias,
                                   const ConvTransposeOptions<1>& options = {}) {
   return Tensor<3>(tensor::detail::nn_conv(OpCode::conv_transpose1d, tensor::detail::copy(x), tensor::detail::copy(weight),
@@ -100,7 +100,7 @@ inline Tensor<5> conv_transpose3d(const Tensor<5>& x, const Tensor<5>& weight, c
                                            nn_detail::opt(bias), tensor::detail::conv_args(options)));
 }
 
-// Backward (burn's argument lists: the forward inputs give the gradient shapes).
+/// Backward (burn's argument lists: the forward inputs give the gradient shapes).
 template <std::size_t D>
 Tensor<D> conv_x_backward(const Tensor<D>& x, const Tensor<D>& weight, const Tensor<D>& output_grad,
                           const ConvOptions<D - 2>& options) {
@@ -146,7 +146,7 @@ inline Tensor<3> max_pool1d(const Tensor<3>& x, const MaxPoolOptions<1>& options
 inline Tensor<4> max_pool2d(const Tensor<4>& x, const MaxPoolOptions<2>& options) {
   return Tensor<4>(tensor::detail::nn_pool(OpCode::max_pool2d, tensor::detail::copy(x), tensor::detail::pool_args(options)));
 }
-// (values, Int indices flat h*W + w in the unpadded input plane).
+/// (values, Int indices flat h*W + w in the unpadded input plane).
 inline std::pair<Tensor<3>, Tensor<3, Int>> max_pool1d_with_indices(const Tensor<3>& x, const MaxPoolOptions<1>& options) {
   auto [v, i] = tensor::detail::nn_max_pool_with_indices(OpCode::max_pool1d_with_indices, tensor::detail::copy(x), tensor::detail::pool_args(options));
   return {Tensor<3>(v), Tensor<3, Int>(i)};
@@ -234,7 +234,7 @@ Tensor<D> layer_norm(const Tensor<D>& x, const Tensor<1>& gamma, const std::opti
 }
 
 // ---- attention: q [B,H,Lq,D], k [B,H,Lk,D], v [B,H,Lk,Dv] -> [B,H,Lq,Dv] -------------------
-// mask [B|1, H|1, Lq, Lk]: true = masked out; attn_bias of that shape is added to the scores.
+/// mask [B|1, H|1, Lq, Lk]: true = masked out; attn_bias of that shape is added to the scores.
 inline Tensor<4> attention(const Tensor<4>& q, const Tensor<4>& k, const Tensor<4>& v,
                            const std::optional<Tensor<4, Bool>>& mask = std::nullopt,
                            const std::optional<Tensor<4>>& attn_bias = std::nullopt,
@@ -243,9 +243,9 @@ inline Tensor<4> attention(const Tensor<4>& q, const Tensor<4>& k, const Tensor<
                                         nn_detail::opt(attn_bias), options));
 }
 
-// burn's attention_fallback: attention's reference composition (matmul, masks, a softmax
-// whose fully masked rows give 0), on every device, to check a backend's attention
-// against. Arguments, shapes and errors as attention's.
+/// burn's attention_fallback: attention's reference composition (matmul, masks, a softmax
+/// whose fully masked rows give 0), on every device, to check a backend's attention
+/// against. Arguments, shapes and errors as attention's.
 inline Tensor<4> attention_fallback(const Tensor<4>& q, const Tensor<4>& k, const Tensor<4>& v,
                                     const std::optional<Tensor<4, Bool>>& mask = std::nullopt,
                                     const std::optional<Tensor<4>>& attn_bias = std::nullopt,
@@ -255,33 +255,33 @@ inline Tensor<4> attention_fallback(const Tensor<4>& q, const Tensor<4>& k, cons
 }
 
 // ---- rfft / irfft (module-ops.md §2.15; torch's semantics, any length n >= 1) ----------
-// rfft(signal, dim, n) -> (re, im), n/2 + 1 bins along dim: X[k] = sum_{j<n} x[j] e^{-2 pi i
-// j k / n}, the signal truncated or zero-padded to n (default: its length). burn accepts
-// only powers of two and panics otherwise; we take any n >= 1 (mixed radix + Bluestein
-// on the CPU, a DFT matmul elsewhere).
+/// rfft(signal, dim, n) -> (re, im), n/2 + 1 bins along dim: X[k] = sum_{j<n} x[j] e^{-2 pi i
+/// j k / n}, the signal truncated or zero-padded to n (default: its length). burn accepts
+/// only powers of two and panics otherwise; we take any n >= 1 (mixed radix + Bluestein
+/// on the CPU, a DFT matmul elsewhere).
 template <std::size_t D>
 std::pair<Tensor<D>, Tensor<D>> rfft(const Tensor<D>& signal, std::int64_t dim, std::optional<std::size_t> n = std::nullopt) {
   auto [re, im] = tensor::detail::nn_rfft(tensor::detail::copy(signal), dim, n);
   return {Tensor<D>(re), Tensor<D>(im)};
 }
-// irfft(re, im, dim, n) -> the real signal of length n along dim (default 2 (bins - 1)),
-// normalised by 1/n; uses the first n/2 + 1 bins (missing ones are zero) and ignores the
-// imaginary parts of DC and Nyquist. An odd-length signal round-trips only with its n.
+/// irfft(re, im, dim, n) -> the real signal of length n along dim (default 2 (bins - 1)),
+/// normalised by 1/n; uses the first n/2 + 1 bins (missing ones are zero) and ignores the
+/// imaginary parts of DC and Nyquist. An odd-length signal round-trips only with its n.
 template <std::size_t D>
 Tensor<D> irfft(const Tensor<D>& re, const Tensor<D>& im, std::int64_t dim, std::optional<std::size_t> n = std::nullopt) {
   return Tensor<D>(tensor::detail::nn_irfft(tensor::detail::copy(re), tensor::detail::copy(im), dim, n));
 }
 
 // ---- linear: x [..., d_in] @ weight [d_in, d_out] (+ bias [d_out]) -------------------------
-// burn's layout: the weight is [d_in, d_out], the transpose of torch's F.linear weight.
+/// burn's layout: the weight is [d_in, d_out], the transpose of torch's F.linear weight.
 template <std::size_t D>
 Tensor<D> linear(const Tensor<D>& x, const Tensor<2>& weight, const std::optional<Tensor<1>>& bias = std::nullopt) {
   return Tensor<D>(tensor::detail::nn_linear(tensor::detail::copy(x), tensor::detail::copy(weight), nn_detail::opt(bias)));
 }
 
 // ---- batch_norm, inference form: x [N, C, ...], statistics [C] given by the caller ----------
-// y = (x - mean) / sqrt(variance + epsilon) * gamma + beta per channel (dim 1); nothing is
-// computed or updated (torch F.batch_norm(training=False)).
+/// y = (x - mean) / sqrt(variance + epsilon) * gamma + beta per channel (dim 1); nothing is
+/// computed or updated (torch F.batch_norm(training=False)).
 template <std::size_t D>
 Tensor<D> batch_norm(const Tensor<D>& x, const Tensor<1>& gamma, const Tensor<1>& beta, const Tensor<1>& mean,
                      const Tensor<1>& variance, double epsilon = 1e-5) {
@@ -291,27 +291,27 @@ Tensor<D> batch_norm(const Tensor<D>& x, const Tensor<1>& gamma, const Tensor<1>
 }
 
 // ---- unfold4d / fold4d (torch F.unfold / F.fold) -------------------------------------------
-// unfold4d: x [N, C, H, W] -> [N, C*kh*kw, L], row c*kh*kw + i*kw + j, column ho*Wo + wo.
+/// unfold4d: x [N, C, H, W] -> [N, C*kh*kw, L], row c*kh*kw + i*kw + j, column ho*Wo + wo.
 inline Tensor<3> unfold4d(const Tensor<4>& x, std::array<std::int64_t, 2> kernel_size, const UnfoldOptions& options = {}) {
   return Tensor<3>(tensor::detail::nn_unfold4d(tensor::detail::copy(x), kernel_size, options));
 }
-// fold4d: the adjoint, x [N, C*kh*kw, L] -> [N, C, output_size], overlapping blocks summed.
+/// fold4d: the adjoint, x [N, C*kh*kw, L] -> [N, C, output_size], overlapping blocks summed.
 inline Tensor<4> fold4d(const Tensor<3>& x, std::array<std::int64_t, 2> output_size, std::array<std::int64_t, 2> kernel_size,
                         const UnfoldOptions& options = {}) {
   return Tensor<4>(tensor::detail::nn_fold4d(tensor::detail::copy(x), output_size, kernel_size, options));
 }
 
 // ---- ctc_loss: log_probs [T, N, C] (log_softmax output), targets Int [N, S] (padded) ---------
-// Per-sample negative log-likelihood [N] (no reduction); entries past target_lengths[n] are
-// ignored; an impossible alignment gives +inf and a zero gradient. The gradient is the exact
-// derivative with respect to the log-probabilities (not torch's through-log_softmax form).
+/// Per-sample negative log-likelihood [N] (no reduction); entries past target_lengths[n] are
+/// ignored; an impossible alignment gives +inf and a zero gradient. The gradient is the exact
+/// derivative with respect to the log-probabilities (not torch's through-log_softmax form).
 inline Tensor<1> ctc_loss(const Tensor<3>& log_probs, const Tensor<2, Int>& targets, const Tensor<1, Int>& input_lengths,
                           const Tensor<1, Int>& target_lengths, std::int64_t blank = 0) {
   return Tensor<1>(tensor::detail::nn_ctc_loss(tensor::detail::copy(log_probs), tensor::detail::copy(targets),
                                                tensor::detail::copy(input_lengths), tensor::detail::copy(target_lengths),
                                                blank));
 }
-// d loss / d log_probs [T, N, C] for the upstream gradient output_grad [N].
+/// d loss / d log_probs [T, N, C] for the upstream gradient output_grad [N].
 inline Tensor<3> ctc_loss_backward(const Tensor<3>& log_probs, const Tensor<2, Int>& targets,
                                    const Tensor<1, Int>& input_lengths, const Tensor<1, Int>& target_lengths,
                                    const Tensor<1>& output_grad, std::int64_t blank = 0) {
@@ -319,15 +319,15 @@ inline Tensor<3> ctc_loss_backward(const Tensor<3>& log_probs, const Tensor<2, I
       tensor::detail::copy(log_probs), tensor::detail::copy(targets), tensor::detail::copy(input_lengths),
       tensor::detail::copy(target_lengths), tensor::detail::copy(output_grad), blank));
 }
-// The 'mean' reduction (torch's): each loss divided by its target length clamped to >= 1,
-// then averaged over the batch (burn-nn divides an empty target's loss by 0).
+/// The 'mean' reduction (torch's): each loss divided by its target length clamped to >= 1,
+/// then averaged over the batch (burn-nn divides an empty target's loss by 0).
 inline Tensor<1> ctc_loss_mean(const Tensor<1>& losses, const Tensor<1, Int>& target_lengths) {
   return losses.div(target_lengths.float_().cast(losses.dtype()).clamp_min(1.0)).mean();
 }
 
 // ---- deform_conv2d (torchvision semantics: DCNv1 without a mask, DCNv2 with one) -----------
-// x [N, C_in, H, W], offset [N, 2*OG*kh*kw, Ho, Wo] (dy then dx per tap), weight
-// [C_out, C_in/weight_groups, kh, kw], mask [N, OG*kh*kw, Ho, Wo]?, bias [C_out]? -> [N, C_out, Ho, Wo].
+/// x [N, C_in, H, W], offset [N, 2*OG*kh*kw, Ho, Wo] (dy then dx per tap), weight
+/// [C_out, C_in/weight_groups, kh, kw], mask [N, OG*kh*kw, Ho, Wo]?, bias [C_out]? -> [N, C_out, Ho, Wo].
 inline Tensor<4> deform_conv2d(const Tensor<4>& x, const Tensor<4>& offset, const Tensor<4>& weight,
                                const std::optional<Tensor<4>>& mask, const std::optional<Tensor<1>>& bias,
                                const DeformConvOptions<2>& options = {}) {

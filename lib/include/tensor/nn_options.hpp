@@ -19,7 +19,7 @@ constexpr std::array<std::int64_t, N> filled(std::int64_t v) {
 }
 }  // namespace detail
 
-// Convolution: symmetric zero padding, stride/dilation/groups >= 1 (burn-std ConvOptions).
+/// Convolution: symmetric zero padding, stride/dilation/groups >= 1 (burn-std ConvOptions).
 template <std::size_t N>
 struct ConvOptions {
   std::array<std::int64_t, N> stride = detail::filled<N>(1);
@@ -28,7 +28,7 @@ struct ConvOptions {
   std::int64_t groups = 1;
 };
 
-// Transposed convolution; padding_out is torch's output_padding (< max(stride, dilation)).
+/// Transposed convolution; padding_out is torch's output_padding (< max(stride, dilation)).
 template <std::size_t N>
 struct ConvTransposeOptions {
   std::array<std::int64_t, N> stride = detail::filled<N>(1);
@@ -38,7 +38,7 @@ struct ConvTransposeOptions {
   std::int64_t groups = 1;
 };
 
-// Deformable convolution (torchvision semantics, module-ops.md §2.3).
+/// Deformable convolution (torchvision semantics, module-ops.md §2.3).
 template <std::size_t N>
 struct DeformConvOptions {
   std::array<std::int64_t, N> stride = detail::filled<N>(1);
@@ -48,15 +48,15 @@ struct DeformConvOptions {
   std::int64_t offset_groups = 1;
 };
 
-// unfold4d / fold4d (torch F.unfold / F.fold).
+/// unfold4d / fold4d (torch F.unfold / F.fold).
 struct UnfoldOptions {
   std::array<std::int64_t, 2> stride{1, 1};
   std::array<std::int64_t, 2> padding{0, 0};
   std::array<std::int64_t, 2> dilation{1, 1};
 };
 
-// max_pool: padding acts as -inf; ceil_mode follows torch (a last window that would
-// start in the right padding is dropped; burn keeps it).
+/// max_pool: padding acts as -inf; ceil_mode follows torch (a last window that would
+/// start in the right padding is dropped; burn keeps it).
 template <std::size_t N>
 struct MaxPoolOptions {
   std::array<std::int64_t, N> kernel_size = detail::filled<N>(1);
@@ -66,8 +66,8 @@ struct MaxPoolOptions {
   bool ceil_mode = false;
 };
 
-// avg_pool: no dilation. count_include_pad counts the padding (not a ceil-mode overhang
-// past it) in the divisor; burn-nn's default is true.
+/// avg_pool: no dilation. count_include_pad counts the padding (not a ceil-mode overhang
+/// past it) in the divisor; burn-nn's default is true.
 template <std::size_t N>
 struct AvgPoolOptions {
   std::array<std::int64_t, N> kernel_size = detail::filled<N>(1);
@@ -77,20 +77,20 @@ struct AvgPoolOptions {
   bool ceil_mode = false;
 };
 
-// Lanczos3 is burn's: a 6-tap windowed sinc (a = 3) per axis, taps outside the image
-// skipped and the weights renormalised, no antialiasing when shrinking.
+/// Lanczos3 is burn's: a 6-tap windowed sinc (a = 3) per axis, taps outside the image
+/// skipped and the weights renormalised, no antialiasing when shrinking.
 enum class InterpolateMode : std::uint8_t { Nearest, NearestExact, Bilinear, Bicubic, Lanczos3 };
 
-// align_corners defaults to false (PyTorch/ONNX); burn's InterpolateOptions::new sets true,
-// so code ported from burn should pass it explicitly. Nearest modes ignore it.
+/// align_corners defaults to false (PyTorch/ONNX); burn's InterpolateOptions::new sets true,
+/// so code ported from burn should pass it explicitly. Nearest modes ignore it.
 struct InterpolateOptions {
   InterpolateMode mode = InterpolateMode::Nearest;
   bool align_corners = false;
 };
 
-// attention: scale defaults to 1/sqrt(D) (q's last dim); softcap (> 0) is applied before
-// masking; is_causal is bottom-right aligned (query i of Lq sees keys j <= i + Lk - Lq), as
-// burn, unlike PyTorch's SDPA (top-left). A fully masked row gives 0, not NaN.
+/// attention: scale defaults to 1/sqrt(D) (q's last dim); softcap (> 0) is applied before
+/// masking; is_causal is bottom-right aligned (query i of Lq sees keys j <= i + Lk - Lq), as
+/// burn, unlike PyTorch's SDPA (top-left). A fully masked row gives 0, not NaN.
 struct AttentionModuleOptions {
   std::optional<double> scale;
   std::optional<double> softcap;
@@ -102,16 +102,16 @@ using AttentionOptions = AttentionModuleOptions;
 
 namespace tensor::detail {
 
-// The one rank-generic form the convolution and pooling options take from the public call
-// down to the kernels (rank 1..3; the dims past the rank hold neutral values): tensor::nn
-// builds it here from the per-rank options, dispatch checks it once, backends trust it.
+/// The one rank-generic form the convolution and pooling options take from the public call
+/// down to the kernels (rank 1..3; the dims past the rank hold neutral values): tensor::nn
+/// builds it here from the per-rank options, dispatch checks it once, backends trust it.
 struct ConvArgs {
   std::size_t rank = 2;
   std::array<std::int64_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1}, padding_out{0, 0, 0};
   std::int64_t groups = 1;
 };
-// Pools: kernel/stride/padding/dilation for max and avg pools, output_size for the
-// adaptive ones; count_include_pad for avg only.
+/// Pools: kernel/stride/padding/dilation for max and avg pools, output_size for the
+/// adaptive ones; count_include_pad for avg only.
 struct PoolArgs {
   std::size_t rank = 2;
   std::array<std::int64_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
@@ -138,7 +138,7 @@ ConvArgs conv_args(const nn::ConvTransposeOptions<N>& o) {
   for (std::size_t i = 0; i < N; ++i) a.padding_out[i] = o.padding_out[i];
   return a;
 }
-// The window options every max and avg pool has.
+/// The window options every max and avg pool has.
 template <std::size_t N, class O>
 PoolArgs pool_window_args(const O& o) {
   PoolArgs a;

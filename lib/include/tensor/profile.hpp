@@ -14,47 +14,47 @@
 
 namespace tensor {
 
-// One op on one device.
+/// One op on one device.
 struct ProfileRow {
-  std::string device;     // "cpu", "vulkan:0"
-  std::string op;         // op table name ("add", "matmul")
+  std::string device;     ///< "cpu", "vulkan:0"
+  std::string op;         ///< op table name ("add", "matmul")
   std::uint64_t calls = 0;
-  double total_ms = 0.0;  // time of every call together, on the device's clock (ProfileClock)
-  double mean_us = 0.0;   // total / calls
-  double host_ms = 0.0;   // host wall time of every call together (= total_ms on a host clock)
-  std::uint64_t bytes = 0;  // bytes of the output tensors the calls produced
+  double total_ms = 0.0;  ///< time of every call together, on the device's clock (ProfileClock)
+  double mean_us = 0.0;   ///< total / calls
+  double host_ms = 0.0;   ///< host wall time of every call together (= total_ms on a host clock)
+  std::uint64_t bytes = 0;  ///< bytes of the output tensors the calls produced
 };
 
-// Which clock a device's times come from.
+/// Which clock a device's times come from.
 struct ProfileClock {
   std::string device;
-  // "host wall time" (cpu), "device timestamp queries" (a GPU queue with timestamps:
-  // the device time of the work each op submitted), or "host wall time, device synced
-  // after each op" (a device without them).
+  /// "host wall time" (cpu), "device timestamp queries" (a GPU queue with timestamps:
+  /// the device time of the work each op submitted), or "host wall time, device synced
+  /// after each op" (a device without them).
   std::string clock;
-  bool device_clock = false;  // the times are the device's own (timestamp queries)
-  // The device's memory_stats() when the profile was read (bytes in use, reserved, peak);
-  // has_memory is false where the device keeps no account (the cpu) or could not report.
+  bool device_clock = false;  ///< the times are the device's own (timestamp queries)
+  /// The device's memory_stats() when the profile was read (bytes in use, reserved, peak);
+  /// has_memory is false where the device keeps no account (the cpu) or could not report.
   MemoryStats memory;
   bool has_memory = false;
 };
 
 struct TENSOR_API ProfileResult {
-  std::vector<ProfileRow> rows;      // grouped by device (cpu first), each by total time, longest first
-  std::vector<ProfileClock> clocks;  // one per device that has rows
-  // The table TENSOR_PROFILE=1 prints: one block per device naming its clock.
+  std::vector<ProfileRow> rows;      ///< grouped by device (cpu first), each by total time, longest first
+  std::vector<ProfileClock> clocks;  ///< one per device that has rows
+  /// The table TENSOR_PROFILE=1 prints: one block per device naming its clock.
   std::string to_string() const;
 };
 
 namespace profile {
-// Starts recording every op (clearing what a previous profile recorded). Recording
-// adds a lock and a clock read per op, and off the CPU a device sync before and after
-// each op, and timestamp queries per command batch where the device has them
-// (turned off again by stop()).
+/// Starts recording every op (clearing what a previous profile recorded). Recording
+/// adds a lock and a clock read per op, and off the CPU a device sync before and after
+/// each op, and timestamp queries per command batch where the device has them
+/// (turned off again by stop()).
 TENSOR_API void start();
-// What has been recorded since start(); recording goes on.
+/// What has been recorded since start(); recording goes on.
 TENSOR_API ProfileResult read();
-// Stops recording and returns the profile (empty if none was started).
+/// Stops recording and returns the profile (empty if none was started).
 TENSOR_API ProfileResult stop();
 TENSOR_API bool active();
 }  // namespace profile

@@ -8,8 +8,8 @@
 
 namespace tensor {
 
-// Holds a float, signed, unsigned or bool value. The op converts it to the
-// tensor's dtype (floats are truncated toward zero for int tensors).
+/// Holds a float, signed, unsigned or bool value. The op converts it to the
+/// tensor's dtype (floats are truncated toward zero for int tensors).
 class Scalar {
  public:
   enum class Kind : std::uint8_t { Float, Int, UInt, Bool };
@@ -37,7 +37,7 @@ class Scalar {
     }
     return 0.0;
   }
-  // Saturating, NaN -> 0 (Rust `as` semantics), so no input is undefined behaviour.
+  /// Saturating, NaN -> 0 (Rust `as` semantics), so no input is undefined behaviour.
   constexpr std::int64_t to_int64() const {
     switch (kind_) {
       case Kind::Float:

@@ -17,12 +17,12 @@
 namespace tensor {
 
 inline constexpr std::size_t kMaxRank = 8;
-// The largest element count a tensor may have, 2^63 - 1: element counts, strides and
-// element offsets then fit a signed 64-bit integer (checked_num_elements).
+/// The largest element count a tensor may have, 2^63 - 1: element counts, strides and
+/// element offsets then fit a signed 64-bit integer (checked_num_elements).
 inline constexpr std::size_t kMaxElements = (std::size_t{1} << 63) - 1;
 
-// The dims of a tensor, stored inline (no allocation). Rank 0 is a scalar-like
-// shape with one element. Constructing a rank above kMaxRank throws ShapeError.
+/// The dims of a tensor, stored inline (no allocation). Rank 0 is a scalar-like
+/// shape with one element. Constructing a rank above kMaxRank throws ShapeError.
 class TENSOR_API Shape {
  public:
   Shape() = default;
@@ -39,10 +39,10 @@ class TENSOR_API Shape {
     for (std::size_t i = 0; i < rank_; ++i) n *= dims_[i];
     return n;
   }
-  // num_elements(), checked: ShapeError "[op] too many elements ..." unless the product
-  // of the nonzero dims is at most kMaxElements (so every stride fits too).
+  /// num_elements(), checked: ShapeError "[op] too many elements ..." unless the product
+  /// of the nonzero dims is at most kMaxElements (so every stride fits too).
   std::size_t checked_num_elements(std::string_view op) const;
-  // checked_num_elements() x elem_size, checked: ShapeError unless it is at most kMaxElements.
+  /// checked_num_elements() x elem_size, checked: ShapeError unless it is at most kMaxElements.
   std::size_t checked_num_bytes(std::string_view op, std::size_t elem_size) const;
   const std::size_t* begin() const { return dims_.data(); }
   const std::size_t* end() const { return dims_.data() + rank_; }
@@ -53,13 +53,13 @@ class TENSOR_API Shape {
   void erase(std::size_t axis);
   void insert(std::size_t axis, std::size_t d);
 
-  // A loop, not std::equal: <algorithm> costs every user file ~0.06 s (SPEC §8).
+  /// A loop, not std::equal: <algorithm> costs every user file ~0.06 s (SPEC §8).
   bool operator==(const Shape& o) const {
     if (rank_ != o.rank_) return false;
     for (std::size_t i = 0; i < rank_; ++i) if (dims_[i] != o.dims_[i]) return false;
     return true;
   }
-  // "[2, 3]"
+  /// "[2, 3]"
   std::string to_string() const;
 
  private:
@@ -68,9 +68,9 @@ class TENSOR_API Shape {
   std::size_t rank_ = 0;
 };
 
-// A range along one dim: negative start/end count from the end; a missing end
-// means "to the end"; a negative step selects the range then walks it backwards.
-// A step of 0 is an IndexError.
+/// A range along one dim: negative start/end count from the end; a missing end
+/// means "to the end"; a negative step selects the range then walks it backwards.
+/// A step of 0 is an IndexError.
 struct Slice {
   std::int64_t start = 0;
   std::optional<std::int64_t> end = std::nullopt;
@@ -79,7 +79,7 @@ struct Slice {
   static Slice all() { return {}; }
   static Slice range(std::int64_t s, std::int64_t e, std::int64_t step = 1) { return {s, e, step}; }
   static Slice from(std::int64_t s) { return {s, std::nullopt, 1}; }
-  // One index, keeping the dim with size 1.
+  /// One index, keeping the dim with size 1.
   static Slice index(std::int64_t i) { return {i, i == -1 ? std::nullopt : std::optional<std::int64_t>(i + 1), 1}; }
 };
 

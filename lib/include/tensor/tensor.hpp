@@ -28,7 +28,7 @@
 
 namespace tensor {
 
-// Tensor kinds.
+/// Tensor kinds.
 struct TENSOR_API Float { static constexpr detail::Kind kKind = detail::Kind::Float; };
 struct TENSOR_API Int { static constexpr detail::Kind kKind = detail::Kind::Int; };
 struct TENSOR_API Bool { static constexpr detail::Kind kKind = detail::Kind::Bool; };
@@ -40,11 +40,11 @@ template <std::size_t D, TensorKind K = Float>
 class TENSOR_API Tensor;
 
 namespace detail {
-// Nested braces of rank D (the literal constructors' argument).
+/// Nested braces of rank D (the literal constructors' argument).
 template <class T, std::size_t D> struct NestedT { using type = std::initializer_list<typename NestedT<T, D - 1>::type>; };
 template <class T> struct NestedT<T, 1> { using type = std::initializer_list<T>; };
 template <class T, std::size_t D> using Nested = typename NestedT<T, D>::type;
-// Appends the values row-major; the first list met at a depth fixes that dim, later ones must match.
+/// Appends the values row-major; the first list met at a depth fixes that dim, later ones must match.
 template <class T, std::size_t D>
 void flatten_nested(Nested<T, D> v, std::vector<T>& out, Shape& shape, unsigned& seen, std::size_t depth, const char* op) {
   const std::size_t n = v.size();
@@ -64,8 +64,8 @@ void flatten_nested(Nested<T, D> v, std::vector<T>& out, Shape& shape, unsigned&
 }  // namespace detail
 
 
-// burn's Result for the try_* readbacks: the value, or the library error the read
-// raised (ok() is false, error() its message). value() rethrows that error.
+/// burn's Result for the try_* readbacks: the value, or the library error the read
+/// raised (ok() is false, error() its message). value() rethrows that error.
 template <class T>
 class ReadResult {
  public:
@@ -91,7 +91,7 @@ class ReadResult {
 };
 
 namespace detail {
-// Runs a read, turning a tensor::Error into a failed ReadResult.
+/// Runs a read, turning a tensor::Error into a failed ReadResult.
 template <class F>
 auto try_read(F&& f) -> ReadResult<decltype(f())> {
   using T = decltype(f());
@@ -103,14 +103,14 @@ auto try_read(F&& f) -> ReadResult<decltype(f())> {
 }
 }  // namespace detail
 
-// The pending result of into_scalar_async. get() blocks until the device is done, then
-// gives the element as into_scalar does (rethrowing the device's ExecutionError).
+/// The pending result of into_scalar_async. get() blocks until the device is done, then
+/// gives the element as into_scalar does (rethrowing the device's ExecutionError).
 class ScalarFuture {
  public:
   ScalarFuture() = default;
   explicit ScalarFuture(DataFuture f) noexcept : f_(std::move(f)) {}
   Scalar get() { return detail::scalar_of(f_.get()); }  // consumes the result
-  // get() with a failed read in the ReadResult (burn's try_into_scalar_async).
+  /// get() with a failed read in the ReadResult (burn's try_into_scalar_async).
   ReadResult<Scalar> try_get() { return detail::try_read([&] { return get(); }); }
   bool ready() const { return f_.ready(); }
   void wait() const { f_.wait(); }
@@ -120,10 +120,10 @@ class ScalarFuture {
   DataFuture f_;
 };
 
-// The pending result of an op whose output shape depends on values (burn's argwhere_async,
-// nonzero_async, mask_select_async): the values it needs are queued for reading when the
-// call returns; get() waits for them, then builds the result on the tensor's device
-// (rethrowing the device's ExecutionError; try_get() returns it instead).
+/// The pending result of an op whose output shape depends on values (burn's argwhere_async,
+/// nonzero_async, mask_select_async): the values it needs are queued for reading when the
+/// call returns; get() waits for them, then builds the result on the tensor's device
+/// (rethrowing the device's ExecutionError; try_get() returns it instead).
 template <class R>
 class TensorFuture {
  public:
@@ -141,7 +141,7 @@ class TensorFuture {
 
  private:
   DataFuture f_;
-  detail::Handle keep_;  // the tensor the result is made from (or on)
+  detail::Handle keep_;  ///< the tensor the result is made from (or on)
   Make make_;
 };
 
@@ -178,14 +178,14 @@ class TENSOR_API Tensor {
   using Kind = K;
   static constexpr std::size_t kRank = D;
 
-  // Adopts a handle (a reference the caller hands over, e.g. from detail::retain).
-  // Throws (and drops that reference) unless it is a tensor of rank D and kind K.
+  /// Adopts a handle (a reference the caller hands over, e.g. from detail::retain).
+  /// Throws (and drops that reference) unless it is a tensor of rank D and kind K.
   explicit Tensor(Handle h) : h_(h) { detail::check_handle(h_, D, K::kKind); }
   Tensor(const Tensor& o) noexcept : h_(detail::retain(o.h_)) {}
   Tensor(Tensor&& o) noexcept : h_(std::exchange(o.h_, Handle{})) {}
-  // Out of line (compiled once in libtensor.so, like the methods): inlined, every
-  // `c = expr` in user code grew a self-test and a split clone (~0.15 s of the
-  // compile-time benchmark's 1.1 s).
+  /// Out of line (compiled once in libtensor.so, like the methods): inlined, every
+  /// `c = expr` in user code grew a self-test and a split clone (~0.15 s of the
+  /// compile-time benchmark's 1.1 s).
   [[gnu::noinline]] Tensor& operator=(const Tensor& o) noexcept {
     if (this != &o) { Handle n = detail::retain(o.h_); reset(); h_ = n; }
     return *this;
@@ -197,8 +197,8 @@ class TENSOR_API Tensor {
   ~Tensor() { reset(); }
 
   // ---- creation (shape rank must be D; dtype defaults to the device's setting) ----
-  // noinline, as the methods: compiled once in libtensor.so, not inlined into every
-  // user function that creates a tensor (with its rank check's message building).
+  /// noinline, as the methods: compiled once in libtensor.so, not inlined into every
+  /// user function that creates a tensor (with its rank check's message building).
   [[gnu::noinline]] static Tensor from_data(TensorData data, Device device = Device::default_device()) {
     if (data.shape().rank() != D) throw_rank("from_data", data.shape());
     return Tensor(detail::from_data(std::move(data), device, K::kKind));
@@ -225,7 +225,7 @@ class TENSOR_API Tensor {
     check_shape("random", shape);
     return Tensor(detail::random(shape, dist, device, K::kKind, dtype));
   }
-  // [start, end) with step 1 (Int, rank 1).
+  /// [start, end) with step 1 (Int, rank 1).
   [[gnu::noinline]] static Tensor arange(std::int64_t start, std::int64_t end, Device device = Device::default_device(),
                        std::optional<DType> dtype = std::nullopt) requires(kIsInt && D == 1) {
     return Tensor(detail::arange(start, end, 1, device, dtype));
@@ -234,8 +234,8 @@ class TENSOR_API Tensor {
                             std::optional<DType> dtype = std::nullopt) requires(kIsInt && D == 1) {
     return Tensor(detail::arange(start, end, step, device, dtype));
   }
-  // burn's TensorCreationOptions forms (a Device converts to the options): the dtype, when
-  // given, replaces the device's default; from_data converts the values to it.
+  /// burn's TensorCreationOptions forms (a Device converts to the options): the dtype, when
+  /// given, replaces the device's default; from_data converts the values to it.
   static Tensor from_data(TensorData data, const TensorCreationOptions& o) {
     if (o.dtype && data.dtype() != *o.dtype) data = data.convert(*o.dtype);
     return from_data(std::move(data), o.device);
@@ -271,13 +271,13 @@ class TENSOR_API Tensor {
   Device device() const { return detail::device(h_); }
   std::size_t num_elements() const { live("num_elements"); return shape().num_elements(); }
 
-  // Reads the values back (blocks until the device is done; rethrows its errors).
+  /// Reads the values back (blocks until the device is done; rethrows its errors).
   TensorData into_data() const { return into_data_async().get(); }
   DataFuture into_data_async() const { return detail::into_data(detail::retain(h_)); }
   TensorData to_data() const { return into_data(); }
   DataFuture to_data_async() const { return detail::into_data(detail::retain(h_)); }
-  // burn's try_* readbacks: a failed read (an ExecutionError from the device, a
-  // DTypeError from a conversion) comes back in the ReadResult instead of as a throw.
+  /// burn's try_* readbacks: a failed read (an ExecutionError from the device, a
+  /// DTypeError from a conversion) comes back in the ReadResult instead of as a throw.
   ReadResult<TensorData> try_into_data() const { return detail::try_read([&] { return into_data(); }); }
   ReadResult<TensorData> try_to_data() const { return detail::try_read([&] { return into_data(); }); }
   ReadResult<TensorData> try_into_data_as(DType t) const { return detail::try_read([&] { return into_data().convert(t); }); }
@@ -286,7 +286,7 @@ class TENSOR_API Tensor {
     return detail::try_read([&] { return into_data().convert(dtype_of<T>).template to_vec<T>(); });
   }
   ReadResult<Scalar> try_into_scalar() const { return detail::try_read([&] { return into_scalar(); }); }
-  // The read of the one element, queued now (ShapeError now unless exactly one element).
+  /// The read of the one element, queued now (ShapeError now unless exactly one element).
   ScalarFuture into_scalar_async() const {
     if (num_elements() != 1)
       throw ShapeError("[into_scalar_async] expected a tensor of exactly one element; got shape " + shape().to_string());
@@ -296,7 +296,7 @@ class TENSOR_API Tensor {
 
   // ---- conversion ----
   TENSOR_METHOD(Tensor, cast, (DType t), detail::cast(OpCode::cast, std::move(self), t))
-  // Float/Bool -> Int (float truncates toward zero).
+  /// Float/Bool -> Int (float truncates toward zero).
   Tensor<D, Int> int_(std::optional<DType> t = std::nullopt) const requires(!kIsInt) {
     live("into_int");
     return Tensor<D, Int>(detail::cast(OpCode::into_int, detail::retain(h_), t ? *t : to_dtype(device().settings().int_dtype)));
@@ -307,14 +307,14 @@ class TENSOR_API Tensor {
   Tensor<D, Float> float_cast(DType t) const requires(!kIsFloat) {
     return Tensor<D, Float>(detail::cast(OpCode::into_float, detail::retain(h_), t));
   }
-  // Int/Bool -> the device's default float dtype.
-  // (The constrained members below do not call other constrained members: clang 14,
-  // used by scripts/fuzz.sh, checks those calls in the explicit instantiations.)
+  /// Int/Bool -> the device's default float dtype.
+  /// (The constrained members below do not call other constrained members: clang 14,
+  /// used by scripts/fuzz.sh, checks those calls in the explicit instantiations.)
   Tensor<D, Float> float_() const requires(!kIsFloat) {
     live("into_float");
     return Tensor<D, Float>(detail::cast(OpCode::into_float, detail::retain(h_), to_dtype(device().settings().float_dtype)));
   }
-  // Numeric -> Bool: nonzero is true.
+  /// Numeric -> Bool: nonzero is true.
   Tensor<D, Bool> bool_() const requires Numeric<K> { return not_equal_elem(Scalar(0)); }
 
   // ---- arithmetic (broadcasting; operands of equal rank) ----
@@ -323,7 +323,7 @@ class TENSOR_API Tensor {
   TENSOR_NUM_METHOD(Tensor, mul, (const Tensor& o), detail::binary(OpCode::mul, std::move(self), detail::retain(o.h_)))
   TENSOR_NUM_METHOD(Tensor, div, (const Tensor& o), detail::binary(OpCode::div, std::move(self), detail::retain(o.h_)))
   TENSOR_NUM_METHOD(Tensor, remainder, (const Tensor& o), detail::binary(OpCode::remainder, std::move(self), detail::retain(o.h_)))
-  // Elementwise max / min of two tensors (broadcast); a NaN in either operand gives NaN.
+  /// Elementwise max / min of two tensors (broadcast); a NaN in either operand gives NaN.
   TENSOR_NUM_METHOD(Tensor, max_pair, (const Tensor& o), detail::binary(OpCode::max_pair, std::move(self), detail::retain(o.h_)))
   TENSOR_NUM_METHOD(Tensor, min_pair, (const Tensor& o), detail::binary(OpCode::min_pair, std::move(self), detail::retain(o.h_)))
   TENSOR_NUM_METHOD(Tensor, add_scalar, (Scalar s), detail::scalar(OpCode::add_scalar, std::move(self), s))
@@ -342,7 +342,7 @@ class TENSOR_API Tensor {
   TENSOR_NUM_METHOD(Tensor, matmul, (const Tensor& o), detail::matmul(std::move(self), detail::retain(o.h_)))
   TENSOR_NUM_METHOD(Tensor, square, (), detail::binary(OpCode::mul, std::move(self), detail::retain(h_)))
 
-  // Float-only math.
+  /// Float-only math.
   TENSOR_FLOAT_METHOD(Tensor, recip, (), detail::unary(OpCode::recip, std::move(self)))
   TENSOR_FLOAT_METHOD(Tensor, exp, (), detail::unary(OpCode::exp, std::move(self)))
   TENSOR_FLOAT_METHOD(Tensor, log, (), detail::unary(OpCode::log, std::move(self)))
@@ -373,13 +373,13 @@ class TENSOR_API Tensor {
   TENSOR_FLOAT_METHOD(Tensor, detach, (), detail::unary(OpCode::detach, std::move(self)))
 
   // ---- autodiff (on a Device::autodiff() device; elsewhere require_grad is a no-op) ----
-  // A leaf whose gradient backward() keeps.
+  /// A leaf whose gradient backward() keeps.
   TENSOR_FLOAT_METHOD(Tensor, require_grad, (), detail::set_require_grad(std::move(self), true))
   TENSOR_FLOAT_METHOD(Tensor, set_require_grad, (bool on), detail::set_require_grad(std::move(self), on))
   bool is_require_grad() const requires(kIsFloat) { return detail::is_require_grad(h_); }
-  // Backward pass from this one-element tensor (a loss); frees the graph's intermediates.
+  /// Backward pass from this one-element tensor (a loss); frees the graph's intermediates.
   Gradients backward() const requires(kIsFloat) { return detail::backward(h_); }
-  // This tensor's gradient (on the inner device), or nullopt when it took no part.
+  /// This tensor's gradient (on the inner device), or nullopt when it took no part.
   std::optional<Tensor> grad(const Gradients& grads) const requires(kIsFloat) {
     Handle h = detail::grad(grads, h_);
     if (h.empty()) return std::nullopt;
@@ -391,11 +391,11 @@ class TENSOR_API Tensor {
     return Tensor(h);
   }
   void grad_replace(Gradients& grads, Tensor g) const requires(kIsFloat) { detail::grad_replace(grads, h_, std::move(g.h_)); }
-  // The same values on the inner device (untracked), and back (untracked, on its autodiff device).
+  /// The same values on the inner device (untracked), and back (untracked, on its autodiff device).
   TENSOR_METHOD(Tensor, inner, (), detail::inner(std::move(self)))
   static Tensor from_inner(Tensor t) { return Tensor(detail::from_inner(std::move(t.h_))); }
 
-  // Int-only bit operations.
+  /// Int-only bit operations.
   TENSOR_INT_METHOD(Tensor, bitwise_and, (const Tensor& o), detail::binary(OpCode::bitwise_and, std::move(self), detail::retain(o.h_)))
   TENSOR_INT_METHOD(Tensor, bitwise_or, (const Tensor& o), detail::binary(OpCode::bitwise_or, std::move(self), detail::retain(o.h_)))
   TENSOR_INT_METHOD(Tensor, bitwise_xor, (const Tensor& o), detail::binary(OpCode::bitwise_xor, std::move(self), detail::retain(o.h_)))
@@ -412,7 +412,7 @@ class TENSOR_API Tensor {
                 detail::scalar(OpCode::bitwise_right_shift_scalar, std::move(self), s))
   TENSOR_INT_METHOD(Tensor, bitwise_not, (), detail::unary(OpCode::bitwise_not, std::move(self)))
 
-  // Bool logic.
+  /// Bool logic.
   TENSOR_BOOL_METHOD(Tensor, bool_not, (), detail::unary(OpCode::bool_not, std::move(self)))
   TENSOR_BOOL_METHOD(Tensor, bool_and, (const Tensor& o), detail::binary(OpCode::bool_and, std::move(self), detail::retain(o.h_)))
   TENSOR_BOOL_METHOD(Tensor, bool_or, (const Tensor& o), detail::binary(OpCode::bool_or, std::move(self), detail::retain(o.h_)))
@@ -478,7 +478,7 @@ class TENSOR_API Tensor {
   Tensor<D, Int> argtopk(std::size_t k, std::int64_t d) const { return Tensor<D, Int>(detail::argtopk(detail::retain(h_), d, k)); }
 
   // ---- layout (views where the backend can) ----
-  // As burn's: -1 infers one dim, 0 keeps the input's dim at the same index.
+  /// As burn's: -1 infers one dim, 0 keeps the input's dim at the same index.
   template <std::size_t D2>
   Tensor<D2, K> reshape(const std::array<std::int64_t, D2>& dims) const& {
     return Tensor<D2, K>(detail::reshape_args(detail::retain(h_), dims));
@@ -487,14 +487,14 @@ class TENSOR_API Tensor {
   Tensor<D2, K> reshape(const std::array<std::int64_t, D2>& dims) && {
     return Tensor<D2, K>(detail::reshape_args(std::move(h_), dims));
   }
-  // Broadcasts size-1 dims (and adds leading dims); -1 keeps a dim.
+  /// Broadcasts size-1 dims (and adds leading dims); -1 keeps a dim.
   template <std::size_t D2>
   Tensor<D2, K> expand(const std::array<std::int64_t, D2>& dims) const {
     static_assert(D2 >= D, "expand cannot lower the rank");
     return Tensor<D2, K>(detail::reshape(OpCode::expand, detail::retain(h_), dims));
   }
-  // A size-1 dim at `dim` (0..D; negative counts from D + 1). As burn's unsqueeze_dim::<D2>,
-  // a result rank D2 above D + 1 appends size-1 dims after the input's last dim.
+  /// A size-1 dim at `dim` (0..D; negative counts from D + 1). As burn's unsqueeze_dim::<D2>,
+  /// a result rank D2 above D + 1 appends size-1 dims after the input's last dim.
   template <std::size_t D2 = D + 1>
   Tensor<D2, K> unsqueeze_dim(std::int64_t dim) const requires(D2 > D && D2 <= kMaxRank) {
     live("unsqueeze_dim");
@@ -509,8 +509,8 @@ class TENSOR_API Tensor {
       dims[i] = static_cast<std::int64_t>(i) == d ? 1 : static_cast<std::int64_t>(s[j++]);
     return Tensor<D2, K>(detail::reshape(OpCode::reshape, detail::retain(h_), dims));  // literal dims (0 is a size)
   }
-  // burn's Tensor::stack::<D2>: each part unsqueeze_dim::<D2>(dim), then concatenated along
-  // dim (so D2 > D + 1 gives trailing size-1 dims). Parts must share one shape.
+  /// burn's Tensor::stack::<D2>: each part unsqueeze_dim::<D2>(dim), then concatenated along
+  /// dim (so D2 > D + 1 gives trailing size-1 dims). Parts must share one shape.
   template <std::size_t D2 = D + 1>
   static Tensor<D2, K> stack(const std::vector<Tensor>& parts, std::int64_t dim) requires(D2 > D && D2 <= kMaxRank) {
     const std::int64_t d = dim < 0 ? dim + static_cast<std::int64_t>(D + 1) : dim;  // as unsqueeze_dim reads it
@@ -532,11 +532,11 @@ class TENSOR_API Tensor {
                 detail::slice(std::move(self), std::span<const Slice>(s.begin(), s.size())))
   TENSOR_METHOD(Tensor, slice_assign, (std::initializer_list<Slice> s, const Tensor& v),
                 detail::slice_assign(std::move(self), std::span<const Slice>(s.begin(), s.size()), detail::retain(v.h_)))
-  // Elements [start, start + length) of one dim.
+  /// Elements [start, start + length) of one dim.
   TENSOR_METHOD(Tensor, narrow, (std::int64_t dim, std::size_t start, std::size_t length),
                 narrow_(std::move(self), dim, start, length))
   TENSOR_METHOD(Tensor, repeat_dim, (std::int64_t d, std::size_t times), detail::repeat_dim(std::move(self), d, times))
-  // Windows of `size` every `step` along `dim`, as a new last dim.
+  /// Windows of `size` every `step` along `dim`, as a new last dim.
   Tensor<D + 1, K> unfold(std::int64_t dim, std::size_t size, std::size_t step) const requires(D < kMaxRank) {
     return Tensor<D + 1, K>(detail::unfold(detail::retain(h_), dim, size, step));
   }
@@ -560,11 +560,11 @@ class TENSOR_API Tensor {
   Tensor<1, K> mask_select(const Tensor<D, Bool>& m) const {
     return Tensor<1, K>(detail::mask_select(detail::retain(h_), detail::copy(m)));
   }
-  // [n, D] indices of the true elements.
+  /// [n, D] indices of the true elements.
   Tensor<2, Int> argwhere() const requires kIsBool { return Tensor<2, Int>(detail::argwhere(detail::retain(h_))); }
-  // burn's async forms of the value-dependent ops (see TensorFuture): argwhere, nonzero
-  // (of the true / nonzero elements) and mask_select (ShapeError now unless the mask
-  // broadcasts to this tensor's shape).
+  /// burn's async forms of the value-dependent ops (see TensorFuture): argwhere, nonzero
+  /// (of the true / nonzero elements) and mask_select (ShapeError now unless the mask
+  /// broadcasts to this tensor's shape).
   TensorFuture<Tensor<2, Int>> argwhere_async() const requires kIsBool {
     return TensorFuture<Tensor<2, Int>>(into_data_async(), detail::retain(h_), [](TensorData&& d, const Handle& h) {
       return Tensor<2, Int>(detail::argwhere_of(d, detail::device(h)));
@@ -597,8 +597,8 @@ class TENSOR_API Tensor {
 
   // ---- burn's composite methods (lib/src/composite/; errors name the method) ----
   static constexpr std::size_t rank() { return D; }
-  // Removes every size-1 dim (D2: the rank left), the given dim, or the given dims
-  // (all size-1 dims when the list is empty); a listed dim must have size 1.
+  /// Removes every size-1 dim (D2: the rank left), the given dim, or the given dims
+  /// (all size-1 dims when the list is empty); a listed dim must have size 1.
   template <std::size_t D2> Tensor<D2, K> squeeze() const { return Tensor<D2, K>(detail::squeeze(detail::retain(h_), {nullptr, 0}, D2, "squeeze")); }
   template <std::size_t D2 = D - 1> Tensor<D2, K> squeeze_dim(std::int64_t dim) const {
     return Tensor<D2, K>(detail::squeeze(detail::retain(h_), {&dim, 1}, D2, "squeeze_dim"));
@@ -606,28 +606,28 @@ class TENSOR_API Tensor {
   template <std::size_t D2> Tensor<D2, K> squeeze_dims(detail::DimList dims) const {
     return Tensor<D2, K>(detail::squeeze(detail::retain(h_), dims, D2, "squeeze_dims"));
   }
-  // Leading size-1 dims up to rank D2; or size-1 dims at the given axes of the result.
+  /// Leading size-1 dims up to rank D2; or size-1 dims at the given axes of the result.
   template <std::size_t D2> Tensor<D2, K> unsqueeze() const { return Tensor<D2, K>(detail::unsqueeze(detail::retain(h_), {nullptr, 0}, D2, true)); }
   template <std::size_t D2> Tensor<D2, K> unsqueeze_dims(detail::DimList axes) const {
     return Tensor<D2, K>(detail::unsqueeze(detail::retain(h_), axes, D2, false));
   }
-  // Dims start..end (inclusive) as one.
+  /// Dims start..end (inclusive) as one.
   template <std::size_t D2> Tensor<D2, K> flatten(std::int64_t start, std::int64_t end) const {
     return Tensor<D2, K>(detail::flatten(detail::retain(h_), start, end, D2));
   }
-  // Pieces of ceil(size / chunks) (the last shorter; fewer pieces when the dim is short).
+  /// Pieces of ceil(size / chunks) (the last shorter; fewer pieces when the dim is short).
   std::vector<Tensor> chunk(std::size_t chunks, std::int64_t dim) const { return many(detail::chunk(detail::retain(h_), chunks, dim)); }
   std::vector<Tensor> split(std::size_t size, std::int64_t dim) const { return many(detail::split(detail::retain(h_), size, dim)); }
   std::vector<Tensor> split_with_sizes(const std::vector<std::size_t>& sizes, std::int64_t dim) const {
     return many(detail::split_with_sizes(detail::retain(h_), sizes, dim));
   }
-  // times[i] copies along dim i (fewer counts than dims: the rest once).
+  /// times[i] copies along dim i (fewer counts than dims: the rest once).
   Tensor repeat(const std::vector<std::size_t>& times) const { return Tensor(detail::repeat(detail::retain(h_), times)); }
-  // (before, after) pairs for the last pads.size() dims.
+  /// (before, after) pairs for the last pads.size() dims.
   Tensor pad(const std::vector<std::pair<std::size_t, std::size_t>>& pads, const PadMode& mode) const requires(!kIsBool) {
     return Tensor(detail::pad(detail::retain(h_), pads, mode));
   }
-  // Class indices -> one-hot along a new last dim (one_hot_fill: on/off values, any axis).
+  /// Class indices -> one-hot along a new last dim (one_hot_fill: on/off values, any axis).
   template <std::size_t D2 = D + 1> Tensor<D2, K> one_hot(std::size_t classes) const requires(!kIsBool) {
     static_assert(D2 == D + 1, "one_hot adds one dim");
     return Tensor<D2, K>(detail::one_hot(detail::retain(h_), classes, Scalar(1), Scalar(0), -1, "one_hot"));
@@ -639,14 +639,14 @@ class TENSOR_API Tensor {
   }
   static Tensor eye(std::size_t n, Device device = Device::default_device(), std::optional<DType> dtype = std::nullopt)
     requires(!kIsBool && D == 2) { return Tensor(detail::eye(n, device, K::kKind, dtype)); }
-  // Masks of [rows, cols] (true where tril / triu / diag would zero an element).
+  /// Masks of [rows, cols] (true where tril / triu / diag would zero an element).
   static Tensor tril_mask(std::size_t rows, std::size_t cols, std::int64_t offset = 0, Device device = Device::default_device())
     requires(kIsBool && D == 2) { return Tensor(detail::tri_mask(rows, cols, offset, true, device)); }
   static Tensor triu_mask(std::size_t rows, std::size_t cols, std::int64_t offset = 0, Device device = Device::default_device())
     requires(kIsBool && D == 2) { return Tensor(detail::tri_mask(rows, cols, offset, false, device)); }
   static Tensor diag_mask(std::size_t rows, std::size_t cols, std::int64_t offset = 0, Device device = Device::default_device())
     requires(kIsBool && D == 2) { return Tensor(detail::diag_mask(rows, cols, offset, device)); }
-  // The lower / upper triangle of the last two dims (diagonal > 0: above the main one); the rest 0.
+  /// The lower / upper triangle of the last two dims (diagonal > 0: above the main one); the rest 0.
   Tensor tril(std::int64_t diagonal = 0) const { return Tensor(detail::tri(detail::retain(h_), diagonal, false)); }
   Tensor triu(std::int64_t diagonal = 0) const { return Tensor(detail::tri(detail::retain(h_), diagonal, true)); }
   Tensor empty_like() const { live("empty_like"); return empty(shape(), device(), dtype()); }
@@ -654,12 +654,12 @@ class TENSOR_API Tensor {
     live("random_like");
     return Tensor(detail::random(shape(), dist, device(), K::kKind, dtype()));
   }
-  // The one element (ShapeError otherwise), exactly: a double, int64, uint64 or bool Scalar.
+  /// The one element (ShapeError otherwise), exactly: a double, int64, uint64 or bool Scalar.
   Scalar into_scalar() const { return detail::into_scalar(detail::retain(h_)); }
   Tensor<1, K> dot(const Tensor& o) const requires(!kIsBool && D == 1) { return Tensor<1, K>(detail::dot(detail::retain(h_), detail::retain(o.h_))); }
   Tensor<D, Bool> is_finite() const requires kIsFloat { return Tensor<D, Bool>(detail::is_finite(detail::retain(h_))); }
   Tensor<1, Bool> contains_nan() const requires kIsFloat { return Tensor<1, Bool>(detail::contains_nan(detail::retain(h_))); }
-  // |a - b| <= atol + rtol |b| (or a == b) elementwise; all_close: everywhere.
+  /// |a - b| <= atol + rtol |b| (or a == b) elementwise; all_close: everywhere.
   Tensor<D, Bool> is_close(const Tensor& o, double rtol = 1e-5, double atol = 1e-8) const requires kIsFloat {
     return Tensor<D, Bool>(detail::is_close(detail::retain(h_), detail::retain(o.h_), rtol, atol));
   }
@@ -670,50 +670,50 @@ class TENSOR_API Tensor {
   Tensor fmod_scalar(double s) const requires kIsFloat { return Tensor(detail::scalar(OpCode::fmod_scalar, detail::retain(h_), Scalar(s))); }
   Tensor deg2rad() const requires kIsFloat { return Tensor(detail::deg2rad(detail::retain(h_))); }
   Tensor rad2deg() const requires kIsFloat { return Tensor(detail::rad2deg(detail::retain(h_))); }
-  // Reductions over several dims, each kept with size 1 (no dims: the tensor unchanged).
+  /// Reductions over several dims, each kept with size 1 (no dims: the tensor unchanged).
   Tensor sum_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::sum_dims(detail::retain(h_), d)); }
   Tensor mean_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::mean_dims(detail::retain(h_), d)); }
   Tensor prod_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::prod_dims(detail::retain(h_), d)); }
   Tensor max_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::max_dims(detail::retain(h_), d)); }
   Tensor min_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::min_dims(detail::retain(h_), d)); }
   Tensor max_abs_dims(detail::DimList d) const requires(!kIsBool) { return Tensor(detail::max_abs_dims(detail::retain(h_), d)); }
-  // Variance along dim (kept): var divides by n - 1, var_bias by n; *_mean also return the mean.
+  /// Variance along dim (kept): var divides by n - 1, var_bias by n; *_mean also return the mean.
   Tensor var(std::int64_t dim) const requires kIsFloat { return Tensor(detail::var(detail::retain(h_), dim, false)); }
   Tensor var_bias(std::int64_t dim) const requires kIsFloat { return Tensor(detail::var(detail::retain(h_), dim, true)); }
   std::pair<Tensor, Tensor> var_mean(std::int64_t dim) const requires kIsFloat { return two(detail::var_mean(detail::retain(h_), dim, false)); }
   std::pair<Tensor, Tensor> var_mean_bias(std::int64_t dim) const requires kIsFloat { return two(detail::var_mean(detail::retain(h_), dim, true)); }
-  // The covariance of the variables along the other dims, observations along `dim`
-  // ([vars, obs] with dim 1 -> [vars, vars]); divides by n - correction.
+  /// The covariance of the variables along the other dims, observations along `dim`
+  /// ([vars, obs] with dim 1 -> [vars, vars]); divides by n - correction.
   Tensor cov(std::int64_t dim, std::size_t correction = 1) const requires kIsFloat {
     return Tensor(detail::cov(detail::retain(h_), dim, correction));
   }
   Tensor<D, Int> argsort_descending(std::int64_t d) const { return argsort(d, true); }
   std::pair<Tensor, Tensor<D, Int>> sort_descending_with_indices(std::int64_t d) const { return sort_with_indices(d, true); }
-  // Runtime-sized argument lists (as the brace forms).
+  /// Runtime-sized argument lists (as the brace forms).
   Tensor slice(const std::vector<Slice>& s) const { return Tensor(detail::slice(detail::retain(h_), std::span<const Slice>(s.data(), s.size()))); }
   Tensor flip(const std::vector<std::int64_t>& axes) const {
     return Tensor(detail::axes(OpCode::flip, detail::retain(h_), std::span<const std::int64_t>(axes.data(), axes.size())));
   }
   Tensor t() const { return transpose(); }
-  // Dims src[i] moved to dst[i], the others kept in order.
+  /// Dims src[i] moved to dst[i], the others kept in order.
   Tensor movedim(detail::DimList src, detail::DimList dst) const { return Tensor(detail::movedim(detail::retain(h_), src, dst)); }
-  // Elements shifted by shifts[i] (wrapping) along dims[i].
+  /// Elements shifted by shifts[i] (wrapping) along dims[i].
   Tensor roll(detail::DimList shifts, detail::DimList dims) const { return Tensor(detail::roll(detail::retain(h_), shifts, dims, "roll")); }
   Tensor roll_dim(std::int64_t shift, std::int64_t dim) const { return Tensor(detail::roll(detail::retain(h_), {&shift, 1}, {&dim, 1}, "roll_dim")); }
   Tensor slice_dim(std::int64_t dim, Slice s) const { return Tensor(detail::slice_dim(detail::retain(h_), dim, s)); }
-  // The sliced elements set to `value`.
+  /// The sliced elements set to `value`.
   Tensor slice_fill(std::initializer_list<Slice> s, Scalar value) const {
     return Tensor(detail::slice_fill(detail::retain(h_), std::span<const Slice>(s.begin(), s.size()), value));
   }
-  // Slices of size 1 along dim, in order.
+  /// Slices of size 1 along dim, in order.
   std::vector<Tensor> iter_dim(std::int64_t dim) const { return split(1, dim); }
-  // select along dim with indices of any rank: dim is replaced by the indices' dims.
+  /// select along dim with indices of any rank: dim is replaced by the indices' dims.
   template <std::size_t DI, std::size_t DO = D + DI - 1>
   Tensor<DO, K> take(std::int64_t dim, const Tensor<DI, Int>& idx) const {
     static_assert(DO == D + DI - 1, "take: the result rank is D + DI - 1");
     return Tensor<DO, K>(detail::take(detail::retain(h_), dim, detail::copy(idx)));
   }
-  // One index tensor per dim, of the nonzero (true) elements (row-major order).
+  /// One index tensor per dim, of the nonzero (true) elements (row-major order).
   template <std::size_t R = 1>  // (a template: user code compiles the body only where it is called)
   std::vector<Tensor<R, Int>> nonzero() const {
     detail::HandleList hs = detail::nonzero(detail::retain(h_));
@@ -721,16 +721,16 @@ class TENSOR_API Tensor {
     for (std::size_t i = 0; i < hs.size(); ++i) out.emplace_back(hs.take(i));
     return out;
   }
-  // sum_dims, then those dims removed.
+  /// sum_dims, then those dims removed.
   template <std::size_t D2> Tensor<D2, K> sum_dims_squeeze(detail::DimList d) const requires(!kIsBool) {
     return sum_dims(d).template squeeze_dims<D2>(d);
   }
-  // The lower median along dim (kept), as burn; with its index.
+  /// The lower median along dim (kept), as burn; with its index.
   Tensor median(std::int64_t dim) const requires(!kIsBool) { return pair_of(detail::median(detail::retain(h_), dim, "median")).first; }
   std::pair<Tensor, Tensor<D, Int>> median_with_indices(std::int64_t dim) const requires(!kIsBool) {
     return pair_of(detail::median(detail::retain(h_), dim, "median_with_indices"));
   }
-  // burn's primary names of the scalar comparisons (the *_elem forms stay).
+  /// burn's primary names of the scalar comparisons (the *_elem forms stay).
   Tensor<D, Bool> equal_scalar(Scalar s) const { return cmp_s(OpCode::equal_elem, s); }
   Tensor<D, Bool> not_equal_scalar(Scalar s) const { return cmp_s(OpCode::not_equal_elem, s); }
   Tensor<D, Bool> greater_scalar(Scalar s) const { return cmp_s(OpCode::greater_elem, s); }
@@ -739,9 +739,9 @@ class TENSOR_API Tensor {
   Tensor<D, Bool> lower_equal_scalar(Scalar s) const { return cmp_s(OpCode::lower_equal_elem, s); }
 
   // ---- literal constructors, typed read-back, display, list-argument select/permute, sampling, nd indexing ----
-  // burn's literal constructors: nested braces of rank D (Tensor<2>::from_floats({{1, 2}, {3, 4}})),
-  // or flat values and a shape; stored in the device's default dtype of the kind.
-  // Ragged braces or a shape that does not match the values: ShapeError.
+  /// burn's literal constructors: nested braces of rank D (Tensor<2>::from_floats({{1, 2}, {3, 4}})),
+  /// or flat values and a shape; stored in the device's default dtype of the kind.
+  /// Ragged braces or a shape that does not match the values: ShapeError.
   static Tensor from_floats(detail::Nested<double, D> v, Device device = Device::default_device()) requires kIsFloat {
     return from_nested<double>(v, device, "from_floats");
   }
@@ -757,50 +757,50 @@ class TENSOR_API Tensor {
   }
   static Tensor from_bools(const std::vector<bool>& v, const Shape& shape, Device device = Device::default_device())
     requires kIsBool { return from_flat<bool>(v, shape, device, "from_bools"); }
-  // Reads back converted to another dtype (as TensorData::convert converts).
+  /// Reads back converted to another dtype (as TensorData::convert converts).
   TensorData into_data_as(DType t) const { return into_data().convert(t); }
   TensorData to_data_as(DType t) const { return into_data().convert(t); }
   template <class T> TensorData into_data_as() const { return into_data().convert(dtype_of<T>); }
   template <class T> TensorData to_data_as() const { return into_data().convert(dtype_of<T>); }
-  // The values as T, converted from the tensor's dtype.
+  /// The values as T, converted from the tensor's dtype.
   template <class T> std::vector<T> to_vec() const { return into_data().convert(dtype_of<T>).template to_vec<T>(); }
-  // burn's Display: values (truncated past PrintOptions::threshold), shape, device, kind, dtype.
+  /// burn's Display: values (truncated past PrintOptions::threshold), shape, device, kind, dtype.
   std::string to_string() const { return detail::format(h_, detail::print_options()); }
   std::string to_string(const PrintOptions& o) const { return detail::format(h_, o); }
   friend std::ostream& operator<<(std::ostream& os, const Tensor& t) { return detail::print(os, t.h_); }
-  // The slice at `index` along dim, that dim removed (burn's select_dim::<D - 1>; a
-  // negative dim or index counts from the end). IndexError when either is out of range.
+  /// The slice at `index` along dim, that dim removed (burn's select_dim::<D - 1>; a
+  /// negative dim or index counts from the end). IndexError when either is out of range.
   template <std::size_t D2 = D - 1>
   Tensor<D2, K> select_dim(std::int64_t dim, std::int64_t index) const requires(D >= 2) {
     static_assert(D2 + 1 == D, "select_dim removes one dim");
     return Tensor<D2, K>(detail::select_dim(detail::retain(h_), dim, index));
   }
-  // select with a runtime list of indices (negative: not allowed, as select's).
+  /// select with a runtime list of indices (negative: not allowed, as select's).
   Tensor select(std::int64_t dim, const std::vector<std::int64_t>& idx) const {
     return Tensor(detail::select_list(detail::retain(h_), dim, idx));
   }
-  // permute with a runtime list (one entry per dim; a std::vector converts). A span, so
-  // that braces still pick the std::array form.
+  /// permute with a runtime list (one entry per dim; a std::vector converts). A span, so
+  /// that braces still pick the std::array form.
   Tensor permute(detail::Dims axes) const { return Tensor(detail::permute_list(detail::retain(h_), axes)); }
-  // Multinomial sampling with replacement: the last dim holds non-negative class weights
-  // (not necessarily normalised); the result holds num_samples class indices per row in
-  // its last dim. Uses the device's random stream (Device::seed makes it reproducible).
+  /// Multinomial sampling with replacement: the last dim holds non-negative class weights
+  /// (not necessarily normalised); the result holds num_samples class indices per row in
+  /// its last dim. Uses the device's random stream (Device::seed makes it reproducible).
   Tensor<D, Int> categorical(std::size_t num_samples) const requires(kIsFloat && D < kMaxRank) {
     return Tensor<D, Int>(detail::categorical(detail::retain(h_), num_samples));
   }
-  // burn's gather_nd: indices [..., k] address the first k dims; the result is
-  // indices' leading dims followed by the remaining dims of this tensor (rank DI - 1 + D - k).
+  /// burn's gather_nd: indices [..., k] address the first k dims; the result is
+  /// indices' leading dims followed by the remaining dims of this tensor (rank DI - 1 + D - k).
   template <std::size_t DO, std::size_t DI> Tensor<DO, K> gather_nd(const Tensor<DI, Int>& idx) const requires(!kIsBool) {
     return Tensor<DO, K>(detail::gather_nd(detail::retain(h_), detail::copy(idx), DO));
   }
-  // burn's scatter_nd: values of shape (indices' leading dims + remaining dims) combined
-  // into the slices the indices address (Assign: the last write of duplicates wins).
+  /// burn's scatter_nd: values of shape (indices' leading dims + remaining dims) combined
+  /// into the slices the indices address (Assign: the last write of duplicates wins).
   template <std::size_t DI, std::size_t DV>
   Tensor scatter_nd(const Tensor<DI, Int>& idx, const Tensor<DV, K>& values, IndexingUpdateOp op = IndexingUpdateOp::Assign) const
     requires(!kIsBool) {
     return Tensor(detail::scatter_nd(detail::retain(h_), detail::copy(idx), detail::copy(values), op));
   }
-  // Samples [N, C, H, W] at grid [N, Hout, Wout, 2] points (x, y in [-1, 1]) -> [N, C, Hout, Wout].
+  /// Samples [N, C, H, W] at grid [N, Hout, Wout, 2] points (x, y in [-1, 1]) -> [N, C, Hout, Wout].
   Tensor grid_sample_2d(const Tensor<4>& grid, const GridSampleOptions& options = {}) const requires(kIsFloat && D == 4) {
     return Tensor(detail::grid_sample_2d(detail::retain(h_), detail::copy(grid), options));
   }
@@ -831,17 +831,17 @@ class TENSOR_API Tensor {
   friend Tensor operator-(const Tensor& a) { return a.neg(); }
   friend Tensor operator-(Tensor&& a) { return std::move(a).neg(); }
 
-  // The handle, for code that works below the typed API (tools, tests).
+  /// The handle, for code that works below the typed API (tools, tests).
   const Handle& handle() const { return h_; }
 
  private:
   template <std::size_t, TensorKind> friend class Tensor;
   template <std::size_t D2, class K2> friend detail::Handle detail::copy(const Tensor<D2, K2>& t);
 
-  // A moved-from handle is an error naming `op`, the method called, not the accessor
-  // (shape(), dtype(), device()) it reads first.
+  /// A moved-from handle is an error naming `op`, the method called, not the accessor
+  /// (shape(), dtype(), device()) it reads first.
   void live(const char* op) const { detail::check_rank(h_, D, op); }
-  // release() accepts an empty handle; one call is less code per temporary than a test and a call.
+  /// release() accepts an empty handle; one call is less code per temporary than a test and a call.
   void reset() noexcept { detail::release(h_); }
   [[gnu::noinline, noreturn]] static void throw_rank(const char* op, const Shape& s) {
     throw ShapeError(std::string("[") + op + "] rank mismatch; expected rank " + std::to_string(D) + "; got shape " +
@@ -932,12 +932,12 @@ Handle copy(const Tensor<D, K>& t) { return retain(t.h_); }
   X class Tensor<1, Bool>; X class Tensor<2, Bool>; X class Tensor<3, Bool>; X class Tensor<4, Bool>;
 TENSOR_INSTANCES(extern template)
 
-// burn's set_print_options: how every later to_string / operator<< prints.
+/// burn's set_print_options: how every later to_string / operator<< prints.
 inline void set_print_options(const PrintOptions& o) { detail::set_print_options(o); }
 inline PrintOptions print_options() { return detail::print_options(); }
 
-// burn's Transaction: register tensors, then execute() reads them all back with one
-// wait (every read is queued before the first wait), in registration order.
+/// burn's Transaction: register tensors, then execute() reads them all back with one
+/// wait (every read is queued before the first wait), in registration order.
 class TENSOR_API Transaction {
  public:
   template <std::size_t D, TensorKind K> Transaction& register_(const Tensor<D, K>& t) {  // `register` is a C++ keyword
@@ -945,11 +945,11 @@ class TENSOR_API Transaction {
     return *this;
   }
   std::size_t size() const { return hs_.size(); }
-  // Consumes the registered tensors (a second execute() returns an empty list).
+  /// Consumes the registered tensors (a second execute() returns an empty list).
   std::vector<TensorData> execute() { return detail::transaction(std::exchange(hs_, {})); }
-  // execute() with a failed read in the ReadResult instead of thrown (burn's try_execute).
+  /// execute() with a failed read in the ReadResult instead of thrown (burn's try_execute).
   ReadResult<std::vector<TensorData>> try_execute() { return detail::try_read([&] { return execute(); }); }
-  // Queues every read and returns the pending results, in registration order.
+  /// Queues every read and returns the pending results, in registration order.
   std::vector<DataFuture> execute_async() {
     std::vector<detail::Handle> hs = std::exchange(hs_, {});
     std::vector<DataFuture> out;
@@ -966,7 +966,7 @@ class TENSOR_API Transaction {
   std::vector<detail::Handle> hs_;
 };
 
-// Concatenates tensors of one rank along `dim` (empty tensors are skipped).
+/// Concatenates tensors of one rank along `dim` (empty tensors are skipped).
 template <std::size_t D, TensorKind K>
 Tensor<D, K> cat(const std::vector<Tensor<D, K>>& parts, std::int64_t dim) {
   std::vector<detail::Handle> hs;
@@ -975,7 +975,7 @@ Tensor<D, K> cat(const std::vector<Tensor<D, K>>& parts, std::int64_t dim) {
   return Tensor<D, K>(detail::cat(std::move(hs), dim));
 }
 
-// Stacks tensors of one shape along a new dim.
+/// Stacks tensors of one shape along a new dim.
 template <std::size_t D, TensorKind K>
 Tensor<D + 1, K> stack(const std::vector<Tensor<D, K>>& parts, std::int64_t dim) {
   std::vector<Tensor<D + 1, K>> up;

@@ -14,12 +14,12 @@
 
 namespace tensor::nn {
 
-// burn's generate_autoregressive_mask: [batch, seq, seq], true above the diagonal (a
-// position may not attend to later ones).
+/// burn's generate_autoregressive_mask: [batch, seq, seq], true above the diagonal (a
+/// position may not attend to later ones).
 TENSOR_API Tensor<3, Bool> generate_autoregressive_mask(std::size_t batch, std::size_t seq,
                                                         const Device& device = Device::default_device());
 
-// burn's MultiHeadAttentionConfig.
+/// burn's MultiHeadAttentionConfig.
 struct MultiHeadAttentionConfig {
   std::size_t d_model = 0;
   std::size_t n_heads = 0;
@@ -30,8 +30,8 @@ struct MultiHeadAttentionConfig {
   bool query_bias = true, key_bias = true, value_bias = true, output_bias = true;
 };
 
-// burn's MhaInput: query [B, Lq, d], key / value [B, Lk, d]; mask_pad [B, Lk] (true: a
-// padding key), mask_attn [B, Lq, Lk] (true: masked out).
+/// burn's MhaInput: query [B, Lq, d], key / value [B, Lk, d]; mask_pad [B, Lk] (true: a
+/// padding key), mask_attn [B, Lq, Lk] (true: masked out).
 struct MhaInput {
   Tensor<3> query, key, value;
   std::optional<Tensor<2, Bool>> mask_pad;
@@ -39,7 +39,7 @@ struct MhaInput {
   static MhaInput self_attn(const Tensor<3>& x) { return {x, x, x, std::nullopt, std::nullopt}; }
 };
 
-// weights [B, heads, Lq, Lk] (after softmax), context [B, Lq, d].
+/// weights [B, heads, Lq, Lk] (after softmax), context [B, Lq, d].
 struct MhaOutput {
   Tensor<4> weights;
   Tensor<3> context;
@@ -47,11 +47,11 @@ struct MhaOutput {
 
 class TENSOR_API MultiHeadAttention : public Module {
  public:
-  // ShapeError naming MultiHeadAttention when d_model is not divisible by n_heads.
+  /// ShapeError naming MultiHeadAttention when d_model is not divisible by n_heads.
   explicit MultiHeadAttention(const MultiHeadAttentionConfig& config, const Device& device = Device::default_device());
-  // As burn's: scores = q k^T / sqrt(d_k), dropout on the scores, masked entries set to
-  // min_float, softmax (quiet_softmax: with an extra zero logit), context = weights v, then
-  // the output projection. ShapeError naming the mask when its shape does not fit.
+  /// As burn's: scores = q k^T / sqrt(d_k), dropout on the scores, masked entries set to
+  /// min_float, softmax (quiet_softmax: with an extra zero logit), context = weights v, then
+  /// the output projection. ShapeError naming the mask when its shape does not fit.
   MhaOutput forward(const MhaInput& input) const;
 
   Linear query, key, value, output;
@@ -64,7 +64,7 @@ class TENSOR_API MultiHeadAttention : public Module {
   const char* type_name() const override { return "MultiHeadAttention"; }
 };
 
-// burn's TransformerEncoderConfig for one layer (d_ff: the feed-forward width).
+/// burn's TransformerEncoderConfig for one layer (d_ff: the feed-forward width).
 struct TransformerEncoderLayerConfig {
   std::size_t d_model = 0;
   std::size_t d_ff = 0;
@@ -74,11 +74,11 @@ struct TransformerEncoderLayerConfig {
   bool quiet_softmax = false;
   double layer_norm_eps = 1e-5;
   Initializer initializer = Initializer::module_default();
-  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  ///< the feed-forward block's
 };
 
-// burn's PositionWiseFeedForward: linear_outer(dropout(activation(linear_inner(x)))),
-// activation GELU unless given.
+/// burn's PositionWiseFeedForward: linear_outer(dropout(activation(linear_inner(x)))),
+/// activation GELU unless given.
 class TENSOR_API PositionWiseFeedForward : public Module {
  public:
   PositionWiseFeedForward(std::size_t d_model, std::size_t d_ff, double dropout, const Initializer& init,
@@ -92,9 +92,9 @@ class TENSOR_API PositionWiseFeedForward : public Module {
   const char* type_name() const override { return "PositionWiseFeedForward"; }
 };
 
-// burn's TransformerEncoderLayer. norm_first (pre-norm): x + drop(mha(norm_2(x))), then
-// + drop(pwff(norm_1(x))); otherwise (post-norm) norm_1(x + drop(mha(x))), then
-// norm_2(x + drop(pwff(x))).
+/// burn's TransformerEncoderLayer. norm_first (pre-norm): x + drop(mha(norm_2(x))), then
+/// + drop(pwff(norm_1(x))); otherwise (post-norm) norm_1(x + drop(mha(x))), then
+/// norm_2(x + drop(pwff(x))).
 class TENSOR_API TransformerEncoderLayer : public Module {
  public:
   explicit TransformerEncoderLayer(const TransformerEncoderLayerConfig& config,
@@ -113,8 +113,8 @@ class TENSOR_API TransformerEncoderLayer : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's TransformerEncoderConfig: n_layers TransformerEncoderLayers applied in order
-// (named layers.0, layers.1, ...), every one with the same masks.
+/// burn's TransformerEncoderConfig: n_layers TransformerEncoderLayers applied in order
+/// (named layers.0, layers.1, ...), every one with the same masks.
 struct TransformerEncoderConfig {
   std::size_t d_model = 0;
   std::size_t d_ff = 0;
@@ -125,7 +125,7 @@ struct TransformerEncoderConfig {
   bool quiet_softmax = false;
   double layer_norm_eps = 1e-5;
   Initializer initializer = Initializer::module_default();
-  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  ///< the feed-forward block's
 };
 
 class TENSOR_API TransformerEncoder : public Module {
@@ -141,10 +141,10 @@ class TENSOR_API TransformerEncoder : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's TransformerDecoderInput: the target [B, Lt, d] with its self-attention masks
-// (target_mask_attn: generate_autoregressive_mask(B, Lt) for a causal decoder), the memory
-// [B, Lm, d] (the encoder's output) with the cross-attention masks (mask_pad [B, Lm],
-// mask_attn [B, Lt, Lm]; true: masked out).
+/// burn's TransformerDecoderInput: the target [B, Lt, d] with its self-attention masks
+/// (target_mask_attn: generate_autoregressive_mask(B, Lt) for a causal decoder), the memory
+/// [B, Lm, d] (the encoder's output) with the cross-attention masks (mask_pad [B, Lm],
+/// mask_attn [B, Lt, Lm]; true: masked out).
 struct TransformerDecoderInput {
   Tensor<3> target;
   std::optional<Tensor<2, Bool>> target_mask_pad{};
@@ -152,13 +152,13 @@ struct TransformerDecoderInput {
   Tensor<3> memory;
   std::optional<Tensor<2, Bool>> memory_mask_pad{};
   std::optional<Tensor<3, Bool>> memory_mask_attn{};
-  // burn's TransformerDecoderInput::new: no masks.
+  /// burn's TransformerDecoderInput::new: no masks.
   static TransformerDecoderInput make(const Tensor<3>& target, const Tensor<3>& memory) {
     return {target, std::nullopt, std::nullopt, memory, std::nullopt, std::nullopt};
   }
 };
 
-// burn's TransformerDecoderConfig for one layer.
+/// burn's TransformerDecoderConfig for one layer.
 struct TransformerDecoderLayerConfig {
   std::size_t d_model = 0;
   std::size_t d_ff = 0;
@@ -168,20 +168,20 @@ struct TransformerDecoderLayerConfig {
   bool quiet_softmax = false;
   double layer_norm_eps = 1e-5;
   Initializer initializer = Initializer::module_default();
-  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  ///< the feed-forward block's
 };
 
-// burn's TransformerDecoderLayer (record names cross_attn, self_attn, pwff, norm_1..3).
-// Post-norm (default): x = norm_1(x + drop(self_attn(x))), x = norm_2(x + drop(cross_attn(x,
-// memory))), x = norm_3(x + drop(pwff(x))). Pre-norm (norm_first): x += drop(self_attn(norm_3(x))),
-// x += drop(cross_attn(norm_1(x), memory)), x += drop(pwff(norm_2(x))) (burn's norm order).
+/// burn's TransformerDecoderLayer (record names cross_attn, self_attn, pwff, norm_1..3).
+/// Post-norm (default): x = norm_1(x + drop(self_attn(x))), x = norm_2(x + drop(cross_attn(x,
+/// memory))), x = norm_3(x + drop(pwff(x))). Pre-norm (norm_first): x += drop(self_attn(norm_3(x))),
+/// x += drop(cross_attn(norm_1(x), memory)), x += drop(pwff(norm_2(x))) (burn's norm order).
 class TENSOR_API TransformerDecoderLayer : public Module {
  public:
   explicit TransformerDecoderLayer(const TransformerDecoderLayerConfig& config,
                                    const Device& device = Device::default_device());
-  // The new target [B, Lt, d]. ShapeError naming TransformerDecoderLayer when the target's or
-  // the memory's last dim is not d_model or their batches differ; mask shapes as
-  // MultiHeadAttention's.
+  /// The new target [B, Lt, d]. ShapeError naming TransformerDecoderLayer when the target's or
+  /// the memory's last dim is not d_model or their batches differ; mask shapes as
+  /// MultiHeadAttention's.
   Tensor<3> forward(const TransformerDecoderInput& input) const;
 
   MultiHeadAttention cross_attn, self_attn;
@@ -194,8 +194,8 @@ class TENSOR_API TransformerDecoderLayer : public Module {
   const char* type_name() const override { return "TransformerDecoderLayer"; }
 };
 
-// burn's TransformerDecoderConfig: n_layers TransformerDecoderLayers (layers.0, ...), each
-// given the same memory and masks.
+/// burn's TransformerDecoderConfig: n_layers TransformerDecoderLayers (layers.0, ...), each
+/// given the same memory and masks.
 struct TransformerDecoderConfig {
   std::size_t d_model = 0;
   std::size_t d_ff = 0;
@@ -206,7 +206,7 @@ struct TransformerDecoderConfig {
   bool quiet_softmax = false;
   double layer_norm_eps = 1e-5;
   Initializer initializer = Initializer::module_default();
-  ActivationConfig activation{ActivationConfig::Kind::Gelu};  // the feed-forward block's
+  ActivationConfig activation{ActivationConfig::Kind::Gelu};  ///< the feed-forward block's
 };
 
 class TENSOR_API TransformerDecoder : public Module {
@@ -220,10 +220,10 @@ class TENSOR_API TransformerDecoder : public Module {
   const char* type_name() const override { return "TransformerDecoder"; }
 };
 
-// burn's PositionalEncodingConfig: x [B, L, d_model] + the sinusoid table's first L rows,
-// pe[p, 2i] = sin(p / max_timescale^(2i / d)), pe[p, 2i + 1] = cos(the same). A constant,
-// not a parameter or buffer (burn's): not saved. ShapeError naming PositionalEncoding when
-// L > max_sequence_size or the last dim is not d_model (which must be even).
+/// burn's PositionalEncodingConfig: x [B, L, d_model] + the sinusoid table's first L rows,
+/// pe[p, 2i] = sin(p / max_timescale^(2i / d)), pe[p, 2i + 1] = cos(the same). A constant,
+/// not a parameter or buffer (burn's): not saved. ShapeError naming PositionalEncoding when
+/// L > max_sequence_size or the last dim is not d_model (which must be even).
 struct PositionalEncodingConfig {
   std::size_t d_model = 0;
   std::size_t max_sequence_size = 5000;
@@ -234,7 +234,7 @@ class TENSOR_API PositionalEncoding : public Module {
  public:
   explicit PositionalEncoding(const PositionalEncodingConfig& config, const Device& device = Device::default_device());
   Tensor<3> forward(const Tensor<3>& x) const;
-  Tensor<2> sinusoids;  // [max_sequence_size, d_model]
+  Tensor<2> sinusoids;  ///< [max_sequence_size, d_model]
   void visit(ModuleVisitor&) override {}
   const char* type_name() const override { return "PositionalEncoding"; }
   AnyTensor forward_any(const AnyTensor& x) override;

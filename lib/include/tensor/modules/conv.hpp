@@ -15,8 +15,8 @@
 
 namespace tensor::nn {
 
-// burn's PaddingConfig1d/2d: Valid (none), Same (output size = input size at stride 1;
-// needs an odd (kernel - 1) * dilation + 1), Explicit (the given symmetric amounts).
+/// burn's PaddingConfig1d/2d: Valid (none), Same (output size = input size at stride 1;
+/// needs an odd (kernel - 1) * dilation + 1), Explicit (the given symmetric amounts).
 template <std::size_t N>
 struct Padding {
   enum class Kind : std::uint8_t { Valid, Same, Explicit };
@@ -27,8 +27,8 @@ struct Padding {
   static Padding explicit_(std::array<std::int64_t, N> a) { return {Kind::Explicit, a}; }
 };
 
-// burn's Conv2dConfig: channels {in, out}, kernel [kh, kw]; weight [out, in/groups, kh, kw]
-// and bias [out] drawn with fan_in = in/groups * kh * kw, fan_out = out/groups * kh * kw.
+/// burn's Conv2dConfig: channels {in, out}, kernel [kh, kw]; weight [out, in/groups, kh, kw]
+/// and bias [out] drawn with fan_in = in/groups * kh * kw, fan_out = out/groups * kh * kw.
 struct Conv2dConfig {
   std::array<std::size_t, 2> channels{0, 0};
   std::array<std::size_t, 2> kernel_size{1, 1};
@@ -43,7 +43,7 @@ struct Conv2dConfig {
 class TENSOR_API Conv2d : public Module {
  public:
   explicit Conv2d(const Conv2dConfig& config, const Device& device = Device::default_device());
-  // x [N, in, H, W] -> [N, out, Ho, Wo]; ShapeError naming Conv2d.weight when the channels differ.
+  /// x [N, in, H, W] -> [N, out, Ho, Wo]; ShapeError naming Conv2d.weight when the channels differ.
   Tensor<4> forward(const Tensor<4>& x) const;
 
   Tensor<4> weight;
@@ -55,7 +55,7 @@ class TENSOR_API Conv2d : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's Conv1dConfig (channels_in, channels_out, kernel_size): weight [out, in/groups, k].
+/// burn's Conv1dConfig (channels_in, channels_out, kernel_size): weight [out, in/groups, k].
 struct Conv1dConfig {
   std::size_t channels_in = 0;
   std::size_t channels_out = 0;
@@ -71,7 +71,7 @@ struct Conv1dConfig {
 class TENSOR_API Conv1d : public Module {
  public:
   explicit Conv1d(const Conv1dConfig& config, const Device& device = Device::default_device());
-  // x [N, in, L] -> [N, out, Lo].
+  /// x [N, in, L] -> [N, out, Lo].
   Tensor<3> forward(const Tensor<3>& x) const;
 
   Tensor<3> weight;
@@ -83,8 +83,8 @@ class TENSOR_API Conv1d : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's ConvTranspose2dConfig: weight [in, out/groups, kh, kw], fan_in = out/groups * kh * kw
-// (burn's choice for the transposed layout), bias [out].
+/// burn's ConvTranspose2dConfig: weight [in, out/groups, kh, kw], fan_in = out/groups * kh * kw
+/// (burn's choice for the transposed layout), bias [out].
 struct ConvTranspose2dConfig {
   std::array<std::size_t, 2> channels{0, 0};
   std::array<std::size_t, 2> kernel_size{1, 1};
@@ -111,7 +111,7 @@ class TENSOR_API ConvTranspose2d : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's MaxPool2dConfig: strides default to the kernel size.
+/// burn's MaxPool2dConfig: strides default to the kernel size.
 struct MaxPool2dConfig {
   std::array<std::int64_t, 2> kernel_size{2, 2};
   std::optional<std::array<std::int64_t, 2>> strides{};
@@ -130,7 +130,7 @@ class TENSOR_API MaxPool2d : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's AvgPool2dConfig: strides default to the kernel size, count_include_pad true.
+/// burn's AvgPool2dConfig: strides default to the kernel size, count_include_pad true.
 struct AvgPool2dConfig {
   std::array<std::int64_t, 2> kernel_size{2, 2};
   std::optional<std::array<std::int64_t, 2>> strides{};
@@ -149,7 +149,7 @@ class TENSOR_API AvgPool2d : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's AdaptiveAvgPool2dConfig: the output size [H, W].
+/// burn's AdaptiveAvgPool2dConfig: the output size [H, W].
 struct AdaptiveAvgPool2dConfig {
   std::array<std::int64_t, 2> output_size{1, 1};
 };
@@ -164,7 +164,7 @@ class TENSOR_API AdaptiveAvgPool2d : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's ConvTranspose1dConfig: weight [in, out/groups, k], bias [out].
+/// burn's ConvTranspose1dConfig: weight [in, out/groups, k], bias [out].
 struct ConvTranspose1dConfig {
   std::array<std::size_t, 2> channels{0, 0};
   std::size_t kernel_size = 1;
@@ -191,7 +191,7 @@ class TENSOR_API ConvTranspose1d : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's MaxPool1dConfig / AvgPool1dConfig / AdaptiveAvgPool1dConfig over x [N, C, L].
+/// burn's MaxPool1dConfig / AvgPool1dConfig / AdaptiveAvgPool1dConfig over x [N, C, L].
 struct MaxPool1dConfig {
   std::int64_t kernel_size = 2;
   std::optional<std::int64_t> stride{};
@@ -242,9 +242,9 @@ class TENSOR_API AdaptiveAvgPool1d : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's Conv3dConfig: channels {in, out}, kernel [kd, kh, kw]; weight [out, in/groups, kd,
-// kh, kw] and bias [out] drawn with fan_in = in/groups * kd * kh * kw, fan_out = out/groups *
-// kd * kh * kw.
+/// burn's Conv3dConfig: channels {in, out}, kernel [kd, kh, kw]; weight [out, in/groups, kd,
+/// kh, kw] and bias [out] drawn with fan_in = in/groups * kd * kh * kw, fan_out = out/groups *
+/// kd * kh * kw.
 struct Conv3dConfig {
   std::array<std::size_t, 2> channels{0, 0};
   std::array<std::size_t, 3> kernel_size{1, 1, 1};
@@ -259,8 +259,8 @@ struct Conv3dConfig {
 class TENSOR_API Conv3d : public Module {
  public:
   explicit Conv3d(const Conv3dConfig& config, const Device& device = Device::default_device());
-  // x [N, in, D, H, W] -> [N, out, Do, Ho, Wo]; ShapeError naming Conv3d.weight when the
-  // channels differ.
+  /// x [N, in, D, H, W] -> [N, out, Do, Ho, Wo]; ShapeError naming Conv3d.weight when the
+  /// channels differ.
   Tensor<5> forward(const Tensor<5>& x) const;
 
   Tensor<5> weight;
@@ -272,8 +272,8 @@ class TENSOR_API Conv3d : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's ConvTranspose3dConfig: weight [in, out/groups, kd, kh, kw], fan_in = out/groups *
-// kd * kh * kw (as ConvTranspose2d), bias [out].
+/// burn's ConvTranspose3dConfig: weight [in, out/groups, kd, kh, kw], fan_in = out/groups *
+/// kd * kh * kw (as ConvTranspose2d), bias [out].
 struct ConvTranspose3dConfig {
   std::array<std::size_t, 2> channels{0, 0};
   std::array<std::size_t, 3> kernel_size{1, 1, 1};
@@ -300,7 +300,7 @@ class TENSOR_API ConvTranspose3d : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's AdaptiveAvgPool3dConfig: the output size [D, H, W] over x [N, C, D, H, W].
+/// burn's AdaptiveAvgPool3dConfig: the output size [D, H, W] over x [N, C, D, H, W].
 struct AdaptiveAvgPool3dConfig {
   std::array<std::int64_t, 3> output_size{1, 1, 1};
 };

@@ -10,10 +10,10 @@
 
 namespace tensor::nn {
 
-// burn's BatchNormConfig. In training, x [N, C, ...] is normalised with the batch's mean
-// and biased variance per channel, and the buffers move: running = (1 - momentum) running +
-// momentum batch (burn's rule; the variance is the biased one, as burn's). In eval the
-// running statistics are used (tensor::nn::batch_norm). gamma = 1, beta = 0.
+/// burn's BatchNormConfig. In training, x [N, C, ...] is normalised with the batch's mean
+/// and biased variance per channel, and the buffers move: running = (1 - momentum) running +
+/// momentum batch (burn's rule; the variance is the biased one, as burn's). In eval the
+/// running statistics are used (tensor::nn::batch_norm). gamma = 1, beta = 0.
 struct BatchNormConfig {
   std::size_t num_features = 0;
   double epsilon = 1e-5;
@@ -23,11 +23,11 @@ struct BatchNormConfig {
 class TENSOR_API BatchNorm : public Module {
  public:
   explicit BatchNorm(const BatchNormConfig& config, const Device& device = Device::default_device());
-  // ShapeError naming BatchNorm.gamma when dim 1 is not num_features.
+  /// ShapeError naming BatchNorm.gamma when dim 1 is not num_features.
   template <std::size_t D> Tensor<D> forward(const Tensor<D>& x);
 
   Tensor<1> gamma, beta;
-  Tensor<1> running_mean, running_var;  // buffers: zeros and ones at first
+  Tensor<1> running_mean, running_var;  ///< buffers: zeros and ones at first
   double epsilon, momentum;
 
   void visit(ModuleVisitor& v) override;
@@ -35,8 +35,8 @@ class TENSOR_API BatchNorm : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's LayerNormConfig: over the last dim d_model, biased variance; gamma = 1, beta = 0
-// (no beta when bias is false).
+/// burn's LayerNormConfig: over the last dim d_model, biased variance; gamma = 1, beta = 0
+/// (no beta when bias is false).
 struct LayerNormConfig {
   std::size_t d_model = 0;
   double epsilon = 1e-5;
@@ -57,9 +57,9 @@ class TENSOR_API LayerNorm : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's GroupNormConfig: x [N, C, ...] in num_groups groups of C / num_groups channels,
-// each normalised over its channels and the remaining dims; per-channel gamma / beta when
-// affine. num_channels must be divisible by num_groups.
+/// burn's GroupNormConfig: x [N, C, ...] in num_groups groups of C / num_groups channels,
+/// each normalised over its channels and the remaining dims; per-channel gamma / beta when
+/// affine. num_channels must be divisible by num_groups.
 struct GroupNormConfig {
   std::size_t num_groups = 0;
   std::size_t num_channels = 0;
@@ -81,7 +81,7 @@ class TENSOR_API GroupNorm : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's RmsNormConfig: x / sqrt(mean(x^2, last dim) + epsilon) * gamma, gamma = 1.
+/// burn's RmsNormConfig: x / sqrt(mean(x^2, last dim) + epsilon) * gamma, gamma = 1.
 struct RmsNormConfig {
   std::size_t d_model = 0;
   double epsilon = 1e-5;
@@ -100,8 +100,8 @@ class TENSOR_API RmsNorm : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-// burn's InstanceNormConfig: GroupNorm with one channel per group (each channel of each
-// sample normalised over the remaining dims), per-channel gamma / beta when affine.
+/// burn's InstanceNormConfig: GroupNorm with one channel per group (each channel of each
+/// sample normalised over the remaining dims), per-channel gamma / beta when affine.
 struct InstanceNormConfig {
   std::size_t num_channels = 0;
   double epsilon = 1e-5;
@@ -111,10 +111,10 @@ struct InstanceNormConfig {
 class TENSOR_API InstanceNorm : public Module {
  public:
   explicit InstanceNorm(const InstanceNormConfig& config, const Device& device = Device::default_device());
-  // ShapeError naming InstanceNorm.gamma when dim 1 is not num_channels.
+  /// ShapeError naming InstanceNorm.gamma when dim 1 is not num_channels.
   template <std::size_t D> Tensor<D> forward(const Tensor<D>& x) const;
 
-  GroupNorm norm;  // its gamma / beta are this module's (visit names them gamma, beta)
+  GroupNorm norm;  ///< its gamma / beta are this module's (visit names them gamma, beta)
 
   void visit(ModuleVisitor& v) override;
   const char* type_name() const override { return "InstanceNorm"; }

@@ -17,37 +17,37 @@
 
 namespace tensor::optim {
 
-// True for the parameters that usually take no weight decay: biases ("*.bias", "*.beta")
-// and every parameter of a normalisation module (BatchNorm, LayerNorm, GroupNorm, InstanceNorm, RmsNorm).
+/// True for the parameters that usually take no weight decay: biases ("*.bias", "*.beta")
+/// and every parameter of a normalisation module (BatchNorm, LayerNorm, GroupNorm, InstanceNorm, RmsNorm).
 TENSOR_API bool is_norm_or_bias(const ParamRef& p);
 
 class TENSOR_API ModuleOptimizer {
  public:
-  // One optimizer for every parameter.
+  /// One optimizer for every parameter.
   explicit ModuleOptimizer(std::unique_ptr<Optimizer> optimizer);
   ModuleOptimizer(ModuleOptimizer&&) noexcept;
   ModuleOptimizer& operator=(ModuleOptimizer&&) noexcept;
   ~ModuleOptimizer();
 
-  // burn's optimizer configs over a module; no_decay_for_norms_and_biases: a second group,
-  // the same config with weight_decay 0, takes the is_norm_or_bias parameters.
+  /// burn's optimizer configs over a module; no_decay_for_norms_and_biases: a second group,
+  /// the same config with weight_decay 0, takes the is_norm_or_bias parameters.
   static ModuleOptimizer sgd(const SgdConfig& config = {}, bool no_decay_for_norms_and_biases = false);
   static ModuleOptimizer adam(const AdamConfig& config = {}, bool no_decay_for_norms_and_biases = false);
   static ModuleOptimizer adamw(const AdamWConfig& config = {}, bool no_decay_for_norms_and_biases = false);
 
-  // A group: parameters for which `in_group` is true use `optimizer`. Groups are tried in
-  // the order added; the constructor's optimizer takes the rest.
+  /// A group: parameters for which `in_group` is true use `optimizer`. Groups are tried in
+  /// the order added; the constructor's optimizer takes the rest.
   ModuleOptimizer& add_group(std::function<bool(const ParamRef&)> in_group, std::unique_ptr<Optimizer> optimizer);
   std::size_t num_groups() const { return groups_.size() + 1; }
 
-  // One update of every parameter of `module` that has a gradient in `grads` (the module
-  // on an autodiff device; the new parameters require grad again). Returns how many were
-  // updated. DeviceError naming the module when it is not on an autodiff device.
+  /// One update of every parameter of `module` that has a gradient in `grads` (the module
+  /// on an autodiff device; the new parameters require grad again). Returns how many were
+  /// updated. DeviceError naming the module when it is not on an autodiff device.
   std::size_t step(double lr, Module& module, const Gradients& grads);
 
-  // The state of every group as "<name>.step|a|b" (Optimizer::to_record), and back: each
-  // entry goes to the group of the module's parameter of that name; an entry naming no
-  // parameter of `module` is a FormatError naming it, and nothing is loaded.
+  /// The state of every group as "<name>.step|a|b" (Optimizer::to_record), and back: each
+  /// entry goes to the group of the module's parameter of that name; an entry naming no
+  /// parameter of `module` is a FormatError naming it, and nothing is loaded.
   io::NamedTensors to_record() const;
   void load_record(const io::NamedTensors& record, Module& module);
 
@@ -57,11 +57,11 @@ class TENSOR_API ModuleOptimizer {
   std::vector<std::pair<std::function<bool(const ParamRef&)>, std::unique_ptr<Optimizer>>> groups_;
 };
 
-// One .safetensors file with the module's tensors as "model.<name>" and the optimizer's
-// state as "optim.<name>.step|a|b", plus `metadata`; loading is strict as Module::load.
+/// One .safetensors file with the module's tensors as "model.<name>" and the optimizer's
+/// state as "optim.<name>.step|a|b", plus `metadata`; loading is strict as Module::load.
 TENSOR_API void save_checkpoint(const std::string& path, Module& module, const ModuleOptimizer& optimizer,
                                 const std::map<std::string, std::string>& metadata = {});
-// Returns the file's metadata.
+/// Returns the file's metadata.
 TENSOR_API std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& module,
                                                               ModuleOptimizer& optimizer);
 

@@ -14,8 +14,8 @@
 
 namespace tensor::nn {
 
-// burn's GateController: one gate's two transforms, gate_product(x, h) = x Wi + bi + h Wh + bh
-// (input_transform: Linear d_input -> d_output, hidden_transform: Linear d_output -> d_output).
+/// burn's GateController: one gate's two transforms, gate_product(x, h) = x Wi + bi + h Wh + bh
+/// (input_transform: Linear d_input -> d_output, hidden_transform: Linear d_output -> d_output).
 class TENSOR_API GateController : public Module {
  public:
   GateController(std::size_t d_input, std::size_t d_output, bool bias, const Initializer& init,
@@ -28,19 +28,19 @@ class TENSOR_API GateController : public Module {
   const char* type_name() const override { return "GateController"; }
 };
 
-// burn's LstmState: cell and hidden, [batch, d_hidden] for Lstm, [2, batch, d_hidden]
-// (forward, reverse) for BiLstm.
+/// burn's LstmState: cell and hidden, [batch, d_hidden] for Lstm, [2, batch, d_hidden]
+/// (forward, reverse) for BiLstm.
 template <std::size_t D>
 struct LstmState {
   Tensor<D> cell, hidden;
 };
 
-// burn's LstmConfig. The initializer draws every gate's weights and biases (burn's default
-// XavierNormal, gain 1). reverse: the sequence is read last to first (the output keeps the
-// input's positions). clip: the cell state clamped to [-clip, clip] after each step.
-// input_forget: the forget gate is 1 - the input gate (its weights stay but are unused).
-// gate_activation (i, f, o; sigmoid), cell_activation (g; tanh), hidden_activation (applied
-// to c' for h'; tanh). burn's `bias` has no default; true here.
+/// burn's LstmConfig. The initializer draws every gate's weights and biases (burn's default
+/// XavierNormal, gain 1). reverse: the sequence is read last to first (the output keeps the
+/// input's positions). clip: the cell state clamped to [-clip, clip] after each step.
+/// input_forget: the forget gate is 1 - the input gate (its weights stay but are unused).
+/// gate_activation (i, f, o; sigmoid), cell_activation (g; tanh), hidden_activation (applied
+/// to c' for h'; tanh). burn's `bias` has no default; true here.
 struct LstmConfig {
   std::size_t d_input = 0;
   std::size_t d_hidden = 0;
@@ -55,18 +55,18 @@ struct LstmConfig {
   ActivationConfig hidden_activation{ActivationConfig::Kind::Tanh};
 };
 
-// burn's Lstm: gates input, forget, output, cell (record names input_gate, forget_gate,
-// output_gate, cell_gate); per step i = s(x Wii + h Whi), f = s(...), o = s(...),
-// g = tanh(...), c' = f c + i g, h' = o tanh(c').
+/// burn's Lstm: gates input, forget, output, cell (record names input_gate, forget_gate,
+/// output_gate, cell_gate); per step i = s(x Wii + h Whi), f = s(...), o = s(...),
+/// g = tanh(...), c' = f c + i g, h' = o tanh(c').
 class TENSOR_API Lstm : public Module {
  public:
   explicit Lstm(const LstmConfig& config, const Device& device = Device::default_device());
-  // x [B, L, d_input] (batch_first) -> (output [B, L, d_hidden], final state [B, d_hidden]).
-  // ShapeError naming Lstm.input_gate.input_transform.weight when the features differ, or
-  // the state when its shape is not [B, d_hidden]; DeviceError when x is elsewhere.
+  /// x [B, L, d_input] (batch_first) -> (output [B, L, d_hidden], final state [B, d_hidden]).
+  /// ShapeError naming Lstm.input_gate.input_transform.weight when the features differ, or
+  /// the state when its shape is not [B, d_hidden]; DeviceError when x is elsewhere.
   std::pair<Tensor<3>, LstmState<2>> forward(const Tensor<3>& x, const std::optional<LstmState<2>>& state = std::nullopt) const;
-  // x batch-first, the steps in the given order (reverse: last to first; the output keeps
-  // x's positions), whatever the config's batch_first and reverse (BiLstm's steps).
+  /// x batch-first, the steps in the given order (reverse: last to first; the output keeps
+  /// x's positions), whatever the config's batch_first and reverse (BiLstm's steps).
   std::pair<Tensor<3>, LstmState<2>> forward_steps(const Tensor<3>& x, const std::optional<LstmState<2>>& state,
                                                    bool reverse) const;
 
@@ -81,8 +81,8 @@ class TENSOR_API Lstm : public Module {
   const char* type_name() const override { return "Lstm"; }
 };
 
-// burn's BiLstmConfig: two Lstms (record names forward, reverse), the second reading the
-// sequence backwards.
+/// burn's BiLstmConfig: two Lstms (record names forward, reverse), the second reading the
+/// sequence backwards.
 struct BiLstmConfig {
   std::size_t d_input = 0;
   std::size_t d_hidden = 0;
@@ -99,11 +99,11 @@ struct BiLstmConfig {
 class TENSOR_API BiLstm : public Module {
  public:
   explicit BiLstm(const BiLstmConfig& config, const Device& device = Device::default_device());
-  // x [B, L, d_input] -> (output [B, L, 2 d_hidden]: forward then reverse features, final
-  // state [2, B, d_hidden]: forward's then reverse's). A given state is [2, B, d_hidden].
+  /// x [B, L, d_input] -> (output [B, L, 2 d_hidden]: forward then reverse features, final
+  /// state [2, B, d_hidden]: forward's then reverse's). A given state is [2, B, d_hidden].
   std::pair<Tensor<3>, LstmState<3>> forward(const Tensor<3>& x, const std::optional<LstmState<3>>& state = std::nullopt) const;
 
-  Lstm forward_lstm, reverse_lstm;  // burn's `forward` and `reverse` fields (record names)
+  Lstm forward_lstm, reverse_lstm;  ///< burn's `forward` and `reverse` fields (record names)
   std::size_t d_hidden;
   bool batch_first;
 
@@ -111,11 +111,11 @@ class TENSOR_API BiLstm : public Module {
   const char* type_name() const override { return "BiLstm"; }
 };
 
-// burn's GruConfig: gates update, reset, new (record names update_gate, reset_gate,
-// new_gate). reset_after (burn's default, torch's form): n = tanh(x Win + bin + r (h Whn +
-// bhn)); otherwise n = tanh(x Win + bin + (r h) Whn + bhn). h' = (1 - z) n + z h.
-// gate_activation (z, r; sigmoid), hidden_activation (n; tanh). Always batch-first, as
-// burn's Gru.
+/// burn's GruConfig: gates update, reset, new (record names update_gate, reset_gate,
+/// new_gate). reset_after (burn's default, torch's form): n = tanh(x Win + bin + r (h Whn +
+/// bhn)); otherwise n = tanh(x Win + bin + (r h) Whn + bhn). h' = (1 - z) n + z h.
+/// gate_activation (z, r; sigmoid), hidden_activation (n; tanh). Always batch-first, as
+/// burn's Gru.
 struct GruConfig {
   std::size_t d_input = 0;
   std::size_t d_hidden = 0;
@@ -130,10 +130,10 @@ struct GruConfig {
 class TENSOR_API Gru : public Module {
  public:
   explicit Gru(const GruConfig& config, const Device& device = Device::default_device());
-  // x [B, L, d_input] -> (output [B, L, d_hidden], final hidden [B, d_hidden]); burn's
-  // forward returns only the output, whose last step is the final hidden. Errors as Lstm's.
+  /// x [B, L, d_input] -> (output [B, L, d_hidden], final hidden [B, d_hidden]); burn's
+  /// forward returns only the output, whose last step is the final hidden. Errors as Lstm's.
   std::pair<Tensor<3>, Tensor<2>> forward(const Tensor<3>& x, const std::optional<Tensor<2>>& state = std::nullopt) const;
-  // The steps in the given order (reverse: last to first); the output keeps x's positions.
+  /// The steps in the given order (reverse: last to first); the output keeps x's positions.
   std::pair<Tensor<3>, Tensor<2>> forward_steps(const Tensor<3>& x, const std::optional<Tensor<2>>& state, bool reverse) const;
 
   GateController update_gate, reset_gate, new_gate;
@@ -146,7 +146,7 @@ class TENSOR_API Gru : public Module {
   const char* type_name() const override { return "Gru"; }
 };
 
-// burn's BiGruConfig: two Grus (record names forward, reverse).
+/// burn's BiGruConfig: two Grus (record names forward, reverse).
 struct BiGruConfig {
   std::size_t d_input = 0;
   std::size_t d_hidden = 0;
@@ -162,10 +162,10 @@ struct BiGruConfig {
 class TENSOR_API BiGru : public Module {
  public:
   explicit BiGru(const BiGruConfig& config, const Device& device = Device::default_device());
-  // x [B, L, d_input] -> (output [B, L, 2 d_hidden], final hidden [2, B, d_hidden]).
+  /// x [B, L, d_input] -> (output [B, L, 2 d_hidden], final hidden [2, B, d_hidden]).
   std::pair<Tensor<3>, Tensor<3>> forward(const Tensor<3>& x, const std::optional<Tensor<3>>& state = std::nullopt) const;
 
-  Gru forward_gru, reverse_gru;  // burn's `forward` and `reverse` fields (record names)
+  Gru forward_gru, reverse_gru;  ///< burn's `forward` and `reverse` fields (record names)
   std::size_t d_hidden;
   bool batch_first;
 
