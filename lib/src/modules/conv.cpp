@@ -47,6 +47,43 @@ void check_channels(const char* module, std::size_t in, std::size_t out, std::si
                 "channels [" + std::to_string(in) + ", " + std::to_string(out) + "]");
 }
 
+// A convolution module's parameters: weight [out, in / groups, kernel...] ([in, out / groups,
+// kernel...] when transposed) and bias [out], both initialized with fan_in = in / groups *
+// prod(kernel) and fan_out = out / groups * prod(kernel) (swapped when transposed), after the
+// channel checks.
+template <std::size_t N>
+struct ConvLayout {
+  const char* module;
+  std::size_t in, out, groups;
+  std::array<std::size_t, N> kernel;
+  bool transposed;
+
+  std::size_t taps() const {
+    std::size_t k = 1;
+    for (std::size_t v : kernel) k *= v;
+    return k;
+  }
+  std::size_t fan_in() const { return (transposed ? out : in) / groups * taps(); }
+  std::size_t fan_out() const { return (transposed ? in : out) / groups * taps(); }
+  Tensor<N + 2> weight(const Initializer& init, const Device& device) const {
+    check_channels(module, in, out, groups);
+    std::array<std::size_t, N + 2> dims{transposed ? in : out, (transposed ? out : in) / groups};
+    for (std::size_t i = 0; i < N; ++i) dims[2 + i] = kernel[i];
+    return init.init<N + 2>(Shape(std::span<const std::size_t>(dims)), device, fan_in(), fan_out());
+  }
+  std::optional<Tensor<1>> bias(bool has, const Initializer& init, const Device& device) const {
+    if (!has) return std::nullopt;
+    return init.init<1>(Shape{out}, device, fan_in(), fan_out());
+  }
+};
+
+ConvLayout<2> layout(const Conv2dConfig& c) { return {"Conv2d", c.channels[0], c.channels[1], c.groups, c.kernel_size, false}; }
+ConvLayout<1> layout(const Conv1dConfig& c) { return {"Conv1d", c.channels_in, c.channels_out, c.groups, {c.kernel_size}, false}; }
+ConvLayout<2> layout(const ConvTranspose2dConfig& c) { return {"ConvTranspose2d", c.channels[0], c.channels[1], c.groups, c.kernel_size, true}; }
+ConvLayout<1> layout(const ConvTranspose1dConfig& c) { return {"ConvTranspose1d", c.channels[0], c.channels[1], c.groups, {c.kernel_size}, true}; }
+ConvLayout<3> layout(const Conv3dConfig& c) { return {"Conv3d", c.channels[0], c.channels[1], c.groups, c.kernel_size, false}; }
+ConvLayout<3> layout(const ConvTranspose3dConfig& c) { return {"ConvTranspose3d", c.channels[0], c.channels[1], c.groups, c.kernel_size, true}; }
+
 template <std::size_t D>
 void check_in_channels(const char* module, const Tensor<D>& x, std::size_t want, const Shape& ws) {
   const Shape xs = x.shape();
@@ -72,12 +109,8 @@ AnyTensor fixed_rank(const M& m, const AnyTensor& x, const char* name) {
 // ---- Conv2d ---------------------------------------------------------------------------------
 
 Conv2d::Conv2d(const Conv2dConfig& c, const Device& device)
-    : weight((check_channels("Conv2d", c.channels[0], c.channels[1], c.groups),
-              c.initializer.init<4>(Shape{c.channels[1], c.channels[0] / c.groups, c.kernel_size[0], c.kernel_size[1]}, device,
-                                    c.channels[0] / c.groups * c.kernel_size[0] * c.kernel_size[1],
-                                    c.channels[1] / c.groups * c.kernel_size[0] * c.kernel_size[1]))) {
-  const std::size_t k = c.kernel_size[0] * c.kernel_size[1];
-  if (c.bias) bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[0] / c.groups * k, c.channels[1] / c.groups * k);
+    : weight(layout(c).weight(c.initializer, device)) {
+  bias = layout(c).bias(c.bias, c.initializer, device);
   options.stride = c.stride;
   options.dilation = c.dilation;
   options.groups = static_cast<std::int64_t>(c.groups);
@@ -100,12 +133,8 @@ AnyTensor Conv2d::forward_any(const AnyTensor& x) { return fixed_rank<Conv2d, 4>
 // ---- Conv1d ---------------------------------------------------------------------------------
 
 Conv1d::Conv1d(const Conv1dConfig& c, const Device& device)
-    : weight((check_channels("Conv1d", c.channels_in, c.channels_out, c.groups),
-              c.initializer.init<3>(Shape{c.channels_out, c.channels_in / c.groups, c.kernel_size}, device,
-                                    c.channels_in / c.groups * c.kernel_size, c.channels_out / c.groups * c.kernel_size))) {
-  if (c.bias)
-    bias = c.initializer.init<1>(Shape{c.channels_out}, device, c.channels_in / c.groups * c.kernel_size,
-                                 c.channels_out / c.groups * c.kernel_size);
+    : weight(layout(c).weight(c.initializer, device)) {
+  bias = layout(c).bias(c.bias, c.initializer, device);
   options.stride = {c.stride};
   options.dilation = {c.dilation};
   options.groups = static_cast<std::int64_t>(c.groups);
@@ -128,12 +157,8 @@ AnyTensor Conv1d::forward_any(const AnyTensor& x) { return fixed_rank<Conv1d, 3>
 // ---- ConvTranspose2d ------------------------------------------------------------------------
 
 ConvTranspose2d::ConvTranspose2d(const ConvTranspose2dConfig& c, const Device& device)
-    : weight((check_channels("ConvTranspose2d", c.channels[0], c.channels[1], c.groups),
-              c.initializer.init<4>(Shape{c.channels[0], c.channels[1] / c.groups, c.kernel_size[0], c.kernel_size[1]}, device,
-                                    c.channels[1] / c.groups * c.kernel_size[0] * c.kernel_size[1],
-                                    c.channels[0] / c.groups * c.kernel_size[0] * c.kernel_size[1]))) {
-  const std::size_t k = c.kernel_size[0] * c.kernel_size[1];
-  if (c.bias) bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[1] / c.groups * k, c.channels[0] / c.groups * k);
+    : weight(layout(c).weight(c.initializer, device)) {
+  bias = layout(c).bias(c.bias, c.initializer, device);
   options.stride = c.stride;
   options.dilation = c.dilation;
   options.padding = c.padding;
@@ -184,12 +209,8 @@ AnyTensor AdaptiveAvgPool2d::forward_any(const AnyTensor& x) {
 // ---- the 1d forms ---------------------------------------------------------------------------
 
 ConvTranspose1d::ConvTranspose1d(const ConvTranspose1dConfig& c, const Device& device)
-    : weight((check_channels("ConvTranspose1d", c.channels[0], c.channels[1], c.groups),
-              c.initializer.init<3>(Shape{c.channels[0], c.channels[1] / c.groups, c.kernel_size}, device,
-                                    c.channels[1] / c.groups * c.kernel_size, c.channels[0] / c.groups * c.kernel_size))) {
-  if (c.bias)
-    bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[1] / c.groups * c.kernel_size,
-                                 c.channels[0] / c.groups * c.kernel_size);
+    : weight(layout(c).weight(c.initializer, device)) {
+  bias = layout(c).bias(c.bias, c.initializer, device);
   options.stride = {c.stride};
   options.dilation = {c.dilation};
   options.padding = {c.padding};
@@ -238,12 +259,8 @@ AnyTensor AdaptiveAvgPool1d::forward_any(const AnyTensor& x) {
 // ---- the 3d forms ---------------------------------------------------------------------------
 
 Conv3d::Conv3d(const Conv3dConfig& c, const Device& device)
-    : weight((check_channels("Conv3d", c.channels[0], c.channels[1], c.groups),
-              c.initializer.init<5>(Shape{c.channels[1], c.channels[0] / c.groups, c.kernel_size[0], c.kernel_size[1], c.kernel_size[2]},
-                                    device, c.channels[0] / c.groups * c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2],
-                                    c.channels[1] / c.groups * c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2]))) {
-  const std::size_t k = c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2];
-  if (c.bias) bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[0] / c.groups * k, c.channels[1] / c.groups * k);
+    : weight(layout(c).weight(c.initializer, device)) {
+  bias = layout(c).bias(c.bias, c.initializer, device);
   options.stride = c.stride;
   options.dilation = c.dilation;
   options.groups = static_cast<std::int64_t>(c.groups);
@@ -264,12 +281,8 @@ void Conv3d::visit(ModuleVisitor& v) {
 AnyTensor Conv3d::forward_any(const AnyTensor& x) { return fixed_rank<Conv3d, 5>(*this, x, "Conv3d"); }
 
 ConvTranspose3d::ConvTranspose3d(const ConvTranspose3dConfig& c, const Device& device)
-    : weight((check_channels("ConvTranspose3d", c.channels[0], c.channels[1], c.groups),
-              c.initializer.init<5>(Shape{c.channels[0], c.channels[1] / c.groups, c.kernel_size[0], c.kernel_size[1], c.kernel_size[2]},
-                                    device, c.channels[1] / c.groups * c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2],
-                                    c.channels[0] / c.groups * c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2]))) {
-  const std::size_t k = c.kernel_size[0] * c.kernel_size[1] * c.kernel_size[2];
-  if (c.bias) bias = c.initializer.init<1>(Shape{c.channels[1]}, device, c.channels[1] / c.groups * k, c.channels[0] / c.groups * k);
+    : weight(layout(c).weight(c.initializer, device)) {
+  bias = layout(c).bias(c.bias, c.initializer, device);
   options.stride = c.stride;
   options.dilation = c.dilation;
   options.padding = c.padding;
