@@ -27,6 +27,8 @@
 #include "tensor/io.hpp"
 #include "tensor/tensor.hpp"
 
+/// Optimizers (burn-optim's): Sgd, Adam, AdamW, gradient clipping, learning-rate schedules,
+/// and (tensor/modules/optim.hpp) ModuleOptimizer and module + optimizer checkpoints.
 namespace tensor::optim {
 
 /// A parameter's identity (burn's ParamId): the key of its optimizer state.
