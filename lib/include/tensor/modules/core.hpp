@@ -97,15 +97,21 @@ class TENSOR_API Flatten : public Module {
 #define TENSOR_ACTIVATION_MODULE(Name)                                            \
   class TENSOR_API Name : public Module {                                         \
    public:                                                                        \
+    /** x's activation, elementwise (ranks 1-5; shape, dtype, device kept). */    \
     template <std::size_t D> Tensor<D> forward(const Tensor<D>& x) const;         \
     void visit(ModuleVisitor&) override {}                                        \
     const char* type_name() const override { return #Name; }                      \
     AnyTensor forward_any(const AnyTensor& x) override;                           \
   };
+/// relu(x) as a module (tensor::activation::relu).
 TENSOR_ACTIVATION_MODULE(Relu)
+/// gelu(x) as a module (tensor::activation::gelu).
 TENSOR_ACTIVATION_MODULE(Gelu)
+/// sigmoid(x) as a module (tensor::activation::sigmoid).
 TENSOR_ACTIVATION_MODULE(Sigmoid)
+/// tanh(x) as a module (tensor::activation::tanh).
 TENSOR_ACTIVATION_MODULE(Tanh)
+/// silu(x) as a module (tensor::activation::silu).
 TENSOR_ACTIVATION_MODULE(Silu)
 #undef TENSOR_ACTIVATION_MODULE
 
