@@ -140,7 +140,7 @@ struct MaxPool2dConfig {
 /// burn's MaxPool2d (see MaxPool2dConfig); no parameters.
 class TENSOR_API MaxPool2d : public Module {
  public:
-  /// ShapeError naming MaxPool2d when Same padding cannot keep the size (stride not 1).
+  /// ShapeError naming MaxPool2d when Same padding cannot keep the size (see Padding::same).
   explicit MaxPool2d(const MaxPool2dConfig& config = {});
   /// tensor::nn::max_pool2d of x [N, C, H, W] -> [N, C, Ho, Wo], with its errors.
   Tensor<4> forward(const Tensor<4>& x) const;
@@ -162,7 +162,7 @@ struct AvgPool2dConfig {
 /// burn's AvgPool2d (see AvgPool2dConfig); no parameters.
 class TENSOR_API AvgPool2d : public Module {
  public:
-  /// ShapeError naming AvgPool2d when Same padding cannot keep the size (stride not 1).
+  /// ShapeError naming AvgPool2d when Same padding cannot keep the size (see Padding::same).
   explicit AvgPool2d(const AvgPool2dConfig& config = {});
   /// tensor::nn::avg_pool2d of x [N, C, H, W] -> [N, C, Ho, Wo], with its errors.
   Tensor<4> forward(const Tensor<4>& x) const;
@@ -233,7 +233,7 @@ struct MaxPool1dConfig {
 /// burn's MaxPool1d (see MaxPool1dConfig); no parameters.
 class TENSOR_API MaxPool1d : public Module {
  public:
-  /// ShapeError naming MaxPool1d when Same padding cannot keep the size (stride not 1).
+  /// ShapeError naming MaxPool1d when Same padding cannot keep the size (see Padding::same).
   explicit MaxPool1d(const MaxPool1dConfig& config = {});
   /// tensor::nn::max_pool1d of x [N, C, L] -> [N, C, Lo], with its errors.
   Tensor<3> forward(const Tensor<3>& x) const;
@@ -255,7 +255,7 @@ struct AvgPool1dConfig {
 /// burn's AvgPool1d (see AvgPool1dConfig); no parameters.
 class TENSOR_API AvgPool1d : public Module {
  public:
-  /// ShapeError naming AvgPool1d when Same padding cannot keep the size (stride not 1).
+  /// ShapeError naming AvgPool1d when Same padding cannot keep the size (see Padding::same).
   explicit AvgPool1d(const AvgPool1dConfig& config = {});
   /// tensor::nn::avg_pool1d of x [N, C, L] -> [N, C, Lo], with its errors.
   Tensor<3> forward(const Tensor<3>& x) const;
