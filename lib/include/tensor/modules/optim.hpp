@@ -78,9 +78,8 @@ class TENSOR_API ModuleOptimizer {
 TENSOR_API void save_checkpoint(const std::string& path, Module& module, const ModuleOptimizer& optimizer,
                                 const std::map<std::string, std::string>& metadata = {});
 /// Loads a save_checkpoint file into `module` and `optimizer`; returns the file's metadata.
-/// FormatError naming the entry for a name that is neither model.* nor optim.*, an optim.*
-/// entry naming no parameter of `module`, and as Module::load (strict) and
-/// ModuleOptimizer::load_record.
+/// FormatError naming an entry that is neither model.* nor optim.* or an optim.* entry naming
+/// no parameter of `module`; otherwise errors as Module::load and ModuleOptimizer::load_record.
 TENSOR_API std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& module,
                                                               ModuleOptimizer& optimizer);
 
