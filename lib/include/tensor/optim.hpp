@@ -7,13 +7,12 @@
 // dtype-follow the parameter (state tensors live on the parameter's device with its dtype).
 // State (momentum buffers, Adam moments, step counts) is kept per ParamId.
 //
-// Autodiff is not in the library yet, so a step takes the gradient explicitly:
+// A step takes the gradient explicitly:
 //   param = opt.step(lr, "fc1.weight", param, grad);
-// When autodiff lands, its Gradients container (ParamId -> gradient tensor, as burn's
-// GradientsParams) feeds the same entry point: a Module visitor walks the parameters and calls
-// step(lr, id, param, grads.get<D>(id)) for each id that has a gradient, so the state keyed
-// by ParamId here is reused unchanged. Parameters are returned, not modified in place
-// (tensors are immutable values); the caller stores the result back into its module.
+// Over a whole module, tensor/modules/optim.hpp's ModuleOptimizer walks the parameters and
+// calls step(lr, name, param, grad) for each one that has a gradient in autodiff's Gradients,
+// with the parameter's dotted name as its ParamId. Parameters are returned, not modified in
+// place (tensors are immutable values); the caller stores the result back into its module.
 #pragma once
 
 #include <array>
@@ -28,6 +27,8 @@
 #include "tensor/io.hpp"
 #include "tensor/tensor.hpp"
 
+/// Optimizers (burn-optim's): Sgd, Adam, AdamW, gradient clipping, learning-rate schedules,
+/// and (tensor/modules/optim.hpp) ModuleOptimizer and module + optimizer checkpoints.
 namespace tensor::optim {
 
 /// A parameter's identity (burn's ParamId): the key of its optimizer state.
@@ -38,13 +39,20 @@ using ParamId = std::string;
 /// as burn does; not one global norm over all parameters).
 class TENSOR_API GradientClipping {
  public:
+  /// Value(threshold); ShapeError unless threshold > 0.
   static GradientClipping value(double threshold);
+  /// Norm(max_norm); ShapeError unless max_norm > 0.
   static GradientClipping norm(double max_norm);
+  ///@{
+  /// The clipped gradient, of grad's shape, dtype and device (the norm over all of it).
   Tensor<1> clip(const Tensor<1>& grad) const;
   template <std::size_t D>
   Tensor<D> clip(const Tensor<D>& grad) const;
+  ///@}
 
+  /// True for Norm, false for Value.
   bool by_norm() const { return by_norm_; }
+  /// The threshold c (Value's bound or Norm's max_norm).
   double threshold() const { return threshold_; }
 
  private:
@@ -61,7 +69,8 @@ class TENSOR_API Optimizer {
 
   /// One update of `param` with gradient `grad` at learning rate `lr`; returns the new
   /// parameter. Throws ShapeError when param and grad shapes differ, DeviceError when
-  /// they live on different devices.
+  /// they live on different devices, ShapeError / DTypeError when the parameter's state (a
+  /// loaded record's) has another size / dtype than the parameter.
   template <std::size_t D>
   Tensor<D> step(double lr, const ParamId& id, const Tensor<D>& param, const Tensor<D>& grad) {
     check(id, param.shape(), grad.shape(), param.device(), grad.device());
@@ -90,24 +99,39 @@ class TENSOR_API Optimizer {
   /// is a ShapeError naming the entry ("[load_record] ..."; a step that is not one i64, or a
   /// moment that is not float, a DTypeError), and the state stays as it was. A moment whose
   /// size or dtype differs from the parameter's is caught by the next step().
+  ///@{
   io::NamedTensors to_record() const;
   void load_record(const io::NamedTensors& record, Device device = Device::default_device());
+  ///@}
 
  protected:
+  /// `clipping`, when given, is applied to every gradient before the update rule.
   explicit Optimizer(std::optional<GradientClipping> clipping) : clipping_(clipping) {}
+  /// One parameter's state.
   struct State {
     std::size_t t = 0;                   ///< steps taken
-    std::optional<Tensor<1>> a, b;       ///< momentum buffer / Adam's first and second moments
+    ///@{
+    /// The momentum buffer / Adam's first and second moments (flat, the parameter's dtype).
+    std::optional<Tensor<1>> a, b;
+    ///@}
   };
+  /// The rule: the new flat parameter from p and the (clipped) gradient g, both rank 1 of one
+  /// size, updating state(id).
   virtual Tensor<1> update(double lr, const ParamId& id, const Tensor<1>& p, const Tensor<1>& g) = 0;
+  /// The state of `id`, created empty on first use.
   State& state(const ParamId& id) { return state_[id]; }
+  /// The name error messages start with ("Adam::step").
   virtual const char* name() const = 0;
   /// The moments this optimizer keeps once it has taken a step, which load_record requires
   /// (a record missing one would have update() read an absent moment); `b_nonnegative`: b is
   /// a running mean of squares (its square root is taken). The default keeps none.
   struct Moments {
+    ///@{
+    /// Whether a / b is kept, and whether b must be >= 0.
     bool a = false, b = false, b_nonnegative = false;
+    ///@}
   };
+  /// This optimizer's Moments (see the struct).
   virtual Moments moments() const { return {}; }
 
  private:
@@ -121,14 +145,16 @@ class TENSOR_API Optimizer {
 /// buf = g on the first step, then buf = mu * buf + (1 - dampening) * g; the step uses
 /// g + mu * buf (nesterov) or buf; p -= lr * step.
 struct SgdConfig {
-  double momentum = 0.0;
-  double dampening = 0.0;
-  bool nesterov = false;
-  double weight_decay = 0.0;
-  std::optional<GradientClipping> grad_clipping = std::nullopt;
+  double momentum = 0.0;  ///< mu; 0: no momentum buffer
+  double dampening = 0.0;  ///< the dampening of the buffer's update
+  bool nesterov = false;  ///< Nesterov momentum (needs momentum > 0 and dampening 0)
+  double weight_decay = 0.0;  ///< L2: added to the gradient times p
+  std::optional<GradientClipping> grad_clipping = std::nullopt;  ///< applied to each gradient first; empty: none
 };
+/// SGD (see SgdConfig); state: the momentum buffer "a" when momentum != 0.
 class TENSOR_API Sgd final : public Optimizer {
  public:
+  /// ShapeError when nesterov is set without momentum > 0 and dampening 0.
   explicit Sgd(SgdConfig config = {});
   ~Sgd() override;
 
@@ -143,14 +169,16 @@ class TENSOR_API Sgd final : public Optimizer {
 /// p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + epsilon). Defaults are PyTorch's
 /// (burn's epsilon is 1e-5).
 struct AdamConfig {
-  double beta_1 = 0.9;
-  double beta_2 = 0.999;
-  double epsilon = 1e-8;
-  double weight_decay = 0.0;
-  std::optional<GradientClipping> grad_clipping = std::nullopt;
+  double beta_1 = 0.9;  ///< b1, the first moment's decay, in [0, 1)
+  double beta_2 = 0.999;  ///< b2, the second moment's decay, in [0, 1)
+  double epsilon = 1e-8;  ///< added to the denominator; >= 0
+  double weight_decay = 0.0;  ///< L2, coupled: added to the gradient times p
+  std::optional<GradientClipping> grad_clipping = std::nullopt;  ///< applied to each gradient first; empty: none
 };
+/// Adam (see AdamConfig); state: the moments "a" (m) and "b" (v).
 class TENSOR_API Adam final : public Optimizer {
  public:
+  /// ShapeError when a beta is outside [0, 1) or epsilon is negative.
   explicit Adam(AdamConfig config = {});
   ~Adam() override;
 
@@ -163,14 +191,16 @@ class TENSOR_API Adam final : public Optimizer {
 
 /// AdamW: p *= (1 - lr * weight_decay) (decoupled), then the Adam update without L2.
 struct AdamWConfig {
-  double beta_1 = 0.9;
-  double beta_2 = 0.999;
-  double epsilon = 1e-8;
-  double weight_decay = 1e-2;
-  std::optional<GradientClipping> grad_clipping = std::nullopt;
+  double beta_1 = 0.9;  ///< b1, the first moment's decay, in [0, 1)
+  double beta_2 = 0.999;  ///< b2, the second moment's decay, in [0, 1)
+  double epsilon = 1e-8;  ///< added to the denominator; >= 0
+  double weight_decay = 1e-2;  ///< decoupled: p shrinks by lr * weight_decay
+  std::optional<GradientClipping> grad_clipping = std::nullopt;  ///< applied to each gradient first; empty: none
 };
+/// AdamW (see AdamWConfig); state as Adam's.
 class TENSOR_API AdamW final : public Optimizer {
  public:
+  /// ShapeError when a beta is outside [0, 1) or epsilon is negative.
   explicit AdamW(AdamWConfig config = {});
   ~AdamW() override;
 
@@ -181,25 +211,33 @@ class TENSOR_API AdamW final : public Optimizer {
   AdamWConfig config_;
 };
 
-// ---- learning-rate schedules (burn's LrScheduler: step() returns the rate for this
-/// iteration and advances). iteration() / set_iteration() save and restore the position,
-/// so a resumed run continues the schedule.
+// ---- learning-rate schedules ----------------------------------------------------------
+/// burn's LrScheduler: step() returns the rate for this iteration and advances.
+/// iteration() / set_iteration() save and restore the position, so a resumed run continues
+/// the schedule.
 class TENSOR_API LrScheduler {
  public:
   virtual ~LrScheduler();
+  /// lr_at(iteration()), then the iteration advances by one.
   double step() { return lr_at(iteration_++); }
+  /// The rate at `iteration` (0-based), without moving the position.
   virtual double lr_at(std::size_t iteration) const = 0;
+  /// The position: the number of step() calls so far (or what set_iteration() set).
   std::size_t iteration() const { return iteration_; }
+  /// Moves the position to `i` (a resumed run's iteration()).
   void set_iteration(std::size_t i) { iteration_ = i; }
 
  private:
   std::size_t iteration_ = 0;
 };
 
+/// The same rate at every iteration.
 class TENSOR_API ConstantLr final : public LrScheduler {
  public:
+  /// Always `lr`.
   explicit ConstantLr(double lr);
   ~ConstantLr() override;
+  /// `lr`, whatever the iteration.
   double lr_at(std::size_t) const override { return lr_; }
 
  private:
@@ -209,8 +247,10 @@ class TENSOR_API ConstantLr final : public LrScheduler {
 /// lr * gamma^(iteration / step_size) (integer division); step_size >= 1.
 class TENSOR_API StepLr final : public LrScheduler {
  public:
+  /// ShapeError when step_size is 0.
   StepLr(double initial_lr, std::size_t step_size, double gamma = 0.1);
   ~StepLr() override;
+  /// initial_lr * gamma^(iteration / step_size).
   double lr_at(std::size_t iteration) const override;
 
  private:
@@ -224,8 +264,10 @@ class TENSOR_API StepLr final : public LrScheduler {
 /// the remaining num_iters - warmup iterations; min_lr after num_iters.
 class TENSOR_API CosineLr final : public LrScheduler {
  public:
+  /// ShapeError when warmup > num_iters.
   CosineLr(double initial_lr, std::size_t num_iters, std::size_t warmup = 0, double min_lr = 0.0);
   ~CosineLr() override;
+  /// The warm-up / cosine / min_lr rate of the class comment at `iteration`.
   double lr_at(std::size_t iteration) const override;
 
  private:
