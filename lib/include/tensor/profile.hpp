@@ -50,6 +50,8 @@ struct TENSOR_API ProfileResult {
   std::string to_string() const;
 };
 
+/// The op profiler's controls: start, read, stop (see ProfileResult; TENSOR_PROFILE=1 prints
+/// the table at exit).
 namespace profile {
 /// Starts recording every op (clearing what a previous profile recorded). Recording
 /// adds a lock and a clock read per op, and off the CPU a device sync before and after
