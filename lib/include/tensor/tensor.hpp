@@ -26,6 +26,9 @@
 #include "tensor/scalar.hpp"
 #include "tensor/shape.hpp"
 
+/// libtensor: the typed Tensor with its kinds, dtypes, devices, scalars and errors; free
+/// functions cat / stack, print options and Transaction; the module ops in tensor::nn and the
+/// less common families in activation, linalg, signal, grid and loss; files in io; collectives in dist.
 namespace tensor {
 
 /// The Float kind (the `K` of `Tensor<D, K>`): elements of a float dtype (f64, f32, f16 or bf16).
@@ -766,7 +769,8 @@ class TENSOR_API Tensor {
 
   // ---- indexing ----
   /// out[.., i, ..] = this[.., idx[.., i, ..], ..] along `dim`: picks elements by the Int indices,
-  /// whose shape (equal to this one outside `dim`, else ShapeError) is the result's.
+  /// whose shape (equal to this one outside `dim`, else ShapeError) is the result's. IndexError for
+  /// an index outside the dim (as for every index tensor: scatter, select, select_assign).
   TENSOR_METHOD(Tensor, gather, (std::int64_t dim, const Tensor<D, Int>& idx),
                 detail::gather(std::move(self), dim, detail::copy(idx)))
   /// A copy with `v`'s elements combined (Add by default, or the given update rule; Bool: or)
@@ -1241,6 +1245,7 @@ TENSOR_INSTANCES(extern template)
 
 /// burn's set_print_options: how every later to_string / operator<< prints.
 inline void set_print_options(const PrintOptions& o) { detail::set_print_options(o); }
+/// The print options in effect (set_print_options' last value, else the defaults).
 inline PrintOptions print_options() { return detail::print_options(); }
 
 /// burn's Transaction: register tensors, then execute() reads them all back with one
@@ -1295,28 +1300,39 @@ Tensor<D + 1, K> stack(const std::vector<Tensor<D, K>>& parts, std::int64_t dim)
 
 // Activation functions (burn::tensor::activation).
 namespace activation {
+/// max(x, 0) elementwise (Float, as every activation here).
 template <std::size_t D> Tensor<D> relu(const Tensor<D>& x) { return Tensor<D>(detail::unary(OpCode::relu, detail::copy(x))); }
+/// x (1 + erf(x / sqrt 2)) / 2, the exact (erf) GELU.
 template <std::size_t D> Tensor<D> gelu(const Tensor<D>& x) { return Tensor<D>(detail::unary(OpCode::gelu, detail::copy(x))); }
+/// 1 / (1 + e^-x), without overflow.
 template <std::size_t D> Tensor<D> sigmoid(const Tensor<D>& x) { return Tensor<D>(detail::unary(OpCode::sigmoid, detail::copy(x))); }
+/// log(sigmoid(x)), without overflow.
 template <std::size_t D> Tensor<D> log_sigmoid(const Tensor<D>& x) {
   return Tensor<D>(detail::unary(OpCode::log_sigmoid, detail::copy(x)));
 }
+/// Hyperbolic tangent (Tensor::tanh).
 template <std::size_t D> Tensor<D> tanh(const Tensor<D>& x) { return x.tanh(); }
+/// x < 0 ? slope x : x.
 template <std::size_t D> Tensor<D> leaky_relu(const Tensor<D>& x, double slope) {
   return Tensor<D>(detail::scalar(OpCode::leaky_relu, detail::copy(x), Scalar(slope)));
 }
+/// x < 0 ? alpha x : x, `alpha` broadcast against x (ShapeError when it does not).
 template <std::size_t D> Tensor<D> prelu(const Tensor<D>& x, const Tensor<D>& alpha) {
   return Tensor<D>(detail::binary(OpCode::prelu, detail::copy(x), detail::copy(alpha)));
 }
+/// clamp(alpha x + beta, 0, 1).
 template <std::size_t D> Tensor<D> hard_sigmoid(const Tensor<D>& x, double alpha, double beta) {
   return Tensor<D>(detail::clamp(OpCode::hard_sigmoid, detail::copy(x), Scalar(alpha), Scalar(beta)));
 }
+/// exp(x - max) / sum(exp(x - max)) along `dim` (same shape; IndexError for a dim out of range).
 template <std::size_t D> Tensor<D> softmax(const Tensor<D>& x, std::int64_t dim) {
   return Tensor<D>(detail::reduce_dim(OpCode::softmax, detail::copy(x), dim));
 }
+/// x - max - log(sum(exp(x - max))) along `dim`, computed stably.
 template <std::size_t D> Tensor<D> log_softmax(const Tensor<D>& x, std::int64_t dim) {
   return Tensor<D>(detail::reduce_dim(OpCode::log_softmax, detail::copy(x), dim));
 }
+/// softmax(-x) along `dim`.
 template <std::size_t D> Tensor<D> softmin(const Tensor<D>& x, std::int64_t dim) {
   return Tensor<D>(detail::reduce_dim(OpCode::softmin, detail::copy(x), dim));
 }
