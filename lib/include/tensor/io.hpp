@@ -66,8 +66,9 @@ struct TENSOR_API SafetensorsFile {
 /// metadata that are not valid UTF-8 are FormatErrors.
 TENSOR_API void save_safetensors(const std::string& path, const NamedTensors& tensors,
                                  const std::map<std::string, std::string>& metadata = {});
-/// Reads a .safetensors file, validated as the header comment says (FormatError, nothing
-/// half-loaded; ExecutionError when the data cannot be allocated).
+/// Reads a .safetensors file. The whole header is checked against the file's size first: a
+/// truncated or malformed file, bad offsets, an unknown dtype or a repeated name is a FormatError
+/// naming the path, and nothing is half-loaded; ExecutionError when the data cannot be allocated.
 TENSOR_API SafetensorsFile load_safetensors(const std::string& path);
 
 /// .npy: format 1.0 (2.0 when the header needs more than 65535 bytes), little-endian,

@@ -84,7 +84,7 @@ struct MaxPoolOptions {
   std::array<std::int64_t, N> padding = detail::filled<N>(0);
   /// Spacing between window taps (>= 1).
   std::array<std::int64_t, N> dilation = detail::filled<N>(1);
-  /// Round the output size up instead of down (torch's rule, see above).
+  /// Round the output size up instead of down (torch's rule: see MaxPoolOptions).
   bool ceil_mode = false;
 };
 
@@ -125,7 +125,7 @@ struct AttentionModuleOptions {
   std::optional<double> scale;
   /// When set (> 0), scores become softcap * tanh(scores / softcap) before masking.
   std::optional<double> softcap;
-  /// Mask keys after the query's diagonal (bottom-right aligned, see above).
+  /// Mask keys after the query's diagonal (bottom-right aligned: see AttentionModuleOptions).
   bool is_causal = false;
 };
 /// burn's other name of AttentionModuleOptions.

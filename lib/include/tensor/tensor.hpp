@@ -212,9 +212,11 @@ template <std::size_t D, class K> Handle copy(const Tensor<D, K>& t);
 
 /// A tensor of static rank `D` (1 to kMaxRank) and kind `K` (Float, Int or Bool) on one device;
 /// its dtype within the kind is chosen at run time. Copies share the buffer (a reference
-/// count); ops on an rvalue (std::move(t).exp()) may reuse it. Methods exist only for the kinds
-/// they fit (a compile error otherwise). Bad input throws a tensor::Error subclass: ShapeError,
-/// DTypeError, DeviceError (operands on different devices), IndexError, ExecutionError.
+/// count); ops on an rvalue (std::move(t).exp()) may reuse it. Arithmetic takes Float and Int,
+/// the elementwise math (recip ... detach) and autodiff Float, bitwise_* Int, bool_* Bool: where a
+/// method is constrained, another kind is a compile error, elsewhere a DTypeError (greater on Bool).
+/// Bad input throws a tensor::Error subclass: ShapeError, DTypeError, DeviceError (operands on
+/// different devices), IndexError, ExecutionError.
 template <std::size_t D, TensorKind K>
 class TENSOR_API Tensor {
   static_assert(D >= 1 && D <= kMaxRank, "Tensor rank must be between 1 and kMaxRank");
@@ -309,7 +311,8 @@ class TENSOR_API Tensor {
     if (o.dtype && data.dtype() != *o.dtype) data = data.convert(*o.dtype);
     return from_data(std::move(data), o.device);
   }
-  /// The creation functions above, with the device and dtype in one TensorCreationOptions.
+  /// empty, zeros, ones, full, random, arange and arange_step with the device and dtype in one
+  /// TensorCreationOptions.
   ///@{
   static Tensor empty(const Shape& shape, const TensorCreationOptions& o) { return empty(shape, o.device, o.dtype); }
   static Tensor zeros(const Shape& shape, const TensorCreationOptions& o) { return zeros(shape, o.device, o.dtype); }
@@ -461,7 +464,7 @@ class TENSOR_API Tensor {
   /// a * a elementwise.
   TENSOR_NUM_METHOD(Tensor, square, (), detail::binary(OpCode::mul, std::move(self), detail::retain(h_)))
 
-  /// 1 / a elementwise (Float only, as every method down to detach).
+  /// 1 / a elementwise (Float only).
   TENSOR_FLOAT_METHOD(Tensor, recip, (), detail::unary(OpCode::recip, std::move(self)))
   /// e ^ a elementwise.
   TENSOR_FLOAT_METHOD(Tensor, exp, (), detail::unary(OpCode::exp, std::move(self)))
@@ -526,7 +529,8 @@ class TENSOR_API Tensor {
   TENSOR_FLOAT_METHOD(Tensor, set_require_grad, (bool on), detail::set_require_grad(std::move(self), on))
   /// True when marked with require_grad() (always false off an autodiff device).
   bool is_require_grad() const requires(kIsFloat) { return detail::is_require_grad(h_); }
-  /// Backward pass from this one-element tensor (a loss); frees the graph's intermediates.
+  /// Backward pass from this one-element tensor (a loss; ShapeError otherwise); frees the graph's
+  /// intermediates, so a second backward() over them throws Error.
   Gradients backward() const requires(kIsFloat) { return detail::backward(h_); }
   /// This tensor's gradient (on the inner device), or nullopt when it took no part.
   std::optional<Tensor> grad(const Gradients& grads) const requires(kIsFloat) {
@@ -540,14 +544,15 @@ class TENSOR_API Tensor {
     if (h.empty()) return std::nullopt;
     return Tensor(h);
   }
-  /// Replaces (or sets) this tensor's gradient in `grads` with `g`.
+  /// Replaces (or sets) this tensor's gradient in `grads` with `g`: Error unless this tensor requires
+  /// grad, ShapeError unless g has its shape, DeviceError unless g is on the inner device.
   void grad_replace(Gradients& grads, Tensor g) const requires(kIsFloat) { detail::grad_replace(grads, h_, std::move(g.h_)); }
   /// The same values on the inner device (untracked), and back (untracked, on its autodiff device).
   TENSOR_METHOD(Tensor, inner, (), detail::inner(std::move(self)))
   /// The tensor `t` of the inner device back on its autodiff device (untracked).
   static Tensor from_inner(Tensor t) { return Tensor(detail::from_inner(std::move(t.h_))); }
 
-  /// Elementwise a & b (Int only, as the bit operations below); broadcasting and errors as add().
+  /// Elementwise a & b (Int only); broadcasting and errors as add().
   TENSOR_INT_METHOD(Tensor, bitwise_and, (const Tensor& o), detail::binary(OpCode::bitwise_and, std::move(self), detail::retain(o.h_)))
   /// Elementwise a | b; broadcasting and errors as add().
   TENSOR_INT_METHOD(Tensor, bitwise_or, (const Tensor& o), detail::binary(OpCode::bitwise_or, std::move(self), detail::retain(o.h_)))
@@ -574,7 +579,7 @@ class TENSOR_API Tensor {
   /// ~a (every bit flipped).
   TENSOR_INT_METHOD(Tensor, bitwise_not, (), detail::unary(OpCode::bitwise_not, std::move(self)))
 
-  /// Logical not (Bool only, as the logic below).
+  /// Logical not (Bool only).
   TENSOR_BOOL_METHOD(Tensor, bool_not, (), detail::unary(OpCode::bool_not, std::move(self)))
   /// Logical and; broadcasting and errors as add().
   TENSOR_BOOL_METHOD(Tensor, bool_and, (const Tensor& o), detail::binary(OpCode::bool_and, std::move(self), detail::retain(o.h_)))
@@ -757,7 +762,8 @@ class TENSOR_API Tensor {
   /// A copy with the sliced region replaced by `v`, which must have the slice's shape (ShapeError).
   TENSOR_METHOD(Tensor, slice_assign, (std::initializer_list<Slice> s, const Tensor& v),
                 detail::slice_assign(std::move(self), std::span<const Slice>(s.begin(), s.size()), detail::retain(v.h_)))
-  /// Elements [start, start + length) of one dim.
+  /// Elements [start, start + length) of dim `dim`; IndexError for a dim out of range, length 0 or
+  /// a range past the dim.
   TENSOR_METHOD(Tensor, narrow, (std::int64_t dim, std::size_t start, std::size_t length),
                 narrow_(std::move(self), dim, start, length))
   /// `times` copies of the tensor concatenated along dim `d`.
