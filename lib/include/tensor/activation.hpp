@@ -6,6 +6,8 @@
 
 #include "tensor/tensor.hpp"
 
+/// burn's less common activations (burn::tensor::activation), composed from the op table's ops;
+/// the common ones (relu, gelu, sigmoid, softmax, ...) are in <tensor/tensor.hpp>. Float tensors.
 namespace tensor::activation {
 
 /// x * sigmoid(x).

@@ -14,8 +14,11 @@
 
 namespace tensor {
 
+/// Owning host data of one tensor: little-endian element bytes, a Shape and a DType (row-major).
+/// What Tensor::from_data takes and into_data returns; the same on every device.
 class TENSOR_API TensorData {
  public:
+  /// Empty f32 data of rank 0 (no bytes).
   TensorData() = default;
   /// Takes raw little-endian element bytes. Throws ShapeError when the byte
   /// count does not match shape x dtype size.
@@ -63,15 +66,23 @@ class TENSOR_API TensorData {
   /// int->int wraps; anything -> bool is "nonzero"; bool -> number is 0/1).
   TensorData convert(DType to) const;
 
+  /// The element type.
   DType dtype() const { return dtype_; }
+  /// The dims.
   const Shape& shape() const { return shape_; }
+  /// The element count (product of the dims).
   std::size_t num_elements() const { return shape_.num_elements(); }
+  /// The raw little-endian element bytes, row-major.
+  ///@{
   const std::vector<std::byte>& bytes() const { return bytes_; }
   std::vector<std::byte>& bytes() { return bytes_; }
+  ///@}
+  /// Moves the bytes out (the data is left without them).
   std::vector<std::byte> into_bytes() && { return std::move(bytes_); }
 
   /// Exact equality of dtype, shape and bytes.
   bool operator==(const TensorData& o) const { return dtype_ == o.dtype_ && shape_ == o.shape_ && bytes_ == o.bytes_; }
+  /// "TensorData(f32, [2, 3], [1, 2, ...])": dtype, shape and the first 16 values.
   std::string to_string() const;
 
  private:

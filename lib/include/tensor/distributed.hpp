@@ -14,6 +14,9 @@ enum class DistOp : std::uint8_t { all_reduce, broadcast, all_gather, reduce_sca
 TENSOR_API Handle dist_collective(DistOp op, Handle&& h, int arg);
 }  // namespace tensor::detail
 
+/// Collectives across processes (MPI) or threads (LocalGroup): all_reduce, broadcast,
+/// all_gather, reduce_scatter, barrier. Every rank calls the same collectives in the same
+/// order with equal shapes and dtypes; all ranks get bitwise-identical results.
 namespace tensor::dist {
 
 /// Mean is Sum / world_size (integer division, truncating, on Int tensors).
@@ -32,6 +35,7 @@ TENSOR_API void init();
 /// This caller's rank and the group size: a LocalGroup rank's inside LocalGroup::run, the
 /// process group's elsewhere.
 TENSOR_API int rank();
+/// The number of ranks in the caller's group (see rank()).
 TENSOR_API int world_size();
 /// Blocks until every rank of the group called barrier().
 TENSOR_API void barrier();
@@ -89,7 +93,10 @@ class TENSOR_API LocalGroup {
   LocalGroup(const LocalGroup&) = delete;
   LocalGroup& operator=(const LocalGroup&) = delete;
 
+  /// The number of ranks.
   int size() const { return size_; }
+  /// Calls `fn(rank)` on one new thread per rank and returns when all returned; rethrows the
+  /// first exception a rank threw (the others' pending collectives fail with ExecutionError).
   void run(const std::function<void(int rank)>& fn);
 
  private:

@@ -9,6 +9,9 @@
 
 namespace tensor {
 
+/// The base of every exception the library throws at its API (catch it for all of them).
+/// Messages read "[op] what is wrong; expected ...; got ...". Also thrown directly for a
+/// moved-from (empty) tensor and a consumed future.
 class TENSOR_API Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -32,9 +35,14 @@ class TENSOR_API DTypeError : public Error {
 /// Unknown or unavailable device, or a settings call that cannot succeed.
 class TENSOR_API DeviceError : public Error {
  public:
+  /// Which kind of device failure: the device is unknown or unavailable, its settings were
+  /// already fixed, it lacks a dtype, or devices do not match (operands on two devices, a tensor
+  /// that requires grad leaving its backend).
   enum class Kind { Unavailable, AlreadyInitialized, UnsupportedDType, Mismatch };
+  /// An error of `kind` with the message `message`.
   DeviceError(Kind kind, const std::string& message) : Error(message), kind_(kind) {}
   ~DeviceError() override;
+  /// Which kind of device failure.
   Kind kind() const { return kind_; }
 
  private:

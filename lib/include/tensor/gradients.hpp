@@ -10,21 +10,29 @@
 
 namespace tensor {
 
+/// What Tensor::backward() returns (burn's Gradients): the gradients of the graph's leaves
+/// (tensors that require grad), on the inner device; read them with Tensor::grad(grads).
+/// Opaque and move-only.
 class TENSOR_API Gradients {
  public:
   Gradients() noexcept = default;  ///< empty
+  /// Moves take the gradients over (the source is left empty); copies are deleted.
+  ///@{
   Gradients(Gradients&& o) noexcept : impl_(o.impl_) { o.impl_ = nullptr; }
   Gradients& operator=(Gradients&& o) noexcept;
+  ///@}
   Gradients(const Gradients&) = delete;
   Gradients& operator=(const Gradients&) = delete;
   ~Gradients();
 
   /// How many gradients it holds.
   std::size_t size() const;
+  /// True when it holds no gradient.
   bool empty() const { return size() == 0; }
 
   /// The implementation's (libtensor.so's) view; not for users.
   void* raw() const noexcept { return impl_; }
+  /// Wraps the implementation's pointer (libtensor.so's); not for users.
   static Gradients adopt(void* impl) noexcept {
     Gradients g;
     g.impl_ = impl;

@@ -11,6 +11,8 @@
 
 #include "tensor/tensor.hpp"
 
+/// Coordinate grids (burn::tensor::grid): meshgrid, cartesian_grid, affine_grid_2d, and
+/// grid_sample_2d as a free function.
 namespace tensor::grid {
 
 /// Matrix ("ij"): output i varies along dim i. Cartesian ("xy"): dims 0 and 1 swap.
@@ -21,12 +23,17 @@ enum class GridSparsity : std::uint8_t { Dense, Sparse };
 
 /// burn's GridOptions; a GridIndexing or a GridSparsity converts to it (the other field default).
 struct GridOptions {
+  /// Matrix unless set.
   GridIndexing indexing = GridIndexing::Matrix;
+  /// Dense unless set.
   GridSparsity sparsity = GridSparsity::Dense;
   GridOptions() = default;
+  /// The given indexing and / or sparsity, the other field its default.
+  ///@{
   GridOptions(GridIndexing i) : indexing(i) {}   // NOLINT: implicit, as burn's From
   GridOptions(GridSparsity s) : sparsity(s) {}   // NOLINT
   GridOptions(GridIndexing i, GridSparsity s) : indexing(i), sparsity(s) {}
+  ///@}
 };
 
 namespace detail_ {

@@ -8,14 +8,20 @@ namespace tensor {
 
 /// IEEE 754 binary16. Arithmetic is done by converting to float.
 struct f16 {
+  /// The raw IEEE binary16 bits.
   std::uint16_t bits = 0;
 
+  /// +0.
   constexpr f16() = default;
+  /// `v` rounded to nearest, ties to even (from_float).
   explicit f16(float v) : bits(from_float(v)) {}
+  /// The exact float value.
   explicit operator float() const { return to_float(bits); }
 
+  /// The value with these raw bits.
   static constexpr f16 from_bits(std::uint16_t b) { f16 h; h.bits = b; return h; }
 
+  /// The exact float value of the binary16 bits `h` (subnormals, infinities and NaN included).
   static float to_float(std::uint16_t h) {
     const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
     const std::uint32_t exp = (h >> 10) & 0x1fu;
@@ -54,13 +60,19 @@ struct f16 {
 
 /// bfloat16: the upper half of a float.
 struct bf16 {
+  /// The raw bits: the upper 16 bits of a float.
   std::uint16_t bits = 0;
 
+  /// +0.
   constexpr bf16() = default;
+  /// `v` rounded to nearest, ties to even (from_float).
   explicit bf16(float v) : bits(from_float(v)) {}
+  /// The exact float value.
   explicit operator float() const { return to_float(bits); }
 
+  /// The value with these raw bits.
   static constexpr bf16 from_bits(std::uint16_t b) { bf16 h; h.bits = b; return h; }
+  /// The exact float value of the bfloat16 bits `b`.
   static float to_float(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
 
   /// Round to nearest, ties to even; NaN stays a quiet NaN.

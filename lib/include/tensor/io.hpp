@@ -27,26 +27,34 @@ namespace tensor {
 /// A file that cannot be opened, read or written, or whose contents break its format.
 class TENSOR_API FormatError : public Error {
  public:
+  /// An error about the file at `path`; `message` is what() ("[load_npy] ...").
   FormatError(std::string path, const std::string& message) : Error(message), path_(std::move(path)) {}
   ~FormatError() override;
+  /// The file the error is about.
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
 };
 
+/// Reading and writing .safetensors and .npy files of host TensorData (device-independent:
+/// Tensor::from_data and into_data move them to and from a device). Bad files are FormatErrors.
 namespace io {
 
+/// Named tensors in order (the contents of a .safetensors file).
 using NamedTensors = std::vector<std::pair<std::string, TensorData>>;
 
 /// A loaded .safetensors file: tensors in the order of their data in the file (which is
 /// the order save_safetensors wrote them in), and the __metadata__ strings.
 struct TENSOR_API SafetensorsFile {
+  /// The tensors by name, in file order, each in its stored dtype (BOOL loads as DType::Bool).
   NamedTensors tensors;
+  /// The "__metadata__" strings (empty when the file has none).
   std::map<std::string, std::string> metadata;
 
   /// The tensor called `name`; throws IndexError naming it when there is none.
   const TensorData& at(const std::string& name) const;
+  /// True when a tensor is called `name`.
   bool contains(const std::string& name) const;
 };
 
@@ -58,12 +66,17 @@ struct TENSOR_API SafetensorsFile {
 /// metadata that are not valid UTF-8 are FormatErrors.
 TENSOR_API void save_safetensors(const std::string& path, const NamedTensors& tensors,
                                  const std::map<std::string, std::string>& metadata = {});
+/// Reads a .safetensors file. The whole header is checked against the file's size first: a
+/// truncated or malformed file, bad offsets, an unknown dtype or a repeated name is a FormatError
+/// naming the path, and nothing is half-loaded; ExecutionError when the data cannot be allocated.
 TENSOR_API SafetensorsFile load_safetensors(const std::string& path);
 
 /// .npy: format 1.0 (2.0 when the header needs more than 65535 bytes), little-endian,
 /// C order. Bool is '|b1'; bf16 has no numpy dtype and is a DTypeError. Reading accepts
 /// versions 1.0, 2.0 and 3.0; fortran_order True and big-endian data are FormatErrors.
 TENSOR_API void save_npy(const std::string& path, const TensorData& data);
+/// Reads a .npy file (versions 1.0 to 3.0) into TensorData of its dtype ('|b1' as Bool);
+/// FormatError for a bad file, Fortran order or big-endian data.
 TENSOR_API TensorData load_npy(const std::string& path);
 
 }  // namespace io

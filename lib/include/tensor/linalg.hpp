@@ -15,28 +15,37 @@ TENSOR_API Handle linalg_norm(Handle&& a, double p, std::int64_t dim, const char
 TENSOR_API std::pair<Handle, Handle> qr_mode(Handle&& a, bool reduced);
 }  // namespace tensor::detail
 
+/// burn's linear algebra helpers (burn::tensor::linalg): norms, normalisation, cosine similarity,
+/// outer products, matvec, diag, trace, det, LU and QR, composed from the op table's ops so every
+/// device (and autodiff) has them; LAPACK serves f32/f64 det / lu / qr on the plain cpu device.
 namespace tensor::linalg {
 
 /// The p of vector_norm: L0 counts nonzero elements, LInf / LNegInf are the largest
 /// / smallest absolute value, any other p is (sum |x|^p)^(1/p).
 struct Norm {
+  /// The exponent p (0 and +-inf included).
   double p;
+  /// The norms of p = 0, 1, 2, +inf, -inf, and any p.
+  ///@{
   static constexpr Norm L0() { return {0.0}; }
   static constexpr Norm L1() { return {1.0}; }
   static constexpr Norm L2() { return {2.0}; }
   static constexpr Norm LInf() { return {std::numeric_limits<double>::infinity()}; }
   static constexpr Norm LNegInf() { return {-std::numeric_limits<double>::infinity()}; }
   static constexpr Norm Lp(double p) { return {p}; }
+  ///@}
 };
 
-/// The norm along `dim` (kept with size 1).
+/// The norm along `dim` (kept with size 1; negative counts from the end; IndexError out of range).
 template <std::size_t D> Tensor<D> vector_norm(const Tensor<D>& x, Norm norm, std::int64_t dim) {
   return Tensor<D>(detail::vector_norm(detail::copy(x), dim, norm.p));
 }
+/// vector_norm(x, Norm::L2(), dim): the Euclidean norm along `dim` (kept with size 1).
 template <std::size_t D> Tensor<D> l2_norm(const Tensor<D>& x, std::int64_t dim) { return vector_norm(x, Norm::L2(), dim); }
 /// burn's named norms along `dim` (kept with size 1; negative counts from the end; a dim out
 /// of range: IndexError), Float or Int in the tensor's dtype: l0 counts the nonzero elements,
 /// l1 sums |x|, max_abs / min_abs are the largest / smallest |x| (the L-inf / L-neg-inf norms).
+///@{
 template <std::size_t D, TensorKind K> Tensor<D, K> l0_norm(const Tensor<D, K>& x, std::int64_t dim) requires Numeric<K> {
   return Tensor<D, K>(detail::linalg_norm(detail::copy(x), 0.0, dim, "l0_norm"));
 }
@@ -49,6 +58,7 @@ template <std::size_t D, TensorKind K> Tensor<D, K> max_abs_norm(const Tensor<D,
 template <std::size_t D, TensorKind K> Tensor<D, K> min_abs_norm(const Tensor<D, K>& x, std::int64_t dim) requires Numeric<K> {
   return Tensor<D, K>(detail::linalg_norm(detail::copy(x), -std::numeric_limits<double>::infinity(), dim, "min_abs_norm"));
 }
+///@}
 /// (sum |x|^p)^(1/p) along dim (Float); p = 0, 1, 2 and +-inf are the norms above.
 template <std::size_t D> Tensor<D> lp_norm(const Tensor<D>& x, double p, std::int64_t dim) {
   return Tensor<D>(detail::linalg_norm(detail::copy(x), p, dim, "lp_norm"));

@@ -3,6 +3,7 @@
 
 #include "tensor/tensor.hpp"
 
+/// burn's loss functions on tensors (burn::tensor::loss).
 namespace tensor::loss {
 
 /// -mean(sum(targets * log_softmax(logits, last dim), last dim)); targets are

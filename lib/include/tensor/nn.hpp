@@ -58,6 +58,11 @@ TENSOR_API Handle nn_irfft(Handle&& re, Handle&& im, std::int64_t dim, std::opti
 
 }  // namespace tensor::detail
 
+/// burn's module ops as free functions (convolution, pooling, interpolation, embedding, norms,
+/// attention, rfft, losses) and their public backward entries, with burn's option structs.
+/// Float tensors of one dtype per call (DTypeError otherwise), channels first; shapes or
+/// options that do not fit are a ShapeError naming the op. The module classes (tensor/module.hpp,
+/// tensor/modules/) live here too.
 namespace tensor::nn {
 
 namespace nn_detail {
@@ -68,6 +73,10 @@ tensor::detail::Handle opt(const std::optional<Tensor<D, K>>& t) {
 }  // namespace nn_detail
 
 // ---- convolution: x [N, C_in, *S], weight [C_out, C_in/groups, *K], bias [C_out] ----------
+/// Convolution: x [N, C_in, *S], weight [C_out, C_in/groups, *K], bias [C_out] -> [N, C_out, *O],
+/// O = floor((S + 2 padding - dilation (K - 1) - 1) / stride) + 1 per spatial dim (1-d, 2-d, 3-d).
+/// ShapeError when channels, groups or options do not fit; DTypeError for mixed dtypes.
+///@{
 inline Tensor<3> conv1d(const Tensor<3>& x, const Tensor<3>& weight, const std::optional<Tensor<1>>& bias,
                         const ConvOptions<1>& options = {}) {
   return Tensor<3>(tensor::detail::nn_conv(OpCode::conv1d, tensor::detail::copy(x), tensor::detail::copy(weight), nn_detail::opt(bias),
@@ -83,7 +92,10 @@ inline Tensor<5> conv3d(const Tensor<5>& x, const Tensor<5>& weight, const std::
   return Tensor<5>(tensor::detail::nn_conv(OpCode::conv3d, tensor::detail::copy(x), tensor::detail::copy(weight),
                                            nn_detail::opt(bias), tensor::detail::conv_args(options)));
 }
-/// Transposed: weight [C_in, C_out/groups, *K] -> [N, C_out, *O].
+///@}
+/// Transposed convolution: x [N, C_in, *S], weight [C_in, C_out/groups, *K], bias [C_out] ->
+/// [N, C_out, *O], O = (S - 1) stride - 2 padding + dilation (K - 1) + padding_out + 1.
+///@{
 inline Tensor<3> conv_transpose1d(const Tensor<3>& x, const Tensor<3>& weight, const std::optional<Tensor<1>>& bias,
                                   const ConvTransposeOptions<1>& options = {}) {
   return Tensor<3>(tensor::detail::nn_conv(OpCode::conv_transpose1d, tensor::detail::copy(x), tensor::detail::copy(weight),
@@ -99,24 +111,30 @@ inline Tensor<5> conv_transpose3d(const Tensor<5>& x, const Tensor<5>& weight, c
   return Tensor<5>(tensor::detail::nn_conv(OpCode::conv_transpose3d, tensor::detail::copy(x), tensor::detail::copy(weight),
                                            nn_detail::opt(bias), tensor::detail::conv_args(options)));
 }
+///@}
 
-/// Backward (burn's argument lists: the forward inputs give the gradient shapes).
+/// The gradient of conv (rank D = spatial dims + 2) with respect to x, of x's shape, given the
+/// forward inputs and output_grad (burn's argument lists: the forward inputs give the shapes).
 template <std::size_t D>
 Tensor<D> conv_x_backward(const Tensor<D>& x, const Tensor<D>& weight, const Tensor<D>& output_grad,
                           const ConvOptions<D - 2>& options) {
   return Tensor<D>(tensor::detail::nn_conv_backward(OpCode::conv_x_backward, tensor::detail::copy(output_grad), tensor::detail::copy(weight),
                                             x.shape(), tensor::detail::conv_args(options)));
 }
+/// The gradient of conv with respect to the weight, of the weight's shape.
 template <std::size_t D>
 Tensor<D> conv_weight_backward(const Tensor<D>& x, const Tensor<D>& weight, const Tensor<D>& output_grad,
                                const ConvOptions<D - 2>& options) {
   return Tensor<D>(tensor::detail::nn_conv_backward(OpCode::conv_weight_backward, tensor::detail::copy(x), tensor::detail::copy(output_grad),
                                             weight.shape(), tensor::detail::conv_args(options)));
 }
+/// The gradient with respect to the bias: output_grad summed over every dim but 1 -> [C_out].
 template <std::size_t D>
 Tensor<1> conv_bias_backward(const Tensor<D>& output_grad) {
   return Tensor<1>(tensor::detail::nn_conv_bias_backward(tensor::detail::copy(output_grad)));
 }
+/// conv_x_backward, conv_weight_backward and conv_bias_backward of a 2-d convolution.
+///@{
 inline Tensor<4> conv2d_x_backward(const Tensor<4>& x, const Tensor<4>& weight, const Tensor<4>& output_grad,
                                    const ConvOptions<2>& options = {}) {
   return conv_x_backward<4>(x, weight, output_grad, options);
@@ -126,12 +144,15 @@ inline Tensor<4> conv2d_weight_backward(const Tensor<4>& x, const Tensor<4>& wei
   return conv_weight_backward<4>(x, weight, output_grad, options);
 }
 inline Tensor<1> conv2d_bias_backward(const Tensor<4>& output_grad) { return conv_bias_backward<4>(output_grad); }
+///@}
+/// The gradient of conv_transpose with respect to x, of x's shape.
 template <std::size_t D>
 Tensor<D> conv_transpose_x_backward(const Tensor<D>& x, const Tensor<D>& weight, const Tensor<D>& output_grad,
                                     const ConvTransposeOptions<D - 2>& options) {
   return Tensor<D>(tensor::detail::nn_conv_backward(OpCode::conv_transpose_x_backward, tensor::detail::copy(output_grad),
                                             tensor::detail::copy(weight), x.shape(), tensor::detail::conv_args(options)));
 }
+/// The gradient of conv_transpose with respect to the weight, of the weight's shape.
 template <std::size_t D>
 Tensor<D> conv_transpose_weight_backward(const Tensor<D>& x, const Tensor<D>& weight, const Tensor<D>& output_grad,
                                          const ConvTransposeOptions<D - 2>& options) {
@@ -140,13 +161,19 @@ Tensor<D> conv_transpose_weight_backward(const Tensor<D>& x, const Tensor<D>& we
 }
 
 // ---- pooling -------------------------------------------------------------------------
+/// Max pooling: x [N, C, *S] -> [N, C, *O] (1-d, 2-d), each output the maximum of its window
+/// (padding acts as -inf; the first maximum wins ties). ShapeError when the options do not fit.
+///@{
 inline Tensor<3> max_pool1d(const Tensor<3>& x, const MaxPoolOptions<1>& options) {
   return Tensor<3>(tensor::detail::nn_pool(OpCode::max_pool1d, tensor::detail::copy(x), tensor::detail::pool_args(options)));
 }
 inline Tensor<4> max_pool2d(const Tensor<4>& x, const MaxPoolOptions<2>& options) {
   return Tensor<4>(tensor::detail::nn_pool(OpCode::max_pool2d, tensor::detail::copy(x), tensor::detail::pool_args(options)));
 }
-/// (values, Int indices flat h*W + w in the unpadded input plane).
+///@}
+/// max_pool1d / max_pool2d and the Int index of each maximum: its flat position in the
+/// unpadded input plane (h W + w; 1-d: the position along L); -1 for a window with no tap.
+///@{
 inline std::pair<Tensor<3>, Tensor<3, Int>> max_pool1d_with_indices(const Tensor<3>& x, const MaxPoolOptions<1>& options) {
   auto [v, i] = tensor::detail::nn_max_pool_with_indices(OpCode::max_pool1d_with_indices, tensor::detail::copy(x), tensor::detail::pool_args(options));
   return {Tensor<3>(v), Tensor<3, Int>(i)};
@@ -155,6 +182,11 @@ inline std::pair<Tensor<4>, Tensor<4, Int>> max_pool2d_with_indices(const Tensor
   auto [v, i] = tensor::detail::nn_max_pool_with_indices(OpCode::max_pool2d_with_indices, tensor::detail::copy(x), tensor::detail::pool_args(options));
   return {Tensor<4>(v), Tensor<4, Int>(i)};
 }
+///@}
+/// The gradient of max_pool with respect to x: output_grad added at the indices of the
+/// forward's max_pool*_with_indices (overlapping windows accumulate). IndexError for an index
+/// that is neither -1 nor a tap of its own output's window.
+///@{
 inline Tensor<4> max_pool2d_with_indices_backward(const Tensor<4>& x, const Tensor<4>& output_grad,
                                                   const Tensor<4, Int>& indices, const MaxPoolOptions<2>& options) {
   return Tensor<4>(tensor::detail::nn_max_pool_backward(tensor::detail::copy(output_grad), tensor::detail::copy(indices), x.shape(),
@@ -165,12 +197,20 @@ inline Tensor<3> max_pool1d_with_indices_backward(const Tensor<3>& x, const Tens
   return Tensor<3>(tensor::detail::nn_max_pool_backward(tensor::detail::copy(output_grad), tensor::detail::copy(indices), x.shape(),
                                                 tensor::detail::pool_args(options)));
 }
+///@}
+/// Average pooling: x [N, C, *S] -> [N, C, *O] (1-d, 2-d), each output the mean of its window
+/// (the divisor counts the padding when count_include_pad). ShapeError when the options do not fit.
+///@{
 inline Tensor<3> avg_pool1d(const Tensor<3>& x, const AvgPoolOptions<1>& options) {
   return Tensor<3>(tensor::detail::nn_pool(OpCode::avg_pool1d, tensor::detail::copy(x), tensor::detail::pool_args(options)));
 }
 inline Tensor<4> avg_pool2d(const Tensor<4>& x, const AvgPoolOptions<2>& options) {
   return Tensor<4>(tensor::detail::nn_pool(OpCode::avg_pool2d, tensor::detail::copy(x), tensor::detail::pool_args(options)));
 }
+///@}
+/// The gradient of avg_pool with respect to x: each output_grad element divided by its window's
+/// divisor and added to each input the window covers.
+///@{
 inline Tensor<3> avg_pool1d_backward(const Tensor<3>& x, const Tensor<3>& output_grad, const AvgPoolOptions<1>& options) {
   return Tensor<3>(tensor::detail::nn_pool_backward(OpCode::avg_pool_backward, tensor::detail::copy(output_grad), x.shape(),
                                             tensor::detail::pool_args(options)));
@@ -179,6 +219,10 @@ inline Tensor<4> avg_pool2d_backward(const Tensor<4>& x, const Tensor<4>& output
   return Tensor<4>(tensor::detail::nn_pool_backward(OpCode::avg_pool_backward, tensor::detail::copy(output_grad), x.shape(),
                                             tensor::detail::pool_args(options)));
 }
+///@}
+/// Adaptive average pooling to `output_size` per spatial dim (1-d, 2-d): output i of a
+/// dim averages inputs floor(i in / out) .. ceil((i + 1) in / out) - 1 (windows may overlap).
+///@{
 inline Tensor<3> adaptive_avg_pool1d(const Tensor<3>& x, std::int64_t output_size) {
   return Tensor<3>(tensor::detail::nn_pool(OpCode::adaptive_avg_pool1d, tensor::detail::copy(x),
                                    tensor::detail::adaptive_pool_args<1>({output_size})));
@@ -186,6 +230,9 @@ inline Tensor<3> adaptive_avg_pool1d(const Tensor<3>& x, std::int64_t output_siz
 inline Tensor<4> adaptive_avg_pool2d(const Tensor<4>& x, std::array<std::int64_t, 2> output_size) {
   return Tensor<4>(tensor::detail::nn_pool(OpCode::adaptive_avg_pool2d, tensor::detail::copy(x), tensor::detail::adaptive_pool_args<2>(output_size)));
 }
+///@}
+/// The gradient of adaptive_avg_pool with respect to x (its output size read from output_grad).
+///@{
 inline Tensor<3> adaptive_avg_pool1d_backward(const Tensor<3>& x, const Tensor<3>& output_grad) {
   const std::int64_t o = static_cast<std::int64_t>(output_grad.dims()[2]);
   return Tensor<3>(tensor::detail::nn_pool_backward(OpCode::adaptive_avg_pool_backward, tensor::detail::copy(output_grad), x.shape(),
@@ -197,10 +244,13 @@ inline Tensor<4> adaptive_avg_pool2d_backward(const Tensor<4>& x, const Tensor<4
                                             tensor::detail::adaptive_pool_args<2>({static_cast<std::int64_t>(d[2]),
                                                                          static_cast<std::int64_t>(d[3])})));
 }
+///@}
+/// adaptive_avg_pool1d / 2d's rule over three spatial dims: x [N, C, D, H, W] -> [N, C, *output_size].
 inline Tensor<5> adaptive_avg_pool3d(const Tensor<5>& x, std::array<std::int64_t, 3> output_size) {
   return Tensor<5>(tensor::detail::nn_pool(OpCode::adaptive_avg_pool3d, tensor::detail::copy(x),
                                            tensor::detail::adaptive_pool_args<3>(output_size)));
 }
+/// The gradient of adaptive_avg_pool3d with respect to x.
 inline Tensor<5> adaptive_avg_pool3d_backward(const Tensor<5>& x, const Tensor<5>& output_grad) {
   const auto d = output_grad.dims();
   return Tensor<5>(tensor::detail::nn_pool_backward(
@@ -210,31 +260,42 @@ inline Tensor<5> adaptive_avg_pool3d_backward(const Tensor<5>& x, const Tensor<5
 }
 
 // ---- interpolate (x [N, C, H, W] -> [N, C, size[0], size[1]]) ----------------------------
+/// Resizes x [N, C, H, W] to [N, C, output_size[0], output_size[1]] with the options' mode
+/// (nearest, nearest-exact, bilinear, bicubic, lanczos3) and align_corners rule.
 inline Tensor<4> interpolate(const Tensor<4>& x, std::array<std::int64_t, 2> output_size,
                              const InterpolateOptions& options = {}) {
   return Tensor<4>(tensor::detail::nn_interpolate(tensor::detail::copy(x), output_size, options));
 }
+/// The gradient of interpolate with respect to x, of x's shape.
 inline Tensor<4> interpolate_backward(const Tensor<4>& x, const Tensor<4>& output_grad,
                                       std::array<std::int64_t, 2> output_size, const InterpolateOptions& options = {}) {
   return Tensor<4>(tensor::detail::nn_interpolate_backward(tensor::detail::copy(output_grad), x.shape(), output_size, options));
 }
 
 // ---- embedding: weights [n, d], indices Int [B, L] -> [B, L, d] ---------------------------
+/// Rows of `weights` [n, d] picked by the Int `indices` (any rank >= 1; [B, L] gives [B, L, d]).
+/// IndexError for an index outside 0..n-1.
 inline Tensor<3> embedding(const Tensor<2>& weights, const Tensor<2, Int>& indices) {
   return Tensor<3>(tensor::detail::nn_embedding(tensor::detail::copy(weights), tensor::detail::copy(indices)));
 }
+/// The gradient with respect to the weights [n, d]: output_grad rows added at their indices
+/// (repeated indices add).
 inline Tensor<2> embedding_backward(const Tensor<2>& weights, const Tensor<3>& output_grad, const Tensor<2, Int>& indices) {
   return Tensor<2>(tensor::detail::nn_embedding_backward(tensor::detail::copy(output_grad), tensor::detail::copy(indices), weights.shape()));
 }
 
 // ---- layer_norm over the last dim (biased variance) ----------------------------------------
+/// Normalises over the last dim: (x - mean) / sqrt(biased variance + epsilon) * gamma + beta,
+/// gamma and beta of the last dim's size. ShapeError for a negative or non-finite epsilon.
 template <std::size_t D>
 Tensor<D> layer_norm(const Tensor<D>& x, const Tensor<1>& gamma, const std::optional<Tensor<1>>& beta, double epsilon = 1e-5) {
   return Tensor<D>(tensor::detail::nn_layer_norm(tensor::detail::copy(x), tensor::detail::copy(gamma), nn_detail::opt(beta), epsilon));
 }
 
 // ---- attention: q [B,H,Lq,D], k [B,H,Lk,D], v [B,H,Lk,Dv] -> [B,H,Lq,Dv] -------------------
-/// mask [B|1, H|1, Lq, Lk]: true = masked out; attn_bias of that shape is added to the scores.
+/// softmax(q k^T * scale + attn_bias, masked) v: q [B, H, Lq, D], k [B, H, Lk, D], v [B, H, Lk, Dv]
+/// -> [B, H, Lq, Dv]. mask [B|1, H|1, Lq, Lk]: true = masked out; attn_bias of that shape is added
+/// to the scores; options: scale, softcap, is_causal (nn_options.hpp). A fully masked row gives 0.
 inline Tensor<4> attention(const Tensor<4>& q, const Tensor<4>& k, const Tensor<4>& v,
                            const std::optional<Tensor<4, Bool>>& mask = std::nullopt,
                            const std::optional<Tensor<4>>& attn_bias = std::nullopt,
@@ -335,11 +396,20 @@ inline Tensor<4> deform_conv2d(const Tensor<4>& x, const Tensor<4>& offset, cons
                                                     tensor::detail::copy(weight), nn_detail::opt(mask),
                                                     nn_detail::opt(bias), options));
 }
+/// The gradients deform_conv2d_backward returns (mask_grad and bias_grad only when the
+/// forward had a mask / bias).
 struct DeformConv2dBackward {
+  /// Gradients of x, offset and weight, of their shapes.
+  ///@{
   Tensor<4> x_grad, offset_grad, weight_grad;
+  ///@}
+  /// The mask's gradient (nullopt without a mask).
   std::optional<Tensor<4>> mask_grad;
+  /// The bias's gradient [C_out] (nullopt without a bias).
   std::optional<Tensor<1>> bias_grad;
 };
+/// The gradients of deform_conv2d with respect to each input, given the forward inputs and
+/// output_grad [N, C_out, Ho, Wo].
 inline DeformConv2dBackward deform_conv2d_backward(const Tensor<4>& x, const Tensor<4>& offset, const Tensor<4>& weight,
                                                    const std::optional<Tensor<4>>& mask,
                                                    const std::optional<Tensor<1>>& bias, const Tensor<4>& output_grad,

@@ -22,36 +22,53 @@ constexpr std::array<std::int64_t, N> filled(std::int64_t v) {
 /// Convolution: symmetric zero padding, stride/dilation/groups >= 1 (burn-std ConvOptions).
 template <std::size_t N>
 struct ConvOptions {
+  /// Step between output positions per spatial dim (>= 1; options out of range: ShapeError from the op).
   std::array<std::int64_t, N> stride = detail::filled<N>(1);
+  /// Zeros added at both ends of each spatial dim (>= 0).
   std::array<std::int64_t, N> padding = detail::filled<N>(0);
+  /// Spacing between kernel taps per spatial dim (>= 1).
   std::array<std::int64_t, N> dilation = detail::filled<N>(1);
+  /// Channel groups (>= 1; divides the input and output channels).
   std::int64_t groups = 1;
 };
 
 /// Transposed convolution; padding_out is torch's output_padding (< max(stride, dilation)).
 template <std::size_t N>
 struct ConvTransposeOptions {
+  /// Step of the forward convolution this one transposes (>= 1).
   std::array<std::int64_t, N> stride = detail::filled<N>(1);
+  /// The forward convolution's padding, removed from the output (>= 0).
   std::array<std::int64_t, N> padding = detail::filled<N>(0);
+  /// Extra size at the end of each output dim (torch's output_padding).
   std::array<std::int64_t, N> padding_out = detail::filled<N>(0);
+  /// Spacing between kernel taps (>= 1).
   std::array<std::int64_t, N> dilation = detail::filled<N>(1);
+  /// Channel groups (>= 1).
   std::int64_t groups = 1;
 };
 
 /// Deformable convolution (torchvision semantics, module-ops.md §2.3).
 template <std::size_t N>
 struct DeformConvOptions {
+  /// Step between output positions (>= 1).
   std::array<std::int64_t, N> stride = detail::filled<N>(1);
+  /// Zeros added at both ends of each spatial dim (>= 0).
   std::array<std::int64_t, N> padding = detail::filled<N>(0);
+  /// Spacing between kernel taps (>= 1).
   std::array<std::int64_t, N> dilation = detail::filled<N>(1);
+  /// Groups of the weight's channels (torchvision's groups).
   std::int64_t weight_groups = 1;
+  /// Groups of the input channels sharing one set of offsets (and mask).
   std::int64_t offset_groups = 1;
 };
 
 /// unfold4d / fold4d (torch F.unfold / F.fold).
 struct UnfoldOptions {
+  /// Step between windows (height, width).
   std::array<std::int64_t, 2> stride{1, 1};
+  /// Zeros added at both ends (height, width).
   std::array<std::int64_t, 2> padding{0, 0};
+  /// Spacing between window taps (height, width).
   std::array<std::int64_t, 2> dilation{1, 1};
 };
 
@@ -59,10 +76,15 @@ struct UnfoldOptions {
 /// start in the right padding is dropped; burn keeps it).
 template <std::size_t N>
 struct MaxPoolOptions {
+  /// Window size per spatial dim.
   std::array<std::int64_t, N> kernel_size = detail::filled<N>(1);
+  /// Step between windows (>= 1).
   std::array<std::int64_t, N> stride = detail::filled<N>(1);
+  /// -inf padding at both ends of each spatial dim.
   std::array<std::int64_t, N> padding = detail::filled<N>(0);
+  /// Spacing between window taps (>= 1).
   std::array<std::int64_t, N> dilation = detail::filled<N>(1);
+  /// Round the output size up instead of down (torch's rule: see MaxPoolOptions).
   bool ceil_mode = false;
 };
 
@@ -70,10 +92,15 @@ struct MaxPoolOptions {
 /// past it) in the divisor; burn-nn's default is true.
 template <std::size_t N>
 struct AvgPoolOptions {
+  /// Window size per spatial dim.
   std::array<std::int64_t, N> kernel_size = detail::filled<N>(1);
+  /// Step between windows (>= 1).
   std::array<std::int64_t, N> stride = detail::filled<N>(1);
+  /// Zero padding at both ends of each spatial dim.
   std::array<std::int64_t, N> padding = detail::filled<N>(0);
+  /// Count the padding in each window's divisor (true, burn-nn's default).
   bool count_include_pad = true;
+  /// Round the output size up instead of down.
   bool ceil_mode = false;
 };
 
@@ -84,7 +111,9 @@ enum class InterpolateMode : std::uint8_t { Nearest, NearestExact, Bilinear, Bic
 /// align_corners defaults to false (PyTorch/ONNX); burn's InterpolateOptions::new sets true,
 /// so code ported from burn should pass it explicitly. Nearest modes ignore it.
 struct InterpolateOptions {
+  /// Nearest unless set.
   InterpolateMode mode = InterpolateMode::Nearest;
+  /// Map the corner pixels' centres onto each other (false: their outer edges).
   bool align_corners = false;
 };
 
@@ -92,10 +121,14 @@ struct InterpolateOptions {
 /// masking; is_causal is bottom-right aligned (query i of Lq sees keys j <= i + Lk - Lq), as
 /// burn, unlike PyTorch's SDPA (top-left). A fully masked row gives 0, not NaN.
 struct AttentionModuleOptions {
+  /// Scores are q k^T times this (nullopt: 1/sqrt of q's last dim).
   std::optional<double> scale;
+  /// When set (> 0), scores become softcap * tanh(scores / softcap) before masking.
   std::optional<double> softcap;
+  /// Mask keys after the query's diagonal (bottom-right aligned: see AttentionModuleOptions).
   bool is_causal = false;
 };
+/// burn's other name of AttentionModuleOptions.
 using AttentionOptions = AttentionModuleOptions;
 
 }  // namespace tensor::nn

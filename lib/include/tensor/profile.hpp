@@ -18,6 +18,7 @@ namespace tensor {
 struct ProfileRow {
   std::string device;     ///< "cpu", "vulkan:0"
   std::string op;         ///< op table name ("add", "matmul")
+  /// How many times the op ran.
   std::uint64_t calls = 0;
   double total_ms = 0.0;  ///< time of every call together, on the device's clock (ProfileClock)
   double mean_us = 0.0;   ///< total / calls
@@ -27,6 +28,7 @@ struct ProfileRow {
 
 /// Which clock a device's times come from.
 struct ProfileClock {
+  /// The device ("cpu", "vulkan:0").
   std::string device;
   /// "host wall time" (cpu), "device timestamp queries" (a GPU queue with timestamps:
   /// the device time of the work each op submitted), or "host wall time, device synced
@@ -36,9 +38,11 @@ struct ProfileClock {
   /// The device's memory_stats() when the profile was read (bytes in use, reserved, peak);
   /// has_memory is false where the device keeps no account (the cpu) or could not report.
   MemoryStats memory;
+  /// True when `memory` holds the device's figures (false on the cpu, or when it could not report).
   bool has_memory = false;
 };
 
+/// A recorded profile: per-op rows and each device's clock.
 struct TENSOR_API ProfileResult {
   std::vector<ProfileRow> rows;      ///< grouped by device (cpu first), each by total time, longest first
   std::vector<ProfileClock> clocks;  ///< one per device that has rows
@@ -46,6 +50,8 @@ struct TENSOR_API ProfileResult {
   std::string to_string() const;
 };
 
+/// The op profiler's controls: start, read, stop (see ProfileResult; TENSOR_PROFILE=1 prints
+/// the table at exit).
 namespace profile {
 /// Starts recording every op (clearing what a previous profile recorded). Recording
 /// adds a lock and a clock read per op, and off the CPU a device sync before and after
@@ -56,6 +62,7 @@ TENSOR_API void start();
 TENSOR_API ProfileResult read();
 /// Stops recording and returns the profile (empty if none was started).
 TENSOR_API ProfileResult stop();
+/// True while a profile is recording (between start() and stop()).
 TENSOR_API bool active();
 }  // namespace profile
 

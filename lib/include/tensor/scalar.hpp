@@ -12,22 +12,33 @@ namespace tensor {
 /// tensor's dtype (floats are truncated toward zero for int tensors).
 class Scalar {
  public:
+  /// Which value is held: a double, an int64, a uint64 or a bool.
   enum class Kind : std::uint8_t { Float, Int, UInt, Bool };
 
+  /// The Int 0.
   constexpr Scalar() : kind_(Kind::Int), i_(0) {}
+  /// A float value (any floating-point type, held as a double); implicit.
   template <class T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
   constexpr Scalar(T v) : kind_(Kind::Float), f_(static_cast<double>(v)) {}  // NOLINT
+  /// A signed integer (held as int64); implicit.
   template <class T, std::enable_if_t<std::is_integral_v<T> && std::is_signed_v<T>, int> = 0>
   constexpr Scalar(T v) : kind_(Kind::Int), i_(v) {}  // NOLINT
+  /// An unsigned integer (held as uint64); implicit.
   template <class T, std::enable_if_t<std::is_integral_v<T> && std::is_unsigned_v<T> && !std::is_same_v<T, bool>, int> = 0>
   constexpr Scalar(T v) : kind_(Kind::UInt), u_(v) {}  // NOLINT
+  /// A bool; implicit.
   constexpr Scalar(bool v) : kind_(Kind::Bool), b_(v) {}  // NOLINT
+  /// An f16 value, held exactly as a double; implicit.
   Scalar(f16 v) : kind_(Kind::Float), f_(static_cast<float>(v)) {}  // NOLINT
+  /// A bf16 value, held exactly as a double; implicit.
   Scalar(bf16 v) : kind_(Kind::Float), f_(static_cast<float>(v)) {}  // NOLINT
 
+  /// Which value is held.
   constexpr Kind kind() const { return kind_; }
+  /// True for a float value.
   constexpr bool is_float() const { return kind_ == Kind::Float; }
 
+  /// The value as a double (an int64 or uint64 beyond 2^53 rounds; bool: 0 or 1).
   constexpr double to_double() const {
     switch (kind_) {
       case Kind::Float: return f_;
@@ -51,6 +62,8 @@ class Scalar {
     }
     return 0;
   }
+  /// The value as a uint64, saturating: a negative or NaN float gives 0; a negative int wraps
+  /// (two's complement).
   constexpr std::uint64_t to_uint64() const {
     switch (kind_) {
       case Kind::Float:
@@ -63,6 +76,7 @@ class Scalar {
     }
     return 0;
   }
+  /// True when the value is nonzero (NaN is true).
   constexpr bool to_bool() const {
     switch (kind_) {
       case Kind::Float: return f_ != 0.0;

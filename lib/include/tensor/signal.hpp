@@ -12,15 +12,25 @@
 #include "tensor/export.hpp"
 #include "tensor/tensor.hpp"
 
+/// Signal processing: window functions (hann, hamming, blackman), burn's complex FFT (cfft) and
+/// torch-style stft / istft, composed from rfft / irfft and the op table's ops on every device.
 namespace tensor::signal {
 
+/// Window functions of `size` points (Float, the device's default float dtype): hann
+/// 0.5 - 0.5 cos(2 pi k / N), hamming 25/46 - 21/46 cos(2 pi k / N) (burn's coefficients),
+/// blackman 0.42 - 0.5 cos(2 pi k / N) + 0.08 cos(4 pi k / N), with N = size when periodic,
+/// size - 1 otherwise (symmetric). A size of 1 is [1].
+///@{
 TENSOR_API Tensor<1> hann_window(std::size_t size, bool periodic = true, Device device = Device::default_device());
 TENSOR_API Tensor<1> hamming_window(std::size_t size, bool periodic = true, Device device = Device::default_device());
 TENSOR_API Tensor<1> blackman_window(std::size_t size, bool periodic = true, Device device = Device::default_device());
+///@}
 /// burn's TensorCreationOptions forms: the window on options.device, cast to options.dtype when set.
+///@{
 TENSOR_API Tensor<1> hann_window(std::size_t size, bool periodic, const TensorCreationOptions& o);
 TENSOR_API Tensor<1> hamming_window(std::size_t size, bool periodic, const TensorCreationOptions& o);
 TENSOR_API Tensor<1> blackman_window(std::size_t size, bool periodic, const TensorCreationOptions& o);
+///@}
 
 // ---- cfft -----------------------------------------------------------------------------
 namespace detail_ {
@@ -51,19 +61,28 @@ std::pair<Tensor<D>, Tensor<D>> cfft(const Tensor<D>& re, const Tensor<D>& im, s
 /// n_fft is read only by the burn-form overloads (stft(x, window, options)), which take no
 /// n_fft argument.
 struct StftOptions {
+  /// Frame size, read only by the burn-form overloads (the others take n_fft as an argument).
   std::size_t n_fft = 0;
+  /// Samples between frames (0: n_fft / 4; ShapeError when that is 0).
   std::size_t hop_length = 0;
+  /// Window length (0: n_fft; ShapeError above n_fft).
   std::size_t win_length = 0;
+  /// The window of win_length points (nullopt: ones), zero-padded centred to n_fft.
   std::optional<Tensor<1>> window;
+  /// Pad n_fft / 2 on both sides of the signal first.
   bool center = true;
+  /// The padding of `center` (reflect: the pad must be shorter than the signal).
   PadMode pad_mode = PadMode::reflect();
+  /// Scale the spectrum by 1 / sqrt(n_fft) (istft undoes it).
   bool normalized = false;
+  /// Keep the n_fft / 2 + 1 bins of a real signal (false: all n_fft).
   bool onesided = true;
 };
 
 /// x [B, L] -> (re, im) [B, bins, frames], bins = n_fft / 2 + 1 (onesided) or n_fft, frames =
 /// 1 + (L' - n_fft) / hop_length with L' the (padded) signal length.
 TENSOR_API std::pair<Tensor<3>, Tensor<3>> stft(const Tensor<2>& x, std::size_t n_fft, const StftOptions& o = {});
+/// stft of a 1-d signal x [L] -> (re, im) [bins, frames].
 TENSOR_API std::pair<Tensor<2>, Tensor<2>> stft(const Tensor<1>& x, std::size_t n_fft, const StftOptions& o = {});
 
 /// The inverse: (re, im) [B, bins, frames] -> x [B, length] by irfft of each frame, the
@@ -73,6 +92,7 @@ TENSOR_API std::pair<Tensor<2>, Tensor<2>> stft(const Tensor<1>& x, std::size_t 
 /// zero-padded. onesided = false reads only the first n_fft / 2 + 1 bins.
 TENSOR_API Tensor<2> istft(const Tensor<3>& re, const Tensor<3>& im, std::size_t n_fft, const StftOptions& o = {},
                            std::optional<std::size_t> length = std::nullopt);
+/// istft of one signal: (re, im) [bins, frames] -> x [length].
 TENSOR_API Tensor<1> istft(const Tensor<2>& re, const Tensor<2>& im, std::size_t n_fft, const StftOptions& o = {},
                            std::optional<std::size_t> length = std::nullopt);
 
