@@ -990,6 +990,33 @@ TEST_P(Modules, CheckpointWithOptimizerStateResumesIdentically) {
   std::remove(path.c_str());
 }
 
+TEST_P(Modules, CheckpointWhoseOptimizerPartIsRefusedLoadsNothing) {
+  const Device ad = dev().autodiff();
+  dev().seed(5);
+  Net a(ad);
+  auto oa = optim::ModuleOptimizer::adam();
+  oa.step(1e-2, a, a.forward(make<4>(f32(host_random(2 * 2 * 4 * 4, 111)), {2, 2, 4, 4}, ad)).square().sum().backward());
+  // The model part is valid; one optimizer step count is negative, which only the
+  // optimizer's own load checks (after the model part would have loaded).
+  io::NamedTensors all;
+  for (auto& [n, d] : a.to_record()) all.emplace_back("model." + n, std::move(d));
+  for (auto& [n, d] : oa.to_record()) {
+    const bool step = n.size() > 5 && n.compare(n.size() - 5, 5, ".step") == 0;
+    all.emplace_back("optim." + n, step ? TensorData::from<std::int64_t>({-1}) : std::move(d));
+  }
+  const std::string path = temp_path("bad_ckpt.safetensors");
+  io::save_safetensors(path, all, {});
+  dev().seed(6);
+  Net b(ad);
+  auto ob = optim::ModuleOptimizer::adam();
+  const V fc = values(b.fc.weight.inner()), conv = values(b.conv.weight.inner());
+  EXPECT_THROWS(ShapeError, optim::load_checkpoint(path, b, ob), "negative step");
+  EXPECT_EQ(values(b.fc.weight.inner()), fc);
+  EXPECT_EQ(values(b.conv.weight.inner()), conv);
+  EXPECT_TRUE(ob.to_record().empty());
+  std::remove(path.c_str());
+}
+
 TEST_P(Modules, OptimizerRecordErrorsLoadNothing) {
   const Device ad = dev().autodiff();
   Linear l(LinearConfig{.d_input = 2, .d_output = 2}, ad);

@@ -168,8 +168,16 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
       throw FormatError(path, "[load_checkpoint] optim." + n + " in " + path + " names no parameter of this " + module.type_name() +
                                   "; expected optim.<parameter>.step|a|b; got optim." + n);
   }
+  // All or nothing: the optimizer checks its moments' shapes and dtypes only when it loads
+  // them, after the module has changed; when it refuses, the module gets its weights back.
+  io::NamedTensors before = module.to_record();
   module.load_record(model, true, path);
-  optimizer.load_record(optim, module);
+  try {
+    optimizer.load_record(optim, module);
+  } catch (...) {
+    module.load_record(before, true, path);
+    throw;
+  }
   return f.metadata;
 }
 
