@@ -267,10 +267,21 @@ Split split(const Shape& shape, const Extents& e, bool per_tensor = false) {
   return s;
 }
 
+// Autodiff devices wrap every primitive in a tracked one; a QuantPrim there would be read as
+// one. Refused until quantized tensors learn autodiff (burn: never tracked, a frozen leaf).
+void check_plain_device(const char* op, DeviceId device) {
+  if (is_autodiff_device(device))
+    throw DeviceError(DeviceError::Kind::UnsupportedDType,
+                      fmt::format("[{}] quantized tensors on an autodiff device are not supported yet; expected a tensor "
+                                  "of a plain device (inner()); got one on {}",
+                                  op, device_string(device)));
+}
+
 void check_float_input(const char* op, const DispatchTensor& x) {
   if (!x.prim) throw Error(fmt::format("[{}] expected a tensor; got an empty (moved-from) handle", op));
+  check_plain_device(op, x.device);
   if (x.kind != Kind::Float || !is_float(x.dtype()))
-    throw DTypeError(fmt::format("[{}] expected a float tensor; got {}", op,
+    throw DTypeError(fmt::format("[{}] wrong tensor to quantize; expected a float tensor; got {}", op,
                                  x.dtype() == DType::QFloat ? std::string("an already quantized (qfloat) tensor")
                                                             : fmt::format("{} ({})", kind_name(x.kind), dtype_name(x.dtype()))));
 }
@@ -322,7 +333,7 @@ DispatchTensor codes_of(DispatchTensor x, const Shape& shape, const QuantScheme&
 
 DispatchTensor make(const Shape& shape, DeviceId device, const QuantScheme& scheme, DispatchTensor codes,
                     DispatchTensor scales) {
-  return DispatchTensor(Prim::adopt(new QuantPrim(shape, device, scheme, std::move(codes), std::move(scales))), Kind::Float);
+  return DispatchTensor(Prim(Ref<QuantPrim>::make(shape, device, scheme, std::move(codes), std::move(scales))), Kind::Float);
 }
 
 std::vector<float> rounded_scales(std::vector<float> v, const QuantScheme& scheme) {
@@ -343,12 +354,14 @@ DispatchTensor quantize(const DispatchTensor& x, const QuantScheme& scheme, cons
   const std::size_t n = grid_shape("quantize", shape, scheme).num_elements();
   if (!scales.prim) throw Error("[quantize] expected a scales tensor; got an empty (moved-from) handle");
   if (scales.kind != Kind::Float || !is_float(scales.dtype()))
-    throw DTypeError(fmt::format("[quantize] scales must be a float tensor; got {} ({})", kind_name(scales.kind),
+    throw DTypeError(fmt::format("[quantize] wrong scales; expected a float tensor; got {} ({})", kind_name(scales.kind),
                                  dtype_name(scales.dtype())));
   if (scales.shape().rank() != 1 || scales.shape()[0] != n)
     throw ShapeError(fmt::format("[quantize] one scale per block; expected shape [{}] for {} of shape {}; got {}", n,
                                  to_string(scheme), shape.to_string(), scales.shape().to_string()));
-  check_same_device(OpCode::div, x, scales);
+  if (scales.device != x.device)
+    throw DeviceError(DeviceError::Kind::Mismatch, fmt::format("[quantize] scales on another device; expected {}; got {}",
+                                                               device_string(x.device), device_string(scales.device)));
   const std::vector<float> sc = rounded_scales(read_f32(scales), scheme);
   DispatchTensor codes = codes_of(to_f32(x), shape, scheme, e, sc);
   return make(shape, x.device, scheme, std::move(codes), upload_f32(sc, x.device));
@@ -397,10 +410,10 @@ DispatchTensor dequantize(const DispatchTensor& q, DType dtype) {
   if (!q.prim) throw Error("[dequantize] expected a tensor; got an empty (moved-from) handle");
   const QuantPrim* p = as_quant(q);
   if (!p)
-    throw DTypeError(fmt::format("[dequantize] expected a quantized (qfloat) tensor; got {} ({})", kind_name(q.kind),
+    throw DTypeError(fmt::format("[dequantize] not a quantized tensor; expected a qfloat tensor; got {} ({})", kind_name(q.kind),
                                  dtype_name(q.dtype())));
   if (!is_float(dtype))
-    throw DTypeError(fmt::format("[dequantize] expected a float target dtype; got {}", dtype_name(dtype)));
+    throw DTypeError(fmt::format("[dequantize] wrong target dtype; expected a float dtype; got {}", dtype_name(dtype)));
   const Shape shape = q.shape();
   const QuantScheme& scheme = p->scheme();
   const Extents e = block_extents("dequantize", shape, scheme);
@@ -423,7 +436,8 @@ TensorData into_data(const DispatchTensor& q) {
 
 DispatchTensor from_data(const TensorData& data, DeviceId device) {
   const QuantScheme* s = data.quant_scheme();
-  if (!s) throw DTypeError("[from_data] qfloat data without a quantization scheme; expected TensorData::quantized data");
+  if (!s) throw DTypeError("[from_data] qfloat data without a scheme; expected TensorData::quantized data; got bare qfloat bytes");
+  check_plain_device("from_data", device);
   const Shape shape = data.shape();
   DecodedData d = decode_data("from_data", data.bytes(), shape, *s);
   const auto [a, b] = s->range();
@@ -433,7 +447,7 @@ DispatchTensor from_data(const TensorData& data, DeviceId device) {
                                     to_string(*s), static_cast<int>(c)));
   for (float v : d.scales)
     if (!(v > 0.0f) || !std::isfinite(v))
-      throw FormatError("", fmt::format("[from_data] quantization scale must be positive and finite; got {}", v));
+      throw FormatError("", fmt::format("[from_data] quantization scale out of range; expected a positive finite scale; got {}", v));
   DispatchTensor codes = dispatch::from_data(TensorData::from<std::int8_t>(d.codes, shape), device, Kind::Int);
   if (codes.dtype() != DType::I8)
     throw DTypeError(fmt::format("[from_data] the device cannot store i8 codes; expected i8 storage on {}; got {}",

@@ -51,6 +51,16 @@ qz::QuantizedValues values_of(const Tensor<D>& q) { return qz::quantized_values(
 
 std::vector<std::int8_t> i8(std::initializer_list<int> v) { return std::vector<std::int8_t>(v.begin(), v.end()); }
 
+template <class E, class F>
+void expect_error(F&& f, const std::string& op) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception; expected one naming [" << op << "]";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find("[" + op + "]"), std::string::npos) << e.what();
+  }
+}
+
 std::vector<std::byte> f32_bytes(float v) {
   std::vector<std::byte> b(4);
   std::memcpy(b.data(), &v, 4);
@@ -318,6 +328,16 @@ TEST_P(Quant, CodesEqualTheCpuOnTieFreeInputs) {
   }
 }
 
+TEST_P(Quant, AutodiffDeviceRefused) {  // not yet: a typed error, the input unchanged
+  const Device ad = dev().autodiff();
+  auto t = Tensor<1>::from_data(TensorData::from<float>({-1.8f, 0.5f}, Shape{2}), ad).require_grad();
+  expect_error<DeviceError>([&] { (void)quantize_dynamic(t, q8s()); }, "quantize_dynamic");
+  const TensorData d = quantize_dynamic(fl<1>({-1.8f, 0.5f}, Shape{2}), q8s()).into_data();
+  expect_error<DeviceError>([&] { (void)Tensor<1>::from_data(d, ad); }, "from_data");
+  EXPECT_TRUE(t.is_require_grad());
+  EXPECT_EQ(fv(t.inner()), (std::vector<float>{-1.8f, 0.5f}));
+}
+
 TEST_P(Quant, PrintsItsSchemeAndValues) {
   auto q = quantize(fl<1>({-1.8f, -1.0f, 0.0f, 0.5f}, Shape{4}), q8s(), QuantParams{fl<1>({0.5f}, Shape{1})});
   const std::string s = q.to_string();
@@ -328,16 +348,6 @@ TEST_P(Quant, PrintsItsSchemeAndValues) {
 }
 
 // ---- bad input ----------------------------------------------------------------------------
-
-template <class E, class F>
-void expect_error(F&& f, const std::string& op) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected one naming [" << op << "]";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find("[" + op + "]"), std::string::npos) << e.what();
-  }
-}
 
 TEST_P(Quant, BlockThatDoesNotDivide) {
   auto x = fl<2>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, Shape{2, 6});
