@@ -74,6 +74,23 @@ void print_dtype_table(std::ostream& os, DeviceId dev) {
   t.print(os);
 }
 
+// Quantized tensors (docs/quantization.md): the qfloat row above stays empty (no op computes
+// on one), but quantize / dequantize / into_data / from_data work wherever the device
+// stores the codes (i8) and computes on the scales (f32); they are composed, not native.
+void print_quantized(std::ostream& os, DeviceId dev) {
+  bool ok = false;
+  try {
+    ok = td::dtype_usage(dev, DType::I8).contains(DTypeUsage::Storage) &&
+         td::dtype_usage(dev, DType::F32).contains(DTypeUsage::Arithmetic);
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  os << "  quantized tensors: " << (ok ? "quantize / dequantize / into_data / from_data (composed: i8 codes, f32 scales); "
+                                         "no op computes on qfloat yet"
+                                       : "no (needs i8 storage and f32 arithmetic)")
+     << '\n';
+}
+
 void print_op_coverage(std::ostream& os, const td::Backend& b) {
   std::size_t native = 0, defaulted = 0, empty = 0;
   for (std::size_t i = 0; i < td::kOps.size(); ++i) {
@@ -230,6 +247,7 @@ int run_info(Args args) {
 
     os << "  dtype usage:\n";
     print_dtype_table(os, d);
+    print_quantized(os, d);
     print_op_coverage(os, b);
     if (d.type_id == tensor::kCpuDeviceType) print_cpu_details(os);
 #if TENSOR_HAVE_VULKAN

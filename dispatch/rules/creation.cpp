@@ -1,6 +1,7 @@
 // Forwarders: creation and transfer. Each validates its arguments, states the output metadata and runs
 // the backend entry through the one invocation path (dispatch/forward.hpp).
 #include "dispatch/forward.hpp"
+#include "dispatch/quant.hpp"
 
 namespace tensor::dispatch {
 using namespace fwd;
@@ -74,8 +75,6 @@ template <> struct fwd::Rule<Family::FromData> : RuleBase {
   static Plan check(OpCode op, const TensorData& data, const DeviceId& d, const Kind& k) {
     check_create_kind(op, k);
     check_device(op_name(op), d);
-    if (data.dtype() == DType::QFloat)
-      throw DTypeError("[from_data] quantized data is not supported yet; expected a float, int or bool dtype; got qfloat");
     DType dt = data.dtype();
     if (kind_of_dtype(dt) != k || (k == Kind::Bool && dt != default_dtype(d, k, "from_data"))) dt = default_dtype(d, k, "from_data");
     check_storage(op, d, dt);
@@ -274,6 +273,12 @@ DispatchTensor full(const Shape& shape, Scalar value, DeviceId device, Kind kind
   return forward<Family::Full>(OpCode::full, shape, value, device, kind, dtype);
 }
 DispatchTensor from_data(TensorData data, DeviceId device, Kind kind) {
+  if (data.dtype() == DType::QFloat) {  // quantized data: codes and scales, dispatch/quant.cpp
+    if (kind != Kind::Float)
+      throw DTypeError(fmt::format("[from_data] quantized data loads into a Float tensor; expected Float; got {}", kind_name(kind)));
+    check_device("from_data", device);
+    return quant::from_data(data, device);
+  }
   return forward<Family::FromData>(OpCode::from_data, data, device, kind);
 }
 DispatchTensor random(const Shape& shape, const Distribution& dist, DeviceId device, Kind kind,
@@ -285,7 +290,14 @@ DispatchTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, D
   if (step == 1) return forward<Family::Range>(OpCode::arange, start, end, device, dtype);
   return forward<Family::RangeStep>(OpCode::arange_step, start, end, step, device, dtype);
 }
-std::future<TensorData> into_data(DispatchTensor a) { return forward<Family::IntoData>(OpCode::into_data, a); }
+std::future<TensorData> into_data(DispatchTensor a) {
+  if (quant::as_quant(a)) {  // codes and scales read back, in burn's layout
+    std::promise<TensorData> done;
+    done.set_value(quant::into_data(a));
+    return done.get_future();
+  }
+  return forward<Family::IntoData>(OpCode::into_data, a);
+}
 TensorData read(DispatchTensor a) { return into_data(std::move(a)).get(); }
 DispatchTensor to_device(DispatchTensor a, DeviceId device) { return forward<Family::ToDevice>(OpCode::to_device, a, device); }
 DispatchTensor cast(OpCode op, DispatchTensor a, DType dtype) { return forward<Family::Cast>(op, a, dtype); }

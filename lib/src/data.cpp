@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "lib/core/element.hpp"
+#include "tensor/quantization.hpp"
 
 namespace tensor {
 
@@ -14,7 +15,8 @@ TensorData::TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype, c
     throw DTypeError(fmt::format("[{}] invalid dtype; expected a DType value below {}; got {}", op, kDTypeCount,
                                  static_cast<unsigned>(dtype)));
   if (dtype == DType::QFloat)
-    throw DTypeError(fmt::format("[{}] quantized data is not supported yet; expected a float, int or bool dtype; got qfloat", op));
+    throw DTypeError(fmt::format("[{}] quantized data needs its scheme; expected a float, int or bool dtype (quantized data: "
+                                 "TensorData::quantized); got qfloat", op));
   const std::size_t want = shape_.checked_num_bytes(op, dtype_size(dtype_));
   if (bytes_.size() != want)
     throw ShapeError(fmt::format("[{}] byte count does not match shape {} x {}; expected {} bytes; got {}", op,
@@ -71,6 +73,9 @@ TensorData TensorData::convert(DType to) const {
 }
 
 std::string TensorData::to_string() const {
+  if (qscheme_)
+    return fmt::format("TensorData(qfloat({}), {}, {} bytes of codes and scales)", tensor::to_string(*qscheme_),
+                       shape_.to_string(), bytes_.size());
   std::string values;
   const std::size_t n = num_elements();
   const std::size_t show = std::min<std::size_t>(n, 16);

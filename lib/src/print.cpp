@@ -9,6 +9,7 @@
 
 #include "tensor/detail.hpp"
 #include "tensor/error.hpp"
+#include "tensor/quantization.hpp"
 
 namespace tensor::detail {
 namespace {
@@ -89,12 +90,14 @@ std::string format(const Handle& h, const PrintOptions& o) {
   const Shape shape = detail::shape(h);
   const DType dt = dtype(h);
   const Device dev = device(h);
-  const TensorData data = into_data(retain(h)).get();
+  // A quantized tensor prints its dequantized values and its scheme as the dtype.
+  const std::optional<QuantScheme> scheme = quant_scheme(h);
+  const TensorData data = into_data(scheme ? dequantize(h) : retain(h)).get();
   const std::size_t count = data.num_elements();
   Printer p{shape, o, {}, count > o.threshold, {}};
   p.text.reserve(count);
-  if (is_float(dt)) {
-    if (dt == DType::F64) {
+  if (is_float(data.dtype())) {
+    if (data.dtype() == DType::F64) {
       for (double v : data.to_vec<double>()) p.text.push_back(float_text(v, o.precision));
     } else {
       for (float v : data.convert(DType::F32).to_vec<float>()) p.text.push_back(float_text(v, o.precision));
@@ -110,8 +113,8 @@ std::string format(const Handle& h, const PrintOptions& o) {
   std::string s = "Tensor {\n  data:\n" + p.out + ",\n";
   s += "  shape:  " + shape.to_string() + ",\n";
   s += "  device:  " + dev.to_string() + ",\n";
-  s += "  kind:  \"" + kind_text(kind(h)) + "\",\n";
-  s += "  dtype:  \"" + std::string(dtype_name(dt)) + "\",\n}";
+  s += "  kind:  \"" + kind_text(scheme ? Kind::QFloat : kind(h)) + "\",\n";
+  s += "  dtype:  \"" + (scheme ? "qfloat(" + to_string(*scheme) + ")" : std::string(dtype_name(dt))) + "\",\n}";
   return s;
 }
 

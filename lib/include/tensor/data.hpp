@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include "tensor/shape.hpp"
 
 namespace tensor {
+
+struct QuantScheme;  // tensor/quantization.hpp
 
 /// Owning host data of one tensor: little-endian element bytes, a Shape and a DType (row-major).
 /// What Tensor::from_data takes and into_data returns; the same on every device.
@@ -38,6 +41,16 @@ class TENSOR_API TensorData {
   /// A rank-1 tensor holding `values`.
   template <class T>
   static TensorData from(const std::vector<T>& values) { return from(values, Shape{values.size()}); }
+
+  /// Quantized data (dtype QFloat) in burn's byte layout: the codes (one i8 per element for
+  /// the Native store, little-endian u32 words for PackedU32, each line of the last axis
+  /// packed on its own), then one scale per block in the scheme's scale dtype, row-major
+  /// over the block grid. Throws FormatError naming `TensorData::quantized` when the byte
+  /// count does not match scheme and shape, ShapeError when the blocks do not tile the shape.
+  static TensorData quantized(std::vector<std::byte> bytes, Shape shape, const QuantScheme& scheme);
+  /// The scheme of QFloat data (TensorData::quantized, Tensor::into_data of a quantized
+  /// tensor); nullptr for every other dtype. Defined in tensor/quantization.hpp's terms.
+  const QuantScheme* quant_scheme() const { return qscheme_.get(); }
 
   /// Zero-filled data of the given shape and dtype.
   static TensorData zeros(Shape shape, DType dtype);
@@ -80,8 +93,10 @@ class TENSOR_API TensorData {
   /// Moves the bytes out (the data is left without them).
   std::vector<std::byte> into_bytes() && { return std::move(bytes_); }
 
-  /// Exact equality of dtype, shape and bytes.
-  bool operator==(const TensorData& o) const { return dtype_ == o.dtype_ && shape_ == o.shape_ && bytes_ == o.bytes_; }
+  /// Exact equality of dtype, shape and bytes (quantized data: the schemes are equal too).
+  bool operator==(const TensorData& o) const {
+    return dtype_ == o.dtype_ && shape_ == o.shape_ && bytes_ == o.bytes_ && (!qscheme_ || same_scheme(o));
+  }
   /// "TensorData(f32, [2, 3], [1, 2, ...])": dtype, shape and the first 16 values.
   std::string to_string() const;
 
@@ -89,9 +104,11 @@ class TENSOR_API TensorData {
   /// `op` names the public entry (TensorData, TensorData::from, ...) in error messages.
   TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype, const char* op);
   void check_element_type(DType want, std::size_t size) const;
+  bool same_scheme(const TensorData& o) const;
   std::vector<std::byte> bytes_;
   Shape shape_;
   DType dtype_ = DType::F32;
+  std::shared_ptr<const QuantScheme> qscheme_;  // QFloat data only
 };
 
 }  // namespace tensor

@@ -1,0 +1,53 @@
+// Quantized tensors in dispatch (issue 32, step 1): the QFloat primitive and the
+// quantize / dequantize / calibration paths, composed from float and int ops through the
+// one forward path, so every backend (cpu, mini, vulkan) holds quantized tensors with no
+// backend code. docs/quantization.md has the model.
+//
+// A quantized tensor is a DispatchTensor of kind Float whose primitive is a QuantPrim
+// (dtype QFloat): the scheme, the codes (an I8 tensor of the logical shape, one code per
+// element, whatever the store: PackedU32 is the layout of its TensorData) and the scales
+// (an F32 tensor, one per block, row-major over the block grid, already rounded to the
+// scheme's scale dtype). Every float op refuses it at its usage check (no device lists
+// QFloat as Arithmetic), before any backend sees the primitive.
+#pragma once
+
+#include <future>
+#include <utility>
+
+#include "dispatch/dispatch.hpp"
+#include "tensor/quantization.hpp"
+
+namespace tensor::dispatch::quant {
+
+class QuantPrim final : public Primitive {
+ public:
+  QuantPrim(const Shape& shape, DeviceId device, const QuantScheme& scheme, DispatchTensor codes, DispatchTensor scales)
+      : Primitive(DType::QFloat, shape, device), scheme_(scheme), codes_(std::move(codes)), scales_(std::move(scales)) {}
+  bool can_mut() const override { return false; }
+  const QuantScheme& scheme() const { return scheme_; }
+  const DispatchTensor& codes() const { return codes_; }
+  const DispatchTensor& scales() const { return scales_; }
+
+ private:
+  QuantScheme scheme_;
+  DispatchTensor codes_;
+  DispatchTensor scales_;
+};
+
+// The QuantPrim of a quantized tensor; nullptr for any other.
+const QuantPrim* as_quant(const DispatchTensor& t);
+
+DispatchTensor quantize(const DispatchTensor& x, const QuantScheme& scheme, const DispatchTensor& scales);
+DispatchTensor quantize_dynamic(const DispatchTensor& x, const QuantScheme& scheme);
+// To `dtype` (a float dtype). DTypeError naming dequantize for a tensor that is not quantized.
+DispatchTensor dequantize(const DispatchTensor& q, DType dtype);
+// Per block (row-major over the block grid): min and max, as F32 [n] tensors.
+std::pair<DispatchTensor, DispatchTensor> compute_range(const QuantScheme& scheme, const DispatchTensor& x);
+// scale = 2 * max(|min|, |max|) / (b - a), an F32 [n] tensor (not yet rounded to the dtype).
+DispatchTensor compute_q_params(const QuantScheme& scheme, const DispatchTensor& min, const DispatchTensor& max);
+
+// into_data / from_data of QFloat (called from dispatch/rules/creation.cpp).
+TensorData into_data(const DispatchTensor& q);
+DispatchTensor from_data(const TensorData& data, DeviceId device);
+
+}  // namespace tensor::dispatch::quant
