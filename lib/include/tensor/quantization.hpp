@@ -22,39 +22,44 @@
 
 namespace tensor {
 
-// What a stored code means: 8, 4 or 2 bits, "F" full range [-2^(n-1), 2^(n-1)-1] or "S"
-// symmetric [-(2^(n-1)-1), 2^(n-1)-1].
+/// What a stored code means: 8, 4 or 2 bits, "F" full range [-2^(n-1), 2^(n-1)-1] or "S"
+/// symmetric [-(2^(n-1)-1), 2^(n-1)-1].
 enum class QuantValue : std::uint8_t { Q8F, Q8S, Q4F, Q4S, Q2F, Q2S };
-// The container of the codes: one i8 per element (Native), or u32 words holding 32/bits
-// codes each, lowest bits first, packed along the last axis line by line (burn's
-// PackedU32(0)).
+/// The container of the codes: one i8 per element (Native), or u32 words holding 32/bits
+/// codes each, lowest bits first, packed along the last axis line by line (burn's
+/// PackedU32(0)).
 enum class QuantStore : std::uint8_t { Native, PackedU32 };
-// Only symmetric quantization (no zero point), as in burn.
+/// Only symmetric quantization (no zero point), as in burn.
 enum class QuantMode : std::uint8_t { Symmetric };
-// The dtype the scales are stored in (burn's QuantParam; main's ScaleDtype). A computed
-// scale is rounded UP to it, so the scale quantization divides by is the stored one.
+/// The dtype the scales are stored in (burn's QuantParam; main's ScaleDtype). A computed
+/// scale is rounded UP to it, so the scale quantization divides by is the stored one.
 enum class ScaleDtype : std::uint8_t { F32, F16, BF16 };
+/// burn's name for the scale dtype.
 using QuantParam = ScaleDtype;
 
-// A block: extents over the trailing axes, right-aligned ([32] on a rank-2 tensor is
-// [1, 32]). Up to 5 extents; each up to the whole axis (burn caps them at 255; libtensor
-// accepts any u32 so a per-output-channel block such as [1, IC*KH*KW] works for any layer).
+/// A block: extents over the trailing axes, right-aligned ([32] on a rank-2 tensor is
+/// [1, 32]). Up to 5 extents; each up to the whole axis (burn caps them at 255; libtensor
+/// accepts any u32 so a per-output-channel block such as [1, IC*KH*KW] works for any layer).
 struct BlockSize {
-  static constexpr std::size_t kMaxDims = 5;
-  std::array<std::uint32_t, kMaxDims> dims{};
-  std::uint8_t rank = 0;
+  static constexpr std::size_t kMaxDims = 5;  ///< the most extents a block has
+  std::array<std::uint32_t, kMaxDims> dims{};  ///< the extents; the first `rank` are used
+  std::uint8_t rank = 0;                       ///< how many extents
 
+  /// No extents (rank 0).
   BlockSize() = default;
+  /// The given extents, outermost first; ShapeError beyond kMaxDims.
   BlockSize(std::initializer_list<std::uint32_t> extents) {  // NOLINT: implicit, as burn's [..]
     if (extents.size() > kMaxDims)
       throw ShapeError("[BlockSize] too many extents; expected at most 5; got " + std::to_string(extents.size()));
     for (std::uint32_t e : extents) dims[rank++] = e;
   }
+  /// Elements in one block (the product of the extents).
   std::size_t num_elements() const {
     std::size_t n = 1;
     for (std::size_t i = 0; i < rank; ++i) n *= dims[i];
     return n;
   }
+  /// Same rank and extents.
   bool operator==(const BlockSize& o) const {
     if (rank != o.rank) return false;
     for (std::size_t i = 0; i < rank; ++i)
@@ -63,28 +68,35 @@ struct BlockSize {
   }
 };
 
-// The granularity of the scales: one for the tensor, or one per block.
+/// The granularity of the scales: one for the tensor, or one per block.
 struct QuantLevel {
+  /// One scale for the tensor, or one per block.
   enum class Tag : std::uint8_t { Tensor, Block };
-  Tag tag = Tag::Tensor;
-  BlockSize shape;  // Block only
+  Tag tag = Tag::Tensor;  ///< which of the two
+  BlockSize shape;  ///< Block only
 
+  /// One scale for the whole tensor.
   static QuantLevel tensor() { return {}; }
+  /// One scale per block of extents `b`.
   static QuantLevel block(BlockSize b) { return {Tag::Block, b}; }
+  /// Whether the scales are per block.
   bool is_block() const { return tag == Tag::Block; }
+  /// Same tag and, per block, the same block.
   bool operator==(const QuantLevel& o) const { return tag == o.tag && (tag == Tag::Tensor || shape == o.shape); }
 };
 
-// burn's QuantScheme. The defaults are burn's (Q8F, PackedU32, per tensor, F32 scales);
-// Q8S with the Native store is what docs/quantization.md recommends for int8.
+/// burn's QuantScheme. The defaults are burn's (Q8F, PackedU32, per tensor, F32 scales);
+/// Q8S with the Native store is what docs/quantization.md recommends for int8.
 struct QuantScheme {
-  QuantValue value = QuantValue::Q8F;
-  QuantParam param = ScaleDtype::F32;
-  QuantStore store = QuantStore::PackedU32;
-  QuantLevel level{};
-  QuantMode mode = QuantMode::Symmetric;
+  QuantValue value = QuantValue::Q8F;         ///< bits and range of a code
+  QuantParam param = ScaleDtype::F32;         ///< the dtype the scales are stored in
+  QuantStore store = QuantStore::PackedU32;   ///< how codes are stored in TensorData
+  QuantLevel level{};                         ///< per tensor or per block
+  QuantMode mode = QuantMode::Symmetric;      ///< symmetric only (no zero point)
 
-  // The builder (burn 0.22.0-pre.2's names, and main's per_tensor / per_block).
+  /// The builder (burn 0.22.0-pre.2's names, and main's per_tensor / per_block): a copy
+  /// with one field (per_tensor / per_block: the level and the scale dtype) replaced.
+  ///@{
   QuantScheme with_value(QuantValue v) const { QuantScheme s = *this; s.value = v; return s; }
   QuantScheme with_param(QuantParam p) const { QuantScheme s = *this; s.param = p; return s; }
   QuantScheme with_store(QuantStore st) const { QuantScheme s = *this; s.store = st; return s; }
@@ -92,8 +104,9 @@ struct QuantScheme {
   QuantScheme with_mode(QuantMode m) const { QuantScheme s = *this; s.mode = m; return s; }
   QuantScheme per_tensor(ScaleDtype p) const { return with_level(QuantLevel::tensor()).with_param(p); }
   QuantScheme per_block(BlockSize b, ScaleDtype p) const { return with_level(QuantLevel::block(b)).with_param(p); }
+  ///@}
 
-  // The code range [a, b] of the value.
+  /// The code range [a, b] of the value.
   std::pair<int, int> range() const {
     switch (value) {
       case QuantValue::Q8F: return {-128, 127};
@@ -105,36 +118,41 @@ struct QuantScheme {
     }
     return {0, 0};
   }
+  /// Bits per code: 8, 4 or 2.
   int size_bits_value() const {
     return value <= QuantValue::Q8S ? 8 : value <= QuantValue::Q4S ? 4 : 2;
   }
-  // Codes per storage element: 1 (Native) or 32 / bits (PackedU32).
+  /// Codes per storage element: 1 (Native) or 32 / bits (PackedU32).
   int num_quants() const { return store == QuantStore::Native ? 1 : 32 / size_bits_value(); }
+  /// The block of a per-block scheme; empty per tensor.
   std::optional<BlockSize> block_size() const { return level.is_block() ? std::optional<BlockSize>(level.shape) : std::nullopt; }
+  /// The dtype the scales are stored in.
   ScaleDtype scale_dtype() const { return param; }
+  /// Every field equal.
   bool operator==(const QuantScheme& o) const {
     return value == o.value && param == o.param && store == o.store && level == o.level && mode == o.mode;
   }
 };
 
-// "q8s native per-tensor f32", "q4f packed-u32 block[2, 16] f16", ...
+/// "q8s native per-tensor f32", "q4f packed-u32 block[2, 16] f16", ...
 TENSOR_API std::string to_string(const QuantScheme& scheme);
 
-// How a range is measured from the data (burn's Calibration; AbsMean is next).
+/// How a range is measured from the data (burn's Calibration; AbsMean is next).
 enum class Calibration : std::uint8_t { MinMax };
 
-// The scales of a quantized tensor: one per block, row-major over the block grid (one for a
-// per-tensor scheme), in f32 (burn's QuantizationParameters).
+/// The scales of a quantized tensor: one per block, row-major over the block grid (one for a
+/// per-tensor scheme), in f32 (burn's QuantizationParameters).
 struct QuantParams {
-  Tensor<1> scales;
+  Tensor<1> scales;  ///< f32, one per block
 };
+/// burn's name for QuantParams.
 using QuantizationParameters = QuantParams;
 
-// Per block (or for the tensor): the smallest and the largest value, row-major over the
-// block grid.
+/// Per block (or for the tensor): the smallest and the largest value, row-major over the
+/// block grid.
 struct CalibrationRange {
-  Tensor<1> min;
-  Tensor<1> max;
+  Tensor<1> min;  ///< the smallest value of each block
+  Tensor<1> max;  ///< the largest value of each block
 };
 
 namespace detail {
@@ -146,69 +164,75 @@ TENSOR_API std::pair<Handle, Handle> compute_range(const QuantScheme& scheme, co
 TENSOR_API Handle compute_q_params(const QuantScheme& scheme, const Handle& min, const Handle& max);
 }  // namespace detail
 
-// x quantized with the given scales (rounded up to the scheme's scale dtype; a zero or
-// non-finite scale becomes the smallest positive one): q = clamp(round(x * (1 / scale)), a, b),
-// ties away from zero. Throws ShapeError when the blocks do not tile x or the scales do not
-// match the block grid, DTypeError when x is not a float tensor.
+/// x quantized with the given scales (rounded up to the scheme's scale dtype; a zero or
+/// non-finite scale becomes the smallest positive one): q = clamp(round(x * (1 / scale)), a, b),
+/// ties away from zero. Throws ShapeError when the blocks do not tile x or the scales do not
+/// match the block grid, DTypeError when x is not a float tensor.
 template <std::size_t D>
 Tensor<D> quantize(const Tensor<D>& x, const QuantScheme& scheme, const QuantParams& params) {
   return Tensor<D>(detail::quantize(x.handle(), scheme, params.scales.handle()));
 }
-// Calibrated on the fly (MinMax): burn's quantize_dynamic.
+/// Calibrated on the fly (MinMax): burn's quantize_dynamic.
 template <std::size_t D>
 Tensor<D> quantize_dynamic(const Tensor<D>& x, const QuantScheme& scheme) {
   return Tensor<D>(detail::quantize_dynamic(x.handle(), scheme));
 }
-// Back to the device's default float dtype: scale[block] * code, computed in f32. Throws
-// DTypeError naming dequantize for a tensor that is not quantized (burn returns a float
-// tensor unchanged; libtensor refuses, so a missed quantize is not silent).
+/// Back to the device's default float dtype: scale[block] * code, computed in f32. Throws
+/// DTypeError naming dequantize for a tensor that is not quantized (burn returns a float
+/// tensor unchanged; libtensor refuses, so a missed quantize is not silent).
 template <std::size_t D>
 Tensor<D> dequantize(const Tensor<D>& x) {
   return Tensor<D>(detail::dequantize(x.handle()));
 }
-// The scheme of a quantized tensor; nullopt for any other.
+/// The scheme of a quantized tensor; nullopt for any other.
 template <std::size_t D, class K>
 std::optional<QuantScheme> quant_scheme(const Tensor<D, K>& x) {
   return detail::quant_scheme(x.handle());
 }
+/// Whether the tensor is quantized (dtype QFloat).
 template <std::size_t D, class K>
 bool is_quantized(const Tensor<D, K>& x) {
   return x.dtype() == DType::QFloat;
 }
 
+/// Quantized data on the host (block grid, byte layout, code packing) and calibration.
 namespace quantization {
 
-// The block grid: ceil(shape[d] / block[d]) per axis (right-aligned block), or [1] for a
-// per-tensor scheme.
+/// The block grid: ceil(shape[d] / block[d]) per axis (right-aligned block), or [1] for a
+/// per-tensor scheme.
 TENSOR_API Shape params_shape(const Shape& shape, const QuantScheme& scheme);
-// Bytes of quantized TensorData: codes (Native: one per element; PackedU32: 4 per word,
-// ceil(last / codes-per-word) words per line) + scales.
+/// Bytes of quantized TensorData: codes (Native: one per element; PackedU32: 4 per word,
+/// ceil(last / codes-per-word) words per line) + scales.
 TENSOR_API std::size_t quantized_data_len(const QuantScheme& scheme, const Shape& shape);
-// A scale rounded up to the scale dtype (F32: unchanged; saturates at the dtype's maximum).
+/// A scale rounded up to the scale dtype (F32: unchanged; saturates at the dtype's maximum).
 TENSOR_API float scale_to_dtype(float scale, ScaleDtype dtype);
-// burn's pack_i8s_to_u32s: `bits`-bit codes, lowest bits first, zero-padded.
+/// burn's pack_i8s_to_u32s: `bits`-bit codes, lowest bits first, zero-padded.
 TENSOR_API std::vector<std::uint32_t> pack_codes(const std::vector<std::int8_t>& codes, int bits);
-// burn's unpack_q_to_i8s: `count` codes of `bits` bits, sign-extended.
+/// burn's unpack_q_to_i8s: `count` codes of `bits` bits, sign-extended.
 TENSOR_API std::vector<std::int8_t> unpack_codes(const std::vector<std::uint32_t>& words, std::size_t count, int bits);
 
-// burn's TensorData::quantized(values_i8, shape, scheme, &scales): one i8 code per element
-// (packed here when the store is PackedU32) and the f32 scales (encoded in the scale dtype).
+/// burn's TensorData::quantized(values_i8, shape, scheme, &scales): one i8 code per element
+/// (packed here when the store is PackedU32) and the f32 scales (encoded in the scale dtype).
 TENSOR_API TensorData quantized_data(const std::vector<std::int8_t>& codes, const Shape& shape, const QuantScheme& scheme,
                                      const std::vector<float>& scales);
-// burn's QuantizedBytes::into_vec_i8: the codes of QFloat data, one per element (unpacked
-// and sign-extended), and its scales decoded to f32. FormatError for other data.
+/// burn's QuantizedBytes::into_vec_i8: the codes of QFloat data, one per element (unpacked
+/// and sign-extended), and its scales decoded to f32. FormatError for other data.
 struct QuantizedValues {
-  std::vector<std::int8_t> codes;
-  std::vector<float> scales;
+  std::vector<std::int8_t> codes;  ///< one per element, row-major
+  std::vector<float> scales;        ///< one per block, row-major over the block grid
 };
+/// The codes and scales of QFloat data (see QuantizedValues); FormatError for other data.
 TENSOR_API QuantizedValues quantized_values(const TensorData& data);
 
-// burn's compute_range / compute_q_params (scale = 2 * max(|min|, |max|) / (b - a)).
+/// burn's compute_range: the smallest and largest value of each block (of the tensor, per
+/// tensor); DTypeError when x is not a float tensor.
 template <std::size_t D>
 CalibrationRange compute_range(const QuantScheme& scheme, const Tensor<D>& x, Calibration c = Calibration::MinMax) {
   auto [lo, hi] = detail::compute_range(scheme, x.handle(), c);
   return {Tensor<1>(lo), Tensor<1>(hi)};
 }
+/// burn's compute_q_params: scale = 2 * max(|min|, |max|) / (b - a) per block, rounded up to
+/// the scheme's scale dtype.
 inline QuantParams compute_q_params(const QuantScheme& scheme, const CalibrationRange& range) {
   return {Tensor<1>(detail::compute_q_params(scheme, range.min.handle(), range.max.handle()))};
 }
