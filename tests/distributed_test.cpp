@@ -4,6 +4,7 @@
 // != 0, the errors, the watchdog, and bitwise-identical results across ranks.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <latch>
 #include <mutex>
@@ -13,6 +14,7 @@
 
 #include <tensor/distributed.hpp>
 
+#include "distributed_dp.hpp"
 #include "distributed_ref.hpp"
 #include "test_util.hpp"
 
@@ -285,13 +287,107 @@ TEST(Distributed, ARankThatReturnsEarlyFailsTheOthers) {
   EXPECT_NE(msg.find("rank 1 returned"), std::string::npos) << msg;
 }
 
-TEST(Distributed, TrackedTensorsAreRefusedUntilCollectivesHaveAGradient) {
+// Collectives have burn's backward now (op table rows with autodiff rows); Max and Min,
+// which have none, are still refused on a tracked tensor.
+TEST(Distributed, TrackedMaxAndMinAreRefused) {
   const Device ad = dev().autodiff();
   dist::LocalGroup group(2);
   group.run([&](int r) {
     const Tensor<1> t = Tensor<1>::from_data(tt::encode(input(r, DType::F32, {3})), ad).require_grad();
-    EXPECT_THROWS_FROM(NotImplemented, "all_reduce", dist::all_reduce(t, dist::ReduceOp::Sum), "autodiff");
+    EXPECT_THROWS_FROM(NotImplemented, "all_reduce", dist::all_reduce(t, dist::ReduceOp::Max), "autodiff");
+    const Tensor<1> t4 = Tensor<1>::from_data(tt::encode(input(r, DType::F32, {4})), ad).require_grad();
+    EXPECT_THROWS_FROM(NotImplemented, "reduce_scatter", dist::reduce_scatter(t4, dist::ReduceOp::Min), "autodiff");
+    // Untracked (detached) values reduce as before.
+    EXPECT_EQ(dist::all_reduce(t.detach(), dist::ReduceOp::Max).to_vec<float>().size(), 3u);
   });
+}
+
+// The gradient of every rank's loss L_r = sum(y_r * w_r) with respect to x_s, by the chain
+// rule written out: w_r is a formula of (r, i), and each collective's y is a known sum or
+// copy of the x's.
+float w(int r, std::size_t i) { return static_cast<float>(r + 1) * 0.5f + static_cast<float>(i) - 1.25f * static_cast<float>(r * i); }
+Tensor<1> weights(int r, std::size_t n, const Device& d) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = w(r, i);
+  return Tensor<1>::from_data(TensorData::from(v, Shape{n}), d);
+}
+
+TEST(Distributed, CollectiveGradientsSumEveryRanksLoss) {
+  const Device ad = dev().autodiff();
+  dist::LocalGroup group(2);
+  std::mutex m;
+  group.run([&](int r) {
+    auto x_of = [&](std::size_t n) {
+      std::vector<float> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(r + 1) * static_cast<float>(i + 1);
+      return Tensor<1>::from_data(TensorData::from(v, Shape{n}), ad).require_grad();
+    };
+    auto grad_of = [&](const Tensor<1>& x, const Tensor<1>& y) {
+      const Tensor<1> loss = (y * weights(r, y.shape()[0], ad)).sum();
+      const Gradients g = loss.backward();
+      return x.grad(g)->to_vec<float>();
+    };
+    std::vector<float> sum_w(4), none(4, 0.0f);
+    for (std::size_t i = 0; i < 4; ++i) sum_w[i] = w(0, i) + w(1, i);
+    const Tensor<1> x = x_of(3);
+    const auto g_sum = grad_of(x, dist::all_reduce(x, dist::ReduceOp::Sum));
+    const auto g_mean = grad_of(x, dist::all_reduce(x, dist::ReduceOp::Mean));
+    const auto g_bcast = grad_of(x, dist::broadcast(x, 1));
+    const Tensor<1> x2 = x_of(2);
+    const auto g_gather = grad_of(x2, dist::all_gather(x2));  // y = [x_0, x_1]
+    const Tensor<1> x4 = x_of(4);
+    const auto g_scatter = grad_of(x4, dist::reduce_scatter(x4, dist::ReduceOp::Sum));  // y_r = (x_0 + x_1)[2r, 2r + 2)
+    std::lock_guard<std::mutex> l(m);
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_FLOAT_EQ(g_sum[i], sum_w[i]) << "rank " << r << " i " << i;
+      EXPECT_FLOAT_EQ(g_mean[i], sum_w[i] / 2) << "rank " << r << " i " << i;
+      EXPECT_FLOAT_EQ(g_bcast[i], r == 1 ? sum_w[i] : 0.0f) << "rank " << r << " i " << i;  // the root gets it all
+    }
+    for (std::size_t i = 0; i < 2; ++i)  // block r of every rank's weights
+      EXPECT_FLOAT_EQ(g_gather[i], w(0, 2 * static_cast<std::size_t>(r) + i) + w(1, 2 * static_cast<std::size_t>(r) + i)) << "rank " << r;
+    for (std::size_t i = 0; i < 4; ++i)  // rank i / 2's weights, element i % 2
+      EXPECT_FLOAT_EQ(g_scatter[i], w(static_cast<int>(i / 2), i % 2)) << "rank " << r << " i " << i;
+  });
+}
+
+// GradientSync's buckets: reverse visit order, the first up to first_bucket_bytes, the
+// others up to bucket_bytes, a larger parameter alone. The MLP's parameters in reverse:
+// fc2.bias 12 B, fc2.weight 96 B, fc1.bias 32 B, fc1.weight 192 B.
+TEST(Distributed, GradientSyncBucketsInReverseOrderUpToTheCaps) {
+  dist_dp::Mlp m(dev().autodiff());
+  const dist::GradientSync small(m, {dist::ReduceOp::Mean, 128, 64, true});
+  const std::vector<std::vector<std::string>> want = {{"fc2.bias"}, {"fc2.weight", "fc1.bias"}, {"fc1.weight"}};
+  EXPECT_EQ(small.buckets(), want);
+  const dist::GradientSync large(m);
+  const std::vector<std::vector<std::string>> one = {{"fc2.bias", "fc2.weight", "fc1.bias", "fc1.weight"}};
+  EXPECT_EQ(large.buckets(), one);
+  EXPECT_EQ(large.bucket_bytes(), std::size_t{25} << 20);
+  EXPECT_THROWS_FROM(Error, "GradientSync", dist::GradientSync(m, {dist::ReduceOp::Max}), "Sum or Mean");
+}
+
+// 2 ranks x B/2 rows with GradientSync against 1 x B rows, same initial parameters (rank 1
+// starts elsewhere: the sync broadcasts rank 0's). Tolerance: the batch's gradient is
+// summed in another order (two halves, then the all_reduce), ~1e-7 relative per step in
+// f32; SGD's and Adam's updates (a ratio of such sums) carry it on, so after 5 steps the parameters agree to
+// well within 1e-5 relative (+1e-6 absolute for elements near zero). The two ranks make the
+// same calls on the same bytes, so they agree bitwise.
+TEST(Distributed, GradientSyncTrainsLikeOneProcessWithTheWholeBatch) {
+  for (const bool sgd : {false, true}) {
+    const dist_dp::Trained one = dist_dp::train_mlp(dev(), 0, 1, 5, {}, sgd);
+    std::vector<dist_dp::Trained> ranks(2);
+    dist::LocalGroup group(2);
+    group.run([&](int r) {
+      ranks[static_cast<std::size_t>(r)] = dist_dp::train_mlp(dev(), r, 2, 5, {dist::ReduceOp::Mean, 128, 64, true}, sgd);
+    });
+    ASSERT_EQ(ranks[0].names, one.names);
+    for (std::size_t p = 0; p < one.values.size(); ++p) {
+      ASSERT_EQ(ranks[0].values[p].size(), one.values[p].size());
+      EXPECT_EQ(ranks[0].values[p], ranks[1].values[p]) << one.names[p] << ": the ranks differ";
+      for (std::size_t i = 0; i < one.values[p].size(); ++i)
+        EXPECT_NEAR(ranks[0].values[p][i], one.values[p][i], 1e-6 + 1e-5 * std::fabs(one.values[p][i]))
+            << (sgd ? "sgd " : "adam ") << one.names[p] << "[" << i << "]";
+    }
+  }
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 #include "dispatch/autodiff/math.hpp"
 
 #include "dispatch/settings.hpp"
+#include "lib/src/distributed/communicator.hpp"
 
 namespace tensor::dispatch::ad::detail {
+
+int group_rank() { return dist::internal::current().rank(); }
+int group_size() { return dist::internal::current().size(); }
 
 // Sums a broadcast gradient back to the operand's shape. Dims align from the right (the
 // broadcast rule): the operand's size-1 dims and every leading dim `g` has beyond the

@@ -44,6 +44,11 @@ inline T flip_dim(T a, std::size_t d) {
 inline T cast_to(T g, DType t) { return g.dtype() == t ? g : cast(OpCode::cast, std::move(g), t); }
 inline DType int_dtype(DeviceId inner) { return to_dtype(device_settings(inner).int_dtype); }
 
+// The calling thread's group (tensor::dist): this rank and the world size, for the
+// collectives' backward rows.
+int group_rank();
+int group_size();
+
 // Sums a broadcast gradient back to the operand's shape (dims align from the right).
 T sum_to(T g, const Shape& s);
 // The gradient of a full reduction (shape [1]) spread over `s`.

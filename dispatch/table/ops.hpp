@@ -106,6 +106,7 @@ using core::PoolArgs;
   X(CtcLossBackward, Prim (*)(Prim, Prim, Prim, Prim, Prim, std::int64_t))               \
   X(DeformConv, Prim (*)(Prim, Prim, Prim, Prim, Prim, const tensor::nn::DeformConvOptions<2>&)) \
   X(DeformConvBackward, std::vector<Prim> (*)(Prim, Prim, Prim, Prim, Prim, bool, const tensor::nn::DeformConvOptions<2>&)) \
+  X(Collective, Prim (*)(Prim, std::int64_t))                                            \
   X(FromData, Prim (*)(TensorData, DeviceId))                                           \
   X(Create, Prim (*)(const Shape&, DeviceId, DType))                                    \
   X(Full, Prim (*)(const Shape&, tensor::Scalar, DeviceId, DType))                      \
@@ -204,7 +205,7 @@ constexpr std::uint8_t default_diff(Family f, std::uint8_t kinds) {
     case Family::DeformConv:  // x, offset, weight, mask, bias
       return 0b11111;
     case Family::Pool: case Family::PoolWithIndices: case Family::Interpolate: case Family::Embedding:
-    case Family::Unfold4d: case Family::CtcLoss:
+    case Family::Unfold4d: case Family::CtcLoss: case Family::Collective:
       return 0b1;  // x (embedding: the weights, not the indices; ctc: the log-probabilities)
     case Family::Attention:  // q, k, v and the additive bias, not the mask
       return 0b10111;

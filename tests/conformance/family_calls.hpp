@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dispatch/dispatch.hpp"
+#include "tensor/distributed.hpp"
 
 namespace tensor::family_calls {
 
@@ -165,6 +166,17 @@ inline std::optional<std::vector<DispatchTensor>> call_or_probe(OpCode op, const
         return one(from_data(*in->a_host, d, k));
       });
     case Family::IntoData: return go([&] { return one(A()); });
+    case Family::Collective:  // two ranks (a LocalGroup), each with the operand; rank 0's result
+      if (op == OpCode::reduce_scatter) return std::nullopt;  // dim 0 must divide: checked in tests/distributed_test.cpp
+      return go([&] {
+        std::vector<DispatchTensor> out;
+        tensor::dist::LocalGroup(2).run([&](int r) {
+          // all_reduce: Sum; broadcast: root 1; all_gather: no argument.
+          DispatchTensor t = collective(op, A(), op == OpCode::broadcast ? 1 : 0);
+          if (r == 0) out = one(std::move(t));
+        });
+        return out;
+      });
     case Family::ToDevice: return go([&] { return one(to_device(A(), d)); });
     default: return std::nullopt;  // module ops, nd indexing, grid sampling, flags, queries, transactions
   }

@@ -10,11 +10,13 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
 
+#include <tensor/distributed.hpp>
 #include <tensor/error.hpp>
 #include <tensor/io.hpp>
 #include <tensor/modules/optim.hpp>
@@ -76,13 +78,16 @@ std::pair<TensorData, TensorData> batch_data(const Images& set, const std::vecto
   return {TensorData::from(x, Shape{bs, 1, set.height, set.width}), TensorData::from(y, Shape{bs, classes})};
 }
 
-std::size_t count_correct(const Model& model, const Images& set, Device device, std::size_t classes) {
+// Correct predictions among test images [from, to) (all of them by default).
+std::size_t count_correct(const Model& model, const Images& set, Device device, std::size_t classes, std::size_t from = 0,
+                          std::size_t to = std::numeric_limits<std::size_t>::max()) {
   const Model m = model.detached();
+  to = std::min(to, set.n);
   std::vector<std::size_t> order(set.n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::size_t correct = 0;
-  for (std::size_t b = 0; b < set.n; b += kEvalBatch) {
-    const std::size_t e = std::min(set.n, b + kEvalBatch);
+  for (std::size_t b = from; b < to; b += kEvalBatch) {
+    const std::size_t e = std::min(to, b + kEvalBatch);
     auto [x, y] = batch_data(set, order, b, e, classes);
     const auto pred = m.forward(Tensor<4>::from_data(std::move(x), device)).argmax(1).to_vec<std::int64_t>();
     for (std::size_t i = 0; i < e - b; ++i) correct += pred[i] == set.labels[b + i];
@@ -183,6 +188,22 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
     history = parse_history(meta(*ckpt, opt.resume, "history"));
   }
   if (opt.batch == 0) throw tensor::ShapeError("[train] --batch must be positive; expected >= 1; got 0");
+  // Data parallel under mpirun: --batch is the global batch; rank r trains on positions r,
+  // r + W, r + 2W, ... of each one, every rank holds the same model (GradientSync: rank 0's
+  // parameters at the start, the mean gradient at every step) and rank 0 alone prints and
+  // writes. World size 1: the single-process run, unchanged.
+  const int rank = tensor::dist::rank(), world = tensor::dist::world_size();
+  const auto W = static_cast<std::size_t>(world), R = static_cast<std::size_t>(rank);
+  if (opt.batch % W != 0)
+    throw tensor::ShapeError("[train] --batch is the global batch and must divide among the " + std::to_string(world) +
+                             " processes; expected a multiple of " + std::to_string(world) + "; got " + std::to_string(opt.batch));
+  if (world > 1) {
+    // The data order's seed is rank 0's, whatever each rank was given.
+    const auto seed = tensor::Tensor<1, tensor::Int>::from_data(
+        tensor::TensorData::from(std::vector<std::int64_t>{static_cast<std::int64_t>(opt.seed)}), device);
+    opt.seed = static_cast<std::uint64_t>(tensor::dist::broadcast(seed, 0).to_vec<std::int64_t>()[0]);
+    if (rank != 0) opt.progress = opt.write_files = false;
+  }
   const DataSet data = load_data(opt.dataset, opt.data_dir, opt.limit, opt.test_limit, opt.seed);
   const Device ad = device.autodiff();
   Model model(opt.model, data.train.height, data.train.width, data.classes, opt.seed, ad);
@@ -196,15 +217,26 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
       if (n.starts_with("optim.")) rec.emplace_back(n.substr(6), d);
     adam.load_record(rec, model);
   }
+  // World size 1: no collectives (the sync is a no-op and skips the broadcast).
+  tensor::dist::GradientSync sync(model);
   Result result;
   result.parameters = model.num_params();
   const bool tty = opt.progress && isatty(STDOUT_FILENO) && &log == &std::cout;
   if (opt.progress)
     log << "train: " << opt.model << " (" << result.parameters << " parameters) on " << opt.dataset << " ("
         << data.train.n << " train, " << data.test.n << " test images), " << device.to_string() << ", Adam lr " << opt.lr
-        << ", batch " << opt.batch << ", seed " << opt.seed << (ckpt ? ", resumed after epoch " + std::to_string(start) : "")
+        << ", batch " << opt.batch << (world > 1 ? " (" + std::to_string(opt.batch / W) + " on each of " + std::to_string(world) + " processes)" : "")
+        << ", seed " << opt.seed << (ckpt ? ", resumed after epoch " + std::to_string(start) : "")
         << '\n';
-  const std::size_t n = data.train.n, batches = (n + opt.batch - 1) / opt.batch;
+  // Several processes run the same number of steps: the epoch's tail that does not fill a
+  // global batch is dropped (one process keeps its last, smaller batch).
+  const std::size_t n = data.train.n, batches = world > 1 ? n / opt.batch : (n + opt.batch - 1) / opt.batch;
+  if (batches == 0)
+    throw tensor::ShapeError("[train] expected at least one global batch of " + std::to_string(opt.batch) + " images; got " +
+                             std::to_string(n) + " training images");
+  const std::size_t used = world > 1 ? batches * opt.batch : n;  // images per epoch, all ranks together
+  // Loss figures reduced across the ranks at fixed steps (the same on every rank).
+  const std::size_t reduce_every = world > 1 ? std::max<std::size_t>(1, batches / 20) : 1;
   if (opt.write_files) std::filesystem::create_directories(opt.out_dir);
   for (std::size_t epoch = start + 1; epoch <= opt.epochs; ++epoch) {
     // Each epoch's order depends only on the seed and the epoch, so a resumed run repeats it.
@@ -213,23 +245,44 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
     std::iota(order.begin(), order.end(), std::size_t{0});
     for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
     const auto t0 = std::chrono::steady_clock::now();
-    double loss_sum = 0.0;
-    std::size_t seen = 0, next_line = 0;
+    double loss_sum = 0.0, local_loss = 0.0;
+    std::size_t seen = 0, local_seen = 0, next_line = 0;
+    std::vector<std::size_t> shard;
     for (std::size_t b = 0; b < batches; ++b) {
-      const std::size_t begin = b * opt.batch, end = std::min(n, begin + opt.batch);
-      auto [xd, yd] = batch_data(data.train, order, begin, end, data.classes);
+      std::size_t begin = b * opt.batch, end = std::min(n, begin + opt.batch);
+      const std::vector<std::size_t>* rows = &order;
+      if (world > 1) {  // this rank's positions of the global batch: begin + R, begin + R + W, ...
+        shard.clear();
+        for (std::size_t i = begin + R; i < end; i += W) shard.push_back(order[i]);
+        rows = &shard;
+        begin = 0;
+        end = shard.size();
+      }
+      auto [xd, yd] = batch_data(data.train, *rows, begin, end, data.classes);
       const auto x = Tensor<4>::from_data(std::move(xd), ad);
       const auto y = Tensor<2>::from_data(std::move(yd), ad);
       const auto loss = cross_entropy(model.forward(x), y);
-      const tensor::Gradients grads = loss.backward();
+      tensor::Gradients grads = loss.backward();
+      sync.sync(grads);
       adam.step(opt.lr, model, grads);
-      loss_sum += static_cast<double>(loss.to_vec<float>()[0]) * static_cast<double>(end - begin);
-      seen += end - begin;
+      local_loss += static_cast<double>(loss.to_vec<float>()[0]) * static_cast<double>(end - begin);
+      local_seen += end - begin;
+      if (world == 1) {
+        loss_sum = local_loss;
+        seen = local_seen;
+      } else if ((b + 1) % reduce_every == 0 || b + 1 == batches) {
+        const auto figures = tensor::Tensor<1, tensor::Float>::from_data(
+            tensor::TensorData::from(std::vector<double>{local_loss, static_cast<double>(local_seen)}), device);
+        const auto all = tensor::dist::all_reduce(figures, tensor::dist::ReduceOp::Sum).to_vec<double>();
+        loss_sum = all[0];
+        seen = static_cast<std::size_t>(all[1] + 0.5);
+      }
+      if (seen == 0) continue;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double ips = static_cast<double>(seen) / std::max(secs, 1e-9);
       const std::string status = std::to_string(b + 1) + "/" + std::to_string(batches) + "  " + fmt(ips, 0) +
                                  " img/s  loss " + fmt(loss_sum / static_cast<double>(seen), 4) + "  ETA " +
-                                 duration(static_cast<double>(n - seen) / ips);
+                                 duration(static_cast<double>(used - seen) / ips);
       if (tty) {
         const std::size_t w = 24, fill = w * (b + 1) / batches;
         log << "\repoch " << epoch << "/" << opt.epochs << " [" << std::string(fill, '#') << std::string(w - fill, ' ')
@@ -244,7 +297,15 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
     r.epoch = epoch;
     r.loss = loss_sum / static_cast<double>(std::max<std::size_t>(seen, 1));
     r.images_per_second = static_cast<double>(seen) / std::max(secs, 1e-9);
-    const std::size_t correct = count_correct(model, data.test, device, data.classes);
+    std::size_t correct = 0;
+    if (world == 1) {
+      correct = count_correct(model, data.test, device, data.classes);
+    } else {  // each rank its share of the test set, the counts summed
+      const std::size_t per = (data.test.n + W - 1) / W;
+      const auto mine = static_cast<std::int64_t>(count_correct(model, data.test, device, data.classes, R * per, (R + 1) * per));
+      const auto counts = tensor::Tensor<1, tensor::Int>::from_data(tensor::TensorData::from(std::vector<std::int64_t>{mine}), device);
+      correct = static_cast<std::size_t>(tensor::dist::all_reduce(counts, tensor::dist::ReduceOp::Sum).to_vec<std::int64_t>()[0]);
+    }
     r.accuracy = static_cast<double>(correct) / static_cast<double>(std::max<std::size_t>(data.test.n, 1));
     history.push_back(r);
     if (tty) log << '\n';
@@ -391,6 +452,7 @@ int train_main(const std::vector<std::string>& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const Result r = run_training(opt, Device::default_device(), std::cout);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (tensor::dist::rank() != 0) return 0;  // under mpirun rank 0 alone reports
   if (r.history.empty()) {
     std::cout << "nothing to train: the checkpoint is at epoch " << opt.epochs << " already\n";
     return 0;

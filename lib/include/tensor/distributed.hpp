@@ -2,11 +2,18 @@
 // reduce_scatter and barrier over a communicator, plus the in-process group for tests.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.hpp"
+
+namespace tensor {
+class Module;
+class Gradients;
+}  // namespace tensor
 
 namespace tensor::detail {
 /// The collective a Tensor call names; `arg` is the ReduceOp or the root (lib/src/distributed/).
@@ -50,8 +57,13 @@ TENSOR_API std::string describe();
 // MPI_Allreduce and friends, whose results are identical on every rank (with two ranks the
 // order is also 0, 1). Either way all ranks get bitwise-identical values. World size 1: each call returns its input. A collective waiting longer than
 // TENSOR_DIST_TIMEOUT_S seconds (default 300) throws ExecutionError naming the op and its
-// sequence number. Tensors that require grad are refused (NotImplemented) in a group of
-// several ranks until collectives have an autodiff rule.
+// sequence number. The collectives are rows of the op table (its distributed section), so
+// hooks and the profiler see them; on an autodiff device they have burn's backward (every
+// rank's backward then runs the matching collective, in the same order on every rank):
+// all_reduce Sum/Mean -> all_reduce of the gradient, broadcast -> the gradients summed on
+// the root (zero elsewhere), all_gather <-> reduce_scatter Sum. Max and Min on a tensor that
+// requires grad are refused (NotImplemented). On the CPU, all_reduce hands the tensor's
+// contiguous buffer to MPI (in place when the call holds it alone), without a host copy.
 
 /// The elementwise reduction of every rank's `t`.
 template <std::size_t D, TensorKind K>
@@ -78,6 +90,51 @@ template <std::size_t D, TensorKind K>
 Tensor<D, K> reduce_scatter(const Tensor<D, K>& t, ReduceOp op) {
   return Tensor<D, K>(detail::dist_collective(detail::DistOp::reduce_scatter, detail::copy(t), static_cast<int>(op)));
 }
+
+/// Data-parallel training's gradient sync (burn's gradient-sync protocol, with PyTorch DDP's
+/// buckets), for a module whose copies on every rank see different batches:
+/// \code
+///   dist::GradientSync sync(model);            // rank 0's parameters and buffers on every rank
+///   auto grads = loss.backward();  sync.sync(grads);  adam.step(lr, model, grads);
+/// \endcode
+/// The parameters (Module::named_parameters) are grouped once, at construction, into buckets:
+/// reverse visit order (roughly the order backward finishes them), one dtype per bucket, the
+/// first bucket up to first_bucket_bytes and the others up to bucket_bytes (a larger
+/// parameter alone). sync() reduces bucket after bucket: the bucket's gradients flattened into
+/// one tensor, one all_reduce, and the slices written back into `grads`. The buckets and
+/// their order depend only on the module, so every rank makes the same calls with the same
+/// sizes and the ranks' gradients (hence parameters) stay bitwise identical. A parameter
+/// without a gradient on a rank contributes zeros there (and gets the reduced one). The ops
+/// are the op table's, so on the CPU each bucket goes to MPI without a host copy.
+/// How GradientSync groups and reduces the gradients.
+struct GradientSyncOptions {
+  ReduceOp op = ReduceOp::Mean;  ///< Mean: the losses are means over the local batches; Sum or Mean only
+  std::size_t bucket_bytes = 0;  ///< 0: TENSOR_DIST_BUCKET_MB MiB (a positive number; default 25)
+  std::size_t first_bucket_bytes = std::size_t{1} << 20;  ///< the first bucket's cap (1 MiB: the first reduction starts early)
+  bool broadcast = true;         ///< broadcast every parameter and buffer from rank 0 at construction
+};
+class TENSOR_API GradientSync {
+ public:
+  /// Plans the buckets of `module`'s parameters (the module must outlive this and keep its
+  /// parameters' names and shapes) and, with options.broadcast, copies rank 0's parameters
+  /// and buffers to every rank (a collective: every rank constructs its GradientSync).
+  explicit GradientSync(Module& module, GradientSyncOptions options = {});
+  /// After backward: every parameter's gradient in `grads` replaced by its reduction over
+  /// the ranks. A collective: every rank calls it once per step. World size 1: no change.
+  void sync(Gradients& grads);
+  /// The parameter names of each bucket, in the order sync() reduces them.
+  const std::vector<std::vector<std::string>>& buckets() const { return names_; }
+  /// The cap of every bucket after the first, in bytes.
+  std::size_t bucket_bytes() const { return cap_; }
+
+ private:
+  Module* module_;
+  ReduceOp op_;
+  std::size_t cap_;
+  std::size_t params_ = 0;
+  std::vector<std::vector<std::size_t>> buckets_;  ///< indices into named_parameters()
+  std::vector<std::vector<std::string>> names_;
+};
 
 /// The in-process group: `size` ranks as threads of this process, meeting at a shared
 /// rendezvous (for unit tests and single-process multi-device use). run(fn) calls fn(rank) on

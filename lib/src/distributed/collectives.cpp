@@ -1,11 +1,15 @@
-// tensor::dist's entry points: validation, host staging (into_data, reduce on the host or in
-// MPI, from_data on the tensor's device), the process group made by init(), and the null
-// communicator (the singleton group).
+// tensor::dist's entry points: the process group made by init(), the null communicator (the
+// singleton group), the public collectives' crossing into the op table (whose rule validates
+// and whose rows run them: dispatch/rules/distributed.cpp, dispatch/defaults/distributed.cpp),
+// and the host staging those rows share (into_data -> the communicator -> from_data).
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
 #include "communicator.hpp"
+#include "dispatch/dispatch.hpp"
+#include "lib/src/handles.hpp"
 
 namespace tensor::dist {
 namespace internal {
@@ -81,59 +85,59 @@ std::string describe() { return internal::current().describe(); }
 
 }  // namespace tensor::dist
 
-namespace tensor::detail {
+namespace tensor::dist::internal {
 
-Handle dist_collective(DistOp op, Handle&& h, int arg) {
-  using dist::ReduceOp;
-  static const char* const kNames[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter"};
-  const auto index = static_cast<unsigned>(op);
-  if (index > 3) throw Error("[dist] expected a collective (all_reduce, broadcast, all_gather, reduce_scatter); got code " + std::to_string(index));
-  const char* name = kNames[index];
-  const std::string pre = std::string("[") + name + "] ";
-  Handle in = std::move(h);
-  struct Drop {
-    Handle& h;
-    ~Drop() { release(h); }
-  } drop{in};
-  if (in.empty()) throw Error(pre + "use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
+const char* op_name(int what) {
+  static const char* const kNames[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
+  return what >= 0 && what <= 4 ? kNames[what] : "collective";
+}
 
-  const bool reduces = op == DistOp::all_reduce || op == DistOp::reduce_scatter;
-  if (reduces && (arg < 0 || arg > 3))
-    throw Error(pre + "expected a ReduceOp (Sum, Mean, Max or Min); got value " + std::to_string(arg));
-  const Kind k = kind(in);
-  const DType dt = dtype(in);
-  if (k != Kind::Float && k != Kind::Int)
-    throw DTypeError(pre + "expected a float or int tensor; got dtype " + std::string(dtype_name(dt)));
+Call begin(Communicator& c, int what, int arg, DType dtype, const Shape& shape) {
+  const Call call{op_name(what), c.next_seq()};
+  c.check(call, what, what == 2 ? 0 : arg, dtype, shape);
+  return call;
+}
 
-  dist::internal::Communicator& comm = dist::internal::current();
-  const int n = comm.size();
-  if (op == DistOp::broadcast && (arg < 0 || arg >= n))
-    throw IndexError(pre + "root outside the world; expected 0 <= root < " + std::to_string(n) + "; got " + std::to_string(arg));
-  const Shape s = shape(in);
-  if (op == DistOp::reduce_scatter && s[0] % static_cast<std::size_t>(n) != 0)
-    throw ShapeError(pre + "dim 0 must be divisible by the world size; expected a multiple of " + std::to_string(n) +
-                     "; got shape " + s.to_string());
-  if (n == 1) return retain(in);
-
-  const Device dev = device(in);
-  if (k == Kind::Float && dev.is_autodiff() && is_require_grad(in))
-    throw NotImplemented(pre + "collectives have no autodiff rule yet; expected a tensor that does not require grad; got one that does (on " +
-                         dev.to_string() + ")");
-
-  const dist::internal::Call call{name, comm.next_seq()};
-  comm.check(call, static_cast<int>(index), reduces || op == DistOp::broadcast ? arg : 0, dt, s);
-  TensorData data = into_data(retain(in)).get();
+TensorData staged(Communicator& c, const Call& call, int what, int arg, TensorData data) {
+  const DType dt = data.dtype();
+  const bool reduces = what == 0 || what == 3;
   const bool widen = reduces && (dt == DType::F16 || dt == DType::BF16);
   if (widen) data = data.convert(DType::F32);
   TensorData out;
-  switch (op) {
-    case DistOp::all_reduce: out = comm.all_reduce(std::move(data), static_cast<ReduceOp>(arg), call); break;
-    case DistOp::broadcast: out = comm.broadcast(std::move(data), arg, call); break;
-    case DistOp::all_gather: out = comm.all_gather(std::move(data), call); break;
-    case DistOp::reduce_scatter: out = comm.reduce_scatter(std::move(data), static_cast<ReduceOp>(arg), call); break;
+  switch (what) {
+    case 0: out = c.all_reduce(std::move(data), static_cast<ReduceOp>(arg), call); break;
+    case 1: out = c.broadcast(std::move(data), arg, call); break;
+    case 2: out = c.all_gather(std::move(data), call); break;
+    case 3: out = c.reduce_scatter(std::move(data), static_cast<ReduceOp>(arg), call); break;
+    default: throw Error(std::string("[dist] expected a collective (all_reduce, broadcast, all_gather, reduce_scatter); got code ") + std::to_string(what));
   }
   if (widen) out = out.convert(dt);
-  return from_data(std::move(out), dev, k);
+  return out;
+}
+
+void Communicator::all_reduce_buffer(const std::byte* src, std::byte* dst, std::size_t n, DType dtype, ReduceOp op, const Call& c) {
+  const std::size_t bytes = n * dtype_size(dtype);
+  TensorData in(std::vector<std::byte>(src, src + bytes), Shape{n}, dtype);
+  const TensorData out = all_reduce(std::move(in), op, c);
+  std::copy(out.bytes().begin(), out.bytes().end(), dst);
+}
+
+}  // namespace tensor::dist::internal
+
+namespace tensor::detail {
+
+// The public collectives' crossing of the firewall: the op table's rows (dispatch/table/
+// op_table_distributed.def) through the one forward path, so hooks and the profiler see
+// them and an autodiff device records their backward.
+Handle dist_collective(DistOp op, Handle&& h, int arg) {
+  const auto index = static_cast<unsigned>(op);
+  if (index > 3) {
+    release(h);
+    throw Error("[dist] expected a collective (all_reduce, broadcast, all_gather, reduce_scatter); got code " + std::to_string(index));
+  }
+  static constexpr OpCode kOps[] = {OpCode::all_reduce, OpCode::broadcast, OpCode::all_gather, OpCode::reduce_scatter};
+  dispatch::DispatchTensor t = handles::take(h);
+  return handles::give(dispatch::collective(kOps[index], std::move(t), arg));
 }
 
 }  // namespace tensor::detail

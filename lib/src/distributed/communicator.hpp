@@ -35,6 +35,11 @@ class Communicator {
   std::uint64_t next_seq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
   virtual TensorData all_reduce(TensorData in, ReduceOp op, const Call& c) = 0;
+  // all_reduce of `n` contiguous host elements of `dtype` (one the host reduction handles)
+  // read from `src` and written to `dst` (src == dst: in place): the CPU backend's zero-copy
+  // path. This default goes through all_reduce (one copy in, one out); the MPI communicator
+  // hands the two buffers to MPI_Allreduce itself.
+  virtual void all_reduce_buffer(const std::byte* src, std::byte* dst, std::size_t n, DType dtype, ReduceOp op, const Call& c);
   virtual TensorData broadcast(TensorData in, int root, const Call& c) = 0;
   // Shape [size * d0, ...]: the ranks' inputs in rank order.
   virtual TensorData all_gather(TensorData in, const Call& c) = 0;
@@ -73,6 +78,17 @@ std::string mpi_library_version();
 // MPI directly would call it; n <= INT_MAX. False (nothing done) without the `mpi` feature or
 // before init() made the MPI group.
 bool mpi_raw_allreduce_sum_f32(float* buf, std::size_t n);
+
+// The collectives as the op table's rows see them (dispatch/defaults/distributed.cpp,
+// backends/cpu/distributed.cpp): `what` is the public DistOp's value (0 all_reduce,
+// 1 broadcast, 2 all_gather, 3 reduce_scatter; 4 barrier), `arg` the ReduceOp or the root.
+// begin(): takes this rank's next sequence number and runs the TENSOR_DIST_CHECK exchange
+// (the dtype and shape as the caller's tensor has them). staged(): the collective on host
+// data, f16/bf16 reduced through f32.
+Call begin(Communicator& c, int what, int arg, DType dtype, const Shape& shape);
+TensorData staged(Communicator& c, const Call& call, int what, int arg, TensorData data);
+// The public op names by `what` (barrier: 4).
+const char* op_name(int what);
 
 // The communicator this thread's collectives use: the LocalGroup rank it runs as, else the
 // process group's (made by init() on first use).

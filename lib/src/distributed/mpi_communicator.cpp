@@ -213,6 +213,27 @@ class MpiCommunicator final : public Communicator {
     return std::move(*buf);
   }
 
+  // The CPU's zero-copy path: the caller's buffers go to MPI. Only through the blocking call
+  // (payloads from kBlockingFrom up): a non-blocking one abandoned by the watchdog would keep
+  // using buffers the caller frees, so small payloads take the staged all_reduce above.
+  void all_reduce_buffer(const std::byte* src, std::byte* dst, std::size_t n, DType dt, ReduceOp op, const Call& c) override {
+    const std::size_t w = dtype_size(dt);
+    if (n * w < kBlockingFrom) return Communicator::all_reduce_buffer(src, dst, n, dt, op, c);
+    std::lock_guard<std::mutex> l(m_);
+    if (!failure_.empty()) throw ExecutionError(where(c) + " cannot run: the group failed earlier (" + failure_ + ")");
+    const MPI_Datatype type = mpi_type(dt, c.op);
+    const MPI_Op mop = mpi_op(op, dt);
+    if (!(check_ && checked_seq_ == c.seq))
+      run(c, "MPI_Ibarrier (arrival)", [&](MPI_Request* req) { return MPI_Ibarrier(comm_, req); }, [] {});
+    for (std::size_t first = 0; first < n; first += static_cast<std::size_t>(INT_MAX)) {
+      const int count = static_cast<int>(std::min<std::size_t>(n - first, static_cast<std::size_t>(INT_MAX)));
+      const void* from = src == dst ? MPI_IN_PLACE : static_cast<const void*>(src + first * w);
+      if (const int rc = MPI_Allreduce(from, dst + first * w, count, type, mop, comm_); rc != MPI_SUCCESS)
+        throw ExecutionError(where(c) + ": MPI_Allreduce failed: " + mpi_error_text(rc));
+    }
+    finish(dst, n, dt, op, size_);
+  }
+
   TensorData broadcast(TensorData in, int root, const Call& c) override {
     std::lock_guard<std::mutex> l(m_);
     auto buf = std::make_shared<TensorData>(std::move(in));
