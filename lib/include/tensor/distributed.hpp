@@ -91,6 +91,13 @@ Tensor<D, K> reduce_scatter(const Tensor<D, K>& t, ReduceOp op) {
   return Tensor<D, K>(detail::dist_collective(detail::DistOp::reduce_scatter, detail::copy(t), static_cast<int>(op)));
 }
 
+/// How GradientSync groups and reduces the gradients.
+struct GradientSyncOptions {
+  ReduceOp op = ReduceOp::Mean;  ///< Mean: the losses are means over the local batches; Sum or Mean only
+  std::size_t bucket_bytes = 0;  ///< 0: TENSOR_DIST_BUCKET_MB MiB (a positive number; default 25)
+  std::size_t first_bucket_bytes = std::size_t{1} << 20;  ///< the first bucket's cap (1 MiB: the first reduction starts early)
+  bool broadcast = true;         ///< broadcast every parameter and buffer from rank 0 at construction
+};
 /// Data-parallel training's gradient sync (burn's gradient-sync protocol, with PyTorch DDP's
 /// buckets), for a module whose copies on every rank see different batches:
 /// \code
@@ -106,13 +113,6 @@ Tensor<D, K> reduce_scatter(const Tensor<D, K>& t, ReduceOp op) {
 /// sizes and the ranks' gradients (hence parameters) stay bitwise identical. A parameter
 /// without a gradient on a rank contributes zeros there (and gets the reduced one). The ops
 /// are the op table's, so on the CPU each bucket goes to MPI without a host copy.
-/// How GradientSync groups and reduces the gradients.
-struct GradientSyncOptions {
-  ReduceOp op = ReduceOp::Mean;  ///< Mean: the losses are means over the local batches; Sum or Mean only
-  std::size_t bucket_bytes = 0;  ///< 0: TENSOR_DIST_BUCKET_MB MiB (a positive number; default 25)
-  std::size_t first_bucket_bytes = std::size_t{1} << 20;  ///< the first bucket's cap (1 MiB: the first reduction starts early)
-  bool broadcast = true;         ///< broadcast every parameter and buffer from rank 0 at construction
-};
 class TENSOR_API GradientSync {
  public:
   /// Plans the buckets of `module`'s parameters (the module must outlive this and keep its
