@@ -6,6 +6,7 @@
 #include <string>
 
 #include "communicator.hpp"
+#include "dispatch/graph.hpp"
 
 namespace tensor::dist {
 namespace internal {
@@ -72,6 +73,7 @@ void init() { (void)internal::current(); }
 int rank() { return internal::current().rank(); }
 int world_size() { return internal::current().size(); }
 void barrier() {
+  dispatch::graph::refuse("barrier", "is a collective (another process must take part in every replay)");
   internal::Communicator& c = internal::current();
   const internal::Call call{"barrier", c.next_seq()};
   c.check(call, 4, 0, DType::F32, Shape());
@@ -96,6 +98,7 @@ Handle dist_collective(DistOp op, Handle&& h, int arg) {
     ~Drop() { release(h); }
   } drop{in};
   if (in.empty()) throw Error(pre + "use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
+  dispatch::graph::refuse(name, "is a collective (another process must take part in every replay)");
 
   const bool reduces = op == DistOp::all_reduce || op == DistOp::reduce_scatter;
   if (reduces && (arg < 0 || arg > 3))
