@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
+#include "dispatch/profiler.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
@@ -234,6 +236,20 @@ void Program::run_list(GraphProgram& g) {
   for (DispatchTensor& t : v) t = DispatchTensor();
 }
 
-void replay(Program& p) { backend_of(p.device).get<DeviceOp::graph_replay>()(p.device, p); }
+void replay(Program& p) {
+  const auto run = backend_of(p.device).get<DeviceOp::graph_replay>();
+  if (!profiler_active()) {
+    run(p.device, p);
+    return;
+  }
+  // One profiler row per replay (the nodes pass no hook).
+  const auto t0 = std::chrono::steady_clock::now();
+  run(p.device, p);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::uint64_t bytes = 0;
+  for (const Slot& s : p.slots)
+    if (s.kind == SlotKind::Output) bytes += s.bytes;
+  profiler_record(p.device, "graph_replay", static_cast<std::uint64_t>(ns), bytes);
+}
 
 }  // namespace tensor::dispatch::graph

@@ -8,6 +8,7 @@
 
 #include <tensor/distributed.hpp>
 #include <tensor/graph.hpp>
+#include <tensor/profile.hpp>
 
 #include "conformance/devices.hpp"
 #include "conformance/mini_backend.hpp"
@@ -105,6 +106,20 @@ TEST_P(Graphs, StatsCountTheNodesAndTheNativeReplayPassesNoHook) {
   }
   expect_near(g.outputs().first.to_vec<float>(), {5, 7, 9});
   expect_near(g.outputs().second.to_vec<float>(), {4 + 10 + 18});
+  // The profiler: one graph_replay row per native replay and no per-node rows; the
+  // fallback's ops are profiled as ops.
+  profile::start();
+  g.replay();
+  g.replay();
+  const ProfileResult pr = profile::stop();
+  auto calls = [&](const std::string& op) {
+    std::uint64_t n = 0;
+    for (const ProfileRow& r : pr.rows)
+      if (r.op == op) n += r.calls;
+    return n;
+  };
+  EXPECT_EQ(calls("graph_replay"), native_here() ? 2u : 0u);
+  EXPECT_EQ(calls("add"), native_here() ? 0u : 2u);
 }
 
 TEST_P(Graphs, IntermediateValuesAndViewsReplayInOrder) {
