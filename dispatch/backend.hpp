@@ -41,6 +41,7 @@ class Backend {
   bool has(DeviceOp op) const { return dev_[static_cast<std::size_t>(op)] != nullptr; }
   // Whether the entry is the backend's own (native) rather than a composed default.
   bool is_native(OpCode op) const { return native_[static_cast<std::size_t>(op)]; }
+  bool is_native(DeviceOp op) const { return dev_native_[static_cast<std::size_t>(op)]; }
 
   const std::string& short_name() const { return short_name_; }
   std::uint16_t type_id() const { return type_id_; }
@@ -58,6 +59,7 @@ class Backend {
   std::array<RawFn, kOpCount> ops_{};
   std::array<RawFn, kDeviceOpCount> dev_{};
   std::array<bool, kOpCount> native_{};
+  std::array<bool, kDeviceOpCount> dev_native_{};
   std::vector<OpCode> missing_;
   std::vector<DeviceOp> missing_dev_;
 };

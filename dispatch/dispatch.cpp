@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dispatch/autodiff.hpp"
+#include "dispatch/graph.hpp"
 #include "dispatch/settings.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
@@ -60,8 +61,14 @@ std::string backend_name(DeviceId device) {
 
 DTypeUsageSet dtype_usage(DeviceId device, DType dtype) { return backend_of(device).get<DeviceOp::dtype_usage>()(device, dtype); }
 bool supports_dtype(DeviceId device, DType dtype) { return backend_of(device).get<DeviceOp::supports_dtype>()(device, dtype); }
-void seed(DeviceId device, std::uint64_t s) { backend_of(device).get<DeviceOp::seed>()(device, s); }
-void sync(DeviceId device) { backend_of(device).get<DeviceOp::sync>()(device); }
+void seed(DeviceId device, std::uint64_t s) {
+  graph::refuse("seed", "reseeds the device's generator (a host-side setting)");
+  backend_of(device).get<DeviceOp::seed>()(device, s);
+}
+void sync(DeviceId device) {
+  graph::refuse("sync", "waits for the device on the host");
+  backend_of(device).get<DeviceOp::sync>()(device);
+}
 MemoryStats memory_stats(DeviceId device) { return backend_of(device).get<DeviceOp::memory_stats>()(device); }
 void memory_cleanup(DeviceId device) { backend_of(device).get<DeviceOp::memory_cleanup>()(device); }
 

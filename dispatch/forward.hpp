@@ -11,6 +11,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <initializer_list>
+#include <memory>
+#include <span>
+#include <tuple>
+#include <type_traits>
+#include <vector>
 #include <string>
 #include <utility>
 
@@ -215,6 +220,72 @@ struct EntryOf {
   FamilyFn<G> other(OpCode o) const { return entry<G>(o, d); }
 };
 
+// ---- graph replay: one op frozen (dispatch/graph.hpp records these at the hook) ---------
+// A non-tensor argument is copied (a span into a vector it owns); tensor arguments are
+// taken at replay, in call order, from the inputs the replay list hands the thunk.
+template <class A> struct Frozen {
+  using Live = A;
+  A v;
+  explicit Frozen(const A& a) : v(a) {}
+  Live live(std::span<DispatchTensor>, std::size_t&) const { return v; }
+};
+template <> struct Frozen<DispatchTensor> {
+  using Live = DispatchTensor;
+  explicit Frozen(const DispatchTensor&) {}
+  Live live(std::span<DispatchTensor> in, std::size_t& k) const { return std::move(in[k++]); }
+};
+template <> struct Frozen<std::vector<DispatchTensor>> {
+  using Live = std::vector<DispatchTensor>;
+  std::size_t n;
+  explicit Frozen(const std::vector<DispatchTensor>& v) : n(v.size()) {}
+  Live live(std::span<DispatchTensor> in, std::size_t& k) const {
+    Live out;
+    out.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) out.push_back(std::move(in[k++]));
+    return out;
+  }
+};
+template <class T> struct Frozen<std::span<T>> {
+  using Live = std::span<T>;
+  mutable std::vector<std::remove_const_t<T>> v;
+  explicit Frozen(std::span<T> s) : v(s.begin(), s.end()) {}
+  Live live(std::span<DispatchTensor>, std::size_t&) const { return Live(v.data(), v.size()); }
+};
+
+// The backend entry resolved once, at capture (an entry the op did not need there, such as
+// an identity shortcut's, is looked up if a replay ever asks for it).
+template <Family F>
+struct Resolved {
+  DeviceId d;
+  FamilyFn<F> fn;
+  FamilyFn<F> operator()(OpCode o) const { return fn ? fn : entry<F>(o, d); }
+  template <Family G>
+  FamilyFn<G> other(OpCode o) const { return entry<G>(o, d); }
+};
+
+template <Family F, class Plan, class... A>
+class Thunk final : public GraphThunk {
+ public:
+  Thunk(OpCode op, DeviceId d, const Plan& plan, const A&... args)
+      : op_(op), entry_{d, backend_of(d).template get<F>(op)}, plan_(plan), args_(Frozen<A>(args)...) {}
+
+  void run(std::span<DispatchTensor> in, std::span<DispatchTensor> out) const override {
+    std::size_t k = 0;
+    auto live = std::apply([&](const auto&... f) { return std::tuple<typename Frozen<A>::Live...>{f.live(in, k)...}; }, args_);
+    set_current_op(op_);
+    auto r = std::apply([&](auto&... a) { return Rule<F>::run(op_, entry_, plan_, a...); }, live);
+    using O = hooks_detail::Outputs<decltype(r)>;
+    auto o = O::split(std::move(r));
+    for (std::size_t i = 0; i < O::kCount && i < out.size(); ++i) out[i] = std::move(o[i]);
+  }
+
+ private:
+  OpCode op_;
+  Resolved<F> entry_;
+  Plan plan_;
+  std::tuple<Frozen<A>...> args_;
+};
+
 template <Family F, class... A>
 __attribute__((always_inline)) inline auto forward(OpCode op, A&... args) {
   using R = Rule<F>;
@@ -224,6 +295,14 @@ __attribute__((always_inline)) inline auto forward(OpCode op, A&... args) {
   return invoke(
       op, d, [&]() __attribute__((always_inline)) { return R::run(op, fn, plan, args...); },
       [&] { return R::meta(op, plan, std::as_const(args)...); }, [&] { return R::attrs(op, plan, std::as_const(args)...); },
+      [&]() -> std::unique_ptr<GraphThunk> {
+        using Res = decltype(R::run(op, fn, plan, args...));
+        if constexpr (hooks_detail::Outputs<Res>::kCount > 0)
+          return std::make_unique<Thunk<F, std::remove_const_t<decltype(plan)>, std::remove_const_t<A>...>>(
+              op, d, plan, std::as_const(args)...);
+        else
+          return nullptr;
+      },
       std::as_const(args)...);
 }
 

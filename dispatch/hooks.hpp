@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -45,6 +46,16 @@ struct OpAttrs {
   const Shape* shape = nullptr;            // nn backward rows: the shape of the gradient they produce
 };
 
+// One op frozen for graph replay (dispatch/graph.hpp): the family rule's body with its plan,
+// its resolved backend entry and its non-tensor arguments copied. `run` takes the op's
+// tensor inputs in call order (moved in) and fills `outputs` (one per OpCall output);
+// nothing is validated again and no hook runs.
+class GraphThunk {
+ public:
+  virtual ~GraphThunk() = default;
+  virtual void run(std::span<DispatchTensor> inputs, std::span<DispatchTensor> outputs) const = 0;
+};
+
 // One op passing the hooks. `inputs` point at the caller's tensors and stay valid only
 // until `next` runs (the op consumes them): a hook that needs them afterwards (a tape's
 // saved tensors) copies them first, which also tells the backend not to reuse their
@@ -56,6 +67,11 @@ struct OpCall {
   const OpAttrs* attrs = nullptr;
   OutMeta out;
   std::span<DispatchTensor> outputs;  // empty for ops that yield no tensor (into_data)
+  // The graph recorder's copy of the op (null where the op cannot be replayed from a
+  // list: no tensor result). Call before `next`: it copies arguments the op consumes.
+  std::unique_ptr<GraphThunk> (*freeze_fn)(const void* self) = nullptr;
+  const void* freeze_self = nullptr;
+  std::unique_ptr<GraphThunk> freeze() const { return freeze_fn ? freeze_fn(freeze_self) : nullptr; }
 };
 
 // The rest of the chain (inner hooks, then the backend entry) for one call.
@@ -137,8 +153,8 @@ inline void collect(std::vector<const DispatchTensor*>& out, const std::vector<D
   for (const DispatchTensor& t : ts) out.push_back(&t);
 }
 
-template <class Body, class MetaFn, class AttrFn, class... In>
-auto invoke_hooked(OpCode op, DeviceId device, Body& body, MetaFn& meta, AttrFn& attrs, const In&... in) {
+template <class Body, class MetaFn, class AttrFn, class FreezeFn, class... In>
+auto invoke_hooked(OpCode op, DeviceId device, Body& body, MetaFn& meta, AttrFn& attrs, FreezeFn& freeze, const In&... in) {
   using R = decltype(body());
   using O = Outputs<R>;
   std::vector<const DispatchTensor*> ins;
@@ -146,6 +162,8 @@ auto invoke_hooked(OpCode op, DeviceId device, Body& body, MetaFn& meta, AttrFn&
   (collect(ins, in), ...);
   const OpAttrs a = attrs();
   OpCall call{op, device, ins, &a, meta(), {}};
+  call.freeze_fn = [](const void* f) -> std::unique_ptr<GraphThunk> { return (*static_cast<const FreezeFn*>(f))(); };
+  call.freeze_self = &freeze;
   if constexpr (O::kCount > 0) {
     std::array<DispatchTensor, O::kCount> outs{};
     call.outputs = outs;
@@ -170,13 +188,15 @@ auto invoke_hooked(OpCode op, DeviceId device, Body& body, MetaFn& meta, AttrFn&
 
 // The hook step of the one invocation path: with no hook installed anywhere it is one
 // relaxed load and a predictable branch before `body` (backend entry + wrap). `meta`
-// and `attrs` are evaluated only when hooks run. On both paths the body runs under the
-// std:: exception net (hooks_detail::guarded); a hook's own exceptions pass unchanged.
-template <class Body, class MetaFn, class AttrFn, class... In>
-inline auto invoke(OpCode op, DeviceId device, Body&& body, MetaFn&& meta, AttrFn&& attrs, const In&... in) {
+// and `attrs` are evaluated only when hooks run, `freeze` only when a graph recorder asks.
+// On both paths the body runs under the std:: exception net (hooks_detail::guarded); a
+// hook's own exceptions pass unchanged.
+template <class Body, class MetaFn, class AttrFn, class FreezeFn, class... In>
+inline auto invoke(OpCode op, DeviceId device, Body&& body, MetaFn&& meta, AttrFn&& attrs, FreezeFn&& freeze,
+                   const In&... in) {
   if (hooks_detail::g_installed.load(std::memory_order_relaxed) == 0) [[likely]]
     return hooks_detail::guarded(op, device, body);
-  return hooks_detail::invoke_hooked(op, device, body, meta, attrs, in...);
+  return hooks_detail::invoke_hooked(op, device, body, meta, attrs, freeze, in...);
 }
 
 }  // namespace tensor::dispatch

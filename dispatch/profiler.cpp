@@ -16,6 +16,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -69,7 +70,17 @@ class Profiler final : public OpHook {
   void clear() {
     const std::lock_guard<std::mutex> lock(mutex_);
     acc_.clear();
+    named_.clear();
     clocks_.clear();
+  }
+
+  void record_named(DeviceId dev, std::string_view name, std::uint64_t ns, std::uint64_t bytes) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    Acc& a = named_[{dev, std::string(name)}];
+    a.calls += 1;
+    a.ns += ns;
+    a.host_ns += ns;
+    a.bytes += bytes;
   }
 
   // Turns the device clocks this profile turned on off again (at stop).
@@ -121,6 +132,28 @@ class Profiler final : public OpHook {
       } catch (const std::exception&) {  // a lost device: the table goes without its memory line
       }
     }
+    // Named rows (a graph replay: one row per replay, not per node) join their device's group.
+    for (const auto& [key, a] : named_) {
+      const auto& [dev, name] = key;
+      ProfileRow row;
+      row.device = device_string(dev);
+      row.op = name;
+      row.calls = a.calls;
+      row.total_ms = static_cast<double>(a.ns) / 1e6;
+      row.mean_us = a.calls ? static_cast<double>(a.ns) / 1e3 / static_cast<double>(a.calls) : 0.0;
+      row.host_ms = static_cast<double>(a.host_ns) / 1e6;
+      row.bytes = a.bytes;
+      auto after = std::find_if(r.rows.rbegin(), r.rows.rend(), [&](const ProfileRow& x) { return x.device == row.device; });
+      if (after == r.rows.rend()) {
+        ProfileClock clock;
+        clock.device = row.device;
+        clock.clock = std::string(dev.type_id == kCpuDeviceType ? kHostClock : kSyncedClock);
+        r.clocks.push_back(std::move(clock));
+        r.rows.push_back(std::move(row));
+      } else {
+        r.rows.insert(after.base(), std::move(row));
+      }
+    }
     // acc_ is ordered by device, so the rows are grouped; sort each group by total time.
     auto first = r.rows.begin();
     while (first != r.rows.end()) {
@@ -164,6 +197,7 @@ class Profiler final : public OpHook {
 
   std::mutex mutex_;
   std::map<std::pair<DeviceId, OpCode>, Acc> acc_;
+  std::map<std::pair<DeviceId, std::string>, Acc> named_;  // rows that are not one op (graph_replay)
   std::map<DeviceId, bool> clocks_;  // devices seen: whether their clock is the device's
 };
 
@@ -220,6 +254,15 @@ ProfileResult profiler_stop() {
   s.active = false;
   s.profiler.stop_device_clocks();
   return s.profiler.snapshot();
+}
+
+void profiler_record(DeviceId device, std::string_view name, std::uint64_t ns, std::uint64_t bytes) {
+  State& s = state();
+  {
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.active) return;
+  }
+  s.profiler.record_named(device, name, ns, bytes);
 }
 
 bool profiler_active() {

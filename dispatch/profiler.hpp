@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "dispatch/backend.hpp"
 #include "tensor/profile.hpp"
@@ -18,6 +19,9 @@ void profiler_start();
 ProfileResult profiler_read();
 ProfileResult profiler_stop();
 bool profiler_active();
+// One row that is not an op (a graph replay: host wall time `ns`, `bytes` written), kept
+// only while a profile is recording.
+void profiler_record(DeviceId device, std::string_view name, std::uint64_t ns, std::uint64_t bytes);
 std::string format_profile(const ProfileResult& result);
 
 // TENSOR_PROFILE=1: start profiling and print the table to stderr at exit. Called

@@ -27,6 +27,7 @@ void Registry::register_backend(std::unique_ptr<Backend> backend) {
     throw Error(fmt::format("[register_backend] device type {} already taken by '{}'", t, taken->short_name()));
   Backend& b = *backend;
   for (std::size_t i = 0; i < kOps.size(); ++i) b.native_[i] = b.ops_[i] != nullptr;
+  for (std::size_t i = 0; i < kDeviceOps.size(); ++i) b.dev_native_[i] = b.dev_[i] != nullptr;
   install_defaults(b);
   b.missing_.clear();
   for (std::size_t i = 0; i < kOps.size(); ++i)

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "dispatch/dispatch.hpp"
+#include "dispatch/graph.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::dispatch {
@@ -63,6 +64,7 @@ const DeviceSettings& device_settings(DeviceId device) {
 }
 
 SettingsResult set_default_dtypes(DeviceId device, FloatDType f, IntDType i, BoolDType b) {
+  graph::refuse("set_default_dtypes", "changes a device setting");
   SettingsResult r;
   r.device = device_string(device);
   for (DType t : {to_dtype(f), to_dtype(i), to_dtype(b)}) {

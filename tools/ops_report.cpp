@@ -106,6 +106,30 @@ std::string totals_line(const Totals& t) {
 
 }  // namespace
 
+namespace {
+
+// The device-level rows (op_table_device.def): the backend's own entry or dispatch's default.
+// graph_replay's default is the closure re-run (tensor/graph.hpp's fallback).
+struct DevRow {
+  std::string name, family, policy, status, meaning;
+};
+std::vector<DevRow> device_rows(DeviceId device) {
+  const Backend& b = Registry::instance().get(device.type_id);
+  std::vector<DevRow> rows;
+  for (std::size_t i = 0; i < kDeviceOps.size(); ++i) {
+    const DeviceOpInfo& info = kDeviceOps[i];
+    const auto op = static_cast<DeviceOp>(i);
+    const bool native = b.is_native(op);
+    std::string status = native ? "native" : "default";
+    if (op == DeviceOp::graph_replay && !native) status = "fallback";
+    rows.push_back({std::string(info.name), std::string(family_name(info.family)),
+                    info.policy == Policy::Req ? "required" : "defaulted", status, std::string(info.meaning)});
+  }
+  return rows;
+}
+
+}  // namespace
+
 std::string ops_markdown(DeviceId device) {
   const auto rows = op_rows(device);
   std::ostringstream os;
@@ -117,6 +141,9 @@ std::string ops_markdown(DeviceId device) {
     os << "| `" << r.name << "` | " << r.family << " | " << r.kinds << " | " << r.policy << " | " << status_name(r.status[0])
        << " | " << status_name(r.status[1]) << " | " << status_name(r.status[2]) << " | " << r.autodiff << " | " << r.meaning
        << " |\n";
+  os << "\n| device row | family | policy | status | meaning |\n|---|---|---|---|---|\n";
+  for (const auto& r : device_rows(device))
+    os << "| `" << r.name << "` | " << r.family << " | " << r.policy << " | " << r.status << " | " << r.meaning << " |\n";
   return os.str();
 }
 
@@ -146,6 +173,10 @@ std::string ops_text(DeviceId device) {
     t.add({r.name, r.family, r.policy, status_name(r.status[0]), status_name(r.status[1]), status_name(r.status[2]),
            r.autodiff});
   t.print(os);
+  TextTable dt({"device row", "family", "policy", "status"});
+  for (const auto& r : device_rows(device)) dt.add({r.name, r.family, r.policy, r.status});
+  os << "\n";
+  dt.print(os);
   return os.str();
 }
 

@@ -5,6 +5,8 @@
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/gemm.hpp"
 
+#include <algorithm>
+
 #if TENSOR_HAVE_OPENMP
 #include <omp.h>
 #endif
@@ -30,6 +32,27 @@ DTypeUsageSet dtype_usage_entry(DeviceId, DType dtype) {
     return DTypeUsageSet::general();
   return {};
 }
+
+// copy_from and graph replay: src's elements written into dst's buffer through dst's own
+// strides (same shape and dtype, checked by the caller). A src sharing dst's storage is
+// copied out first, so an overlapping view reads its values before they are overwritten.
+void assign_entry(DeviceId, const dispatch::Prim& dst, const dispatch::Prim& src) {
+  const CpuTensor& d = cpu_of(dst);
+  const CpuTensor& s = cpu_of(src);
+  if (d.shape().num_elements() == 0) return;
+  if (d.storage() == s.storage()) {
+    if (d.offset() == s.offset() && std::equal(d.strides().begin(), d.strides().end(), s.strides().begin())) return;
+    const CpuRef tmp = alloc_tensor(s.dtype(), s.shape());
+    copy_strided(s, tmp->data());
+    copy_strided_to(*tmp, d.data(), d.strides().data());
+    return;
+  }
+  copy_strided_to(s, d.data(), d.strides().data());
+}
+
+// Native graph replay: the recorded list of resolved entries runs here, synchronously.
+void graph_replay_entry(DeviceId, dispatch::GraphProgram& g) { g.run(g); }
+bool graph_supported_entry(DeviceId) { return true; }
 
 }  // namespace
 
@@ -60,6 +83,9 @@ std::unique_ptr<dispatch::Backend> make_cpu_backend() {
   b->set<dispatch::DeviceOp::dtype_usage>(&dtype_usage_entry);
   b->set<dispatch::DeviceOp::device_count>(&device_count_entry);
   b->set<dispatch::DeviceOp::default_settings>(&default_settings_entry);
+  b->set<dispatch::DeviceOp::assign>(&assign_entry);
+  b->set<dispatch::DeviceOp::graph_replay>(&graph_replay_entry);
+  b->set<dispatch::DeviceOp::graph_supported>(&graph_supported_entry);
   return b;
 }
 

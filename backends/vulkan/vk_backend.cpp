@@ -87,6 +87,7 @@ void install_vulkan_backend(dispatch::Registry& registry) {
   b->set<D::device_count>(&count_entry);
   b->set<D::memory_stats>(&memory_entry);
   b->set<D::memory_cleanup>(&cleanup_entry);
+  b->set<D::assign>(&assign_entry);  // graph replay: the fallback (re-run the closure) until command-buffer replay
   registry.register_backend(std::move(b));
   dispatch::register_device_clock(kVulkanDeviceType, {&timing_entry, &time_entry});
 }

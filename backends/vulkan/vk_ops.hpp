@@ -10,6 +10,7 @@ namespace tensor::vulkan {
 
 void register_creation(dispatch::Backend& b);     // ops/creation.cpp: data in/out, fill, random
 void register_layout(dispatch::Backend& b);       // ops/layout.cpp: reshape, views, slice_assign
+void assign_entry(DeviceId d, const dispatch::Prim& dst, const dispatch::Prim& src);  // ops/layout.cpp: copy_from
 void register_elementwise(dispatch::Backend& b);  // ops/elementwise.cpp: math, compare, fused, cast
 void register_reduce(dispatch::Backend& b);       // ops/reduce.cpp: reductions and scans
 void register_matmul(dispatch::Backend& b);       // ops/matmul.cpp: tiled and cooperative matrix

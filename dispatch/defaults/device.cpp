@@ -20,8 +20,14 @@ std::future<std::vector<TensorData>> d_tr_execute(std::vector<Prim> prims) {
 }
 
 void d_noop(DeviceId) {}
-void d_graph_unsupported(DeviceId d) {
-  throw ExecutionError(fmt::format("[graph] graph capture is not supported by this backend; got device {}", device_string(d)));
+void d_graph_noop(DeviceId, GraphProgram&) {}
+void d_graph_unsupported(DeviceId d, GraphProgram&) {
+  throw ExecutionError(fmt::format("[graph_replay] graph capture is not supported by this backend; expected a device with "
+                                   "native replay; got {}", device_string(d)));
+}
+void d_assign_unsupported(DeviceId d, const Prim&, const Prim&) {
+  throw NotImplemented(fmt::format("[copy_from] not implemented on {}; expected a backend with an assign entry; got none",
+                                   device_string(d)));
 }
 bool d_supports(DeviceId d, DType t) {
   return backend_of(d).get<DeviceOp::dtype_usage>()(d, t).contains_all(DTypeUsageSet::general());
@@ -41,8 +47,11 @@ TENSOR_DEFAULT(DeviceOp, ad_enabled, d_false)
 TENSOR_DEFAULT(DeviceOp, memory_stats, d_memory)
 TENSOR_DEFAULT(DeviceOp, memory_cleanup, d_noop)
 TENSOR_DEFAULT(DeviceOp, graph_prepare, d_noop)
-TENSOR_DEFAULT(DeviceOp, graph_start_capture, d_graph_unsupported)
-TENSOR_DEFAULT(DeviceOp, graph_stop_capture, d_graph_unsupported)
+TENSOR_DEFAULT(DeviceOp, graph_start_capture, d_noop)
+TENSOR_DEFAULT(DeviceOp, graph_stop_capture, d_graph_noop)
 TENSOR_DEFAULT(DeviceOp, graph_replay, d_graph_unsupported)
+TENSOR_DEFAULT(DeviceOp, graph_release, d_graph_noop)
+TENSOR_DEFAULT(DeviceOp, graph_supported, d_false)
+TENSOR_DEFAULT(DeviceOp, assign, d_assign_unsupported)
 
 }  // namespace tensor::dispatch::defaults

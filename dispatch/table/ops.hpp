@@ -28,6 +28,12 @@ using tensor::OpCode;
 
 using PrimPair = std::pair<Prim, Prim>;
 
+// A captured graph as the device rows graph_stop_capture / graph_replay / graph_release
+// see it (dispatch/graph.hpp): `run` replays the recorded list of resolved entries.
+struct GraphProgram {
+  void (*run)(GraphProgram&) = nullptr;
+};
+
 // ---- module-op arguments (the nn rows of the op table): lib/core/nn_args.hpp's, one form
 // from lib/src/nn.cpp down to the kernels; a null Prim stands for an absent optional tensor
 // (bias, mask, beta).
@@ -126,7 +132,9 @@ using core::PoolArgs;
   X(DevFlag, bool (*)(DeviceId))                                                        \
   X(DevCount, std::size_t (*)())                                                        \
   X(DevMemory, MemoryStats (*)(DeviceId))                                              \
-  X(DevSettings, DeviceSettings (*)(DeviceId))
+  X(DevSettings, DeviceSettings (*)(DeviceId))                                          \
+  X(DevGraph, void (*)(DeviceId, GraphProgram&))                                        \
+  X(DevAssign, void (*)(DeviceId, const Prim&, const Prim&))
 
 enum class Family : std::uint8_t {
 #define TENSOR_X(name, sig) name,

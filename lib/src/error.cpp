@@ -8,6 +8,7 @@ ShapeError::~ShapeError() = default;
 DTypeError::~DTypeError() = default;
 DeviceError::~DeviceError() = default;
 ExecutionError::~ExecutionError() = default;
+GraphCaptureError::~GraphCaptureError() = default;
 IndexError::~IndexError() = default;
 NotImplemented::~NotImplemented() = default;
 

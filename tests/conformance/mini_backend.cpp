@@ -91,6 +91,9 @@ void flush(DeviceId) {}
 DTypeUsageSet usage(DeviceId, DType t) { return cpu().get<DeviceOp::dtype_usage>()(kCpu, t); }
 std::size_t count() { return 1; }
 DeviceSettings settings(DeviceId) { return cpu().get<DeviceOp::default_settings>()(kCpu); }
+void assign(DeviceId, const Prim& dst, const Prim& src) {
+  cpu().get<DeviceOp::assign>()(kCpu, static_cast<const MiniTensor&>(*dst).inner_, static_cast<const MiniTensor&>(*src).inner_);
+}
 
 }  // namespace
 
@@ -105,6 +108,7 @@ tensor::Device device() {
     b->set<DeviceOp::dtype_usage>(&usage);
     b->set<DeviceOp::device_count>(&count);
     b->set<DeviceOp::default_settings>(&settings);
+    b->set<DeviceOp::assign>(&assign);
     Registry::instance().register_backend(std::move(b));
   });
   return tensor::Device(kMini);

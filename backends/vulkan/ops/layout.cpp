@@ -40,6 +40,19 @@ Prim slice_assign_entry(Prim p, dispatch::DimSlices slices, Prim pv) {
 
 }  // namespace
 
+// copy_from: src's elements written into dst's buffer through dst's strides (same shape
+// and dtype, checked by the caller), queued on the device's stream like any op. A src on
+// dst's buffer is copied out first, so an overlapping view reads before it is overwritten.
+void assign_entry(DeviceId, const Prim& pd, const Prim& ps) {
+  const auto& d = static_cast<const VulkanTensor&>(*pd);
+  VkRef s = as_vk(Prim(ps));
+  if (d.shape().num_elements() == 0) return;
+  if (s->buffer().get() == d.buffer().get()) s = convert(s, s->dtype());
+  Operand dst{d.buffer().get(), d.offset(), d.layout().strides};
+  launch_ew(EW_COPY, s->dtype(), s->dtype(), d.dtype(), false, d.shape(), dst, operand(*s, d.shape()), nullptr, nullptr, 0,
+            0);
+}
+
 void register_layout(dispatch::Backend& b) {
   using O = OpCode;
   b.set<O::reshape>(&reshape_entry);

@@ -105,6 +105,8 @@ TENSOR_API Handle predicate(OpCode op, Handle&& a);
 TENSOR_API Handle matmul(Handle&& a, Handle&& b);
 TENSOR_API Handle cross(Handle&& a, Handle&& b, std::int64_t dim);
 TENSOR_API Handle powi(Handle&& a, Handle&& b);
+// Writes src's values into dst's buffer (same device, shape and dtype; typed errors otherwise).
+TENSOR_API void copy_from(const Handle& dst, const Handle& src);
 
 TENSOR_API Handle reduce(OpCode op, Handle&& a);
 TENSOR_API Handle reduce_dim(OpCode op, Handle&& a, std::int64_t dim);

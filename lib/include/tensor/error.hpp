@@ -56,6 +56,15 @@ class TENSOR_API ExecutionError : public Error {
   ~ExecutionError() override;
 };
 
+/// Something a graph capture cannot record (tensor/graph.hpp): a host read, a sync, a
+/// settings change, seeding, a value-dependent shape, an op on another device, a nested
+/// capture, a collective. The capture is abandoned; the device stays usable.
+class TENSOR_API GraphCaptureError : public ExecutionError {
+ public:
+  using ExecutionError::ExecutionError;
+  ~GraphCaptureError() override;
+};
+
 /// An index, dim, slice bound or count outside its valid range.
 class TENSOR_API IndexError : public Error {
  public:

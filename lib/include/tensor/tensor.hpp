@@ -354,6 +354,11 @@ class TENSOR_API Tensor {
   /// The element count, the product of the dims.
   std::size_t num_elements() const { live("num_elements"); return shape().num_elements(); }
 
+  /// Writes `src`'s values into this tensor's buffer, in place: every handle sharing the
+  /// buffer sees them, and a captured graph (tensor/graph.hpp) reads them at its next
+  /// replay (the way static inputs are refreshed). Same device, shape and dtype, else
+  /// DeviceError / ShapeError / DTypeError; refused inside capture().
+  void copy_from(const Tensor& src) const { detail::copy_from(h_, src.h_); }
   /// Reads the values back (blocks until the device is done; rethrows its errors).
   TensorData into_data() const { return into_data_async().get(); }
   /// Queues the read and returns at once; DataFuture::get() waits (burn's into_data_async).

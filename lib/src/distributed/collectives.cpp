@@ -9,6 +9,7 @@
 
 #include "communicator.hpp"
 #include "dispatch/dispatch.hpp"
+#include "dispatch/graph.hpp"
 #include "lib/src/handles.hpp"
 
 namespace tensor::dist {
@@ -76,6 +77,7 @@ void init() { (void)internal::current(); }
 int rank() { return internal::current().rank(); }
 int world_size() { return internal::current().size(); }
 void barrier() {
+  dispatch::graph::refuse("barrier", "is a collective (another process must take part in every replay)");
   internal::Communicator& c = internal::current();
   const internal::Call call{"barrier", c.next_seq()};
   c.check(call, 4, 0, DType::F32, Shape());
@@ -136,7 +138,9 @@ Handle dist_collective(DistOp op, Handle&& h, int arg) {
     throw Error("[dist] expected a collective (all_reduce, broadcast, all_gather, reduce_scatter); got code " + std::to_string(index));
   }
   static constexpr OpCode kOps[] = {OpCode::all_reduce, OpCode::broadcast, OpCode::all_gather, OpCode::reduce_scatter};
+  static constexpr const char* kNames[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter"};
   dispatch::DispatchTensor t = handles::take(h);
+  dispatch::graph::refuse(kNames[index], "is a collective (another process must take part in every replay)");
   return handles::give(dispatch::collective(kOps[index], std::move(t), arg));
 }
 

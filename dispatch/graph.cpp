@@ -1,0 +1,255 @@
+// Graph capture at the invoke hook: the recorder, the refusals, and the CPU's replay list.
+#include "dispatch/graph.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "dispatch/profiler.hpp"
+#include "dispatch/validate.hpp"
+#include "tensor/error.hpp"
+
+namespace tensor::dispatch::graph {
+namespace {
+
+thread_local Recorder* t_active = nullptr;
+
+std::size_t bytes_of(const DispatchTensor& t) { return t.shape().num_elements() * dtype_size(t.dtype()); }
+
+bool is_creation(Family f) {
+  return f == Family::FromData || f == Family::Create || f == Family::Full || f == Family::Range || f == Family::RangeStep;
+}
+
+}  // namespace
+
+std::string_view slot_kind_name(SlotKind k) {
+  switch (k) {
+    case SlotKind::Input: return "input";
+    case SlotKind::Constant: return "constant";
+    case SlotKind::Internal: return "internal";
+    case SlotKind::Output: return "output";
+  }
+  return "?";
+}
+
+Recorder* active() { return t_active; }
+
+void refuse(std::string_view what, std::string_view why) {
+  if (!t_active) return;
+  throw GraphCaptureError(fmt::format("[graph_capture] {} {}; expected ops a replay can repeat; got it inside capture()", what, why));
+}
+
+Recorder::Recorder(DeviceId device) : p_(std::make_unique<Program>()) {
+  if (t_active)
+    throw GraphCaptureError("[graph_capture] capture() inside capture() (nested capture); expected one capture at a time per "
+                            "thread; got a second one");
+  p_->device = device;
+  add_thread_hook(this);
+  installed_ = true;
+  t_active = this;
+}
+
+Recorder::~Recorder() { abandon(); }
+
+void Recorder::abandon() noexcept {
+  if (!installed_) return;
+  remove_thread_hook(this);
+  installed_ = false;
+  t_active = nullptr;
+}
+
+void Recorder::not_native(std::string why) {
+  if (!p_->native) return;
+  p_->native = false;
+  p_->why = std::move(why);
+}
+
+std::uint32_t Recorder::slot_of_input(const DispatchTensor& t) {
+  if (!t.prim) return kNoSlot;
+  if (auto it = current_.find(t.prim); it != current_.end()) return it->second;
+  // First read of a buffer made before the capture: an Input. It is pinned now unless this
+  // is its only handle (the op may then write into it, and a reference would change that).
+  Slot s;
+  s.kind = SlotKind::Input;
+  s.bytes = bytes_of(t);
+  if (t.prim->unique_ref())
+    not_native("a tensor made before the capture was moved into an op (its only handle), so its buffer is not kept for a "
+               "replay");
+  else
+    s.pinned = t;
+  const auto id = static_cast<std::uint32_t>(p_->slots.size());
+  p_->slots.push_back(std::move(s));
+  current_[t.prim] = id;
+  return id;
+}
+
+void Recorder::around(OpCall& call, const OpNext& next) {
+  const OpInfo& info = op_info(call.op);
+  const std::string_view name = op_name(call.op);
+  switch (info.family) {
+    case Family::IntoData: refuse(name, "reads tensor data on the host (into_data, to_vec, item, printing); read outputs after replay() instead"); break;
+    case Family::Transaction: refuse(name, "reads tensor data on the host (a transaction); read outputs after replay() instead"); break;
+    case Family::MaskSelect: case Family::Argwhere:
+      refuse(name, "has a value-dependent output shape (mask_select, argwhere, nonzero); a replay cannot change shapes"); break;
+    case Family::Random: refuse(name, "draws random numbers; a replay would repeat them (no counter-based generator yet)"); break;
+    case Family::ToDevice: refuse(name, "moves a tensor between devices; a graph runs on one device"); break;
+    default: break;
+  }
+  // Inner ops (depth > 0) may run on another device: an autodiff device's entries run
+  // the inner device's ops. Only the ops the closure calls must be on the captured device.
+  if (depth_ == 0 && call.device != p_->device)
+    refuse(name, fmt::format("runs on {}; the graph is captured on {}", device_string(call.device), device_string(p_->device)));
+  if (info.host_trip && !backend_of(call.device).is_native(call.op))
+    refuse(name, "runs through the host on this device (a host-trip default)");
+
+  if (depth_ > 0) {  // an op inside another (a composed default): part of the outer node
+    ++depth_;
+    try { next(call); } catch (...) { --depth_; throw; }
+    --depth_;
+    return;
+  }
+
+  Node n;
+  n.op = call.op;
+  if (p_->native) {
+    n.thunk = call.freeze();
+    if (!n.thunk) not_native(fmt::format("{} yields no tensor a replay list can hold", name));
+  }
+  n.in.reserve(call.inputs.size());
+  for (const DispatchTensor* t : call.inputs) n.in.push_back(slot_of_input(*t));
+  ++depth_;
+  try { next(call); } catch (...) { --depth_; throw; }
+  --depth_;
+  const auto index = static_cast<std::int64_t>(p_->nodes.size());
+  const bool made_here = std::all_of(n.in.begin(), n.in.end(), [](std::uint32_t s) { return s == kNoSlot; });
+  for (const DispatchTensor& o : call.outputs) {
+    Slot s;
+    s.kind = made_here && is_creation(info.family) ? SlotKind::Constant : SlotKind::Internal;
+    s.bytes = o.prim ? bytes_of(o) : 0;
+    s.producer = index;
+    const auto id = static_cast<std::uint32_t>(p_->slots.size());
+    p_->slots.push_back(std::move(s));
+    if (o.prim) current_[o.prim] = id;
+    n.out.push_back(id);
+  }
+  for (std::uint32_t s : n.in)
+    if (s != kNoSlot) p_->slots[s].last_use = index;
+  p_->nodes.push_back(std::move(n));
+}
+
+std::unique_ptr<Program> Recorder::stop(const std::vector<DispatchTensor>& outputs) {
+  abandon();
+  Program& p = *p_;
+  for (const DispatchTensor& t : outputs) {
+    if (!t.prim) continue;
+    auto it = current_.find(t.prim);
+    if (it == current_.end()) continue;  // made before the capture and not read by it: nothing to write
+    Slot& s = p.slots[it->second];
+    if (s.kind == SlotKind::Input) continue;  // an input returned as it is
+    s.kind = SlotKind::Output;
+    s.pinned = t;
+  }
+  for (const Slot& s : p.slots)
+    if (s.kind == SlotKind::Input && s.pinned.prim && s.pinned.prim->unique_ref())
+      not_native("the closure dropped or rebound a tensor made before the capture that it reads (x = x + 1 on a "
+                 "captured variable): a list replay would read the old buffer");
+  const Backend& b = backend_of(p.device);
+  if (!b.get<DeviceOp::graph_supported>()(p.device))
+    not_native(fmt::format("{} has no native graph replay yet (graph_supported is false)", device_string(p.device)));
+
+  // Statistics; internal and constant values live from their node to their last reader.
+  ProgramStats& st = p.stats;
+  st.nodes = p.nodes.size();
+  for (const Slot& s : p.slots) {
+    switch (s.kind) {
+      case SlotKind::Input: ++st.inputs; break;
+      case SlotKind::Constant: ++st.constants; break;
+      case SlotKind::Internal: ++st.internals; break;
+      case SlotKind::Output: ++st.outputs; break;
+    }
+  }
+  std::size_t live = 0;
+  std::vector<std::vector<std::uint32_t>> dies(p.nodes.size());
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+    const Node& n = p.nodes[i];
+    auto c = std::find_if(st.op_counts.begin(), st.op_counts.end(), [&](const auto& e) { return e.first == n.op; });
+    if (c == st.op_counts.end()) st.op_counts.emplace_back(n.op, 1);
+    else ++c->second;
+    for (std::uint32_t o : n.out) {
+      const Slot& s = p.slots[o];
+      if (s.kind == SlotKind::Output) continue;
+      live += s.bytes;
+      const std::int64_t end = std::max<std::int64_t>(s.last_use, static_cast<std::int64_t>(i));
+      dies[static_cast<std::size_t>(end)].push_back(o);
+    }
+    st.arena_bytes = std::max(st.arena_bytes, live);
+    for (std::uint32_t d : dies[i]) live -= p.slots[d].bytes;
+  }
+  if (p.native) b.get<DeviceOp::graph_stop_capture>()(p.device, p);
+  return std::move(p_);
+}
+
+void Program::run_list(GraphProgram& g) {
+  auto& p = static_cast<Program&>(g);
+  const auto assign = backend_of(p.device).get<DeviceOp::assign>();
+  std::vector<DispatchTensor>& v = p.values_;
+  v.resize(p.slots.size());
+  std::vector<DispatchTensor> in, out;
+  try {
+    for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+      const Node& n = p.nodes[i];
+      in.clear();
+      for (std::size_t k = 0; k < n.in.size(); ++k) {
+        const std::uint32_t s = n.in[k];
+        if (s == kNoSlot) { in.emplace_back(); continue; }
+        const Slot& sl = p.slots[s];
+        if (sl.kind == SlotKind::Input) { in.push_back(sl.pinned); continue; }
+        // The last reader of an internal value takes it (the backend may then reuse its
+        // buffer), unless the same value is also a later argument of this node.
+        const bool last = sl.kind != SlotKind::Output && sl.last_use == static_cast<std::int64_t>(i) &&
+                          std::find(n.in.begin() + static_cast<std::ptrdiff_t>(k) + 1, n.in.end(), s) == n.in.end();
+        if (last) in.push_back(std::move(v[s]));
+        else in.push_back(v[s]);
+      }
+      out.clear();
+      out.resize(n.out.size());
+      n.thunk->run(in, out);
+      for (std::size_t j = 0; j < n.out.size(); ++j) {
+        const std::uint32_t s = n.out[j];
+        const Slot& sl = p.slots[s];
+        if (sl.kind == SlotKind::Output) {
+          DispatchTensor home = sl.pinned;
+          DispatchTensor val = std::move(out[j]);
+          const Prim dst = home.take(), src = val.take();
+          if (dst.get() != src.get()) assign(p.device, dst, src);
+          if (sl.last_use > static_cast<std::int64_t>(i)) v[s] = sl.pinned;
+        } else if (sl.last_use > static_cast<std::int64_t>(i)) {
+          v[s] = std::move(out[j]);
+        }
+      }
+    }
+  } catch (...) {
+    for (DispatchTensor& t : v) t = DispatchTensor();
+    throw;
+  }
+  for (DispatchTensor& t : v) t = DispatchTensor();
+}
+
+void replay(Program& p) {
+  const auto run = backend_of(p.device).get<DeviceOp::graph_replay>();
+  if (!profiler_active()) {
+    run(p.device, p);
+    return;
+  }
+  // One profiler row per replay (the nodes pass no hook).
+  const auto t0 = std::chrono::steady_clock::now();
+  run(p.device, p);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::uint64_t bytes = 0;
+  for (const Slot& s : p.slots)
+    if (s.kind == SlotKind::Output) bytes += s.bytes;
+  profiler_record(p.device, "graph_replay", static_cast<std::uint64_t>(ns), bytes);
+}
+
+}  // namespace tensor::dispatch::graph

@@ -1,0 +1,156 @@
+// Graph capture and replay (issue 28; burn's graph_* group, CUDA graphs' static inputs).
+//
+//   auto x = Tensor<1>::zeros({4}, dev);                    // a static input, made before
+//   auto g = capture(dev, [&] { return (x + 1.0) * 2.0; });  // runs once (results valid), records
+//   x.copy_from(batch);                                      // refresh inputs in place
+//   g.replay();                                              // writes g.outputs() in place
+//
+// capture() runs the closure once while a recorder at the invoke hook notes every op (its
+// resolved backend entry, frozen arguments and buffers). On a device with native replay
+// (the CPU) replay() re-runs that list without validation, dispatch or hooks; elsewhere
+// it re-runs the closure (is_native() is false). Either way outputs() keeps its buffers:
+// each replay overwrites them. Inside the closure a GraphCaptureError refuses what a
+// replay could not repeat (host reads, sync, settings, seeding, value-dependent shapes,
+// random ops, other devices, nested capture, collectives, copy_from); the capture is then
+// abandoned and the device stays usable. The closure is kept for the fallback, so what it
+// captures by reference must outlive the Graph. Read docs/graphs.md.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tensor/device.hpp"
+#include "tensor/export.hpp"
+#include "tensor/op_code.hpp"
+#include "tensor/tensor.hpp"
+
+namespace tensor {
+
+struct CaptureOptions {
+  /// A device without native replay replays by re-running the closure (burn's fallback);
+  /// false makes capture() throw GraphCaptureError there instead.
+  bool allow_eager_fallback = true;
+};
+
+struct GraphStats {
+  std::size_t nodes = 0;        ///< ops recorded (top-level ops: a composed default is one node)
+  std::size_t arena_bytes = 0;  ///< peak bytes of the values made and consumed inside a replay
+  std::size_t inputs = 0, constants = 0, internals = 0, outputs = 0;  ///< buffers by role
+  std::vector<std::pair<OpCode, std::size_t>> op_counts;              ///< nodes per op
+  bool native = false;
+  std::string fallback_reason;  ///< why replay re-runs the closure (empty when native)
+};
+
+namespace detail {
+struct GraphState;
+/// Runs the closure again and appends (retained) handles of its results.
+using GraphRerun = std::function<void(std::vector<Handle>&)>;
+TENSOR_API std::shared_ptr<GraphState> graph_begin(const Device& device, const CaptureOptions& options);
+TENSOR_API void graph_abandon(GraphState& s) noexcept;
+TENSOR_API void graph_end(GraphState& s, const std::vector<const Handle*>& outputs, GraphRerun rerun);
+TENSOR_API void graph_replay(GraphState& s);
+TENSOR_API GraphStats graph_stats(const GraphState& s);
+
+template <std::size_t D, class K> void graph_collect(std::vector<const Handle*>& out, const Tensor<D, K>& t);
+template <class T> void graph_collect(std::vector<const Handle*>& out, const std::vector<T>& v);
+template <class A, class B> void graph_collect(std::vector<const Handle*>& out, const std::pair<A, B>& p);
+template <class... T> void graph_collect(std::vector<const Handle*>& out, const std::tuple<T...>& t);
+
+template <std::size_t D, class K> void graph_collect(std::vector<const Handle*>& out, const Tensor<D, K>& t) {
+  out.push_back(&t.handle());
+}
+template <class T> void graph_collect(std::vector<const Handle*>& out, const std::vector<T>& v) {
+  for (const T& e : v) graph_collect(out, e);
+}
+template <class A, class B> void graph_collect(std::vector<const Handle*>& out, const std::pair<A, B>& p) {
+  graph_collect(out, p.first);
+  graph_collect(out, p.second);
+}
+template <class... T> void graph_collect(std::vector<const Handle*>& out, const std::tuple<T...>& t) {
+  std::apply([&](const T&... e) { (graph_collect(out, e), ...); }, t);
+}
+}  // namespace detail
+
+/// A captured graph. R is what the closure returns: void, a Tensor, or a std::vector,
+/// std::pair or std::tuple of tensors. Move-only; it holds references to every buffer the
+/// replay reads or writes, so it may outlive the user's own handles.
+template <class R>
+class Graph {
+ public:
+  Graph(std::shared_ptr<detail::GraphState> s, R out) : s_(std::move(s)), out_(std::move(out)) {}
+  Graph(Graph&&) noexcept = default;
+  Graph& operator=(Graph&&) noexcept = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  /// Runs the step again; outputs() then hold its results (the same buffers as before).
+  void replay() { detail::graph_replay(*s_); }
+  const R& outputs() const { return out_; }
+  bool is_native() const { return stats().native; }
+  GraphStats stats() const { return detail::graph_stats(*s_); }
+
+ private:
+  std::shared_ptr<detail::GraphState> s_;
+  R out_;
+};
+
+template <>
+class Graph<void> {
+ public:
+  explicit Graph(std::shared_ptr<detail::GraphState> s) : s_(std::move(s)) {}
+  Graph(Graph&&) noexcept = default;
+  Graph& operator=(Graph&&) noexcept = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  void replay() { detail::graph_replay(*s_); }
+  bool is_native() const { return stats().native; }
+  GraphStats stats() const { return detail::graph_stats(*s_); }
+
+ private:
+  std::shared_ptr<detail::GraphState> s_;
+};
+
+/// Runs `step` once on `device`, recording it, and returns the graph that replays it.
+template <class F>
+auto capture(const Device& device, F&& step, const CaptureOptions& options = {}) {
+  using R = std::decay_t<std::invoke_result_t<std::decay_t<F>&>>;
+  auto fn = std::make_shared<std::decay_t<F>>(std::forward<F>(step));
+  std::shared_ptr<detail::GraphState> s = detail::graph_begin(device, options);
+  if constexpr (std::is_void_v<R>) {
+    try {
+      (*fn)();
+    } catch (...) {
+      detail::graph_abandon(*s);
+      throw;
+    }
+    detail::graph_end(*s, {}, [fn](std::vector<detail::Handle>&) { (*fn)(); });
+    return Graph<void>(std::move(s));
+  } else {
+    std::optional<R> out;
+    try {
+      out.emplace((*fn)());
+    } catch (...) {
+      detail::graph_abandon(*s);
+      throw;
+    }
+    std::vector<const detail::Handle*> hs;
+    detail::graph_collect(hs, *out);
+    detail::graph_end(*s, hs, [fn](std::vector<detail::Handle>& res) {
+      const R r = (*fn)();
+      std::vector<const detail::Handle*> p;
+      detail::graph_collect(p, r);
+      for (const detail::Handle* h : p) res.push_back(detail::retain(*h));
+    });
+    return Graph<R>(std::move(s), std::move(*out));
+  }
+}
+
+}  // namespace tensor

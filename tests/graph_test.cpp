@@ -1,0 +1,246 @@
+// Graph capture and replay (tensor/graph.hpp) on every device (cpu, mini, vulkan:0 when
+// present; one per process with TENSOR_TEST_DEVICE): replay equals values worked out by
+// hand, outputs keep their buffers, copy_from refreshes inputs, each refusal throws
+// GraphCaptureError and leaves the device usable, the fallback, a graph outliving its
+// user's handles. Native list replay is the CPU's; mini and vulkan re-run the closure.
+#include <cmath>
+#include <sstream>
+
+#include <tensor/distributed.hpp>
+#include <tensor/graph.hpp>
+#include <tensor/profile.hpp>
+
+#include "conformance/devices.hpp"
+#include "conformance/mini_backend.hpp"
+#include "dispatch/hooks.hpp"
+#include "lib/src/handles.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace tt;
+namespace d = tensor::dispatch;
+
+const Device& dev() { return tt::conf::DeviceScope::current(); }
+bool native_here() { return dev().to_string() == "cpu"; }
+
+class Graphs : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override { scope_.enter(GetParam()); }
+  void TearDown() override { scope_.leave(); }
+  tt::conf::DeviceScope scope_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Devices, Graphs, ::testing::ValuesIn(tt::conf::devices()),
+                         [](const ::testing::TestParamInfo<Device>& p) { return tt::conf::test_name(p.param); });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Graphs);
+
+Tensor<1> f1(const std::vector<float>& v) { return Tensor<1>::from_data(TensorData::from<float>(v, {v.size()}), dev()); }
+
+void expect_near(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
+}
+
+// (x + w) * 2 - exp(w) * x, by hand.
+std::vector<float> step_by_hand(const std::vector<float>& x, const std::vector<float>& w) {
+  std::vector<float> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = (x[i] + w[i]) * 2.0f - std::exp(w[i]) * x[i];
+  return out;
+}
+
+// Counts the ops passing the hooks on this thread.
+struct Counter final : d::OpHook {
+  void around(d::OpCall& call, const d::OpNext& next) override {
+    ++n;
+    next(call);
+  }
+  int n = 0;
+};
+
+TEST_P(Graphs, ReplayThreeTimesEqualsValuesByHandAndRefreshesInputs) {
+  std::vector<float> xv = {1, 2, 3, 4}, wv = {0.5f, -1, 0, 2};
+  const auto x = f1(xv), w = f1(wv);
+  auto g = capture(dev(), [&] { return (x + w) * 2.0 - w.exp() * x; });
+  expect_near(g.outputs().to_vec<float>(), step_by_hand(xv, wv));  // the capture run's result is real
+  EXPECT_EQ(g.is_native(), native_here()) << g.stats().fallback_reason;
+  const Tensor<1> before = g.outputs();  // a second handle on the output buffer
+  for (int r = 0; r < 3; ++r) {
+    xv = {static_cast<float>(r), -2.0f * static_cast<float>(r), 7, 0.25f};
+    x.copy_from(f1(xv));
+    g.replay();
+    expect_near(g.outputs().to_vec<float>(), step_by_hand(xv, wv));
+    // The same buffer: the handle taken before the replays sees the new values.
+    expect_near(before.to_vec<float>(), step_by_hand(xv, wv));
+  }
+  // An eager run of the same step on fresh tensors agrees with the last replay.
+  const auto x2 = f1(xv), w2 = f1(wv);
+  expect_near(g.outputs().to_vec<float>(), ((x2 + w2) * 2.0 - w2.exp() * x2).to_vec<float>());
+}
+
+TEST_P(Graphs, StatsCountTheNodesAndTheNativeReplayPassesNoHook) {
+  const auto x = f1({1, 2, 3}), w = f1({4, 5, 6});
+  auto g = capture(dev(), [&] {
+    auto s = x + w;
+    auto t = (x * w).sum();
+    return std::make_pair(s, t);
+  });
+  const GraphStats s = g.stats();
+  EXPECT_EQ(s.nodes, 3u);  // add, mul, sum
+  EXPECT_EQ(s.inputs, 2u);
+  EXPECT_EQ(s.outputs, 2u);
+  ASSERT_EQ(s.op_counts.size(), 3u);
+  EXPECT_EQ(s.op_counts[0].first, OpCode::add);
+  EXPECT_EQ(s.op_counts[1].first, OpCode::mul);
+  EXPECT_EQ(s.op_counts[2].first, OpCode::sum);
+  EXPECT_EQ(s.native, native_here());
+  EXPECT_EQ(s.fallback_reason.empty(), native_here());
+  Counter c;
+  d::add_thread_hook(&c);
+  g.replay();
+  d::remove_thread_hook(&c);
+  if (native_here()) {
+    EXPECT_EQ(c.n, 0);  // the list runs without dispatch or hooks
+  } else {
+    EXPECT_GE(c.n, 3);  // the closure ran again
+  }
+  expect_near(g.outputs().first.to_vec<float>(), {5, 7, 9});
+  expect_near(g.outputs().second.to_vec<float>(), {4 + 10 + 18});
+  // The profiler: one graph_replay row per native replay and no per-node rows; the
+  // fallback's ops are profiled as ops.
+  profile::start();
+  g.replay();
+  g.replay();
+  const ProfileResult pr = profile::stop();
+  auto calls = [&](const std::string& op) {
+    std::uint64_t n = 0;
+    for (const ProfileRow& r : pr.rows)
+      if (r.op == op) n += r.calls;
+    return n;
+  };
+  EXPECT_EQ(calls("graph_replay"), native_here() ? 2u : 0u);
+  EXPECT_EQ(calls("add"), native_here() ? 0u : 2u);
+}
+
+TEST_P(Graphs, IntermediateValuesAndViewsReplayInOrder) {
+  std::vector<float> xv = {1, 2, 3, 4, 5, 6};
+  const auto x = Tensor<2>::from_data(TensorData::from<float>(xv, {2, 3}), dev());
+  auto g = capture(dev(), [&] {
+    auto t = x * 3.0;                        // internal
+    auto u = t.transpose().reshape(std::array<std::int64_t, 1>{6});  // a view chain
+    auto v = u + 1.0;
+    return v * v;
+  });
+  auto by_hand = [](const std::vector<float>& a) {  // transpose of [2,3], then (3a + 1)^2
+    std::vector<float> out;
+    for (std::size_t c = 0; c < 3; ++c)
+      for (std::size_t r = 0; r < 2; ++r) {
+        const float t = 3 * a[r * 3 + c] + 1;
+        out.push_back(t * t);
+      }
+    return out;
+  };
+  expect_near(g.outputs().to_vec<float>(), by_hand(xv));
+  for (int r = 0; r < 3; ++r) {
+    xv = {static_cast<float>(r), 1, -1, 2, static_cast<float>(-r), 0.5f};
+    x.copy_from(Tensor<2>::from_data(TensorData::from<float>(xv, {2, 3}), dev()));
+    g.replay();
+    expect_near(g.outputs().to_vec<float>(), by_hand(xv));
+  }
+}
+
+TEST_P(Graphs, EachRefusalThrowsAndTheDeviceStaysUsable) {
+  const auto a = f1({1, 2, 3}), b = f1({10, 20, 30});
+  const auto mask = Tensor<1, Bool>::from_data(TensorData::from<bool>({true, false, true}, {3}), dev());
+  const Device other = dev().to_string() == "cpu" ? tt::mini::device() : Device::cpu();
+  const std::vector<std::pair<const char*, std::function<void()>>> refused = {
+      {"into_data", [&] { (void)(a + b).into_data(); }},
+      {"to_vec", [&] { (void)(a + b).to_vec<float>(); }},
+      {"into_data", [&] { std::ostringstream os; os << (a + b); }},
+      {"sync", [&] { dev().sync(); }},
+      {"seed", [&] { dev().seed(7); }},
+      {"set_default_dtypes", [&] { (void)set_default_dtypes(dev(), FloatDType::F32, IntDType::I32, BoolDType::U8); }},
+      {"mask_select", [&] { (void)a.mask_select(mask); }},
+      {"argwhere", [&] { (void)mask.argwhere(); }},
+      {"random", [&] { (void)Tensor<1>::random({3}, Distribution::uniform(0, 1), dev()); }},
+      {"to_device", [&] { (void)a.to_device(other); }},
+      {"runs on", [&] { (void)(Tensor<1>::ones({3}, other) + 1.0); }},
+      {"copy_from", [&] { a.copy_from(b); }},
+      {"nested", [&] { (void)capture(dev(), [&] { return a + b; }); }},
+      {"all_reduce", [&] { (void)dist::all_reduce(a, dist::ReduceOp::Sum); }},
+  };
+  for (const auto& [what, body] : refused) {
+    SCOPED_TRACE(what);
+    EXPECT_THROWS(GraphCaptureError, capture(dev(), [&] { return (a * 2.0) + (body(), b); }), "[graph_capture]", what);
+    // The device works eagerly, and a new capture records and replays.
+    expect_near((a + b).to_vec<float>(), {11, 22, 33});
+    auto g = capture(dev(), [&] { return a - b; });
+    g.replay();
+    expect_near(g.outputs().to_vec<float>(), {-9, -18, -27});
+  }
+}
+
+TEST_P(Graphs, CopyFromChecksShapeDtypeAndDevice) {
+  const auto a = f1({1, 2, 3});
+  EXPECT_THROWS(ShapeError, a.copy_from(f1({1, 2})), "[copy_from]", "[3]", "[2]");
+  EXPECT_THROWS(DTypeError, a.copy_from(Tensor<1>::from_data(TensorData::from<double>({1, 2, 3}, {3}), dev())),
+                "[copy_from]", "f64");
+  const Device other = dev().to_string() == "cpu" ? tt::mini::device() : Device::cpu();
+  EXPECT_THROWS(DeviceError, a.copy_from(Tensor<1>::ones({3}, other)), "[copy_from]");
+  a.copy_from(f1({7, 8, 9}));
+  expect_near(a.to_vec<float>(), {7, 8, 9});
+  // Into a strided view: the values land where the view looks.
+  const auto m = Tensor<2>::zeros({2, 2}, dev());
+  const auto mt = m.transpose();
+  mt.copy_from(Tensor<2>::from_data(TensorData::from<float>({1, 2, 3, 4}, {2, 2}), dev()));
+  expect_near(m.reshape(std::array<std::int64_t, 1>{4}).to_vec<float>(), {1, 3, 2, 4});
+}
+
+TEST_P(Graphs, TheFallbackReRunsTheClosure) {
+  // Rebinding a captured variable makes the step's effect live in the closure, so the
+  // graph replays by re-running it on every device: x grows by one per run.
+  auto x = f1({1, 2});
+  auto g = capture(dev(), [&] {
+    x = x + 1.0;
+    return x * 10.0;
+  });
+  EXPECT_FALSE(g.is_native());
+  EXPECT_FALSE(g.stats().fallback_reason.empty());
+  expect_near(g.outputs().to_vec<float>(), {20, 30});
+  const Tensor<1> before = g.outputs();
+  for (int r = 1; r <= 3; ++r) {
+    g.replay();
+    expect_near(x.to_vec<float>(), {1.0f + r + 1, 2.0f + r + 1});
+    expect_near(g.outputs().to_vec<float>(), {(2.0f + r) * 10, (3.0f + r) * 10});
+    expect_near(before.to_vec<float>(), {(2.0f + r) * 10, (3.0f + r) * 10});  // same buffer
+  }
+  // allow_eager_fallback = false refuses what would fall back.
+  CaptureOptions strict;
+  strict.allow_eager_fallback = false;
+  EXPECT_THROWS(GraphCaptureError, capture(dev(), [&] { x = x + 1.0; return x * 1.0; }, strict), "[graph_capture]",
+                "not supported");
+  if (!native_here()) {
+    EXPECT_THROWS(GraphCaptureError, capture(dev(), [&] { return x + 1.0; }, strict), "not supported");
+  }
+}
+
+TEST_P(Graphs, AGraphOutlivesItsUsersHandlesAndReleasesThem) {
+  std::optional<Graph<Tensor<1>>> g;
+  const auto keep = f1({3, 4});
+  d::Primitive* p = tensor::detail::handles::prim_of(keep.handle());
+  {
+    const Tensor<1> x = keep;  // the user's handle for the capture, dropped below
+    g.emplace(capture(dev(), [x] { return x * 2.0 + 1.0; }));
+  }
+  // The user kept nothing of the output: a fresh read after each replay.
+  for (int r = 0; r < 3; ++r) {
+    keep.copy_from(f1({static_cast<float>(r), 5}));
+    g->replay();
+    expect_near(g->outputs().to_vec<float>(), {2.0f * r + 1, 11});
+  }
+  EXPECT_FALSE(p->unique_ref());  // the graph (its pins, its closure) holds the input
+  g.reset();
+  EXPECT_TRUE(p->unique_ref());   // released: `keep` is the only handle again
+}
+
+}  // namespace
