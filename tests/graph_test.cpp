@@ -78,6 +78,16 @@ TEST_P(Graphs, ReplayThreeTimesEqualsValuesByHandAndRefreshesInputs) {
   expect_near(g.outputs().to_vec<float>(), ((x2 + w2) * 2.0 - w2.exp() * x2).to_vec<float>());
 }
 
+TEST_P(Graphs, AMovedFromGraphThrowsInsteadOfReplaying) {
+  const auto x = f1({1, 2});
+  auto g = capture(dev(), [&] { return x * 3.0; });
+  auto h = std::move(g);
+  EXPECT_THROW(g.replay(), Error);  // NOLINT(bugprone-use-after-move): the point of the test
+  EXPECT_THROW((void)g.stats(), Error);
+  h.replay();
+  expect_near(h.outputs().to_vec<float>(), {3, 6});
+}
+
 TEST_P(Graphs, StatsCountTheNodesAndTheNativeReplayPassesNoHook) {
   const auto x = f1({1, 2, 3}), w = f1({4, 5, 6});
   auto g = capture(dev(), [&] {

@@ -33,18 +33,24 @@
 
 namespace tensor {
 
+/// What capture() may do on a device without native replay.
 struct CaptureOptions {
   /// A device without native replay replays by re-running the closure (burn's fallback);
   /// false makes capture() throw GraphCaptureError there instead.
   bool allow_eager_fallback = true;
 };
 
+/// What a captured graph holds (Graph::stats()).
 struct GraphStats {
   std::size_t nodes = 0;        ///< ops recorded (top-level ops: a composed default is one node)
   std::size_t arena_bytes = 0;  ///< peak bytes of the values made and consumed inside a replay
-  std::size_t inputs = 0, constants = 0, internals = 0, outputs = 0;  ///< buffers by role
+  /// Buffers by role: made before the capture and read (inputs), constants, made and consumed
+  /// inside (internals), returned (outputs).
+  ///@{
+  std::size_t inputs = 0, constants = 0, internals = 0, outputs = 0;
+  ///@}
   std::vector<std::pair<OpCode, std::size_t>> op_counts;              ///< nodes per op
-  bool native = false;
+  bool native = false;          ///< replay runs the recorded list (false: it re-runs the closure)
   std::string fallback_reason;  ///< why replay re-runs the closure (empty when native)
 };
 
@@ -84,37 +90,60 @@ template <class... T> void graph_collect(std::vector<const Handle*>& out, const 
 template <class R>
 class Graph {
  public:
+  /// Made by capture(), not by users.
   Graph(std::shared_ptr<detail::GraphState> s, R out) : s_(std::move(s)), out_(std::move(out)) {}
+  /// A moved-from graph holds nothing: its replay() and stats() throw Error.
+  ///@{
   Graph(Graph&&) noexcept = default;
   Graph& operator=(Graph&&) noexcept = default;
+  ///@}
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
   /// Runs the step again; outputs() then hold its results (the same buffers as before).
-  void replay() { detail::graph_replay(*s_); }
+  void replay() { detail::graph_replay(state()); }
+  /// The closure's results: the same buffers after every replay.
   const R& outputs() const { return out_; }
+  /// Whether replay runs the recorded list (false: it re-runs the closure; see stats()).
   bool is_native() const { return stats().native; }
-  GraphStats stats() const { return detail::graph_stats(*s_); }
+  /// Nodes, arena bytes, buffers by role, nodes per op, and why a replay is not native.
+  GraphStats stats() const { return detail::graph_stats(state()); }
 
  private:
+  detail::GraphState& state() const {
+    if (!s_) throw Error("[Graph] use of a moved-from graph; expected a graph made by capture(); got an empty one");
+    return *s_;
+  }
   std::shared_ptr<detail::GraphState> s_;
   R out_;
 };
 
+/// A captured graph whose closure returns nothing (its effects are in-place updates).
 template <>
 class Graph<void> {
  public:
+  /// Made by capture(), not by users.
   explicit Graph(std::shared_ptr<detail::GraphState> s) : s_(std::move(s)) {}
+  /// A moved-from graph holds nothing: its replay() and stats() throw Error.
+  ///@{
   Graph(Graph&&) noexcept = default;
   Graph& operator=(Graph&&) noexcept = default;
+  ///@}
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
-  void replay() { detail::graph_replay(*s_); }
+  /// Runs the step again.
+  void replay() { detail::graph_replay(state()); }
+  /// Whether replay runs the recorded list (false: it re-runs the closure; see stats()).
   bool is_native() const { return stats().native; }
-  GraphStats stats() const { return detail::graph_stats(*s_); }
+  /// Nodes, arena bytes, buffers by role, nodes per op, and why a replay is not native.
+  GraphStats stats() const { return detail::graph_stats(state()); }
 
  private:
+  detail::GraphState& state() const {
+    if (!s_) throw Error("[Graph] use of a moved-from graph; expected a graph made by capture(); got an empty one");
+    return *s_;
+  }
   std::shared_ptr<detail::GraphState> s_;
 };
 
