@@ -84,30 +84,30 @@ template <class... T> void graph_collect(std::vector<const Handle*>& out, const 
 }
 }  // namespace detail
 
-/// A captured graph. R is what the closure returns: void, a Tensor, or a std::vector,
-/// std::pair or std::tuple of tensors. Move-only; it holds references to every buffer the
-/// replay reads or writes, so it may outlive the user's own handles.
-template <class R>
-class Graph {
+/// What every captured graph does, whatever its closure returns (Graph<R> adds outputs()).
+/// Move-only; it holds references to every buffer the replay reads or writes, so it may
+/// outlive the user's own handles. A moved-from graph holds nothing: its replay() and
+/// stats() throw Error.
+class GraphBase {
  public:
-  /// Made by capture(), not by users.
-  Graph(std::shared_ptr<detail::GraphState> s, R out) : s_(std::move(s)), out_(std::move(out)) {}
-  /// A moved-from graph holds nothing: its replay() and stats() throw Error.
-  ///@{
-  Graph(Graph&&) noexcept = default;
-  Graph& operator=(Graph&&) noexcept = default;
-  ///@}
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-
-  /// Runs the step again; outputs() then hold its results (the same buffers as before).
+  /// Runs the step again; a graph's outputs() then hold its results (the same buffers).
   void replay() { detail::graph_replay(state()); }
-  /// The closure's results: the same buffers after every replay.
-  const R& outputs() const { return out_; }
   /// Whether replay runs the recorded list (false: it re-runs the closure; see stats()).
   bool is_native() const { return stats().native; }
   /// Nodes, arena bytes, buffers by role, nodes per op, and why a replay is not native.
   GraphStats stats() const { return detail::graph_stats(state()); }
+
+ protected:
+  /// Made by capture(), not by users.
+  explicit GraphBase(std::shared_ptr<detail::GraphState> s) : s_(std::move(s)) {}
+  /// Moves leave the source empty; copies are deleted.
+  ///@{
+  GraphBase(GraphBase&&) noexcept = default;
+  GraphBase& operator=(GraphBase&&) noexcept = default;
+  GraphBase(const GraphBase&) = delete;
+  GraphBase& operator=(const GraphBase&) = delete;
+  ~GraphBase() = default;
+  ///@}
 
  private:
   detail::GraphState& state() const {
@@ -115,36 +115,28 @@ class Graph {
     return *s_;
   }
   std::shared_ptr<detail::GraphState> s_;
+};
+
+/// A captured graph. R is what the closure returns: void, a Tensor, or a std::vector,
+/// std::pair or std::tuple of tensors.
+template <class R>
+class Graph : public GraphBase {
+ public:
+  /// Made by capture(), not by users.
+  Graph(std::shared_ptr<detail::GraphState> s, R out) : GraphBase(std::move(s)), out_(std::move(out)) {}
+  /// The closure's results: the same buffers after every replay.
+  const R& outputs() const { return out_; }
+
+ private:
   R out_;
 };
 
 /// A captured graph whose closure returns nothing (its effects are in-place updates).
 template <>
-class Graph<void> {
+class Graph<void> : public GraphBase {
  public:
   /// Made by capture(), not by users.
-  explicit Graph(std::shared_ptr<detail::GraphState> s) : s_(std::move(s)) {}
-  /// A moved-from graph holds nothing: its replay() and stats() throw Error.
-  ///@{
-  Graph(Graph&&) noexcept = default;
-  Graph& operator=(Graph&&) noexcept = default;
-  ///@}
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-
-  /// Runs the step again.
-  void replay() { detail::graph_replay(state()); }
-  /// Whether replay runs the recorded list (false: it re-runs the closure; see stats()).
-  bool is_native() const { return stats().native; }
-  /// Nodes, arena bytes, buffers by role, nodes per op, and why a replay is not native.
-  GraphStats stats() const { return detail::graph_stats(state()); }
-
- private:
-  detail::GraphState& state() const {
-    if (!s_) throw Error("[Graph] use of a moved-from graph; expected a graph made by capture(); got an empty one");
-    return *s_;
-  }
-  std::shared_ptr<detail::GraphState> s_;
+  explicit Graph(std::shared_ptr<detail::GraphState> s) : GraphBase(std::move(s)) {}
 };
 
 /// Runs `step` once on `device`, recording it, and returns the graph that replays it.
