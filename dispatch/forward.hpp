@@ -255,19 +255,16 @@ template <class T> struct Frozen<std::span<T>> {
 // The backend entry resolved once, at capture (an entry the op did not need there, such as
 // an identity shortcut's, is looked up if a replay ever asks for it).
 template <Family F>
-struct Resolved {
-  DeviceId d;
+struct Resolved : EntryOf<F> {
   FamilyFn<F> fn;
-  FamilyFn<F> operator()(OpCode o) const { return fn ? fn : entry<F>(o, d); }
-  template <Family G>
-  FamilyFn<G> other(OpCode o) const { return entry<G>(o, d); }
+  FamilyFn<F> operator()(OpCode o) const { return fn ? fn : EntryOf<F>::operator()(o); }
 };
 
 template <Family F, class Plan, class... A>
 class Thunk final : public GraphThunk {
  public:
   Thunk(OpCode op, DeviceId d, const Plan& plan, const A&... args)
-      : op_(op), entry_{d, backend_of(d).template get<F>(op)}, plan_(plan), args_(Frozen<A>(args)...) {}
+      : op_(op), entry_{{d}, backend_of(d).template get<F>(op)}, plan_(plan), args_(Frozen<A>(args)...) {}
 
   void run(std::span<DispatchTensor> in, std::span<DispatchTensor> out) const override {
     std::size_t k = 0;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -27,17 +28,6 @@ std::string block_text(const BlockSize& b) {
   std::string s = "[";
   for (std::size_t i = 0; i < b.rank; ++i) s += fmt::format("{}{}", i ? ", " : "", b.dims[i]);
   return s + "]";
-}
-
-std::uint32_t f32_bits(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-  return u;
-}
-float bits_f32(std::uint32_t u) {
-  float v;
-  std::memcpy(&v, &u, sizeof v);
-  return v;
 }
 
 }  // namespace
@@ -101,13 +91,13 @@ float scale_to_dtype(float scale, ScaleDtype dt) {
     if (scale >= kMax) return kMax;
     if (scale < kMinNormal) return std::ceil(scale / kSubStep) * kSubStep;  // exact: a power-of-two step
     const std::uint32_t step = 1u << 13;                                    // 23 - 10 mantissa bits dropped
-    return bits_f32((f32_bits(scale) + step - 1) & ~(step - 1));
+    return std::bit_cast<float>((std::bit_cast<std::uint32_t>(scale) + step - 1) & ~(step - 1));
   }
   // BF16: f32's exponent range, 7 mantissa bits.
   const std::uint32_t step = 1u << 16;
-  const std::uint32_t up = (f32_bits(scale) + step - 1) & ~(step - 1);
-  const float r = bits_f32(up);
-  return std::isfinite(r) ? r : bits_f32(0x7F7F0000u);  // bf16's largest finite value
+  const std::uint32_t up = (std::bit_cast<std::uint32_t>(scale) + step - 1) & ~(step - 1);
+  const float r = std::bit_cast<float>(up);
+  return std::isfinite(r) ? r : std::bit_cast<float>(0x7F7F0000u);  // bf16's largest finite value
 }
 
 float validated_scale(float scale, ScaleDtype dt) {

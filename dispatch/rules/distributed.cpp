@@ -3,6 +3,7 @@
 // backend entry through the one invocation path (dispatch/forward.hpp), so hooks, the
 // profiler and autodiff see a collective like any other op.
 #include "dispatch/forward.hpp"
+#include "dispatch/graph.hpp"
 #include "lib/src/distributed/communicator.hpp"
 
 namespace tensor::dispatch {
@@ -17,6 +18,7 @@ using I = std::int64_t;
 template <> struct fwd::Rule<Family::Collective> : OnFirst {
   struct Plan { Shape out; int size; };
   static Plan check(OpCode op, const T& a, const I& arg) {
+    graph::refuse(op_name(op), "is a collective (another process must take part in every replay)");
     if (!a.prim)
       throw Error(fmt::format("[{}] use of an empty (moved-from) tensor; expected a tensor; got an empty handle", op_name(op)));
     const bool reduces = op == OpCode::all_reduce || op == OpCode::reduce_scatter;
