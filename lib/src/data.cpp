@@ -73,8 +73,8 @@ TensorData TensorData::convert(DType to) const {
 }
 
 std::string TensorData::to_string() const {
-  if (qscheme_)
-    return fmt::format("TensorData(qfloat({}), {}, {} bytes of codes and scales)", tensor::to_string(*qscheme_),
+  if (dtype_ == DType::QFloat)
+    return fmt::format("TensorData(qfloat({}), {}, {} bytes of codes and scales)", tensor::to_string(qscheme_),
                        shape_.to_string(), bytes_.size());
   std::string values;
   const std::size_t n = num_elements();

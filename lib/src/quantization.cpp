@@ -34,13 +34,8 @@ TensorData TensorData::quantized(std::vector<std::byte> bytes, Shape shape, cons
   d.bytes_ = std::move(bytes);
   d.shape_ = shape;
   d.dtype_ = DType::QFloat;
-  d.qscheme_ = std::make_shared<const QuantScheme>(scheme);
+  d.qscheme_ = scheme;
   return d;
-}
-
-bool TensorData::same_scheme(const TensorData& o) const {
-  if (!qscheme_ || !o.qscheme_) return !qscheme_ && !o.qscheme_;
-  return *qscheme_ == *o.qscheme_;
 }
 
 namespace quantization {

@@ -3,19 +3,17 @@
 
 #include <cstddef>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "tensor/dtype.hpp"
 #include "tensor/error.hpp"
 #include "tensor/export.hpp"
+#include "tensor/quant_scheme.hpp"
 #include "tensor/scalar.hpp"
 #include "tensor/shape.hpp"
 
 namespace tensor {
-
-struct QuantScheme;  // tensor/quantization.hpp
 
 /// Owning host data of one tensor: little-endian element bytes, a Shape and a DType (row-major).
 /// What Tensor::from_data takes and into_data returns; the same on every device.
@@ -49,8 +47,8 @@ class TENSOR_API TensorData {
   /// count does not match scheme and shape, ShapeError when the blocks do not tile the shape.
   static TensorData quantized(std::vector<std::byte> bytes, Shape shape, const QuantScheme& scheme);
   /// The scheme of QFloat data (TensorData::quantized, Tensor::into_data of a quantized
-  /// tensor); nullptr for every other dtype. Defined in tensor/quantization.hpp's terms.
-  const QuantScheme* quant_scheme() const { return qscheme_.get(); }
+  /// tensor); nullptr for every other dtype.
+  const QuantScheme* quant_scheme() const { return dtype_ == DType::QFloat ? &qscheme_ : nullptr; }
 
   /// Zero-filled data of the given shape and dtype.
   static TensorData zeros(Shape shape, DType dtype);
@@ -95,7 +93,7 @@ class TENSOR_API TensorData {
 
   /// Exact equality of dtype, shape and bytes (quantized data: the schemes are equal too).
   bool operator==(const TensorData& o) const {
-    return dtype_ == o.dtype_ && shape_ == o.shape_ && bytes_ == o.bytes_ && (!qscheme_ || same_scheme(o));
+    return dtype_ == o.dtype_ && shape_ == o.shape_ && bytes_ == o.bytes_ && (dtype_ != DType::QFloat || qscheme_ == o.qscheme_);
   }
   /// "TensorData(f32, [2, 3], [1, 2, ...])": dtype, shape and the first 16 values.
   std::string to_string() const;
@@ -104,11 +102,10 @@ class TENSOR_API TensorData {
   /// `op` names the public entry (TensorData, TensorData::from, ...) in error messages.
   TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype, const char* op);
   void check_element_type(DType want, std::size_t size) const;
-  bool same_scheme(const TensorData& o) const;
   std::vector<std::byte> bytes_;
   Shape shape_;
   DType dtype_ = DType::F32;
-  std::shared_ptr<const QuantScheme> qscheme_;  // QFloat data only
+  QuantScheme qscheme_{};  // meaningful for QFloat data only
 };
 
 }  // namespace tensor
