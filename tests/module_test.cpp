@@ -278,6 +278,8 @@ TEST_P(Modules, OneDimensionalFormsMatchLoops) {
   EXPECT_EQ(in.named_parameters()[0].name, "gamma");
   EXPECT_EQ(in.named_parameters()[0].module_type, "InstanceNorm");
   EXPECT_THROWS(ShapeError, in.forward(Tensor<3>::ones({1, 3, 2}, dev())), "[InstanceNorm]", "InstanceNorm.gamma");
+  // The constructor names the module the user built, not the GroupNorm inside it.
+  EXPECT_THROWS_FROM(ShapeError, "InstanceNorm", InstanceNorm(InstanceNormConfig{.num_channels = 0}, dev()), "num_channels");
 }
 
 // Per channel c of x [N, C, L]: mean and biased variance over n and l.

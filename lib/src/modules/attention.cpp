@@ -164,11 +164,7 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderConfig& c, const 
   if (c.n_layers == 0) shape_error("TransformerEncoder", "n_layers must be positive", ">= 1", "0");
   layers.reserve(c.n_layers);
   for (std::size_t i = 0; i < c.n_layers; ++i)
-    layers.emplace_back(TransformerEncoderLayerConfig{.d_model = c.d_model, .d_ff = c.d_ff, .n_heads = c.n_heads,
-                                                      .dropout = c.dropout, .norm_first = c.norm_first,
-                                                      .quiet_softmax = c.quiet_softmax, .layer_norm_eps = c.layer_norm_eps,
-                                                      .initializer = c.initializer, .activation = c.activation},
-                        device);
+    layers.emplace_back(c.layer(), device);
 }
 
 Tensor<3> TransformerEncoder::forward(const Tensor<3>& x, const std::optional<Tensor<2, Bool>>& mask_pad,
@@ -229,11 +225,7 @@ TransformerDecoder::TransformerDecoder(const TransformerDecoderConfig& c, const 
   if (c.n_layers == 0) shape_error("TransformerDecoder", "n_layers must be positive", ">= 1", "0");
   layers.reserve(c.n_layers);
   for (std::size_t i = 0; i < c.n_layers; ++i)
-    layers.emplace_back(TransformerDecoderLayerConfig{.d_model = c.d_model, .d_ff = c.d_ff, .n_heads = c.n_heads,
-                                                      .dropout = c.dropout, .norm_first = c.norm_first,
-                                                      .quiet_softmax = c.quiet_softmax, .layer_norm_eps = c.layer_norm_eps,
-                                                      .initializer = c.initializer, .activation = c.activation},
-                        device);
+    layers.emplace_back(c.layer(), device);
 }
 
 Tensor<3> TransformerDecoder::forward(const TransformerDecoderInput& input) const {

@@ -150,7 +150,9 @@ AnyTensor GroupNorm::forward_any(const AnyTensor& x) { return any_forward<2>(*th
 // ---- InstanceNorm ---------------------------------------------------------------------------
 
 InstanceNorm::InstanceNorm(const InstanceNormConfig& c, const Device& device)
-    : norm(GroupNormConfig{.num_groups = c.num_channels, .num_channels = c.num_channels, .epsilon = c.epsilon, .affine = c.affine},
+    // Checked here first, so the error names InstanceNorm, not the GroupNorm it builds.
+    : norm((check_positive("InstanceNorm", "num_channels", c.num_channels),
+            GroupNormConfig{.num_groups = c.num_channels, .num_channels = c.num_channels, .epsilon = c.epsilon, .affine = c.affine}),
            device) {}
 
 template <std::size_t D>

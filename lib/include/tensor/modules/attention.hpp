@@ -82,8 +82,8 @@ class TENSOR_API MultiHeadAttention : public Module {
   const char* type_name() const override { return "MultiHeadAttention"; }
 };
 
-/// burn's TransformerEncoderConfig for one layer (d_ff: the feed-forward width).
-struct TransformerEncoderLayerConfig {
+/// One transformer layer, encoder or decoder (d_ff: the feed-forward width).
+struct TransformerLayerConfig {
   std::size_t d_model = 0;  ///< the model width (the inputs' last dim); a positive multiple of n_heads
   std::size_t d_ff = 0;  ///< the feed-forward block's inner width; positive
   std::size_t n_heads = 0;  ///< attention heads; positive
@@ -94,6 +94,10 @@ struct TransformerEncoderLayerConfig {
   Initializer initializer = Initializer::module_default();  ///< draws every Linear's weight and bias
   ActivationConfig activation{ActivationConfig::Kind::Gelu};  ///< the feed-forward block's
 };
+/// burn's TransformerEncoderConfig for one layer.
+using TransformerEncoderLayerConfig = TransformerLayerConfig;
+/// burn's TransformerDecoderConfig for one layer.
+using TransformerDecoderLayerConfig = TransformerLayerConfig;
 
 /// burn's PositionWiseFeedForward: linear_outer(dropout(activation(linear_inner(x)))),
 /// activation GELU unless given.
@@ -145,9 +149,9 @@ class TENSOR_API TransformerEncoderLayer : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
-/// burn's TransformerEncoderConfig: n_layers TransformerEncoderLayers applied in order
-/// (named layers.0, layers.1, ...), every one with the same masks.
-struct TransformerEncoderConfig {
+/// A stack of n_layers transformer layers, each built from layer(): burn's
+/// TransformerEncoderConfig and TransformerDecoderConfig, which have the same fields.
+struct TransformerConfig {
   std::size_t d_model = 0;  ///< the model width (the inputs' last dim); a positive multiple of n_heads
   std::size_t d_ff = 0;  ///< the feed-forward block's inner width; positive
   std::size_t n_heads = 0;  ///< attention heads; positive
@@ -158,7 +162,20 @@ struct TransformerEncoderConfig {
   double layer_norm_eps = 1e-5;  ///< the LayerNorms' epsilon
   Initializer initializer = Initializer::module_default();  ///< draws every Linear's weight and bias
   ActivationConfig activation{ActivationConfig::Kind::Gelu};  ///< the feed-forward block's
+
+  /// The config of each layer (every field but n_layers).
+  TransformerLayerConfig layer() const {
+    return {.d_model = d_model, .d_ff = d_ff, .n_heads = n_heads, .dropout = dropout, .norm_first = norm_first,
+            .quiet_softmax = quiet_softmax, .layer_norm_eps = layer_norm_eps, .initializer = initializer,
+            .activation = activation};
+  }
 };
+/// burn's TransformerEncoderConfig: n_layers TransformerEncoderLayers applied in order
+/// (named layers.0, layers.1, ...), every one with the same masks.
+using TransformerEncoderConfig = TransformerConfig;
+/// burn's TransformerDecoderConfig: n_layers TransformerDecoderLayers (layers.0, ...), each
+/// given the same memory and masks.
+using TransformerDecoderConfig = TransformerConfig;
 
 /// burn's TransformerEncoder (see TransformerEncoderConfig).
 class TENSOR_API TransformerEncoder : public Module {
@@ -195,19 +212,6 @@ struct TransformerDecoderInput {
   }
 };
 
-/// burn's TransformerDecoderConfig for one layer.
-struct TransformerDecoderLayerConfig {
-  std::size_t d_model = 0;  ///< the model width (the inputs' last dim); a positive multiple of n_heads
-  std::size_t d_ff = 0;  ///< the feed-forward block's inner width; positive
-  std::size_t n_heads = 0;  ///< attention heads; positive
-  double dropout = 0.1;  ///< the dropout probability (attention scores, residual branches, feed-forward), in [0, 1)
-  bool norm_first = false;  ///< pre-norm when true, post-norm when false
-  bool quiet_softmax = false;  ///< the attention's softmax with an extra zero logit
-  double layer_norm_eps = 1e-5;  ///< the LayerNorms' epsilon
-  Initializer initializer = Initializer::module_default();  ///< draws every Linear's weight and bias
-  ActivationConfig activation{ActivationConfig::Kind::Gelu};  ///< the feed-forward block's
-};
-
 /// burn's TransformerDecoderLayer (record names cross_attn, self_attn, pwff, norm_1..3).
 /// Post-norm (default): x = norm_1(x + drop(self_attn(x))), x = norm_2(x + drop(cross_attn(x,
 /// memory))), x = norm_3(x + drop(pwff(x))). Pre-norm (norm_first): x += drop(self_attn(norm_3(x))),
@@ -237,21 +241,6 @@ class TENSOR_API TransformerDecoderLayer : public Module {
 
   void visit(ModuleVisitor& v) override;
   const char* type_name() const override { return "TransformerDecoderLayer"; }
-};
-
-/// burn's TransformerDecoderConfig: n_layers TransformerDecoderLayers (layers.0, ...), each
-/// given the same memory and masks.
-struct TransformerDecoderConfig {
-  std::size_t d_model = 0;  ///< the model width (the inputs' last dim); a positive multiple of n_heads
-  std::size_t d_ff = 0;  ///< the feed-forward block's inner width; positive
-  std::size_t n_heads = 0;  ///< attention heads; positive
-  std::size_t n_layers = 0;  ///< layers; positive
-  double dropout = 0.1;  ///< the dropout probability (attention scores, residual branches, feed-forward), in [0, 1)
-  bool norm_first = false;  ///< pre-norm when true, post-norm when false
-  bool quiet_softmax = false;  ///< the attention's softmax with an extra zero logit
-  double layer_norm_eps = 1e-5;  ///< the LayerNorms' epsilon
-  Initializer initializer = Initializer::module_default();  ///< draws every Linear's weight and bias
-  ActivationConfig activation{ActivationConfig::Kind::Gelu};  ///< the feed-forward block's
 };
 
 /// burn's TransformerDecoder (see TransformerDecoderConfig).
