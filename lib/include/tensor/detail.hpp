@@ -24,15 +24,15 @@
 
 namespace tensor {
 
-// The pending result of reading a tensor back (into_data_async). Move-only.
-// get() blocks until the device is done and rethrows its ExecutionError.
-// (A thin wrapper, so public headers need not include <future>.)
+/// The pending result of reading a tensor back (Tensor::into_data_async). Move-only.
+/// get() blocks until the device is done and rethrows its ExecutionError.
+/// (A thin wrapper, so public headers need not include `<future>`.)
 class TENSOR_API DataFuture {
  public:
   DataFuture() = default;
-  explicit DataFuture(void* impl) noexcept : impl_(impl) {}
-  DataFuture(DataFuture&& o) noexcept : impl_(o.impl_) { o.impl_ = nullptr; }
-  DataFuture& operator=(DataFuture&& o) noexcept {
+  explicit DataFuture(void* impl) noexcept : impl_(impl) {}  ///< The library's: takes a pending read.
+  DataFuture(DataFuture&& o) noexcept : impl_(o.impl_) { o.impl_ = nullptr; }  ///< Takes o's read; o is left empty.
+  /** Drops this read (if any) and takes o's; o is left empty. */ DataFuture& operator=(DataFuture&& o) noexcept {
     if (this != &o) { reset(); impl_ = o.impl_; o.impl_ = nullptr; }
     return *this;
   }
@@ -40,10 +40,10 @@ class TENSOR_API DataFuture {
   DataFuture& operator=(const DataFuture&) = delete;
   ~DataFuture() { reset(); }
 
-  TensorData get();   // consumes the result; a second call throws Error
-  bool ready() const;  // true when get() would not block
-  void wait() const;
-  bool valid() const { return impl_ != nullptr; }
+  TensorData get();   ///< Consumes the result; a second call throws Error.
+  bool ready() const;  ///< True when get() would not block.
+  void wait() const;  ///< Blocks until the result is there (get() would not block).
+  bool valid() const { return impl_ != nullptr; }  ///< False once get() consumed it, or default-made.
 
  private:
   void reset() noexcept;
