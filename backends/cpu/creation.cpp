@@ -112,6 +112,15 @@ void fill_random(T* p, std::size_t n, const Distribution& dist, Xoshiro256& rng)
     const double u2 = rng.uniform();
     return mean + sd * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
   };
+  if (dist.kind == Kind::Bernoulli) {
+    // The hot path of dropout: the same draws and results as `uniform() < a` (uniform() is
+    // k * 2^-53 for k = next() >> 11, so the test is k < a * 2^53, exactly), without the
+    // per-element switch and conversion.
+    const double limit = dist.a * 0x1.0p53;
+    const T one = dispatch::convert_value<T>(1.0), zero = dispatch::convert_value<T>(0.0);
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<double>(rng.next() >> 11) < limit ? one : zero;
+    return;
+  }
   if constexpr (dispatch::kIsFloatLike<T>) {
     const double low = dist.kind == Kind::Uniform ? dist.a : 0.0;
     const double high = dist.kind == Kind::Uniform ? dist.b : 1.0;

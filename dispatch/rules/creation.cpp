@@ -1,5 +1,6 @@
 // Forwarders: creation and transfer. Each validates its arguments, states the output metadata and runs
 // the backend entry through the one invocation path (dispatch/forward.hpp).
+#include "dispatch/autodiff.hpp"
 #include "dispatch/forward.hpp"
 #include "dispatch/quant.hpp"
 
@@ -234,6 +235,13 @@ template <> struct fwd::Rule<Family::ToDevice> : RuleBase {
     if (a.device == device) return std::move(a);
     const Kind k = a.kind;
     if (a.device.type_id == device.type_id) return {entry(op)(a.take(), device), k};
+    // Between a device and its own autodiff device the buffer stays where it is: wrapped as
+    // an untracked tensor, or unwrapped (a tracked one was refused in check).
+    if (is_autodiff_device(device) && autodiff_inner(device) == a.device) {
+      DispatchTensor w = ad::from_inner(std::move(a));
+      return w.device == device ? w : dispatch::to_device(std::move(w), device);  // the other strategy's device
+    }
+    if (is_autodiff_device(a.device) && autodiff_inner(a.device) == device) return ad::inner(std::move(a));
     return from_data(read(std::move(a)), device, k);
   }
 };

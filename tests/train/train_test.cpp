@@ -183,6 +183,80 @@ TEST(TrainModel, CurveSvgPlotsEveryEpoch) {
   EXPECT_NE(svg.find("<circle cx=\"580.0\" cy=\"80.5\""), std::string::npos) << svg;
 }
 
+// The vit (model.hpp): its parameters by name, in the order it draws them, with the counts
+// worked out by hand for 28x28 images (49 patches + the class token, d = 64, 4 layers,
+// feed-forward 128), the bounds of its draws, and its output shape; dropout is on in training
+// (two forwards differ) and off in eval (they agree).
+TEST(TrainModel, VitParametersDrawsAndForward) {
+  const Device cpu = Device::default_device();
+  train::Model m("vit", 28, 28, 10, 5, cpu), same("vit", 28, 28, 10, 5, cpu);
+  const std::size_t layer = 4 * (64 * 64 + 64) + (64 * 128 + 128) + (128 * 64 + 64) + 2 * (64 + 64);
+  EXPECT_EQ(m.num_params(), (16u * 64 + 64) + 64 + 50 * 64 + 4 * layer + (64 + 64) + (64 * 10 + 10));
+  const auto params = m.named_parameters();
+  ASSERT_GE(params.size(), 6u);
+  EXPECT_EQ(params[0].name, "patch_embedding.weight");
+  EXPECT_EQ(params[1].name, "patch_embedding.bias");
+  EXPECT_EQ(params[2].name, "cls_token");
+  EXPECT_EQ(params[3].name, "pos_embedding");
+  EXPECT_EQ(params[3].shape(), (Shape{1, 50, 64}));
+  EXPECT_EQ(params[params.size() - 2].name, "head.weight");
+  EXPECT_EQ(params[params.size() - 1].name, "head.bias");
+  const auto rec = m.to_record(), rec2 = same.to_record();
+  ASSERT_EQ(rec.size(), params.size());
+  for (std::size_t i = 0; i < rec.size(); ++i) {
+    const auto& [name, data] = rec[i];
+    const auto v = data.to_vec<float>();
+    EXPECT_EQ(v, rec2[i].second.to_vec<float>()) << name << ": the same seed gives the same weights";
+    if (name.find("norm") != std::string::npos) {  // LayerNorm: gamma 1, beta 0
+      const float want = name.ends_with("gamma") ? 1.0f : 0.0f;
+      for (float x : v) ASSERT_EQ(x, want) << name;
+    } else if (name == "cls_token" || name == "pos_embedding") {  // N(0, 0.02^2)
+      double s = 0, s2 = 0;
+      for (float x : v) s += x, s2 += double(x) * x;
+      const double n = double(v.size()), sd = std::sqrt(s2 / n - (s / n) * (s / n));
+      if (v.size() > 1000) { EXPECT_NEAR(sd, 0.02, 0.002) << name; }
+      for (float x : v) ASSERT_LT(std::abs(x), 0.02 * 6) << name;
+    } else {  // U(-1/sqrt(fan_in), ..): patches 16, the attention and inner projections 64, the outer 128
+      const double fan = name.starts_with("patch_embedding") ? 16 : name.find("linear_outer") != std::string::npos ? 128 : 64;
+      for (float x : v) ASSERT_LE(std::abs(x), 1.0 / std::sqrt(fan)) << name;
+    }
+  }
+  std::vector<float> px(3 * 28 * 28);
+  for (std::size_t i = 0; i < px.size(); ++i) px[i] = float(i % 29) / 29.0f;
+  const auto x = Tensor<4>::from_data(TensorData::from(px, Shape{3, 1, 28, 28}), cpu);
+  const auto a = m.forward(x), b = m.forward(x);
+  EXPECT_EQ(a.shape(), (Shape{3, 10}));
+  EXPECT_NE(a.to_vec<float>(), b.to_vec<float>()) << "dropout draws a new mask in training mode";
+  m.eval();
+  EXPECT_EQ(m.forward(x).to_vec<float>(), m.forward(x).to_vec<float>()) << "no dropout in eval mode";
+  EXPECT_THROW(train::Model("vit", 30, 28, 10, 5, cpu), tensor::ShapeError);
+}
+
+// A short vit run learns (chance is 10 %, ln 10 = 2.30 the loss of a uniform guess), repeats
+// itself (dropout masks from the seed), and eval of its checkpoint agrees with what train printed.
+TEST(Train, VitOnAFashionSubsetLearnsAndRepeats) {
+  require_fashion();
+  train::Options o;
+  o.model = "vit";
+  o.limit = 512;
+  o.test_limit = 500;
+  o.epochs = 1;
+  o.batch = 32;
+  o.lr = 2e-3;
+  o.progress = false;
+  o.out_dir = temp_dir("vit");
+  std::ostringstream log;
+  const auto r = train::run_training(o, Device::default_device(), log);
+  ASSERT_EQ(r.history.size(), 1u);
+  EXPECT_LT(r.history[0].loss, 2.2);
+  EXPECT_GE(r.history[0].accuracy, 0.2);
+  o.write_files = false;
+  const auto again = train::run_training(o, Device::default_device(), log);
+  EXPECT_EQ(again.history[0].loss, r.history[0].loss) << "the same seed gives the same run";
+  EXPECT_EQ(train::evaluate_checkpoint(r.checkpoint, "", Device::default_device()), r.history[0].accuracy);
+  std::filesystem::remove_all(o.out_dir);
+}
+
 TEST(Train, CnnOnAFashionSubsetReaches80PercentAndEvalAgrees) {
   require_fashion();
   train::Options o;

@@ -52,11 +52,70 @@ void draw_module(M& m, std::size_t fan_in, Rng& rng, const Device& device) {
   if (m.bias) draw(*m.bias, fan_in, rng, device);
 }
 
+// The vit's sizes (see model.hpp).
+constexpr std::size_t kPatch = 4, kVitWidth = 64, kVitHeads = 4, kVitLayers = 4, kVitFeedForward = 128;
+constexpr double kVitDropout = 0.1;
+
+// N(0, std^2) from two of `rng`'s uniforms (Box-Muller).
+float normal(Rng& rng, double std) {
+  const double u1 = 1.0 - rng.uniform(), u2 = rng.uniform();
+  return static_cast<float>(std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+
+// The vit's initial weights: every parameter in `model`'s order, drawn from `rng` (see
+// model.hpp); loaded in one load_record.
+void draw_vit(Model& model, Rng& rng) {
+  tensor::io::NamedTensors record;
+  std::size_t fan_in = 1;  // of the last weight: its bias follows it
+  for (const auto& p : model.named_parameters()) {
+    const Shape shape = p.shape();
+    std::vector<float> v(shape.num_elements());
+    const bool is_norm = p.module_type == std::string("LayerNorm");
+    if (is_norm) {
+      std::fill(v.begin(), v.end(), p.name.ends_with("gamma") ? 1.0f : 0.0f);
+    } else if (p.name == "cls_token" || p.name == "pos_embedding") {
+      for (auto& x : v) x = normal(rng, 0.02);
+    } else {
+      if (p.name.ends_with("weight"))  // Linear [in, out]; Conv2d [out, in, kh, kw]
+        fan_in = shape.rank() == 2 ? shape[0] : shape.num_elements() / shape[0];
+      const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+      for (auto& x : v) x = static_cast<float>((rng.uniform() * 2.0 - 1.0) * bound);
+    }
+    record.emplace_back(p.name, TensorData::from(v, shape));
+  }
+  model.tensor::Module::load_record(record, true, "<vit init>");
+}
+
 }  // namespace
 
 Model::Model(const std::string& kind, std::size_t height, std::size_t width, std::size_t classes, std::uint64_t seed,
              Device device)
     : kind_(kind) {
+  if (kind == "vit") {
+    if (height % kPatch != 0 || width % kPatch != 0)
+      throw tensor::ShapeError("[train::Model] the vit cuts 4x4 patches; expected image sides divisible by 4; got " +
+                               std::to_string(height) + "x" + std::to_string(width));
+    tensor::nn::Conv2dConfig pc;
+    pc.channels = {1, kVitWidth};
+    pc.kernel_size = {kPatch, kPatch};
+    pc.stride = {kPatch, kPatch};
+    pc.initializer = tensor::Initializer::zeros();
+    patch_embedding = tensor::nn::Conv2d(pc, device);
+    const std::size_t tokens = (height / kPatch) * (width / kPatch) + 1;
+    cls_token = tensor::Tensor<3>::zeros(Shape{1, 1, kVitWidth}, device);
+    pos_embedding = tensor::Tensor<3>::zeros(Shape{1, tokens, kVitWidth}, device);
+    encoder = tensor::nn::TransformerEncoder(
+        tensor::nn::TransformerConfig{.d_model = kVitWidth, .d_ff = kVitFeedForward, .n_heads = kVitHeads,
+                                      .n_layers = kVitLayers, .dropout = kVitDropout, .norm_first = true,
+                                      .initializer = tensor::Initializer::zeros()},
+        device);
+    norm = tensor::nn::LayerNorm(tensor::nn::LayerNormConfig{.d_model = kVitWidth}, device);
+    embedding_dropout = tensor::nn::Dropout(tensor::nn::DropoutConfig{.prob = kVitDropout});
+    fc2 = linear(kVitWidth, classes, device);
+    Rng rng(seed);
+    draw_vit(*this, rng);
+    return;
+  }
   if (kind == "cnn") {
     if (height % 4 != 0 || width % 4 != 0)
       throw tensor::ShapeError("[train::Model] the cnn pools twice by 2; expected image sides divisible by 4; got " +
@@ -67,7 +126,7 @@ Model::Model(const std::string& kind, std::size_t height, std::size_t width, std
   } else if (kind == "mlp") {
     fc1 = linear(height * width, 128, device);
   } else {
-    throw tensor::ShapeError("[train::Model] unknown model; expected cnn or mlp; got " + kind);
+    throw tensor::ShapeError("[train::Model] unknown model; expected cnn, mlp or vit; got " + kind);
   }
   fc2 = linear(128, classes, device);
   // The draws in parameter order, as the tool's own layers made them.
@@ -79,6 +138,16 @@ Model::Model(const std::string& kind, std::size_t height, std::size_t width, std
 }
 
 void Model::visit(tensor::ModuleVisitor& v) {
+  if (kind_ == "vit") {
+    v.module("patch_embedding", patch_embedding);
+    v.param("cls_token", cls_token);
+    v.param("pos_embedding", pos_embedding);
+    v.module("encoder", encoder);
+    v.module("norm", norm);
+    v.module("embedding_dropout", embedding_dropout);
+    v.module("head", fc2);
+    return;
+  }
   v.module("conv1", conv1);
   v.module("conv2", conv2);
   v.module("fc1", fc1);
@@ -87,6 +156,15 @@ void Model::visit(tensor::ModuleVisitor& v) {
 
 Tensor<2> Model::forward(const Tensor<4>& x) const {
   if (kind_ == "mlp") return fc2->forward(relu.forward(fc1->forward(flatten.forward(x))));
+  if (kind_ == "vit") {
+    const auto n = static_cast<std::int64_t>(x.shape()[0]);
+    const auto d = static_cast<std::int64_t>(kVitWidth);
+    // [N, d, H/4, W/4] -> [N, tokens - 1, d], the class token in front, positions added.
+    const Tensor<3> patches = patch_embedding->forward(x).reshape<3>({n, d, -1}).swap_dims(1, 2);
+    Tensor<3> h = tensor::cat(std::vector<Tensor<3>>{cls_token->expand<3>({n, 1, d}), patches}, 1) + *pos_embedding;
+    h = norm->forward(encoder->forward(embedding_dropout->forward(h)));
+    return fc2->forward(h.slice_dim(1, tensor::Slice::range(0, 1)).reshape<2>({n, d}));
+  }
   auto h = pool.forward(relu.forward(conv1->forward(x)));
   h = pool.forward(relu.forward(conv2->forward(h)));
   return fc2->forward(relu.forward(fc1->forward(flatten.forward(h))));

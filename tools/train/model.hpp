@@ -1,6 +1,7 @@
-// The two models `tensorctl train` trains, an MLP and the issue-15 CNN, built from the public
-// module layer (<tensor/module.hpp>, <tensor/modules/...>): a train::Model is a tensor::Module
-// whose submodules are nn::Conv2d, nn::Linear, nn::MaxPool2d, nn::Relu and nn::Flatten, so its
+// The three models `tensorctl train` trains, an MLP, the issue-15 CNN and a small vision
+// transformer, built from the public module layer (<tensor/module.hpp>, <tensor/modules/...>):
+// a train::Model is a tensor::Module whose submodules are the layer's (nn::Conv2d, nn::Linear,
+// nn::MaxPool2d, nn::TransformerEncoder, ...), so its
 // parameters are named by the module layer ("conv1.weight", "fc2.bias", ...), the
 // ModuleOptimizer steps them, and checkpoints store them under those names (the names the
 // tool's own model layer used before, so older checkpoints load). Public API only.
@@ -17,8 +18,10 @@
 
 #include <tensor/io.hpp>
 #include <tensor/module.hpp>
+#include <tensor/modules/attention.hpp>
 #include <tensor/modules/conv.hpp>
 #include <tensor/modules/core.hpp>
+#include <tensor/modules/norm.hpp>
 #include <tensor/tensor.hpp>
 
 namespace train {
@@ -38,13 +41,18 @@ class Rng {
 
 // The models: "cnn" is conv1(1->32, 3x3, pad 1) ReLU max-pool 2, conv2(32->64, 3x3, pad 1)
 // ReLU max-pool 2, fc1(64*(H/4)*(W/4) -> 128) ReLU, fc2(128 -> 10) (3136 inputs for 28x28
-// images); "mlp" is fc1(H*W -> 128) ReLU fc2(128 -> 10). Input [N, 1, H, W], output logits
-// [N, classes].
+// images); "mlp" is fc1(H*W -> 128) ReLU fc2(128 -> 10); "vit" is a vision transformer:
+// 4x4 patches embedded by a strided Conv2d (1 -> 64), a class token and learned position
+// embeddings (49 + 1 tokens for 28x28 images), dropout 0.1, 4 pre-norm TransformerEncoder
+// layers (d = 64, 4 heads, feed-forward 128, GELU, dropout 0.1), a final LayerNorm and a
+// Linear head on the class token. Input [N, 1, H, W], output logits [N, classes].
 //
 // Initialisation is burn's module default, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for every
 // weight and bias, drawn from Rng(seed) in parameter order (conv1.weight, conv1.bias, ...,
 // fc2.bias) rather than from the device's stream, so a seed gives the weights it gave before
-// the tool moved onto the module layer, on every device.
+// the tool moved onto the module layer, on every device. The vit draws the same way, in its
+// parameter order: every Linear / Conv2d weight and bias from U(-1/sqrt(fan_in), ..), the class
+// token and position embeddings from N(0, 0.02^2); its LayerNorms start at gamma 1, beta 0.
 class Model : public tensor::Module {
  public:
   Model(const std::string& kind, std::size_t height, std::size_t width, std::size_t classes, std::uint64_t seed,
@@ -68,9 +76,14 @@ class Model : public tensor::Module {
   void visit(tensor::ModuleVisitor& v) override;
   const char* type_name() const override { return "train::Model"; }
 
-  // The submodules (conv1 / conv2 only in the cnn).
+  // The submodules (conv1 / conv2 only in the cnn; fc2 is the vit's head, the vit's parts only in it).
   std::optional<tensor::nn::Conv2d> conv1, conv2;
   std::optional<tensor::nn::Linear> fc1, fc2;
+  std::optional<tensor::nn::Conv2d> patch_embedding;
+  std::optional<tensor::Tensor<3>> cls_token, pos_embedding;  // [1, 1, d], [1, tokens, d]
+  std::optional<tensor::nn::TransformerEncoder> encoder;
+  std::optional<tensor::nn::LayerNorm> norm;
+  std::optional<tensor::nn::Dropout> embedding_dropout;
   tensor::nn::MaxPool2d pool;  // 2x2, stride 2
   tensor::nn::Relu relu;
   tensor::nn::Flatten flatten;

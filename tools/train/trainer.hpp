@@ -31,7 +31,7 @@ DataSet load_data(const std::string& dataset, const std::string& dir, std::size_
                   std::uint64_t seed);
 
 struct Options {
-  std::string model = "cnn";        // cnn | mlp
+  std::string model = "cnn";        // cnn | mlp | vit
   std::string dataset = "fashion";  // fashion | digits
   std::string data_dir;             // default: find_fashion_mnist() / the digits cache
   std::string out_dir = "train-out";
