@@ -1068,6 +1068,46 @@ TEST_P(Modules, SequentialMatchesTheChain) {
   EXPECT_THROWS(ShapeError, s.forward<3>(x), "[Sequential::forward]", "rank");
 }
 
+// PRelu: one slope per channel (dim 1) or one for all; SwiGlu: silu(x Wi) * (x Wo), both
+// against loops in doubles; burn's defaults and record names; bad slopes named.
+TEST_P(Modules, PReluAndSwiGluMatchLoops) {
+  PRelu one(PReluConfig{}, dev());
+  EXPECT_EQ(values(one.alpha), V{0.25});
+  EXPECT_EQ(one.named_parameters()[0].name, "alpha");
+  PRelu per(PReluConfig{.num_parameters = 3, .alpha = 0.5}, dev());
+  per.alpha = make<1>(f32({0.1, -2.0, 0.5}), {3});
+  const V x = f32(host_random(2 * 3 * 4, 41));
+  V want(x.size()), want1(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double a = V{0.1, -2.0, 0.5}[(i / 4) % 3];
+    want[i] = x[i] >= 0 ? x[i] : static_cast<double>(static_cast<float>(a)) * x[i];
+    want1[i] = x[i] >= 0 ? x[i] : 0.25 * x[i];
+  }
+  const auto t = make<3>(x, {2, 3, 4});
+  EXPECT_CLOSE(values(per.forward(t)), want, 1e-6);
+  EXPECT_CLOSE(values(one.forward(t)), want1, 1e-6);
+  EXPECT_THROWS(ShapeError, per.forward(make<3>(f32(host_random(2 * 2 * 4, 1)), {2, 2, 4})), "[PRelu]", "PRelu.alpha");
+  EXPECT_THROWS_FROM(ShapeError, "PRelu", PRelu(PReluConfig{.num_parameters = 0}, dev()), "num_parameters");
+
+  SwiGlu sg(SwiGluConfig{.d_input = 3, .d_output = 2}, dev());
+  EXPECT_FALSE(sg.linear_inner.bias.has_value()) << "burn's default: no bias";
+  std::vector<std::string> names;
+  for (const ParamRef& p : sg.named_parameters()) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"linear_inner.weight", "linear_outer.weight"}));
+  const V wi = f32(host_random(6, 42)), wo = f32(host_random(6, 43)), xs = f32(host_random(4 * 3, 44));
+  sg.linear_inner.weight = make<2>(wi, {3, 2});
+  sg.linear_outer.weight = make<2>(wo, {3, 2});
+  V y(4 * 2);
+  for (std::size_t n = 0; n < 4; ++n)
+    for (std::size_t j = 0; j < 2; ++j) {
+      double g = 0, v = 0;
+      for (std::size_t k = 0; k < 3; ++k) g += xs[n * 3 + k] * wi[k * 2 + j], v += xs[n * 3 + k] * wo[k * 2 + j];
+      y[n * 2 + j] = g / (1.0 + std::exp(-g)) * v;
+    }
+  EXPECT_CLOSE(values(sg.forward(make<2>(xs, {4, 3}))), y, 1e-5);
+  EXPECT_THROWS(ShapeError, sg.forward(Tensor<2>::ones({1, 4}, dev())), "[Linear]");
+}
+
 TEST_P(Modules, BadInputGivesTypedErrorsNamingTheModule) {
   Linear l(LinearConfig{.d_input = 3, .d_output = 2}, dev());
   EXPECT_THROWS(ShapeError, l.forward(Tensor<2>::ones({1, 4}, dev())), "[Linear]", "Linear.weight");

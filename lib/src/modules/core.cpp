@@ -159,6 +159,43 @@ Tensor<D> ActivationConfig::apply(const Tensor<D>& x) const {
   throw Error("[ActivationConfig] unknown activation kind; expected a Kind value; got " + std::to_string(static_cast<int>(kind)));
 }
 
+// ---- PRelu, SwiGlu ---------------------------------------------------------------------------
+
+PRelu::PRelu(const PReluConfig& c, const Device& device)
+    : alpha((check_positive("PRelu", "num_parameters", c.num_parameters),
+             Initializer::constant(c.alpha).init<1>(Shape{c.num_parameters}, device, 1, 1))),
+      alpha_value(c.alpha) {}
+
+template <std::size_t D>
+Tensor<D> PRelu::forward(const Tensor<D>& x) const {
+  if constexpr (D < 2) {
+    shape_error("PRelu", "input rank too low", "rank >= 2 ([N, C, ...])", "rank 1");
+  } else {
+    check_input("PRelu", "alpha", x, alpha);
+    const std::size_t n = alpha.shape()[0], channels = x.shape()[1];
+    if (n != 1 && n != channels)
+      shape_error("PRelu", "PRelu.alpha has neither one slope nor one per channel (dim 1 of the input, shape " +
+                               x.shape().to_string() + ")",
+                  "1 or " + std::to_string(channels), std::to_string(n));
+    return activation::prelu(x, alpha);
+  }
+}
+AnyTensor PRelu::forward_any(const AnyTensor& x) { return any_forward<2>(*this, x, "PRelu"); }
+
+SwiGlu::SwiGlu(const SwiGluConfig& c, const Device& device)
+    : linear_inner(LinearConfig{.d_input = c.d_input, .d_output = c.d_output, .bias = c.bias, .initializer = c.initializer}, device),
+      linear_outer(LinearConfig{.d_input = c.d_input, .d_output = c.d_output, .bias = c.bias, .initializer = c.initializer}, device) {}
+
+template <std::size_t D>
+Tensor<D> SwiGlu::forward(const Tensor<D>& x) const {
+  return activation::silu(linear_inner.forward(x)) * linear_outer.forward(x);
+}
+void SwiGlu::visit(ModuleVisitor& v) {
+  v.module("linear_inner", linear_inner);
+  v.module("linear_outer", linear_outer);
+}
+AnyTensor SwiGlu::forward_any(const AnyTensor& x) { return any_forward<1>(*this, x, "SwiGlu"); }
+
 #define TENSOR_MODULE_RANKS(X) X(1) X(2) X(3) X(4) X(5)
 #define INST(D)                                                                        \
   template TENSOR_API Tensor<D> Linear::forward<D>(const Tensor<D>&) const;           \
@@ -170,6 +207,8 @@ Tensor<D> ActivationConfig::apply(const Tensor<D>& x) const {
   template TENSOR_API Tensor<D> Tanh::forward<D>(const Tensor<D>&) const;             \
   template TENSOR_API Tensor<D> Silu::forward<D>(const Tensor<D>&) const;             \
   template TENSOR_API Tensor<D> LeakyRelu::forward<D>(const Tensor<D>&) const;         \
+  template TENSOR_API Tensor<D> PRelu::forward<D>(const Tensor<D>&) const;             \
+  template TENSOR_API Tensor<D> SwiGlu::forward<D>(const Tensor<D>&) const;            \
   template TENSOR_API Tensor<D> ActivationConfig::apply<D>(const Tensor<D>&) const;
 TENSOR_MODULE_RANKS(INST)
 #undef INST

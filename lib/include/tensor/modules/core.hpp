@@ -132,6 +132,58 @@ class TENSOR_API LeakyRelu : public Module {
   AnyTensor forward_any(const AnyTensor& x) override;
 };
 
+/// burn's PReluConfig: num_parameters slopes (1: one for every channel, or C: one per
+/// channel, dim 1 of the input), each starting at alpha.
+struct PReluConfig {
+  std::size_t num_parameters = 1;  ///< 1 or the channel count; positive
+  double alpha = 0.25;             ///< the slopes' initial value
+};
+/// burn's PRelu: x >= 0 ? x : alpha[c] x, with the slopes a parameter (tensor::activation::prelu).
+class TENSOR_API PRelu : public Module {
+ public:
+  /// alpha [num_parameters] filled with the config's alpha on `device`. ShapeError naming
+  /// PRelu when num_parameters is 0.
+  explicit PRelu(const PReluConfig& config = {}, const Device& device = Device::default_device());
+  /// x [N, C, ...] (ranks 2-5) with slope alpha[c] (alpha[0] for every channel when there is
+  /// one). ShapeError naming PRelu.alpha when it has neither 1 nor C values; DeviceError /
+  /// DTypeError naming it for an input on another device or of another dtype.
+  template <std::size_t D> Tensor<D> forward(const Tensor<D>& x) const;
+
+  Tensor<1> alpha;     ///< the slopes (parameter "alpha")
+  double alpha_value;  ///< the config's initial value (burn keeps it for display)
+
+  void visit(ModuleVisitor& v) override { v.param("alpha", alpha); }
+  const char* type_name() const override { return "PRelu"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
+/// burn's SwiGluConfig: two bias-free (by default) Linear maps d_input -> d_output drawn from
+/// burn's KaimingUniform(gain 1/sqrt(3)).
+struct SwiGluConfig {
+  std::size_t d_input = 0;   ///< input features; positive
+  std::size_t d_output = 0;  ///< output features; positive
+  bool bias = false;         ///< whether the two Linears have a bias
+  Initializer initializer = Initializer::kaiming_uniform(0.5773502691896258);  ///< draws both Linears
+};
+/// burn's SwiGlu: silu(linear_inner(x)) * linear_outer(x) (the gated unit of LLaMA-style
+/// feed-forward blocks).
+class TENSOR_API SwiGlu : public Module {
+ public:
+  /// Both Linears on `device`; ShapeError as Linear's constructor.
+  explicit SwiGlu(const SwiGluConfig& config, const Device& device = Device::default_device());
+  /// x [..., d_input] -> [..., d_output] (ranks 1-5); errors as Linear::forward's.
+  template <std::size_t D> Tensor<D> forward(const Tensor<D>& x) const;
+
+  ///@{
+  /// The gate (through silu) and the value projection.
+  Linear linear_inner, linear_outer;
+  ///@}
+
+  void visit(ModuleVisitor& v) override;
+  const char* type_name() const override { return "SwiGlu"; }
+  AnyTensor forward_any(const AnyTensor& x) override;
+};
+
 /// burn's ActivationConfig (its variants without a parameter tensor): the activation a
 /// module applies where burn lets the config choose (the recurrent modules' gates). a / b
 /// are the variant's parameters, absent for burn's defaults: LeakyRelu a = negative_slope
