@@ -1,14 +1,14 @@
 #!/bin/sh
 # Benchmark-only (never part of bootstrap or CI): training speed of libtensor beside
-# libtorch 1.13 in one run (tools/bench/bench_train.cpp): the issue-15 CNN's training
-# images/s at batch 128, the issue-14 MLP 784-512-512-10 step at batch 256, the tape cost
+# libtorch 1.13 in one run (tools/bench/bench_train.cpp): the issue-15 CNN's and the vit's
+# training images/s at batch 128, the issue-14 MLP 784-512-512-10 step at batch 256, the tape cost
 # per tracked op, and issue 13's two small-CNN conv rows. Both run on THREADS threads
 # (default 2). Then, where Debian's python3-torch is installed or installable, the same
 # CNN step in PyTorch from Python (the issue names python3-torch; it runs the same libtorch
 # engine plus Python's per-op overhead, so the C++ libtorch row is the stricter one).
 # Installs libtorch-dev / python3-torch with apt when missing and run as root; prints a
 # message and exits 0 where libtorch cannot be had.
-#   scripts/bench-train.sh [BUILD_DIR] [-- ARGS...]   (ARGS: --steps N, --only cnn|mlp|tape|conv)
+#   scripts/bench-train.sh [BUILD_DIR] [-- ARGS...]   (ARGS: --steps N, --only cnn|vit|mlp|tape|conv)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}

@@ -1,4 +1,4 @@
-// Benchmark-only: training speed against libtorch in one process (issue 15's images/s,
+// Benchmark-only: training speed against libtorch in one process (issue 15's images/s, the vit's (issue 29),
 // issue 14's MLP step and tape cost, issue 13's small-CNN conv rows). Not built by meson
 // (libtorch's headers are slow to compile and warn under -Werror): scripts/bench-train.sh
 // compiles it with g++ against the built libtensor and tools/train/model.cpp (the model
@@ -6,7 +6,7 @@
 // the script sets OMP_NUM_THREADS to match, which libtensor reads at start). Each row runs
 // the two alternately, step by step, after warm-up steps, and prints the medians and
 // ratio = libtorch time / libtensor time (> 1: we are faster).
-//   bench_train [--threads N] [--steps N] [--only cnn|mlp|tape|conv]   (BENCH_OURS_ONLY=1: libtensor alone)
+//   bench_train [--threads N] [--steps N] [--only cnn|vit|mlp|tape|conv]   (BENCH_OURS_ONLY=1: libtensor alone)
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include <tensor/activation.hpp>
 #include <tensor/modules/core.hpp>
 #include <tensor/modules/optim.hpp>
+#include <tensor/nn.hpp>
 #include <tensor/optim.hpp>
 #include <tensor/tensor.hpp>
 
@@ -130,6 +131,62 @@ struct TorchMlp : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) { return f3(torch::relu(f2(torch::relu(f1(x))))); }
 };
 
+// The vit of `tensorctl train --model vit` (train::Model's "vit") in libtorch: the same
+// layers written out (libtorch 1.13's C++ TransformerEncoderLayer has no pre-norm option):
+// 4x4 patch conv 1 -> 64, class token, learned positions, dropout 0.1, 4 pre-norm layers
+// (4 heads, feed-forward 128, GELU, dropout 0.1 on the attention weights and both residual
+// branches and inside the feed-forward), final LayerNorm, head on the class token.
+struct TorchVitLayer : torch::nn::Module {
+  torch::nn::Linear q{64, 64}, k{64, 64}, v{64, 64}, o{64, 64}, inner{64, 128}, outer{128, 64};
+  torch::nn::LayerNorm n1{torch::nn::LayerNormOptions({64})}, n2{torch::nn::LayerNormOptions({64})};
+  torch::nn::Dropout drop{0.1};
+  TorchVitLayer() {
+    register_module("q", q);
+    register_module("k", k);
+    register_module("v", v);
+    register_module("o", o);
+    register_module("inner", inner);
+    register_module("outer", outer);
+    register_module("n1", n1);
+    register_module("n2", n2);
+    register_module("drop", drop);
+  }
+  torch::Tensor forward(torch::Tensor x) {  // [N, L, 64]
+    const auto n = x.size(0), l = x.size(1);
+    auto h = n1(x);
+    auto split = [&](torch::Tensor t) { return t.view({n, l, 4, 16}).transpose(1, 2); };  // [N, 4, L, 16]
+    auto scores = torch::matmul(split(q(h)), split(k(h)).transpose(-2, -1)) / 4.0;  // sqrt(16)
+    auto att = torch::matmul(drop(torch::softmax(scores, -1)), split(v(h))).transpose(1, 2).reshape({n, l, 64});
+    x = x + drop(o(att));
+    return x + drop(outer(drop(torch::gelu(inner(n2(x))))));
+  }
+};
+struct TorchVit : torch::nn::Module {
+  torch::nn::Conv2d patch{torch::nn::Conv2dOptions(1, 64, 4).stride(4)};
+  torch::Tensor cls, pos;
+  torch::nn::ModuleList layers;
+  torch::nn::LayerNorm norm{torch::nn::LayerNormOptions({64})};
+  torch::nn::Linear head{64, 10};
+  torch::nn::Dropout drop{0.1};
+  TorchVit() {
+    register_module("patch", patch);
+    cls = register_parameter("cls", torch::randn({1, 1, 64}) * 0.02);
+    pos = register_parameter("pos", torch::randn({1, 50, 64}) * 0.02);
+    for (int i = 0; i < 4; ++i) layers->push_back(TorchVitLayer());
+    register_module("layers", layers);
+    register_module("norm", norm);
+    register_module("head", head);
+    register_module("drop", drop);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    const auto n = x.size(0);
+    auto h = patch(x).flatten(2).transpose(1, 2);  // [N, 49, 64]
+    h = drop(torch::cat({cls.expand({n, 1, 64}), h}, 1) + pos);
+    for (auto& m : *layers) h = m->as<TorchVitLayer>()->forward(h);
+    return head(norm(h).select(1, 0));
+  }
+};
+
 torch::Tensor torch_input(std::vector<float>& v, std::vector<long> shape) {
   return torch::from_blob(v.data(), shape, torch::kFloat32).clone();
 }
@@ -163,6 +220,42 @@ void cnn_rows(int warm, int reps) {
   const Result r = measure(warm, reps, ours, theirs);
   row("CNN train step, batch 128 (Adam)", r);
   std::printf("| CNN training images/s | %.0f | %.0f | %.2f |\n", static_cast<double>(bs) / r.ours,
+              static_cast<double>(bs) / r.torch, r.torch / r.ours);
+  std::fflush(stdout);
+}
+
+// The vit's training step (batch 128, AdamW wd 0.05, dropout on), libtensor's model being
+// tensorctl train's own.
+void vit_rows(int warm, int reps) {
+  const std::size_t bs = 128;
+  Batch data = make_batch(bs, 784, 10, 3);
+  const tensor::Device ad = tensor::Device::default_device().autodiff();
+  train::Model model("vit", 28, 28, 10, 42, ad);
+  auto adamw = tensor::optim::ModuleOptimizer::adamw(tensor::optim::AdamWConfig{.weight_decay = 0.05}, true);
+  auto ours = [&] {
+    auto x = Tensor<4>::from_data(TensorData::from(data.x, Shape{bs, 1, 28, 28}), ad);
+    auto y = Tensor<2>::from_data(TensorData::from(data.y, Shape{bs, 10}), ad);
+    auto loss = train::cross_entropy(model.forward(x), y);
+    auto grads = loss.backward();
+    adamw.step(1e-3, model, grads);
+    (void)loss.to_vec<float>();
+  };
+  torch::manual_seed(42);
+  TorchVit net;
+  net.train();
+  torch::optim::AdamW topt(net.parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.05));
+  const auto labels = torch::tensor(data.labels);
+  auto theirs = [&] {
+    auto x = torch_input(data.x, {static_cast<long>(bs), 1, 28, 28});
+    topt.zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(net.forward(x), labels);
+    loss.backward();
+    topt.step();
+    (void)loss.item<float>();
+  };
+  const Result r = measure(warm, reps, ours, theirs);
+  row("ViT train step, batch 128 (AdamW)", r);
+  std::printf("| ViT training images/s | %.0f | %.0f | %.2f |\n", static_cast<double>(bs) / r.ours,
               static_cast<double>(bs) / r.torch, r.torch / r.ours);
   std::fflush(stdout);
 }
@@ -301,6 +394,7 @@ int main(int argc, char** argv) {
               TORCH_VERSION, threads, omp ? omp : "unset", steps);
   std::printf("| workload | libtensor | libtorch | ratio |\n|---|---|---|---|\n");
   if (only.empty() || only == "cnn") cnn_rows(3, steps);
+  if (only.empty() || only == "vit") vit_rows(2, steps);
   if (only.empty() || only == "mlp") mlp_rows(3, 2 * steps);
   if (only.empty() || only == "tape") tape_rows(steps);
   if (only.empty() || only == "conv") conv_rows(2, steps);
