@@ -232,6 +232,14 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
   std::optional<tensor::Tensor<2>> gy;
   std::optional<tensor::Graph<tensor::Tensor<1>>> graph;
   std::size_t graph_steps = 0;  // full batches stepped in graph mode so far (warm-up, then the capture)
+  // One training step (a captured graph's fallback re-runs it, so it outlives the loop).
+  auto step = [&](const Tensor<4>& x, const Tensor<2>& y) {
+    auto loss = cross_entropy(model.forward(x), y);
+    tensor::Gradients grads = loss.backward();
+    sync.sync(grads);
+    adam.step(opt.lr, model, grads);
+    return loss;
+  };
   Result result;
   result.parameters = model.num_params();
   const bool tty = opt.progress && isatty(STDOUT_FILENO) && &log == &std::cout;
@@ -272,13 +280,6 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
         end = shard.size();
       }
       auto [xd, yd] = batch_data(data.train, *rows, begin, end, data.classes);
-      auto step = [&](const Tensor<4>& x, const Tensor<2>& y) {
-        auto loss = cross_entropy(model.forward(x), y);
-        tensor::Gradients grads = loss.backward();
-        sync.sync(grads);
-        adam.step(opt.lr, model, grads);
-        return loss;
-      };
       float loss_value = 0.0f;
       if (opt.graph && end - begin == opt.batch) {
         adam.prepare_step(opt.lr);
@@ -481,6 +482,7 @@ int train_main(const std::vector<std::string>& args) {
         try { opt.lr = std::stod(v, &pos); } catch (const std::exception&) { pos = 0; }
         if (pos != v.size() || !(opt.lr > 0)) throw std::invalid_argument("--lr expects a positive number, got '" + v + "'");
       } else if (f == "--quiet") opt.progress = false;
+      else if (f == "--graph") opt.graph = true;
       else throw std::invalid_argument("unknown argument '" + f + "'");
     }
     if (opt.model != "cnn" && opt.model != "mlp") throw std::invalid_argument("--model is cnn or mlp, got '" + opt.model + "'");
