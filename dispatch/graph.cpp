@@ -303,55 +303,98 @@ std::unique_ptr<Program> Recorder::stop(const std::vector<DispatchTensor>& outpu
     st.arena_bytes = std::max(st.arena_bytes, live);
     for (std::uint32_t d : dies[i]) live -= p.slots[d].bytes;
   }
-  if (p.native) b.get<DeviceOp::graph_stop_capture>()(p.device, p);
+  if (p.native) {
+    p.compile();
+    b.get<DeviceOp::graph_stop_capture>()(p.device, p);
+  }
   return std::move(p_);
+}
+
+void Program::compile() {
+  steps_.clear();
+  ins_.clear();
+  outs_.clear();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    const auto at = static_cast<std::int64_t>(i);
+    Step st{n.thunk.get(), static_cast<std::uint32_t>(ins_.size()), static_cast<std::uint32_t>(n.in.size()),
+            static_cast<std::uint32_t>(outs_.size()), static_cast<std::uint32_t>(n.out.size())};
+    for (std::size_t k = 0; k < n.in.size(); ++k) {
+      const std::uint32_t s = n.in[k];
+      if (s == kNoSlot) {
+        ins_.push_back({0, In::None});
+        continue;
+      }
+      const Slot& sl = slots[s];
+      if (sl.kind == SlotKind::Input) {
+        ins_.push_back({s, In::Pinned});
+        continue;
+      }
+      // The last reader of an internal value takes it (the backend may then reuse its
+      // buffer), unless the same value is also a later argument of this node.
+      const bool last = sl.kind != SlotKind::Output && sl.last_use == at &&
+                        std::find(n.in.begin() + static_cast<std::ptrdiff_t>(k) + 1, n.in.end(), s) == n.in.end();
+      ins_.push_back({s, last ? In::Move : In::Copy});
+    }
+    for (const std::uint32_t s : n.out) {
+      const Slot& sl = slots[s];
+      const bool later = sl.last_use > at;
+      const Out how = sl.kind == SlotKind::Output ? (later ? Out::HomeKeep : Out::Home) : later ? Out::Keep : Out::Drop;
+      outs_.push_back({s, sl.vkind, how});
+    }
+    steps_.push_back(st);
+  }
+  values_.resize(slots.size());
 }
 
 void Program::run_list(GraphProgram& g) {
   auto& p = static_cast<Program&>(g);
   const auto assign = backend_of(p.device).get<DeviceOp::assign>();
   std::vector<DispatchTensor>& v = p.values_;
-  v.resize(p.slots.size());
-  std::vector<DispatchTensor> in, out;
+  std::vector<DispatchTensor>& in = p.in_;
+  std::vector<DispatchTensor>& out = p.out_;
   try {
-    for (std::size_t i = 0; i < p.nodes.size(); ++i) {
-      const Node& n = p.nodes[i];
+    for (const Step& st : p.steps_) {
       in.clear();
-      for (std::size_t k = 0; k < n.in.size(); ++k) {
-        const std::uint32_t s = n.in[k];
-        if (s == kNoSlot) { in.emplace_back(); continue; }
-        const Slot& sl = p.slots[s];
-        if (sl.kind == SlotKind::Input) { in.push_back(sl.pinned); continue; }
-        // The last reader of an internal value takes it (the backend may then reuse its
-        // buffer), unless the same value is also a later argument of this node.
-        const bool last = sl.kind != SlotKind::Output && sl.last_use == static_cast<std::int64_t>(i) &&
-                          std::find(n.in.begin() + static_cast<std::ptrdiff_t>(k) + 1, n.in.end(), s) == n.in.end();
-        if (last) in.push_back(std::move(v[s]));
-        else in.push_back(v[s]);
+      for (std::uint32_t k = 0; k < st.nin; ++k) {
+        const InRef& r = p.ins_[st.in0 + k];
+        switch (r.how) {
+          case In::None: in.emplace_back(); break;
+          case In::Pinned: in.push_back(p.slots[r.slot].pinned); break;
+          case In::Copy: in.push_back(v[r.slot]); break;
+          case In::Move: in.push_back(std::move(v[r.slot])); break;
+        }
       }
       out.clear();
-      out.resize(n.out.size());
-      n.thunk->run(in, out);
-      for (std::size_t j = 0; j < n.out.size(); ++j) {
-        const std::uint32_t s = n.out[j];
-        const Slot& sl = p.slots[s];
-        out[j].kind = sl.vkind;
-        if (sl.kind == SlotKind::Output) {
-          DispatchTensor home = sl.pinned;
-          DispatchTensor val = std::move(out[j]);
-          const Prim dst = home.take(), src = val.take();
-          if (dst.get() != src.get()) assign(p.device, dst, src);
-          if (sl.last_use > static_cast<std::int64_t>(i)) v[s] = sl.pinned;
-        } else if (sl.last_use > static_cast<std::int64_t>(i)) {
-          v[s] = std::move(out[j]);
+      out.resize(st.nout);
+      st.thunk->run(in, out);
+      for (std::uint32_t j = 0; j < st.nout; ++j) {
+        const OutRef& r = p.outs_[st.out0 + j];
+        out[j].kind = r.kind;
+        switch (r.how) {
+          case Out::Drop: break;
+          case Out::Keep: v[r.slot] = std::move(out[j]); break;
+          case Out::Home: case Out::HomeKeep: {
+            const DispatchTensor& pinned = p.slots[r.slot].pinned;
+            DispatchTensor home = pinned;
+            DispatchTensor val = std::move(out[j]);
+            const Prim dst = home.take(), src = val.take();
+            if (dst.get() != src.get()) assign(p.device, dst, src);
+            if (r.how == Out::HomeKeep) v[r.slot] = pinned;
+            break;
+          }
         }
       }
     }
   } catch (...) {
     for (DispatchTensor& t : v) t = DispatchTensor();
+    in.clear();
+    out.clear();
     throw;
   }
   for (DispatchTensor& t : v) t = DispatchTensor();
+  in.clear();
+  out.clear();
 }
 
 void replay(Program& p) {

@@ -78,9 +78,24 @@ class Program : public GraphProgram {
   std::string why;
   ProgramStats stats;
 
+  // Flattens the nodes into the replay plan below (at the end of the recording).
+  void compile();
+
  private:
   static void run_list(GraphProgram& g);
+  // The replay plan: per node its thunk and ranges of ins_/outs_; what to do with each
+  // argument and result decided once (copy a pinned input, copy or hand over a value; keep
+  // a result, drop it, or write it into its output buffer).
+  enum class In : std::uint8_t { None, Pinned, Copy, Move };
+  enum class Out : std::uint8_t { Drop, Keep, Home, HomeKeep };
+  struct InRef { std::uint32_t slot; In how; };
+  struct OutRef { std::uint32_t slot; Kind kind; Out how; };
+  struct Step { const GraphThunk* thunk; std::uint32_t in0, nin, out0, nout; };
+  std::vector<Step> steps_;
+  std::vector<InRef> ins_;
+  std::vector<OutRef> outs_;
   std::vector<DispatchTensor> values_;  // per-slot values during one replay (reused)
+  std::vector<DispatchTensor> in_, out_;  // one node's arguments and results (reused)
 };
 
 // ---- an inner backend entry as a replay node (autodiff devices) ------------------------
