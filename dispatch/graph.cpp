@@ -229,7 +229,7 @@ void Recorder::entry_failed() noexcept { pending_ = Node(); }
 void Recorder::write(const DispatchTensor& dst_in, const DispatchTensor& src_in) {
   const DispatchTensor dst = on_record_device(dst_in, p_->device), src = on_record_device(src_in, p_->device);
   if (dst.device != p_->device || src.device != p_->device)
-    refuse("copy_from", fmt::format("writes on {}; the graph is captured on {}", device_string(dst.device), device_string(outer_)));
+    refuse("graph_write", fmt::format("writes on {}; the graph is captured on {}", device_string(dst.device), device_string(outer_)));
   const auto assign = backend_of(p_->device).get<DeviceOp::assign>();
   if (depth_ > 0) {
     DispatchTensor d = dst, s = src;

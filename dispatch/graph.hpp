@@ -19,9 +19,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <tuple>
 #include <type_traits>
-#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>

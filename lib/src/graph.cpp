@@ -162,15 +162,7 @@ void copy_from(const Handle& dst, const Handle& src) {
   if (dst.empty() || src.empty())
     throw Error("[copy_from] use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
   graph::refuse("copy_from", "writes into a buffer; refresh inputs between replays, outside capture()");
-  const DispatchTensor d = borrow(dst), s = borrow(src);
-  if (d.device != s.device)
-    throw DeviceError(DeviceError::Kind::Mismatch,
-                      fmt::format("[copy_from] tensors on different devices; expected {}; got {}",
-                                  dispatch::device_string(d.device), dispatch::device_string(s.device)));
-  if (!(d.shape() == s.shape()))
-    throw ShapeError(fmt::format("[copy_from] shapes differ; expected {}; got {}", d.shape().to_string(), s.shape().to_string()));
-  if (d.dtype() != s.dtype())
-    throw DTypeError(fmt::format("[copy_from] dtypes differ; expected {}; got {}", dtype_name(d.dtype()), dtype_name(s.dtype())));
+  const auto [d, s] = checked_pair("copy_from", dst, src);
   if (d.prim == s.prim) return;
   assign(d, s);
 }

@@ -183,6 +183,10 @@ void Optimizer::load_record(const io::NamedTensors& record, Device device) {
                                    s.a ? fmt::format("'{}.a' only", id) : s.b ? fmt::format("'{}.b' only", id) : std::string("neither")));
   }
   state_ = std::move(next);
+  if (graph_) {  // graph mode continues from the loaded step count
+    graph_->t = 0;
+    for (const auto& [id, st] : state_) graph_->t = std::max(graph_->t, st.t);
+  }
 }
 
 Sgd::Sgd(SgdConfig config) : Optimizer(config.grad_clipping), config_(config) {
