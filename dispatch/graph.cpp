@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "dispatch/autodiff.hpp"
 #include "dispatch/profiler.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
@@ -15,7 +16,36 @@ namespace {
 
 thread_local Recorder* t_active = nullptr;
 
-std::size_t bytes_of(const DispatchTensor& t) { return t.shape().num_elements() * dtype_size(t.dtype()); }
+std::size_t bytes_of(const Primitive& p) { return p.shape().num_elements() * dtype_size(p.dtype()); }
+
+// The tensor a graph on `inner` reads or writes for t: an autodiff device's tensor is its inner one.
+DispatchTensor on_record_device(const DispatchTensor& t, DeviceId inner) {
+  if (t.prim && t.device != inner && is_autodiff_device(t.device) && autodiff_inner(t.device) == inner) return ad::inner(t);
+  return t;
+}
+
+Kind value_kind(DType t) { return is_float(t) ? Kind::Float : is_int(t) ? Kind::Int : Kind::Bool; }
+
+DispatchTensor retained(const Primitive* p, Kind kind) {
+  auto* q = const_cast<Primitive*>(p);  // NOLINT(cppcoreguidelines-pro-type-const-cast): a reference, not a write
+  q->add_ref();
+  return DispatchTensor(Prim::adopt(q), kind);
+}
+
+// A write node: dst's buffer takes src's values (the device's assign row).
+class WriteThunk final : public GraphThunk {
+ public:
+  explicit WriteThunk(DeviceId d) : d_(d), fn_(backend_of(d).get<DeviceOp::assign>()) {}
+  void run(std::span<DispatchTensor> in, std::span<DispatchTensor>) const override {
+    if (in[0].prim == in[1].prim) return;
+    const Prim dst = in[0].take(), src = in[1].take();
+    fn_(d_, dst, src);
+  }
+
+ private:
+  DeviceId d_;
+  void (*fn_)(DeviceId, const Prim&, const Prim&);
+};
 
 bool is_creation(Family f) {
   return f == Family::FromData || f == Family::Create || f == Family::Full || f == Family::Range || f == Family::RangeStep;
@@ -40,11 +70,11 @@ void refuse(std::string_view what, std::string_view why) {
   throw GraphCaptureError(fmt::format("[graph_capture] {} {}; expected ops a replay can repeat; got it inside capture()", what, why));
 }
 
-Recorder::Recorder(DeviceId device) : p_(std::make_unique<Program>()) {
+Recorder::Recorder(DeviceId device) : p_(std::make_unique<Program>()), outer_(device) {
   if (t_active)
     throw GraphCaptureError("[graph_capture] capture() inside capture() (nested capture); expected one capture at a time per "
                             "thread; got a second one");
-  p_->device = device;
+  p_->device = is_autodiff_device(device) ? autodiff_inner(device) : device;
   add_thread_hook(this);
   installed_ = true;
   t_active = this;
@@ -65,23 +95,47 @@ void Recorder::not_native(std::string why) {
   p_->why = std::move(why);
 }
 
-std::uint32_t Recorder::slot_of_input(const DispatchTensor& t) {
-  if (!t.prim) return kNoSlot;
-  if (auto it = current_.find(t.prim); it != current_.end()) return it->second;
+std::string Recorder::fmt_no_list(OpCode op) {
+  return fmt::format("{} yields a list of tensors a replay list cannot hold", op_name(op));
+}
+
+std::uint32_t Recorder::slot_of_input(const Primitive* prim, Kind kind) {
+  if (!prim) return kNoSlot;
+  if (auto it = current_.find(prim); it != current_.end()) return it->second;
   // First read of a buffer made before the capture: an Input. It is pinned now unless this
   // is its only handle (the op may then write into it, and a reference would change that).
   Slot s;
   s.kind = SlotKind::Input;
-  s.bytes = bytes_of(t);
-  if (t.prim->unique_ref())
+  s.bytes = bytes_of(*prim);
+  s.vkind = kind;
+  if (prim->unique_ref())
     not_native("a tensor made before the capture was moved into an op (its only handle), so its buffer is not kept for a "
                "replay");
   else
-    s.pinned = t;
+    s.pinned = retained(prim, kind);
   const auto id = static_cast<std::uint32_t>(p_->slots.size());
   p_->slots.push_back(std::move(s));
-  current_[t.prim] = id;
+  current_[prim] = id;
   return id;
+}
+
+void Recorder::add_outputs(Node& n, Family family, std::span<const Primitive* const> out, std::span<const Kind> kinds) {
+  const auto index = static_cast<std::int64_t>(p_->nodes.size());
+  const bool made_here = std::all_of(n.in.begin(), n.in.end(), [](std::uint32_t s) { return s == kNoSlot; });
+  for (std::size_t j = 0; j < out.size(); ++j) {
+    Slot s;
+    s.kind = made_here && is_creation(family) ? SlotKind::Constant : SlotKind::Internal;
+    s.bytes = out[j] ? bytes_of(*out[j]) : 0;
+    s.producer = index;
+    if (j < kinds.size()) s.vkind = kinds[j];
+    else if (out[j]) s.vkind = value_kind(out[j]->dtype());
+    const auto id = static_cast<std::uint32_t>(p_->slots.size());
+    p_->slots.push_back(std::move(s));
+    if (out[j]) current_[out[j]] = id;
+    n.out.push_back(id);
+  }
+  for (std::uint32_t s : n.in)
+    if (s != kNoSlot) p_->slots[s].last_use = index;
 }
 
 void Recorder::around(OpCall& call, const OpNext& next) {
@@ -96,13 +150,20 @@ void Recorder::around(OpCall& call, const OpNext& next) {
     case Family::ToDevice: refuse(name, "moves a tensor between devices; a graph runs on one device"); break;
     default: break;
   }
-  // Inner ops (depth > 0) may run on another device: an autodiff device's entries run
-  // the inner device's ops. Only the ops the closure calls must be on the captured device.
-  if (depth_ == 0 && call.device != p_->device)
-    refuse(name, fmt::format("runs on {}; the graph is captured on {}", device_string(call.device), device_string(p_->device)));
+  // Inner ops (depth > 0) may run on another device. At the top level, ops run on the
+  // captured device or, when that is an autodiff device, on its inner device (the
+  // backward steps, an optimizer working on the inner tensors).
+  if (depth_ == 0 && call.device != p_->device && call.device != outer_)
+    refuse(name, fmt::format("runs on {}; the graph is captured on {}", device_string(call.device), device_string(outer_)));
   if (info.host_trip && !backend_of(call.device).is_native(call.op))
     refuse(name, "runs through the host on this device (a host-trip default)");
 
+  // An autodiff device's op: its entry runs the inner entries, each recorded as a node
+  // (call_entry); the op itself is no node.
+  if (call.device == outer_ && outer_ != p_->device) {
+    next(call);
+    return;
+  }
   if (depth_ > 0) {  // an op inside another (a composed default): part of the outer node
     ++depth_;
     try { next(call); } catch (...) { --depth_; throw; }
@@ -117,31 +178,83 @@ void Recorder::around(OpCall& call, const OpNext& next) {
     if (!n.thunk) not_native(fmt::format("{} yields no tensor a replay list can hold", name));
   }
   n.in.reserve(call.inputs.size());
-  for (const DispatchTensor* t : call.inputs) n.in.push_back(slot_of_input(*t));
+  for (const DispatchTensor* t : call.inputs) {
+    const std::uint32_t s = slot_of_input(*t);
+    n.in.push_back(s);
+    if (s != kNoSlot) {  // the kind as this op sees it (an entry's output had only a dtype)
+      Slot& sl = p_->slots[s];
+      sl.vkind = t->kind;
+      if (sl.pinned.prim) sl.pinned.kind = t->kind;
+    }
+  }
   ++depth_;
   try { next(call); } catch (...) { --depth_; throw; }
   --depth_;
-  const auto index = static_cast<std::int64_t>(p_->nodes.size());
-  const bool made_here = std::all_of(n.in.begin(), n.in.end(), [](std::uint32_t s) { return s == kNoSlot; });
+  std::vector<const Primitive*> out;
+  std::vector<Kind> kinds;
   for (const DispatchTensor& o : call.outputs) {
-    Slot s;
-    s.kind = made_here && is_creation(info.family) ? SlotKind::Constant : SlotKind::Internal;
-    s.bytes = o.prim ? bytes_of(o) : 0;
-    s.producer = index;
-    const auto id = static_cast<std::uint32_t>(p_->slots.size());
-    p_->slots.push_back(std::move(s));
-    if (o.prim) current_[o.prim] = id;
-    n.out.push_back(id);
+    out.push_back(o.prim);
+    kinds.push_back(o.kind);
   }
-  for (std::uint32_t s : n.in)
-    if (s != kNoSlot) p_->slots[s].last_use = index;
+  add_outputs(n, info.family, out, kinds);
+  p_->nodes.push_back(std::move(n));
+}
+
+void Recorder::entry_begin(OpCode op, DeviceId dev, std::span<const Prim* const> in, std::unique_ptr<GraphThunk> thunk) {
+  if (op_info(op).host_trip && !backend_of(dev).is_native(op))
+    refuse(op_name(op), "runs through the host on this device (a host-trip default)");
+  Node n;
+  n.op = op;
+  n.entry = true;
+  if (p_->native) {
+    n.thunk = std::move(thunk);
+    if (!n.thunk) not_native(fmt::format("{} yields no tensor a replay list can hold", op_name(op)));
+  }
+  n.in.reserve(in.size());
+  for (const Prim* t : in) {
+    const Primitive* q = t->get();
+    n.in.push_back(slot_of_input(q, q ? value_kind(q->dtype()) : Kind::Float));
+  }
+  pending_ = std::move(n);
+}
+
+void Recorder::entry_end(std::span<const Primitive* const> out) {
+  Node n = std::move(pending_);
+  add_outputs(n, op_info(n.op).family, out, {});
+  p_->nodes.push_back(std::move(n));
+}
+
+void Recorder::entry_failed() noexcept { pending_ = Node(); }
+
+void Recorder::write(const DispatchTensor& dst_in, const DispatchTensor& src_in) {
+  const DispatchTensor dst = on_record_device(dst_in, p_->device), src = on_record_device(src_in, p_->device);
+  if (dst.device != p_->device || src.device != p_->device)
+    refuse("graph_write", fmt::format("writes on {}; the graph is captured on {}", device_string(dst.device), device_string(outer_)));
+  const auto assign = backend_of(p_->device).get<DeviceOp::assign>();
+  if (depth_ > 0) {
+    DispatchTensor d = dst, s = src;
+    const Prim pd = d.take(), ps = s.take();
+    if (pd.get() != ps.get()) assign(p_->device, pd, ps);
+    return;
+  }
+  Node n;
+  n.write = true;
+  if (p_->native) n.thunk = std::make_unique<WriteThunk>(p_->device);
+  n.in = {slot_of_input(dst), slot_of_input(src)};
+  {
+    DispatchTensor d = dst, s = src;
+    const Prim pd = d.take(), ps = s.take();
+    if (pd.get() != ps.get()) assign(p_->device, pd, ps);
+  }
+  add_outputs(n, Family::Unary, {}, {});
   p_->nodes.push_back(std::move(n));
 }
 
 std::unique_ptr<Program> Recorder::stop(const std::vector<DispatchTensor>& outputs) {
   abandon();
   Program& p = *p_;
-  for (const DispatchTensor& t : outputs) {
+  for (const DispatchTensor& out : outputs) {
+    const DispatchTensor t = on_record_device(out, p.device);
     if (!t.prim) continue;
     auto it = current_.find(t.prim);
     if (it == current_.end()) continue;  // made before the capture and not read by it: nothing to write
@@ -173,9 +286,13 @@ std::unique_ptr<Program> Recorder::stop(const std::vector<DispatchTensor>& outpu
   std::vector<std::vector<std::uint32_t>> dies(p.nodes.size());
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {
     const Node& n = p.nodes[i];
-    auto c = std::find_if(st.op_counts.begin(), st.op_counts.end(), [&](const auto& e) { return e.first == n.op; });
-    if (c == st.op_counts.end()) st.op_counts.emplace_back(n.op, 1);
-    else ++c->second;
+    if (n.write) {
+      ++st.writes;
+    } else {
+      auto c = std::find_if(st.op_counts.begin(), st.op_counts.end(), [&](const auto& e) { return e.first == n.op; });
+      if (c == st.op_counts.end()) st.op_counts.emplace_back(n.op, 1);
+      else ++c->second;
+    }
     for (std::uint32_t o : n.out) {
       const Slot& s = p.slots[o];
       if (s.kind == SlotKind::Output) continue;
@@ -186,54 +303,98 @@ std::unique_ptr<Program> Recorder::stop(const std::vector<DispatchTensor>& outpu
     st.arena_bytes = std::max(st.arena_bytes, live);
     for (std::uint32_t d : dies[i]) live -= p.slots[d].bytes;
   }
-  if (p.native) b.get<DeviceOp::graph_stop_capture>()(p.device, p);
+  if (p.native) {
+    p.compile();
+    b.get<DeviceOp::graph_stop_capture>()(p.device, p);
+  }
   return std::move(p_);
+}
+
+void Program::compile() {
+  steps_.clear();
+  ins_.clear();
+  outs_.clear();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    const auto at = static_cast<std::int64_t>(i);
+    Step st{n.thunk.get(), static_cast<std::uint32_t>(ins_.size()), static_cast<std::uint32_t>(n.in.size()),
+            static_cast<std::uint32_t>(outs_.size()), static_cast<std::uint32_t>(n.out.size())};
+    for (std::size_t k = 0; k < n.in.size(); ++k) {
+      const std::uint32_t s = n.in[k];
+      if (s == kNoSlot) {
+        ins_.push_back({0, In::None});
+        continue;
+      }
+      const Slot& sl = slots[s];
+      if (sl.kind == SlotKind::Input) {
+        ins_.push_back({s, In::Pinned});
+        continue;
+      }
+      // The last reader of an internal value takes it (the backend may then reuse its
+      // buffer), unless the same value is also a later argument of this node.
+      const bool last = sl.kind != SlotKind::Output && sl.last_use == at &&
+                        std::find(n.in.begin() + static_cast<std::ptrdiff_t>(k) + 1, n.in.end(), s) == n.in.end();
+      ins_.push_back({s, last ? In::Move : In::Copy});
+    }
+    for (const std::uint32_t s : n.out) {
+      const Slot& sl = slots[s];
+      const bool later = sl.last_use > at;
+      const Out how = sl.kind == SlotKind::Output ? (later ? Out::HomeKeep : Out::Home) : later ? Out::Keep : Out::Drop;
+      outs_.push_back({s, sl.vkind, how});
+    }
+    steps_.push_back(st);
+  }
+  values_.resize(slots.size());
 }
 
 void Program::run_list(GraphProgram& g) {
   auto& p = static_cast<Program&>(g);
   const auto assign = backend_of(p.device).get<DeviceOp::assign>();
   std::vector<DispatchTensor>& v = p.values_;
-  v.resize(p.slots.size());
-  std::vector<DispatchTensor> in, out;
+  std::vector<DispatchTensor>& in = p.in_;
+  std::vector<DispatchTensor>& out = p.out_;
   try {
-    for (std::size_t i = 0; i < p.nodes.size(); ++i) {
-      const Node& n = p.nodes[i];
+    for (const Step& st : p.steps_) {
       in.clear();
-      for (std::size_t k = 0; k < n.in.size(); ++k) {
-        const std::uint32_t s = n.in[k];
-        if (s == kNoSlot) { in.emplace_back(); continue; }
-        const Slot& sl = p.slots[s];
-        if (sl.kind == SlotKind::Input) { in.push_back(sl.pinned); continue; }
-        // The last reader of an internal value takes it (the backend may then reuse its
-        // buffer), unless the same value is also a later argument of this node.
-        const bool last = sl.kind != SlotKind::Output && sl.last_use == static_cast<std::int64_t>(i) &&
-                          std::find(n.in.begin() + static_cast<std::ptrdiff_t>(k) + 1, n.in.end(), s) == n.in.end();
-        if (last) in.push_back(std::move(v[s]));
-        else in.push_back(v[s]);
+      for (std::uint32_t k = 0; k < st.nin; ++k) {
+        const InRef& r = p.ins_[st.in0 + k];
+        switch (r.how) {
+          case In::None: in.emplace_back(); break;
+          case In::Pinned: in.push_back(p.slots[r.slot].pinned); break;
+          case In::Copy: in.push_back(v[r.slot]); break;
+          case In::Move: in.push_back(std::move(v[r.slot])); break;
+        }
       }
       out.clear();
-      out.resize(n.out.size());
-      n.thunk->run(in, out);
-      for (std::size_t j = 0; j < n.out.size(); ++j) {
-        const std::uint32_t s = n.out[j];
-        const Slot& sl = p.slots[s];
-        if (sl.kind == SlotKind::Output) {
-          DispatchTensor home = sl.pinned;
-          DispatchTensor val = std::move(out[j]);
-          const Prim dst = home.take(), src = val.take();
-          if (dst.get() != src.get()) assign(p.device, dst, src);
-          if (sl.last_use > static_cast<std::int64_t>(i)) v[s] = sl.pinned;
-        } else if (sl.last_use > static_cast<std::int64_t>(i)) {
-          v[s] = std::move(out[j]);
+      out.resize(st.nout);
+      st.thunk->run(in, out);
+      for (std::uint32_t j = 0; j < st.nout; ++j) {
+        const OutRef& r = p.outs_[st.out0 + j];
+        out[j].kind = r.kind;
+        switch (r.how) {
+          case Out::Drop: break;
+          case Out::Keep: v[r.slot] = std::move(out[j]); break;
+          case Out::Home: case Out::HomeKeep: {
+            const DispatchTensor& pinned = p.slots[r.slot].pinned;
+            DispatchTensor home = pinned;
+            DispatchTensor val = std::move(out[j]);
+            const Prim dst = home.take(), src = val.take();
+            if (dst.get() != src.get()) assign(p.device, dst, src);
+            if (r.how == Out::HomeKeep) v[r.slot] = pinned;
+            break;
+          }
         }
       }
     }
   } catch (...) {
     for (DispatchTensor& t : v) t = DispatchTensor();
+    in.clear();
+    out.clear();
     throw;
   }
   for (DispatchTensor& t : v) t = DispatchTensor();
+  in.clear();
+  out.clear();
 }
 
 void replay(Program& p) {

@@ -6,18 +6,29 @@
 // buffer identity. `stop` turns the recording into a Program, the device-level
 // GraphProgram that graph_replay runs natively on the CPU (a loop over the nodes: no
 // validation, no dispatch, no hooks); other devices replay by re-running the closure.
+//
+// On an autodiff device the recorder records the inner device's kernels: the decorator's
+// entries call the inner backend's entries directly (not through the forward path), so
+// they report each call through call_entry (an EntryThunk node); the backward steps pass
+// the hook on the inner device as ordinary ops; in-place writes of state (an optimizer in
+// graph mode, write()) are nodes of their own. The replay list is then plain inner-device
+// kernels: no tape, no wrappers.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "dispatch/dispatch.hpp"
 #include "dispatch/hooks.hpp"
+#include "dispatch/validate.hpp"
 
 namespace tensor::dispatch::graph {
 
@@ -36,10 +47,13 @@ struct Slot {
   std::size_t bytes = 0;            // of the value (shape x dtype)
   std::int64_t producer = -1;       // node index (-1: made before the capture)
   std::int64_t last_use = -1;       // last node that reads it (-1: none)
+  Kind vkind = Kind::Float;         // the kind its readers see (an entry's output has only a dtype)
 };
 
 struct Node {
   OpCode op{};
+  bool entry = false;               // an inner backend entry called by an autodiff entry (EntryThunk)
+  bool write = false;               // an in-place write of in[1]'s values into in[0]'s buffer
   std::unique_ptr<GraphThunk> thunk;
   std::vector<std::uint32_t> in;    // kNoSlot: an absent optional tensor
   std::vector<std::uint32_t> out;
@@ -48,6 +62,7 @@ struct Node {
 struct ProgramStats {
   std::size_t nodes = 0, arena_bytes = 0;
   std::size_t inputs = 0, constants = 0, internals = 0, outputs = 0;
+  std::size_t writes = 0;  // in-place writes of state (not in op_counts)
   std::vector<std::pair<OpCode, std::size_t>> op_counts;  // by first appearance
 };
 
@@ -63,9 +78,99 @@ class Program : public GraphProgram {
   std::string why;
   ProgramStats stats;
 
+  // Flattens the nodes into the replay plan below (at the end of the recording).
+  void compile();
+
  private:
   static void run_list(GraphProgram& g);
+  // The replay plan: per node its thunk and ranges of ins_/outs_; what to do with each
+  // argument and result decided once (copy a pinned input, copy or hand over a value; keep
+  // a result, drop it, or write it into its output buffer).
+  enum class In : std::uint8_t { None, Pinned, Copy, Move };
+  enum class Out : std::uint8_t { Drop, Keep, Home, HomeKeep };
+  struct InRef { std::uint32_t slot; In how; };
+  struct OutRef { std::uint32_t slot; Kind kind; Out how; };
+  struct Step { const GraphThunk* thunk; std::uint32_t in0, nin, out0, nout; };
+  std::vector<Step> steps_;
+  std::vector<InRef> ins_;
+  std::vector<OutRef> outs_;
   std::vector<DispatchTensor> values_;  // per-slot values during one replay (reused)
+  std::vector<DispatchTensor> in_, out_;  // one node's arguments and results (reused)
+};
+
+// ---- an inner backend entry as a replay node (autodiff devices) ------------------------
+namespace entry_detail {
+// One argument of an entry, as the node keeps it: tensors are taken at replay, in call
+// order, from the inputs the list hands the thunk; spans own a copy; the rest is copied.
+template <class A> struct Arg {
+  using V = std::decay_t<A>;
+  using Live = const V&;
+  V v;
+  explicit Arg(const V& a) : v(a) {}
+  Live live(std::span<DispatchTensor>, std::size_t&) const { return v; }
+};
+template <> struct Arg<Prim> {
+  using Live = Prim;
+  explicit Arg(const Prim&) {}
+  static Live live(std::span<DispatchTensor> in, std::size_t& k) { return in[k++].take(); }
+};
+template <> struct Arg<const Prim&> : Arg<Prim> {
+  using Arg<Prim>::Arg;
+};
+template <> struct Arg<std::vector<Prim>> {
+  using Live = std::vector<Prim>;
+  std::size_t n;
+  explicit Arg(const std::vector<Prim>& v) : n(v.size()) {}
+  Live live(std::span<DispatchTensor> in, std::size_t& k) const {
+    Live out;
+    out.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) out.push_back(in[k++].take());
+    return out;
+  }
+};
+template <class T> struct Arg<std::span<T>> {
+  using Live = std::span<T>;
+  std::vector<std::remove_const_t<T>> v;
+  explicit Arg(std::span<T> s) : v(s.begin(), s.end()) {}
+  Live live(std::span<DispatchTensor>, std::size_t&) const { return Live(v.data(), v.size()); }
+};
+
+inline void prims(std::vector<const Prim*>& out, const Prim& p) { out.push_back(&p); }
+inline void prims(std::vector<const Prim*>& out, const std::vector<Prim>& v) {
+  for (const Prim& p : v) out.push_back(&p);
+}
+template <class Other> void prims(std::vector<const Prim*>&, const Other&) {}
+
+inline DispatchTensor as_tensor(Prim p) {
+  const Kind k = is_float(p->dtype()) ? Kind::Float : is_int(p->dtype()) ? Kind::Int : Kind::Bool;
+  return DispatchTensor(std::move(p), k);  // the list sets the kind its readers saw
+}
+}  // namespace entry_detail
+
+// A backend entry with its arguments frozen: replay calls the function pointer directly.
+template <class R, class... A>
+class EntryThunk final : public GraphThunk {
+ public:
+  template <class... U>
+  EntryThunk(OpCode op, R (*fn)(A...), const U&... args) : op_(op), fn_(fn), args_(entry_detail::Arg<A>(args)...) {}
+  void run(std::span<DispatchTensor> in, std::span<DispatchTensor> out) const override {
+    std::size_t k = 0;
+    auto live = std::apply(
+        [&](const auto&... f) { return std::tuple<typename entry_detail::Arg<A>::Live...>{f.live(in, k)...}; }, args_);
+    set_current_op(op_);
+    R r = std::apply(fn_, std::move(live));
+    if constexpr (std::is_same_v<R, PrimPair>) {
+      out[0] = entry_detail::as_tensor(std::move(r.first));
+      out[1] = entry_detail::as_tensor(std::move(r.second));
+    } else {
+      out[0] = entry_detail::as_tensor(std::move(r));
+    }
+  }
+
+ private:
+  OpCode op_;
+  R (*fn_)(A...);
+  std::tuple<entry_detail::Arg<A>...> args_;
 };
 
 class Recorder final : public OpHook {
@@ -82,11 +187,60 @@ class Recorder final : public OpHook {
   // Uninstalls without a program (the closure threw).
   void abandon() noexcept;
 
+  // An inner backend entry called by an autodiff device's entry: runs it, and records it
+  // as one node when it is a top-level op of the inner device (see call_entry).
+  template <class R, class... A, class Tuple>
+  R entry(OpCode op, DeviceId dev, R (*fn)(A...), Tuple&& args) {
+    constexpr bool kTensorResult = std::is_same_v<R, Prim> || std::is_same_v<R, PrimPair>;
+    if (depth_ > 0 || dev != p_->device || outer_ == p_->device) return std::apply(fn, std::forward<Tuple>(args));
+    if constexpr (!kTensorResult) {
+      if constexpr (std::is_same_v<R, std::vector<Prim>>) not_native(fmt_no_list(op));
+      return std::apply(fn, std::forward<Tuple>(args));
+    } else {
+      std::vector<const Prim*> in;
+      std::apply([&](const auto&... a) { (entry_detail::prims(in, a), ...); }, args);
+      std::unique_ptr<GraphThunk> thunk;
+      if (p_->native)
+        thunk = std::apply([&](const auto&... a) { return std::make_unique<EntryThunk<R, A...>>(op, fn, a...); }, args);
+      entry_begin(op, dev, in, std::move(thunk));
+      ++depth_;
+      R r;
+      try {
+        r = std::apply(fn, std::forward<Tuple>(args));
+      } catch (...) {
+        --depth_;
+        entry_failed();
+        throw;
+      }
+      --depth_;
+      if constexpr (std::is_same_v<R, PrimPair>) {
+        const Primitive* o[2] = {r.first.get(), r.second.get()};
+        entry_end(o);
+      } else {
+        const Primitive* o[1] = {r.get()};
+        entry_end(o);
+      }
+      return r;
+    }
+  }
+  // An in-place write of src's values into dst's buffer (an optimizer's state in graph
+  // mode), run now and recorded as a node. Tensors of the captured autodiff device are
+  // written through their inner tensors.
+  void write(const DispatchTensor& dst, const DispatchTensor& src);
+
  private:
   void not_native(std::string why);
-  std::uint32_t slot_of_input(const DispatchTensor& t);
+  static std::string fmt_no_list(OpCode op);
+  std::uint32_t slot_of_input(const Primitive* prim, Kind kind);
+  std::uint32_t slot_of_input(const DispatchTensor& t) { return slot_of_input(t.prim, t.kind); }
+  void entry_begin(OpCode op, DeviceId dev, std::span<const Prim* const> in, std::unique_ptr<GraphThunk> thunk);
+  void entry_end(std::span<const Primitive* const> out);
+  void entry_failed() noexcept;
+  void add_outputs(Node& n, Family family, std::span<const Primitive* const> out, std::span<const Kind> kinds);
 
   std::unique_ptr<Program> p_;
+  DeviceId outer_{};
+  Node pending_;      // the entry node being recorded (entry_begin .. entry_end)  // the captured device (p_->device is its inner device when it is an autodiff one)
   std::unordered_map<const Primitive*, std::uint32_t> current_;  // buffer -> its latest slot
   int depth_ = 0;
   bool installed_ = false;
@@ -98,5 +252,14 @@ Recorder* active();
 void refuse(std::string_view what, std::string_view why);
 // Runs the replay list of a native program (through the device's graph_replay row).
 void replay(Program& p);
+
+// An autodiff entry's call of the inner backend's entry `fn` with `args` (a tuple): run
+// directly, and recorded as one replay node while this thread captures.
+template <class R, class... A, class Tuple>
+inline R call_entry(OpCode op, DeviceId dev, R (*fn)(A...), Tuple&& args) {
+  Recorder* r = active();
+  if (!r) [[likely]] return std::apply(fn, std::forward<Tuple>(args));
+  return r->entry(op, dev, fn, std::forward<Tuple>(args));
+}
 
 }  // namespace tensor::dispatch::graph

@@ -4,7 +4,8 @@
 // n = 4096, 16M elementwise and reductions against a device copy, coopmat on vs off,
 // native f16 vs f32 compute, per-op overhead). `--only dist` (under mpirun) times tensor::dist's
 // all_reduce against a raw MPI_Allreduce (tools/bench/bench_dist.cpp). `--graph [--device D]
-// [--quick]` times a chain of 1,000 adds on [4] eagerly and as a replayed graph, same run.
+// [--quick]` times a chain of 1,000 adds on [4] eagerly and as a replayed graph, and an MLP
+// 784-256-10 training step (batch 64, cross-entropy, Adam) eagerly and replayed, same run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,9 @@
 #include <tensor/device.hpp>
 #include <tensor/error.hpp>
 #include <tensor/graph.hpp>
+#include <tensor/loss.hpp>
+#include <tensor/modules/core.hpp>
+#include <tensor/modules/optim.hpp>
 
 #include "tensor/version.hpp"
 #include "tools/bench/bench_cpu.hpp"
@@ -27,6 +31,78 @@
 namespace tensorctl {
 
 namespace {
+
+// The MLP 784-256-10 of issue 28's targets.
+struct BenchMlp : tensor::Module {
+  tensor::nn::Linear fc1, fc2;
+  explicit BenchMlp(const tensor::Device& ad)
+      : fc1(tensor::nn::LinearConfig{.d_input = 784, .d_output = 256}, ad), fc2(tensor::nn::LinearConfig{.d_input = 256, .d_output = 10}, ad) {}
+  void visit(tensor::ModuleVisitor& v) override {
+    v.module("fc1", fc1);
+    v.module("fc2", fc2);
+  }
+  const char* type_name() const override { return "BenchMlp"; }
+};
+
+// One training step of the MLP (batch 64, cross-entropy, Adam): the usual eager step beside
+// the step captured (Adam in graph mode, after two warm-up steps) and replayed; the best of
+// a few rounds each, interleaved.
+void run_mlp_step_bench(const tensor::Device& dev, bool quick) {
+  using namespace tensor;
+  using Clock = std::chrono::steady_clock;
+  const Device ad = dev.autodiff();
+  std::vector<float> xv(64 * 784), yv(64 * 10, 0.0f);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37) % 101) / 101.0f;
+  for (std::size_t r = 0; r < 64; ++r) yv[r * 10 + r % 10] = 1.0f;
+  const auto x = Tensor<2>::from_data(TensorData::from<float>(xv, {64, 784}), ad);
+  const auto y = Tensor<2>::from_data(TensorData::from<float>(yv, {64, 10}), ad);
+  BenchMlp eager_m(ad), graph_m(ad);
+  auto eager_opt = optim::ModuleOptimizer::adam(), graph_opt = optim::ModuleOptimizer::adam();
+  graph_opt.set_graph_mode(ad);
+  constexpr double kLr = 1e-3;
+  auto eager_step = [&] {
+    auto loss = tensor::loss::cross_entropy_with_logits(eager_m.fc2.forward(tensor::activation::relu(eager_m.fc1.forward(x))), y);
+    eager_opt.step(kLr, eager_m, loss.backward());
+    return loss;
+  };
+  auto graph_step = [&] {
+    auto loss = tensor::loss::cross_entropy_with_logits(graph_m.fc2.forward(tensor::activation::relu(graph_m.fc1.forward(x))), y);
+    graph_opt.step(kLr, graph_m, loss.backward());
+    return loss;
+  };
+  for (int i = 0; i < 2; ++i) {
+    (void)eager_step();
+    graph_opt.prepare_step(kLr);
+    (void)graph_step();
+  }
+  graph_opt.prepare_step(kLr);
+  auto g = capture(ad, graph_step);
+  const int reps = quick ? 5 : 30, rounds = quick ? 3 : 5;
+  double eager = 1e300, replay = 1e300;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) (void)eager_step();
+    dev.sync();
+    auto t1 = Clock::now();
+    eager = std::min(eager, std::chrono::duration<double, std::micro>(t1 - t0).count() / reps);
+    t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) {
+      graph_opt.prepare_step(kLr);
+      g.replay();
+    }
+    dev.sync();
+    t1 = Clock::now();
+    replay = std::min(replay, std::chrono::duration<double, std::micro>(t1 - t0).count() / reps);
+  }
+  const GraphStats s = g.stats();
+  std::printf("graph bench on %s: MLP 784-256-10 training step (batch 64, cross-entropy, Adam), best of %d rounds x %d\n",
+              ad.to_string().c_str(), rounds, reps);
+  std::printf("  graph: %zu nodes (%zu writes), arena %.2f MiB, native=%s%s%s\n", s.nodes, s.writes,
+              static_cast<double>(s.arena_bytes) / (1024.0 * 1024.0), s.native ? "yes" : "no", s.native ? "" : " (",
+              s.native ? "" : (s.fallback_reason + ")").c_str());
+  std::printf("  eager   %8.1f us/step\n  replay  %8.1f us/step  (%.2fx; prepare_step included)\n", eager, replay,
+              eager / replay);
+}
 
 // Chain of 1,000 adds on [4]: ns per op eagerly and per node replayed (the best of a few
 // rounds each, eager and replay interleaved so both see the same load).
@@ -75,6 +151,7 @@ int run_graph_bench(const Args& args) {
   std::printf("  graph: %zu nodes, arena %zu bytes, native=%s%s%s\n", s.nodes, s.arena_bytes, s.native ? "yes" : "no",
               s.native ? "" : " (", s.native ? "" : (s.fallback_reason + ")").c_str());
   std::printf("  eager   %8.1f ns/op\n  replay  %8.1f ns/node  (%.2fx)\n", eager, replay, eager / replay);
+  run_mlp_step_bench(dev, quick);
   return kExitOk;
 }
 

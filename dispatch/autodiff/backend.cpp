@@ -53,6 +53,11 @@ DeviceSettings d_settings(DeviceId d) {
 }
 MemoryStats d_memory(DeviceId d) { const DeviceId in = autodiff_inner(d); return inner_backend(in).get<DeviceOp::memory_stats>()(in); }
 void d_cleanup(DeviceId d) { const DeviceId in = autodiff_inner(d); inner_backend(in).get<DeviceOp::memory_cleanup>()(in); }
+// copy_from (and a graph's writes) on an autodiff device: the inner tensors' buffers.
+void d_assign(DeviceId d, const Prim& dst, const Prim& src) {
+  const DeviceId in = autodiff_inner(d);
+  inner_backend(in).get<DeviceOp::assign>()(in, as_ad(dst).inner_, as_ad(src).inner_);
+}
 bool d_true(DeviceId) { return true; }
 // As many devices as the inner type has (entries take no type, so one function per type).
 template <std::uint16_t I>
@@ -87,6 +92,7 @@ std::unique_ptr<Backend> make_backend(std::uint16_t inner_type, bool bal) {
   b->set<DeviceOp::memory_stats>(&d_memory);
   b->set<DeviceOp::memory_cleanup>(&d_cleanup);
   b->set<DeviceOp::ad_enabled>(&d_true);
+  b->set<DeviceOp::assign>(&d_assign);
   b->set<DeviceOp::device_count>(kCounts[inner_type]);
   return b;
 }

@@ -19,6 +19,7 @@
 #include "dispatch/autodiff/graph.hpp"
 #include "dispatch/autodiff/math.hpp"
 #include "dispatch/autodiff/rules.hpp"
+#include "dispatch/graph.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
 
@@ -107,13 +108,15 @@ DeviceId pick_device(const A&... args) {
 }
 
 // Unwraps every argument (left to right: the last device noted wins), runs the inner
-// entry and wraps the result untracked.
+// entry and wraps the result untracked. The inner call is a graph node while this thread
+// captures (graph::call_entry).
 template <OpCode op, class R, class... A>
 R forward_untracked(A&&... args) {
-  const auto fn = inner_fn<op_family(op)>(op, pick_device(args...));
+  const DeviceId dev = pick_device(args...);
+  const auto fn = inner_fn<op_family(op)>(op, dev);
   std::tuple<ConvIn<A>...> in{Conv<A>::in(std::forward<A>(args))...};
-  if constexpr (std::is_void_v<R>) std::apply(fn, std::move(in));
-  else return Conv<R>::out(std::apply(fn, std::move(in)));
+  if constexpr (std::is_void_v<R>) graph::call_entry(op, dev, fn, std::move(in));
+  else return Conv<R>::out(graph::call_entry(op, dev, fn, std::move(in)));
 }
 
 // ---- Pass: ops without a row ----
@@ -249,11 +252,11 @@ struct Track<op, R (*)(A...)> {
     Prim y, ix;
     if constexpr (Row::kVia != op) {  // run the with-indices form
       const auto fn = inner_fn<op_family(Row::kVia)>(Row::kVia, dev);
-      std::tie(y, ix) = fn(inner_arg<J>(in, args)..., int_dtype(dev));
+      std::tie(y, ix) = graph::call_entry(Row::kVia, dev, fn, std::forward_as_tuple(inner_arg<J>(in, args)..., int_dtype(dev)));
     } else if constexpr (std::is_same_v<R, PrimPair>) {
-      std::tie(y, ix) = inner_fn<kFamily>(op, dev)(inner_arg<J>(in, args)...);
+      std::tie(y, ix) = graph::call_entry(op, dev, inner_fn<kFamily>(op, dev), std::forward_as_tuple(inner_arg<J>(in, args)...));
     } else {
-      y = inner_fn<kFamily>(op, dev)(inner_arg<J>(in, args)...);
+      y = graph::call_entry(op, dev, inner_fn<kFamily>(op, dev), std::forward_as_tuple(inner_arg<J>(in, args)...));
     }
     if (keeps & keep::Y) st.y = ry ? Saved{T(), ry} : Saved{dt(y), nullptr};
     if (keeps & keep::I) st.ix = Saved{dt(ix), nullptr};

@@ -43,7 +43,7 @@ struct GraphState {
   ~GraphState() {
     if (program && program->native) {
       try {
-        dispatch::backend_of(device).get<DeviceOp::graph_release>()(device, *program);
+        dispatch::backend_of(program->device).get<DeviceOp::graph_release>()(program->device, *program);
       } catch (...) {  // a destructor does not throw; the pins go with the program
       }
     }
@@ -121,25 +121,48 @@ GraphStats graph_stats(const GraphState& s) {
   g.constants = p.constants;
   g.internals = p.internals;
   g.outputs = p.outputs;
+  g.writes = p.writes;
   g.op_counts = p.op_counts;
   g.native = s.program->native;
   g.fallback_reason = s.program->why;
   return g;
 }
 
+namespace {
+// copy_from's checks; the two tensors as dispatch sees them.
+std::pair<DispatchTensor, DispatchTensor> checked_pair(const char* op, const Handle& dst, const Handle& src) {
+  if (dst.empty() || src.empty())
+    throw Error(fmt::format("[{}] use of an empty (moved-from) tensor; expected a tensor; got an empty handle", op));
+  DispatchTensor d = borrow(dst), s = borrow(src);
+  if (d.device != s.device)
+    throw DeviceError(DeviceError::Kind::Mismatch,
+                      fmt::format("[{}] tensors on different devices; expected {}; got {}", op,
+                                  dispatch::device_string(d.device), dispatch::device_string(s.device)));
+  if (!(d.shape() == s.shape()))
+    throw ShapeError(fmt::format("[{}] shapes differ; expected {}; got {}", op, d.shape().to_string(), s.shape().to_string()));
+  if (d.dtype() != s.dtype())
+    throw DTypeError(fmt::format("[{}] dtypes differ; expected {}; got {}", op, dtype_name(d.dtype()), dtype_name(s.dtype())));
+  return {std::move(d), std::move(s)};
+}
+}  // namespace
+
+bool graph_capturing() { return graph::active() != nullptr; }
+
+void graph_write(const Handle& dst, const Handle& src) {
+  const auto [d, s] = checked_pair("graph_write", dst, src);
+  if (graph::Recorder* r = graph::active()) {
+    r->write(d, s);
+    return;
+  }
+  if (d.prim == s.prim) return;
+  assign(d, s);
+}
+
 void copy_from(const Handle& dst, const Handle& src) {
   if (dst.empty() || src.empty())
     throw Error("[copy_from] use of an empty (moved-from) tensor; expected a tensor; got an empty handle");
   graph::refuse("copy_from", "writes into a buffer; refresh inputs between replays, outside capture()");
-  const DispatchTensor d = borrow(dst), s = borrow(src);
-  if (d.device != s.device)
-    throw DeviceError(DeviceError::Kind::Mismatch,
-                      fmt::format("[copy_from] tensors on different devices; expected {}; got {}",
-                                  dispatch::device_string(d.device), dispatch::device_string(s.device)));
-  if (!(d.shape() == s.shape()))
-    throw ShapeError(fmt::format("[copy_from] shapes differ; expected {}; got {}", d.shape().to_string(), s.shape().to_string()));
-  if (d.dtype() != s.dtype())
-    throw DTypeError(fmt::format("[copy_from] dtypes differ; expected {}; got {}", dtype_name(d.dtype()), dtype_name(s.dtype())));
+  const auto [d, s] = checked_pair("copy_from", dst, src);
   if (d.prim == s.prim) return;
   assign(d, s);
 }

@@ -4,8 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+
+#include "tensor/graph.hpp"
 
 namespace tensor::optim {
 
@@ -63,6 +66,58 @@ void Optimizer::check_state(const ParamId& id, std::size_t n, DType dtype) const
                                    dtype_name((*t)->dtype())));
   }
 }
+
+void Optimizer::set_graph_mode(const Device& device) {
+  GraphParams gp;
+  for (auto& v : gp.v) v = Tensor<1>::zeros({1}, device);
+  for (const auto& [id, st] : state_) gp.t = std::max(gp.t, st.t);
+  graph_ = std::move(gp);
+}
+
+void Optimizer::prepare_step(double lr) {
+  if (!graph_)
+    throw Error(fmt::format("[{}] prepare_step is graph mode's; expected set_graph_mode() first; got an optimizer in eager mode",
+                            name()));
+  if (detail::graph_capturing())
+    throw GraphCaptureError(fmt::format("[graph_capture] {} prepare_step writes the step's rate into device tensors; expected it "
+                                        "before capture() and before each replay(); got it inside capture()", name()));
+  GraphParams& g = *graph_;
+  const std::size_t t = g.t + 1;
+  const std::array<double, 3> vals = step_values(lr, t);
+  const DType dt = g.v[0]->dtype();
+  const Device dev = g.v[0]->device();
+  for (std::size_t k = 0; k < vals.size(); ++k)
+    g.v[k]->copy_from(Tensor<1>::from_data(TensorData::from<double>({vals[k]}, Shape{1}).convert(dt), dev));
+  g.t = t;
+  g.lr = lr;
+  g.prepared = true;
+  for (auto& [id, st] : state_) st.t = t;  // every parameter takes this step (a replay runs no host code)
+}
+
+void Optimizer::check_graph(double lr, const ParamId& id, DType dtype) const {
+  if (!graph_->prepared)
+    throw Error(fmt::format("[{}] graph mode reads the step's rate from prepare_step(); expected prepare_step(lr) before the first "
+                            "step; got none", name()));
+  if (lr != graph_->lr)
+    throw Error(fmt::format("[{}] graph mode reads the rate prepare_step() wrote; expected lr {}; got {} for parameter '{}'",
+                            name(), graph_->lr, lr, id));
+  if (dtype != graph_->v[0]->dtype())
+    throw DTypeError(fmt::format("[{}] graph mode keeps its per-step values in the device's default float dtype; expected a {} "
+                                 "parameter; got {} for '{}'", name(), dtype_name(graph_->v[0]->dtype()), dtype_name(dtype), id));
+}
+
+Tensor<1> Optimizer::graph_value(std::size_t k, std::size_t n) const {
+  return graph_->v[k]->expand(std::array<std::int64_t, 1>{static_cast<std::int64_t>(n)});
+}
+
+Tensor<1> Optimizer::new_state(const Tensor<1>& like) const {
+  if (detail::graph_capturing())
+    throw GraphCaptureError(fmt::format("[graph_capture] {} makes a parameter's state on its first step in graph mode; expected "
+                                        "one eager step before capture(); got the first step inside capture()", name()));
+  return like.zeros_like();
+}
+
+void Optimizer::write(const detail::Handle& dst, const detail::Handle& src) { detail::graph_write(dst, src); }
 
 io::NamedTensors Optimizer::to_record() const {
   io::NamedTensors out;
@@ -128,6 +183,10 @@ void Optimizer::load_record(const io::NamedTensors& record, Device device) {
                                    s.a ? fmt::format("'{}.a' only", id) : s.b ? fmt::format("'{}.b' only", id) : std::string("neither")));
   }
   state_ = std::move(next);
+  if (graph_) {  // graph mode continues from the loaded step count
+    graph_->t = 0;
+    for (const auto& [id, st] : state_) graph_->t = std::max(graph_->t, st.t);
+  }
 }
 
 Sgd::Sgd(SgdConfig config) : Optimizer(config.grad_clipping), config_(config) {
@@ -140,6 +199,19 @@ Sgd::~Sgd() = default;
 Tensor<1> Sgd::update(double lr, const ParamId& id, const Tensor<1>& p, const Tensor<1>& grad) {
   State& s = state(id);
   Tensor<1> g = config_.weight_decay != 0.0 ? grad.add(p.mul_scalar(Scalar(config_.weight_decay))) : grad;
+  if (graph_mode()) {  // in place, the rate from the device (graph_value 0)
+    if (config_.momentum != 0.0) {
+      if (!s.a) {
+        s.a = new_state(p);
+        write(s.a->handle(), g.handle());
+      } else {
+        write(s.a->handle(), s.a->mul_scalar(Scalar(config_.momentum)).add(scaled(g, 1.0 - config_.dampening)).handle());
+      }
+      g = config_.nesterov ? g.add(s.a->mul_scalar(Scalar(config_.momentum))) : *s.a;
+    }
+    s.t = graph_step();
+    return p.sub(g.mul(graph_value(0, p.shape()[0])));
+  }
   if (config_.momentum != 0.0) {
     if (s.t == 0) s.a = g;
     else s.a = s.a->mul_scalar(Scalar(config_.momentum)).add(scaled(g, 1.0 - config_.dampening));
@@ -166,6 +238,20 @@ Tensor<1> adam_delta(double lr, double b1, double b2, double eps, std::size_t t,
   return m->mul_scalar(Scalar(lr / c1)).div(denom);
 }
 
+// Graph mode's Adam step: the moments updated in place; step_size = lr / (1 - b1^t) and
+// inv_c2 = 1 / (1 - b2^t) are device values (Optimizer::graph_value).
+Tensor<1> adam_graph_delta(double b1, double b2, double eps, Tensor<1>& m, Tensor<1>& v, const Tensor<1>& g,
+                           const Tensor<1>& step_size, const Tensor<1>& inv_c2) {
+  detail::graph_write(m.handle(), m.mul_scalar(Scalar(b1)).add(g.mul_scalar(Scalar(1.0 - b1))).handle());
+  detail::graph_write(v.handle(), v.mul_scalar(Scalar(b2)).add(g.square().mul_scalar(Scalar(1.0 - b2))).handle());
+  const Tensor<1> denom = v.mul(inv_c2).sqrt().add_scalar(Scalar(eps));
+  return m.mul(step_size).div(denom);
+}
+
+std::array<double, 3> adam_values(double lr, double b1, double b2, std::size_t t) {
+  return {lr / (1.0 - std::pow(b1, static_cast<double>(t))), 1.0 / (1.0 - std::pow(b2, static_cast<double>(t))), 0.0};
+}
+
 void check_betas(const char* op, double b1, double b2, double eps) {
   if (!(b1 >= 0.0 && b1 < 1.0 && b2 >= 0.0 && b2 < 1.0 && eps >= 0.0))
     throw ShapeError(fmt::format("[{}] betas must lie in [0, 1) and epsilon be >= 0; expected beta_1, beta_2 in [0, 1), epsilon >= 0; "
@@ -178,9 +264,23 @@ Adam::Adam(AdamConfig config) : Optimizer(config.grad_clipping), config_(config)
 }
 Adam::~Adam() = default;
 
+std::array<double, 3> Adam::step_values(double lr, std::size_t t) const {
+  return adam_values(lr, config_.beta_1, config_.beta_2, t);
+}
+
 Tensor<1> Adam::update(double lr, const ParamId& id, const Tensor<1>& p, const Tensor<1>& grad) {
   State& s = state(id);
   const Tensor<1> g = config_.weight_decay != 0.0 ? grad.add(p.mul_scalar(Scalar(config_.weight_decay))) : grad;
+  if (graph_mode()) {
+    if (!s.a) {
+      s.a = new_state(p);
+      s.b = new_state(p);
+    }
+    s.t = graph_step();
+    const std::size_t n = p.shape()[0];
+    return p.sub(adam_graph_delta(config_.beta_1, config_.beta_2, config_.epsilon, *s.a, *s.b, g, graph_value(0, n),
+                                  graph_value(1, n)));
+  }
   ++s.t;
   return p.sub(adam_delta(lr, config_.beta_1, config_.beta_2, config_.epsilon, s.t, s.a, s.b, g));
 }
@@ -190,8 +290,25 @@ AdamW::AdamW(AdamWConfig config) : Optimizer(config.grad_clipping), config_(conf
 }
 AdamW::~AdamW() = default;
 
+std::array<double, 3> AdamW::step_values(double lr, std::size_t t) const {
+  std::array<double, 3> v = adam_values(lr, config_.beta_1, config_.beta_2, t);
+  v[2] = 1.0 - lr * config_.weight_decay;
+  return v;
+}
+
 Tensor<1> AdamW::update(double lr, const ParamId& id, const Tensor<1>& p, const Tensor<1>& g) {
   State& s = state(id);
+  if (graph_mode()) {
+    if (!s.a) {
+      s.a = new_state(p);
+      s.b = new_state(p);
+    }
+    s.t = graph_step();
+    const std::size_t n = p.shape()[0];
+    const Tensor<1> decayed = p.mul(graph_value(2, n));
+    return decayed.sub(adam_graph_delta(config_.beta_1, config_.beta_2, config_.epsilon, *s.a, *s.b, g, graph_value(0, n),
+                                        graph_value(1, n)));
+  }
   ++s.t;
   const Tensor<1> decayed = scaled(p, 1.0 - lr * config_.weight_decay);
   return decayed.sub(adam_delta(lr, config_.beta_1, config_.beta_2, config_.epsilon, s.t, s.a, s.b, g));

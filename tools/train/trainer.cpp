@@ -13,11 +13,13 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
 #include <tensor/distributed.hpp>
 #include <tensor/error.hpp>
+#include <tensor/graph.hpp>
 #include <tensor/io.hpp>
 #include <tensor/modules/optim.hpp>
 #include <tensor/optim.hpp>
@@ -225,6 +227,30 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
   }
   // World size 1: no collectives (the sync is a no-op and skips the broadcast).
   tensor::dist::GradientSync sync(model);
+  // --graph: Adam in graph mode (in-place state, the rate and bias corrections in device
+  // tensors); the step is captured after two warm-up steps on static batch tensors and
+  // replayed for every full batch after that; a smaller last batch runs eagerly.
+  if (opt.graph && world > 1)
+    throw tensor::ShapeError("[train] --graph runs on one process (a captured step cannot hold collectives); expected no "
+                             "mpirun; got " + std::to_string(world) + " processes");
+  if (opt.graph && vit)
+    throw tensor::ShapeError("[train] --graph cannot capture the vit's dropout (random ops are refused during a capture); "
+                             "expected --model cnn or mlp; got vit");
+  if (opt.graph) optimizer.set_graph_mode(ad);
+  std::optional<tensor::Tensor<4>> gx;
+  std::optional<tensor::Tensor<2>> gy;
+  std::optional<tensor::Graph<tensor::Tensor<1>>> graph;
+  std::size_t graph_steps = 0;  // full batches stepped in graph mode so far (warm-up, then the capture)
+  // One training step at the rate lr_now (a captured graph's fallback re-runs it, so it
+  // outlives the loop; in graph mode the rate reaches the graph through prepare_step).
+  double lr_now = opt.lr;
+  auto step = [&](const Tensor<4>& x, const Tensor<2>& y) {
+    auto loss = cross_entropy(model.forward(x), y);
+    tensor::Gradients grads = loss.backward();
+    sync.sync(grads);
+    optimizer.step(lr_now, model, grads);
+    return loss;
+  };
   Result result;
   result.parameters = model.num_params();
   const bool tty = opt.progress && isatty(STDOUT_FILENO) && &log == &std::cout;
@@ -270,14 +296,38 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
         end = shard.size();
       }
       auto [xd, yd] = batch_data(data.train, *rows, begin, end, data.classes);
-      const auto x = Tensor<4>::from_data(std::move(xd), ad);
-      const auto y = Tensor<2>::from_data(std::move(yd), ad);
-      const auto loss = cross_entropy(model.forward(x), y);
-      tensor::Gradients grads = loss.backward();
-      sync.sync(grads);
-      const double lr = vit ? schedule.step() : opt.lr;
-      optimizer.step(lr, model, grads);
-      local_loss += static_cast<double>(loss.to_vec<float>()[0]) * static_cast<double>(end - begin);
+      float loss_value = 0.0f;
+      lr_now = vit ? schedule.step() : opt.lr;
+      if (opt.graph && end - begin == opt.batch) {
+        optimizer.prepare_step(lr_now);
+        if (!gx) {
+          gx = Tensor<4>::from_data(std::move(xd), ad);
+          gy = Tensor<2>::from_data(std::move(yd), ad);
+        } else {
+          gx->copy_from(Tensor<4>::from_data(std::move(xd), ad));
+          gy->copy_from(Tensor<2>::from_data(std::move(yd), ad));
+        }
+        if (graph) {
+          graph->replay();
+          loss_value = graph->outputs().to_vec<float>()[0];
+        } else if (++graph_steps <= 2) {
+          loss_value = step(*gx, *gy).to_vec<float>()[0];
+        } else {
+          graph.emplace(tensor::capture(ad, [&, x = *gx, y = *gy] { return step(x, y); }));
+          loss_value = graph->outputs().to_vec<float>()[0];
+          const tensor::GraphStats gs = graph->stats();
+          if (opt.progress)
+            log << "graph: " << gs.nodes << " nodes, arena " << fmt(static_cast<double>(gs.arena_bytes) / (1024.0 * 1024.0), 1)
+                << " MiB, native=" << (gs.native ? "yes" : "no") << (gs.native ? "" : " (" + gs.fallback_reason + ")") << '\n'
+                << std::flush;
+        }
+      } else {
+        if (opt.graph) optimizer.prepare_step(lr_now);
+        const auto x = Tensor<4>::from_data(std::move(xd), ad);
+        const auto y = Tensor<2>::from_data(std::move(yd), ad);
+        loss_value = step(x, y).to_vec<float>()[0];
+      }
+      local_loss += static_cast<double>(loss_value) * static_cast<double>(end - begin);
       local_seen += end - begin;
       if (world == 1) {
         loss_sum = local_loss;
@@ -449,6 +499,7 @@ int train_main(const std::vector<std::string>& args) {
         try { opt.lr = std::stod(v, &pos); } catch (const std::exception&) { pos = 0; }
         if (pos != v.size() || !(opt.lr > 0)) throw std::invalid_argument("--lr expects a positive number, got '" + v + "'");
       } else if (f == "--quiet") opt.progress = false;
+      else if (f == "--graph") opt.graph = true;
       else throw std::invalid_argument("unknown argument '" + f + "'");
     }
     if (opt.model != "cnn" && opt.model != "mlp" && opt.model != "vit")
@@ -459,7 +510,7 @@ int train_main(const std::vector<std::string>& args) {
   } catch (const std::invalid_argument& e) {
     std::cerr << "tensorctl train: " << e.what() << "\nusage: tensorctl train [--model cnn|mlp|vit] [--dataset fashion|digits] "
                  "[--epochs N] [--batch N] [--lr X] [--seed N] [--data DIR] [--out DIR] [--limit N] [--test-limit N] "
-                 "[--resume CHECKPOINT] [--quiet]\n";
+                 "[--resume CHECKPOINT] [--quiet] [--graph]\n";
     return 2;
   }
   const auto t0 = std::chrono::steady_clock::now();

@@ -44,6 +44,7 @@ struct Options {
   std::size_t test_limit = 0;       // test images (0: all)
   bool progress = true;             // a bar on a terminal, plain lines otherwise
   bool write_files = true;          // checkpoint + SVG in out_dir
+  bool graph = false;               // capture the training step after two warm-up steps, replay it (one process)
 };
 
 struct EpochRecord {

@@ -49,6 +49,7 @@ struct GraphStats {
   ///@{
   std::size_t inputs = 0, constants = 0, internals = 0, outputs = 0;
   ///@}
+  std::size_t writes = 0;       ///< in-place writes of state (an optimizer in graph mode); not in op_counts
   std::vector<std::pair<OpCode, std::size_t>> op_counts;              ///< nodes per op
   bool native = false;          ///< replay runs the recorded list (false: it re-runs the closure)
   std::string fallback_reason;  ///< why replay re-runs the closure (empty when native)
@@ -63,6 +64,12 @@ TENSOR_API void graph_abandon(GraphState& s) noexcept;
 TENSOR_API void graph_end(GraphState& s, const std::vector<const Handle*>& outputs, GraphRerun rerun);
 TENSOR_API void graph_replay(GraphState& s);
 TENSOR_API GraphStats graph_stats(const GraphState& s);
+/// Whether this thread is inside capture().
+TENSOR_API bool graph_capturing();
+/// Writes src's values into dst's buffer (copy_from's checks), in place: the state
+/// update of an optimizer in graph mode. Inside capture() it is recorded as a write node
+/// that every replay repeats (copy_from, which refreshes inputs, is refused there).
+TENSOR_API void graph_write(const Handle& dst, const Handle& src);
 
 template <std::size_t D, class K> void graph_collect(std::vector<const Handle*>& out, const Tensor<D, K>& t);
 template <class T> void graph_collect(std::vector<const Handle*>& out, const std::vector<T>& v);

@@ -79,9 +79,31 @@ class TENSOR_API Optimizer {
     const std::array<std::int64_t, 1> flat{-1};
     Tensor<1> g = grad.template reshape<1>(flat);
     check_state(id, param.num_elements(), param.dtype());
+    if (graph_) check_graph(lr, id, param.dtype());
     if (clipping_) g = clipping_->clip(g);
-    return update(lr, id, param.template reshape<1>(flat), g).template reshape<D>(dims);
+    Tensor<D> next = update(lr, id, param.template reshape<1>(flat), g).template reshape<D>(dims);
+    if (!graph_) return next;
+    write(param.handle(), next.handle());
+    return param;
   }
+
+  /// Graph mode (issue 28; PyTorch's capturable=True), for a training step captured with
+  /// tensor/graph.hpp's capture() and replayed: the parameter and the state (momentum buffer,
+  /// moments) are updated in place, in the buffers they have (step() returns the parameter it
+  /// was given, its values overwritten), and the per-step values (the rate; Adam's bias
+  /// corrections, which depend on the step count) are read from small tensors on `device`
+  /// (the device step() sees the parameters on) that prepare_step() refreshes. A replayed
+  /// step therefore takes each step's rate and count, not the ones frozen at capture. The
+  /// first step of a parameter in graph mode makes its state: take it before capture()
+  /// (GraphCaptureError inside). Parameters must have the device's default float dtype.
+  void set_graph_mode(const Device& device);
+  /// Whether set_graph_mode() was called.
+  bool graph_mode() const { return graph_.has_value(); }
+  /// Graph mode: call before every step, eager or replayed, outside capture(): advances
+  /// the step count and writes the step's rate and bias corrections into the device
+  /// tensors. Every step() until the next prepare_step() must pass this `lr` (Error
+  /// otherwise). Error when not in graph mode.
+  void prepare_step(double lr);
 
   /// Number of steps taken for a parameter (0 when it has none yet).
   std::size_t steps(const ParamId& id) const;
@@ -134,11 +156,34 @@ class TENSOR_API Optimizer {
   /// This optimizer's Moments (see the struct).
   virtual Moments moments() const { return {}; }
 
+  /// Graph mode's per-step values at step `t` (1-based) with rate `lr`, what the rule's
+  /// graph-mode update reads through graph_value(k): the default is {lr, 0, 0}.
+  virtual std::array<double, 3> step_values(double lr, std::size_t /*t*/) const { return {lr, 0.0, 0.0}; }
+  /// Graph mode: per-step value k (step_values) as `n` elements on the device (a broadcast
+  /// of its one-element tensor).
+  Tensor<1> graph_value(std::size_t k, std::size_t n) const;
+  /// Graph mode: the step count prepare_step() set.
+  std::size_t graph_step() const { return graph_ ? graph_->t : 0; }
+  /// Graph mode: makes a parameter's state (zeros of n elements on `like`'s device and
+  /// dtype); GraphCaptureError inside capture() (state made there would not persist).
+  Tensor<1> new_state(const Tensor<1>& like) const;
+  /// Graph mode: src's values written into dst's buffer (recorded inside capture()).
+  static void write(const detail::Handle& dst, const detail::Handle& src);
+
  private:
   void check(const ParamId& id, const Shape& p, const Shape& g, const Device& pd, const Device& gd) const;
   void check_state(const ParamId& id, std::size_t n, DType dtype) const;
+  void check_graph(double lr, const ParamId& id, DType dtype) const;
+  /// Graph mode's device tensors and the host values last written into them.
+  struct GraphParams {
+    std::array<std::optional<Tensor<1>>, 3> v;  ///< step_values() as one-element tensors
+    std::size_t t = 0;  ///< the step count (of the step about to run)
+    double lr = 0.0;  ///< the rate of that step
+    bool prepared = false;  ///< prepare_step() was called
+  };
   std::optional<GradientClipping> clipping_;
   std::map<ParamId, State> state_;
+  std::optional<GraphParams> graph_;
 };
 
 /// SGD as PyTorch and burn define it: g += weight_decay * p; with momentum mu,
@@ -186,6 +231,7 @@ class TENSOR_API Adam final : public Optimizer {
   Tensor<1> update(double lr, const ParamId& id, const Tensor<1>& p, const Tensor<1>& g) override;
   const char* name() const override { return "Adam::step"; }
   Moments moments() const override { return {.a = true, .b = true, .b_nonnegative = true}; }
+  std::array<double, 3> step_values(double lr, std::size_t t) const override;
   AdamConfig config_;
 };
 
@@ -208,6 +254,7 @@ class TENSOR_API AdamW final : public Optimizer {
   Tensor<1> update(double lr, const ParamId& id, const Tensor<1>& p, const Tensor<1>& g) override;
   const char* name() const override { return "AdamW::step"; }
   Moments moments() const override { return {.a = true, .b = true, .b_nonnegative = true}; }
+  std::array<double, 3> step_values(double lr, std::size_t t) const override;
   AdamWConfig config_;
 };
 

@@ -97,6 +97,17 @@ std::size_t ModuleOptimizer::step(double lr, Module& module, const Gradients& gr
   return updates.size();
 }
 
+void ModuleOptimizer::set_graph_mode(const Device& device) {
+  const Device d = device.is_autodiff() ? device.inner() : device;
+  rest_->set_graph_mode(d);
+  for (auto& g : groups_) g.second->set_graph_mode(d);
+}
+
+void ModuleOptimizer::prepare_step(double lr) {
+  rest_->prepare_step(lr);
+  for (auto& g : groups_) g.second->prepare_step(lr);
+}
+
 io::NamedTensors ModuleOptimizer::to_record() const {
   io::NamedTensors out = rest_->to_record();
   for (const auto& g : groups_)

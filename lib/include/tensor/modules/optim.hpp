@@ -57,6 +57,14 @@ class TENSOR_API ModuleOptimizer {
   /// (the optimizer state of those stepped before it has advanced).
   std::size_t step(double lr, Module& module, const Gradients& grads);
 
+  /// Graph mode for every group (Optimizer::set_graph_mode) on the device the optimizers
+  /// see the parameters on: `device`'s inner device when it is an autodiff one (a module's
+  /// device). A training step captured with capture() then replays with each step's rate.
+  void set_graph_mode(const Device& device);
+  /// Graph mode: Optimizer::prepare_step(lr) for every group; before each step, eager or
+  /// replayed, outside capture().
+  void prepare_step(double lr);
+
   ///@{
   /// The state of every group as "<name>.step|a|b" (Optimizer::to_record), and back: each
   /// entry goes to the group of the module's parameter of that name; an entry naming no
