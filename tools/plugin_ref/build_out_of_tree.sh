@@ -8,7 +8,7 @@ out=$2
 here=$(cd "$(dirname "$0")" && pwd)
 pcdir=$(find "$prefix" -name tensor-plugin.pc -printf '%h\n' | head -n 1)
 [ -n "$pcdir" ] || { echo "no tensor-plugin.pc under $prefix" >&2; exit 1; }
-cflags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-prefix --cflags tensor-plugin)
+cflags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$prefix" --cflags tensor-plugin)
 mkdir -p "$out"
 ${CXX:-c++} -std=c++17 -O2 -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden -Wall -Wextra -Werror \
   $cflags "$here/ref_plugin.cpp" -o "$out/libtensor-backend-ref.so" \
