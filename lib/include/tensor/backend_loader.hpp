@@ -13,15 +13,17 @@ namespace tensor {
 struct PluginInfo {
   /// The backend's name: its devices are `<name>:0`, `<name>:1`, ...
   std::string name;
-  /// The plugin's own version and vendor strings.
-  std::string version, vendor;
+  /// The plugin's own version string.
+  std::string version;
+  /// The plugin's vendor string.
+  std::string vendor;
   /// The file it was loaded from.
   std::string path;
   /// Its devices, in index order.
   std::vector<Device> devices;
 };
 
-/// Loads the backend plugin at `path` (a libtensor-backend-<name>.so) and registers its devices,
+/// Loads the backend plugin at `path` (a `libtensor-backend-<name>.so`) and registers its devices,
 /// as TENSOR_BACKEND_PATH does at start-up. DeviceError naming the reason when the file cannot be
 /// opened or fails a check (ABI version, struct size, op table, a NULL required entry, ...).
 TENSOR_API PluginInfo load_backend(const std::string& path);
