@@ -3,6 +3,7 @@
 
 #include "dispatch/backend.hpp"
 #include "dispatch/dispatch.hpp"
+#include "dispatch/plugin.hpp"
 #include "dispatch/profiler.hpp"
 #include "tensor/error.hpp"
 
@@ -13,6 +14,7 @@ Registry& Registry::instance() {
   static Registry* registry = [] {
     auto* r = new Registry();
     install_builtin_backends(*r);
+    load_env_plugins(*r);  // TENSOR_BACKEND_PATH and <libdir>/tensor/backends: before any device lookup
     start_env_profiler();  // TENSOR_PROFILE=1 (uses no registry, so safe before it is published)
     return r;
   }();

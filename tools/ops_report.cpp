@@ -5,6 +5,7 @@
 
 #include "dispatch/autodiff.hpp"
 #include "dispatch/dispatch.hpp"
+#include "dispatch/plugin.hpp"
 #include "tools/tensorctl.hpp"
 
 namespace tensorctl {
@@ -19,6 +20,7 @@ const char* status_name(OpStatus s) {
     case OpStatus::Default: return "default";
     case OpStatus::Missing: return "missing";
     case OpStatus::Unsupported: return "unsupported";
+    case OpStatus::Host: return "host";
   }
   return "?";
 }
@@ -62,6 +64,11 @@ std::vector<OpRow> op_rows(DeviceId device) {
       if (!(info.kinds & bits[k])) r.status[k] = OpStatus::NotApplicable;
       else if (!b.has(op)) r.status[k] = OpStatus::Missing;
       else if (!fam_ok[k]) r.status[k] = OpStatus::Unsupported;
+      else if (plugin_op_source(device.type_id, op) == PluginOpSource::Host) r.status[k] = OpStatus::Host;
+      else if (plugin_op_source(device.type_id, op) == PluginOpSource::Native &&
+               !(plugin_native_kinds(device.type_id, op) & bits[k]))
+        r.status[k] = OpStatus::Host;  // the plugin's entry computes no dtype of this kind
+      else if (plugin_op_source(device.type_id, op) == PluginOpSource::Default) r.status[k] = OpStatus::Default;
       else r.status[k] = b.is_native(op) ? OpStatus::Native : OpStatus::Default;
     }
     const ad::Coverage c = ad::coverage(op);
@@ -74,7 +81,7 @@ std::vector<OpRow> op_rows(DeviceId device) {
 namespace {
 
 struct Totals {
-  int native = 0, deflt = 0, missing = 0, unsupported = 0;
+  int native = 0, deflt = 0, missing = 0, unsupported = 0, host = 0;
   int ad_native = 0, ad_decomposed = 0, ad_missing = 0;
 };
 
@@ -86,6 +93,7 @@ Totals totals(const std::vector<OpRow>& rows) {
       else if (s == OpStatus::Default) ++t.deflt;
       else if (s == OpStatus::Missing) ++t.missing;
       else if (s == OpStatus::Unsupported) ++t.unsupported;
+      else if (s == OpStatus::Host) ++t.host;
     }
   for (const auto& r : rows) {
     if (r.autodiff == "native") ++t.ad_native;
@@ -97,7 +105,9 @@ Totals totals(const std::vector<OpRow>& rows) {
 
 std::string totals_line(const Totals& t) {
   std::ostringstream os;
-  os << t.native << " native, " << t.deflt << " default, " << t.missing << " missing, " << t.unsupported
+  os << t.native << " native, " << t.deflt << " default, ";
+  if (t.host) os << t.host << " host (a plugin's op run by the host CPU kernel), ";
+  os << t.missing << " missing, " << t.unsupported
      << " unsupported (op x dtype family); autodiff: " << t.ad_native << " native backward, " << t.ad_decomposed
      << " decomposed, " << t.ad_missing << " without a backward (of " << t.ad_native + t.ad_decomposed + t.ad_missing
      << " differentiable ops)";

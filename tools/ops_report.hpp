@@ -10,7 +10,8 @@
 
 namespace tensorctl {
 
-enum class OpStatus { NotApplicable, Native, Default, Missing, Unsupported };
+// Host: a plugin device's op that runs the host CPU kernel through the plugin's host copies.
+enum class OpStatus { NotApplicable, Native, Default, Missing, Unsupported, Host };
 
 const char* status_name(OpStatus s);
 

@@ -14,6 +14,7 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "dispatch/backend.hpp"
 #include "dispatch/dispatch.hpp"
+#include "dispatch/plugin.hpp"
 #include "dispatch/settings.hpp"
 #include "tensor/device.hpp"
 #include "tensor/distributed.hpp"
@@ -225,6 +226,23 @@ int run_info(Args args) {
   os << "\nabsent backends:\n";
   if (reg.absent().empty()) os << "  (none)\n";
   for (const auto& [name, why] : reg.absent()) os << "  " << name << ": " << why << '\n';
+
+  // Backend plugins (TENSOR_BACKEND_PATH, <libdir>/tensor/backends, tensor::load_backend).
+  os << "\nplugins:\n";
+  const std::vector<td::PluginRecord> plugins = td::plugin_records();
+  if (plugins.empty()) os << "  (none; TENSOR_BACKEND_PATH lists plugin files or directories)\n";
+  for (const td::PluginRecord& p : plugins) {
+    if (!p.loaded) {
+      os << "  refused " << p.path << ": " << p.reason << '\n';
+      continue;
+    }
+    os << "  " << p.name << ' ' << p.version << " (" << p.vendor << ", " << p.path << ") abi " << p.abi_major << '.'
+       << p.abi_minor << ", op table " << p.op_count << " of " << td::kOps.size() << " ops (hash ok), native " << p.native
+       << " / default " << p.defaulted << " / host " << p.host << ", score "
+       << (p.score < 0 ? std::string("(none)") : std::to_string(p.score)) << '\n';
+    for (const std::string& d : p.devices) os << "    device " << d << '\n';
+    for (const auto& [k, v] : p.features) os << "    feature " << k << ": " << v << '\n';
+  }
 
   for (DeviceId d : devices) {
     const td::Backend& b = reg.get(d.type_id);

@@ -1,0 +1,138 @@
+// Backend plugins (issue 31) through the public API: the reference plugin as a device
+// (TENSOR_BACKEND_PATH + TENSOR_DEVICE=ref:0; values worked out by hand), and the loader's checks
+// on the negative variants built from the same source (tools/plugin_ref/meson.build).
+#include <dlfcn.h>
+
+#include <string>
+#include <vector>
+
+#include "tensor/backend_loader.hpp"
+#include "test_util.hpp"
+
+#ifndef REF_PLUGIN_DIR
+#error "REF_PLUGIN_DIR: the build directory of tools/plugin_ref"
+#endif
+
+namespace {
+
+using namespace tt;
+
+std::string variant(const std::string& name) { return std::string(REF_PLUGIN_DIR) + "/libtensor-backend-" + name + ".so"; }
+
+std::vector<float> vec(const auto& t) { return t.into_data().template to_vec<float>(); }
+
+// ---- the reference plugin as the default device (suite plugin_ref) ----------------------
+
+class RefDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* d = std::getenv("TENSOR_DEVICE");
+    if (!d || std::string(d) != "ref:0") GTEST_SKIP() << "run with TENSOR_DEVICE=ref:0 (meson test plugin_ref)";
+    dev = Device::default_device();
+  }
+  Device dev;
+  Tensor<2> a() const { return Tensor<2>::from_data(TensorData::from<float>({1, 2, 3, 4, 5, 6}, {2, 3}), dev); }
+};
+
+TEST_F(RefDevice, IsADeviceLikeTheBuiltInOnes) {
+  EXPECT_EQ(dev.to_string(), "ref:0");
+  EXPECT_EQ(dev.backend_name(), "dispatch<ref>");
+  EXPECT_TRUE(dev.supports_dtype(DType::F32));
+  EXPECT_FALSE(dev.dtype_usage(DType::BoolU32).contains(DTypeUsage::Storage));
+  EXPECT_EQ(dev.settings().float_dtype, FloatDType::F32);
+  EXPECT_EQ(a().device(), dev);
+}
+
+TEST_F(RefDevice, NativeKernelsComputeByHandValues) {
+  const auto b = Tensor<1>::from_data(TensorData::from<float>({10, 20, 30}, {3}), dev);
+  EXPECT_EQ(vec(a() + b.unsqueeze<2>()), (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  EXPECT_EQ(vec(a() * 2.0f + 1.0f), (std::vector<float>{3, 5, 7, 9, 11, 13}));
+  EXPECT_EQ(vec(a() - a() * a()), (std::vector<float>{0, -2, -6, -12, -20, -30}));
+  EXPECT_EQ(vec(-a()), (std::vector<float>{-1, -2, -3, -4, -5, -6}));
+  EXPECT_EQ(vec(a().sum()), (std::vector<float>{21}));
+  EXPECT_EQ(vec(a().sum_dim(1)), (std::vector<float>{6, 15}));
+  EXPECT_EQ(vec(a().sum_dim(0)), (std::vector<float>{5, 7, 9}));
+  EXPECT_EQ(vec(Tensor<2>::zeros({2, 2}, dev).exp()), (std::vector<float>{1, 1, 1, 1}));
+  EXPECT_EQ(vec(Tensor<1>::full({3}, 2.5f, dev)), (std::vector<float>{2.5f, 2.5f, 2.5f}));
+}
+
+TEST_F(RefDevice, OpsWithoutAKernelRunOnTheHost) {
+  // matmul, transpose and f64 arithmetic have no entry in the plugin: the host CPU runs them.
+  EXPECT_EQ(vec(a().matmul(Tensor<2>::ones({3, 2}, dev))), (std::vector<float>{6, 6, 15, 15}));
+  EXPECT_EQ(vec(a().transpose()), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  const auto x = Tensor<1>::from_data(TensorData::from<double>({1.5, -2.0}, {2}), dev);
+  EXPECT_EQ((x + x).into_data().to_vec<double>(), (std::vector<double>{3.0, -4.0}));
+  EXPECT_EQ(vec(a().to_device(Device::cpu())), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST_F(RefDevice, AutodiffRunsOverIt) {
+  const Device ad = dev.autodiff();
+  EXPECT_EQ(ad.backend_name(), "dispatch<autodiff<ref>>");
+  auto x = Tensor<1>::from_data(TensorData::from<float>({1, 2, 3}, {3}), ad).require_grad();
+  const Gradients g = (x * x).sum().backward();
+  EXPECT_EQ(vec(*x.grad(g)), (std::vector<float>{2, 4, 6}));  // d/dx sum(x^2) = 2x
+}
+
+TEST_F(RefDevice, BadInputIsStillRefusedBeforeThePlugin) {
+  const auto c = Tensor<2>::ones({2, 2}, dev);
+  EXPECT_THROWS(ShapeError, a() + c, "add");
+}
+
+// ---- the loader's checks (suite plugin_checks) ---------------------------------------------
+
+void expect_refused(const std::string& name, std::initializer_list<const char*> fragments) {
+  std::vector<std::string> want{variant(name), "refused"};
+  for (const char* f : fragments) want.emplace_back(f);
+  try {
+    (void)load_backend(variant(name));
+    ADD_FAILURE() << name << " loaded";
+  } catch (const DeviceError& e) {
+    for (const std::string& f : want) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what() << "\nlacks: " << f;
+  }
+}
+
+TEST(PluginChecks, WrongAbiMajor) { expect_refused("ref_badabi", {"ABI major 2.0 != host 1.0"}); }
+TEST(PluginChecks, ShortStruct) { expect_refused("ref_short", {"TensorPluginInfo struct_size", "< "}); }
+TEST(PluginChecks, OpTableMismatchNamesTheFirstDifferingOp) {
+  expect_refused("ref_badhash", {"op table differs at op 55", "plugin \"add:Binary:3\"", "host \"add:Binary:2\""});
+}
+TEST(PluginChecks, NullRequiredEntry) { expect_refused("ref_nullentry", {"required entry prim.release is NULL"}); }
+TEST(PluginChecks, ScoreZero) { expect_refused("ref_score0", {"score 0", "not supported on this system"}); }
+TEST(PluginChecks, MissingInitSymbol) { expect_refused("ref_noinit", {"missing init symbol tensor_plugin_init"}); }
+TEST(PluginChecks, NotAPluginFile) { expect_refused("does_not_exist", {"dlopen"}); }
+TEST(PluginChecks, NameTaken) {
+  // TENSOR_BACKEND_PATH (this suite: the whole directory) registered "ref" already.
+  expect_refused("ref", {"name 'ref' is taken"});
+}
+
+TEST(PluginChecks, RefusedCandidatesOnThePathLeaveTheOthersLoaded) {
+  // The directory holds every variant: the good ones are devices, the others were refused.
+  EXPECT_EQ(Device::parse("ref:0").backend_name(), "dispatch<ref>");
+  EXPECT_EQ(Device::parse("refthrow:0").backend_name(), "dispatch<refthrow>");
+  EXPECT_THROWS(DeviceError, Device::parse("ref_badabi:0"), "ABI major 2.0 != host 1.0");
+}
+
+TEST(PluginChecks, AFailingEntryKeepsItsMessage) {
+  const Device d = Device::parse("refthrow:0");
+  const auto x = Tensor<1>::from_data(TensorData::from<float>({0, 1}, {2}), d);
+  EXPECT_THROWS(ExecutionError, x.exp().into_data(), "[refthrow:exp] ref exp kernel failed on purpose");
+  EXPECT_EQ(vec(x + x), (std::vector<float>{0, 2}));  // the device still works
+}
+
+TEST(PluginChecks, AClashingSymbolDoesNotInterpose) {
+  const Device d = Device::parse("refclash:0");
+  EXPECT_EQ(vec(Tensor<1>::ones({2}, d) * 3.0f), (std::vector<float>{3, 3}));
+  // Loaded RTLD_LOCAL: nothing of the plugin joined the global scope...
+  EXPECT_EQ(dlsym(RTLD_DEFAULT, "tensor_plugin_init"), nullptr);
+  // ...so the host's tensor::load_backend (which the plugin also defines) is still the host's.
+  void* own = dlsym(RTLD_DEFAULT, "_ZN6tensor12load_backendERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+  void* h = dlopen(variant("refclash").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(h, nullptr);
+  void* theirs = dlsym(h, "_ZN6tensor12load_backendERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+  dlclose(h);  // drops the NOLOAD reference only; the loader's stays
+  ASSERT_NE(theirs, nullptr);
+  EXPECT_NE(own, theirs);
+  EXPECT_THROWS(DeviceError, load_backend("/nonexistent/libtensor-backend-x.so"), "dlopen");
+}
+
+}  // namespace

@@ -1,0 +1,323 @@
+// The reference backend plugin (docs/plugins.md): dense host buffers, scalar f32 kernels for a
+// handful of ops, every other op left to the host's defaults. Built from tensor/backend_plugin.h
+// alone (no libtensor header, no libtensor.so). The REF_* macros build the negative variants the
+// tests load (tests/plugin_test.cpp); REF_NAME names the backend.
+#include <tensor/backend_plugin.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <vector>
+
+#ifdef REF_CLASH
+#include <string>
+#endif
+
+#ifndef REF_NAME
+#define REF_NAME "ref"
+#endif
+
+namespace {
+
+const TensorHostApi* g_host = nullptr;
+
+// A tensor: its own counted, dense row-major buffer of any dtype.
+struct RefTensor {
+  std::atomic<int> refs{1};
+  TensorMeta meta{};
+  std::vector<unsigned char> bytes;
+};
+RefTensor* ref(TensorPrim p) { return reinterpret_cast<RefTensor*>(p); }
+TensorPrim prim(RefTensor* t) { return reinterpret_cast<TensorPrim>(t); }
+
+std::size_t elem_size(std::int32_t dtype) {
+  switch (dtype) {
+    case TENSOR_DTYPE_F64: case TENSOR_DTYPE_I64: case TENSOR_DTYPE_U64: return 8;
+    case TENSOR_DTYPE_F32: case TENSOR_DTYPE_I32: case TENSOR_DTYPE_U32: case TENSOR_DTYPE_BOOL_U32: return 4;
+    case TENSOR_DTYPE_F16: case TENSOR_DTYPE_BF16: case TENSOR_DTYPE_I16: case TENSOR_DTYPE_U16: return 2;
+    default: return 1;
+  }
+}
+std::size_t count(const TensorMeta& m) {
+  std::size_t n = 1;
+  for (std::uint32_t i = 0; i < m.rank; ++i) n *= static_cast<std::size_t>(m.shape[i]);
+  return n;
+}
+RefTensor* make(const TensorMeta& m) {
+  auto* t = new RefTensor;
+  t->meta = m;
+  t->bytes.resize(count(m) * elem_size(m.dtype));
+  return t;
+}
+float* f32(RefTensor* t) { return reinterpret_cast<float*>(t->bytes.data()); }
+
+// ---- primitive rows --------------------------------------------------------------------
+void retain(TensorPrim p) { ref(p)->refs.fetch_add(1, std::memory_order_relaxed); }
+void release(TensorPrim p) {
+  if (ref(p)->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete ref(p);
+}
+TensorStatus metadata(TensorPrim p, TensorMeta* out) {
+  *out = ref(p)->meta;
+  return TENSOR_STATUS_OK;
+}
+std::int32_t can_mut(TensorPrim p) { return ref(p)->refs.load(std::memory_order_acquire) == 1; }
+
+// ---- device rows -----------------------------------------------------------------------
+TensorStatus device_info(uint32_t, TensorDeviceInfo* out) {
+  out->kind = TENSOR_DEVICE_KIND_CPU;
+  out->name = "ref scalar cpu";
+  out->description = "libtensor's reference plugin: scalar f32 kernels, the rest host defaults";
+  return TENSOR_STATUS_OK;
+}
+// Every float and int dtype and the one-byte bools, as the host CPU (which computes what the
+// kernels here do not); four-byte bools are not stored.
+uint32_t dtype_usage(uint32_t, int32_t dtype) {
+  if (dtype < 0 || dtype >= TENSOR_DTYPE_BOOL_U32) return 0;
+  return TENSOR_USAGE_STORAGE | TENSOR_USAGE_ARITHMETIC;
+}
+TensorStatus from_host(uint32_t, const TensorMeta* meta, const void* bytes, TensorPrim* out) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* t = make(*meta);
+    if (!t->bytes.empty()) std::memcpy(t->bytes.data(), bytes, t->bytes.size());
+    *out = prim(t);
+    return TENSOR_STATUS_OK;
+  })
+}
+TensorStatus to_host(TensorPrim p, void* bytes, size_t size) {
+  if (size != ref(p)->bytes.size()) return g_host->set_error(TENSOR_STATUS_EXECUTION, "to_host: size mismatch");
+  if (size) std::memcpy(bytes, ref(p)->bytes.data(), size);
+  return TENSOR_STATUS_OK;
+}
+
+// ---- kernels (f32 only: op_dtypes says so, the host takes other dtypes) --------------------
+
+// The flat index into `in` (broadcast to `out`'s shape) of output element `i`.
+std::size_t broadcast_index(const TensorMeta& in, const TensorMeta& out, std::size_t i) {
+  std::size_t idx = 0, stride = 1;
+  for (std::uint32_t k = 0; k < out.rank; ++k) {
+    const std::uint32_t od = out.rank - 1 - k;
+    const auto n = static_cast<std::size_t>(out.shape[od]);
+    const std::size_t coord = i % n;
+    i /= n;
+    if (k < in.rank) {
+      const auto m = static_cast<std::size_t>(in.shape[in.rank - 1 - k]);
+      if (m != 1) idx += coord * stride;
+      stride *= m;
+    }
+  }
+  return idx;
+}
+
+template <class F>
+TensorStatus binary(TensorOpCall* c, F f) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* a = ref(c->inputs[0]);
+    RefTensor* b = ref(c->inputs[1]);
+    RefTensor* o = make(c->out);
+    const std::size_t n = count(c->out);
+    for (std::size_t i = 0; i < n; ++i)
+      f32(o)[i] = f(f32(a)[broadcast_index(a->meta, c->out, i)], f32(b)[broadcast_index(b->meta, c->out, i)]);
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+template <class F>
+TensorStatus unary(TensorOpCall* c, F f) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* a = ref(c->inputs[0]);
+    // Ownership is permission: a buffer only the host holds is overwritten in place.
+    RefTensor* o = c->input_unique[0] && can_mut(c->inputs[0]) ? a : make(c->out);
+    if (o == a) retain(c->inputs[0]);
+    const std::size_t n = count(c->out);
+    for (std::size_t i = 0; i < n; ++i) f32(o)[i] = f(f32(a)[i]);
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+float scalar_of(const TensorOpCall* c) {
+  switch (c->scalar.kind) {
+    case TENSOR_SCALAR_FLOAT: return static_cast<float>(c->scalar.f);
+    case TENSOR_SCALAR_UINT: return static_cast<float>(c->scalar.u);
+    default: return static_cast<float>(c->scalar.i);
+  }
+}
+
+TensorStatus op_add(TensorOpCall* c) { return binary(c, [](float x, float y) { return x + y; }); }
+TensorStatus op_sub(TensorOpCall* c) { return binary(c, [](float x, float y) { return x - y; }); }
+TensorStatus op_mul(TensorOpCall* c) { return binary(c, [](float x, float y) { return x * y; }); }
+TensorStatus op_div(TensorOpCall* c) { return binary(c, [](float x, float y) { return x / y; }); }
+TensorStatus op_add_scalar(TensorOpCall* c) {
+  const float s = scalar_of(c);
+  return unary(c, [s](float x) { return x + s; });
+}
+TensorStatus op_mul_scalar(TensorOpCall* c) {
+  const float s = scalar_of(c);
+  return unary(c, [s](float x) { return x * s; });
+}
+TensorStatus op_neg(TensorOpCall* c) { return unary(c, [](float x) { return -x; }); }
+TensorStatus op_relu(TensorOpCall* c) { return unary(c, [](float x) { return x > 0.0f ? x : 0.0f; }); }
+TensorStatus op_exp(TensorOpCall* c) {
+#ifdef REF_FAILING_ENTRY
+  TENSOR_PLUGIN_GUARD(g_host, {
+    (void)c;
+    throw std::runtime_error("ref exp kernel failed on purpose");
+  })
+#else
+  return unary(c, [](float x) { return std::exp(x); });
+#endif
+}
+TensorStatus op_sum(TensorOpCall* c) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* a = ref(c->inputs[0]);
+    RefTensor* o = make(c->out);
+    double s = 0;
+    for (std::size_t i = 0, n = count(a->meta); i < n; ++i) s += f32(a)[i];
+    f32(o)[0] = static_cast<float>(s);
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+TensorStatus op_sum_dim(TensorOpCall* c) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* a = ref(c->inputs[0]);
+    RefTensor* o = make(c->out);
+    const auto d = static_cast<std::uint32_t>(c->dim);
+    std::size_t outer = 1, inner = 1;
+    for (std::uint32_t k = 0; k < d; ++k) outer *= static_cast<std::size_t>(a->meta.shape[k]);
+    for (std::uint32_t k = d + 1; k < a->meta.rank; ++k) inner *= static_cast<std::size_t>(a->meta.shape[k]);
+    const auto len = static_cast<std::size_t>(a->meta.shape[d]);
+    for (std::size_t p = 0; p < outer; ++p)
+      for (std::size_t q = 0; q < inner; ++q) {
+        double s = 0;
+        for (std::size_t j = 0; j < len; ++j) s += f32(a)[(p * len + j) * inner + q];
+        f32(o)[p * inner + q] = static_cast<float>(s);
+      }
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+TensorStatus fill(TensorOpCall* c, float v) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* o = make(c->out);
+    for (std::size_t i = 0, n = count(c->out); i < n; ++i) f32(o)[i] = v;
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+TensorStatus op_zeros(TensorOpCall* c) { return fill(c, 0.0f); }
+TensorStatus op_ones(TensorOpCall* c) { return fill(c, 1.0f); }
+TensorStatus op_full(TensorOpCall* c) { return fill(c, scalar_of(c)); }
+
+// ---- the tables --------------------------------------------------------------------------
+
+struct Tables {
+  TensorOpFn ops[TENSOR_PLUGIN_OP_COUNT] = {};
+  uint32_t dtypes[TENSOR_PLUGIN_OP_COUNT] = {};
+  const char* names[TENSOR_PLUGIN_OP_COUNT] = {
+#define REF_X(code, name, entry) entry,
+      TENSOR_PLUGIN_OP_LIST(REF_X)
+#undef REF_X
+  };
+  TensorPluginInfo info{};
+};
+
+void put(Tables& t, unsigned op, TensorOpFn fn) {
+  t.ops[op] = fn;
+  t.dtypes[op] = TENSOR_DTYPE_BIT(TENSOR_DTYPE_F32);
+}
+
+const TensorFeature kFeatures[] = {{"kernels", "scalar f32"}, {nullptr, nullptr}};
+
+Tables* build() {
+  auto* t = new Tables;
+  put(*t, TENSOR_OP_add, &op_add);
+  put(*t, TENSOR_OP_sub, &op_sub);
+  put(*t, TENSOR_OP_mul, &op_mul);
+  put(*t, TENSOR_OP_div, &op_div);
+  put(*t, TENSOR_OP_add_scalar, &op_add_scalar);
+  put(*t, TENSOR_OP_mul_scalar, &op_mul_scalar);
+  put(*t, TENSOR_OP_neg, &op_neg);
+  put(*t, TENSOR_OP_relu, &op_relu);
+  put(*t, TENSOR_OP_exp, &op_exp);
+  put(*t, TENSOR_OP_sum, &op_sum);
+  put(*t, TENSOR_OP_sum_dim, &op_sum_dim);
+  put(*t, TENSOR_OP_zeros, &op_zeros);
+  put(*t, TENSOR_OP_ones, &op_ones);
+  put(*t, TENSOR_OP_full, &op_full);
+
+  TensorPluginInfo& i = t->info;
+  i.struct_size = sizeof(TensorPluginInfo);
+  i.abi_major = TENSOR_PLUGIN_ABI_MAJOR;
+  i.abi_minor = TENSOR_PLUGIN_ABI_MINOR;
+  i.name = REF_NAME;
+  i.version = "0.1.0";
+  i.vendor = "libtensor";
+  i.op_count = TENSOR_PLUGIN_OP_COUNT;
+  i.op_table_hash = TENSOR_PLUGIN_OP_TABLE_HASH;
+  i.op_names = t->names;
+  i.ops = t->ops;
+  i.op_dtypes = t->dtypes;
+  i.device_count = 1;
+  i.device = TensorDeviceRows{sizeof(TensorDeviceRows), &device_info, &dtype_usage, &from_host, &to_host,
+                              nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  i.prim = TensorPrimRows{sizeof(TensorPrimRows), &retain, &release, &metadata, &can_mut};
+  i.features = kFeatures;
+#ifdef REF_BAD_ABI
+  i.abi_major = TENSOR_PLUGIN_ABI_MAJOR + 1;
+#endif
+#ifdef REF_SHORT_STRUCT
+  i.struct_size = offsetof(TensorPluginInfo, op_count);
+#endif
+#ifdef REF_BAD_HASH
+  // A plugin built against an op table whose op 55 took a third tensor.
+  t->names[TENSOR_OP_add] = "add:Binary:3";
+  i.op_table_hash ^= 1;
+#endif
+#ifdef REF_NULL_ENTRY
+  i.prim.release = nullptr;
+#endif
+  return t;
+}
+
+}  // namespace
+
+#ifdef REF_CLASH
+// The same symbol as the host's tensor::load_backend(const std::string&) (the return type is not
+// part of a function's mangled name): loaded RTLD_LOCAL, it must not interpose.
+namespace tensor {
+TENSOR_PLUGIN_EXPORT int load_backend(const std::string&);
+int load_backend(const std::string&) { return 42; }
+}  // namespace tensor
+#endif
+
+extern "C" {
+
+TENSOR_PLUGIN_EXPORT int32_t tensor_plugin_score(void) {
+#ifdef REF_SCORE0
+  return 0;
+#else
+  return 1;
+#endif
+}
+
+#ifdef REF_NO_INIT
+// The init entry under another name: the host finds no tensor_plugin_init.
+TENSOR_PLUGIN_EXPORT TensorStatus tensor_plugin_init_misspelt(const TensorHostApi* host, const TensorPluginInfo** out);
+#define REF_INIT tensor_plugin_init_misspelt
+#else
+#define REF_INIT tensor_plugin_init
+#endif
+TENSOR_PLUGIN_EXPORT TensorStatus REF_INIT(const TensorHostApi* host, const TensorPluginInfo** out) {
+  if (!host || host->abi_major != TENSOR_PLUGIN_ABI_MAJOR) return TENSOR_STATUS_UNSUPPORTED;
+  g_host = host;
+  TENSOR_PLUGIN_GUARD(host, {
+    static const Tables* tables = build();
+    *out = &tables->info;
+    return TENSOR_STATUS_OK;
+  })
+}
+
+}  // extern "C"
