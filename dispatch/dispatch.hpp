@@ -178,6 +178,8 @@ DispatchTensor ctc_loss_backward(DispatchTensor log_probs, DispatchTensor target
 // The collectives (op table: distributed section) on the calling thread's group: op is
 // all_reduce / reduce_scatter (arg: the ReduceOp), broadcast (arg: the root) or all_gather.
 DispatchTensor collective(OpCode op, DispatchTensor a, std::int64_t arg);
+// x [.., M, K] (float) times a quantized weight [K, N] (op table: quant section).
+DispatchTensor q_matmul(DispatchTensor x, DispatchTensor w);
 // deform_conv2d(x, offset, weight, mask?, bias?, options) -> [N, Cout, Ho, Wo];
 // deform_conv2d_backward(x, offset, weight, mask?, dy, with_bias) -> {dx, doffset, dweight, dmask?, dbias?}.
 DispatchTensor deform_conv2d(DispatchTensor x, DispatchTensor offset, DispatchTensor weight, DispatchTensor mask,

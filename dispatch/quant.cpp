@@ -220,20 +220,7 @@ DecodedData decode_data(const char* op, const std::vector<std::byte>& bytes, con
   return d;
 }
 
-// ---- compositions ---------------------------------------------------------------------
-
-namespace {
-
-using I64s = std::vector<std::int64_t>;
-
-// x (of `shape`) viewed with every blocked axis split into (blocks, extent); axes whose
-// extent is 1 stay whole. `grid` gets the matching shape of the scales (extent axes 1),
-// `reduce` the split extent axes.
-struct Split {
-  I64s view, grid;
-  std::vector<std::int64_t> reduce;
-};
-Split split(const Shape& shape, const Extents& e, bool per_tensor = false) {
+Split split(const Shape& shape, const Extents& e, bool per_tensor) {
   Split s;
   if (per_tensor) {  // one scale: x as it is, the scale broadcast over every dim
     for (std::size_t d = 0; d < shape.rank(); ++d) s.view.push_back(static_cast<std::int64_t>(shape[d]));
@@ -256,6 +243,12 @@ Split split(const Shape& shape, const Extents& e, bool per_tensor = false) {
   }
   return s;
 }
+
+// ---- compositions ---------------------------------------------------------------------
+
+namespace {
+
+using I64s = std::vector<std::int64_t>;
 
 // Autodiff devices wrap every primitive in a tracked one; a QuantPrim there would be read as
 // one. Refused until quantized tensors learn autodiff (burn: never tracked, a frozen leaf).
@@ -299,28 +292,6 @@ DispatchTensor upload_f32(const std::vector<float>& v, DeviceId device) {
   return dispatch::from_data(TensorData::from<float>(v, Shape{v.size()}), device, Kind::Float);
 }
 
-// q = clamp(round(x * (1 / scale)), a, b), ties away from zero, as I8 codes of x's shape.
-// As burn's CPU reference (Flex) computes it: the reciprocal in f32 (here on the host), then
-// a product, which every device rounds correctly (a division need not be: Vulkan allows 2.5
-// ulp), so the codes are the same on every device.
-DispatchTensor codes_of(DispatchTensor x, const Shape& shape, const QuantScheme& scheme, const Extents& e,
-                        const std::vector<float>& scales) {
-  const auto [a, b] = scheme.range();
-  const Split s = split(shape, e, !scheme.level.is_block());
-  std::vector<float> inv(scales.size());
-  for (std::size_t i = 0; i < inv.size(); ++i) inv[i] = 1.0f / scales[i];
-  DispatchTensor sc = reshape(OpCode::reshape, upload_f32(inv, x.device), s.grid);
-  DispatchTensor v = binary(OpCode::mul, reshape(OpCode::reshape, std::move(x), s.view), std::move(sc));
-  // round half away from zero: trunc(v) + sign(v) * (|v - trunc(v)| >= 0.5), exact in f32
-  DispatchTensor t = unary(OpCode::trunc, v);
-  DispatchTensor half = compare_scalar(OpCode::greater_equal_elem, unary(OpCode::abs, binary(OpCode::sub, v, t)), Scalar(0.5));
-  DispatchTensor step = binary(OpCode::mul, unary(OpCode::sign, std::move(v)), cast(OpCode::into_float, std::move(half), DType::F32));
-  DispatchTensor q = clamp(OpCode::clamp, binary(OpCode::add, std::move(t), std::move(step)), Scalar(a), Scalar(b));
-  I64s out;
-  for (std::size_t d = 0; d < shape.rank(); ++d) out.push_back(static_cast<std::int64_t>(shape[d]));
-  return cast(OpCode::into_int, reshape(OpCode::reshape, std::move(q), out), DType::I8);
-}
-
 DispatchTensor make(const Shape& shape, DeviceId device, const QuantScheme& scheme, DispatchTensor codes,
                     DispatchTensor scales) {
   return DispatchTensor(Prim(Ref<QuantPrim>::make(shape, device, scheme, std::move(codes), std::move(scales))), Kind::Float);
@@ -340,7 +311,6 @@ const QuantPrim* as_quant(const DispatchTensor& t) {
 DispatchTensor quantize(const DispatchTensor& x, const QuantScheme& scheme, const DispatchTensor& scales) {
   check_float_input("quantize", x);
   const Shape shape = x.shape();
-  const Extents e = block_extents("quantize", shape, scheme);
   const std::size_t n = grid_shape("quantize", shape, scheme).num_elements();
   if (!scales.prim) throw Error("[quantize] expected a scales tensor; got an empty (moved-from) handle");
   if (scales.kind != Kind::Float || !is_float(scales.dtype()))
@@ -353,8 +323,7 @@ DispatchTensor quantize(const DispatchTensor& x, const QuantScheme& scheme, cons
     throw DeviceError(DeviceError::Kind::Mismatch, fmt::format("[quantize] scales on another device; expected {}; got {}",
                                                                device_string(x.device), device_string(scales.device)));
   const std::vector<float> sc = rounded_scales(read_f32(scales), scheme);
-  DispatchTensor codes = codes_of(to_f32(x), shape, scheme, e, sc);
-  return make(shape, x.device, scheme, std::move(codes), upload_f32(sc, x.device));
+  return quantize_row(x, upload_f32(sc, x.device), scheme);
 }
 
 std::pair<DispatchTensor, DispatchTensor> compute_range(const QuantScheme& scheme, const DispatchTensor& x) {
@@ -392,29 +361,10 @@ DispatchTensor quantize_dynamic(const DispatchTensor& x, const QuantScheme& sche
   const auto [a, b] = scheme.range();
   for (float& v : alpha) v = 2.0f * v / static_cast<float>(b - a);  // burn: 2 * alpha / (b - a), in f32
   const std::vector<float> sc = rounded_scales(std::move(alpha), scheme);
-  DispatchTensor codes = codes_of(std::move(f), shape, scheme, e, sc);
-  return make(shape, x.device, scheme, std::move(codes), upload_f32(sc, x.device));
+  return quantize_row(x, upload_f32(sc, x.device), scheme);
 }
 
-DispatchTensor dequantize(const DispatchTensor& q, DType dtype) {
-  if (!q.prim) throw Error("[dequantize] expected a tensor; got an empty (moved-from) handle");
-  const QuantPrim* p = as_quant(q);
-  if (!p)
-    throw DTypeError(fmt::format("[dequantize] not a quantized tensor; expected a qfloat tensor; got {} ({})", kind_name(q.kind),
-                                 dtype_name(q.dtype())));
-  if (!is_float(dtype))
-    throw DTypeError(fmt::format("[dequantize] wrong target dtype; expected a float dtype; got {}", dtype_name(dtype)));
-  const Shape shape = q.shape();
-  const QuantScheme& scheme = p->scheme();
-  const Extents e = block_extents("dequantize", shape, scheme);
-  const Split s = split(shape, e, !scheme.level.is_block());
-  DispatchTensor v = reshape(OpCode::reshape, cast(OpCode::into_float, p->codes(), DType::F32), s.view);
-  DispatchTensor sc = reshape(OpCode::reshape, p->scales(), s.grid);
-  I64s out;
-  for (std::size_t d = 0; d < shape.rank(); ++d) out.push_back(static_cast<std::int64_t>(shape[d]));
-  DispatchTensor r = reshape(OpCode::reshape, binary(OpCode::mul, std::move(v), std::move(sc)), out);
-  return dtype == DType::F32 ? r : cast(OpCode::cast, std::move(r), dtype);
-}
+DispatchTensor dequantize(const DispatchTensor& q, DType dtype) { return dequantize_row(q, dtype); }
 
 TensorData into_data(const DispatchTensor& q) {
   const QuantPrim* p = as_quant(q);

@@ -12,12 +12,20 @@
 #pragma once
 
 #include <future>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include "dispatch/dispatch.hpp"
 #include "tensor/quantization.hpp"
 
 namespace tensor::dispatch::quant {
+
+// What a backend derives from a quantized weight once and keeps with it (the cpu: oneDNN's
+// reordered int8 weights and the primitives that read them), dropped with the tensor.
+struct QuantCache {
+  virtual ~QuantCache() = default;
+};
 
 class QuantPrim final : public Primitive {
  public:
@@ -27,8 +35,18 @@ class QuantPrim final : public Primitive {
   const QuantScheme& scheme() const { return scheme_; }
   const DispatchTensor& codes() const { return codes_; }
   const DispatchTensor& scales() const { return scales_; }
+  // The backend's cache of this tensor (made by `make` on first use; the tensor is
+  // immutable, so the cache never goes stale). Thread-safe.
+  template <class C, class Make>
+  std::shared_ptr<C> cache(Make&& make) const {
+    const std::lock_guard<std::mutex> lock(cache_mu_);
+    if (!cache_) cache_ = make();
+    return std::static_pointer_cast<C>(cache_);
+  }
 
  private:
+  mutable std::mutex cache_mu_;
+  mutable std::shared_ptr<QuantCache> cache_;
   QuantScheme scheme_;
   DispatchTensor codes_;
   DispatchTensor scales_;
@@ -45,6 +63,13 @@ DispatchTensor dequantize(const DispatchTensor& q, DType dtype);
 std::pair<DispatchTensor, DispatchTensor> compute_range(const QuantScheme& scheme, const DispatchTensor& x);
 // scale = 2 * max(|min|, |max|) / (b - a), an F32 [n] tensor (not yet rounded to the dtype).
 DispatchTensor compute_q_params(const QuantScheme& scheme, const DispatchTensor& min, const DispatchTensor& max);
+
+// The op-table rows (dispatch/rules/quant.cpp), through the one forward path: `scales` is
+// an F32 [blocks] tensor already rounded and validated (validated_scale) on x's device;
+// the result's primitive is the backend's QuantPrim. dequantize_row: DTypeError for a
+// tensor that is not quantized or a dtype that is not a float dtype.
+DispatchTensor quantize_row(const DispatchTensor& x, DispatchTensor scales, const QuantScheme& scheme);
+DispatchTensor dequantize_row(const DispatchTensor& q, DType dtype);
 
 // into_data / from_data of QFloat (called from dispatch/rules/creation.cpp).
 TensorData into_data(const DispatchTensor& q);

@@ -25,6 +25,15 @@ Extents block_extents(const char* op, const Shape& shape, const QuantScheme& s);
 // Blocks per axis ([1] per tensor).
 Shape grid_shape(const char* op, const Shape& shape, const QuantScheme& s);
 
+// x (of `shape`) viewed with every blocked axis split into (blocks, extent); axes whose
+// extent is 1 stay whole. `grid` gets the matching shape of the scales (extent axes 1),
+// `reduce` the split extent axes. Per tensor: x as it is, one scale broadcast over it.
+struct Split {
+  std::vector<std::int64_t> view, grid;
+  std::vector<std::int64_t> reduce;
+};
+Split split(const Shape& shape, const Extents& e, bool per_tensor = false);
+
 float scale_to_dtype(float scale, ScaleDtype dt);  // rounded up; saturates at the dtype's max
 float validated_scale(float scale, ScaleDtype dt);  // and a zero / non-finite scale -> the smallest positive
 std::size_t scale_size(ScaleDtype dt);

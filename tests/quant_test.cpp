@@ -3,11 +3,14 @@
 // f32 and round-half-away-from-zero, not by running this code), Native and PackedU32,
 // per tensor and per block, byte-exact into_data / from_data round trips, and bad input.
 // On every device (TENSOR_TEST_DEVICE picks one; meson registers cpu, mini and vulkan).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <sstream>
 
+#include <tensor/profile.hpp>
 #include <tensor/quantization.hpp>
 
 #include "conformance/devices.hpp"
@@ -407,3 +410,198 @@ TEST_P(Quant, BadQuantizedData) {
 }
 
 }  // namespace
+
+// ---- step 2: the op-table rows (native on cpu, the default composition elsewhere) --------
+
+// burn's formula written out (reference/quantization.md §2): q = clamp(round(x * (1 / s)),
+// a, b), std::round being round-half-away-from-zero; the reciprocal in f32, then a product.
+std::vector<std::int8_t> ref_codes(const std::vector<float>& x, const std::vector<std::size_t>& block_of,
+                                   const std::vector<float>& scales, int a, int b) {
+  std::vector<std::int8_t> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float inv = 1.0f / scales[block_of[i]];
+    const float v = std::round(x[i] * inv);
+    out[i] = static_cast<std::int8_t>(std::clamp(v, static_cast<float>(a), static_cast<float>(b)));
+  }
+  return out;
+}
+
+TEST_P(Quant, TiesAndClampingPerTensorMatchAPlainLoop) {
+  // x = k / 8 with scale 0.25: x * 4 = k / 2, so every odd k is an exact tie.
+  std::vector<float> x(72);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = (static_cast<float>(i) - 30.0f) * 0.125f;
+  const std::vector<std::size_t> zero(x.size(), 0);
+  for (const QuantScheme& s : {q8s(), QuantScheme{}.with_value(QuantValue::Q4F), QuantScheme{}.with_value(QuantValue::Q2S)}) {
+    SCOPED_TRACE(to_string(s));
+    auto q = quantize(fl<3>(x, Shape{3, 4, 6}), s, QuantParams{fl<1>({0.25f}, Shape{1})});
+    const auto [a, b] = s.range();
+    const auto v = values_of(q);
+    EXPECT_EQ(v.codes, ref_codes(x, zero, {0.25f}, a, b));
+    std::vector<float> deq(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) deq[i] = static_cast<float>(v.codes[i]) * 0.25f;
+    EXPECT_EQ(fv(dequantize(q)), deq);  // a product of two f32: exact
+  }
+}
+
+TEST_P(Quant, BlocksOfAStridedViewMatchAPlainLoop) {
+  // x [3, 4, 6], quantized as its view swap_dims(0, 2) [6, 4, 3] with blocks [2, 3] over the
+  // last two dims (grid [6, 2, 1]): the kernel must read the view, not the buffer.
+  std::vector<float> x(72);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i) + 0.1f) * (1.0f + static_cast<float>(i % 5));
+  auto xt = fl<3>(x, Shape{3, 4, 6}).swap_dims(0, 2);
+  std::vector<float> logical(72);  // xt[i][j][k] = x[k][j][i]
+  std::vector<std::size_t> block_of(72);
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 4; ++j)
+      for (std::size_t k = 0; k < 3; ++k) {
+        logical[(i * 4 + j) * 3 + k] = x[(k * 4 + j) * 6 + i];
+        block_of[(i * 4 + j) * 3 + k] = i * 2 + j / 2;
+      }
+  std::vector<float> amax(12, 0.0f);
+  for (std::size_t e = 0; e < 72; ++e) amax[block_of[e]] = std::max(amax[block_of[e]], std::fabs(logical[e]));
+  std::vector<float> scales(12);
+  for (std::size_t g = 0; g < 12; ++g) scales[g] = 2.0f * amax[g] / 254.0f;  // q8s: b - a = 254
+  const QuantScheme s = q8s().with_level(QuantLevel::block({2, 3}));
+  auto q = quantize_dynamic(xt, s);
+  const auto v = values_of(q);
+  EXPECT_EQ(v.scales, scales);
+  EXPECT_EQ(v.codes, ref_codes(logical, block_of, scales, -127, 127));
+  std::vector<float> deq(72);
+  for (std::size_t e = 0; e < 72; ++e) deq[e] = static_cast<float>(v.codes[e]) * scales[block_of[e]];
+  EXPECT_EQ(fv(dequantize(q)), deq);
+  EXPECT_EQ(fv(xt.swap_dims(0, 2)), x);  // input unchanged
+}
+
+TEST_P(Quant, QuantizeAndDequantizeAreOneOpEachOnTheForwardPath) {
+  auto x = fl<2>({0.5f, -1.0f, 2.0f, 0.25f}, Shape{2, 2});
+  profile::start();
+  auto q = quantize_dynamic(x, q8s().with_level(QuantLevel::block({1, 2})));
+  auto back = dequantize(q);
+  const ProfileResult p = profile::stop();
+  std::map<std::string, std::uint64_t> calls;
+  for (const ProfileRow& r : p.rows) calls[r.op] += r.calls;
+  EXPECT_EQ(calls["quantize"], 1u);
+  EXPECT_EQ(calls["dequantize"], 1u);
+  EXPECT_EQ(back.shape(), (Shape{2, 2}));
+}
+
+// ---- q_matmul: Float x times a quantized weight (the cpu: oneDNN's int8 product) -----------
+
+// out[b, m, n] = sum_k x[b, m, k] * code[k, n] * scale[n or 0], in double: the dequantize
+// route written out, from the codes and scales the tensor reads back.
+std::vector<float> ref_q_matmul(const std::vector<float>& x, std::size_t rows, std::size_t k, std::size_t n,
+                                const qz::QuantizedValues& w) {
+  std::vector<float> out(rows * n);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (std::size_t i = 0; i < k; ++i)
+        acc += static_cast<double>(x[r * k + i]) * static_cast<double>(w.codes[i * n + j]) *
+               static_cast<double>(w.scales[w.scales.size() == 1 ? 0 : j]);
+      out[r * n + j] = static_cast<float>(acc);
+    }
+  return out;
+}
+
+// |got - want| within the error an int8 product may make: the cpu quantizes each row of x to
+// s8 with the step max|x_row| / 127, so each activation moves by at most half a step and the
+// sum by at most (max|x_row| / 254) * sum_k |w[k, n]| (w: the dequantized weight), plus f32
+// rounding. The dequantize route (other devices) is within the rounding alone.
+::testing::AssertionResult within_int8_bound(const std::vector<float>& got, const std::vector<float>& want,
+                                             const std::vector<float>& x, std::size_t rows, std::size_t k, std::size_t n,
+                                             const qz::QuantizedValues& w) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  for (std::size_t r = 0; r < rows; ++r) {
+    double amax = 0.0;
+    for (std::size_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[r * k + i])));
+    for (std::size_t j = 0; j < n; ++j) {
+      double wsum = 0.0, mag = 0.0;
+      for (std::size_t i = 0; i < k; ++i) {
+        const double wv = static_cast<double>(w.codes[i * n + j]) * static_cast<double>(w.scales[w.scales.size() == 1 ? 0 : j]);
+        wsum += std::fabs(wv);
+        mag += std::fabs(wv * static_cast<double>(x[r * k + i]));
+      }
+      const double bound = amax / 254.0 * wsum * 1.001 + 1e-5 * mag + 1e-6;
+      const std::size_t e = r * n + j;
+      if (!(std::fabs(static_cast<double>(got[e]) - static_cast<double>(want[e])) <= bound))
+        return ::testing::AssertionFailure() << "at " << e << ": " << got[e] << " != " << want[e] << " (bound " << bound << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Norm-wise: ||got - want|| <= rel * ||want||.
+::testing::AssertionResult close_rel(const std::vector<float>& got, const std::vector<float>& want, double rel) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  double e2 = 0.0, w2 = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+    e2 += d * d;
+    w2 += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+  }
+  if (std::sqrt(e2) <= rel * std::sqrt(w2)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "relative error " << std::sqrt(e2 / w2) << " > " << rel;
+}
+
+TEST_P(Quant, QMatmulPerColumnAndPerTensorAgainstAFloatReference) {
+  constexpr std::size_t B = 2, M = 3, K = 40, N = 5;
+  std::vector<float> x(B * M * K), w(K * N);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.61f * static_cast<float>(i) + 0.2f) * 2.0f;
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::cos(0.43f * static_cast<float>(i)) * (0.5f + static_cast<float>(i % N));
+  const auto xt = fl<3>(x, Shape{B, M, K});
+  const auto wt = fl<2>(w, Shape{K, N});
+  for (const QuantScheme& s : {q8s().with_level(QuantLevel::block({static_cast<std::uint32_t>(K), 1})), q8s()}) {
+    SCOPED_TRACE(to_string(s));
+    const auto wq = quantize_dynamic(wt, s);
+    const auto want = ref_q_matmul(x, B * M, K, N, values_of(wq));
+    const auto got = qz::q_matmul(xt, wq);
+    EXPECT_EQ(got.shape(), (Shape{B, M, N}));
+    EXPECT_TRUE(within_int8_bound(fv(got), want, x, B * M, K, N, values_of(wq)));
+    // rank 2 (the first M rows of x).
+    const auto x2 = fl<2>(std::vector<float>(x.begin(), x.begin() + M * K), Shape{M, K});
+    EXPECT_TRUE(within_int8_bound(fv(qz::q_matmul(x2, wq)), std::vector<float>(want.begin(), want.begin() + M * N), x, M, K, N,
+                                  values_of(wq)));
+  }
+  EXPECT_EQ(fv(xt), x);  // input unchanged
+}
+
+TEST_P(Quant, QMatmulOfALayerWithinOnePercent) {
+  // A layer-like product (independent signs, no cancellation by construction): norm-wise
+  // within 1% of the dequantize route, the bound for the int8 product.
+  constexpr std::size_t M = 8, K = 256, N = 16;
+  std::uint32_t state = 12345u;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
+  };
+  std::vector<float> x(M * K), w(K * N);
+  for (float& v : x) v = next();
+  for (float& v : w) v = next() * 0.1f;
+  const auto wq = quantize_dynamic(fl<2>(w, Shape{K, N}), q8s().with_level(QuantLevel::block({static_cast<std::uint32_t>(K), 1})));
+  const auto want = ref_q_matmul(x, M, K, N, values_of(wq));
+  EXPECT_TRUE(close_rel(fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq)), want, 1e-2));
+}
+
+TEST_P(Quant, QMatmulOfASingleRowAndExactCodes) {
+  // M = 1 (a GEMV): x = k / 64 with 127 in it, so a per-row int8 quantization is exact, and
+  // the weight's codes times its scales are exact in f32: every route gives the same sums.
+  constexpr std::size_t K = 64, N = 7;
+  std::vector<float> x(K), w(K * N);
+  for (std::size_t i = 0; i < K; ++i) x[i] = static_cast<float>(i == 5 ? 127 : static_cast<int>(i * 29 % 255) - 127) / 64.0f;
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i * 13 % 255) - 127) * 0.125f;
+  const auto wq = quantize(fl<2>(w, Shape{K, N}), q8s(), QuantParams{fl<1>({0.125f}, Shape{1})});
+  const auto want = ref_q_matmul(x, 1, K, N, values_of(wq));
+  EXPECT_TRUE(close_rel(fv(qz::q_matmul(fl<2>(x, Shape{1, K}), wq)), want, 1e-6));
+}
+
+TEST_P(Quant, QMatmulBadInput) {
+  const auto x = fl<2>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  const auto wf = fl<2>({1, 2, 3, 4, 5, 6}, Shape{3, 2});
+  expect_error<DTypeError>([&] { (void)qz::q_matmul(x, wf); }, "q_matmul");  // a float weight: no silent float product
+  const auto bad_k = quantize_dynamic(fl<2>({1, 2, 3, 4}, Shape{2, 2}), q8s());
+  expect_error<ShapeError>([&] { (void)qz::q_matmul(x, bad_k); }, "q_matmul");
+  const auto per_row = quantize_dynamic(wf, q8s().with_level(QuantLevel::block({1, 2})));  // scales per input row
+  expect_error<ShapeError>([&] { (void)qz::q_matmul(x, per_row); }, "q_matmul");
+  expect_error<DTypeError>([&] { (void)qz::q_matmul(quantize_dynamic(x, q8s()), quantize_dynamic(wf, q8s())); }, "q_matmul");
+  EXPECT_EQ(fv(x), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}

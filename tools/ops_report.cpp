@@ -39,7 +39,9 @@ bool any_usable(DeviceId d, const DType (&ts)[N], DTypeUsage need) {
   return false;
 }
 
-std::string kinds_letters(std::uint8_t k) {
+// Q: the first operand is a quantized Float tensor (the op table's q_in).
+std::string kinds_letters(std::uint8_t k, bool qfloat_in) {
+  if (qfloat_in) return "Q";
   std::string s;
   if (k & kKindF) s += 'F';
   if (k & kKindI) s += 'I';
@@ -57,7 +59,7 @@ std::vector<OpRow> op_rows(DeviceId device) {
   for (std::size_t i = 0; i < kOps.size(); ++i) {
     const OpInfo& info = kOps[i];
     const auto op = static_cast<OpCode>(i);
-    OpRow r{std::string(info.name), std::string(family_name(info.family)), kinds_letters(info.kinds),
+    OpRow r{std::string(info.name), std::string(family_name(info.family)), kinds_letters(info.kinds, info.qfloat_in),
             info.policy == Policy::Req ? "required" : "defaulted", std::string(info.meaning), {}, {}};
     const std::uint8_t bits[3] = {kKindF, kKindI, kKindB};
     for (int k = 0; k < 3; ++k) {

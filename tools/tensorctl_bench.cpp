@@ -3,9 +3,11 @@
 // device the Vulkan cases follow (tools/bench/bench_vulkan.cpp: matmul f32/f16 up to
 // n = 4096, 16M elementwise and reductions against a device copy, coopmat on vs off,
 // native f16 vs f32 compute, per-op overhead). `--only dist` (under mpirun) times tensor::dist's
-// all_reduce against a raw MPI_Allreduce (tools/bench/bench_dist.cpp). `--graph [--device D]
-// [--quick]` times a chain of 1,000 adds on [4] eagerly and as a replayed graph, and an MLP
-// 784-256-10 training step (batch 64, cross-entropy, Adam) eagerly and replayed, same run.
+// all_reduce against a raw MPI_Allreduce (tools/bench/bench_dist.cpp). `--only quant`: q_matmul
+// (int8 on oneDNN) against our f32 matmul on the cpu (tools/bench/bench_quant.cpp). `--graph
+// [--device D] [--quick]` times a chain of 1,000 adds on [4] eagerly and as a replayed graph,
+// and an MLP 784-256-10 training step (batch 64, cross-entropy, Adam) eagerly and replayed,
+// same run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include "tensor/version.hpp"
 #include "tools/bench/bench_cpu.hpp"
 #include "tools/bench/bench_dist.hpp"
+#include "tools/bench/bench_quant.hpp"
 #include "tools/tensorctl.hpp"
 #if TENSOR_HAVE_VULKAN
 #include "tools/bench/bench_vulkan.hpp"
@@ -171,6 +174,19 @@ int run_bench(Args args) {
       }
     }
     return tensor_bench::run_dist(quick);
+  }
+  // --only quant takes [--quick] alone: the int8 product on the cpu (tools/bench/bench_quant.cpp).
+  if (std::find(args.begin(), args.end(), "quant") != args.end()) {
+    bool quick = false;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--quick") quick = true;
+      else if (args[i] == "--only" && i + 1 < args.size() && args[i + 1] == "quant") ++i;
+      else {
+        std::fprintf(stderr, "bench --only quant: expected [--quick]; got '%s'\n", args[i].c_str());
+        return kExitUsage;
+      }
+    }
+    return tensor_bench::run_quant(quick);
   }
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());

@@ -77,6 +77,7 @@ std::unique_ptr<dispatch::Backend> make_cpu_backend() {
   register_activation_ops(*b);
   register_nn_ops(*b);
   register_distributed_ops(*b);
+  register_quant_ops(*b);
   b->set<dispatch::DeviceOp::name>(&name_entry);
   b->set<dispatch::DeviceOp::flush>(&flush_entry);
   b->set<dispatch::DeviceOp::memory_cleanup>(&memory_cleanup_entry);

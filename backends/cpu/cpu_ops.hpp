@@ -16,6 +16,7 @@ void register_index_ops(dispatch::Backend& b);     // index.cpp: gather/scatter/
 void register_sort_ops(dispatch::Backend& b);      // sort.cpp: sort, argsort, topk family
 void register_activation_ops(dispatch::Backend& b);  // activation.cpp: relu ... softmax
 void register_distributed_ops(dispatch::Backend& b);  // distributed.cpp: all_reduce on the tensor's buffer
+void register_quant_ops(dispatch::Backend& b);       // quant.cpp: quantize, dequantize in one pass
 void register_nn_ops(dispatch::Backend& b);          // nn/nn_entries.cpp: conv, pools, interpolate, ...
 
 // `a` converted to dtype `to` (Rust `as` semantics), any layout in, contiguous out;

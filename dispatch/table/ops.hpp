@@ -113,6 +113,9 @@ using core::PoolArgs;
   X(DeformConv, Prim (*)(Prim, Prim, Prim, Prim, Prim, const tensor::nn::DeformConvOptions<2>&)) \
   X(DeformConvBackward, std::vector<Prim> (*)(Prim, Prim, Prim, Prim, Prim, bool, const tensor::nn::DeformConvOptions<2>&)) \
   X(Collective, Prim (*)(Prim, std::int64_t))                                            \
+  X(Quantize, Prim (*)(Prim, Prim, const tensor::QuantScheme&))                           \
+  X(Dequantize, Prim (*)(Prim, DType))                                                    \
+  X(QMatmul, Prim (*)(Prim, Prim))                                                        \
   X(FromData, Prim (*)(TensorData, DeviceId))                                           \
   X(Create, Prim (*)(const Shape&, DeviceId, DType))                                    \
   X(Full, Prim (*)(const Shape&, tensor::Scalar, DeviceId, DType))                      \
@@ -195,6 +198,7 @@ struct OpInfo {
   bool broadcasts = false;        // Reshape rows: the shape broadcasts size-1 dims (expand), not re-reads
   bool reorders = false;          // Axes rows: the axes reorder every dim (permute), not a subset (flip)
   bool folds = false;             // Unfold4d rows: blocks summed back into an image (fold4d)
+  bool qfloat_in = false;         // the first operand is a quantized (QFloat) tensor (its kind is Float)
 };
 
 // The optional columns of op_table.def rows, and how a row becomes an OpInfo.
@@ -249,6 +253,7 @@ struct ResultKind { std::uint8_t mask; };
 struct Broadcasts {};
 struct Reorders {};
 struct Folds {};
+struct QFloatIn {};
 inline constexpr StorageOnly storage_only{};
 inline constexpr KeepsShape keeps_shape{};
 inline constexpr HostTrip host_trip{};
@@ -263,6 +268,7 @@ inline constexpr ResultKind to_int{kKindI}, to_float{kKindF};
 inline constexpr Broadcasts broadcasts{};
 inline constexpr Reorders reorders{};
 inline constexpr Folds folds{};
+inline constexpr QFloatIn q_in{};
 inline constexpr Relation eq = Relation::Eq, ne = Relation::Ne, gt = Relation::Gt, ge = Relation::Ge, lt = Relation::Lt,
                           le = Relation::Le;
 inline constexpr GradOf grad_input = GradOf::Input, grad_weight = GradOf::Weight;
@@ -283,6 +289,7 @@ constexpr void apply(OpInfo& o, ResultKind r) { o.result_kind = r.mask; }
 constexpr void apply(OpInfo& o, Broadcasts) { o.broadcasts = true; }
 constexpr void apply(OpInfo& o, Reorders) { o.reorders = true; }
 constexpr void apply(OpInfo& o, Folds) { o.folds = true; }
+constexpr void apply(OpInfo& o, QFloatIn) { o.qfloat_in = true; }
 constexpr void apply(OpInfo& o, Relation r) { o.relation = r; }
 constexpr void apply(OpInfo& o, GradOf g) { o.grad_of = g; }
 constexpr void apply(OpInfo& o, Window w) { o.window = w; }

@@ -131,5 +131,7 @@ Handle compute_q_params(const QuantScheme& scheme, const Handle& min, const Hand
   return give(q::compute_q_params(scheme, peek(min), peek(max)));
 }
 
+Handle q_matmul(const Handle& x, const Handle& w) { return give(dispatch::q_matmul(peek(x), peek(w))); }
+
 }  // namespace detail
 }  // namespace tensor

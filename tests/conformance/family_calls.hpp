@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dispatch/dispatch.hpp"
+#include "dispatch/quant.hpp"
 #include "tensor/distributed.hpp"
 
 namespace tensor::family_calls {
@@ -175,6 +176,46 @@ inline std::optional<std::vector<DispatchTensor>> call_or_probe(OpCode op, const
           DispatchTensor t = collective(op, A(), op == OpCode::broadcast ? 1 : 0);
           if (r == 0) out = one(std::move(t));
         });
+        return out;
+      });
+    case Family::Quantize:  // per row, q8s, scales 0.01 (i + 1); per tensor, q4f, scale 0.25: the codes
+    case Family::Dequantize:  // the same two, dequantized to the operand's dtype
+      return go([&] {
+        auto scales = [&](std::vector<float> v) { return from_data(TensorData::from<float>(v, Shape{v.size()}), d, Kind::Float); };
+        std::vector<float> rows(in->rows);
+        for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = 0.01f * static_cast<float>(i + 1);
+        const QuantScheme per_row = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native).with_level(
+            QuantLevel::block({1, static_cast<std::uint32_t>(in->cols)}));
+        const QuantScheme per_tensor = QuantScheme{}.with_value(QuantValue::Q4F);
+        DispatchTensor q1 = quant::quantize_row(A(), scales(rows), per_row);
+        DispatchTensor q2 = quant::quantize_row(A(), scales({0.25f}), per_tensor);
+        std::vector<DispatchTensor> out;
+        if (op == OpCode::quantize) {
+          out.push_back(quant::as_quant(q1)->codes());
+          out.push_back(quant::as_quant(q2)->codes());
+        } else {
+          out.push_back(quant::dequantize_row(q1, dtype));
+          out.push_back(quant::dequantize_row(q2, dtype));
+        }
+        return out;
+      });
+    case Family::QMatmul:  // x [rows, cols] times a q8s weight [cols, 3], per output column and per tensor
+      // x is the recipe's own: k / 64 with |k| <= 127 and 127 in every row, so a per-row int8
+      // quantization of it (the cpu's oneDNN route) is exact and the routes agree to rounding.
+      return go([&] {
+        std::vector<float> xv(in->rows * in->cols), wv(in->cols * 3);
+        for (std::size_t i = 0; i < xv.size(); ++i)
+          xv[i] = static_cast<float>(i % in->cols == 0 ? 127 : static_cast<int>(i * 37 % 255) - 127) / 64.0f;
+        for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = 0.05f * static_cast<float>(static_cast<int>(i % 11) - 5);
+        DispatchTensor x = from_data(TensorData::from<float>(xv, Shape{in->rows, in->cols}), d, Kind::Float);
+        if (dtype != DType::F32) x = cast(OpCode::cast, std::move(x), dtype);
+        DispatchTensor w = from_data(TensorData::from<float>(wv, Shape{in->cols, 3}), d, Kind::Float);
+        auto scales = [&](std::vector<float> v) { return from_data(TensorData::from<float>(v, Shape{v.size()}), d, Kind::Float); };
+        const QuantScheme q8 = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native);
+        const QuantScheme per_col = q8.with_level(QuantLevel::block({static_cast<std::uint32_t>(in->cols), 1}));
+        std::vector<DispatchTensor> out;
+        out.push_back(q_matmul(x, quant::quantize_row(w, scales({0.002f, 0.001f, 0.0025f}), per_col)));
+        out.push_back(q_matmul(x, quant::quantize_row(w, scales({0.002f}), q8)));
         return out;
       });
     case Family::ToDevice: return go([&] { return one(to_device(A(), d)); });

@@ -4,11 +4,12 @@
 // arguments come from tables that mix ordinary values with extreme ones (2^32, 2^62,
 // SIZE_MAX, INT64_MIN, ...), so overflowing shapes, steps and counts turn up often.
 // Op bytes from 240 reach the module ops (extreme options, max-pool indices, enum
-// values); inputs starting with WFIL are weight files (see run_weight_file).
+// values), byte 255 the quant rows; inputs starting with WFIL are weight files (see run_weight_file).
 #include "decoder.hpp"
 
 #include <tensor/io.hpp>
 #include <tensor/nn.hpp>
+#include <tensor/quantization.hpp>
 #include <tensor/tensor.hpp>
 
 #include <unistd.h>
@@ -192,6 +193,7 @@ class Program {
     const std::uint8_t family = in.u8();
     // Op bytes from 240 reach the module-op families (the older corpus files use the
     // ones below, whose meaning stays as it was).
+    if (family == 255) return quant_family(in, x, y);  // (was a module-op byte; 240..254 stay them)
     if (family >= 240) return module_family(family - 240, in, x, y, n);
     switch (family % 14) {
       case 0: {  // float creation
@@ -400,6 +402,30 @@ class Program {
         break;
       }
     }
+  }
+
+  // The quant rows (quantize, dequantize, q_matmul) with schemes, blocks and scales from the
+  // input: enum values out of range, blocks that do not divide, extreme or zero scales,
+  // mismatched weights. Quantized tensors are read back (codes and scales), never pooled.
+  void quant_family(Bytes& in, const Tensor<2>& x, const Tensor<2>& y) {
+    const std::uint8_t k = in.u8(), v = in.u8(), lvl = in.u8();
+    QuantScheme s = QuantScheme{}.with_value(static_cast<QuantValue>(v % 7)).with_store(static_cast<QuantStore>((v >> 3) % 3));
+    if (lvl & 1)
+      s = s.with_level(QuantLevel::block({static_cast<std::uint32_t>(in.pick(kSizes)), static_cast<std::uint32_t>(in.pick(kSizes))}));
+    const float sc = static_cast<float>(in.pick(kFloats));
+    checked("quant", [&] {
+      switch (k % 4) {
+        case 0: (void)quantize_dynamic(x, s).into_data(); break;
+        case 1: {
+          const std::size_t nb = quantization::params_shape(x.shape(), s).num_elements();
+          const auto scales = Tensor<1>::full({nb}, sc, x.device());
+          (void)dequantize(quantize(x, s, QuantParams{scales})).into_data();
+          break;
+        }
+        case 2: (void)quantization::q_matmul(x, quantize_dynamic(y, s)).into_data(); break;
+        case 3: (void)quantization::q_matmul(x, y).into_data(); break;  // not quantized: a DTypeError
+      }
+    }, x, y);
   }
 
   // Module ops with extreme options (products of stride, padding, dilation and kernel

@@ -51,6 +51,7 @@ TENSOR_API Handle dequantize(const Handle& x);
 TENSOR_API std::optional<QuantScheme> quant_scheme(const Handle& x);
 TENSOR_API std::pair<Handle, Handle> compute_range(const QuantScheme& scheme, const Handle& x, Calibration c);
 TENSOR_API Handle compute_q_params(const QuantScheme& scheme, const Handle& min, const Handle& max);
+TENSOR_API Handle q_matmul(const Handle& x, const Handle& w);
 }  // namespace detail
 
 /// x quantized with the given scales (rounded up to the scheme's scale dtype; a zero or
@@ -124,6 +125,18 @@ CalibrationRange compute_range(const QuantScheme& scheme, const Tensor<D>& x, Ca
 /// the scheme's scale dtype.
 inline QuantParams compute_q_params(const QuantScheme& scheme, const CalibrationRange& range) {
   return {Tensor<1>(detail::compute_q_params(scheme, range.min.handle(), range.max.handle()))};
+}
+
+/// burn's q_matmul(Float, QFloat), the inference case: x [.., M, K] (float) times a quantized
+/// weight w [K, N] whose scales are per tensor or per output column (block [K, 1]), in x's
+/// dtype. On the cpu with oneDNN: an int8 product (within about 1% of the float product of the
+/// dequantized weight); elsewhere the weight is dequantized and multiplied in float.
+/// (`x.matmul(w)` with a quantized w still raises DTypeError: use this.)
+/// ShapeError naming q_matmul for a rank or inner dim that does not fit, or other blocks;
+/// DTypeError when w is not quantized or x is not a float tensor.
+template <std::size_t D>
+Tensor<D> q_matmul(const Tensor<D>& x, const Tensor<2>& w) {
+  return Tensor<D>(detail::q_matmul(x.handle(), w.handle()));
 }
 
 }  // namespace quantization

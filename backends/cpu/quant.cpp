@@ -1,0 +1,407 @@
+// The CPU's quant rows (op table: quant section): quantize and dequantize in one pass over
+// contiguous f32 data, block by block along each line of the last axis. The values are the
+// default composition's (dispatch/defaults/quant.cpp) bit for bit: v = x * (1 / scale) in
+// f32, round half away from zero as trunc(v) + sign(v) * (|v - trunc(v)| >= 0.5), clamp to
+// the value's range (NaN stays NaN), then the Rust-`as` cast to i8 (NaN -> 0); dequantize:
+// f32(code) * scale, then the requested float dtype by the CPU's own cast. No FMA can fuse
+// the product into the rounding test: the library builds as ISO C++ (-ffp-contract=off).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/parallel.hpp"
+#include "backends/cpu/quant.hpp"
+#include "dispatch/quant.hpp"
+#include "dispatch/quant_model.hpp"
+
+#if TENSOR_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+namespace tensor::cpu {
+namespace {
+
+using dispatch::DispatchTensor;
+using dispatch::Kind;
+using dispatch::Prim;
+namespace q = dispatch::quant;
+
+// Contiguous f32 elements of x (a copy only when x is another dtype or strided).
+CpuRef f32_dense(CpuRef x) {
+  if (x->dtype() != DType::F32) return convert_tensor(std::move(x), DType::F32);
+  return to_contiguous(std::move(x));
+}
+
+inline std::int8_t code_of(float x, float inv, float lo, float hi) {
+  const float v = x * inv;
+  const float t = std::trunc(v);
+  const float sign = v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v;  // sign(v): 0 keeps its sign, NaN stays NaN
+  const float step = sign * (std::fabs(v - t) >= 0.5f ? 1.0f : 0.0f);
+  float r = t + step;
+  if (r < lo) r = lo;
+  if (r > hi) r = hi;
+  return std::isnan(r) ? std::int8_t{0} : static_cast<std::int8_t>(r);
+}
+
+// Calls body(line_start, block_base) for every line of the last axis of `shape`, where
+// block_base is the index (row-major over the block grid) of the line's first block.
+template <class Body>
+void for_lines(const Shape& shape, const q::Extents& e, const Shape& grid, bool per_tensor, Body&& body) {
+  const std::size_t r = shape.rank();
+  const std::size_t n = shape.num_elements();
+  if (n == 0) return;
+  const std::size_t last = r ? shape[r - 1] : 1;
+  const std::size_t lines = n / last;
+  if (per_tensor) {
+    for (std::size_t l = 0; l < lines; ++l) body(l * last, std::size_t{0});
+    return;
+  }
+  // Grid strides (row-major over the grid) of the outer axes, and an odometer over them.
+  std::array<std::size_t, kMaxRank> gstride{}, idx{};
+  std::size_t gs = 1;
+  for (std::size_t d = r; d-- > 0;) {
+    gstride[d] = gs;
+    gs *= grid[d];
+  }
+  for (std::size_t l = 0; l < lines; ++l) {
+    std::size_t base = 0;
+    for (std::size_t d = 0; d + 1 < r; ++d) base += idx[d] / e.ext[d] * gstride[d];
+    body(l * last, base);
+    if (r < 2) continue;
+    for (std::size_t d = r - 1; d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+Prim quantize_entry(Prim px, Prim pscales, const QuantScheme& scheme) {
+  CpuRef x = f32_dense(as_cpu(std::move(px)));
+  CpuRef sc = to_contiguous(as_cpu(Prim(pscales)));
+  const Shape shape = x->shape();
+  const q::Extents e = q::block_extents("quantize", shape, scheme);
+  const bool per_tensor = !scheme.level.is_block();
+  const Shape grid = q::grid_shape("quantize", shape, scheme);
+  const auto [a, b] = scheme.range();
+  const float lo = static_cast<float>(a), hi = static_cast<float>(b);
+  const float* s = reinterpret_cast<const float*>(sc->data());
+  std::vector<float> inv(grid.num_elements());
+  for (std::size_t i = 0; i < inv.size(); ++i) inv[i] = 1.0f / s[i];
+  CpuRef codes = alloc_tensor(DType::I8, shape);
+  const float* in = reinterpret_cast<const float*>(x->data());
+  auto* out = reinterpret_cast<std::int8_t*>(codes->data());
+  const std::size_t last = shape.rank() ? shape[shape.rank() - 1] : 1;
+  const std::size_t ext = per_tensor ? last : (shape.rank() ? e.ext[shape.rank() - 1] : 1);
+  for_lines(shape, e, grid, per_tensor, [&](std::size_t at, std::size_t base) {
+    for (std::size_t j0 = 0, blk = base; j0 < last; j0 += ext, blk += per_tensor ? 0 : 1) {
+      const float r = inv[blk];
+      for (std::size_t j = j0; j < j0 + ext; ++j) out[at + j] = code_of(in[at + j], r, lo, hi);
+    }
+  });
+  const DeviceId dev = x->device();
+  return Prim(dispatch::Ref<q::QuantPrim>::make(shape, dev, scheme, DispatchTensor(Prim(std::move(codes)), Kind::Int),
+                                                DispatchTensor(std::move(pscales), Kind::Float)));
+}
+
+Prim dequantize_entry(Prim pq, DType dtype) {
+  const auto& qp = dispatch::prim_as<q::QuantPrim>(pq);
+  const Shape shape = qp.shape();
+  const QuantScheme& scheme = qp.scheme();
+  const q::Extents e = q::block_extents("dequantize", shape, scheme);
+  const bool per_tensor = !scheme.level.is_block();
+  const Shape grid = q::grid_shape("dequantize", shape, scheme);
+  CpuRef codes = to_contiguous(as_cpu(DispatchTensor(qp.codes()).take()));
+  CpuRef sc = to_contiguous(as_cpu(DispatchTensor(qp.scales()).take()));
+  const auto* in = reinterpret_cast<const std::int8_t*>(codes->data());
+  const float* s = reinterpret_cast<const float*>(sc->data());
+  CpuRef out = alloc_tensor(DType::F32, shape);
+  float* o = reinterpret_cast<float*>(out->data());
+  const std::size_t last = shape.rank() ? shape[shape.rank() - 1] : 1;
+  const std::size_t ext = per_tensor ? last : (shape.rank() ? e.ext[shape.rank() - 1] : 1);
+  for_lines(shape, e, grid, per_tensor, [&](std::size_t at, std::size_t base) {
+    for (std::size_t j0 = 0, blk = base; j0 < last; j0 += ext, blk += per_tensor ? 0 : 1) {
+      const float scale = s[blk];
+      for (std::size_t j = j0; j < j0 + ext; ++j) o[at + j] = static_cast<float>(in[at + j]) * scale;
+    }
+  });
+  if (dtype == DType::F32) return out;
+  return convert_tensor(std::move(out), dtype);
+}
+
+// ---- q_matmul: x [.., M, K] (float) times a quantized weight [K, N] ------------------------
+//
+// On oneDNN's int8 matmul primitive: x's rows are quantized on the fly to s8 (symmetric, one
+// scale per row: a_m = max|x_m| / 127, codes round(x * (127 / max)) in [-127, 127]); the
+// weight's codes are s8 already. The primitive takes the weight's scales as constant output
+// scales (per output column, mask 1 << 1, or one), fixed when it is created, so oneDNN picks
+// its AMX / VNNI brgemm kernels (a runtime scale drops to a 3-6x slower gemm:jit:
+// reference/quantization.md §5.3); the row scale a_m multiplies the f32 result afterwards.
+// The weight is reordered once into the layout the primitive asks for (format any) and kept
+// with the weight (QuantPrim::cache), with the primitive, one per M. Where oneDNN is absent
+// or offers no kernel, for rows that are not finite (NaN / inf have no int8 code) and for an
+// f64 x (whose precision an int8 product cannot keep), the product is the default's: the
+// weight dequantized, then the float matmul.
+
+#if TENSOR_HAVE_ONEDNN
+dnnl_engine_t int8_engine() {
+  static const dnnl_engine_t engine = [] {
+    dnnl_engine_t e = nullptr;
+    if (dnnl_engine_create(&e, dnnl_cpu, 0) != dnnl_success) e = nullptr;
+    return e;
+  }();
+  return engine;
+}
+
+// One compiled product for one M, with the weight reordered for it.
+struct Int8Plan {
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_desc_t src{}, dst{}, wei{}, scratch{};
+  std::size_t scratch_bytes = 0;    // a user scratchpad: two threads may run one primitive at once
+  dnnl_memory_t weights = nullptr;  // the reordered codes (oneDNN's allocation)
+  std::string impl;
+  Int8Plan() = default;
+  Int8Plan(const Int8Plan&) = delete;
+  Int8Plan& operator=(const Int8Plan&) = delete;
+  ~Int8Plan() {
+    if (weights != nullptr) dnnl_memory_destroy(weights);
+    if (prim != nullptr) dnnl_primitive_destroy(prim);
+  }
+};
+
+struct Int8Weight final : q::QuantCache {
+  std::mutex mu;
+  std::map<std::int64_t, std::shared_ptr<const Int8Plan>> by_m;
+};
+
+// Reorders `src` (plain s8 [K, N] at `codes`) into `plan.weights` (the primitive's layout).
+bool reorder_weights(Int8Plan& p, const dnnl_memory_desc_t& plain, const std::int8_t* codes) {
+  const dnnl_engine_t e = int8_engine();
+  dnnl_memory_t from = nullptr;
+  if (dnnl_memory_create(&p.weights, &p.wei, e, DNNL_MEMORY_ALLOCATE) != dnnl_success) return false;
+  if (dnnl_memory_create(&from, &plain, e, const_cast<std::int8_t*>(codes)) != dnnl_success) return false;
+  dnnl_primitive_desc_t rpd = nullptr;
+  dnnl_primitive_t r = nullptr;
+  dnnl_stream_t st = nullptr;
+  bool ok = dnnl_reorder_primitive_desc_create(&rpd, &plain, e, &p.wei, e, nullptr) == dnnl_success &&
+            dnnl_primitive_create(&r, rpd) == dnnl_success && dnnl_stream_create(&st, e, dnnl_stream_default_flags) == dnnl_success;
+  if (ok) {
+    const dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, p.weights}};
+    ok = dnnl_primitive_execute(r, st, 2, args) == dnnl_success && dnnl_stream_wait(st) == dnnl_success;
+  }
+  if (st != nullptr) dnnl_stream_destroy(st);
+  if (r != nullptr) dnnl_primitive_destroy(r);
+  if (rpd != nullptr) dnnl_primitive_desc_destroy(rpd);
+  dnnl_memory_destroy(from);
+  return ok;
+}
+
+std::shared_ptr<const Int8Plan> make_int8_plan(std::int64_t m, std::int64_t k, std::int64_t n, const std::int8_t* codes,
+                                               const std::vector<float>& wscales) {
+  auto p = std::make_shared<Int8Plan>();
+  const dnnl_engine_t e = int8_engine();
+  if (e == nullptr) return p;
+  const dnnl_dims_t sd = {m, k}, wd = {k, n}, dd = {m, n};
+  dnnl_memory_desc_t wany{}, plain{};
+  if (dnnl_memory_desc_init_by_tag(&p->src, 2, sd, dnnl_s8, dnnl_ab) != dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_s8, dnnl_format_tag_any) != dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&plain, 2, wd, dnnl_s8, dnnl_ab) != dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&p->dst, 2, dd, dnnl_f32, dnnl_ab) != dnnl_success)
+    return p;
+  dnnl_matmul_desc_t md;
+  if (dnnl_matmul_desc_init(&md, &p->src, &wany, nullptr, &p->dst) != dnnl_success) return p;
+  dnnl_primitive_attr_t attr = nullptr;
+  if (dnnl_primitive_attr_create(&attr) != dnnl_success) return p;
+  dnnl_primitive_desc_t pd = nullptr;
+  const int mask = wscales.size() > 1 ? 1 << 1 : 0;
+  const bool made =
+      dnnl_primitive_attr_set_output_scales(attr, static_cast<dnnl_dim_t>(wscales.size()), mask, wscales.data()) == dnnl_success &&
+      dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+      dnnl_primitive_desc_create(&pd, &md, attr, e, nullptr) == dnnl_success;
+  dnnl_primitive_attr_destroy(attr);
+  if (!made) return p;
+  const char* impl = nullptr;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl != nullptr) p->impl = impl;
+  const dnnl_memory_desc_t* w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  const dnnl_memory_desc_t* sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  // A kernel of oneDNN's own (brgemm or its int8 gemm), not its reference loops.
+  const bool kernel = p->impl.starts_with("brg:") || p->impl.starts_with("gemm:");
+  if (kernel && w != nullptr) {
+    p->wei = *w;
+    if (sp != nullptr) {
+      p->scratch = *sp;
+      p->scratch_bytes = dnnl_memory_desc_get_size(sp);
+    }
+    if (!reorder_weights(*p, plain, codes) || dnnl_primitive_create(&p->prim, pd) != dnnl_success) p->prim = nullptr;
+  }
+  dnnl_primitive_desc_destroy(pd);
+  return p;
+}
+
+thread_local std::string t_last_route;
+
+// This thread's stream (oneDNN streams are not shared between threads).
+struct Int8Stream {
+  dnnl_stream_t stream = nullptr;
+  std::vector<std::byte> scratch;
+  Int8Stream() {
+    if (int8_engine() == nullptr || dnnl_stream_create(&stream, int8_engine(), dnnl_stream_default_flags) != dnnl_success)
+      stream = nullptr;
+  }
+  Int8Stream(const Int8Stream&) = delete;
+  Int8Stream& operator=(const Int8Stream&) = delete;
+  ~Int8Stream() {
+    if (stream != nullptr) dnnl_stream_destroy(stream);
+  }
+};
+
+// x [m, k] (f32, contiguous) times the weight on oneDNN into out [m, n]; false where it cannot.
+bool int8_product(const q::QuantPrim& w, const float* x, std::int64_t m, std::int64_t k, std::int64_t n, float* out) {
+  std::vector<std::int8_t> xq(static_cast<std::size_t>(m * k));
+  std::vector<float> row_scale(static_cast<std::size_t>(m));
+  std::vector<unsigned char> finite(static_cast<std::size_t>(m), 1);
+  // Rows in chunks of about 64K elements on the CPU backend's threads.
+  const std::int64_t rows_per = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / std::max<std::int64_t>(k, 1));
+  auto quantize_rows = [&](std::size_t c) {
+    const std::int64_t i0 = static_cast<std::int64_t>(c) * rows_per, i1 = std::min(m, i0 + rows_per);
+    // (v + 1.5 * 2^23) - 1.5 * 2^23 rounds v (|v| <= 127) to the nearest integer, ties to
+    // even, in two vectorizable adds (std::round is a libm call per element).
+    constexpr float kMagic = 12582912.0f;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const float* r = x + i * k;
+      float amax = 0.0f;
+      bool bad = false;
+      for (std::int64_t j = 0; j < k; ++j) {
+        const float a = std::fabs(r[j]);
+        bad |= !(a <= std::numeric_limits<float>::max());  // NaN or inf: no int8 code
+        amax = a > amax ? a : amax;
+      }
+      if (bad) {
+        finite[static_cast<std::size_t>(i)] = 0;
+        continue;
+      }
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      row_scale[static_cast<std::size_t>(i)] = amax / 127.0f;
+      std::int8_t* o = xq.data() + i * k;
+      for (std::int64_t j = 0; j < k; ++j) {
+        float v = r[j] * inv;
+        v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
+        v = (v + kMagic) - kMagic;
+        o[j] = static_cast<std::int8_t>(static_cast<int>(v));
+      }
+    }
+  };
+  parallel_chunks(static_cast<std::size_t>((m + rows_per - 1) / rows_per), quantize_rows);
+  if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
+  auto cache = w.cache<Int8Weight>([] { return std::make_shared<Int8Weight>(); });
+  std::shared_ptr<const Int8Plan> plan;
+  {
+    const std::lock_guard<std::mutex> lock(cache->mu);
+    if (auto it = cache->by_m.find(m); it != cache->by_m.end()) plan = it->second;
+  }
+  if (!plan) {
+    CpuRef codes = to_contiguous(as_cpu(DispatchTensor(w.codes()).take()));
+    CpuRef sc = to_contiguous(as_cpu(DispatchTensor(w.scales()).take()));
+    const float* s = reinterpret_cast<const float*>(sc->data());
+    const std::vector<float> wscales(s, s + sc->shape().num_elements());
+    plan = make_int8_plan(m, k, n, reinterpret_cast<const std::int8_t*>(codes->data()), wscales);
+    const std::lock_guard<std::mutex> lock(cache->mu);
+    if (cache->by_m.size() >= 16) cache->by_m.clear();  // bounded: a plan in use stays alive
+    plan = cache->by_m.try_emplace(m, plan).first->second;
+  }
+  if (plan->prim == nullptr) return false;
+  thread_local Int8Stream ts;
+  const dnnl_stream_t stream = ts.stream;
+  if (stream == nullptr) return false;
+  if (ts.scratch.size() < plan->scratch_bytes) ts.scratch.resize(plan->scratch_bytes);
+  std::array<dnnl_memory_t, 3> mem{};
+  bool ok = dnnl_memory_create(&mem[0], &plan->src, int8_engine(), xq.data()) == dnnl_success &&
+            dnnl_memory_create(&mem[1], &plan->dst, int8_engine(), out) == dnnl_success &&
+            (plan->scratch_bytes == 0 ||
+             dnnl_memory_create(&mem[2], &plan->scratch, int8_engine(), ts.scratch.data()) == dnnl_success);
+  if (ok) {
+    const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, mem[1]},
+                                     {DNNL_ARG_SCRATCHPAD, mem[2]}};
+    ok = dnnl_primitive_execute(plan->prim, stream, plan->scratch_bytes == 0 ? 3 : 4, args) == dnnl_success &&
+         dnnl_stream_wait(stream) == dnnl_success;
+  }
+  for (dnnl_memory_t mm : mem)
+    if (mm != nullptr) dnnl_memory_destroy(mm);
+  if (!ok) return false;
+  for (std::int64_t i = 0; i < m; ++i) {
+    const float a = row_scale[static_cast<std::size_t>(i)];
+    float* o = out + i * n;
+    for (std::int64_t j = 0; j < n; ++j) o[j] *= a;
+  }
+  t_last_route = "onednn " + plan->impl;
+  return true;
+}
+#endif
+
+Prim q_matmul_entry(Prim px, Prim pw) {
+  const auto& w = dispatch::prim_as<q::QuantPrim>(pw);
+  CpuRef x = as_cpu(std::move(px));
+  const DType xdt = x->dtype();
+  const Shape xs = x->shape();
+  const std::size_t r = xs.rank();
+  const std::size_t k = xs[r - 1], n = w.shape()[1];
+  Shape out_shape = xs;
+  out_shape[r - 1] = n;
+#if TENSOR_HAVE_ONEDNN
+  const std::size_t m = k == 0 ? 0 : xs.num_elements() / k;
+  if (m > 0 && k > 0 && n > 0 && xdt != DType::F64) {  // f64 asks for more than an int8 product holds
+    CpuRef xf = f32_dense(x);
+    CpuRef out = alloc_tensor(DType::F32, Shape{m, n});
+    if (int8_product(w, reinterpret_cast<const float*>(xf->data()), static_cast<std::int64_t>(m), static_cast<std::int64_t>(k),
+                     static_cast<std::int64_t>(n), reinterpret_cast<float*>(out->data()))) {
+      Layout l;
+      std::int64_t st = 1;
+      for (std::size_t d = r; d-- > 0;) {
+        l.strides[d] = st;
+        st *= static_cast<std::int64_t>(out_shape[d]);
+      }
+      CpuRef shaped = make_view(std::move(out), out_shape, l);
+      return xdt == DType::F32 ? shaped : convert_tensor(std::move(shaped), xdt);
+    }
+  }
+#endif
+  // The default's route: the weight dequantized to x's dtype, then the CPU's float matmul.
+#if TENSOR_HAVE_ONEDNN
+  t_last_route = "dequantize + f32 matmul";
+#endif
+  Prim wf = dequantize_entry(std::move(pw), xdt);
+  const dispatch::Backend& b = dispatch::backend_of(x->device());
+  if (r > 2) {
+    Shape s;
+    for (std::size_t i = 0; i + 2 < r; ++i) s.push_back(1);
+    s.push_back(k);
+    s.push_back(n);
+    wf = b.get<dispatch::Family::Reshape>(OpCode::reshape)(std::move(wf), s);
+  }
+  return b.get<dispatch::Family::Matmul>(OpCode::matmul)(Prim(std::move(x)), std::move(wf));
+}
+
+}  // namespace
+
+std::string last_q_matmul_route() {
+#if TENSOR_HAVE_ONEDNN
+  return t_last_route;
+#else
+  return "dequantize + f32 matmul (no oneDNN)";
+#endif
+}
+
+void register_quant_ops(dispatch::Backend& b) {
+  b.set<OpCode::quantize>(&quantize_entry);
+  b.set<OpCode::dequantize>(&dequantize_entry);
+  b.set<OpCode::q_matmul>(&q_matmul_entry);
+}
+
+}  // namespace tensor::cpu

@@ -1,0 +1,11 @@
+// The CPU's quant rows (backends/cpu/quant.cpp), for tools: the route the calling thread's
+// last q_matmul took ("onednn <kernel name>", or "dequantize + f32 matmul").
+#pragma once
+
+#include <string>
+
+namespace tensor::cpu {
+
+std::string last_q_matmul_route();
+
+}  // namespace tensor::cpu

@@ -1,0 +1,111 @@
+// tensorctl bench --only quant: on the cpu, q_matmul (f32 activation x q8s weight, scales per
+// output column; oneDNN's int8 matmul where built in) against our f32 matmul of the same
+// shape: n = 1024 (M = N = K) and the GEMV M = 1, K = N = 4096, on 1 and 2 threads (the
+// OpenMP count both routes use), interleaved so both see the same load; medians. Prints the
+// route q_matmul took (oneDNN's implementation name), the CPU's int8 / bf16 ISA flags and
+// the load average.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <tensor/quantization.hpp>
+#include <tensor/tensor.hpp>
+
+#include "backends/cpu/quant.hpp"
+#include "tools/bench/bench_quant.hpp"
+
+#if TENSOR_BENCH_HAVE_ONEDNN
+#include <omp.h>
+#endif
+
+namespace tensor_bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return f ? a + " " + b + " " + c : "unknown";
+}
+
+// The int8 / bf16 flags of the first CPU in /proc/cpuinfo.
+std::string isa_flags() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream is(line.substr(line.find(':') + 1));
+    std::string flag, out;
+    while (is >> flag)
+      if (flag == "avx2" || flag == "avx512f" || flag == "avx512bw" || flag == "avx512_vnni" || flag == "avx_vnni" ||
+          flag == "avx512_bf16" || flag == "amx_tile" || flag == "amx_int8" || flag == "amx_bf16")
+        out += (out.empty() ? "" : " ") + flag;
+    return out.empty() ? "(none of avx2, avx512*, vnni, amx)" : out;
+  }
+  return "unknown";
+}
+
+void set_threads([[maybe_unused]] int n) {
+#if TENSOR_BENCH_HAVE_ONEDNN
+  omp_set_num_threads(n);
+#endif
+}
+
+}  // namespace
+
+int run_quant(bool quick) {
+  using namespace tensor;
+  const Device cpu = Device::cpu();
+  std::printf("tensorctl bench --only quant: q_matmul (f32 x q8s weight, scales per output column) vs f32 matmul, cpu\n");
+  std::printf("cpu flags: %s\n", isa_flags().c_str());
+  std::printf("load average at start: %s\n", loadavg().c_str());
+  std::printf("%-22s %4s %5s %12s %12s %7s  %s\n", "shape (M x K x N)", "thr", "reps", "f32 matmul", "q_matmul", "speedup",
+              "q_matmul route");
+  struct Case { std::size_t m, k, n; };
+  for (const Case c : {Case{1024, 1024, 1024}, Case{1, 4096, 4096}}) {
+    const auto x = Tensor<2>::random({c.m, c.k}, Distribution::uniform(-1, 1), cpu);
+    const auto w = Tensor<2>::random({c.k, c.n}, Distribution::uniform(-1, 1), cpu);
+    const QuantScheme s = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native).with_level(
+        QuantLevel::block({static_cast<std::uint32_t>(c.k), 1}));
+    const auto wq = quantize_dynamic(w, s);
+    for (const int nt : {1, 2}) {
+      set_threads(nt);
+      (void)x.matmul(w);
+      (void)quantization::q_matmul(x, wq);  // the plan: primitive and weight reorder, once
+      const std::string route = cpu::last_q_matmul_route();
+      const int reps = quick ? 3 : c.m == 1 ? 41 : 11;
+      std::vector<double> tf, tq;
+      for (int r = 0; r < reps; ++r) {
+        auto t0 = Clock::now();
+        auto y = x.matmul(w);
+        cpu.sync();
+        auto t1 = Clock::now();
+        auto yq = quantization::q_matmul(x, wq);
+        cpu.sync();
+        auto t2 = Clock::now();
+        tf.push_back(std::chrono::duration<double>(t1 - t0).count());
+        tq.push_back(std::chrono::duration<double>(t2 - t1).count());
+      }
+      const double f = median(tf), q = median(tq);
+      const std::string shape = std::to_string(c.m) + " x " + std::to_string(c.k) + " x " + std::to_string(c.n);
+      std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s\n", shape.c_str(), nt, reps, f * 1e3, q * 1e3, f / q, route.c_str());
+      std::fflush(stdout);
+    }
+  }
+  std::printf("load average at end: %s\n", loadavg().c_str());
+  return 0;
+}
+
+}  // namespace tensor_bench
