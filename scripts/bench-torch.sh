@@ -27,7 +27,7 @@ out="$build/bench_torch"
 if [ ! -x "$out" ] || [ "$root/tools/bench/bench_torch.cpp" -nt "$out" ] || [ "$build/libtensor.so" -nt "$out" ]; then
   echo "bench-torch: compiling $out"
   g++ -std=c++20 -O2 -DNDEBUG -w -fopenmp \
-    -I"$root/lib/include" -I"$build/lib/include" \
+    -I"$root" -I"$root/lib/include" -I"$build/lib/include" \
     -I/usr/include/torch/csrc/api/include \
     "$root/tools/bench/bench_torch.cpp" -o "$out" \
     -L"$build" -Wl,-rpath,"$build" -ltensor -ltorch -ltorch_cpu -lc10 -lpthread

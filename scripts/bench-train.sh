@@ -39,7 +39,7 @@ if [ "$stale" = 1 ]; then
   echo "bench-train: compiling $out"
   # shellcheck disable=SC2086
   g++ -std=c++20 -O2 -DNDEBUG -w \
-    -I"$root/lib/include" -I"$build/lib/include" -I"$root/tools/train" \
+    -I"$root" -I"$root/lib/include" -I"$build/lib/include" -I"$root/tools/train" \
     -I/usr/include/torch/csrc/api/include \
     $srcs -o "$out" \
     -L"$build" -Wl,-rpath,"$build" -ltensor -ltorch -ltorch_cpu -lc10 -lpthread

@@ -24,6 +24,8 @@
 #include <omp.h>
 #endif
 
+#include "tools/bench/bench_util.hpp"
+
 namespace tensor_bench {
 namespace {
 
@@ -31,12 +33,6 @@ using namespace tensor;
 using Clock = std::chrono::steady_clock;
 
 double seconds_of(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Pair {
   double ours = 0, ref = 0;

@@ -15,23 +15,12 @@
 #include "lib/src/distributed/communicator.hpp"
 #include "tools/bench/bench_dist.hpp"
 
+#include "tools/bench/bench_util.hpp"
+
 namespace tensor_bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return f ? a + " " + b + " " + c : "unknown";
-}
 
 std::string size_name(std::size_t bytes) {
   if (bytes >= (1u << 20)) return std::to_string(bytes >> 20) + " MiB";

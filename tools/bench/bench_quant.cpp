@@ -22,23 +22,12 @@
 #include <omp.h>
 #endif
 
+#include "tools/bench/bench_util.hpp"
+
 namespace tensor_bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return f ? a + " " + b + " " + c : "unknown";
-}
 
 // The int8 / bf16 flags of the first CPU in /proc/cpuinfo.
 std::string isa_flags() {

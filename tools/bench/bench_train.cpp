@@ -28,6 +28,8 @@
 
 #include "model.hpp"
 
+#include "tools/bench/bench_util.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -35,12 +37,7 @@ using tensor::Shape;
 using tensor::Tensor;
 using tensor::TensorData;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
+using tensor_bench::median;
 struct Result {
   double ours, torch;
 };
