@@ -104,6 +104,18 @@ inline Prim permute_prim(Prim x, std::vector<std::size_t> axes) {
 }
 inline Prim full_shape(const Shape& s, Scalar v, DeviceId d, DType dt) { return call<Family::Full>(OpCode::full, d, s, v, d, dt); }
 
+// An indexed update by rule at host-computed positions (nd_grid.cpp): element i of v (row
+// major) updates x's row-major element targets[i]. Assign: the last write to a position wins;
+// Mul, Min, Max: applied in source order, so repeated positions combine as a kernel's
+// sequential loop does; Add: select_add. x and v stay on the device.
+Prim update_at(Prim x, Prim v, const std::vector<std::int64_t>& targets, IndexingUpdateOp how);
+
+// The targets of scatter (v[p] -> x[p with p[dim] = idx[p]], idx shaped like v) and of
+// select_assign (v[p] -> x[p with p[dim] = idx[p[dim]]], idx 1-D): the indices are read back
+// and range-checked (IndexError naming `op`).
+std::vector<std::int64_t> update_targets(std::string_view op, const Shape& xs, const Shape& vs, std::size_t dim, Prim idx,
+                                         bool per_element);
+
 // A convolution's x or weight gradient by the CPU backend's kernel through the host
 // (host_trip.cpp; the rank-3 forms).
 Prim host_conv_backward(OpCode op, Prim a, Prim b, const Shape& target, const ConvArgs& args);

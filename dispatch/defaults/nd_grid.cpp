@@ -48,7 +48,7 @@ Prim d_gather_nd(Prim x, Prim idx) {
 
 // Assign: the addressed rows are zeroed, then the last value written to each row is added
 // (of duplicates, the last write wins, as burn's scatter_nd). Add: select_add; the other
-// rules go to the backend's select_assign (its default has Add only).
+// rules go to the backend's select_assign (a kernel, or its default: update_at below).
 Prim d_scatter_nd(Prim x, Prim idx, Prim v, IndexingUpdateOp update) {
   const DeviceId d = x->device();
   const Shape s = x->shape();
@@ -86,6 +86,107 @@ Prim d_scatter_nd(Prim x, Prim idx, Prim v, IndexingUpdateOp update) {
                                               std::move(vals), how);
   return reshape_to(std::move(out), s);
 }
+
+// ---- updates by rule at host-computed positions (scatter, select_assign, scatter_nd) --------
+// The touched positions U (ascending) are gathered into a short vector `sub`; each round
+// applies every position's next update (round r: its r-th source, in source order), so
+// positions written more than once combine in the order a sequential kernel would; then sub
+// goes back into x. A write goes through select_add into a vector of -0.0 (x + -0.0 == x for
+// every x, the sign of zero included) and mask_where, so values are exact.
+
+}  // namespace
+
+Prim update_at(Prim x, Prim v, const std::vector<std::int64_t>& targets, IndexingUpdateOp how) {
+  const DeviceId d = x->device();
+  const Shape s = x->shape();
+  const std::size_t n = s.num_elements();
+  if (targets.empty()) return x;
+  Prim out = flat(std::move(x)), vals = flat(std::move(v));
+  const DType dt = out->dtype();
+  const Scalar neg_zero = is_float(dt) ? Scalar(-0.0) : Scalar(std::int64_t{0});
+  // Writes `upd` (one value per position of `pos`, positions distinct) into `into` ([len]).
+  const auto write = [&](Prim into, std::size_t len, const std::vector<std::int64_t>& pos, Prim upd) {
+    std::vector<bool> hit(len, false);
+    for (const std::int64_t p : pos) hit[static_cast<std::size_t>(p)] = true;
+    Prim dense = call<Family::SelectAssign>(OpCode::select_add, d, full_shape(Shape{len}, neg_zero, d, dt), std::size_t{0},
+                                            upload_ints(pos, d), std::move(upd));
+    Prim mask = upload(TensorData::from<bool>(hit).convert(bool_dt(d)), d);
+    return mwhere(std::move(into), std::move(mask), std::move(dense));
+  };
+  if (how == IndexingUpdateOp::Add)
+    return reshape_to(call<Family::SelectAssign>(OpCode::select_add, d, std::move(out), std::size_t{0}, upload_ints(targets, d),
+                                                 std::move(vals)),
+                      s);
+  // slot[t]: the position's index in U; rounds of (source, slot) pairs.
+  std::vector<std::int64_t> slot(n, -1), touched;
+  for (const std::int64_t t : targets) slot[static_cast<std::size_t>(t)] = 0;
+  for (std::size_t t = 0; t < n; ++t)
+    if (slot[t] == 0) {
+      slot[t] = static_cast<std::int64_t>(touched.size());
+      touched.push_back(static_cast<std::int64_t>(t));
+    }
+  std::vector<std::vector<std::int64_t>> src, dst;
+  if (how == IndexingUpdateOp::Assign) {  // one round: each position's last source
+    std::vector<std::int64_t> last(touched.size(), -1);
+    for (std::size_t i = 0; i < targets.size(); ++i) last[static_cast<std::size_t>(slot[static_cast<std::size_t>(targets[i])])] = static_cast<std::int64_t>(i);
+    src.push_back(std::move(last));
+    dst.emplace_back(touched.size());
+    std::iota(dst[0].begin(), dst[0].end(), std::int64_t{0});
+  } else {
+    std::vector<std::size_t> seen(touched.size(), 0);
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const auto k = static_cast<std::size_t>(slot[static_cast<std::size_t>(targets[i])]);
+      const std::size_t r = seen[k]++;
+      if (r == src.size()) {
+        src.emplace_back();
+        dst.emplace_back();
+      }
+      src[r].push_back(static_cast<std::int64_t>(i));
+      dst[r].push_back(static_cast<std::int64_t>(k));
+    }
+  }
+  const OpCode combine = how == IndexingUpdateOp::Mul ? OpCode::mul : how == IndexingUpdateOp::Min ? OpCode::min_pair : OpCode::max_pair;
+  const std::size_t u = touched.size();
+  Prim sub = how == IndexingUpdateOp::Assign ? Prim{}
+                                             : call<Family::Select>(OpCode::select, d, out, std::size_t{0}, upload_ints(touched, d));
+  for (std::size_t r = 0; r < src.size(); ++r) {
+    Prim upd = call<Family::Select>(OpCode::select, d, vals, std::size_t{0}, upload_ints(src[r], d));
+    if (how == IndexingUpdateOp::Assign) {
+      sub = std::move(upd);  // dst[0] is 0..u-1
+      break;
+    }
+    Prim cur = call<Family::Select>(OpCode::select, d, sub, std::size_t{0}, upload_ints(dst[r], d));
+    sub = write(std::move(sub), u, dst[r], bin(combine, std::move(cur), std::move(upd)));
+  }
+  return reshape_to(write(std::move(out), n, touched, std::move(sub)), s);
+}
+
+std::vector<std::int64_t> update_targets(std::string_view op, const Shape& xs, const Shape& vs, std::size_t dim, Prim idx,
+                                         bool per_element) {
+  const std::vector<std::int64_t> host = read_prim(std::move(idx)).convert(DType::I64).to_vec<std::int64_t>();
+  const auto bound = static_cast<std::int64_t>(xs[dim]);
+  for (const std::int64_t i : host)
+    if (i < 0 || i >= bound)
+      throw IndexError(fmt::format("[{}] index out of range for dim {}; expected 0 <= index < {}; got {}", op, dim, bound, i));
+  const std::size_t rank = xs.rank(), m = vs.num_elements();
+  std::vector<std::int64_t> xstride(rank, 1);
+  for (std::size_t k = rank; k-- > 1;) xstride[k - 1] = xstride[k] * static_cast<std::int64_t>(xs[k]);
+  std::vector<std::int64_t> targets(m);
+  std::vector<std::size_t> p(rank, 0);  // v's multi-index, row major
+  for (std::size_t i = 0; i < m; ++i) {
+    std::int64_t t = 0;
+    for (std::size_t k = 0; k < rank; ++k)
+      t += (k == dim ? host[per_element ? i : p[k]] : static_cast<std::int64_t>(p[k])) * xstride[k];
+    targets[i] = t;
+    for (std::size_t k = rank; k-- > 0;) {
+      if (++p[k] < vs[k]) break;
+      p[k] = 0;
+    }
+  }
+  return targets;
+}
+
+namespace {
 
 // ---- grid_sample_2d ---------------------------------------------------------------------
 // Bilinear (or nearest) taps gathered from the flattened image, as torch's grid_sampler_2d:

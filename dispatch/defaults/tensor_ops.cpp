@@ -136,20 +136,24 @@ Prim renamed_errors(std::string_view inner, std::string_view outer, F&& f) {
   }
 }
 
+// Add: scatter_add / select_add, on the device. The other rules: the indices are read back
+// and the updates applied at their positions by update_at (nd_grid.cpp).
 Prim d_scatter(Prim x, std::size_t dim, Prim idx, Prim v, IndexingUpdateOp op) {
-  if (op != IndexingUpdateOp::Add)
-    throw NotImplemented(fmt::format("[scatter] only the Add update has a default; a backend must implement the others on {}",
-                                     backend_of(x).short_name()));
   const DeviceId d = x->device();
+  if (op != IndexingUpdateOp::Add) {
+    const std::vector<std::int64_t> t = update_targets("scatter", x->shape(), v->shape(), dim, std::move(idx), true);
+    return update_at(std::move(x), std::move(v), t, op);
+  }
   return renamed_errors("scatter_add", "scatter", [&] {
     return call<Family::Scatter>(OpCode::scatter_add, d, std::move(x), dim, std::move(idx), std::move(v));
   });
 }
 Prim d_select_assign(Prim x, std::size_t dim, Prim idx, Prim v, IndexingUpdateOp op) {
-  if (op != IndexingUpdateOp::Add)
-    throw NotImplemented(fmt::format("[select_assign] only the Add update has a default; a backend must implement the others "
-                                     "on {}", backend_of(x).short_name()));
   const DeviceId d = x->device();
+  if (op != IndexingUpdateOp::Add) {
+    const std::vector<std::int64_t> t = update_targets("select_assign", x->shape(), v->shape(), dim, std::move(idx), false);
+    return update_at(std::move(x), std::move(v), t, op);
+  }
   return renamed_errors("select_add", "select_assign", [&] {
     return call<Family::SelectAssign>(OpCode::select_add, d, std::move(x), dim, std::move(idx), std::move(v));
   });

@@ -512,4 +512,69 @@ TEST(Defaults, CompositionsAgreeWithCpuOverrides) {
   EXPECT_GT(compared, 0);
 }
 
+// scatter / select_assign by Assign, Mul, Min, Max: the defaults (mini) and the CPU kernels
+// against values worked out by hand, with positions written several times (the updates
+// combine in source order; Assign keeps the last), -0.0 kept, NaN winning Min/Max.
+TEST(Defaults, UpdateRulesAtRepeatedPositionsMatchHandValues) {
+  using U = IndexingUpdateOp;
+  const auto put = [](const TensorData& t, DeviceId d) {
+    return from_data(t, d, is_float(t.dtype()) ? Kind::Float : Kind::Int);
+  };
+  const auto f32 = [](std::vector<float> v, Shape s) { return TensorData::from(v, std::move(s)); };
+  for (const DeviceId d : {kCpu, mini()}) {
+    SCOPED_TRACE(backend_name(d));
+    const TensorData x = f32({1, 2, 3, 4, 5, 6}, Shape{2, 3});
+    const TensorData idx = TensorData::from(std::vector<std::int64_t>{0, 0, 2, 1, 1, 1}, Shape{2, 3});
+    const TensorData v = f32({2, 3, -0.0f, 0.5f, 4, 2}, Shape{2, 3});
+    const auto scattered = [&](U how) {
+      return read(dispatch::scatter(OpCode::scatter, put(x, d), 1, put(idx, d), put(v, d), how))
+          .to_vec<float>();
+    };
+    const std::map<U, std::vector<float>> want = {{U::Mul, {6, 2, -0.0f, 4, 20, 6}},
+                                                  {U::Assign, {3, 2, -0.0f, 4, 2, 6}},
+                                                  {U::Max, {3, 2, 3, 4, 5, 6}},
+                                                  {U::Min, {1, 2, -0.0f, 4, 0.5f, 6}}};
+    for (const auto& [how, w] : want) {
+      SCOPED_TRACE(static_cast<int>(how));
+      const std::vector<float> got = scattered(how);
+      ASSERT_EQ(got.size(), w.size());
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        EXPECT_EQ(got[i], w[i]) << i;
+        EXPECT_EQ(std::signbit(got[i]), std::signbit(w[i])) << i;
+      }
+    }
+    // select_assign along dim 0 of a [2] vector: NaN wins Min and Max; ints multiply in order.
+    const TensorData two = f32({1, 2}, Shape{2});
+    const TensorData sel = TensorData::from(std::vector<std::int64_t>{1, 1}, Shape{2});
+    for (const U how : {U::Max, U::Min}) {
+      const auto got = read(select_assign(OpCode::select_assign, put(two, d), 0, put(sel, d), put(f32({NAN, 7}, Shape{2}), d), how))
+                           .to_vec<float>();
+      EXPECT_EQ(got[0], 1.0f);
+      EXPECT_TRUE(std::isnan(got[1])) << got[1];
+    }
+    const TensorData xi = TensorData::from(std::vector<std::int32_t>{10, -3}, Shape{2});
+    const TensorData ii = TensorData::from(std::vector<std::int64_t>{0, 0, 1, 0}, Shape{4});
+    const TensorData vi = TensorData::from(std::vector<std::int32_t>{2, -1, 5, 3}, Shape{4});
+    const std::map<U, std::vector<std::int32_t>> want_i = {
+        {U::Mul, {-60, -15}}, {U::Assign, {3, 5}}, {U::Max, {10, 5}}, {U::Min, {-1, -3}}};
+    for (const auto& [how, w] : want_i) {
+      SCOPED_TRACE(static_cast<int>(how));
+      EXPECT_EQ(read(select_assign(OpCode::select_assign, put(xi, d), 0, put(ii, d), put(vi, d), how))
+                    .to_vec<std::int32_t>(),
+                w);
+    }
+    // An index out of range: IndexError naming the op; the input is unchanged.
+    const DispatchTensor kept = put(x, d);
+    const TensorData bad = TensorData::from(std::vector<std::int64_t>{0, 3, 0, 0, 0, 0}, Shape{2, 3});
+    try {
+      (void)dispatch::scatter(OpCode::scatter, kept, 1, put(bad, d), put(v, d), U::Mul);
+      ADD_FAILURE() << "no IndexError";
+    } catch (const IndexError& e) {
+      EXPECT_NE(std::string(e.what()).find("[scatter]"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(read(kept).to_vec<float>(), x.to_vec<float>());
+  }
+}
+
+
 }  // namespace
