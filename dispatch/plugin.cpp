@@ -23,6 +23,7 @@
 
 #include "dispatch/defaults/compose.hpp"
 #include "dispatch/plugin_paths.hpp"
+#include "lib/core/block_stack.hpp"
 #include "lib/core/shape_rules.hpp"
 #include "tensor/backend_plugin.h"
 #include "tensor/error.hpp"
@@ -152,6 +153,14 @@ class PluginTensor final : public Primitive {
   PluginTensor(const PluginLib& lib, TensorPrim h, DType dtype, const Shape& shape, DeviceId device)
       : Primitive(dtype, shape, device), lib_(lib), h_(h) {}
   ~PluginTensor() override { lib_.info.prim.release(h_); }
+  // Every op makes and frees one: per-thread freed blocks instead of malloc/free (as CpuTensor).
+  static void* operator new(std::size_t size) {
+    return size == sizeof(PluginTensor) ? core::BlockStack<sizeof(PluginTensor)>::take() : ::operator new(size);
+  }
+  static void operator delete(void* p, std::size_t size) {
+    if (size == sizeof(PluginTensor)) core::BlockStack<sizeof(PluginTensor)>::give(p);
+    else ::operator delete(p);
+  }
   bool can_mut() const override { return unique_ref() && (!lib_.info.prim.can_mut || lib_.info.prim.can_mut(h_) != 0); }
   TensorPrim handle() const { return h_; }
 
@@ -179,7 +188,8 @@ Prim wrap(const PluginLib& lib, DeviceId d, TensorPrim h, std::string_view what,
     lib.info.prim.release(h);
     check_status(s, lib, what);
   }
-  bool ok = m.rank <= kMaxRank && m.dtype >= 0 && m.dtype < TENSOR_DTYPE_COUNT;
+  bool ok = m.rank <= kMaxRank && m.dtype >= 0 && m.dtype < TENSOR_DTYPE_COUNT &&
+            std::all_of(m.shape, m.shape + std::min<std::uint32_t>(m.rank, kMaxRank), [](std::int64_t n) { return n >= 0; });
   if (ok && expect) ok = m.dtype == expect->dtype && m.rank == expect->rank && std::equal(m.shape, m.shape + m.rank, expect->shape);
   if (!ok) {
     lib.info.prim.release(h);
@@ -187,8 +197,9 @@ Prim wrap(const PluginLib& lib, DeviceId d, TensorPrim h, std::string_view what,
     throw ExecutionError(fmt::format("[{}:{}] the plugin's result does not match the op; expected dtype {} rank {}; got {}",
                                      lib.name, what, expect ? expect->dtype : 0, expect ? expect->rank : 0, got));
   }
-  std::vector<std::size_t> dims(m.shape, m.shape + m.rank);
-  return Prim::adopt(new PluginTensor(lib, h, static_cast<DType>(m.dtype), Shape(dims), d));
+  std::array<std::size_t, kMaxRank> dims{};  // no heap: a per-op cost
+  for (std::uint32_t i = 0; i < m.rank; ++i) dims[i] = static_cast<std::size_t>(m.shape[i]);
+  return Prim::adopt(new PluginTensor(lib, h, static_cast<DType>(m.dtype), Shape(std::span<const std::size_t>(dims.data(), m.rank)), d));
 }
 
 // ---- host fallback: the CPU kernel through the host ---------------------------------------

@@ -25,6 +25,7 @@
 #include "tensor/version.hpp"
 #include "tools/bench/bench_cpu.hpp"
 #include "tools/bench/bench_dist.hpp"
+#include "tools/bench/bench_plugin.hpp"
 #include "tools/bench/bench_quant.hpp"
 #include "tools/tensorctl.hpp"
 #if TENSOR_HAVE_VULKAN
@@ -187,6 +188,21 @@ int run_bench(Args args) {
       }
     }
     return tensor_bench::run_quant(quick);
+  }
+  // --only plugin takes [--device D] [--quick]: a plugin's device beside the cpu (tools/bench/bench_plugin.cpp).
+  if (std::find(args.begin(), args.end(), "plugin") != args.end()) {
+    bool quick = false;
+    std::string device;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--quick") quick = true;
+      else if (args[i] == "--only" && i + 1 < args.size() && args[i + 1] == "plugin") ++i;
+      else if (args[i] == "--device" && i + 1 < args.size()) device = args[++i];
+      else {
+        std::fprintf(stderr, "bench --only plugin: expected [--device D] [--quick]; got '%s'\n", args[i].c_str());
+        return kExitUsage;
+      }
+    }
+    return tensor_bench::run_plugin(device, quick);
   }
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());

@@ -16,6 +16,7 @@
 #include "backends/cpu/layout_hwy.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/strided.hpp"
+#include "lib/core/block_stack.hpp"
 #include "lib/core/current_op.hpp"
 #include "lib/core/shape_rules.hpp"
 #include "tensor/error.hpp"
@@ -121,59 +122,11 @@ BufferCache& cache() {
   return *c;
 }
 
-// Freed fixed-size heap blocks kept per thread (at most kCap), so that the objects
-// every op allocates and frees (the result primitive, small storage) skip malloc and
-// free: measured with callgrind, a + b on two [4] f32 spent ~30% of its instructions
-// in them. Blocks go back to the thread that frees them; a thread's blocks are freed
-// when it exits (after that, its frees go straight to free()).
-template <std::size_t kSize>
-class BlockStack {
- public:
-  static void* take() {
-    if (!dead_) {
-      BlockStack& s = mine();
-      if (s.n_) return s.items_[--s.n_];
-    }
-    void* p = std::malloc(kSize);
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  static void give(void* p) {
-    if (!dead_) {
-      BlockStack& s = mine();
-      if (s.n_ < kCap) {
-        s.items_[s.n_++] = p;
-        return;
-      }
-    }
-    std::free(p);
-  }
-  ~BlockStack() {
-    dead_ = true;
-    for (std::size_t i = 0; i < n_; ++i) std::free(items_[i]);
-    n_ = 0;
-  }
-
- private:
-  static constexpr std::size_t kCap = 16;
-  // initial-exec: a fixed offset from the thread pointer instead of a __tls_get_addr
-  // call per access (which cost more than malloc saves); 136 bytes per stack.
-  static BlockStack& mine() {
-    thread_local BlockStack s __attribute__((tls_model("initial-exec")));
-    return s;
-  }
-  void* items_[kCap];
-  std::size_t n_ = 0;
-  static thread_local bool dead_ __attribute__((tls_model("initial-exec")));
-};
-template <std::size_t kSize>
-thread_local bool BlockStack<kSize>::dead_ __attribute__((tls_model("initial-exec"))) = false;
-
 // Small storage blocks: the header line, up to 128 bytes of elements, and malloc's
 // 16-byte alignment slack to the next 64-byte line.
 constexpr std::size_t kSmallBlock = 256;
-using SmallBlocks = BlockStack<kSmallBlock>;
-using TensorBlocks = BlockStack<sizeof(CpuTensor)>;
+using SmallBlocks = core::BlockStack<kSmallBlock>;
+using TensorBlocks = core::BlockStack<sizeof(CpuTensor)>;
 
 }  // namespace
 
