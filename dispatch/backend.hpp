@@ -87,8 +87,9 @@ class Registry {
   const Backend* find_by_name(std::string_view short_name) const;
   std::vector<const Backend*> backends() const;
 
-  // Why a built-in backend is absent (e.g. "vulkan: no Vulkan loader"), for tensorctl info.
-  // Noted only by install_builtin_backends, before the registry is handed out.
+  // Why a backend is absent (e.g. "vulkan: no Vulkan loader", or a plugin refused by a check),
+  // for tensorctl info. Noted by install_builtin_backends and the plugin loader, both before
+  // the registry is handed out.
   void note_absent(std::string backend, std::string reason);
   const std::vector<std::pair<std::string, std::string>>& absent() const { return absent_; }
 
