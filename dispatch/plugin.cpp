@@ -274,7 +274,7 @@ struct Host<op, R (*)(A...)> {
 
 constexpr bool forwarded(Family f) {
   return f == Family::Unary || f == Family::Binary || f == Family::Scalar || f == Family::Reduce || f == Family::Dim ||
-         f == Family::Create || f == Family::Full;
+         f == Family::Create || f == Family::Full || f == Family::Matmul || f == Family::Reshape;
 }
 
 TensorScalar c_scalar(const Scalar& s) {
@@ -370,6 +370,28 @@ struct Native<op, Family::Dim> {
     TensorOpCall c{};
     c.out = meta_of(a->dtype(), op_info(op).keeps_shape ? a->shape() : core::reduce_dim_shape(a->shape(), dim));
     c.dim = static_cast<std::int64_t>(dim);
+    return run_call<op>(lib, a->device(), {&a}, c);
+  }
+};
+template <OpCode op>
+struct Native<op, Family::Matmul> {
+  static Prim fn(Prim a, Prim b) {
+    const PluginLib& lib = lib_of(a->device());
+    if (!computes(lib, op, a->dtype()) || b->dtype() != a->dtype())
+      return Host<op, FamilyFn<Family::Matmul>>::fn(std::move(a), std::move(b));
+    TensorOpCall c{};
+    c.out = meta_of(a->dtype(), core::matmul_shape(op_name(op), a->shape(), b->shape()));
+    return run_call<op>(lib, a->device(), {&a, &b}, c);
+  }
+};
+// reshape and expand: the target shape is the result's (call.out), checked by the rules.
+template <OpCode op>
+struct Native<op, Family::Reshape> {
+  static Prim fn(Prim a, const Shape& shape) {
+    const PluginLib& lib = lib_of(a->device());
+    if (!computes(lib, op, a->dtype())) return Host<op, FamilyFn<Family::Reshape>>::fn(std::move(a), shape);
+    TensorOpCall c{};
+    c.out = meta_of(a->dtype(), shape);
     return run_call<op>(lib, a->device(), {&a}, c);
   }
 };

@@ -215,6 +215,53 @@ TensorStatus op_sum_dim(TensorOpCall* c) {
     return TENSOR_STATUS_OK;
   })
 }
+// [.., M, K] x [.., K, N] with the batch dims broadcast (the host checked the shapes).
+TensorStatus op_matmul(TensorOpCall* c) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* a = ref(c->inputs[0]);
+    RefTensor* b = ref(c->inputs[1]);
+    RefTensor* o = make(c->out);
+    const std::uint32_t r = c->out.rank;
+    const auto m = static_cast<std::size_t>(c->out.shape[r - 2]), n = static_cast<std::size_t>(c->out.shape[r - 1]),
+               k = static_cast<std::size_t>(a->meta.shape[r - 1]);
+    TensorMeta ob = c->out, ab = a->meta, bb = b->meta;  // the batch dims alone
+    ob.rank = ab.rank = bb.rank = r - 2;
+    for (std::size_t bi = 0, batches = count(ob); bi < batches; ++bi) {
+      const float* x = f32(a) + broadcast_index(ab, ob, bi) * m * k;
+      const float* y = f32(b) + broadcast_index(bb, ob, bi) * k * n;
+      float* z = f32(o) + bi * m * n;
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+          float s = 0.0f;
+          for (std::size_t p = 0; p < k; ++p) s += x[i * k + p] * y[p * n + j];
+          z[i * n + j] = s;
+        }
+    }
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+// reshape: the same bytes under the new shape; expand: size-1 dims repeated (any dtype).
+TensorStatus op_reshape(TensorOpCall* c) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* a = ref(c->inputs[0]);
+    RefTensor* o = make(c->out);
+    if (o->size) std::memcpy(o->bytes(), a->bytes(), o->size);
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+TensorStatus op_expand(TensorOpCall* c) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* a = ref(c->inputs[0]);
+    RefTensor* o = make(c->out);
+    const std::size_t e = elem_size(c->out.dtype);
+    for (std::size_t i = 0, n = count(c->out); i < n; ++i)
+      std::memcpy(o->bytes() + i * e, a->bytes() + broadcast_index(a->meta, c->out, i) * e, e);
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
 TensorStatus fill(TensorOpCall* c, float v) {
   TENSOR_PLUGIN_GUARD(g_host, {
     RefTensor* o = make(c->out);
@@ -240,9 +287,12 @@ struct Tables {
   TensorPluginInfo info{};
 };
 
-void put(Tables& t, unsigned op, TensorOpFn fn) {
+// The dtypes dtype_usage stores: every float and int dtype and the one-byte bools.
+constexpr uint32_t kEveryStoredDtype = TENSOR_DTYPE_BIT(TENSOR_DTYPE_BOOL_U32) - 1;
+
+void put(Tables& t, unsigned op, TensorOpFn fn, uint32_t dtypes = TENSOR_DTYPE_BIT(TENSOR_DTYPE_F32)) {
   t.ops[op] = fn;
-  t.dtypes[op] = TENSOR_DTYPE_BIT(TENSOR_DTYPE_F32);
+  t.dtypes[op] = dtypes;
 }
 
 const TensorFeature kFeatures[] = {{"kernels", "scalar f32"}, {nullptr, nullptr}};
@@ -263,6 +313,9 @@ Tables* build() {
   put(*t, TENSOR_OP_zeros, &op_zeros);
   put(*t, TENSOR_OP_ones, &op_ones);
   put(*t, TENSOR_OP_full, &op_full);
+  put(*t, TENSOR_OP_matmul, &op_matmul);
+  put(*t, TENSOR_OP_reshape, &op_reshape, kEveryStoredDtype);
+  put(*t, TENSOR_OP_expand, &op_expand, kEveryStoredDtype);
 
   TensorPluginInfo& i = t->info;
   i.struct_size = sizeof(TensorPluginInfo);
