@@ -29,6 +29,7 @@
 #if TENSOR_HAVE_ONEDNN
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_version.h>
 #endif
 
 namespace tensor::cpu {
@@ -477,7 +478,15 @@ std::string gemm_route() {
     case dnnl_cpu_isa_avx512_core_amx: isa = "avx512_core_amx"; break;
     default: break;
   }
-  return std::string("onednn sgemm (") + isa + ")" + (bf16_gemm_live() ? "; bf16 onednn brgemm" : "") + "; f64 blis";
+  // f16: Debian's oneDNN 2.6 has no CPU f16 matmul (no AVX512_FP16 kernels; its matmul
+  // refuses f16 operands), so f16 products are widened to f32 on every CPU.
+  std::string half = "; f16 and bf16 widened to f32";
+  if (bf16_gemm_live())
+    half = std::string("; bf16 onednn brgemm (") +
+           (dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? "AMX" : "AVX512_BF16") +
+           "), B packed once per product from 256^3; f16 widened to f32 (no f16 matmul in oneDNN " +
+           std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + ")";
+  return std::string("f32 onednn sgemm (") + isa + ")" + half + "; f64 blis";
 #elif TENSOR_HAVE_BLIS
   return std::string("blis ") + bli_arch_string(bli_arch_query_id());
 #else
