@@ -1,4 +1,6 @@
-// The f32 GEMM route of the CPU backend: oneDNN's sgemm when built with it, else BLIS.
+// The GEMM routes of the CPU backend: f32 on oneDNN's sgemm when built with it, else BLIS;
+// bf16 on oneDNN's matmul primitive (AMX / AVX512_BF16 brgemm), per product or with B
+// packed once and shared by slabs of rows (packed_gemm).
 //
 // Why oneDNN: Debian 12's BLIS 0.9 has no configuration for AMD family 0x1A (Zen 5) and
 // falls back to its generic reference kernels there ("generic"), several times slower
@@ -428,9 +430,12 @@ bool packed_gemm(GemmType type, std::size_t m, std::size_t n, std::size_t k, con
     last = bf16_prim(key(tail));
     if (last->prim == nullptr || dnnl_memory_desc_equal(&last->b, &main->b) == 0) return false;
   }
-  // This thread's packed B, 64-byte aligned (kept between calls: a training step's
-  // products reuse it).
-  thread_local std::vector<std::byte> buf;
+  // Packed B, 64-byte aligned: this thread's buffer, kept between calls up to kKeptBytes
+  // (a training step's products reuse it), a buffer of this call's own above that.
+  constexpr std::size_t kKeptBytes = std::size_t{16} << 20;
+  thread_local std::vector<std::byte> kept;
+  std::vector<std::byte> own;
+  std::vector<std::byte>& buf = main->b_bytes + 64 <= kKeptBytes ? kept : own;
   if (buf.size() < main->b_bytes + 64) buf.resize(main->b_bytes + 64);
   void* packed = buf.data() + (64 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64) % 64;
   std::atomic<bool> ok{true};

@@ -1,8 +1,9 @@
 // Matrix product on the CPU, batched with broadcast batch dims: f32/f64 through BLIS's
 // typed gemm on the operands' own row/column strides (a transposed operand is not
 // copied), bf16 on oneDNN's AVX512_BF16 kernels where they are live (gemm.hpp's
-// bf16gemm; else, and for small products, through f32), f16 through f32, ints through a
-// plain wrapping loop.
+// bf16gemm; else, and for small products, through f32; from 256^3 on 2+ threads with B
+// packed once and shared by the slabs: packed_gemm), f16 through f32 (Debian's oneDNN 2.6
+// has no CPU f16 matmul), ints through a plain wrapping loop.
 //
 // Threads (the thread count is set per call, so the BLIS_NUM_THREADS / OMP_NUM_THREADS
 // environment does not decide it): a product is split into slabs, each a
