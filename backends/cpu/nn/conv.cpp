@@ -1,6 +1,7 @@
 // Convolution and transposed convolution on the CPU: im2col (or the input itself for a
 // 1x1 stride-1 unpadded kernel) + one gemm per (sample, group); col2im for the input
-// gradient; direct row loops for depthwise kernels. Above 64^3 multiply-adds, samples run
+// gradient; direct row loops for depthwise kernels; the f32 2-d gradients of wide
+// convolutions on oneDNN's convolution primitives (conv_onednn.hpp). Above 64^3 multiply-adds, samples run
 // on parallel_chunks with BLIS single-threaded when there are at least as many samples as
 // threads, else each gemm is cut into single-threaded BLIS slabs on parallel_chunks (as
 // matmul.cpp; never OpenMP regions or BLIS's own threads, whose barriers wait a whole time
