@@ -126,7 +126,7 @@ void print_cpu_details(std::ostream& os) {
   t.add({"Highway target", tensor::cpu::current_target_name()});
   t.add({"compiled+supported targets", compiled.empty() ? "(none)" : compiled});
   t.add({"BLIS architecture", tensor::cpu::blis_arch()});
-  t.add({"f32 GEMM route", tensor::cpu::gemm_route()});
+  t.add({"GEMM routes", tensor::cpu::gemm_route()});
   t.add({"OpenMP threads", std::to_string(tensor::cpu::omp_threads())});
   t.print(os, /*with_header=*/false);
 }

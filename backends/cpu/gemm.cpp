@@ -1,4 +1,6 @@
-// The f32 GEMM route of the CPU backend: oneDNN's sgemm when built with it, else BLIS.
+// The GEMM routes of the CPU backend: f32 on oneDNN's sgemm when built with it, else BLIS;
+// bf16 on oneDNN's matmul primitive (AMX / AVX512_BF16 brgemm), per product or with B
+// packed once and shared by slabs of rows (packed_gemm).
 //
 // Why oneDNN: Debian 12's BLIS 0.9 has no configuration for AMD family 0x1A (Zen 5) and
 // falls back to its generic reference kernels there ("generic"), several times slower
@@ -14,6 +16,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -22,10 +26,12 @@
 
 #include "backends/cpu/blis.hpp"
 #include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/parallel.hpp"
 
 #if TENSOR_HAVE_ONEDNN
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_version.h>
 #endif
 
 namespace tensor::cpu {
@@ -146,7 +152,8 @@ dnnl_engine_t cpu_engine() {
   return engine;
 }
 
-using Bf16Key = std::array<std::int64_t, 9>;  // m, n, k, rsa, csa, rsb, csb, rsc, csc
+// m, n, k, rsa, csa, rsb, csb, rsc, csc, data type (dnnl_data_type_t), packed B (0/1)
+using Bf16Key = std::array<std::int64_t, 11>;
 
 struct Bf16KeyHash {
   std::size_t operator()(const Bf16Key& k) const {
@@ -156,18 +163,57 @@ struct Bf16KeyHash {
   }
 };
 
-// One compiled product; prim is null where oneDNN offers no bf16 kernel for it.
-struct Bf16Prim {
+// A reorder of one column panel of B into the blocked layout.
+struct PackPanel {
   dnnl_primitive_t prim = nullptr;
-  dnnl_memory_desc_t a{}, b{}, c{}, scratch{};
-  std::size_t scratch_bytes = 0;
+  dnnl_memory_desc_t from{}, to{};
+};
+
+// One compiled product (f32 or bf16); prim is null where oneDNN offers no kernel for it.
+// With packed B (key[10]), b is oneDNN's own blocked layout for the weights, `pack` the
+// reorder from B's strided layout (b_plain) into it and `panels`, where oneDNN takes
+// them, reorders of column panels of B (run side by side).
+struct Bf16Prim {
+  dnnl_primitive_t prim = nullptr, pack = nullptr;
+  dnnl_memory_desc_t a{}, b{}, c{}, scratch{}, b_plain{};
+  std::size_t scratch_bytes = 0, b_bytes = 0;
+  std::vector<PackPanel> panels;
   Bf16Prim() = default;
   Bf16Prim(const Bf16Prim&) = delete;
   Bf16Prim& operator=(const Bf16Prim&) = delete;
   ~Bf16Prim() {
     if (prim != nullptr) dnnl_primitive_destroy(prim);
+    if (pack != nullptr) dnnl_primitive_destroy(pack);
+    for (const PackPanel& q : panels)
+      if (q.prim != nullptr) dnnl_primitive_destroy(q.prim);
   }
 };
+
+// Reorders for column panels of B (k x n) into the blocked layout `to`: 4 panels of a
+// multiple of 64 columns (the kernels' widest block of columns), the last taking the
+// rest; none (one whole reorder) where oneDNN takes no such sub-block.
+void make_panels(Bf16Prim& p, std::int64_t k, std::int64_t n, dnnl_engine_t engine) {
+  constexpr std::int64_t kPanels = 4, kBlock = 64;
+  const std::int64_t width = ((n + kPanels - 1) / kPanels + kBlock - 1) / kBlock * kBlock;
+  if (width >= n) return;
+  for (std::int64_t lo = 0; lo < n; lo += width) {
+    PackPanel q;
+    const dnnl_dims_t dims = {k, std::min(width, n - lo)}, offs = {0, lo};
+    dnnl_primitive_desc_t rpd = nullptr;
+    const bool ok = dnnl_memory_desc_init_submemory(&q.from, &p.b_plain, dims, offs) == dnnl_success &&
+                    dnnl_memory_desc_init_submemory(&q.to, &p.b, dims, offs) == dnnl_success &&
+                    dnnl_reorder_primitive_desc_create(&rpd, &q.from, engine, &q.to, engine, nullptr) == dnnl_success &&
+                    dnnl_primitive_create(&q.prim, rpd) == dnnl_success;
+    if (rpd != nullptr) dnnl_primitive_desc_destroy(rpd);
+    if (!ok) {
+      if (q.prim != nullptr) dnnl_primitive_destroy(q.prim);
+      for (const PackPanel& x : p.panels) dnnl_primitive_destroy(x.prim);
+      p.panels.clear();
+      return;
+    }
+    p.panels.push_back(q);
+  }
+}
 
 std::shared_ptr<const Bf16Prim> make_bf16_prim(const Bf16Key& key) {
   auto p = std::make_shared<Bf16Prim>();
@@ -175,10 +221,14 @@ std::shared_ptr<const Bf16Prim> make_bf16_prim(const Bf16Key& key) {
   if (engine == nullptr) return p;
   const dnnl_dims_t ad = {key[0], key[2]}, bd = {key[2], key[1]}, cd = {key[0], key[1]};
   const dnnl_dims_t as = {key[3], key[4]}, bs = {key[5], key[6]}, cs = {key[7], key[8]};
-  if (dnnl_memory_desc_init_by_strides(&p->a, 2, ad, dnnl_bf16, as) != dnnl_success ||
-      dnnl_memory_desc_init_by_strides(&p->b, 2, bd, dnnl_bf16, bs) != dnnl_success ||
-      dnnl_memory_desc_init_by_strides(&p->c, 2, cd, dnnl_bf16, cs) != dnnl_success)
+  const auto dt = static_cast<dnnl_data_type_t>(key[9]);
+  const bool packed = key[10] != 0;
+  if (dnnl_memory_desc_init_by_strides(&p->a, 2, ad, dt, as) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&p->b_plain, 2, bd, dt, bs) != dnnl_success ||
+      dnnl_memory_desc_init_by_strides(&p->c, 2, cd, dt, cs) != dnnl_success)
     return p;
+  p->b = p->b_plain;
+  if (packed && dnnl_memory_desc_init_by_tag(&p->b, 2, bd, dt, dnnl_format_tag_any) != dnnl_success) return p;
   dnnl_matmul_desc_t md;
   if (dnnl_matmul_desc_init(&md, &p->a, &p->b, nullptr, &p->c) != dnnl_success) return p;
   dnnl_primitive_attr_t attr = nullptr;
@@ -192,14 +242,33 @@ std::shared_ptr<const Bf16Prim> make_bf16_prim(const Bf16Key& key) {
   // Only oneDNN's bf16 kernels: brgemm ("brg:avx512_core_bf16") for dense operands, its
   // bf16 gemm ("gemm:jit") for a padded leading dimension (a column slab, a row slice),
   // close to brgemm up to n = 512. A reference implementation ("ref:any", general strides) would be far slower than the f32 route.
-  const auto kernel = [](std::string_view name) { return name.starts_with("brg:") || name.starts_with("gemm:"); };
+  // With packed B only brgemm: gemm:jit (a transposed or padded A or C) takes B in its
+  // own layout, so packing would only copy it.
+  const auto kernel = [packed](std::string_view name) {
+    return name.starts_with("brg:") || (!packed && name.starts_with("gemm:"));
+  };
   if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl != nullptr &&
       kernel(impl)) {
     if (const dnnl_memory_desc_t* sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) {
       p->scratch = *sp;
       p->scratch_bytes = dnnl_memory_desc_get_size(sp);
     }
-    if (dnnl_primitive_create(&p->prim, pd) != dnnl_success) p->prim = nullptr;
+    bool ok = true;
+    if (packed) {
+      // The weights layout the kernel chose, and the reorder that packs B into it.
+      const dnnl_memory_desc_t* wd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+      dnnl_primitive_desc_t rpd = nullptr;
+      ok = wd != nullptr;
+      if (ok) {
+        p->b = *wd;
+        p->b_bytes = dnnl_memory_desc_get_size(wd);
+        ok = dnnl_reorder_primitive_desc_create(&rpd, &p->b_plain, engine, &p->b, engine, nullptr) == dnnl_success &&
+             dnnl_primitive_create(&p->pack, rpd) == dnnl_success;
+      }
+      if (rpd != nullptr) dnnl_primitive_desc_destroy(rpd);
+      if (ok) make_panels(*p, key[2], key[1], engine);
+    }
+    if (!ok || dnnl_primitive_create(&p->prim, pd) != dnnl_success) p->prim = nullptr;
   }
   dnnl_primitive_desc_destroy(pd);
   return p;
@@ -237,31 +306,59 @@ struct Bf16ThreadState {
   }
 };
 
-// Runs the product on oneDNN; false (c untouched or to be overwritten) where it cannot.
-bool bf16gemm_onednn(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::int64_t rsa, std::int64_t csa,
-                     const bf16* b, std::int64_t rsb, std::int64_t csb, bf16* c, std::int64_t rsc, std::int64_t csc) {
-  const GemmThreadScope one_thread;  // the primitive is made and run for one thread
-  const auto p = bf16_prim({static_cast<std::int64_t>(m), static_cast<std::int64_t>(n), static_cast<std::int64_t>(k),
-                            rsa, csa, rsb, csb, rsc, csc});
-  if (p->prim == nullptr) return false;
+Bf16ThreadState& thread_state() {
   thread_local Bf16ThreadState state;
+  return state;
+}
+
+// Runs one compiled product on this thread (its OpenMP count must be 1: GemmThreadScope)
+// with a, b, c in p's layouts; false where oneDNN refuses.
+bool run_prim(const Bf16Prim& p, const void* a, const void* b, void* c) {
+  Bf16ThreadState& state = thread_state();
   if (state.stream == nullptr) return false;
-  if (state.scratch.size() < p->scratch_bytes) state.scratch.resize(p->scratch_bytes);
+  if (state.scratch.size() < p.scratch_bytes) state.scratch.resize(p.scratch_bytes);
   std::array<dnnl_memory_t, 4> mem{};
-  bool ok = dnnl_memory_create(&mem[0], &p->a, cpu_engine(), const_cast<bf16*>(a)) == dnnl_success &&
-            dnnl_memory_create(&mem[1], &p->b, cpu_engine(), const_cast<bf16*>(b)) == dnnl_success &&
-            dnnl_memory_create(&mem[2], &p->c, cpu_engine(), c) == dnnl_success &&
-            (p->scratch_bytes == 0 ||
-             dnnl_memory_create(&mem[3], &p->scratch, cpu_engine(), state.scratch.data()) == dnnl_success);
+  bool ok = dnnl_memory_create(&mem[0], &p.a, cpu_engine(), const_cast<void*>(a)) == dnnl_success &&
+            dnnl_memory_create(&mem[1], &p.b, cpu_engine(), const_cast<void*>(b)) == dnnl_success &&
+            dnnl_memory_create(&mem[2], &p.c, cpu_engine(), c) == dnnl_success &&
+            (p.scratch_bytes == 0 ||
+             dnnl_memory_create(&mem[3], &p.scratch, cpu_engine(), state.scratch.data()) == dnnl_success);
   if (ok) {
     const dnnl_exec_arg_t args[4] = {
         {DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}, {DNNL_ARG_SCRATCHPAD, mem[3]}};
-    ok = dnnl_primitive_execute(p->prim, state.stream, p->scratch_bytes == 0 ? 3 : 4, args) == dnnl_success &&
+    ok = dnnl_primitive_execute(p.prim, state.stream, p.scratch_bytes == 0 ? 3 : 4, args) == dnnl_success &&
          dnnl_stream_wait(state.stream) == dnnl_success;
   }
   for (dnnl_memory_t x : mem)
     if (x != nullptr) dnnl_memory_destroy(x);
   return ok;
+}
+
+// Runs reorder r from b (in layout from) into `to` (layout to) on this thread.
+bool run_pack(dnnl_primitive_t r, const dnnl_memory_desc_t& from, const dnnl_memory_desc_t& to_md, const void* b,
+              void* to) {
+  Bf16ThreadState& state = thread_state();
+  if (state.stream == nullptr || r == nullptr) return false;
+  std::array<dnnl_memory_t, 2> mem{};
+  bool ok = dnnl_memory_create(&mem[0], &from, cpu_engine(), const_cast<void*>(b)) == dnnl_success &&
+            dnnl_memory_create(&mem[1], &to_md, cpu_engine(), to) == dnnl_success;
+  if (ok) {
+    const dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mem[0]}, {DNNL_ARG_TO, mem[1]}};
+    ok = dnnl_primitive_execute(r, state.stream, 2, args) == dnnl_success &&
+         dnnl_stream_wait(state.stream) == dnnl_success;
+  }
+  for (dnnl_memory_t x : mem)
+    if (x != nullptr) dnnl_memory_destroy(x);
+  return ok;
+}
+
+// Runs the product on oneDNN; false (c untouched or to be overwritten) where it cannot.
+bool bf16gemm_onednn(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::int64_t rsa, std::int64_t csa,
+                     const bf16* b, std::int64_t rsb, std::int64_t csb, bf16* c, std::int64_t rsc, std::int64_t csc) {
+  const GemmThreadScope one_thread;  // the primitive is made and run for one thread
+  const auto p = bf16_prim({static_cast<std::int64_t>(m), static_cast<std::int64_t>(n), static_cast<std::int64_t>(k),
+                            rsa, csa, rsb, csb, rsc, csc, dnnl_bf16, 0});
+  return p->prim != nullptr && run_prim(*p, a, b, c);
 }
 #endif
 
@@ -290,7 +387,7 @@ bool bf16_gemm_live() {
     const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     if (isa != dnnl_cpu_isa_avx512_core_bf16 && isa != dnnl_cpu_isa_avx512_core_amx) return false;
     const GemmThreadScope one_thread;
-    return bf16_prim({64, 64, 64, 64, 1, 64, 1, 64, 1})->prim != nullptr;
+    return bf16_prim({64, 64, 64, 64, 1, 64, 1, 64, 1, dnnl_bf16, 0})->prim != nullptr;
   }();
   return live;
 #else
@@ -305,6 +402,70 @@ void bf16gemm(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::i
   if (k > 0 && bf16_gemm_live() && bf16gemm_onednn(m, n, k, a, rsa, csa, b, rsb, csb, c, rsc, csc)) return;
 #endif
   bf16gemm_f32(m, n, k, a, rsa, csa, b, rsb, csb, c, rsc, csc);
+}
+
+bool packed_gemm(GemmType type, std::size_t m, std::size_t n, std::size_t k, const void* a, std::int64_t rsa,
+                 std::int64_t csa, const void* b, std::int64_t rsb, std::int64_t csb, void* c, std::int64_t rsc,
+                 std::int64_t csc, std::size_t pieces) {
+#if TENSOR_HAVE_ONEDNN
+  if (m == 0 || n == 0 || k == 0 || pieces == 0 || cpu_engine() == nullptr) return false;
+  if (type == GemmType::bf16 && !bf16_gemm_live()) return false;
+  const dnnl_data_type_t dt = type == GemmType::bf16 ? dnnl_bf16 : dnnl_f32;
+  const std::size_t esz = type == GemmType::bf16 ? 2 : 4;
+  // Slabs of a multiple of 32 rows (two AMX tiles, two AVX-512 register blocks); the
+  // last takes the rest and has its own primitive, which must want B in the same layout.
+  std::size_t rows = (m + pieces - 1) / pieces;
+  rows = std::min(m, (rows + 31) / 32 * 32);
+  pieces = (m + rows - 1) / rows;
+  const std::size_t tail = m - (pieces - 1) * rows;
+  const GemmThreadScope one_thread;
+  auto key = [&](std::size_t mm) {
+    return Bf16Key{static_cast<std::int64_t>(mm), static_cast<std::int64_t>(n), static_cast<std::int64_t>(k), rsa, csa,
+                   rsb, csb, rsc, csc, dt, 1};
+  };
+  const auto main = bf16_prim(key(rows));
+  if (main->prim == nullptr) return false;
+  auto last = main;
+  if (tail != rows) {
+    last = bf16_prim(key(tail));
+    if (last->prim == nullptr || dnnl_memory_desc_equal(&last->b, &main->b) == 0) return false;
+  }
+  // Packed B, 64-byte aligned: this thread's buffer, kept between calls up to kKeptBytes
+  // (a training step's products reuse it), a buffer of this call's own above that.
+  constexpr std::size_t kKeptBytes = std::size_t{16} << 20;
+  thread_local std::vector<std::byte> kept;
+  std::vector<std::byte> own;
+  std::vector<std::byte>& buf = main->b_bytes + 64 <= kKeptBytes ? kept : own;
+  if (buf.size() < main->b_bytes + 64) buf.resize(main->b_bytes + 64);
+  void* packed = buf.data() + (64 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64) % 64;
+  std::atomic<bool> ok{true};
+  if (main->panels.empty()) {
+    if (!run_pack(main->pack, main->b_plain, main->b, b, packed)) return false;
+  } else {
+    auto pack = [&](std::size_t i) {
+      const GemmThreadScope pack_thread;
+      const PackPanel& q = main->panels[i];
+      if (!run_pack(q.prim, q.from, q.to, b, packed)) ok.store(false, std::memory_order_relaxed);
+    };
+    parallel_chunks(main->panels.size(), pack);
+    if (!ok.load()) return false;
+  }
+  const auto* ab = static_cast<const std::byte*>(a);
+  auto* cb = static_cast<std::byte*>(c);
+  auto slab = [&](std::size_t i) {
+    const GemmThreadScope slab_thread;
+    const auto lo = static_cast<std::int64_t>(i * rows);
+    const Bf16Prim& p = i + 1 == pieces ? *last : *main;
+    if (!run_prim(p, ab + lo * rsa * static_cast<std::int64_t>(esz), packed, cb + lo * rsc * static_cast<std::int64_t>(esz)))
+      ok.store(false, std::memory_order_relaxed);
+  };
+  parallel_chunks(pieces, slab);
+  return ok.load();
+#else
+  (void)type, (void)m, (void)n, (void)k, (void)a, (void)rsa, (void)csa, (void)b, (void)rsb, (void)csb, (void)c,
+      (void)rsc, (void)csc, (void)pieces;
+  return false;
+#endif
 }
 
 std::string gemm_route() {
@@ -322,7 +483,15 @@ std::string gemm_route() {
     case dnnl_cpu_isa_avx512_core_amx: isa = "avx512_core_amx"; break;
     default: break;
   }
-  return std::string("onednn sgemm (") + isa + ")" + (bf16_gemm_live() ? "; bf16 onednn brgemm" : "") + "; f64 blis";
+  // f16: Debian's oneDNN 2.6 has no CPU f16 matmul (no AVX512_FP16 kernels; its matmul
+  // refuses f16 operands), so f16 products are widened to f32 on every CPU.
+  std::string half = "; f16 and bf16 widened to f32";
+  if (bf16_gemm_live())
+    half = std::string("; bf16 onednn brgemm (") +
+           (dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? "AMX" : "AVX512_BF16") +
+           "), B packed once per product from 256^3; f16 widened to f32 (no f16 matmul in oneDNN " +
+           std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + ")";
+  return std::string("f32 onednn sgemm (") + isa + ")" + half + "; f64 blis";
 #elif TENSOR_HAVE_BLIS
   return std::string("blis ") + bli_arch_string(bli_arch_query_id());
 #else

@@ -30,6 +30,18 @@ bool bf16_gemm_live();
 void bf16gemm(std::size_t m, std::size_t n, std::size_t k, const bf16* a, std::int64_t rsa, std::int64_t csa,
               const bf16* b, std::int64_t rsb, std::int64_t csb, bf16* c, std::int64_t rsc, std::int64_t csc);
 
+// c[m x n] = a[m x k] * b[k x n] (overwrites c) on oneDNN's matmul kernels with B packed
+// once into the kernels' own blocked layout (on the calling thread) and shared by every
+// slab of rows of c, `pieces` slabs (rounded to multiples of 32 rows) on parallel_chunks:
+// a slab's product then reads packed B as it is, where a product per slab on B's own
+// layout packs all of B again for every slab. a and c take any row/column strides
+// oneDNN's matmul takes; false (c partly written or untouched) where oneDNN is not
+// built in, bf16 kernels are not live, or oneDNN offers no such kernel.
+enum class GemmType { f32, bf16 };
+bool packed_gemm(GemmType type, std::size_t m, std::size_t n, std::size_t k, const void* a, std::int64_t rsa,
+                 std::int64_t csa, const void* b, std::int64_t rsb, std::int64_t csb, void* c, std::int64_t rsc,
+                 std::int64_t csc, std::size_t pieces);
+
 // While one is alive, sgemm calls on this thread skip setting the OpenMP thread count
 // to 1 and back around each product (it stays 1 for the scope): a loop of many tiny
 // products (a batch of 32 x 32 matmuls) spent ~20% of its time on those two calls.

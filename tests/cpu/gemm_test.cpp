@@ -11,6 +11,10 @@
 
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/gemm.hpp"
+
+#if TENSOR_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 #include "tensor/device.hpp"
 
 namespace tensor::cpu {
@@ -163,6 +167,98 @@ TEST(CpuGemm, Bf16AcceleratedWhereTheCpuHasAvx512Bf16) {
   EXPECT_EQ(bf16_gemm_live(), expect);
   EXPECT_EQ(Device::cpu().dtype_usage(DType::BF16).contains(DTypeUsage::Accelerated), expect);
   EXPECT_EQ(gemm_route().find("bf16") != std::string::npos, expect) << gemm_route();
+}
+
+// packed_gemm (B packed once into oneDNN's blocked layout, shared by slabs of rows),
+// f32 and bf16, on dense and padded operands, A and B each as stored or transposed, slab
+// counts that do and do not divide m (a last slab of other height), against sums in
+// double: f32 within rounding, bf16 the exact sum rounded once (inputs multiples of 1/8
+// and 1/4, so every f32 partial sum is exact). Where it declines (no oneDNN, bf16 not
+// live, a layout brgemm does not take: a transposed or padded A or C) c is left to the
+// fallbacks; on dense row-major A and C with oneDNN built in it must run.
+template <class T>
+void check_packed(bool ta, bool tb, std::int64_t pad, std::size_t m, std::size_t n, std::size_t k, std::size_t pieces) {
+  constexpr bool bf = std::is_same_v<T, bf16>;
+  SCOPED_TRACE(::testing::Message() << (bf ? "bf16" : "f32") << (ta ? " A^T" : "") << (tb ? " B^T" : "") << " pad " << pad
+                                    << " m=" << m << " n=" << n << " k=" << k << " pieces=" << pieces);
+  const auto sm = static_cast<std::int64_t>(m), sn = static_cast<std::int64_t>(n), sk = static_cast<std::int64_t>(k);
+  const std::int64_t lda = (ta ? sm : sk) + pad, ldb = (tb ? sk : sn) + pad, ldc = sn + pad;
+  const std::int64_t rsa = ta ? 1 : lda, csa = ta ? lda : 1, rsb = tb ? 1 : ldb, csb = tb ? ldb : 1;
+  std::vector<T> a(static_cast<std::size_t>(lda * (ta ? sk : sm))), b(static_cast<std::size_t>(ldb * (tb ? sn : sk)));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = T(static_cast<float>(static_cast<int>(i * 7 % 13) - 6) / 8.0f);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = T(static_cast<float>(static_cast<int>(i * 5 % 11) - 5) / 4.0f);
+  const T nan = T(std::numeric_limits<float>::quiet_NaN());
+  std::vector<T> c(static_cast<std::size_t>(ldc * sm), nan);
+  const bool ran = packed_gemm(bf ? GemmType::bf16 : GemmType::f32, m, n, k, a.data(), rsa, csa, b.data(), rsb, csb,
+                               c.data(), ldc, 1, pieces);
+#if TENSOR_HAVE_ONEDNN
+  // bf16 kernels live means oneDNN's bf16 brgemm runs here (f32 brgemm needs AVX-512).
+  if (bf && !ta && pad == 0 && bf16_gemm_live()) {
+    ASSERT_TRUE(ran);
+  }
+#else
+  ASSERT_FALSE(ran);
+#endif
+  if (!ran) return;
+  for (std::int64_t i = 0; i < sm; ++i) {
+    for (std::int64_t j = 0; j < sn; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < sk; ++p)
+        s += static_cast<double>(static_cast<float>(a[static_cast<std::size_t>(i * rsa + p * csa)])) *
+             static_cast<double>(static_cast<float>(b[static_cast<std::size_t>(p * rsb + j * csb)]));
+      const T got = c[static_cast<std::size_t>(i * ldc + j)];
+      if constexpr (bf) {
+        ASSERT_EQ(got.bits, bf16::from_float(static_cast<float>(s))) << "at " << i << "," << j << " sum " << s;
+      } else {
+        ASSERT_NEAR(got, s, 1e-4 * (1.0 + std::fabs(s))) << "at " << i << "," << j;
+      }
+    }
+    for (std::int64_t j = sn; j < ldc; ++j)
+      ASSERT_TRUE(std::isnan(static_cast<float>(c[static_cast<std::size_t>(i * ldc + j)]))) << "padding at " << i << "," << j;
+  }
+}
+
+TEST(CpuGemm, PackedBSharedBySlabsOnEachLayout) {
+  const std::size_t sizes[][4] = {{301, 250, 240, 4}, {301, 250, 240, 1}, {200, 70, 130, 3},
+                                  {40, 300, 70, 4},   {64, 64, 64, 2},    {1, 17, 5, 2}};
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true})
+      for (const std::int64_t pad : {0, 3})
+        for (const auto& s : sizes) {
+          check_packed<float>(ta, tb, pad, s[0], s[1], s[2], s[3]);
+          check_packed<bf16>(ta, tb, pad, s[0], s[1], s[2], s[3]);
+        }
+}
+
+TEST(CpuGemm, PackedRunsOnDenseOperandsWithOnednn) {
+  const std::size_t m = 150, n = 140, k = 130;
+  std::vector<float> a(m * k), b(k * n), c(m * n, -1.0f);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(static_cast<int>(i % 7) - 3);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i % 5) - 2);
+  const auto sn = static_cast<std::int64_t>(n), sk = static_cast<std::int64_t>(k);
+  const bool ran = packed_gemm(GemmType::f32, m, n, k, a.data(), sk, 1, b.data(), sn, 1, c.data(), sn, 1, 3);
+  std::vector<bf16> ha(a.begin(), a.end()), hb(b.begin(), b.end()), hc(m * n);
+  const bool ran_bf16 = packed_gemm(GemmType::bf16, m, n, k, ha.data(), sk, 1, hb.data(), sn, 1, hc.data(), sn, 1, 3);
+#if TENSOR_HAVE_ONEDNN
+  // f32 brgemm where oneDNN's ISA has AVX-512 (ONEDNN_MAX_CPU_ISA=AVX2: it declines).
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  const bool avx512 = isa == dnnl_cpu_isa_avx512_core || isa == dnnl_cpu_isa_avx512_core_vnni ||
+                      isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+  EXPECT_EQ(ran, avx512) << "isa " << static_cast<int>(isa);
+  EXPECT_EQ(ran_bf16, bf16_gemm_live());
+#else
+  EXPECT_FALSE(ran);
+  EXPECT_FALSE(ran_bf16);
+#endif
+  for (std::size_t i = 0; ran && i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::size_t p = 0; p < k; ++p) s += static_cast<double>(a[i * k + p]) * b[p * n + j];
+      ASSERT_EQ(c[i * n + j], static_cast<float>(s)) << i << "," << j;  // small integers: exact
+      if (ran_bf16) {
+        ASSERT_EQ(static_cast<float>(hc[i * n + j]), static_cast<float>(bf16(static_cast<float>(s)))) << i << "," << j;
+      }
+    }
 }
 
 }  // namespace

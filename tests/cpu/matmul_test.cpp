@@ -188,6 +188,24 @@ TEST(CpuMatmul, Bf16ProductsRoundExactSumsOnce) {
                    "batch 37 of 64^3");
 }
 
+// bf16 products past 256^3 multiply-adds with at least 128 rows take packed_gemm on 2+
+// threads (B packed once, shared by slabs of rows; 301 rows leave a shorter last slab):
+// contiguous, transposed, row-sliced and copied operands, and a batch, each element the
+// exact sum rounded once.
+TEST(CpuMatmul, Bf16PackedBSlabsRoundExactSumsOnce) {
+  const DType dt = DType::BF16;
+  auto t = [&](std::size_t r, std::size_t c, int seed) { return typed(values(r * c, seed), Shape{r, c}, dt); };
+  const Prim a = t(301, 240, 21), b = t(240, 250, 22);
+  check_bf16_exact(a, b, "packed 301x250x240");
+  check_bf16_exact(swap_dims(t(240, 301, 23), 0, 1), b, "packed, transposed lhs");
+  check_bf16_exact(a, swap_dims(t(250, 240, 24), 0, 1), "packed, transposed rhs");
+  check_bf16_exact(slice(t(320, 260, 25), {{5, 1, 301}, {10, 1, 240}}), slice(t(250, 300, 26), {{3, 1, 240}, {20, 1, 250}}),
+                   "packed, row-sliced both");
+  check_bf16_exact(a, flip(b, {1}), "packed, flipped rhs");
+  check_bf16_exact(typed(values(2 * 260 * 256, 27), Shape{2, 260, 256}, dt), typed(values(256 * 260, 28), Shape{1, 256, 260}, dt),
+                   "packed, broadcast batch");
+}
+
 TEST(CpuMatmul, ZeroSizeDims) {
   const Prim a = typed({}, Shape{3, 0}, DType::F32);
   const Prim b = typed({}, Shape{0, 2}, DType::F32);

@@ -1,6 +1,7 @@
 // conv / conv_transpose kernels (1-d, 2-d, 3-d) against direct nested-loop references written
 // here, an options grid, finite-difference gradients in f64, and module-ops.md E1-E7.
 #include <array>
+#include <cmath>
 #include <vector>
 
 #include "backends/cpu/nn/conv.hpp"
@@ -498,6 +499,102 @@ TEST(NnConv, ThreadedPathsMatchReference) {
     const auto serial = grads();
 #endif
     for (std::size_t i = 0; i < serial.size(); ++i) expect_close(threaded[i], serial[i], 0, "grad " + std::to_string(i) + " " + describe(k));
+  }
+}
+
+// f32 2-d gradients large enough for oneDNN's convolution primitives (conv_onednn.hpp:
+// 16+ channels in and out, one group, 128^3+ multiply-adds; the batch in 8 parts, 9
+// samples leaving parts of two sizes): the input and weight gradients, and the transposed
+// convolution's forward and weight gradient (the same kernels), against sums in double
+// written here, and equal bit for bit on one thread and on all.
+TEST(NnConv, F32GradientsOfWideConvsMatchDirectSums) {
+  Case a;
+  a.batch = 5;
+  a.cin = 16;
+  a.cout = 32;
+  a.in = {12, 11};
+  a.k = {3, 3};
+  a.s = {1, 1};
+  a.p = {1, 1};
+  a.d = {1, 1};
+  a.op = {0, 0};
+  Case b = a;  // strided, a 3x2 kernel whose last window stops short of the padding
+  b.batch = 9;
+  b.cin = 32;
+  b.cout = 40;
+  b.in = {21, 19};
+  b.k = {3, 2};
+  b.s = {2, 2};
+  Case d = b;  // and dilated
+  d.d = {2, 2};
+  for (const Case& c : {a, b, d}) {
+    const ConvGeom g = geom(c);
+    ASSERT_GE(static_cast<double>(g.batch * g.c_out * g.out_size() * g.c_in * g.kernel_size()), 128.0 * 128 * 128);
+    const auto x = rnd(g.batch * g.c_in * g.in_size(), 11), w = rnd(g.c_out * g.c_in * g.kernel_size(), 12);
+    const auto dy = rnd(g.batch * g.c_out * g.out_size(), 13);
+    // dx[n,c,a,b] += dy[n,o,i,j] w[o,c,ki,kj] and dw[o,c,ki,kj] += dy[n,o,i,j] x[n,c,a,b]
+    // for a = i*s - p + ki*d inside the input (likewise b).
+    std::vector<double> dx(x.size(), 0.0), dw(w.size(), 0.0);
+    const I h = static_cast<I>(g.in[1]), wd = static_cast<I>(g.in[2]);
+    const I oh = static_cast<I>(g.out[1]), ow = static_cast<I>(g.out[2]), kh = static_cast<I>(g.kernel[1]),
+            kw = static_cast<I>(g.kernel[2]);
+    const I ci = static_cast<I>(g.c_in), co = static_cast<I>(g.c_out);
+    for (I n = 0; n < static_cast<I>(g.batch); ++n)
+      for (I o = 0; o < co; ++o)
+        for (I i = 0; i < oh; ++i)
+          for (I j = 0; j < ow; ++j) {
+            const double gy = dy[static_cast<std::size_t>(((n * co + o) * oh + i) * ow + j)];
+            for (I c2 = 0; c2 < ci; ++c2)
+              for (I ki = 0; ki < kh; ++ki)
+                for (I kj = 0; kj < kw; ++kj) {
+                  const I r = i * c.s[0] - c.p[0] + ki * c.d[0], q = j * c.s[1] - c.p[1] + kj * c.d[1];
+                  if (r < 0 || r >= h || q < 0 || q >= wd) continue;
+                  const auto xi = static_cast<std::size_t>(((n * ci + c2) * h + r) * wd + q);
+                  const auto wi = static_cast<std::size_t>(((o * ci + c2) * kh + ki) * kw + kj);
+                  dx[xi] += gy * w[wi];
+                  dw[wi] += gy * x[xi];
+                }
+          }
+    const auto xf = cast<float>(x), wf = cast<float>(w), dyf = cast<float>(dy);
+    auto grads = [&] {
+      std::vector<std::vector<float>> out(4);
+      out[0].resize(x.size());
+      out[1].resize(w.size());
+      out[2].resize(x.size());
+      out[3].resize(w.size());
+      conv_backward_x(g, dyf.data(), wf.data(), out[0].data());
+      conv_backward_weight(g, xf.data(), dyf.data(), out[1].data());
+      // The transposed convolution of dy with w is the input gradient; its weight gradient
+      // (input dy, output gradient x) is the weight gradient.
+      const Case t = [&] {
+        Case u = c;
+        u.batch = c.batch;
+        u.cin = c.cout;
+        u.cout = c.cin;
+        u.in = {g.out[1], g.out[2]};
+        u.op = {static_cast<I>(g.in[1]) - ((static_cast<I>(g.out[1]) - 1) * c.s[0] - 2 * c.p[0] + c.d[0] * (kh - 1) + 1),
+                static_cast<I>(g.in[2]) - ((static_cast<I>(g.out[2]) - 1) * c.s[1] - 2 * c.p[1] + c.d[1] * (kw - 1) + 1)};
+        return u;
+      }();
+      const ConvGeom gt = tgeom(t);
+      EXPECT_EQ(gt.in_size(), g.in_size());
+      conv_transpose_forward(gt, dyf.data(), wf.data(), nullptr, out[2].data());
+      conv_transpose_backward_weight(gt, dyf.data(), xf.data(), out[3].data());
+      return out;
+    };
+    const auto all = grads();
+    const double tol = 1e-4 * std::sqrt(static_cast<double>(g.c_out * g.kernel_size()));
+    expect_close(all[0], dx, tol, "dx " + describe(c));
+    expect_close(all[1], dw, 1e-4 * std::sqrt(static_cast<double>(g.batch * g.out_size())), "dw " + describe(c));
+    expect_close(all[2], dx, tol, "conv_transpose y " + describe(c));
+    expect_close(all[3], dw, 1e-4 * std::sqrt(static_cast<double>(g.batch * g.out_size())), "conv_transpose dw " + describe(c));
+#if TENSOR_HAVE_OPENMP
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto serial = grads();
+    omp_set_num_threads(before);
+    for (std::size_t i = 0; i < serial.size(); ++i) EXPECT_EQ(all[i], serial[i]) << "grad " << i << " " << describe(c);
+#endif
   }
 }
 

@@ -381,6 +381,12 @@ struct Bench {
   // conversions' cost).
   void bf16_matmul() {
     const bool accel = dev.dtype_usage(DType::BF16).contains(DTypeUsage::Accelerated);
+    // The bf16 route, from oneDNN's ISA (the library picks it the same way): AMX tiles or
+    // AVX512_BF16 brgemm, B packed once per product from 256^3 (backends/cpu/matmul.cpp).
+    std::string route = accel ? "; BF16 Accelerated" : "; BF16 through f32";
+#if TENSOR_BENCH_HAVE_ONEDNN
+    if (accel) route += dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? " (AMX)" : " (AVX512_BF16)";
+#endif
     std::vector<std::size_t> sizes = {256, 1024, 2048};
     if (quick) sizes = {256};
     for (const std::size_t n : sizes) {
@@ -391,8 +397,20 @@ struct Bench {
       std::optional<Tensor<2>> c;
       const Pair p = measure(r, [&] { c = a.matmul(b); sync(); }, [&] { c = fa.matmul(fb); sync(); });
       rows.push_back(ratio_row("matmul bf16 n=" + std::to_string(n), p.ours, "our f32 matmul", p.ref, accel ? 0.75 : 1.3,
+                               fmt("%.1f GFLOP/s", flop / p.ours / 1e9) + fmt(" vs %.1f", flop / p.ref / 1e9) + route));
+    }
+    // f16 products: Debian's oneDNN 2.6 has no CPU f16 matmul (no AVX512_FP16 kernels), so
+    // they are widened to f32 on every CPU; the target is the conversions' cost.
+    for (const std::size_t n : quick ? std::vector<std::size_t>{256} : std::vector<std::size_t>{256, 1024}) {
+      const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+      const int r = reps(n <= 256 ? 21 : 9);
+      const auto a = Tensor<2>::full({n, n}, 0.5f, dev, DType::F16), b = Tensor<2>::full({n, n}, 0.25f, dev, DType::F16);
+      const auto fa = Tensor<2>::full({n, n}, 0.5f, dev), fb = Tensor<2>::full({n, n}, 0.25f, dev);
+      std::optional<Tensor<2>> c;
+      const Pair p = measure(r, [&] { c = a.matmul(b); sync(); }, [&] { c = fa.matmul(fb); sync(); });
+      rows.push_back(ratio_row("matmul f16 n=" + std::to_string(n), p.ours, "our f32 matmul", p.ref, 1.3,
                                fmt("%.1f GFLOP/s", flop / p.ours / 1e9) + fmt(" vs %.1f", flop / p.ref / 1e9) +
-                                   (accel ? "; BF16 Accelerated" : "; BF16 through f32")));
+                                   "; f16 widened to f32 (no f16 matmul in oneDNN 2.6)"));
     }
   }
 
@@ -498,7 +516,8 @@ int run(const Options& opt) {
   print_rows(b.rows);
   if (want("matmul") && threads() > 1)
     std::printf("matmul: ours splits a product from 128 rows or columns into slabs of single-threaded gemm calls on\n"
-                "its own helper threads (never BLIS's OpenMP threads; a batch of small products likewise); each\n"
+                "its own helper threads (never BLIS's OpenMP threads; a batch of small products likewise; bf16 from\n"
+                "256^3 shares one B packed into the brgemm kernels' layout between its slabs); each\n"
                 "reference is a direct gemm (dnnl_sgemm where f32 products go to oneDNN, else bli_sgemm) timed\n"
                 "beside ours on 1 and on %d threads: the row shows the faster,\n"
                 "the note ours/ref for both. The %d-thread reference's OpenMP workers spin after each call\n"

@@ -1,6 +1,7 @@
 // Convolution and transposed convolution on the CPU: im2col (or the input itself for a
 // 1x1 stride-1 unpadded kernel) + one gemm per (sample, group); col2im for the input
-// gradient; direct row loops for depthwise kernels. Above 64^3 multiply-adds, samples run
+// gradient; direct row loops for depthwise kernels; the f32 2-d gradients of wide
+// convolutions on oneDNN's convolution primitives (conv_onednn.hpp). Above 64^3 multiply-adds, samples run
 // on parallel_chunks with BLIS single-threaded when there are at least as many samples as
 // threads, else each gemm is cut into single-threaded BLIS slabs on parallel_chunks (as
 // matmul.cpp; never OpenMP regions or BLIS's own threads, whose barriers wait a whole time
@@ -10,9 +11,12 @@
 #include "backends/cpu/nn/conv.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
+#include "backends/cpu/nn/conv_onednn.hpp"
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "lib/core/nn_shape.hpp"
@@ -342,6 +346,13 @@ void direct_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T*
             [&](std::size_t task) { one(static_cast<I>(task)); });
 }
 
+// The f32 gradients of 2-d convolutions go to oneDNN's primitives where they take them
+// (conv_onednn.hpp); TENSOR_CONV_ONEDNN=0 keeps them on im2col + gemm (benchmarks only).
+const bool kOnednnGrads = [] {
+  const char* e = std::getenv("TENSOR_CONV_ONEDNN");
+  return e == nullptr || std::string_view(e) != "0";
+}();
+
 bool depthwise(const ConvGeom& g) {
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups;
   return !pointwise(g) && g.groups > 1 && cgi == 1 && cgo <= kDirectMaxMultiplier &&
@@ -503,6 +514,9 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
     direct_backward_x(g, dy, w, dx);
     return;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (kOnednnGrads && onednn_conv_backward_x(g, dy, w, dx)) return;
+  }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
   const bool pw = pointwise(g);
   const Plan p = plan(g, g.batch, Kc, P, cgo);
@@ -539,6 +553,9 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
   if (depthwise(g)) {
     direct_backward_weight(g, x, dy, dw);
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (kOnednnGrads && onednn_conv_backward_weight(g, x, dy, dw)) return;
   }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
   const std::size_t wsize = g.c_out * Kc;

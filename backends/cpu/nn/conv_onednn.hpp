@@ -1,0 +1,23 @@
+// The 2-d f32 convolution gradients on oneDNN's convolution primitives (JIT kernels on
+// its own blocked layouts; the plain NCHW operands reordered in and out per batch part),
+// where they take less work than im2col + gemm + col2im (conv.cpp): the input gradient
+// without col2im's scattered adds, the weight gradient without im2col's copies. Each
+// part of the batch (a fixed count, so results do not depend on the thread count) runs
+// single-threaded on parallel_chunks (never oneDNN's OpenMP threads, see parallel.hpp);
+// the weight gradient adds the parts' partial sums in part order.
+#pragma once
+
+#include "backends/cpu/nn/conv.hpp"
+
+namespace tensor::cpu::nn {
+
+// dx = the input gradient of a convolution with geometry g (overwritten); false (dx
+// untouched or partly written, to be overwritten) where this route does not take g: no
+// oneDNN, not 2-d, groups > 1, fewer than 16 input or output channels, less than 128^3
+// multiply-adds, or no JIT kernel for it.
+bool onednn_conv_backward_x(const ConvGeom& g, const float* dy, const float* w, float* dx);
+
+// dw = the weight gradient (overwritten), [c_out, c_in, kh, kw]; false as above.
+bool onednn_conv_backward_weight(const ConvGeom& g, const float* x, const float* dy, float* dw);
+
+}  // namespace tensor::cpu::nn
