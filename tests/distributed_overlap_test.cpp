@@ -17,8 +17,10 @@
 #include <vector>
 
 #include <tensor/distributed.hpp>
+#include <tensor/profile.hpp>
 
 #include "dispatch/hooks.hpp"
+#include "dispatch/profiler.hpp"
 #include "distributed_dp.hpp"
 
 namespace {
@@ -132,6 +134,31 @@ TEST(DistOverlap, TheSettingAndTheMarks) {
   Gradients g = loss.backward();
   optim::ModuleOptimizer::sgd().step(0.1, mm, g);
   EXPECT_EQ(dist::distributed_id(mm.fc1.weight), 5u);
+}
+
+// The profile's rows: per rank and step one dist.wait (sync's wait) and one dist.step from the
+// second sync on, three dist.bucket (the communication thread's all_reduce), with or without
+// overlap (then dist.wait is the whole reduction and no dist.bucket), and the printed share.
+TEST(DistOverlap, ProfileRowsTimeTheWaitForGradients) {
+  for (const int overlap : {1, 0}) {
+    profile::start();
+    dist::LocalGroup(2).run([&](int r) { (void)dist_dp::train_mlp(kCpu, r, 2, 4, with_overlap(overlap)); });
+    const ProfileResult p = profile::stop();
+    std::uint64_t wait = 0, step = 0, bucket = 0;
+    double wait_ms = 0, step_ms = 0;
+    for (const ProfileRow& row : p.rows) {
+      if (row.device != "cpu") continue;
+      if (row.op == "dist.wait") wait = row.calls, wait_ms = row.total_ms;
+      if (row.op == "dist.step") step = row.calls, step_ms = row.total_ms;
+      if (row.op == "dist.bucket") bucket = row.calls;
+    }
+    EXPECT_EQ(wait, 2u * 4u) << "overlap " << overlap;
+    EXPECT_EQ(step, 2u * 3u) << "overlap " << overlap;
+    EXPECT_EQ(bucket, overlap ? 2u * 4u * 3u : 0u) << "overlap " << overlap;
+    EXPECT_GT(step_ms, 0.0);
+    EXPECT_GE(wait_ms, 0.0);
+    EXPECT_NE(d::format_profile(p).find("waiting for gradients: "), std::string::npos) << d::format_profile(p);
+  }
 }
 
 // Random sleeps (0-1.5 ms) before every op on every thread, backward's and the communication

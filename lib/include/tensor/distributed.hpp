@@ -170,6 +170,11 @@ class TENSOR_API GradientSync {
   GradientSync& operator=(const GradientSync&) = delete;
   /// After backward: every parameter's gradient in `grads` replaced by its reduction over
   /// the ranks. A collective: every rank calls it once per step. World size 1: no change.
+  /// Profiled (TENSOR_PROFILE=1, tensor/profile.hpp) as rows of the gradients' device:
+  /// `dist.wait`, the time sync() waited for the reduction (without overlap: all of it),
+  /// `dist.step`, the time from one sync() to the next (a training step; the profile prints
+  /// dist.wait's share of it), and `dist.bucket`, each bucket's all_reduce on the
+  /// communication thread (overlapping backward).
   void sync(Gradients& grads);
   /// The parameter names of each bucket, in the order sync() reduces them.
   const std::vector<std::vector<std::string>>& buckets() const { return names_; }
@@ -188,6 +193,7 @@ class TENSOR_API GradientSync {
   std::vector<std::vector<std::size_t>> buckets_;  ///< indices into named_parameters()
   std::vector<std::vector<std::string>> names_;
   std::shared_ptr<internal::Reducer> reducer_;  ///< the overlap's state and thread (null: no overlap)
+  std::int64_t last_sync_ns_ = 0;  ///< when the last sync() returned (steady clock; the profile's dist.step)
 };
 
 /// The in-process group: `size` ranks as threads of this process, meeting at a shared

@@ -382,6 +382,16 @@ void GradientSync::sync(Gradients& grads) {
     throw ShapeError("[GradientSync] the module's parameters changed; expected " + std::to_string(params_) + "; got " +
                      std::to_string(params.size()));
   if (world_size() == 1) return;
+  // dist.step: from the last sync() to the end of this one (a training step).
+  struct StepRow {
+    std::int64_t& last;
+    DeviceId dev;
+    ~StepRow() {
+      const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      if (last != 0 && dispatch::profiler_active()) dispatch::profiler_record(dev, "dist.step", static_cast<std::uint64_t>(now - last), 0);
+      last = now;
+    }
+  } step_row{last_sync_ns_, params.empty() ? DeviceId{} : params[0].device().inner().id()};
   const std::uint64_t pass = pass_of(grads);
   if (!reducer_ || pass == 0) return sync_now(grads);
   internal::Reducer& r = *reducer_;
