@@ -74,6 +74,18 @@ template <std::size_t D, TensorKind K>
 Tensor<D, K> all_reduce(const Tensor<D, K>& t, ReduceOp op) {
   return Tensor<D, K>(detail::dist_collective(detail::DistOp::all_reduce, detail::copy(t), static_cast<int>(op)));
 }
+/// The same, giving up `t`: where the call then holds its buffer alone (the CPU), the
+/// reduction runs in place, in the buffer MPI is handed, with no result allocation or copy.
+template <std::size_t D, TensorKind K>
+  requires Numeric<K>
+Tensor<D, K> all_reduce(Tensor<D, K>&& t, ReduceOp op) {
+  detail::Handle h;
+  {
+    const Tensor<D, K> own(std::move(t));
+    h = detail::copy(own);
+  }  // `own` is gone: the handle is the only reference `t` had
+  return Tensor<D, K>(detail::dist_collective(detail::DistOp::all_reduce, std::move(h), static_cast<int>(op)));
+}
 /// Rank `root`'s `t` on every rank; IndexError for a root outside [0, world_size).
 template <std::size_t D, TensorKind K>
   requires Numeric<K>
