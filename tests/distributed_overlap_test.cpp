@@ -235,6 +235,33 @@ TEST(DistOverlap, ParametersARankOrEveryRankLeavesUnused) {
   }
 }
 
+// A parameter replaced by other means than ModuleOptimizer::step has lost its mark, so
+// backward does not report it: sync() notices on every rank, reduces by itself (the right
+// gradient, not the zeros the thread reduced) and marks it again for the next pass.
+TEST(DistOverlap, AParameterReplacedWithoutItsMarkIsStillReduced) {
+  std::vector<std::vector<float>> first(2), second(2);
+  std::vector<int> remarked(2, 0);
+  dist::LocalGroup(2).run([&](int r) {
+    TwoVectors m(kCpu.autodiff());
+    dist::GradientSync sync(m, {dist::ReduceOp::Mean, 8, 8, true, 1});
+    const auto i = static_cast<std::size_t>(r);
+    for (int step = 0; step < 2; ++step) {
+      if (step == 0) m.a = Tensor<1>::from_data(TensorData::from(std::vector<float>{4, 5, 6}), kCpu.autodiff()).require_grad();
+      // b (still marked) is reached too, so the pass is reported and a's zeros reduced.
+      const Tensor<1> loss = m.a.sum() * static_cast<double>(r + 1) + m.b.sum();
+      Gradients g = loss.backward();
+      sync.sync(g);
+      (step == 0 ? first : second)[i] = m.a.grad(g)->to_vec<float>();
+      if (step == 0) remarked[i] = dist::is_distributed(m.a) ? 1 : 0;
+    }
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(first[r], (std::vector<float>{1.5f, 1.5f, 1.5f})) << "rank " << r;  // (1 + 2) / 2
+    EXPECT_EQ(second[r], (std::vector<float>{1.5f, 1.5f, 1.5f})) << "rank " << r;
+    EXPECT_EQ(remarked[r], 1) << "rank " << r;
+  }
+}
+
 // Rank 1's backward throws after a few of its ops: it launches no further bucket, so rank 0's
 // pending all_reduce fails (the group ends when rank 1's function has thrown) instead of
 // waiting; run() rethrows rank 1's exception.

@@ -288,6 +288,21 @@ std::unique_ptr<dispatch::ad::DistSession> begin_pass(std::span<const dispatch::
 
 }  // namespace
 
+// Marks params[k] (those that require grad) first_id + k; false when one was not marked so
+// already (a parameter replaced by other means than ModuleOptimizer::step, which keeps marks).
+bool mark(std::vector<ParamRef>& params, std::uint64_t first_id) {
+  bool all = true;
+  for (std::size_t k = 0; k < params.size(); ++k)
+    with_rank(params[k], [&](auto rank) {
+      constexpr std::size_t D = decltype(rank)::value;
+      const Tensor<D>& t = params[k].get<D>();
+      if (!t.is_require_grad() || distributed_id(t) == first_id + k) return;
+      all = false;
+      set_distributed(t, first_id + k);
+    });
+  return all;
+}
+
 void drain_reducers(const Communicator& c) {
   if (t_reducer_thread) return;
   std::vector<std::shared_ptr<Reducer>> live;
@@ -363,13 +378,7 @@ GradientSync::GradientSync(Module& module, GradientSyncOptions o)
     internal::g_reducers.push_back(r);
   }
   dispatch::ad::set_dist_listener(&internal::begin_pass);
-  for (std::size_t k = 0; k < params.size(); ++k)
-    with_rank(params[k], [&](auto rank) {
-      constexpr std::size_t D = decltype(rank)::value;
-      Tensor<D>& t = params[k].get<D>();
-      if (!t.is_require_grad()) t = t.require_grad();
-      set_distributed(t, r->first_id + k);
-    });
+  (void)internal::mark(params, r->first_id);
   r->start();
   reducer_ = std::move(r);
 }
@@ -395,11 +404,16 @@ void GradientSync::sync(Gradients& grads) {
   const std::uint64_t pass = pass_of(grads);
   if (!reducer_ || pass == 0) return sync_now(grads);
   internal::Reducer& r = *reducer_;
+  // A parameter that lost its mark (replaced by other means than ModuleOptimizer::step) was
+  // not reported: its gradient went in as zeros. Every rank sees the same, drops the thread's
+  // results and reduces again by itself; the marks are back for the next pass.
+  const bool marked = internal::mark(params, r.first_id);
   std::vector<std::optional<Tensor<1>>> reduced;
   {
     std::unique_lock<std::mutex> l(r.mu);
-    if (r.pass != pass || !r.finished || r.failed) {  // not the pass the thread reduced
+    if (r.pass != pass || !r.finished || r.failed || !marked) {  // not the pass the thread reduced
       r.drain(l);
+      r.pass = 0;
       if (r.error) std::rethrow_exception(r.error);
       l.unlock();
       return sync_now(grads);
