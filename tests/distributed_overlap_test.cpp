@@ -243,7 +243,8 @@ TEST(DistOverlap, AParameterReplacedWithoutItsMarkIsStillReduced) {
   std::vector<int> remarked(2, 0);
   dist::LocalGroup(2).run([&](int r) {
     TwoVectors m(kCpu.autodiff());
-    dist::GradientSync sync(m, {dist::ReduceOp::Mean, 8, 8, true, 1});
+    dist::GradientSync made(m, {dist::ReduceOp::Mean, 8, 8, true, 1});
+    dist::GradientSync sync = std::move(made);  // movable: the thread goes with it
     const auto i = static_cast<std::size_t>(r);
     for (int step = 0; step < 2; ++step) {
       if (step == 0) m.a = Tensor<1>::from_data(TensorData::from(std::vector<float>{4, 5, 6}), kCpu.autodiff()).require_grad();
