@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <unordered_map>
 
@@ -33,7 +34,36 @@ DispatchTensor from_inner(DispatchTensor t);
 // Gradients by graph-node id (burn's Gradients container), of inner-device tensors.
 struct GradStore {
   std::unordered_map<std::uint64_t, DispatchTensor> grads;
+  std::uint64_t pass = 0;  // the backward() that made it (1, 2, ... per process; 0: made elsewhere)
 };
+
+// Distributed leaves (tensor::dist's gradient reducer, lib/src/distributed/): a leaf marked
+// with a parameter id (set_distributed) reports its gradient as soon as backward has
+// finished it, so its bucket's all_reduce can start while backward continues.
+struct DistLeaf {
+  std::uint64_t param;  // the mark
+  std::uint64_t node;   // the leaf's graph node (its key in the GradStore)
+};
+// One backward pass's reports, made on the thread running backward().
+class DistSession {
+ public:
+  virtual ~DistSession() = default;
+  // The leaf marked `param` has its final gradient `grad` (an empty one: none reached it).
+  virtual void ready(std::uint64_t param, const DispatchTensor& grad) = 0;
+  // The pass ended: every reached leaf was reported (ok), or it threw (!ok).
+  virtual void finish(bool ok) = 0;
+};
+// Called when a backward pass reaches marked leaves: `leaves` are all it will report,
+// `pass` is its GradStore's pass number, `collectives` says the graph holds collectives
+// (their backward runs on this thread). Null: nobody listens to this pass.
+using DistBegin = std::unique_ptr<DistSession> (*)(std::span<const DistLeaf> leaves, std::uint64_t pass, bool collectives);
+// Installs the process-wide listener (lib/src/distributed/ does, once).
+void set_dist_listener(DistBegin begin);
+// Marks a leaf (a tensor that requires grad) with `param` (0 removes the mark); Error for
+// anything else. The mark is the leaf node's, so every copy of the tensor carries it.
+void set_distributed(const DispatchTensor& t, std::uint64_t param);
+// The mark of a leaf; 0 when unmarked or not a leaf.
+std::uint64_t distributed_param(const DispatchTensor& t);
 // Runs the backward pass from a one-element Float tensor of an autodiff device. Frees the
 // graph's intermediate nodes; a second backward through them is an Error.
 std::unique_ptr<GradStore> backward(const DispatchTensor& root);

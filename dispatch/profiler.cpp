@@ -289,6 +289,14 @@ std::string format_profile(const ProfileResult& r) {
       if (c.device_clock) out += fmt::format("  {:>12.3f}", row.host_ms);
       out += fmt::format("  {:>11}\n", human_bytes(row.bytes));
     }
+    // GradientSync's rows (lib/src/distributed/gradient_sync.cpp): the share of the
+    // training steps spent waiting for the gradients' all_reduce.
+    double wait_ms = -1, step_ms = -1;
+    for (const ProfileRow& row : r.rows)
+      if (row.device == c.device && row.op == "dist.wait") wait_ms = row.total_ms;
+      else if (row.device == c.device && row.op == "dist.step") step_ms = row.total_ms;
+    if (wait_ms >= 0 && step_ms > 0)
+      out += fmt::format("  waiting for gradients: {:.1f} % of the steps (dist.wait / dist.step)\n", 100.0 * wait_ms / step_ms);
     if (c.has_memory)
       out += fmt::format("  memory: {} in use, {} reserved, {} peak in use\n", human_bytes(c.memory.bytes_in_use),
                          human_bytes(c.memory.bytes_reserved), human_bytes(c.memory.peak_bytes_in_use));

@@ -231,6 +231,22 @@ TEST(DistMpi, LargeAllReduceLeavesASharedInputUnchanged) {
     EXPECT_EQ(sum[k], static_cast<float>(n) * static_cast<float>(k % 97) + ranks) << k;
 }
 
+// all_reduce(std::move(t)): the CPU reduces the given-up buffer in place (the bench's
+// libtensor column); the values are every rank's sum, small and large payloads alike.
+TEST(DistMpi, AllReduceOfAMovedTensorReducesItsBuffer) {
+  require_world();
+  const int n = dist::world_size();
+  for (const std::size_t size : {std::size_t{5}, std::size_t{1} << 15}) {
+    std::vector<float> v(size);
+    for (std::size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(k % 89) + static_cast<float>(dist::rank());
+    Tensor<1> t = Tensor<1>::from_data(TensorData::from(v), dev());
+    const std::vector<float> sum = dist::all_reduce(std::move(t), dist::ReduceOp::Sum).to_vec<float>();
+    ASSERT_EQ(sum.size(), size);
+    const float ranks = static_cast<float>(n * (n - 1) / 2);
+    for (std::size_t k = 0; k < size; k += 7) EXPECT_EQ(sum[k], static_cast<float>(n) * static_cast<float>(k % 89) + ranks) << k;
+  }
+}
+
 // Under TENSOR_DIST_CHECK=1, calls that disagree are refused on every rank before any data
 // moves, naming the rank that differs; the group stays usable.
 TEST(DistMpiCheck, RanksThatDisagreeAreNamed) {

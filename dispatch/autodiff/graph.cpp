@@ -32,6 +32,11 @@ Node::~Node() {
   pending = nullptr;
 }
 
+namespace {
+std::atomic<std::uint64_t> g_next_pass{1};
+std::atomic<DistBegin> g_dist_begin{nullptr};
+}  // namespace
+
 Prim t_detach(Prim a) { return wrap(unwrap(std::move(a))); }
 
 Prim t_set_require_grad(Prim a, bool on) {
@@ -127,11 +132,69 @@ std::unique_ptr<GradStore> backward(const DispatchTensor& root) {
     return a->order != b->order ? a->order > b->order : a->id > b->id;
   });
 
+  store->pass = g_next_pass.fetch_add(1, std::memory_order_relaxed);
+
+  // Marked leaves (set_distributed): each reports its gradient to the listener once the last
+  // node that has it as a parent has run (`left` counts those edges), not at the end.
+  std::unique_ptr<DistSession> session;
+  std::unordered_map<Node*, std::uint32_t> left;
+  if (const DistBegin begin = g_dist_begin.load(std::memory_order_acquire)) {
+    std::vector<DistLeaf> marked;
+    bool collectives = false;
+    for (Node* n : nodes) {
+      collectives = collectives || n->op == OpCode::all_reduce || n->op == OpCode::broadcast || n->op == OpCode::all_gather ||
+                    n->op == OpCode::reduce_scatter;
+      if (n->leaf)
+        if (const std::uint64_t param = n->dist_param.load(std::memory_order_relaxed)) {
+          marked.push_back({param, n->id});
+          left.emplace(n, 0);
+        }
+    }
+    if (!marked.empty()) session = begin(marked, store->pass, collectives);
+    if (!session) left.clear();
+    for (Node* n : nodes)
+      for (const NodeRef& p : n->parents)
+        if (p)
+          if (auto it = left.find(p.get()); it != left.end()) ++it->second;
+  }
+  // Ends the session when backward throws (the reducer launches nothing more of this pass).
+  struct SessionGuard {
+    std::unique_ptr<DistSession>& s;
+    ~SessionGuard() {
+      if (s) s->finish(false);
+    }
+  } guard{session};
   std::unordered_map<Node*, T> grads;
+  // The leaf's gradient is final: stored, and reported when marked.
+  const auto settle = [&](Node* leaf) {
+    auto it = grads.find(leaf);
+    T g = it == grads.end() ? T() : std::move(it->second);
+    if (it != grads.end()) grads.erase(it);
+    if (g.prim) store->grads.emplace(leaf->id, g);
+    if (session) session->ready(leaf->dist_param.load(std::memory_order_relaxed), g);
+  };
+  // Node n has run (or had no gradient): one edge fewer for each marked parent.
+  const auto done_with = [&](Node* n) {
+    if (left.empty()) return;
+    for (const NodeRef& p : n->parents)
+      if (p)
+        if (auto it = left.find(p.get()); it != left.end() && --it->second == 0) {
+          left.erase(it);
+          settle(p.get());
+        }
+  };
   grads.emplace(r.node_.get(), ones_like(T(r.inner_, Kind::Float)));
   for (Node* n : nodes) {
+    if (n->leaf && left.contains(n)) {  // a marked leaf nothing else reaches (the root itself)
+      left.erase(n);
+      settle(n);
+      continue;
+    }
     auto it = grads.find(n);
-    if (it == grads.end()) continue;  // no gradient reached it
+    if (it == grads.end()) {  // no gradient reached it
+      done_with(n);
+      continue;
+    }
     T g = std::move(it->second);
     grads.erase(it);
     if (n->leaf) {
@@ -160,8 +223,29 @@ std::unique_ptr<GradStore> backward(const DispatchTensor& root) {
       auto [slot, fresh] = grads.try_emplace(p, std::move(out[i]));
       if (!fresh) slot->second = add(std::move(slot->second), std::move(out[i]));  // used twice: accumulate
     }
+    done_with(n);
+  }
+  if (session) {
+    std::unique_ptr<DistSession> s = std::move(session);
+    s->finish(true);
   }
   return store;
+}
+
+void set_dist_listener(DistBegin begin) { g_dist_begin.store(begin, std::memory_order_release); }
+
+void set_distributed(const DispatchTensor& t, std::uint64_t param) {
+  const AdTensor& a = checked_ad(t, "set_distributed");
+  if (!a.node_ || !a.node_->leaf)
+    throw Error("[set_distributed] expected a tensor that requires grad (a graph leaf); got " +
+                std::string(a.node_ ? "a tensor computed from one" : "an untracked tensor"));
+  a.node_->dist_param.store(param, std::memory_order_relaxed);
+}
+
+std::uint64_t distributed_param(const DispatchTensor& t) {
+  if (!is_tracked(t)) return 0;
+  const NodeRef& n = static_cast<const AdTensor&>(*t.prim).node_;
+  return n->leaf ? n->dist_param.load(std::memory_order_relaxed) : 0;
 }
 
 Coverage coverage(OpCode op) { return coverage_of(op); }

@@ -35,6 +35,7 @@ struct Node {
   std::uint64_t id = g_next_id.fetch_add(1, std::memory_order_relaxed);
   std::uint32_t order = 0;        // depth: 0 for leaves, 1 + the deepest parent otherwise
   bool leaf = false;              // requirement Grad: a leaf whose gradient is kept
+  std::atomic<std::uint64_t> dist_param{0};  // a leaf's set_distributed mark (0: none)
   OpCode op = OpCode::detach;     // the op that made it (messages)
   std::vector<NodeRef> parents;   // null where the input is untracked (or carries no gradient)
   std::mutex mu;                  // guards fn and consumed

@@ -2,7 +2,10 @@
 // from 1 KiB to 64 MiB through tensor::dist against a plain blocking MPI_Allreduce of the
 // same buffer on MPI_COMM_WORLD, interleaved in one run so both see the same load. Medians;
 // bandwidth is bytes / time (algorithm bandwidth); ratio = libtensor's bandwidth / MPI's
-// (issue 27 target: >= 0.9 from 1 MiB up). Rank 0 prints.
+// (issue 27 target: >= 0.9 from 1 MiB up). "libtensor": all_reduce(std::move(t)), the
+// buffer reduced in place as MPI's is (GradientSync's buckets take this path); "kept input":
+// all_reduce(t) with t kept by the caller, which costs a fresh result buffer (its first-touch
+// page faults) and MPI's out-of-place copy. Rank 0 prints.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,7 +46,8 @@ int run_dist(bool quick) {
   if (root) {
     std::printf("tensorctl bench --only dist: all_reduce(Sum) f32 on cpu, %s\n", dist::describe().c_str());
     std::printf("load average at start: %s\n", loadavg().c_str());
-    std::printf("%-8s %6s %14s %14s %12s %12s %7s\n", "size", "reps", "libtensor", "MPI_Allreduce", "lib GB/s", "MPI GB/s", "ratio");
+    std::printf("%-8s %6s %14s %14s %12s %12s %7s %14s %7s\n", "size", "reps", "libtensor", "MPI_Allreduce", "lib GB/s", "MPI GB/s", "ratio",
+                "kept input", "ratio");
   }
   const std::size_t max_bytes = quick ? (4u << 20) : (64u << 20);
   for (std::size_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
@@ -53,13 +57,18 @@ int run_dist(bool quick) {
     std::vector<float> host(count);
     for (std::size_t i = 0; i < count; ++i) host[i] = static_cast<float>((i % 97) + dist::rank());
     const Tensor<1> t = Tensor<1>::from_data(TensorData::from(host), Device::cpu());
+    Tensor<1> own = Tensor<1>::from_data(TensorData::from(host), Device::cpu());
     std::vector<float> raw = host;
-    std::vector<double> lib_s, mpi_s;
+    std::vector<double> lib_s, mpi_s, shared_s;
     for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms both paths up
       dist::barrier();
       auto t0 = Clock::now();
-      const Tensor<1> out = dist::all_reduce(t, dist::ReduceOp::Sum);
+      own = dist::all_reduce(std::move(own), dist::ReduceOp::Sum);
       const double a = std::chrono::duration<double>(Clock::now() - t0).count();
+      dist::barrier();
+      t0 = Clock::now();
+      const Tensor<1> out = dist::all_reduce(t, dist::ReduceOp::Sum);
+      const double c = std::chrono::duration<double>(Clock::now() - t0).count();
       dist::barrier();
       t0 = Clock::now();
       dist::internal::mpi_raw_allreduce_sum_f32(raw.data(), count);
@@ -67,12 +76,13 @@ int run_dist(bool quick) {
       if (rep >= 0) {
         lib_s.push_back(a);
         mpi_s.push_back(b);
+        shared_s.push_back(c);
       }
     }
-    const double ml = median(lib_s), mm = median(mpi_s);
+    const double ml = median(lib_s), mm = median(mpi_s), ms = median(shared_s);
     if (root)
-      std::printf("%-8s %6d %11.1f us %11.1f us %12.3f %12.3f %7.2f\n", size_name(bytes).c_str(), reps, ml * 1e6, mm * 1e6,
-                  static_cast<double>(bytes) / ml / 1e9, static_cast<double>(bytes) / mm / 1e9, mm / ml);
+      std::printf("%-8s %6d %11.1f us %11.1f us %12.3f %12.3f %7.2f %11.1f us %7.2f\n", size_name(bytes).c_str(), reps, ml * 1e6,
+                  mm * 1e6, static_cast<double>(bytes) / ml / 1e9, static_cast<double>(bytes) / mm / 1e9, mm / ml, ms * 1e6, mm / ms);
     std::fflush(stdout);
   }
   if (root) std::printf("load average at end: %s\n", loadavg().c_str());

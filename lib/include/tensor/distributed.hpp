@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ namespace tensor::detail {
 /// The collective a Tensor call names; `arg` is the ReduceOp or the root (lib/src/distributed/).
 enum class DistOp : std::uint8_t { all_reduce, broadcast, all_gather, reduce_scatter };
 TENSOR_API Handle dist_collective(DistOp op, Handle&& h, int arg);
+TENSOR_API void set_distributed(const Handle& h, std::uint64_t param_id);
+TENSOR_API std::uint64_t distributed_id(const Handle& h);
 }  // namespace tensor::detail
 
 /// Collectives across processes (MPI) or threads (LocalGroup): all_reduce, broadcast,
@@ -71,6 +74,18 @@ template <std::size_t D, TensorKind K>
 Tensor<D, K> all_reduce(const Tensor<D, K>& t, ReduceOp op) {
   return Tensor<D, K>(detail::dist_collective(detail::DistOp::all_reduce, detail::copy(t), static_cast<int>(op)));
 }
+/// The same, giving up `t`: where the call then holds its buffer alone (the CPU), the
+/// reduction runs in place, in the buffer MPI is handed, with no result allocation or copy.
+template <std::size_t D, TensorKind K>
+  requires Numeric<K>
+Tensor<D, K> all_reduce(Tensor<D, K>&& t, ReduceOp op) {
+  detail::Handle h;
+  {
+    const Tensor<D, K> own(std::move(t));
+    h = detail::copy(own);
+  }  // `own` is gone: the handle is the only reference `t` had
+  return Tensor<D, K>(detail::dist_collective(detail::DistOp::all_reduce, std::move(h), static_cast<int>(op)));
+}
 /// Rank `root`'s `t` on every rank; IndexError for a root outside [0, world_size).
 template <std::size_t D, TensorKind K>
   requires Numeric<K>
@@ -91,12 +106,42 @@ Tensor<D, K> reduce_scatter(const Tensor<D, K>& t, ReduceOp op) {
   return Tensor<D, K>(detail::dist_collective(detail::DistOp::reduce_scatter, detail::copy(t), static_cast<int>(op)));
 }
 
+/// Marks a parameter (a tensor that requires grad, on an autodiff device) with `param_id`
+/// (burn's set_distributed; 0 removes the mark): backward then reports its gradient to the
+/// gradient reducer that owns the id (GradientSync's overlap) as soon as it is final, while
+/// the rest of the pass continues. The mark belongs to the graph leaf, so copies of the tensor
+/// carry it; ModuleOptimizer::step carries it to the updated parameter. Error for an
+/// untracked tensor or one computed from a leaf. GradientSync marks its module's parameters
+/// itself with ids it draws; ids nobody owns are ignored.
+template <std::size_t D>
+const Tensor<D>& set_distributed(const Tensor<D>& t, std::uint64_t param_id) {
+  detail::set_distributed(t.handle(), param_id);
+  return t;
+}
+/// The set_distributed mark of `t` (0: none).
+template <std::size_t D>
+std::uint64_t distributed_id(const Tensor<D>& t) {
+  return detail::distributed_id(t.handle());
+}
+/// True when `t` carries a set_distributed mark.
+template <std::size_t D>
+bool is_distributed(const Tensor<D>& t) {
+  return distributed_id(t) != 0;
+}
+
+namespace internal {
+struct Reducer;
+}  // namespace internal
+
 /// How GradientSync groups and reduces the gradients.
 struct GradientSyncOptions {
   ReduceOp op = ReduceOp::Mean;  ///< Mean: the losses are means over the local batches; Sum or Mean only
   std::size_t bucket_bytes = 0;  ///< 0: TENSOR_DIST_BUCKET_MB MiB (a positive number; default 25)
   std::size_t first_bucket_bytes = std::size_t{1} << 20;  ///< the first bucket's cap (1 MiB: the first reduction starts early)
   bool broadcast = true;         ///< broadcast every parameter and buffer from rank 0 at construction
+  /// Reduce while backward runs (see GradientSync): 1 on, 0 off, -1 TENSOR_DIST_OVERLAP
+  /// (0 turns it off; default on). Off also where MPI gave less than MPI_THREAD_SERIALIZED.
+  int overlap = -1;
 };
 /// Data-parallel training's gradient sync (burn's gradient-sync protocol, with PyTorch DDP's
 /// buckets), for a module whose copies on every rank see different batches:
@@ -107,33 +152,62 @@ struct GradientSyncOptions {
 /// The parameters (Module::named_parameters) are grouped once, at construction, into buckets:
 /// reverse visit order (roughly the order backward finishes them), one dtype per bucket, the
 /// first bucket up to first_bucket_bytes and the others up to bucket_bytes (a larger
-/// parameter alone). sync() reduces bucket after bucket: the bucket's gradients flattened into
-/// one tensor, one all_reduce, and the slices written back into `grads`. The buckets and
-/// their order depend only on the module, so every rank makes the same calls with the same
-/// sizes and the ranks' gradients (hence parameters) stay bitwise identical. A parameter
-/// without a gradient on a rank contributes zeros there (and gets the reduced one). The ops
-/// are the op table's, so on the CPU each bucket goes to MPI without a host copy.
+/// parameter alone). Each bucket's gradients are flattened into one tensor, reduced by one
+/// all_reduce, and the slices written back into `grads`.
+///
+/// Overlap (on by default with more than one rank): the constructor marks every parameter
+/// (set_distributed); backward reports each marked gradient as soon as it is final, and a
+/// bucket whose gradients are all in is handed to this GradientSync's communication thread,
+/// which all-reduces the buckets one after the other while backward goes on. Buckets are
+/// launched strictly in plan order (a later one that fills first waits for the earlier), and
+/// a parameter the pass does not reach counts as in from the start (zeros), so every rank
+/// makes the same calls with the same contents whatever the thread timing. sync() waits for
+/// the outstanding buckets and writes the results back. Without overlap (off, world size 1, a
+/// graph that runs collectives in its own backward, or Gradients that did not come from the
+/// last marked backward) sync() reduces bucket after bucket itself. Either way the ranks'
+/// gradients (hence parameters) stay bitwise identical, and a parameter without a gradient
+/// on a rank contributes zeros there (and gets the reduced one). Other collectives called
+/// while the thread still reduces wait for it first (the order stays the same on every
+/// rank). A rank whose backward throws launches no further bucket, so the others' pending
+/// all_reduce fails (LocalGroup) or times out (TENSOR_DIST_TIMEOUT_S) instead of hanging.
 class TENSOR_API GradientSync {
  public:
   /// Plans the buckets of `module`'s parameters (the module must outlive this and keep its
   /// parameters' names and shapes) and, with options.broadcast, copies rank 0's parameters
   /// and buffers to every rank (a collective: every rank constructs its GradientSync).
   explicit GradientSync(Module& module, GradientSyncOptions options = {});
+  /// Waits for the communication thread's work and stops it.
+  ~GradientSync();
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+  GradientSync(GradientSync&&) noexcept = default;  ///< the thread and the marks go with it
+  GradientSync& operator=(GradientSync&&) noexcept = default;
   /// After backward: every parameter's gradient in `grads` replaced by its reduction over
   /// the ranks. A collective: every rank calls it once per step. World size 1: no change.
+  /// Profiled (TENSOR_PROFILE=1, tensor/profile.hpp) as rows of the gradients' device:
+  /// `dist.wait`, the time sync() waited for the reduction (without overlap: all of it),
+  /// `dist.step`, the time from one sync() to the next (a training step; the profile prints
+  /// dist.wait's share of it), and `dist.bucket`, each bucket's all_reduce on the
+  /// communication thread (overlapping backward).
   void sync(Gradients& grads);
   /// The parameter names of each bucket, in the order sync() reduces them.
   const std::vector<std::vector<std::string>>& buckets() const { return names_; }
   /// The cap of every bucket after the first, in bytes.
   std::size_t bucket_bytes() const { return cap_; }
+  /// True when the buckets are reduced while backward runs (see above).
+  bool overlap() const { return reducer_ != nullptr; }
 
  private:
+  void sync_now(Gradients& grads);
+
   Module* module_;
   ReduceOp op_;
   std::size_t cap_;
   std::size_t params_ = 0;
   std::vector<std::vector<std::size_t>> buckets_;  ///< indices into named_parameters()
   std::vector<std::vector<std::string>> names_;
+  std::shared_ptr<internal::Reducer> reducer_;  ///< the overlap's state and thread (null: no overlap)
+  std::int64_t last_sync_ns_ = 0;  ///< when the last sync() returned (steady clock; the profile's dist.step)
 };
 
 /// The in-process group: `size` ranks as threads of this process, meeting at a shared

@@ -79,6 +79,7 @@ int world_size() { return internal::current().size(); }
 void barrier() {
   dispatch::graph::refuse("barrier", "is a collective (another process must take part in every replay)");
   internal::Communicator& c = internal::current();
+  internal::drain_reducers(c);
   const internal::Call call{"barrier", c.next_seq()};
   c.check(call, 4, 0, DType::F32, Shape());
   c.barrier(call);
@@ -138,7 +139,9 @@ Handle dist_collective(DistOp op, Handle&& h, int arg) {
     throw Error("[dist] expected a collective (all_reduce, broadcast, all_gather, reduce_scatter); got code " + std::to_string(index));
   }
   static constexpr OpCode kOps[] = {OpCode::all_reduce, OpCode::broadcast, OpCode::all_gather, OpCode::reduce_scatter};
-  return handles::give(dispatch::collective(kOps[index], handles::take(h), arg));
+  dispatch::DispatchTensor t = handles::take(h);
+  dist::internal::drain_reducers(dist::internal::current());
+  return handles::give(dispatch::collective(kOps[index], std::move(t), arg));
 }
 
 }  // namespace tensor::detail

@@ -56,6 +56,9 @@ class Communicator {
   }
   // The `distributed:` line of `tensorctl info` for this communicator.
   virtual std::string describe() const = 0;
+  // Whether a second thread (GradientSync's communication thread) may make the calls, one
+  // at a time (MPI: MPI_THREAD_SERIALIZED or more provided).
+  virtual bool threads_ok() const { return true; }
 
  private:
   std::atomic<std::uint64_t> seq_{0};
@@ -104,6 +107,16 @@ class ScopedCurrent {
  private:
   Communicator* prev_;
 };
+
+// GradientSync (gradient_sync.cpp): the bucket cap TENSOR_DIST_BUCKET_MB sets (bytes;
+// 25 MiB by default) and whether TENSOR_DIST_OVERLAP lets the buckets be reduced while
+// backward runs (default on); both throw Error for a malformed value.
+std::size_t bucket_cap_from_env();
+bool overlap_from_env();
+// Waits until every GradientSync communication thread working for `c` has reduced what it
+// was handed (a no-op on such a thread): a collective from another thread then comes after
+// them on every rank.
+void drain_reducers(const Communicator& c);
 
 // Host reduction (host_reduce.cpp): acc[i] = acc[i] op x[i] over n elements of `dtype`
 // (Sum and Mean add, wrapping for integers; Max/Min propagate NaN); finish() turns a Mean's

@@ -148,9 +148,12 @@ class MpiCommunicator final : public Communicator {
 
   std::string describe() const override {
     return "mpi (" + mpi_library_version() + "), world " + std::to_string(size_) + ", rank " + std::to_string(rank_) +
-           ", thread level " + thread_level_name(provided_) + (check_ ? ", TENSOR_DIST_CHECK on" : "") +
+           ", thread level " + thread_level_name(provided_) + ", overlap " + (threads_ok() && overlap_from_env() ? "on" : "off") +
+           ", bucket " + fmt_mib(bucket_cap_from_env()) + (check_ ? ", TENSOR_DIST_CHECK on" : "") +
            ", timeout " + fmt_seconds(timeout_s_);
   }
+
+  bool threads_ok() const override { return provided_ >= MPI_THREAD_SERIALIZED; }
 
   void check(const Call& c, int what, int arg, DType dtype, const Shape& shape) override {
     if (!check_) return;
@@ -299,6 +302,13 @@ class MpiCommunicator final : public Communicator {
     t.erase(t.find_last_not_of('0') + 1);
     if (!t.empty() && t.back() == '.') t.pop_back();
     return t + " s";
+  }
+
+  static std::string fmt_mib(std::size_t bytes) {
+    std::string t = std::to_string(static_cast<double>(bytes) / 1048576.0);
+    t.erase(t.find_last_not_of('0') + 1);
+    if (!t.empty() && t.back() == '.') t.pop_back();
+    return t + " MiB";
   }
 
   MPI_Op mpi_op(ReduceOp op, DType dt) const {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "module_util.hpp"
+#include "tensor/distributed.hpp"
 
 namespace tensor::optim {
 
@@ -85,7 +86,10 @@ std::size_t ModuleOptimizer::step(double lr, Module& module, const Gradients& gr
         constexpr std::size_t D = decltype(r)::value;
         Tensor<D> param(h), grad(g);
         Tensor<D> stepped = opt.step(lr, p.name, param.inner(), grad);
-        return detail::set_require_grad(detail::from_inner(detail::copy(stepped)), true);
+        detail::Handle marked = detail::set_require_grad(detail::from_inner(detail::copy(stepped)), true);
+        // The updated parameter keeps its set_distributed mark (burn: the optimizer re-marks).
+        if (const std::uint64_t id = detail::distributed_id(h)) detail::set_distributed(marked, id);
+        return marked;
       });
       updates.emplace_back(&p, next);
     }
