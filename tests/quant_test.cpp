@@ -660,7 +660,7 @@ TEST_P(Quant, MatmulAndLinearWithAQuantizedWeightAgainstLoops) {
     for (std::size_t i = 0; i < y_nb.size(); ++i) y_nb[i] -= bias[i % N];
     EXPECT_TRUE(within_int8_bound(y_nb, want, x, B * M, K, N, vals));
     EXPECT_EQ(calls.count("q_matmul") ? calls.at("q_matmul") : 0u, 1u);
-    if (dev().backend_name() == "cpu") {
+    if (dev() == Device::cpu()) {
       EXPECT_EQ(calls.count("dequantize"), 0u);
     }
     // matmul, rank 2, M = 1 and M = 0
@@ -742,7 +742,7 @@ TEST_P(Quant, QuantizedOperandsBadInput) {
 }
 
 TEST_P(Quant, Conv2dWithAQuantizedWeightAgainstLoops) {
-  constexpr std::size_t Nb = 2, C = 3, H = 7, W = 6, OC = 4, KH = 3, KW = 2;
+  constexpr std::size_t Nb = 2, C = 6, H = 7, W = 6, OC = 4, KH = 3, KW = 2;  // K = 36: the int8 route on the cpu
   // independent signs (an LCG), no cancellation by construction: the int8 route is norm-wise
   // within 1% (each im2col row, one output pixel, quantized to s8 with its own scale)
   std::uint32_t state = 777u;
@@ -784,7 +784,10 @@ TEST_P(Quant, Conv2dWithAQuantizedWeightAgainstLoops) {
                   }
               want[((n * OC + oc) * OH + oh) * OW + ow] = static_cast<float>(acc);
             }
+      profile::start();
       const auto y = nn::conv2d(fl<4>(x, Shape{Nb, C, H, W}), wq, fl<1>(bias, Shape{OC}), o);
+      const auto calls = op_calls(profile::stop());
+      EXPECT_EQ(calls.count("q_matmul"), dev() == Device::cpu() ? 1u : 0u);  // unfold4d + q_matmul on the cpu
       EXPECT_EQ(y.shape(), (Shape{Nb, OC, OH, OW}));
       EXPECT_TRUE(close_rel(fv(y), want, 1e-2));
     }

@@ -259,7 +259,12 @@ DispatchTensor conv_quantized(OpCode op, DispatchTensor x, DispatchTensor weight
   const Shape out = op_info(op).transposed
                         ? core::conv_transpose_output_shape(op_name(op), x.shape(), weight.shape(), a, shape_or_null(bias))
                         : core::conv_output_shape(op_name(op), x.shape(), weight.shape(), a, shape_or_null(bias));
-  const bool int8 = op == OpCode::conv2d && a.groups == 1 && per_out_channel(*qw) && x.dtype() != DType::F64 &&
+  // The int8 route pays where each output sums enough products: with K = C_in*KH*KW under
+  // kMinIntK (a first layer on one channel: K = 9) the im2col copy, the activation
+  // quantization and the int8 tile padding cost more than the float conv they replace.
+  constexpr std::size_t kMinIntK = 32;
+  const std::size_t k = weight.shape().num_elements() / std::max<std::size_t>(weight.shape()[0], 1);
+  const bool int8 = op == OpCode::conv2d && a.groups == 1 && k >= kMinIntK && per_out_channel(*qw) && x.dtype() != DType::F64 &&
                     backend_of(x.device).is_native(OpCode::q_matmul);
   if (!int8) {  // the default: the dequantized weight, then the float conv
     DispatchTensor wf = dequantize_row(weight, x.dtype());
