@@ -742,7 +742,8 @@ TEST_P(Quant, QuantizedOperandsBadInput) {
 }
 
 TEST_P(Quant, Conv2dWithAQuantizedWeightAgainstLoops) {
-  constexpr std::size_t Nb = 2, C = 6, H = 7, W = 6, OC = 4, KH = 3, KW = 2;  // K = 36: the int8 route on the cpu
+  // K = 36: the int8 route on the cpu; L = 100 output pixels per image at stride 1 (a block of 64 rows and 36)
+  constexpr std::size_t Nb = 2, C = 6, H = 12, W = 11, OC = 4, KH = 3, KW = 2;
   // independent signs (an LCG), no cancellation by construction: the int8 route is norm-wise
   // within 1% (each im2col row, one output pixel, quantized to s8 with its own scale)
   std::uint32_t state = 777u;

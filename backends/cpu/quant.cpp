@@ -273,7 +273,28 @@ inline std::int8_t act_code(float v) {
 
 // The rows of a transposed view, x[b, i, j] at x + b * sb + i + j * sk (unfold4d's [N, K, L]
 // swapped to [N, L, K]), quantized like int8_product's rows without a contiguous copy: per
-// image, blocks of 64 rows, read along i (contiguous), the codes written row-major.
+// image, blocks of 64 rows read along i (contiguous; loops of a fixed 64 the compiler
+// vectorizes), the codes staged [K][64] and written row-major.
+template <std::int64_t R>
+void transposed_block(const float* base, std::int64_t k, std::int64_t sk, float* amax, float* chk, std::int8_t* staged,
+                      float* inv) {
+  for (std::int64_t i = 0; i < R; ++i) amax[i] = chk[i] = 0.0f;
+  for (std::int64_t j = 0; j < k; ++j) {
+    const float* col = base + j * sk;
+    for (std::int64_t i = 0; i < R; ++i) {
+      const float a = std::fabs(col[i]);
+      amax[i] = a > amax[i] ? a : amax[i];
+      chk[i] += col[i] * 0.0f;  // NaN where a NaN or an inf was
+    }
+  }
+  for (std::int64_t i = 0; i < R; ++i) inv[i] = amax[i] > 0.0f ? 127.0f / amax[i] : 0.0f;
+  for (std::int64_t j = 0; j < k; ++j) {
+    const float* col = base + j * sk;
+    std::int8_t* st = staged + j * R;
+    for (std::int64_t i = 0; i < R; ++i) st[i] = act_code(col[i] * inv[i]);
+  }
+}
+
 void quantize_transposed_rows(const float* x, std::int64_t batch, std::int64_t mb, std::int64_t k, std::int64_t sb,
                               std::int64_t sk, std::int8_t* xq, float* row_scale, unsigned char* finite) {
   constexpr std::int64_t kRows = 64;
@@ -282,27 +303,31 @@ void quantize_transposed_rows(const float* x, std::int64_t batch, std::int64_t m
     const std::int64_t b = static_cast<std::int64_t>(c) / blocks, i0 = static_cast<std::int64_t>(c) % blocks * kRows;
     const std::int64_t rows = std::min(kRows, mb - i0);
     const float* base = x + b * sb + i0;
-    std::array<float, kRows> amax{}, inv{};
-    std::array<unsigned char, kRows> bad{};
-    for (std::int64_t j = 0; j < k; ++j) {
-      const float* col = base + j * sk;
+    std::array<float, kRows> amax{}, chk{}, inv{};
+    thread_local std::vector<std::int8_t> staged;
+    if (staged.size() < static_cast<std::size_t>(k * kRows)) staged.resize(static_cast<std::size_t>(k * kRows));
+    if (rows == kRows) {
+      transposed_block<kRows>(base, k, sk, amax.data(), chk.data(), staged.data(), inv.data());
+    } else {  // the image's last rows: the same steps row by row
       for (std::int64_t i = 0; i < rows; ++i) {
-        const float a = std::fabs(col[i]);
-        bad[static_cast<std::size_t>(i)] |= !(a <= std::numeric_limits<float>::max());
-        amax[static_cast<std::size_t>(i)] = a > amax[static_cast<std::size_t>(i)] ? a : amax[static_cast<std::size_t>(i)];
+        const auto u = static_cast<std::size_t>(i);
+        for (std::int64_t j = 0; j < k; ++j) {
+          const float v = base[i + j * sk], a = std::fabs(v);
+          amax[u] = a > amax[u] ? a : amax[u];
+          chk[u] += v * 0.0f;
+        }
+        inv[u] = amax[u] > 0.0f ? 127.0f / amax[u] : 0.0f;
+        for (std::int64_t j = 0; j < k; ++j) staged[static_cast<std::size_t>(j * kRows + i)] = act_code(base[i + j * sk] * inv[u]);
       }
     }
     const std::int64_t r0 = b * mb + i0;
     for (std::int64_t i = 0; i < rows; ++i) {
       const auto u = static_cast<std::size_t>(i);
-      finite[r0 + i] = bad[u] ? 0 : 1;
-      inv[u] = amax[u] > 0.0f ? 127.0f / amax[u] : 0.0f;
+      finite[r0 + i] = chk[u] == 0.0f ? 1 : 0;
       row_scale[r0 + i] = amax[u] / 127.0f;
-    }
-    std::int8_t* o = xq + r0 * k;
-    for (std::int64_t j = 0; j < k; ++j) {
-      const float* col = base + j * sk;
-      for (std::int64_t i = 0; i < rows; ++i) o[i * k + j] = act_code(col[i] * inv[static_cast<std::size_t>(i)]);
+      std::int8_t* o = xq + (r0 + i) * k;
+      const std::int8_t* st = staged.data() + i;
+      for (std::int64_t j = 0; j < k; ++j) o[j] = st[j * kRows];
     }
   };
   parallel_chunks(static_cast<std::size_t>(batch * blocks), block);
