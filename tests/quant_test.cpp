@@ -793,6 +793,22 @@ TEST_P(Quant, Conv2dWithAQuantizedWeightAgainstLoops) {
       EXPECT_TRUE(close_rel(fv(y), want, 1e-2));
     }
   }
+  {
+    // a NaN in x has no int8 code: the product takes the dequantize route, and the NaN reaches
+    // exactly the outputs whose window holds it (image 1, channel 2, row 5, column 4)
+    std::vector<float> xn(x);
+    xn[((1 * C + 2) * H + 5) * W + 4] = std::numeric_limits<float>::quiet_NaN();
+    const auto wq = quantize_dynamic(fl<4>(w, Shape{OC, C, KH, KW}), per_oc);
+    const auto y = fv(nn::conv2d(fl<4>(xn, Shape{Nb, C, H, W}), wq, fl<1>(bias, Shape{OC}), {}));
+    const std::size_t OH = H - KH + 1, OW = W - KW + 1;
+    for (std::size_t n = 0; n < Nb; ++n)
+      for (std::size_t oc = 0; oc < OC; ++oc)
+        for (std::size_t oh = 0; oh < OH; ++oh)
+          for (std::size_t ow = 0; ow < OW; ++ow) {
+            const bool hit = n == 1 && oh <= 5 && 5 < oh + KH && ow <= 4 && 4 < ow + KW;
+            EXPECT_EQ(std::isnan(y[((n * OC + oc) * OH + oh) * OW + ow]), hit) << n << " " << oc << " " << oh << " " << ow;
+          }
+  }
   // groups 2: the default route (dequantize + conv), against the same kind of loop
   const auto wg = quantize_dynamic(fl<4>(wave(4 * 1 * 2 * 2, 0.9f, 0.1f, 1.0f), Shape{4, 1, 2, 2}), q8s());
   const auto dg = dequantized_ref(values_of(wg), [](std::size_t) { return 0; });
