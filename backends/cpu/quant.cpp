@@ -264,20 +264,19 @@ struct Int8Stream {
 
 // (v + 1.5 * 2^23) - 1.5 * 2^23 rounds v (|v| <= 127) to the nearest integer, ties to even,
 // in two vectorizable adds (std::round is a libm call per element).
-inline std::int8_t act_code(float v) {
+inline float act_round(float v) {
   constexpr float kMagic = 12582912.0f;
   v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
-  v = (v + kMagic) - kMagic;
-  return static_cast<std::int8_t>(static_cast<int>(v));
+  return (v + kMagic) - kMagic;
 }
+inline std::int8_t act_code(float v) { return static_cast<std::int8_t>(static_cast<int>(act_round(v))); }
 
 // The rows of a transposed view, x[b, i, j] at x + b * sb + i + j * sk (unfold4d's [N, K, L]
 // swapped to [N, L, K]), quantized like int8_product's rows without a contiguous copy: per
 // image, blocks of 64 rows read along i (contiguous; loops of a fixed 64 the compiler
-// vectorizes), the codes staged [K][64] and written row-major.
+// vectorizes), the rounded codes staged [K][64] as floats and written row-major as s8.
 template <std::int64_t R>
-void transposed_block(const float* base, std::int64_t k, std::int64_t sk, float* amax, float* chk, std::int8_t* staged,
-                      float* inv) {
+void transposed_block(const float* base, std::int64_t k, std::int64_t sk, float* amax, float* chk, float* staged, float* inv) {
   for (std::int64_t i = 0; i < R; ++i) amax[i] = chk[i] = 0.0f;
   for (std::int64_t j = 0; j < k; ++j) {
     const float* col = base + j * sk;
@@ -288,10 +287,15 @@ void transposed_block(const float* base, std::int64_t k, std::int64_t sk, float*
     }
   }
   for (std::int64_t i = 0; i < R; ++i) inv[i] = amax[i] > 0.0f ? 127.0f / amax[i] : 0.0f;
+  std::array<float, R> iv;  // a local copy: no store below can alias it
+  for (std::int64_t i = 0; i < R; ++i) iv[static_cast<std::size_t>(i)] = inv[i];
   for (std::int64_t j = 0; j < k; ++j) {
-    const float* col = base + j * sk;
-    std::int8_t* st = staged + j * R;
-    for (std::int64_t i = 0; i < R; ++i) st[i] = act_code(col[i] * inv[i]);
+    const float* __restrict col = base + j * sk;
+    float* __restrict st = staged + j * R;
+    // |col[i] * inv[i]| <= 127 (times 1 + 2^-23 at most, which rounds to 127): no clamp, so
+    // the loop is branch-free and vectorizes
+    constexpr float kMagic = 12582912.0f;
+    for (std::int64_t i = 0; i < R; ++i) st[i] = (col[i] * iv[static_cast<std::size_t>(i)] + kMagic) - kMagic;
   }
 }
 
@@ -304,7 +308,7 @@ void quantize_transposed_rows(const float* x, std::int64_t batch, std::int64_t m
     const std::int64_t rows = std::min(kRows, mb - i0);
     const float* base = x + b * sb + i0;
     std::array<float, kRows> amax{}, chk{}, inv{};
-    thread_local std::vector<std::int8_t> staged;
+    thread_local std::vector<float> staged;
     if (staged.size() < static_cast<std::size_t>(k * kRows)) staged.resize(static_cast<std::size_t>(k * kRows));
     if (rows == kRows) {
       transposed_block<kRows>(base, k, sk, amax.data(), chk.data(), staged.data(), inv.data());
@@ -317,7 +321,7 @@ void quantize_transposed_rows(const float* x, std::int64_t batch, std::int64_t m
           chk[u] += v * 0.0f;
         }
         inv[u] = amax[u] > 0.0f ? 127.0f / amax[u] : 0.0f;
-        for (std::int64_t j = 0; j < k; ++j) staged[static_cast<std::size_t>(j * kRows + i)] = act_code(base[i + j * sk] * inv[u]);
+        for (std::int64_t j = 0; j < k; ++j) staged[static_cast<std::size_t>(j * kRows + i)] = act_round(base[i + j * sk] * inv[u]);
       }
     }
     const std::int64_t r0 = b * mb + i0;
@@ -326,8 +330,8 @@ void quantize_transposed_rows(const float* x, std::int64_t batch, std::int64_t m
       finite[r0 + i] = chk[u] == 0.0f ? 1 : 0;
       row_scale[r0 + i] = amax[u] / 127.0f;
       std::int8_t* o = xq + (r0 + i) * k;
-      const std::int8_t* st = staged.data() + i;
-      for (std::int64_t j = 0; j < k; ++j) o[j] = st[j * kRows];
+      const float* st = staged.data() + i;
+      for (std::int64_t j = 0; j < k; ++j) o[j] = static_cast<std::int8_t>(static_cast<int>(st[j * kRows]));
     }
   };
   parallel_chunks(static_cast<std::size_t>(batch * blocks), block);
