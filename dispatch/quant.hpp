@@ -43,10 +43,19 @@ class QuantPrim final : public Primitive {
     if (!cache_) cache_ = make();
     return std::static_pointer_cast<C>(cache_);
   }
+  // A tensor derived from this one once and kept with it (conv's weight as the [K, C_out]
+  // product weight); `make` runs on first use. Thread-safe.
+  template <class Make>
+  DispatchTensor derived(Make&& make) const {
+    const std::lock_guard<std::mutex> lock(cache_mu_);
+    if (!derived_.prim) derived_ = make();
+    return derived_;
+  }
 
  private:
   mutable std::mutex cache_mu_;
   mutable std::shared_ptr<QuantCache> cache_;
+  mutable DispatchTensor derived_;
   QuantScheme scheme_;
   DispatchTensor codes_;
   DispatchTensor scales_;
@@ -70,6 +79,17 @@ DispatchTensor compute_q_params(const QuantScheme& scheme, const DispatchTensor&
 // tensor that is not quantized or a dtype that is not a float dtype.
 DispatchTensor quantize_row(const DispatchTensor& x, DispatchTensor scales, const QuantScheme& scheme);
 DispatchTensor dequantize_row(const DispatchTensor& q, DType dtype);
+
+// The float ops with a quantized operand (dispatch/rules/quant.cpp), called by the matmul,
+// linear and conv forwarders when an operand's dtype is QFloat. A float x times a quantized
+// weight [K, N] with scales per tensor or per output column reaches the q_matmul row (oneDNN's
+// int8 product on the cpu, dequantize + matmul elsewhere); conv2d (groups 1, scales per tensor
+// or per output channel) is unfold4d + q_matmul where the backend has a native q_matmul;
+// every other case dequantizes the quantized operands, then runs the float op.
+inline bool is_quantized(const DispatchTensor& t) { return t.prim && t.dtype() == DType::QFloat; }
+DispatchTensor matmul_quantized(DispatchTensor a, DispatchTensor b);
+DispatchTensor linear_quantized(DispatchTensor x, DispatchTensor weight, DispatchTensor bias);
+DispatchTensor conv_quantized(OpCode op, DispatchTensor x, DispatchTensor weight, DispatchTensor bias, const ConvArgs& args);
 
 // into_data / from_data of QFloat (called from dispatch/rules/creation.cpp).
 TensorData into_data(const DispatchTensor& q);

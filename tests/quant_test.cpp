@@ -10,6 +10,8 @@
 #include <map>
 #include <sstream>
 
+#include <tensor/modules/core.hpp>
+#include <tensor/nn.hpp>
 #include <tensor/profile.hpp>
 #include <tensor/quantization.hpp>
 
@@ -387,8 +389,7 @@ TEST_P(Quant, FloatOpsRefuseAQuantizedTensor) {
   EXPECT_THROW((void)(q + 1.0f), DTypeError);
   EXPECT_THROW((void)(q + x), DTypeError);
   EXPECT_THROW((void)(x + q), DTypeError);
-  EXPECT_THROW((void)x.matmul(q), DTypeError);
-  EXPECT_THROW((void)q.matmul(x), DTypeError);
+  // x.matmul(q) and q.matmul(x) compute since step 3 (QuantizedOperandsOfMatmulLinearConv below).
   EXPECT_THROW((void)q.exp(), DTypeError);
   EXPECT_THROW((void)q.sum(), DTypeError);
   EXPECT_THROW((void)q.transpose(), DTypeError);
@@ -604,4 +605,224 @@ TEST_P(Quant, QMatmulBadInput) {
   expect_error<ShapeError>([&] { (void)qz::q_matmul(x, per_row); }, "q_matmul");
   expect_error<DTypeError>([&] { (void)qz::q_matmul(quantize_dynamic(x, q8s()), quantize_dynamic(wf, q8s())); }, "q_matmul");
   EXPECT_EQ(fv(x), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
+// ---- step 3: matmul / linear / nn::Linear / conv2d with a quantized operand -----------------
+
+namespace {
+
+// The sin/cos fillers of the tests above, one per call site.
+std::vector<float> wave(std::size_t n, float f, float phase, float amp) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = std::sin(f * static_cast<float>(i) + phase) * amp;
+  return v;
+}
+
+// The dequantized weight, element by element, from the codes and scales the tensor reads back
+// (scales per tensor, or per index `group(i)`).
+template <class G>
+std::vector<double> dequantized_ref(const qz::QuantizedValues& w, G group) {
+  std::vector<double> out(w.codes.size());
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<double>(w.codes[i]) * static_cast<double>(w.scales[w.scales.size() == 1 ? 0 : group(i)]);
+  return out;
+}
+
+std::map<std::string, std::uint64_t> op_calls(const ProfileResult& p) {
+  std::map<std::string, std::uint64_t> calls;
+  for (const ProfileRow& r : p.rows) calls[r.op] += r.calls;
+  return calls;
+}
+
+}  // namespace
+
+TEST_P(Quant, MatmulAndLinearWithAQuantizedWeightAgainstLoops) {
+  constexpr std::size_t B = 2, M = 3, K = 48, N = 6;
+  const auto x = wave(B * M * K, 0.37f, 0.1f, 1.5f);
+  const auto w = wave(K * N, 0.71f, 0.4f, 0.3f);
+  const std::vector<float> bias = {0.5f, -1.0f, 0.25f, 2.0f, -0.75f, 0.0f};
+  const QuantScheme per_col = q8s().with_level(QuantLevel::block({static_cast<std::uint32_t>(K), 1}));
+  for (const QuantScheme& s : {per_col, q8s()}) {
+    SCOPED_TRACE(to_string(s));
+    const auto wq = quantize_dynamic(fl<2>(w, Shape{K, N}), s);
+    const auto vals = values_of(wq);
+    const auto want = ref_q_matmul(x, B * M, K, N, vals);  // loops over codes * scales
+    std::vector<float> want_b(want);
+    for (std::size_t i = 0; i < want_b.size(); ++i) want_b[i] += bias[i % N];
+    const auto x3 = fl<3>(x, Shape{B, M, K});
+    // linear, batched lhs [B, M, K], with a bias; one q_matmul, no float weight on the cpu
+    profile::start();
+    const auto y = nn::linear(x3, wq, fl<1>(bias, Shape{N}));
+    const auto calls = op_calls(profile::stop());
+    EXPECT_EQ(y.shape(), (Shape{B, M, N}));
+    EXPECT_TRUE(close_rel(fv(y), want_b, 1e-2));
+    auto y_nb = fv(y);
+    for (std::size_t i = 0; i < y_nb.size(); ++i) y_nb[i] -= bias[i % N];
+    EXPECT_TRUE(within_int8_bound(y_nb, want, x, B * M, K, N, vals));
+    EXPECT_EQ(calls.count("q_matmul") ? calls.at("q_matmul") : 0u, 1u);
+    if (dev() == Device::cpu()) {
+      EXPECT_EQ(calls.count("dequantize"), 0u);
+    }
+    // matmul, rank 2, M = 1 and M = 0
+    const auto x2 = fl<2>(std::vector<float>(x.begin(), x.begin() + M * K), Shape{M, K});
+    EXPECT_TRUE(within_int8_bound(fv(x2.matmul(wq)), std::vector<float>(want.begin(), want.begin() + M * N), x, M, K, N, vals));
+    const auto x1 = fl<2>(std::vector<float>(x.begin(), x.begin() + K), Shape{1, K});
+    EXPECT_TRUE(within_int8_bound(fv(x1.matmul(wq)), std::vector<float>(want.begin(), want.begin() + N), x, 1, K, N, vals));
+    const auto y1 = nn::linear(fl<1>(std::vector<float>(x.begin(), x.begin() + K), Shape{K}), wq);  // x [K]
+    EXPECT_EQ(y1.shape(), (Shape{N}));
+    EXPECT_TRUE(within_int8_bound(fv(y1), std::vector<float>(want.begin(), want.begin() + N), x, 1, K, N, vals));
+    const auto x0 = Tensor<2>::zeros({0, K}, dev());
+    EXPECT_EQ(x0.matmul(wq).shape(), (Shape{0, N}));
+    EXPECT_EQ(nn::linear(Tensor<3>::zeros({B, 0, K}, dev()), wq, fl<1>(bias, Shape{N})).shape(), (Shape{B, 0, N}));
+    EXPECT_EQ(fv(x3), x);  // input unchanged
+  }
+}
+
+TEST_P(Quant, QuantizedLinearModuleAndOtherOperandOrders) {
+  constexpr std::size_t M = 4, K = 32, N = 5;
+  const auto x = wave(M * K, 0.29f, 0.3f, 2.0f);
+  const auto w = wave(K * N, 0.53f, 0.9f, 0.4f);
+  const auto xt = fl<2>(x, Shape{M, K});
+  // nn::Linear stores its weight [d_in, d_out]: a quantized one per output column reaches q_matmul.
+  nn::Linear lin(nn::LinearConfig{K, N, true}, dev());
+  lin.weight = quantize_dynamic(fl<2>(w, Shape{K, N}), q8s().with_level(QuantLevel::block({static_cast<std::uint32_t>(K), 1})));
+  lin.bias = fl<1>({1, 2, 3, 4, 5}, Shape{N});
+  const auto vals = values_of(lin.weight);
+  auto want = ref_q_matmul(x, M, K, N, vals);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] += static_cast<float>(i % N + 1);
+  EXPECT_TRUE(close_rel(fv(lin.forward(xt)), want, 1e-2));
+  // Q x Float and Q x Q: dequantized, then the float product (loops over codes * scales).
+  const auto aq = quantize_dynamic(xt, q8s());  // [M, K], per tensor
+  const auto bq = quantize_dynamic(fl<2>(w, Shape{K, N}), q8s());
+  const auto da = dequantized_ref(values_of(aq), [](std::size_t) { return 0; });
+  const auto db = dequantized_ref(values_of(bq), [](std::size_t) { return 0; });
+  std::vector<float> want_qf(M * N), want_qq(M * N);
+  for (std::size_t i = 0; i < M; ++i)
+    for (std::size_t j = 0; j < N; ++j) {
+      double f = 0.0, q = 0.0;
+      for (std::size_t k = 0; k < K; ++k) {
+        f += da[i * K + k] * static_cast<double>(w[k * N + j]);
+        q += da[i * K + k] * db[k * N + j];
+      }
+      want_qf[i * N + j] = static_cast<float>(f);
+      want_qq[i * N + j] = static_cast<float>(q);
+    }
+  EXPECT_TRUE(near(fv(aq.matmul(fl<2>(w, Shape{K, N}))), want_qf, 1e-4f));
+  EXPECT_TRUE(near(fv(aq.matmul(bq)), want_qq, 1e-4f));
+  // scales per input row (not a q_matmul weight): the dequantized weight, the float product
+  const auto per_row = quantize_dynamic(fl<2>(w, Shape{K, N}), q8s().with_level(QuantLevel::block({1, static_cast<std::uint32_t>(N)})));
+  const auto dr = dequantized_ref(values_of(per_row), [](std::size_t i) { return i / N; });
+  std::vector<float> want_r(M * N);
+  for (std::size_t i = 0; i < M; ++i)
+    for (std::size_t j = 0; j < N; ++j) {
+      double f = 0.0;
+      for (std::size_t k = 0; k < K; ++k) f += static_cast<double>(x[i * K + k]) * dr[k * N + j];
+      want_r[i * N + j] = static_cast<float>(f);
+    }
+  EXPECT_TRUE(near(fv(xt.matmul(per_row)), want_r, 1e-4f));
+  EXPECT_TRUE(near(fv(nn::linear(xt, per_row)), want_r, 1e-4f));
+}
+
+TEST_P(Quant, QuantizedOperandsBadInput) {
+  const auto x = fl<2>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  const auto wq = quantize_dynamic(fl<2>({1, 2, 3, 4, 5, 6}, Shape{3, 2}), q8s());
+  const auto codes_before = values_of(wq).codes;
+  // a transposed view of a quantized weight: layout ops refuse QFloat (not yet on the codes)
+  EXPECT_THROW((void)wq.transpose(), DTypeError);
+  expect_error<ShapeError>([&] { (void)x.matmul(quantize_dynamic(fl<2>({1, 2, 3, 4}, Shape{2, 2}), q8s())); }, "matmul");
+  expect_error<ShapeError>([&] { (void)nn::linear(fl<2>({1, 2, 3, 4}, Shape{2, 2}), wq); }, "linear");
+  expect_error<ShapeError>([&] { (void)nn::linear(x, wq, fl<1>({1, 2, 3}, Shape{3})); }, "linear");
+  expect_error<DTypeError>([&] { (void)nn::linear(x, wq, std::optional<Tensor<1>>(fl<1>({1, 2}, Shape{2}).cast(DType::F64))); },
+                           "linear");
+  const auto w4 = quantize_dynamic(fl<4>(wave(2 * 3 * 2 * 2, 0.3f, 0.0f, 1.0f), Shape{2, 3, 2, 2}), q8s());
+  expect_error<ShapeError>([&] { (void)nn::conv2d(fl<4>(wave(2 * 2 * 4 * 4, 0.2f, 0.0f, 1.0f), Shape{2, 2, 4, 4}), w4, std::nullopt, {}); },
+                           "conv2d");
+  EXPECT_EQ(fv(x), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(values_of(wq).codes, codes_before);
+}
+
+TEST_P(Quant, Conv2dWithAQuantizedWeightAgainstLoops) {
+  // K = 36: the int8 route on the cpu; L = 100 output pixels per image at stride 1 (a block of 64 rows and 36)
+  constexpr std::size_t Nb = 2, C = 6, H = 12, W = 11, OC = 4, KH = 3, KW = 2;
+  // independent signs (an LCG), no cancellation by construction: the int8 route is norm-wise
+  // within 1% (each im2col row, one output pixel, quantized to s8 with its own scale)
+  std::uint32_t state = 777u;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
+  };
+  std::vector<float> x(Nb * C * H * W), w(OC * C * KH * KW);
+  for (float& v : x) v = next();
+  for (float& v : w) v = next() * 0.3f;
+  const std::vector<float> bias = {0.1f, -0.2f, 0.3f, 0.0f};
+  const QuantScheme per_oc = q8s().with_level(QuantLevel::block({1, static_cast<std::uint32_t>(C), KH, KW}));
+  for (const QuantScheme& s : {per_oc, q8s()}) {
+    for (int variant = 0; variant < 2; ++variant) {
+      SCOPED_TRACE(to_string(s) + (variant ? " stride 2, padding 1" : " stride 1"));
+      nn::ConvOptions<2> o;
+      if (variant) {
+        o.stride = {2, 2};
+        o.padding = {1, 1};
+      }
+      const auto wq = quantize_dynamic(fl<4>(w, Shape{OC, C, KH, KW}), s);
+      const auto dw = dequantized_ref(values_of(wq), [](std::size_t i) { return i / (C * KH * KW); });
+      const std::size_t OH = (H + 2 * static_cast<std::size_t>(o.padding[0]) - KH) / static_cast<std::size_t>(o.stride[0]) + 1;
+      const std::size_t OW = (W + 2 * static_cast<std::size_t>(o.padding[1]) - KW) / static_cast<std::size_t>(o.stride[1]) + 1;
+      std::vector<float> want(Nb * OC * OH * OW);
+      for (std::size_t n = 0; n < Nb; ++n)
+        for (std::size_t oc = 0; oc < OC; ++oc)
+          for (std::size_t oh = 0; oh < OH; ++oh)
+            for (std::size_t ow = 0; ow < OW; ++ow) {
+              double acc = bias[oc];
+              for (std::size_t c = 0; c < C; ++c)
+                for (std::size_t i = 0; i < KH; ++i)
+                  for (std::size_t j = 0; j < KW; ++j) {
+                    const auto ih = static_cast<std::int64_t>(oh) * o.stride[0] - o.padding[0] + static_cast<std::int64_t>(i);
+                    const auto iw = static_cast<std::int64_t>(ow) * o.stride[1] - o.padding[1] + static_cast<std::int64_t>(j);
+                    if (ih < 0 || iw < 0 || ih >= static_cast<std::int64_t>(H) || iw >= static_cast<std::int64_t>(W)) continue;
+                    acc += static_cast<double>(x[((n * C + c) * H + static_cast<std::size_t>(ih)) * W + static_cast<std::size_t>(iw)]) *
+                           dw[((oc * C + c) * KH + i) * KW + j];
+                  }
+              want[((n * OC + oc) * OH + oh) * OW + ow] = static_cast<float>(acc);
+            }
+      profile::start();
+      const auto y = nn::conv2d(fl<4>(x, Shape{Nb, C, H, W}), wq, fl<1>(bias, Shape{OC}), o);
+      const auto calls = op_calls(profile::stop());
+      EXPECT_EQ(calls.count("q_matmul"), dev() == Device::cpu() ? 1u : 0u);  // unfold4d + q_matmul on the cpu
+      EXPECT_EQ(y.shape(), (Shape{Nb, OC, OH, OW}));
+      EXPECT_TRUE(close_rel(fv(y), want, 1e-2));
+    }
+  }
+  {
+    // a NaN in x has no int8 code: the product takes the dequantize route, and the NaN reaches
+    // exactly the outputs whose window holds it (image 1, channel 2, row 5, column 4)
+    std::vector<float> xn(x);
+    xn[((1 * C + 2) * H + 5) * W + 4] = std::numeric_limits<float>::quiet_NaN();
+    const auto wq = quantize_dynamic(fl<4>(w, Shape{OC, C, KH, KW}), per_oc);
+    const auto y = fv(nn::conv2d(fl<4>(xn, Shape{Nb, C, H, W}), wq, fl<1>(bias, Shape{OC}), {}));
+    const std::size_t OH = H - KH + 1, OW = W - KW + 1;
+    for (std::size_t n = 0; n < Nb; ++n)
+      for (std::size_t oc = 0; oc < OC; ++oc)
+        for (std::size_t oh = 0; oh < OH; ++oh)
+          for (std::size_t ow = 0; ow < OW; ++ow) {
+            const bool hit = n == 1 && oh <= 5 && 5 < oh + KH && ow <= 4 && 4 < ow + KW;
+            EXPECT_EQ(std::isnan(y[((n * OC + oc) * OH + oh) * OW + ow]), hit) << n << " " << oc << " " << oh << " " << ow;
+          }
+  }
+  // groups 2: the default route (dequantize + conv), against the same kind of loop
+  const auto wg = quantize_dynamic(fl<4>(wave(4 * 1 * 2 * 2, 0.9f, 0.1f, 1.0f), Shape{4, 1, 2, 2}), q8s());
+  const auto dg = dequantized_ref(values_of(wg), [](std::size_t) { return 0; });
+  const auto xg = wave(1 * 2 * 3 * 3, 0.5f, 0.0f, 1.0f);
+  nn::ConvOptions<2> og;
+  og.groups = 2;
+  std::vector<float> want_g(4 * 2 * 2);
+  for (std::size_t oc = 0; oc < 4; ++oc)
+    for (std::size_t oh = 0; oh < 2; ++oh)
+      for (std::size_t ow = 0; ow < 2; ++ow) {
+        double acc = 0.0;
+        for (std::size_t i = 0; i < 2; ++i)
+          for (std::size_t j = 0; j < 2; ++j) acc += static_cast<double>(xg[((oc / 2) * 3 + oh + i) * 3 + ow + j]) * dg[(oc * 2 + i) * 2 + j];
+        want_g[(oc * 2 + oh) * 2 + ow] = static_cast<float>(acc);
+      }
+  EXPECT_TRUE(near(fv(nn::conv2d(fl<4>(xg, Shape{1, 2, 3, 3}), wg, std::nullopt, og)), want_g, 1e-4f));
 }

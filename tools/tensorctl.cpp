@@ -36,7 +36,8 @@ constexpr std::array kCommands = {
             &run_demo},
     Command{"train", "[--model cnn|mlp|vit] [--dataset fashion|digits] [--epochs N] [--batch N] [--lr X] [--data DIR] [--out DIR] [--limit N] [--resume CKPT]",
             "train a CNN/MLP with autodiff and Adam on TENSOR_DEVICE; checkpoint + SVG curve in --out", &run_train},
-    Command{"eval", "--weights FILE [--data DIR]", "test accuracy of a tensorctl train checkpoint", &run_eval},
+    Command{"eval", "--weights FILE [--data DIR] [--quantize q8s|q4s] [--test-limit N]",
+            "test accuracy of a tensorctl train checkpoint (and of its quantized weights)", &run_eval},
 };
 
 void print_usage(std::ostream& os) {

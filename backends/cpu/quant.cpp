@@ -262,18 +262,98 @@ struct Int8Stream {
   }
 };
 
-// x [m, k] (f32, contiguous) times the weight on oneDNN into out [m, n]; false where it cannot.
-bool int8_product(const q::QuantPrim& w, const float* x, std::int64_t m, std::int64_t k, std::int64_t n, float* out) {
+// (v + 1.5 * 2^23) - 1.5 * 2^23 rounds v (|v| <= 127) to the nearest integer, ties to even,
+// in two vectorizable adds (std::round is a libm call per element).
+inline float act_round(float v) {
+  constexpr float kMagic = 12582912.0f;
+  v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
+  return (v + kMagic) - kMagic;
+}
+inline std::int8_t act_code(float v) { return static_cast<std::int8_t>(static_cast<int>(act_round(v))); }
+
+// The rows of a transposed view, x[b, i, j] at x + b * sb + i + j * sk (unfold4d's [N, K, L]
+// swapped to [N, L, K]), quantized like int8_product's rows without a contiguous copy: per
+// image, blocks of 64 rows read along i (contiguous; loops of a fixed 64 the compiler
+// vectorizes), the rounded codes staged [K][64] as floats and written row-major as s8.
+template <std::int64_t R>
+void transposed_block(const float* base, std::int64_t k, std::int64_t sk, float* amax, float* chk, float* staged, float* inv) {
+  for (std::int64_t i = 0; i < R; ++i) amax[i] = chk[i] = 0.0f;
+  for (std::int64_t j = 0; j < k; ++j) {
+    const float* col = base + j * sk;
+    for (std::int64_t i = 0; i < R; ++i) {
+      const float a = std::fabs(col[i]);
+      amax[i] = a > amax[i] ? a : amax[i];
+      chk[i] += col[i] * 0.0f;  // NaN where a NaN or an inf was
+    }
+  }
+  for (std::int64_t i = 0; i < R; ++i) inv[i] = amax[i] > 0.0f ? 127.0f / amax[i] : 0.0f;
+  std::array<float, R> iv;  // a local copy: no store below can alias it
+  for (std::int64_t i = 0; i < R; ++i) iv[static_cast<std::size_t>(i)] = inv[i];
+  for (std::int64_t j = 0; j < k; ++j) {
+    const float* __restrict col = base + j * sk;
+    float* __restrict st = staged + j * R;
+    // |col[i] * inv[i]| <= 127 (times 1 + 2^-23 at most, which rounds to 127): no clamp, so
+    // the loop is branch-free and vectorizes
+    constexpr float kMagic = 12582912.0f;
+    for (std::int64_t i = 0; i < R; ++i) st[i] = (col[i] * iv[static_cast<std::size_t>(i)] + kMagic) - kMagic;
+  }
+}
+
+void quantize_transposed_rows(const float* x, std::int64_t batch, std::int64_t mb, std::int64_t k, std::int64_t sb,
+                              std::int64_t sk, std::int8_t* xq, float* row_scale, unsigned char* finite) {
+  constexpr std::int64_t kRows = 64;
+  const std::int64_t blocks = (mb + kRows - 1) / kRows;
+  auto block = [&](std::size_t c) {
+    const std::int64_t b = static_cast<std::int64_t>(c) / blocks, i0 = static_cast<std::int64_t>(c) % blocks * kRows;
+    const std::int64_t rows = std::min(kRows, mb - i0);
+    const float* base = x + b * sb + i0;
+    std::array<float, kRows> amax{}, chk{}, inv{};
+    thread_local std::vector<float> staged;
+    if (staged.size() < static_cast<std::size_t>(k * kRows)) staged.resize(static_cast<std::size_t>(k * kRows));
+    if (rows == kRows) {
+      transposed_block<kRows>(base, k, sk, amax.data(), chk.data(), staged.data(), inv.data());
+    } else {  // the image's last rows: the same steps row by row
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const auto u = static_cast<std::size_t>(i);
+        for (std::int64_t j = 0; j < k; ++j) {
+          const float v = base[i + j * sk], a = std::fabs(v);
+          amax[u] = a > amax[u] ? a : amax[u];
+          chk[u] += v * 0.0f;
+        }
+        inv[u] = amax[u] > 0.0f ? 127.0f / amax[u] : 0.0f;
+        for (std::int64_t j = 0; j < k; ++j) staged[static_cast<std::size_t>(j * kRows + i)] = act_round(base[i + j * sk] * inv[u]);
+      }
+    }
+    const std::int64_t r0 = b * mb + i0;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const auto u = static_cast<std::size_t>(i);
+      finite[r0 + i] = chk[u] == 0.0f ? 1 : 0;
+      row_scale[r0 + i] = amax[u] / 127.0f;
+      std::int8_t* o = xq + (r0 + i) * k;
+      const float* st = staged.data() + i;
+      for (std::int64_t j = 0; j < k; ++j) o[j] = static_cast<std::int8_t>(static_cast<int>(st[j * kRows]));
+    }
+  };
+  parallel_chunks(static_cast<std::size_t>(batch * blocks), block);
+}
+
+// Where x's rows come from: contiguous [m, k] (`x`), or a transposed view (`tb` > 0: tb
+// images of m / tb rows, quantize_transposed_rows' strides sb, sk).
+struct RowSource {
+  const float* x = nullptr;
+  std::int64_t tb = 0, sb = 0, sk = 0;
+};
+
+// x [m, k] (f32) times the weight on oneDNN into out [m, n]; false where it cannot.
+bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, std::int64_t k, std::int64_t n, float* out) {
   std::vector<std::int8_t> xq(static_cast<std::size_t>(m * k));
   std::vector<float> row_scale(static_cast<std::size_t>(m));
   std::vector<unsigned char> finite(static_cast<std::size_t>(m), 1);
+  const float* x = src.x;
   // Rows in chunks of about 64K elements on the CPU backend's threads.
   const std::int64_t rows_per = std::max<std::int64_t>(1, (std::int64_t{1} << 16) / std::max<std::int64_t>(k, 1));
   auto quantize_rows = [&](std::size_t c) {
     const std::int64_t i0 = static_cast<std::int64_t>(c) * rows_per, i1 = std::min(m, i0 + rows_per);
-    // (v + 1.5 * 2^23) - 1.5 * 2^23 rounds v (|v| <= 127) to the nearest integer, ties to
-    // even, in two vectorizable adds (std::round is a libm call per element).
-    constexpr float kMagic = 12582912.0f;
     for (std::int64_t i = i0; i < i1; ++i) {
       const float* r = x + i * k;
       float amax = 0.0f;
@@ -290,15 +370,13 @@ bool int8_product(const q::QuantPrim& w, const float* x, std::int64_t m, std::in
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
       row_scale[static_cast<std::size_t>(i)] = amax / 127.0f;
       std::int8_t* o = xq.data() + i * k;
-      for (std::int64_t j = 0; j < k; ++j) {
-        float v = r[j] * inv;
-        v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
-        v = (v + kMagic) - kMagic;
-        o[j] = static_cast<std::int8_t>(static_cast<int>(v));
-      }
+      for (std::int64_t j = 0; j < k; ++j) o[j] = act_code(r[j] * inv);
     }
   };
-  parallel_chunks(static_cast<std::size_t>((m + rows_per - 1) / rows_per), quantize_rows);
+  if (src.tb > 0)
+    quantize_transposed_rows(x, src.tb, m / src.tb, k, src.sb, src.sk, xq.data(), row_scale.data(), finite.data());
+  else
+    parallel_chunks(static_cast<std::size_t>((m + rows_per - 1) / rows_per), quantize_rows);
   if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
   auto cache = w.cache<Int8Weight>([] { return std::make_shared<Int8Weight>(); });
   std::shared_ptr<const Int8Plan> plan;
@@ -357,10 +435,20 @@ Prim q_matmul_entry(Prim px, Prim pw) {
 #if TENSOR_HAVE_ONEDNN
   const std::size_t m = k == 0 ? 0 : xs.num_elements() / k;
   if (m > 0 && k > 0 && n > 0 && xdt != DType::F64) {  // f64 asks for more than an int8 product holds
-    CpuRef xf = f32_dense(x);
+    // conv2d's route hands unfold4d's [N, K, L] swapped to [N, L, K]: read in place.
+    const bool transposed = xdt == DType::F32 && r == 3 && xs[1] > 1 && k > 1 && x->stride(1) == 1 &&
+                            x->stride(2) == static_cast<std::int64_t>(xs[1]) &&
+                            (xs[0] == 1 || x->stride(0) == static_cast<std::int64_t>(xs[1] * k));
+    CpuRef xf = transposed ? x : f32_dense(x);
+    RowSource src{reinterpret_cast<const float*>(xf->data())};
+    if (transposed) {
+      src.tb = static_cast<std::int64_t>(xs[0]);
+      src.sb = static_cast<std::int64_t>(xs[1] * k);
+      src.sk = static_cast<std::int64_t>(xs[1]);
+    }
     CpuRef out = alloc_tensor(DType::F32, Shape{m, n});
-    if (int8_product(w, reinterpret_cast<const float*>(xf->data()), static_cast<std::int64_t>(m), static_cast<std::int64_t>(k),
-                     static_cast<std::int64_t>(n), reinterpret_cast<float*>(out->data()))) {
+    if (int8_product(w, src, static_cast<std::int64_t>(m), static_cast<std::int64_t>(k), static_cast<std::int64_t>(n),
+                     reinterpret_cast<float*>(out->data()))) {
       Layout l;
       std::int64_t st = 1;
       for (std::size_t d = r; d-- > 0;) {

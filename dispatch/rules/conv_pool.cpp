@@ -1,6 +1,7 @@
 // Forwarders: module ops: convolution, pooling, interpolation, embedding, normalisation, attention. Each validates its arguments, states the output metadata and runs
 // the backend entry through the one invocation path (dispatch/forward.hpp).
 #include "dispatch/forward.hpp"
+#include "dispatch/quant.hpp"
 
 namespace tensor::dispatch {
 using namespace fwd;
@@ -85,6 +86,8 @@ template <> struct fwd::Rule<Family::ConvBiasBackward> : FloatOut {
 };
 
 DispatchTensor conv(OpCode op, DispatchTensor x, DispatchTensor weight, DispatchTensor bias, const ConvArgs& args) {
+  if (quant::is_quantized(x) || quant::is_quantized(weight) || quant::is_quantized(bias)) [[unlikely]]
+    return quant::conv_quantized(op, std::move(x), std::move(weight), std::move(bias), args);
   return forward<Family::Conv>(op, x, weight, bias, args);
 }
 DispatchTensor conv_backward(OpCode op, DispatchTensor a, DispatchTensor b, const Shape& target, const ConvArgs& args) {

@@ -1,6 +1,7 @@
 // Forwarders: elementwise arithmetic, comparison and matmul. Each validates its arguments, states the output metadata and runs
 // the backend entry through the one invocation path (dispatch/forward.hpp).
 #include "dispatch/forward.hpp"
+#include "dispatch/quant.hpp"
 
 namespace tensor::dispatch {
 using namespace fwd;
@@ -254,7 +255,11 @@ template <> struct fwd::Rule<Family::PowI> : RuleBase {
 DispatchTensor predicate(OpCode op, DispatchTensor a) { return forward<Family::Predicate>(op, a); }
 DispatchTensor set_require_grad(DispatchTensor a, bool on) { return forward<Family::SetFlag>(OpCode::set_require_grad, a, on); }
 bool is_require_grad(const DispatchTensor& a) { return forward<Family::Query>(OpCode::is_require_grad, a); }
-DispatchTensor matmul(DispatchTensor a, DispatchTensor b) { return forward<Family::Matmul>(OpCode::matmul, a, b); }
+DispatchTensor matmul(DispatchTensor a, DispatchTensor b) {
+  if (quant::is_quantized(a) || quant::is_quantized(b)) [[unlikely]]
+    return quant::matmul_quantized(std::move(a), std::move(b));
+  return forward<Family::Matmul>(OpCode::matmul, a, b);
+}
 DispatchTensor cross(DispatchTensor a, DispatchTensor b, std::int64_t dim) {
   return forward<Family::Cross>(OpCode::cross, a, b, dim);
 }

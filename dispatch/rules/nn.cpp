@@ -1,6 +1,7 @@
 // Forwarders: module ops: linear, batch_norm, unfold4d / fold4d, ctc_loss, deform_conv2d. Each validates its arguments, states the output metadata and runs
 // the backend entry through the one invocation path (dispatch/forward.hpp).
 #include "dispatch/forward.hpp"
+#include "dispatch/quant.hpp"
 
 namespace tensor::dispatch {
 using namespace fwd;
@@ -228,6 +229,8 @@ template <> struct fwd::Rule<Family::DeformConvBackward> : FloatOut {
 };
 
 DispatchTensor linear(DispatchTensor x, DispatchTensor weight, DispatchTensor bias) {
+  if (quant::is_quantized(x) || quant::is_quantized(weight) || quant::is_quantized(bias)) [[unlikely]]
+    return quant::linear_quantized(std::move(x), std::move(weight), std::move(bias));
   return forward<Family::Linear>(OpCode::linear, x, weight, bias);
 }
 DispatchTensor batch_norm(DispatchTensor x, DispatchTensor gamma, DispatchTensor beta, DispatchTensor mean,

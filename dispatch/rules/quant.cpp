@@ -120,5 +120,170 @@ DispatchTensor dequantize_row(const DispatchTensor& q, DType dtype) {
   return forward<Family::Dequantize>(OpCode::dequantize, in, dtype);
 }
 
+// ---- float ops with a quantized operand (issue 32, step 3) ----------------------------
+
+namespace {
+
+// A weight [K, N] q_matmul takes: scales per tensor or per output column (block [K, 1]).
+bool fits_q_matmul(const QuantPrim& w) {
+  const Shape& s = w.shape();
+  if (s.rank() != 2) return false;
+  if (!w.scheme().level.is_block()) return true;
+  return grid_shape("q_matmul", s, w.scheme()) == Shape{1, s[1]};
+}
+
+// A conv weight [C_out, C_in, *K] with scales per tensor or per output channel.
+bool per_out_channel(const QuantPrim& w) {
+  const Shape& s = w.shape();
+  if (!w.scheme().level.is_block()) return true;
+  std::vector<std::size_t> per_oc(s.rank(), 1);
+  per_oc[0] = s[0];
+  return grid_shape("conv2d", s, w.scheme()) == Shape(per_oc);
+}
+
+// The float dtype a quantized operand dequantizes to: `like`'s where it is a float tensor,
+// else the device's default float dtype.
+DType float_like(const DispatchTensor& like, DeviceId device, OpCode op) {
+  if (like.prim && !is_quantized(like) && like.kind == Kind::Float && is_float(like.dtype())) return like.dtype();
+  return default_dtype(device, Kind::Float, op_name(op));
+}
+
+DispatchTensor dequantized(const DispatchTensor& t, DType dtype) { return is_quantized(t) ? dequantize_row(t, dtype) : t; }
+
+DispatchTensor reshaped(DispatchTensor t, const Shape& s) {
+  std::vector<std::int64_t> d(s.begin(), s.end());
+  return reshape(OpCode::reshape, std::move(t), d);
+}
+
+// The bias [C] broadcast along `axis` of a result of rank `rank`, added to y.
+DispatchTensor add_bias(DispatchTensor y, const DispatchTensor& bias, std::size_t rank, std::size_t axis) {
+  if (!bias.prim) return y;
+  std::vector<std::size_t> s(rank, 1);
+  s[axis] = bias.shape()[0];
+  return binary(OpCode::add, std::move(y), reshaped(bias, Shape(s)));
+}
+
+// x (a float tensor, not quantized) against a quantized weight: x's kind, the device, and,
+// where given, the bias's kind, device and dtype (x's). Errors name `op`.
+void check_x_and_bias(OpCode op, const DispatchTensor& x, const DispatchTensor& w, const DispatchTensor& bias) {
+  check_module_first(op, x, "x");
+  check_same_device(op, x, w);
+  if (bias.prim) {
+    check_operand(op, x, bias, "bias");
+    if (bias.dtype() != x.dtype())
+      throw DTypeError(fmt::format("[{}] bias and x differ in dtype; expected {}; got {}", op_name(op), dtype_name(x.dtype()),
+                                   dtype_name(bias.dtype())));
+  }
+}
+
+// conv2d's weight [C_out, C_in, KH, KW] as the product weight [C_in*KH*KW, C_out]: the codes
+// reshaped and transposed (a view), the scales as they are (per tensor, or one per output
+// channel = one per column), made once per weight.
+DispatchTensor conv_weight_kn(const DispatchTensor& w) {
+  const QuantPrim& q = *as_quant(w);
+  return q.derived([&] {
+    const Shape& s = q.shape();
+    const std::size_t oc = s[0], k = s.num_elements() / std::max<std::size_t>(oc, 1);
+    DispatchTensor codes = swap_dims(reshaped(q.codes(), Shape{oc, k}), 0, 1);
+    QuantScheme scheme = q.scheme();
+    if (scheme.level.is_block()) scheme = scheme.with_level(QuantLevel::block({static_cast<std::uint32_t>(k), 1}));
+    return DispatchTensor(Prim(Ref<QuantPrim>::make(Shape{k, oc}, q.device(), scheme, std::move(codes), q.scales())),
+                          Kind::Float);
+  });
+}
+
+}  // namespace
+
+DispatchTensor matmul_quantized(DispatchTensor a, DispatchTensor b) {
+  constexpr OpCode op = OpCode::matmul;
+  if (!a.prim || !b.prim) throw Error(fmt::format("[{}] expected two tensors; got an empty (moved-from) handle", op_name(op)));
+  const QuantPrim* qa = as_quant(a);
+  const QuantPrim* qb = as_quant(b);
+  if (!qa) {  // Float x Q: the int8 product where the weight fits it
+    check_module_first(op, a, "lhs");
+    check_same_device(op, a, b);
+    (void)matmul_shape(op, a.shape(), b.shape());
+    if (fits_q_matmul(*qb)) return q_matmul(std::move(a), std::move(b));
+    return matmul(std::move(a), dequantize_row(b, a.dtype()));
+  }
+  // Q x Float and Q x Q: dequantized (to the float operand's dtype, else the device's
+  // default float dtype), then the float product.
+  const DType dt = qb ? default_dtype(a.device, Kind::Float, op_name(op)) : float_like(b, a.device, op);
+  return matmul(dequantize_row(a, dt), dequantized(b, dt));
+}
+
+DispatchTensor linear_quantized(DispatchTensor x, DispatchTensor weight, DispatchTensor bias) {
+  constexpr OpCode op = OpCode::linear;
+  if (!x.prim || !weight.prim)
+    throw Error(fmt::format("[{}] expected x and a weight; got an empty (moved-from) handle", op_name(op)));
+  if (is_quantized(x)) x = dequantize_row(x, float_like(weight, x.device, op));
+  if (is_quantized(bias)) bias = dequantize_row(bias, x.dtype());
+  const QuantPrim* qw = as_quant(weight);
+  if (!qw) return linear(std::move(x), std::move(weight), std::move(bias));
+  check_x_and_bias(op, x, weight, bias);
+  const Shape& s = x.shape();
+  if (s.rank() < 1) throw ShapeError(fmt::format("[{}] x has no dims; expected [..., d_in]; got {}", op_name(op), s.to_string()));
+  const Shape& ws = weight.shape();
+  if (ws.rank() != 2)
+    throw ShapeError(fmt::format("[{}] weight has the wrong rank; expected [d_in, d_out]; got {}", op_name(op), ws.to_string()));
+  if (s[s.rank() - 1] != ws[0])
+    throw ShapeError(fmt::format("[{}] x's last dim does not match the weight [d_in, d_out]; expected [..., {}]; got x {} "
+                                 "and weight {}",
+                                 op_name(op), ws[0], s.to_string(), ws.to_string()));
+  if (bias.prim && bias.shape() != Shape{ws[1]})
+    throw ShapeError(fmt::format("[{}] bias has the wrong shape; expected [{}]; got {}", op_name(op), ws[1],
+                                 bias.shape().to_string()));
+  if (!fits_q_matmul(*qw)) {  // other blocks: the dequantized weight, then the float linear
+    DispatchTensor wf = dequantize_row(weight, x.dtype());
+    return linear(std::move(x), std::move(wf), std::move(bias));
+  }
+  const bool vec = s.rank() == 1;
+  DispatchTensor xi = vec ? reshaped(std::move(x), Shape{1, s[0]}) : std::move(x);
+  DispatchTensor y = q_matmul(std::move(xi), std::move(weight));
+  if (vec) y = reshaped(std::move(y), Shape{ws[1]});
+  const std::size_t r = y.shape().rank();
+  return add_bias(std::move(y), bias, r, r - 1);
+}
+
+DispatchTensor conv_quantized(OpCode op, DispatchTensor x, DispatchTensor weight, DispatchTensor bias, const ConvArgs& args) {
+  if (!x.prim || !weight.prim)
+    throw Error(fmt::format("[{}] expected x and a weight; got an empty (moved-from) handle", op_name(op)));
+  if (is_quantized(x)) x = dequantize_row(x, float_like(weight, x.device, op));
+  if (is_quantized(bias)) bias = dequantize_row(bias, x.dtype());
+  const QuantPrim* qw = as_quant(weight);
+  if (!qw) return conv(op, std::move(x), std::move(weight), std::move(bias), args);
+  check_x_and_bias(op, x, weight, bias);
+  const ConvArgs a = core::normalized(args, op_info(op).spatial);
+  if (a.rank < 1 || a.rank > 3)
+    throw ShapeError(fmt::format("[{}] convolution rank out of range; expected 1, 2 or 3; got {}", op_name(op), a.rank));
+  const Shape out = op_info(op).transposed
+                        ? core::conv_transpose_output_shape(op_name(op), x.shape(), weight.shape(), a, shape_or_null(bias))
+                        : core::conv_output_shape(op_name(op), x.shape(), weight.shape(), a, shape_or_null(bias));
+  // The int8 route pays where each output sums enough products: with K = C_in*KH*KW under
+  // kMinIntK (a first layer on one channel: K = 9) the im2col copy, the activation
+  // quantization and the int8 tile padding cost more than the float conv they replace.
+  constexpr std::size_t kMinIntK = 32;
+  const std::size_t k = weight.shape().num_elements() / std::max<std::size_t>(weight.shape()[0], 1);
+  const bool int8 = op == OpCode::conv2d && a.groups == 1 && k >= kMinIntK && per_out_channel(*qw) && x.dtype() != DType::F64 &&
+                    backend_of(x.device).is_native(OpCode::q_matmul);
+  if (!int8) {  // the default: the dequantized weight, then the float conv
+    DispatchTensor wf = dequantize_row(weight, x.dtype());
+    return conv(op, std::move(x), std::move(wf), std::move(bias), args);
+  }
+  // im2col (unfold4d: [N, C_in*KH*KW, L]) and the int8 product with the weight [K, C_out].
+  const Shape& ws = weight.shape();
+  FoldArgs f;
+  f.kernel = {static_cast<std::int64_t>(ws[2]), static_cast<std::int64_t>(ws[3])};
+  for (std::size_t i = 0; i < 2; ++i) {
+    f.options.stride[i] = a.stride[i];
+    f.options.padding[i] = a.padding[i];
+    f.options.dilation[i] = a.dilation[i];
+  }
+  DispatchTensor cols = swap_dims(unfold4d(std::move(x), f), 1, 2);   // [N, L, K]
+  DispatchTensor y = swap_dims(q_matmul(std::move(cols), conv_weight_kn(weight)), 1, 2);  // [N, C_out, L]
+  y = reshaped(std::move(y), out);
+  return add_bias(std::move(y), bias, 4, 1);
+}
+
 }  // namespace quant
 }  // namespace tensor::dispatch

@@ -206,6 +206,60 @@ Model Model::detached() const {
   return m;
 }
 
+namespace {
+
+// Visits the module tree, quantizing every Linear and Conv2d weight it meets.
+class WeightQuantizer final : public tensor::ModuleVisitor {
+ public:
+  explicit WeightQuantizer(bool q4) : q4_(q4) {}
+  QuantizedSize size;
+
+ protected:
+  void on_tensor(const std::string&, tensor::TensorSlot, bool) override {}
+  void on_module(const std::string&, tensor::Module& m) override {
+    using tensor::QuantLevel;
+    if (auto* l = dynamic_cast<tensor::nn::Linear*>(&m)) {
+      const Shape s = l->weight.shape();  // [d_in, d_out]
+      const auto din = static_cast<std::uint32_t>(s[0]);
+      l->weight = quantized(l->weight, QuantLevel::block({q4_ && din % 32 == 0 ? 32u : din, 1}));
+    } else if (auto* c = dynamic_cast<tensor::nn::Conv2d*>(&m)) {
+      const Shape s = c->weight.shape();  // [out, in, kh, kw]
+      const auto in = static_cast<std::uint32_t>(s[1]), kh = static_cast<std::uint32_t>(s[2]), kw = static_cast<std::uint32_t>(s[3]);
+      c->weight = quantized(c->weight, q4_ && in % 32 == 0 ? QuantLevel::block({1, 32, 1, 1}) : QuantLevel::block({1, in, kh, kw}));
+    } else {
+      m.visit(*this);
+    }
+  }
+
+ private:
+  template <std::size_t D>
+  Tensor<D> quantized(const Tensor<D>& w, const tensor::QuantLevel& level) {
+    using namespace tensor;
+    const QuantScheme s = q4_ ? QuantScheme{}.with_value(QuantValue::Q4S).with_store(QuantStore::PackedU32).with_param(ScaleDtype::F16)
+                              : QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native).with_param(ScaleDtype::F32);
+    Tensor<D> q = quantize_dynamic(w, s.with_level(level));
+    size.bytes += q.into_data().bytes().size();
+    size.bytes -= w.shape().num_elements() * 4;  // counted as f32 by the caller
+    ++size.quantized;
+    return q;
+  }
+  bool q4_;
+};
+
+}  // namespace
+
+QuantizedSize quantize_weights(Model& model, const std::string& scheme) {
+  if (scheme != "q8s" && scheme != "q4s")
+    throw tensor::DTypeError("[quantize_weights] unknown scheme; expected q8s or q4s; got " + scheme);
+  std::size_t f32 = 0;
+  for (const auto& p : model.named_parameters()) f32 += p.shape().num_elements() * 4;
+  WeightQuantizer v(scheme == "q4s");
+  model.visit(v);
+  v.size.f32_bytes = f32;
+  v.size.bytes += f32;
+  return v.size;
+}
+
 Tensor<1> cross_entropy(const Tensor<2>& logits, const Tensor<2>& one_hot) {
   const double n = static_cast<double>(logits.shape()[0]);
   return (tensor::activation::log_softmax(logits, 1) * one_hot).sum() * (-1.0 / n);

@@ -17,6 +17,7 @@
 #include <string>
 
 #include <tensor/io.hpp>
+#include <tensor/quantization.hpp>
 #include <tensor/module.hpp>
 #include <tensor/modules/attention.hpp>
 #include <tensor/modules/conv.hpp>
@@ -91,6 +92,21 @@ class Model : public tensor::Module {
  private:
   std::string kind_;
 };
+
+// tensorctl eval --quantize: replaces the weight of every nn::Linear and nn::Conv2d in
+// `model` (a detached, inference copy; biases and other tensors stay f32) by a quantized one.
+// "q8s": int8 (Q8S, native codes, f32 scales) per output channel (Linear [in, out]: block
+// [in, 1]; Conv2d [out, in, kh, kw]: block [1, in, kh, kw]), the layout the int8 product
+// takes. "q4s": weight-only Q4S packed in u32 words, blocks of 32 along the input dim with f16
+// scales (Linear: [32, 1] where 32 divides d_in; Conv2d: [1, 32, 1, 1] where 32 divides the
+// input channels), one block per output channel otherwise. Returns the bytes of the weights
+// (codes and scales as into_data lays them out) against f32, all parameters counted.
+struct QuantizedSize {
+  std::size_t f32_bytes = 0;    // every parameter in f32
+  std::size_t bytes = 0;        // the same with the quantized weights' codes and scales
+  std::size_t quantized = 0;    // how many weights were quantized
+};
+QuantizedSize quantize_weights(Model& model, const std::string& scheme);
 
 // Mean cross-entropy of logits [N, C] against one-hot targets [N, C]:
 // -(log_softmax(logits) * targets).sum() / N (differentiable on an autodiff device).

@@ -414,6 +414,40 @@ double evaluate_checkpoint(const std::string& weights, const std::string& data_d
   return static_cast<double>(c) / static_cast<double>(std::max<std::size_t>(data.test.n, 1));
 }
 
+QuantEval evaluate_quantized(const std::string& weights, const std::string& data_dir, Device device, const std::string& scheme,
+                             std::size_t test_limit) {
+  const auto f = tensor::io::load_safetensors(weights);
+  if (meta(f, weights, "format") != kFormat)
+    throw tensor::FormatError(weights, "[eval] " + weights + " has an unknown format; expected " + kFormat + "; got " +
+                                  meta(f, weights, "format"));
+  const std::uint64_t seed = to_size(meta(f, weights, "seed"));
+  std::size_t limit = to_size(meta(f, weights, "test_limit"));
+  if (test_limit > 0) limit = limit > 0 ? std::min(limit, test_limit) : test_limit;
+  const DataSet data = load_data(meta(f, weights, "dataset"), data_dir, 1, limit, seed);
+  Model model(meta(f, weights, "model"), data.test.height, data.test.width, data.classes, seed, device);
+  model.load_record(f.tensors, device, "model.");
+  const Model fm = model.detached();
+  Model qm = model.detached();
+  QuantEval r;
+  r.size = quantize_weights(qm, scheme);
+  r.total = data.test.n;
+  auto timed = [&](const Model& m, std::size_t& correct) {
+    const auto t0 = std::chrono::steady_clock::now();
+    correct = count_correct(m, data.test, device, data.classes);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return static_cast<double>(data.test.n) / std::max(s, 1e-9);
+  };
+  std::size_t cf = 0, cq = 0;
+  for (int rep = 0; rep < 2; ++rep) {
+    r.f32_images_per_second = std::max(r.f32_images_per_second, timed(fm, cf));
+    r.images_per_second = std::max(r.images_per_second, timed(qm, cq));
+  }
+  const double n = static_cast<double>(std::max<std::size_t>(data.test.n, 1));
+  r.f32_accuracy = static_cast<double>(cf) / n;
+  r.accuracy = static_cast<double>(cq) / n;
+  return r;
+}
+
 std::string curve_svg(const std::vector<EpochRecord>& h, const std::string& title) {
   const double W = 640, H = 360, L = 60, R = 60, T = 40, B = 50;
   const double pw = W - L - R, ph = H - T - B;
@@ -533,19 +567,47 @@ int train_main(const std::vector<std::string>& args) {
 }
 
 int eval_main(const std::vector<std::string>& args) {
-  std::string weights, data;
+  std::string weights, data, quant, limit;
+  const char* usage = "usage: tensorctl eval --weights FILE [--data DIR] [--quantize q8s|q4s] [--test-limit N]\n";
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if ((args[i] == "--weights" || args[i] == "--data") && i + 1 < args.size()) {
-      (args[i] == "--weights" ? weights : data) = args[i + 1];
+    if ((args[i] == "--weights" || args[i] == "--data" || args[i] == "--quantize" || args[i] == "--test-limit") &&
+        i + 1 < args.size()) {
+      (args[i] == "--weights" ? weights : args[i] == "--data" ? data : args[i] == "--quantize" ? quant : limit) = args[i + 1];
       ++i;
     } else {
-      std::cerr << "tensorctl eval: unknown argument '" << args[i] << "'\nusage: tensorctl eval --weights FILE [--data DIR]\n";
+      std::cerr << "tensorctl eval: unknown argument '" << args[i] << "'\n" << usage;
       return 2;
     }
   }
   if (weights.empty()) {
-    std::cerr << "tensorctl eval: --weights FILE is required\nusage: tensorctl eval --weights FILE [--data DIR]\n";
+    std::cerr << "tensorctl eval: --weights FILE is required\n" << usage;
     return 2;
+  }
+  if (!quant.empty() && quant != "q8s" && quant != "q4s") {
+    std::cerr << "tensorctl eval: --quantize is q8s or q4s, got '" << quant << "'\n" << usage;
+    return 2;
+  }
+  if (!quant.empty()) {
+    std::size_t n = 0;
+    try {
+      n = limit.empty() ? 0 : std::stoul(limit);
+    } catch (const std::exception&) {
+      std::cerr << "tensorctl eval: --test-limit needs a count, got '" << limit << "'\n" << usage;
+      return 2;
+    }
+    const Device dev = Device::default_device();
+    const QuantEval q = evaluate_quantized(weights, data, dev, quant, n);
+    std::cout << "test accuracy (" << q.total << " images, " << dev.to_string() << "):\n"
+              << "  f32    " << fmt(100.0 * q.f32_accuracy, 2) << "%\n"
+              << "  " << quant << "    " << fmt(100.0 * q.accuracy, 2) << "% (" << (q.accuracy >= q.f32_accuracy ? "+" : "")
+              << fmt(100.0 * (q.accuracy - q.f32_accuracy), 2) << " points)\n"
+              << "weights: f32 " << q.size.f32_bytes << " bytes, " << quant << " " << q.size.bytes << " bytes ("
+              << fmt(static_cast<double>(q.size.bytes) / static_cast<double>(std::max<std::size_t>(q.size.f32_bytes, 1)), 3)
+              << "x; " << q.size.quantized << " Linear/Conv2d weights quantized, biases f32)\n"
+              << "inference (batch " << kEvalBatch << ", best of 2): f32 " << fmt(q.f32_images_per_second, 0) << " images/s, "
+              << quant << " " << fmt(q.images_per_second, 0) << " images/s ("
+              << fmt(q.images_per_second / std::max(q.f32_images_per_second, 1e-9), 2) << "x)\n";
+    return 0;
   }
   std::size_t correct = 0, total = 0;
   const double acc = evaluate_checkpoint(weights, data, Device::default_device(), &correct, &total);

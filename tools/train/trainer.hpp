@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <tensor/device.hpp>
+#include "model.hpp"
 
 namespace train {
 
@@ -68,6 +69,19 @@ Result run_training(const Options& options, tensor::Device device, std::ostream&
 // the checkpoint names (data_dir overrides where the files are).
 double evaluate_checkpoint(const std::string& weights, const std::string& data_dir, tensor::Device device,
                            std::size_t* correct = nullptr, std::size_t* total = nullptr);
+
+// tensorctl eval --quantize: the checkpoint's test accuracy in f32 and with its Linear and
+// Conv2d weights quantized (quantize_weights), the weight bytes, and inference images/s of
+// both on the same batches in the same run (each eval run twice, interleaved, the faster
+// run of each kept). test_limit > 0 evaluates the first test_limit test images only.
+struct QuantEval {
+  double f32_accuracy = 0.0, accuracy = 0.0;  // in [0, 1]
+  std::size_t total = 0;
+  QuantizedSize size;
+  double f32_images_per_second = 0.0, images_per_second = 0.0;
+};
+QuantEval evaluate_quantized(const std::string& weights, const std::string& data_dir, tensor::Device device,
+                             const std::string& scheme, std::size_t test_limit = 0);
 
 // The training-curve plot: loss (left axis) and test accuracy (right axis) per epoch.
 std::string curve_svg(const std::vector<EpochRecord>& history, const std::string& title);

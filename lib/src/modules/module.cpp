@@ -54,7 +54,9 @@ void check_same_device(const char* module, const char* param, const Handle& x, c
                                                        "." + param + "; expected " + pd.to_string() + "; got " +
                                                        xd.to_string());
   const DType xt = detail::dtype(x), pt = detail::dtype(p);
-  if (xt != pt)
+  // A quantized parameter (QFloat) takes a float input of any float dtype: the op (linear,
+  // conv) checks it and computes in the input's dtype.
+  if (xt != pt && pt != DType::QFloat)
     throw DTypeError(std::string("[") + module + "] input dtype differs from " + module + "." + param + "'s; expected " +
                      std::string(dtype_name(pt)) + "; got " + std::string(dtype_name(xt)));
 }
