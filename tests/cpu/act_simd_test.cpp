@@ -386,6 +386,55 @@ TEST(CpuActEntries, ActivationsSoftmaxAndDimReductionsOnEveryLayout) {
   check_entries<double>(DType::F64);
 }
 
+// softmax / log_softmax / softmin along an outer dim of a [3, 200, 1100] tensor: lanes
+// in two blocks, rows in four groups whose states are joined (on threads: 660K
+// elements), against a double loop. Lanes with a NaN, a +inf, all -inf, the first
+// group all -inf, a max rising in every row, and a spread where exp underflows.
+template <class T>
+void check_soft_outer(DType dt) {
+  const std::size_t outer = 3, n = 200, inner = 1100;
+  std::vector<T> x(outer * n * inner);
+  auto at_ = [&](std::size_t o, std::size_t j, std::size_t i) -> T& { return x[(o * n + j) * inner + i]; };
+  for (std::size_t o = 0; o < outer; ++o)
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t i = 0; i < inner; ++i) {
+        T v = static_cast<T>(std::sin(static_cast<double>(o * 7919 + j * 131 + i)) * 8.0);
+        switch (i % 97) {
+          case 1: if (j == 150) v = kNaN<T>; break;
+          case 2: if (j == 3) v = kInf<T>; break;
+          case 3: v = -kInf<T>; break;
+          case 4: if (j < 64) v = -kInf<T>; break;
+          case 5: v = static_cast<T>(0.25 * static_cast<double>(j)); break;
+          case 6: v = static_cast<T>(-120.0 * static_cast<double>(j % 3)); break;
+          default: break;
+        }
+        at_(o, j, i) = v;
+      }
+  const double tol = std::is_same_v<T, float> ? 4e-6 : 1e-13;
+  for (SoftOp op : {SoftOp::Softmax, SoftOp::LogSoftmax, SoftOp::Softmin}) {
+    const OpCode code = op == SoftOp::Softmax ? OpCode::softmax : op == SoftOp::LogSoftmax ? OpCode::log_softmax : OpCode::softmin;
+    const std::vector<T> got = to_vec<T>(entry<Family::Dim>(code)(from_vec(x, Shape{outer, n, inner}, dt), 1));
+    ASSERT_EQ(got.size(), x.size());
+    for (std::size_t o = 0; o < outer; ++o)
+      for (std::size_t i = 0; i < inner; ++i) {
+        std::vector<T> line(n);
+        for (std::size_t j = 0; j < n; ++j) line[j] = at_(o, j, i);
+        const std::vector<double> want = soft_ref(op, line);
+        for (std::size_t j = 0; j < n; ++j) {
+          const double w = want[j], g = static_cast<double>(got[(o * n + j) * inner + i]);
+          const double tw = op == SoftOp::LogSoftmax ? tol * (1 + std::fabs(w)) : tol * std::fabs(w) + 1e-30;
+          ASSERT_TRUE(near<double>(g, w, 0, tw)) << dtype_name(dt) << " op " << int(op) << " outer " << o << " lane " << i
+                                                 << " row " << j << " got " << g << " want " << w;
+        }
+      }
+  }
+}
+
+TEST(CpuActEntries, OuterDimSoftmaxInRowGroupsMatchesADoubleLoop) {
+  check_soft_outer<float>(DType::F32);
+  check_soft_outer<double>(DType::F64);
+}
+
 TEST(CpuActEntries, HalvesGoThroughF32) {
   const std::size_t rows = 5, cols = 40;
   std::vector<bf16> x(rows * cols);
