@@ -38,7 +38,9 @@ HWY_INLINE auto AbsWithin(D d, V x, double lim32, double lim64) {
 template <class D, class V>
 HWY_INLINE V SigmoidCore(D d, V x) {
   const V one = hn::Set(d, TFromD<D>(1));
-  const V e = hn::Exp(d, hn::Neg(hn::Abs(x)));
+  V e;
+  if constexpr (kF32<D>) e = ExpNormalF32(d, hn::Neg(hn::Abs(x)));  // |x| > 80, NaN: not used
+  else e = hn::Exp(d, hn::Neg(hn::Abs(x)));
   const V r = hn::Div(one, hn::Add(one, e));
   return hn::IfThenElse(hn::Ge(x, hn::Zero(d)), r, hn::Mul(e, r));
 }
@@ -67,8 +69,26 @@ HWY_INLINE V ActVec(D d, ActOp op, V x, V p, V q, bool& ok) {
       ok = hn::AllTrue(d, AbsWithin(d, x, 80.0, 700.0));
       return SigmoidCore(d, x);
     case ActOp::LogSigmoid: {
+      // -softplus(-x) = min(x, 0) - log1p(e^-|x|) in one pass; f32: log1p(u) for u in
+      // (0, 1] as u * p(u), p a degree-9 fit of log1p(u) / u (Chebyshev nodes; within
+      // 1.5e-7 relative in f32 arithmetic), instead of Highway's Log1p (a division).
       ok = hn::AllTrue(d, AbsWithin(d, x, 80.0, 700.0));
-      const V t = hn::Log1p(d, hn::Exp(d, hn::Neg(hn::Abs(x))));
+      V t;
+      if constexpr (kF32<D>) {
+        const V u = ExpNormalF32(d, hn::Neg(hn::Abs(x)));
+        V p = hn::MulAdd(hn::Set(d, -3.176057013e-03f), u, hn::Set(d, 1.954252645e-02f));
+        p = hn::MulAdd(p, u, hn::Set(d, -5.637361109e-02f));
+        p = hn::MulAdd(p, u, hn::Set(d, 1.054362357e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, -1.526966691e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, 1.966327429e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, -2.495161593e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, 3.332971036e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, -4.999989271e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, 1.0f));
+        t = hn::Mul(u, p);
+      } else {
+        t = hn::Log1p(d, hn::Exp(d, hn::Neg(hn::Abs(x))));
+      }
       return hn::Sub(hn::IfThenElse(hn::Lt(x, zero), x, zero), t);
     }
   }
@@ -140,30 +160,6 @@ HWY_INLINE void Act2(Act2Op op, const T* HWY_RESTRICT a, const T* HWY_RESTRICT b
 }
 
 // ---- softmax family ----------------------------------------------------------------
-
-// e^t for f32 t in [-87.3, 0] (normal results): Highway's reduction and polynomial
-// (within 1 ulp), with the rounding to the nearest multiple of ln 2 done by adding
-// 1.5 * 2^23 and the result's exponent added as an integer; about 15 vector ops where
-// hn::Exp (which also covers the denormal range) takes about 25, and the softmax
-// kernels are bound by their exps.
-template <class D, class V>
-HWY_INLINE V ExpNormalF32(D d, V t) {
-  const hn::RebindToSigned<D> di;
-  const V magic = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: the sum's low mantissa bits hold round(t / ln 2)
-  const V z = hn::MulAdd(t, hn::Set(d, 1.44269504088896341f), magic);
-  const V q = hn::Sub(z, magic);
-  V r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), t);
-  r = hn::MulAdd(q, hn::Set(d, -1.428606765330187045e-6f), r);
-  const V r2 = hn::Mul(r, r);
-  const V p45 = hn::MulAdd(hn::Set(d, 0.000198527617612853646278381f), r, hn::Set(d, 0.00139304355252534151077271f));
-  const V p23 = hn::MulAdd(hn::Set(d, 0.00833336077630519866943359f), r, hn::Set(d, 0.0416664853692054748535156f));
-  const V p01 = hn::MulAdd(hn::Set(d, 0.166666671633720397949219f), r, hn::Set(d, 0.5f));
-  const V p = hn::MulAdd(hn::MulAdd(p45, r2, p23), r2, p01);
-  const V y = hn::Add(hn::MulAdd(p, r2, r), hn::Set(d, 1.0f));  // e^r, r in [-ln2/2, ln2/2]
-  // q's integer sits in z's low bits; shifted to the exponent field (the high bits of
-  // 1.5 * 2^23 shift out) and added to y's exponent: y * 2^q, normal for q >= -126.
-  return hn::BitCast(d, hn::Add(hn::BitCast(di, y), hn::ShiftLeft<23>(hn::BitCast(di, z))));
-}
 
 // e^t for t <= 0 or NaN: the vector Exp where it is accurate, exactly 0 below the
 // smallest denormal's log; `ok` false when a lane needs libm (NaN or the denormal range).
