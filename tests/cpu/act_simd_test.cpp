@@ -237,6 +237,25 @@ void check_dim_kernels(const std::string& target) {
     EXPECT_EQ(acc, want) << target << " m=" << m;
     EXPECT_EQ(accp, wantp) << target << " m=" << m;
   }
+  // acc_rows_strided: rows `inner` apart, each lane in row order: exactly the double loop
+  // (row counts around its 8-row blocks; two padding lanes untouched).
+  for (const std::size_t rows : {1u, 8u, 13u, 40u}) {
+    const std::size_t m = 37, inner = 39;
+    std::vector<T> x(rows * inner);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(std::cos(static_cast<double>(i) * 0.7) * 1.5 + 0.25);
+    for (const bool prod : {false, true}) {
+      std::vector<double> acc(inner), want(inner);
+      for (std::size_t i = 0; i < inner; ++i) acc[i] = want[i] = 0.5 + static_cast<double>(i);
+      for (std::size_t k = 0; k < rows; ++k)
+        for (std::size_t i = 0; i < m; ++i) {
+          const double v = static_cast<double>(x[k * inner + i]);
+          want[i] = prod ? want[i] * v : want[i] + v;
+        }
+      if constexpr (std::is_same_v<T, float>) simd::acc_rows_strided_f32(acc.data(), x.data(), rows, inner, m, prod);
+      else simd::acc_rows_strided_f64(acc.data(), x.data(), rows, inner, m, prod);
+      EXPECT_EQ(acc, want) << target << " strided rows=" << rows << " prod " << prod;
+    }
+  }
   // argext over rows and down columns: many ties, -0/+0, NaNs.
   for (const std::size_t n : {1u, 7u, 40u, 133u}) {
     for (int kind = 0; kind < 3; ++kind) {
