@@ -343,9 +343,14 @@ HWY_INLINE void SoftColsStats(SoftOp op, const T* HWY_RESTRICT x, size_t n, size
         }
         sum = hn::Add(sum, e);
       }
+      hn::Store(sum, d, bsum);
+      if (hn::AllTrue(d, hn::Eq(mo, mn))) {  // no lane's max rose (the common case): no rescale
+        for (size_t h = 0; h < N; h += Nd)
+          hn::StoreU(hn::Add(hn::LoadU(dd, s + i + h), LoadAsDouble(dd, dt, bsum + h)), dd, s + i + h);
+        continue;
+      }
       hn::Store(mo, d, bo);
       hn::Store(mn, d, bn);
-      hn::Store(sum, d, bsum);
       for (size_t h = 0; h < N; h += Nd) {
         const auto o = LoadAsDouble(dd, dt, bo + h), nw = LoadAsDouble(dd, dt, bn + h);
         // exp(o - nw) <= 1; exactly 1 where the max stayed (also -inf to -inf), ~0 from -inf.
