@@ -38,7 +38,9 @@ HWY_INLINE auto AbsWithin(D d, V x, double lim32, double lim64) {
 template <class D, class V>
 HWY_INLINE V SigmoidCore(D d, V x) {
   const V one = hn::Set(d, TFromD<D>(1));
-  const V e = hn::Exp(d, hn::Neg(hn::Abs(x)));
+  V e;
+  if constexpr (kF32<D>) e = ExpNormalF32(d, hn::Neg(hn::Abs(x)));  // |x| > 80, NaN: not used
+  else e = hn::Exp(d, hn::Neg(hn::Abs(x)));
   const V r = hn::Div(one, hn::Add(one, e));
   return hn::IfThenElse(hn::Ge(x, hn::Zero(d)), r, hn::Mul(e, r));
 }
@@ -67,8 +69,26 @@ HWY_INLINE V ActVec(D d, ActOp op, V x, V p, V q, bool& ok) {
       ok = hn::AllTrue(d, AbsWithin(d, x, 80.0, 700.0));
       return SigmoidCore(d, x);
     case ActOp::LogSigmoid: {
+      // -softplus(-x) = min(x, 0) - log1p(e^-|x|) in one pass; f32: log1p(u) for u in
+      // (0, 1] as u * p(u), p a degree-9 fit of log1p(u) / u (Chebyshev nodes; within
+      // 1.5e-7 relative in f32 arithmetic), instead of Highway's Log1p (a division).
       ok = hn::AllTrue(d, AbsWithin(d, x, 80.0, 700.0));
-      const V t = hn::Log1p(d, hn::Exp(d, hn::Neg(hn::Abs(x))));
+      V t;
+      if constexpr (kF32<D>) {
+        const V u = ExpNormalF32(d, hn::Neg(hn::Abs(x)));
+        V p = hn::MulAdd(hn::Set(d, -3.176057013e-03f), u, hn::Set(d, 1.954252645e-02f));
+        p = hn::MulAdd(p, u, hn::Set(d, -5.637361109e-02f));
+        p = hn::MulAdd(p, u, hn::Set(d, 1.054362357e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, -1.526966691e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, 1.966327429e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, -2.495161593e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, 3.332971036e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, -4.999989271e-01f));
+        p = hn::MulAdd(p, u, hn::Set(d, 1.0f));
+        t = hn::Mul(u, p);
+      } else {
+        t = hn::Log1p(d, hn::Exp(d, hn::Neg(hn::Abs(x))));
+      }
       return hn::Sub(hn::IfThenElse(hn::Lt(x, zero), x, zero), t);
     }
   }
@@ -147,9 +167,13 @@ template <class D, class V>
 HWY_INLINE V ExpNonPos(D d, V t, bool& ok) {
   using T = TFromD<D>;
   const V lo = hn::Set(d, T(kF32<D> ? -87.3 : -708.0));
+  if constexpr (kF32<D>) {
+    if (HWY_LIKELY(hn::AllTrue(d, hn::Ge(t, lo)))) return ExpNormalF32(d, hn::Min(t, hn::Zero(d)));
+  }
   const auto under = hn::Lt(t, hn::Set(d, T(kF32<D> ? -104.0 : -746.0)));
   ok = hn::AllTrue(d, hn::Or(hn::Ge(t, lo), under));
-  return hn::IfThenZeroElse(under, hn::Exp(d, hn::Max(t, lo)));
+  if constexpr (kF32<D>) return hn::IfThenZeroElse(under, ExpNormalF32(d, hn::Min(hn::Max(t, lo), hn::Zero(d))));
+  else return hn::IfThenZeroElse(under, hn::Exp(d, hn::Max(t, lo)));
 }
 
 // Compensated (Kahan) running sum of vectors: s + c carries the lost low bits.
@@ -164,6 +188,24 @@ HWY_INLINE void KahanAdd(V& s, V& c, V v) {
 template <class T>
 HWY_INLINE T ScalarExp(T t) { return std::exp(t); }
 
+// exp(x[k..] - max) of one vector of a softmax row (negated x for softmin), stored to
+// out when `store`.
+template <class D, class V, class T = TFromD<D>>
+HWY_INLINE V RowExp(D d, const T* x, T* out, size_t k, V vm, bool neg, bool store) {
+  const V v = hn::LoadU(d, x + k);
+  const V t = hn::Sub(neg ? hn::Neg(v) : v, vm);
+  bool ok = true;
+  V e = ExpNonPos(d, t, ok);
+  if (HWY_UNLIKELY(!ok)) {
+    HWY_ALIGN T buf[hn::MaxLanes(d)];
+    hn::Store(t, d, buf);
+    for (size_t q = 0; q < hn::Lanes(d); ++q) buf[q] = ScalarExp<T>(buf[q]);
+    e = hn::Load(d, buf);
+  }
+  if (store) hn::StoreU(e, d, out + k);
+  return e;
+}
+
 // One row of n > 0 contiguous elements.
 template <class T>
 HWY_INLINE void SoftRow(SoftOp op, const T* x, T* out, size_t n) {
@@ -172,26 +214,21 @@ HWY_INLINE void SoftRow(SoftOp op, const T* x, T* out, size_t n) {
   const bool neg = op == SoftOp::Softmin;
   auto load = [&](size_t i) HWY_ATTR { const auto v = hn::LoadU(d, x + i); return neg ? hn::Neg(v) : v; };
   auto get = [&](size_t i) { return neg ? -x[i] : x[i]; };
-  // Pass 1: the max; a NaN anywhere (or an infinite max) makes the whole row NaN.
+  // Pass 1: the max, four independent chains. A NaN is not looked for here: it makes the
+  // max NaN, or its own exp below NaN, so the sum comes out NaN either way.
   T mx = -std::numeric_limits<T>::infinity();
   size_t i = 0;
   bool nan = false;
   if (n >= N) {
-    auto m0 = load(0), m1 = m0;
-    auto bad = hn::IsNaN(m0);
-    for (; i + 2 * N <= n; i += 2 * N) {
-      const auto v0 = load(i), v1 = load(i + N);
-      bad = hn::Or(bad, hn::Or(hn::IsNaN(v0), hn::IsNaN(v1)));
-      m0 = hn::Max(m0, v0);
-      m1 = hn::Max(m1, v1);
+    auto m0 = load(0), m1 = m0, m2 = m0, m3 = m0;
+    for (; i + 4 * N <= n; i += 4 * N) {
+      m0 = hn::Max(m0, load(i));
+      m1 = hn::Max(m1, load(i + N));
+      m2 = hn::Max(m2, load(i + 2 * N));
+      m3 = hn::Max(m3, load(i + 3 * N));
     }
-    for (; i + N <= n; i += N) {
-      const auto v0 = load(i);
-      bad = hn::Or(bad, hn::IsNaN(v0));
-      m0 = hn::Max(m0, v0);
-    }
-    nan = !hn::AllFalse(d, bad);
-    mx = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+    for (; i + N <= n; i += N) m0 = hn::Max(m0, load(i));
+    mx = hn::GetLane(hn::MaxOfLanes(d, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3))));
   }
   for (; i < n; ++i) {
     const T v = get(i);
@@ -202,30 +239,29 @@ HWY_INLINE void SoftRow(SoftOp op, const T* x, T* out, size_t n) {
     for (size_t k = 0; k < n; ++k) out[k] = std::numeric_limits<T>::quiet_NaN();
     return;
   }
-  // Pass 2: e = exp(x - max), stored for softmax, summed (compensated) for all.
+  // Pass 2: e = exp(x - max), stored for softmax, summed (compensated, two independent
+  // chains: one chain's dependent adds, not the exps, bounded the loop) for all.
   const auto vm = hn::Set(d, mx);
   const bool store = op != SoftOp::LogSoftmax;
-  auto s = hn::Zero(d), c = hn::Zero(d);
+  auto s0 = hn::Zero(d), c0 = hn::Zero(d), s1 = hn::Zero(d), c1 = hn::Zero(d);
   T tail = 0;
-  for (i = 0; i + N <= n; i += N) {
-    const auto t = hn::Sub(load(i), vm);
-    bool ok = true;
-    auto e = ExpNonPos(d, t, ok);
-    if (HWY_UNLIKELY(!ok)) {
-      HWY_ALIGN T buf[hn::MaxLanes(d)];
-      for (size_t k = 0; k < N; ++k) buf[k] = ScalarExp<T>(get(i + k) - mx);
-      e = hn::Load(d, buf);
-    }
-    if (store) hn::StoreU(e, d, out + i);
-    KahanAdd(s, c, e);
+  for (i = 0; i + 2 * N <= n; i += 2 * N) {
+    KahanAdd(s0, c0, RowExp(d, x, out, i, vm, neg, store));
+    KahanAdd(s1, c1, RowExp(d, x, out, i + N, vm, neg, store));
   }
-  double sum = static_cast<double>(hn::GetLane(hn::SumOfLanes(d, s))) - static_cast<double>(hn::GetLane(hn::SumOfLanes(d, c)));
+  for (; i + N <= n; i += N) KahanAdd(s0, c0, RowExp(d, x, out, i, vm, neg, store));
+  double sum = (static_cast<double>(hn::GetLane(hn::SumOfLanes(d, s0))) - static_cast<double>(hn::GetLane(hn::SumOfLanes(d, c0)))) +
+               (static_cast<double>(hn::GetLane(hn::SumOfLanes(d, s1))) - static_cast<double>(hn::GetLane(hn::SumOfLanes(d, c1))));
   for (size_t k = i; k < n; ++k) {
     const T e = ScalarExp<T>(get(k) - mx);
     if (store) out[k] = e;
     tail += e;
   }
   sum += static_cast<double>(tail);
+  if (std::isnan(sum)) {  // a NaN in the row
+    for (size_t k = 0; k < n; ++k) out[k] = std::numeric_limits<T>::quiet_NaN();
+    return;
+  }
   // Pass 3 (over the row just written, still in cache).
   if (op == SoftOp::LogSoftmax) {
     const T lse = static_cast<T>(std::log(sum));
@@ -246,94 +282,202 @@ HWY_INLINE void SoftRows(SoftOp op, const T* x, T* out, size_t rows, size_t n, s
   for (size_t r = 0; r < rows; ++r) SoftRow<T>(op, x + r * ld, out + r * ld, n);
 }
 
-// Along an outer dim, m lanes: each pass streams the n rows once (contiguous reads of
-// m elements), vectors across the lanes, with per-lane running values in scratch:
-// the max (and a NaN / infinite-max flag), then e = exp(x - max) written to out and
-// summed (compensated), then the scaled (or log) write.
+// Along an outer dim, m lanes (x[j * inner + i]), in two passes over memory instead of
+// three: SoftColsStats folds rows into per-lane running values, SoftColsFinish turns
+// them into each lane's max and scale, SoftColsWrite writes the result.
+
+// Double lanes from as many T lanes at p (f32 promoted, f64 as is), and back.
+template <class DD, class DT>
+HWY_INLINE hn::Vec<DD> LoadAsDouble(DD dd, DT dt, const hn::TFromD<DT>* p) {
+  if constexpr (sizeof(hn::TFromD<DT>) == 8) return hn::LoadU(dd, p);
+  else return hn::PromoteTo(dd, hn::LoadU(dt, p));
+}
+template <class DD, class DT>
+HWY_INLINE void StoreFromDouble(DD dd, DT dt, hn::Vec<DD> v, hn::TFromD<DT>* p) {
+  if constexpr (sizeof(hn::TFromD<DT>) == 8) hn::StoreU(v, dd, p);
+  else hn::StoreU(hn::DemoteTo(dt, v), dt, p);
+}
+
+// Pass 1: rows [0, n) folded into the per-lane running max mx (T) and sum s (double) of
+// exp(x - mx), both initialised by the caller (-inf, 0) and in the same state afterwards.
+// Blocks of kRows rows per vector of lanes: their max from registers, the running sum
+// rescaled once per block by exp(old max - new max) (in double, so that a lane whose
+// max rises in every block keeps its precision), then the block's exps (in T, from
+// registers) added. One exp per element, plus one per block. A NaN makes s NaN; a lane
+// of -inf keeps mx = -inf and s = 0 (its terms are taken as 0 until a finite max).
 template <class T>
-HWY_INLINE void SoftCols(SoftOp op, const T* HWY_RESTRICT x, T* HWY_RESTRICT out, size_t n, size_t inner, size_t m) {
-  if (n == 0 || m == 0) return;
+HWY_INLINE void SoftColsStats(SoftOp op, const T* HWY_RESTRICT x, size_t n, size_t inner, size_t m, T* HWY_RESTRICT mx,
+                              double* HWY_RESTRICT s) {
+  constexpr size_t kRows = 8;
   const hn::ScalableTag<T> d;
   const size_t N = hn::Lanes(d);
-  const size_t mp = (m + N - 1) / N * N;  // scratch rounded up to whole vectors
-  auto buf = hwy::AllocateAligned<T>(4 * mp);
-  T* mx = buf.get();
-  T* bad = mx + mp;  // 1 where the lane is all NaN in the result
-  T* s = bad + mp;
-  T* c = s + mp;
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<T, decltype(dd)> dt;  // as many T lanes as double lanes
+  const size_t Nd = hn::Lanes(dd);
   const bool neg = op == SoftOp::Softmin;
-  const T q = std::numeric_limits<T>::quiet_NaN();
-  auto get = [&](const T* row, size_t i) { return neg ? -row[i] : row[i]; };
-  auto load = [&](const T* row, size_t i) HWY_ATTR { const auto v = hn::LoadU(d, row + i); return neg ? hn::Neg(v) : v; };
+  const T lowest = std::numeric_limits<T>::lowest();
+  auto load = [&](const T* p) HWY_ATTR { const auto v = hn::LoadU(d, p); return neg ? hn::Neg(v) : v; };
   const size_t mv = m - m % N;
-  for (size_t i = 0; i < mp; ++i) {
-    mx[i] = i < m ? get(x, i) : T(0);
-    bad[i] = i < m && std::isnan(mx[i]) ? T(1) : T(0);
-    s[i] = c[i] = T(0);
-  }
-  const auto one = hn::Set(d, T(1));
-  for (size_t j = 1; j < n; ++j) {
-    const T* row = x + j * inner;
+  HWY_ALIGN T bo[hn::MaxLanes(d)], bn[hn::MaxLanes(d)], bsum[hn::MaxLanes(d)], tb[hn::MaxLanes(d)];
+  for (size_t j0 = 0; j0 < n; j0 += kRows) {
+    const size_t rows = std::min(kRows, n - j0);
+    const T* base = x + j0 * inner;
     for (size_t i = 0; i < mv; i += N) {
-      const auto v = load(row, i);
-      hn::Store(hn::Max(hn::Load(d, mx + i), v), d, mx + i);
-      hn::Store(hn::IfThenElse(hn::IsNaN(v), one, hn::Load(d, bad + i)), d, bad + i);
+      hn::Vec<decltype(d)> v[kRows];
+      for (size_t k = 0; k < rows; ++k) v[k] = load(base + k * inner + i);
+      auto bm = v[0];
+      for (size_t k = 1; k < rows; ++k) bm = hn::Max(bm, v[k]);
+      const auto mo = hn::LoadU(d, mx + i);
+      const auto mn = hn::Max(mo, bm);
+      hn::StoreU(mn, d, mx + i);
+      const auto msub = hn::Max(mn, hn::Set(d, lowest));  // -inf lanes: terms -inf - lowest = -inf, exp 0
+      auto sum = hn::Zero(d);
+      for (size_t k = 0; k < rows; ++k) {
+        const auto t = hn::Sub(v[k], msub);
+        bool ok = true;
+        auto e = ExpNonPos(d, t, ok);
+        if (HWY_UNLIKELY(!ok)) {
+          hn::Store(t, d, tb);
+          for (size_t q = 0; q < N; ++q) tb[q] = ScalarExp<T>(tb[q]);
+          e = hn::Load(d, tb);
+        }
+        sum = hn::Add(sum, e);
+      }
+      hn::Store(sum, d, bsum);
+      if (hn::AllTrue(d, hn::Eq(mo, mn))) {  // no lane's max rose (the common case): no rescale
+        for (size_t h = 0; h < N; h += Nd)
+          hn::StoreU(hn::Add(hn::LoadU(dd, s + i + h), LoadAsDouble(dd, dt, bsum + h)), dd, s + i + h);
+        continue;
+      }
+      hn::Store(mo, d, bo);
+      hn::Store(mn, d, bn);
+      for (size_t h = 0; h < N; h += Nd) {
+        const auto o = LoadAsDouble(dd, dt, bo + h), nw = LoadAsDouble(dd, dt, bn + h);
+        // exp(o - nw) <= 1; exactly 1 where the max stayed (also -inf to -inf), ~0 from -inf.
+        const auto f = hn::IfThenElse(hn::Eq(o, nw), hn::Set(dd, 1.0),
+                                      hn::Exp(dd, hn::Max(hn::Sub(o, nw), hn::Set(dd, -700.0))));
+        const auto sv = hn::LoadU(dd, s + i + h);
+        hn::StoreU(hn::MulAdd(sv, f, LoadAsDouble(dd, dt, bsum + h)), dd, s + i + h);
+      }
     }
     for (size_t i = mv; i < m; ++i) {
-      const T v = get(row, i);
-      if (std::isnan(v)) bad[i] = T(1);
-      mx[i] = v > mx[i] ? v : mx[i];
+      T bm = neg ? -base[i] : base[i];
+      for (size_t k = 1; k < rows; ++k) {
+        const T v = neg ? -base[k * inner + i] : base[k * inner + i];
+        bm = std::isnan(v) ? v : (v > bm ? v : bm);
+      }
+      const T mo = mx[i], mn = std::isnan(bm) || std::isnan(mo) ? std::numeric_limits<T>::quiet_NaN() : std::max(mo, bm);
+      mx[i] = mn;
+      const T msub = std::isnan(mn) ? mn : std::max(mn, lowest);
+      T sum = 0;
+      for (size_t k = 0; k < rows; ++k) sum += ScalarExp<T>((neg ? -base[k * inner + i] : base[k * inner + i]) - msub);
+      const double od = static_cast<double>(mo), nd = static_cast<double>(mn);
+      const double f = od == nd ? 1.0 : std::exp(std::max(od - nd, -700.0));
+      s[i] = s[i] * f + static_cast<double>(sum);
     }
   }
-  for (size_t i = 0; i < m; ++i) {
-    if (!std::isfinite(mx[i])) bad[i] = T(1);
-    if (bad[i] != T(0)) mx[i] = T(0);  // keeps the exp pass fast; the lane is NaN below
+}
+
+// Joins `groups` partial states (group g's lanes at pm / ps + g * stride) into each lane's
+// max M and scale: 1 / sum (softmax, softmin) or log(sum) (log_softmax), in double, groups
+// in order. A lane with a NaN or without a finite max gets M = +inf and scale NaN, which
+// makes SoftColsWrite give NaN.
+template <class T>
+HWY_INLINE void SoftColsFinish(SoftOp op, const T* HWY_RESTRICT pm, const double* HWY_RESTRICT ps, size_t groups,
+                               size_t stride, size_t m, T* HWY_RESTRICT M, T* HWY_RESTRICT scale) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<T, decltype(dd)> dt;
+  const size_t Nd = hn::Lanes(dd);
+  const bool log = op == SoftOp::LogSoftmax;
+  const auto inf = hn::Set(dd, std::numeric_limits<double>::infinity());
+  size_t i = 0;
+  for (; i + Nd <= m; i += Nd) {
+    auto mv = LoadAsDouble(dd, dt, pm + i);
+    auto bad = hn::IsNaN(mv);
+    for (size_t g = 1; g < groups; ++g) {
+      const auto v = LoadAsDouble(dd, dt, pm + g * stride + i);
+      bad = hn::Or(bad, hn::IsNaN(v));
+      mv = hn::Max(mv, v);
+    }
+    auto sum = hn::Zero(dd);
+    for (size_t g = 0; g < groups; ++g) {
+      const auto v = LoadAsDouble(dd, dt, pm + g * stride + i);
+      const auto f = hn::IfThenElse(hn::Eq(v, mv), hn::Set(dd, 1.0), hn::Exp(dd, hn::Max(hn::Sub(v, mv), hn::Set(dd, -700.0))));
+      sum = hn::MulAdd(hn::LoadU(dd, ps + g * stride + i), f, sum);
+    }
+    bad = hn::Or(bad, hn::Or(hn::IsNaN(sum), hn::Not(hn::Lt(hn::Abs(mv), inf))));
+    const auto sc = log ? hn::Log(dd, sum) : hn::Div(hn::Set(dd, 1.0), sum);
+    StoreFromDouble(dd, dt, hn::IfThenElse(bad, inf, mv), M + i);
+    StoreFromDouble(dd, dt, hn::IfThenElse(bad, hn::Set(dd, std::numeric_limits<double>::quiet_NaN()), sc), scale + i);
   }
-  const bool store = op != SoftOp::LogSoftmax;
+  for (; i < m; ++i) {
+    double mv = static_cast<double>(pm[i]);
+    bool bad = std::isnan(mv);
+    for (size_t g = 1; g < groups; ++g) {
+      const double v = static_cast<double>(pm[g * stride + i]);
+      bad = bad || std::isnan(v);
+      mv = std::max(mv, v);
+    }
+    double sum = 0;
+    for (size_t g = 0; g < groups; ++g) {
+      const double v = static_cast<double>(pm[g * stride + i]);
+      sum += ps[g * stride + i] * (v == mv ? 1.0 : std::exp(std::max(v - mv, -700.0)));
+    }
+    bad = bad || std::isnan(sum) || !std::isfinite(mv);
+    M[i] = bad ? std::numeric_limits<T>::infinity() : static_cast<T>(mv);
+    scale[i] = bad ? std::numeric_limits<T>::quiet_NaN() : static_cast<T>(log ? std::log(sum) : 1.0 / sum);
+  }
+}
+
+// Pass 2: rows [0, n) of m lanes written: exp(x - M) * scale, or (x - M) - scale for
+// log_softmax (the formulas of the row kernel).
+template <class T>
+HWY_INLINE void SoftColsWrite(SoftOp op, const T* HWY_RESTRICT x, T* HWY_RESTRICT out, size_t n, size_t inner, size_t m,
+                              const T* HWY_RESTRICT M, const T* HWY_RESTRICT scale) {
+  const hn::ScalableTag<T> d;
+  const size_t N = hn::Lanes(d);
+  const bool neg = op == SoftOp::Softmin, log = op == SoftOp::LogSoftmax;
+  auto load = [&](const T* p) HWY_ATTR { const auto v = hn::LoadU(d, p); return neg ? hn::Neg(v) : v; };
+  const size_t mv = m - m % N;
+  HWY_ALIGN T tb[hn::MaxLanes(d)];
   for (size_t j = 0; j < n; ++j) {
     const T* row = x + j * inner;
     T* orow = out + j * inner;
     for (size_t i = 0; i < mv; i += N) {
-      const auto t = hn::Sub(load(row, i), hn::Load(d, mx + i));
+      const auto t = hn::Sub(load(row + i), hn::LoadU(d, M + i));
+      if (log) {
+        hn::StoreU(hn::Sub(t, hn::LoadU(d, scale + i)), d, orow + i);
+        continue;
+      }
       bool ok = true;
       auto e = ExpNonPos(d, t, ok);
       if (HWY_UNLIKELY(!ok)) {
-        HWY_ALIGN T tb[hn::MaxLanes(d)];
         hn::Store(t, d, tb);
-        for (size_t k = 0; k < N; ++k) tb[k] = ScalarExp<T>(tb[k]);
+        for (size_t q = 0; q < N; ++q) tb[q] = ScalarExp<T>(tb[q]);
         e = hn::Load(d, tb);
       }
-      if (store) hn::StoreU(e, d, orow + i);
-      auto sv = hn::Load(d, s + i), cv = hn::Load(d, c + i);
-      KahanAdd(sv, cv, e);
-      hn::Store(sv, d, s + i);
-      hn::Store(cv, d, c + i);
+      hn::StoreU(hn::Mul(e, hn::LoadU(d, scale + i)), d, orow + i);
     }
     for (size_t i = mv; i < m; ++i) {
-      const T e = ScalarExp<T>(get(row, i) - mx[i]);
-      if (store) orow[i] = e;
-      const T y = e - c[i], t = s[i] + y;
-      c[i] = (t - s[i]) - y;
-      s[i] = t;
+      const T t = (neg ? -row[i] : row[i]) - M[i];
+      orow[i] = log ? t - scale[i] : ScalarExp<T>(t) * scale[i];
     }
   }
-  // s := 1 / sum (softmax) or log(sum) (log_softmax), per lane.
+}
+
+// All three steps for one block of lanes (one group).
+template <class T>
+HWY_INLINE void SoftCols(SoftOp op, const T* HWY_RESTRICT x, T* HWY_RESTRICT out, size_t n, size_t inner, size_t m) {
+  if (n == 0 || m == 0) return;
+  auto mx = hwy::AllocateAligned<T>(3 * m);
+  auto s = hwy::AllocateAligned<double>(m);
   for (size_t i = 0; i < m; ++i) {
-    const double sum = static_cast<double>(s[i]) - static_cast<double>(c[i]);
-    s[i] = store ? static_cast<T>(1.0 / sum) : static_cast<T>(std::log(sum));
+    mx[i] = -std::numeric_limits<T>::infinity();
+    s[i] = 0;
   }
-  for (size_t j = 0; j < n; ++j) {
-    const T* row = x + j * inner;
-    T* orow = out + j * inner;
-    for (size_t i = 0; i < mv; i += N) {
-      const auto b = hn::Gt(hn::Load(d, bad + i), hn::Zero(d));
-      const auto r = store ? hn::Mul(hn::LoadU(d, orow + i), hn::Load(d, s + i))
-                           : hn::Sub(hn::Sub(load(row, i), hn::Load(d, mx + i)), hn::Load(d, s + i));
-      hn::StoreU(hn::IfThenElse(b, hn::Set(d, q), r), d, orow + i);
-    }
-    for (size_t i = mv; i < m; ++i)
-      orow[i] = bad[i] != T(0) ? q : store ? orow[i] * s[i] : (get(row, i) - mx[i]) - s[i];
-  }
+  SoftColsStats(op, x, n, inner, m, mx.get(), s.get());
+  SoftColsFinish(op, mx.get(), s.get(), 1, m, m, mx.get() + m, mx.get() + 2 * m);
+  SoftColsWrite(op, x, out, n, inner, m, mx.get() + m, mx.get() + 2 * m);
 }
 
 void ActF32(ActOp op, const float* x, float* out, size_t n, float p, float q) { Act(op, x, out, n, p, q); }
@@ -344,6 +488,28 @@ void SoftRowsF32(SoftOp op, const float* x, float* out, size_t rows, size_t n, s
 void SoftRowsF64(SoftOp op, const double* x, double* out, size_t rows, size_t n, size_t ld) { SoftRows(op, x, out, rows, n, ld); }
 void SoftColsF32(SoftOp op, const float* x, float* out, size_t n, size_t inner, size_t m) { SoftCols(op, x, out, n, inner, m); }
 void SoftColsF64(SoftOp op, const double* x, double* out, size_t n, size_t inner, size_t m) { SoftCols(op, x, out, n, inner, m); }
+void SoftColsStatsF32(SoftOp op, const float* x, size_t n, size_t inner, size_t m, float* mx, double* s) {
+  SoftColsStats(op, x, n, inner, m, mx, s);
+}
+void SoftColsStatsF64(SoftOp op, const double* x, size_t n, size_t inner, size_t m, double* mx, double* s) {
+  SoftColsStats(op, x, n, inner, m, mx, s);
+}
+void SoftColsFinishF32(SoftOp op, const float* pm, const double* ps, size_t groups, size_t stride, size_t m, float* M,
+                       float* scale) {
+  SoftColsFinish(op, pm, ps, groups, stride, m, M, scale);
+}
+void SoftColsFinishF64(SoftOp op, const double* pm, const double* ps, size_t groups, size_t stride, size_t m, double* M,
+                       double* scale) {
+  SoftColsFinish(op, pm, ps, groups, stride, m, M, scale);
+}
+void SoftColsWriteF32(SoftOp op, const float* x, float* out, size_t n, size_t inner, size_t m, const float* M,
+                      const float* scale) {
+  SoftColsWrite(op, x, out, n, inner, m, M, scale);
+}
+void SoftColsWriteF64(SoftOp op, const double* x, double* out, size_t n, size_t inner, size_t m, const double* M,
+                      const double* scale) {
+  SoftColsWrite(op, x, out, n, inner, m, M, scale);
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace tensor::cpu::simd
@@ -360,6 +526,12 @@ HWY_EXPORT(SoftRowsF32);
 HWY_EXPORT(SoftRowsF64);
 HWY_EXPORT(SoftColsF32);
 HWY_EXPORT(SoftColsF64);
+HWY_EXPORT(SoftColsStatsF32);
+HWY_EXPORT(SoftColsStatsF64);
+HWY_EXPORT(SoftColsFinishF32);
+HWY_EXPORT(SoftColsFinishF64);
+HWY_EXPORT(SoftColsWriteF32);
+HWY_EXPORT(SoftColsWriteF64);
 
 namespace {
 
@@ -474,6 +646,29 @@ void soft_cols_f32(SoftOp op, const float* x, float* out, std::size_t n, std::si
 }
 void soft_cols_f64(SoftOp op, const double* x, double* out, std::size_t n, std::size_t inner, std::size_t m) {
   HWY_DYNAMIC_DISPATCH(SoftColsF64)(op, x, out, n, inner, m);
+}
+void soft_cols_stats_f32(SoftOp op, const float* x, std::size_t n, std::size_t inner, std::size_t m, float* mx, double* s) {
+  HWY_DYNAMIC_DISPATCH(SoftColsStatsF32)(op, x, n, inner, m, mx, s);
+}
+void soft_cols_stats_f64(SoftOp op, const double* x, std::size_t n, std::size_t inner, std::size_t m, double* mx,
+                         double* s) {
+  HWY_DYNAMIC_DISPATCH(SoftColsStatsF64)(op, x, n, inner, m, mx, s);
+}
+void soft_cols_finish_f32(SoftOp op, const float* pm, const double* ps, std::size_t groups, std::size_t stride,
+                          std::size_t m, float* M, float* scale) {
+  HWY_DYNAMIC_DISPATCH(SoftColsFinishF32)(op, pm, ps, groups, stride, m, M, scale);
+}
+void soft_cols_finish_f64(SoftOp op, const double* pm, const double* ps, std::size_t groups, std::size_t stride,
+                          std::size_t m, double* M, double* scale) {
+  HWY_DYNAMIC_DISPATCH(SoftColsFinishF64)(op, pm, ps, groups, stride, m, M, scale);
+}
+void soft_cols_write_f32(SoftOp op, const float* x, float* out, std::size_t n, std::size_t inner, std::size_t m,
+                         const float* M, const float* scale) {
+  HWY_DYNAMIC_DISPATCH(SoftColsWriteF32)(op, x, out, n, inner, m, M, scale);
+}
+void soft_cols_write_f64(SoftOp op, const double* x, double* out, std::size_t n, std::size_t inner, std::size_t m,
+                         const double* M, const double* scale) {
+  HWY_DYNAMIC_DISPATCH(SoftColsWriteF64)(op, x, out, n, inner, m, M, scale);
 }
 
 }  // namespace tensor::cpu::simd

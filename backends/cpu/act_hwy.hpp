@@ -35,6 +35,24 @@ void soft_rows_f64(SoftOp op, const double* x, double* out, std::size_t rows, st
 // in [0, m): the lanes are contiguous in memory, so vectors run across them.
 void soft_cols_f32(SoftOp op, const float* x, float* out, std::size_t n, std::size_t inner, std::size_t m);
 void soft_cols_f64(SoftOp op, const double* x, double* out, std::size_t n, std::size_t inner, std::size_t m);
+// The same in pieces, for lanes split into groups of rows on threads (two passes over
+// memory: stats, then write). stats: rows [0, n) folded into the per-lane running max mx
+// and sum s of exp(x - mx) (start from mx = -inf, s = 0; groups of rows each fold into a
+// state of their own). finish: `groups` states (group g at pm / ps + g * stride) joined,
+// in group order, into each lane's max M and scale (softmax: 1 / sum; log_softmax:
+// log(sum); a lane with a NaN or no finite max: M = +inf, scale NaN). write: rows of the
+// result from them.
+void soft_cols_stats_f32(SoftOp op, const float* x, std::size_t n, std::size_t inner, std::size_t m, float* mx, double* s);
+void soft_cols_stats_f64(SoftOp op, const double* x, std::size_t n, std::size_t inner, std::size_t m, double* mx,
+                         double* s);
+void soft_cols_finish_f32(SoftOp op, const float* pm, const double* ps, std::size_t groups, std::size_t stride,
+                          std::size_t m, float* M, float* scale);
+void soft_cols_finish_f64(SoftOp op, const double* pm, const double* ps, std::size_t groups, std::size_t stride,
+                          std::size_t m, double* M, double* scale);
+void soft_cols_write_f32(SoftOp op, const float* x, float* out, std::size_t n, std::size_t inner, std::size_t m,
+                         const float* M, const float* scale);
+void soft_cols_write_f64(SoftOp op, const double* x, double* out, std::size_t n, std::size_t inner, std::size_t m,
+                         const double* M, const double* scale);
 
 // The scalar definitions the kernels match (the default compositions, element by element).
 float act_ref(ActOp op, float x, float p, float q);

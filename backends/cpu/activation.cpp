@@ -1,7 +1,8 @@
 // Activations on the CPU: relu, leaky_relu, gelu (exact erf form), sigmoid and
 // log_sigmoid (overflow-safe), hard_sigmoid, prelu, the relu / gelu / sigmoid /
 // log_sigmoid backward entries, and softmax / log_softmax / softmin along any dim
-// (max, then sum of exp, then the scaled write; numerically stable). Contiguous runs
+// (numerically stable: the last dim row by row in L1, max, then sum of exp, then the
+// scaled write; an outer dim in two passes over memory with running max / sum states). Contiguous runs
 // go to the fused Highway kernels of act_hwy.cpp; other rows use the same formula per
 // element. Float dtypes only; halves compute through f32.
 #include <algorithm>
@@ -22,8 +23,8 @@ namespace {
 
 using dispatch::Prim;
 
-// Softmax along an outer dim: column blocks are spread over threads from this many
-// elements (exp per element, compute-bound; chosen as the math ops in act_hwy.cpp).
+// Softmax along an outer dim: chunks of rows and lanes are spread over threads from this
+// many elements (exps per element, compute-bound; chosen as the math ops in act_hwy.cpp).
 constexpr std::size_t kParallelSoftElems = std::size_t{1} << 18;
 
 using simd::Act2Op;
@@ -126,6 +127,58 @@ Prim act2_entry(Prim pa, Prim pb) {
 
 // ---- softmax family along a dim ---------------------------------------------------------
 
+// Softmax of a row-major [outer, n, inner] f32/f64 array along n (inner > 1), in two
+// passes over memory: chunks of (group of rows, block of lanes) fold their rows into
+// per-lane running max / sum states (soft_cols_stats), each block's group states are
+// joined in group order (the result depends on the shape only, never on the thread
+// count), then the same chunks write the result. A block of kCols lanes keeps its state
+// in L1 (12-16 KB) while whole contiguous rows stream by; groups of rows give the
+// threads work even where the lanes are few (softmax(0) of [4096, 1024]: 16 chunks).
+template <class T>
+void soft_outer(simd::SoftOp op, const T* x, T* o, std::size_t outer, std::size_t n, std::size_t inner) {
+  constexpr std::size_t kCols = 1024, kMinRows = 64, kMaxGroups = 16;
+  const std::size_t cols = std::min(inner, kCols), blocks = (inner + cols - 1) / cols;
+  const std::size_t rows = std::max(kMinRows, (n + kMaxGroups - 1) / kMaxGroups);
+  const std::size_t groups = (n + rows - 1) / rows;
+  const std::size_t chunks = outer * blocks * groups;
+  // State of chunk (ob, blk, grp): lanes at ((ob * blocks + blk) * groups + grp) * cols.
+  std::vector<T> pm(chunks * cols, -std::numeric_limits<T>::infinity());
+  std::vector<double> ps(chunks * cols, 0.0);
+  std::vector<T> fin(2 * outer * blocks * cols);  // per (ob, blk): M then scale
+  struct Chunk {
+    std::size_t ob, blk, grp, k0, k1, ib, m;
+  };
+  auto chunk = [&](std::size_t t) {
+    const std::size_t grp = t % groups, blk = (t / groups) % blocks, ob = t / (groups * blocks);
+    const std::size_t k0 = grp * rows, ib = blk * cols;
+    return Chunk{ob, blk, grp, k0, std::min(n, k0 + rows), ib, std::min(cols, inner - ib)};
+  };
+  const bool threads = outer * n * inner >= kParallelSoftElems;
+  auto stats = [&](std::size_t t) {
+    const Chunk c = chunk(t);
+    const T* base = x + (c.ob * n + c.k0) * inner + c.ib;
+    if constexpr (std::is_same_v<T, float>) simd::soft_cols_stats_f32(op, base, c.k1 - c.k0, inner, c.m, &pm[t * cols], &ps[t * cols]);
+    else simd::soft_cols_stats_f64(op, base, c.k1 - c.k0, inner, c.m, &pm[t * cols], &ps[t * cols]);
+  };
+  auto write = [&](std::size_t t) {
+    const Chunk c = chunk(t);
+    const std::size_t off = (c.ob * n + c.k0) * inner + c.ib;
+    const T* f = &fin[(c.ob * blocks + c.blk) * 2 * cols];
+    if constexpr (std::is_same_v<T, float>) simd::soft_cols_write_f32(op, x + off, o + off, c.k1 - c.k0, inner, c.m, f, f + cols);
+    else simd::soft_cols_write_f64(op, x + off, o + off, c.k1 - c.k0, inner, c.m, f, f + cols);
+  };
+  if (threads) parallel_chunks(chunks, stats);
+  else for (std::size_t t = 0; t < chunks; ++t) stats(t);
+  for (std::size_t b = 0; b < outer * blocks; ++b) {
+    const std::size_t m = std::min(cols, inner - (b % blocks) * cols);
+    T* f = &fin[b * 2 * cols];
+    if constexpr (std::is_same_v<T, float>) simd::soft_cols_finish_f32(op, &pm[b * groups * cols], &ps[b * groups * cols], groups, cols, m, f, f + cols);
+    else simd::soft_cols_finish_f64(op, &pm[b * groups * cols], &ps[b * groups * cols], groups, cols, m, f, f + cols);
+  }
+  if (threads) parallel_chunks(chunks, write);
+  else for (std::size_t t = 0; t < chunks; ++t) write(t);
+}
+
 // f32/f64: the tensor made contiguous, viewed as [outer, n, inner]. The last dim
 // (inner = 1) runs row by row; any other dim runs down columns, vectors across the
 // contiguous inner lanes, in blocks spread over threads. Halves: each lane through
@@ -151,22 +204,7 @@ Prim soft_entry(Prim pa, std::size_t dim) {
         else simd::soft_rows_f64(kS, x, o, outer, n, n);
         return;
       }
-      // Column blocks of kCols lanes: each streams its n rows (three passes), the
-      // per-lane running values in L1. Narrow enough that a [4096, 1024] tensor makes 8
-      // chunks: a helper descheduled mid-chunk then holds back an eighth, not half.
-      constexpr std::size_t kCols = 128;
-      const std::size_t per = (inner + kCols - 1) / kCols;
-      auto run = [&](std::size_t t) {
-        const std::size_t ob = t / per, ib = (t % per) * kCols;
-        const std::size_t base = ob * n * inner + ib, m = std::min(kCols, inner - ib);
-        if constexpr (std::is_same_v<T, float>) simd::soft_cols_f32(kS, x + base, o + base, n, inner, m);
-        else simd::soft_cols_f64(kS, x + base, o + base, n, inner, m);
-      };
-      if (shape.num_elements() >= kParallelSoftElems) {
-        parallel_chunks(outer * per, run);
-      } else {
-        for (std::size_t t = 0; t < outer * per; ++t) run(t);
-      }
+      soft_outer<T>(kS, x, o, outer, n, inner);
     } else if constexpr (dispatch::kIsFloatLike<T>) {
       Shape lines = shape;
       lines[dim] = 1;

@@ -302,10 +302,10 @@ void transpose_tile(std::byte* d, const std::byte* s, std::size_t rows, std::siz
     std::byte* dp = d + static_cast<std::int64_t>(j0) * ie;
     if (e == 4) {
       simd::transpose_u32(reinterpret_cast<const std::uint32_t*>(sp), scol / ie, reinterpret_cast<std::uint32_t*>(dp),
-                          drow / ie, j1 - j0, rows);
+                          drow / ie, j1 - j0, rows, rows * cols * e);
     } else {
       simd::transpose_u64(reinterpret_cast<const std::uint64_t*>(sp), scol / ie, reinterpret_cast<std::uint64_t*>(dp),
-                          drow / ie, j1 - j0, rows);
+                          drow / ie, j1 - j0, rows, rows * cols * e);
     }
   };
   if ((e == 4 || e == 8) && scol % ie == 0 && drow % ie == 0) {

@@ -15,6 +15,31 @@ namespace tensor::cpu::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// e^t for f32 t in [-87.3, 0] (normal results): Highway's reduction and polynomial
+// (within 1 ulp), with the rounding to the nearest multiple of ln 2 done by adding
+// 1.5 * 2^23 and the result's exponent added as an integer; about 15 vector ops where
+// hn::Exp (which also covers the denormal range) takes about 25; softmax, sigmoid,
+// log_sigmoid and erf are bound by their exps. Other t give garbage lanes (callers
+// clamp or recompute them).
+template <class D, class V>
+HWY_INLINE V ExpNormalF32(D d, V t) {
+  const hn::RebindToSigned<D> di;
+  const V magic = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: the sum's low mantissa bits hold round(t / ln 2)
+  const V z = hn::MulAdd(t, hn::Set(d, 1.44269504088896341f), magic);
+  const V q = hn::Sub(z, magic);
+  V r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), t);
+  r = hn::MulAdd(q, hn::Set(d, -1.428606765330187045e-6f), r);
+  const V r2 = hn::Mul(r, r);
+  const V p45 = hn::MulAdd(hn::Set(d, 0.000198527617612853646278381f), r, hn::Set(d, 0.00139304355252534151077271f));
+  const V p23 = hn::MulAdd(hn::Set(d, 0.00833336077630519866943359f), r, hn::Set(d, 0.0416664853692054748535156f));
+  const V p01 = hn::MulAdd(hn::Set(d, 0.166666671633720397949219f), r, hn::Set(d, 0.5f));
+  const V p = hn::MulAdd(hn::MulAdd(p45, r2, p23), r2, p01);
+  const V y = hn::Add(hn::MulAdd(p, r2, r), hn::Set(d, 1.0f));  // e^r, r in [-ln2/2, ln2/2]
+  // q's integer sits in z's low bits; shifted to the exponent field (the high bits of
+  // 1.5 * 2^23 shift out) and added to y's exponent: y * 2^q, normal for q >= -126.
+  return hn::BitCast(d, hn::Add(hn::BitCast(di, y), hn::ShiftLeft<23>(hn::BitCast(di, z))));
+}
+
 // f32 erf: N. Juffa's minimax pair (max error < 1 ulp in float); |x| clamped at 10,
 // where erf is 1 in float, so infinities come out as +-1. NaN lanes give +-1 or NaN
 // depending on the target's Min: callers that must keep NaN check for it.
@@ -29,7 +54,8 @@ HWY_INLINE V ErfF32(D d, V x) {
   r = hn::MulAdd(r, t, hn::Set(d, -6.34846687e-1f));
   r = hn::MulAdd(r, t, hn::Set(d, -1.28717512e-1f));
   r = hn::MulAdd(r, t, hn::Neg(t));
-  const V big = hn::CopySign(hn::Sub(hn::Set(d, 1.0f), hn::Exp(d, r)), x);
+  // r <= -0.86; below -87.3 e^r is under 2^-126, and 1 - e^r is 1 in float either way.
+  const V big = hn::CopySign(hn::Sub(hn::Set(d, 1.0f), ExpNormalF32(d, hn::Max(r, hn::Set(d, -87.3f)))), x);
   const V xs = hn::Mul(x, x);
   V q = hn::Set(d, -5.96761703e-4f);
   q = hn::MulAdd(q, xs, hn::Set(d, 4.99119423e-3f));

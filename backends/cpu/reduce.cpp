@@ -294,11 +294,9 @@ void dense_dim_reduce(const T* x, const Shape& shape, std::size_t dim, double* a
     const OuterChunks::Chunk c = ch[t];
     double* a = ch.groups > 1 ? partial.data() + ch.partial(c) : acc + c.ob * inner + c.ib;
     if (ch.groups > 1) std::fill(a, a + c.m, prod ? 1.0 : 0.0);
-    const T* base = x + c.ob * n * inner + c.ib;
-    for (std::size_t k = c.k0; k < c.k1; ++k) {
-      if constexpr (std::is_same_v<T, float>) simd::acc_rows_f32(a, base + k * inner, c.m, prod);
-      else simd::acc_rows_f64(a, base + k * inner, c.m, prod);
-    }
+    const T* base = x + (c.ob * n + c.k0) * inner + c.ib;
+    if constexpr (std::is_same_v<T, float>) simd::acc_rows_strided_f32(a, base, c.k1 - c.k0, inner, c.m, prod);
+    else simd::acc_rows_strided_f64(a, base, c.k1 - c.k0, inner, c.m, prod);
   };
   run_chunks(threads, ch.count(), block);
   for (std::size_t ob = 0; ob < outer && ch.groups > 1; ++ob)

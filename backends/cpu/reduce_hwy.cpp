@@ -138,6 +138,42 @@ HWY_INLINE void AccRows(double* HWY_RESTRICT acc, const T* HWY_RESTRICT x, size_
   }
 }
 
+// acc[i] (+ or *)= x[k * inner + i] for rows k in [0, rows), i < m, in double, each lane
+// in row order (the same sums as acc_rows row by row). Blocks of 8 rows per vector of
+// lanes: the running value stays in a register across the block (one load and store of
+// acc per 8 rows instead of per row).
+template <class T>
+HWY_INLINE void AccRowsStrided(double* HWY_RESTRICT acc, const T* HWY_RESTRICT x, size_t rows, size_t inner, size_t m,
+                               bool prod) {
+  constexpr size_t kRows = 8;
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<T, decltype(dd)> dt;
+  const size_t N = hn::Lanes(dd);
+  auto load = [&](const T* p) HWY_ATTR {
+    if constexpr (sizeof(T) == 8) return hn::LoadU(dt, p);
+    else return hn::PromoteTo(dd, hn::LoadU(dt, p));
+  };
+  for (size_t j0 = 0; j0 < rows; j0 += kRows) {
+    const size_t r = std::min(kRows, rows - j0);
+    const T* base = x + j0 * inner;
+    size_t i = 0;
+    for (; i + N <= m; i += N) {
+      auto a = hn::LoadU(dd, acc + i);
+      if (prod) {
+        for (size_t k = 0; k < r; ++k) a = hn::Mul(a, load(base + k * inner + i));
+      } else {
+        for (size_t k = 0; k < r; ++k) a = hn::Add(a, load(base + k * inner + i));
+      }
+      hn::StoreU(a, dd, acc + i);
+    }
+    for (; i < m; ++i)
+      for (size_t k = 0; k < r; ++k) {
+        const double v = static_cast<double>(base[k * inner + i]);
+        acc[i] = prod ? acc[i] * v : acc[i] + v;
+      }
+  }
+}
+
 // First index of the extremum: the value by ExtremumImpl, then the first lane equal
 // to it (or the first NaN).
 template <class T, bool kMax, bool kAbs>
@@ -175,22 +211,34 @@ HWY_INLINE void ArgExtColsImpl(const T* HWY_RESTRICT x, size_t n, size_t inner, 
     idx[i] = 0;
   }
   const size_t mv = m - m % N;
-  for (size_t j = 1; j < n; ++j) {
-    const T* row = x + j * inner;
-    const auto vj = hn::Set(di, static_cast<I>(j));
+  // Blocks of 8 rows per vector of lanes: best and index stay in registers across the
+  // block (one load and store each per 8 rows instead of per row).
+  constexpr size_t kRows = 8;
+  for (size_t j0 = 1; j0 < n; j0 += kRows) {
+    const size_t r = std::min(kRows, n - j0);
     for (size_t i = 0; i < mv; i += N) {
-      const auto v = kAbs ? hn::Abs(hn::LoadU(d, row + i)) : hn::LoadU(d, row + i);
-      const auto b = hn::LoadU(d, best + i);
-      const auto gt = kMax ? hn::Gt(v, b) : hn::Lt(v, b);
-      const auto take = hn::Or(gt, hn::AndNot(hn::IsNaN(b), hn::IsNaN(v)));
-      hn::StoreU(hn::IfThenElse(take, v, b), d, best + i);
-      hn::Store(hn::IfThenElse(hn::RebindMask(di, take), vj, hn::Load(di, idx.get() + i)), di, idx.get() + i);
+      auto b = hn::LoadU(d, best + i);
+      auto w = hn::Load(di, idx.get() + i);
+      for (size_t k = 0; k < r; ++k) {
+        const T* row = x + (j0 + k) * inner;
+        const auto v = kAbs ? hn::Abs(hn::LoadU(d, row + i)) : hn::LoadU(d, row + i);
+        const auto gt = kMax ? hn::Gt(v, b) : hn::Lt(v, b);
+        const auto take = hn::Or(gt, hn::AndNot(hn::IsNaN(b), hn::IsNaN(v)));
+        b = hn::IfThenElse(take, v, b);
+        w = hn::IfThenElse(hn::RebindMask(di, take), hn::Set(di, static_cast<I>(j0 + k)), w);
+      }
+      hn::StoreU(b, d, best + i);
+      hn::Store(w, di, idx.get() + i);
     }
-    for (size_t i = mv; i < m; ++i) {
-      const T v = kAbs ? std::fabs(row[i]) : row[i], b = best[i];
-      if (!std::isnan(b) && (std::isnan(v) || (kMax ? v > b : v < b))) {
-        best[i] = v;
-        idx[i] = static_cast<I>(j);
+    for (size_t k = 0; k < r; ++k) {
+      const size_t j = j0 + k;
+      const T* row = x + j * inner;
+      for (size_t i = mv; i < m; ++i) {
+        const T v = kAbs ? std::fabs(row[i]) : row[i], bb = best[i];
+        if (!std::isnan(bb) && (std::isnan(v) || (kMax ? v > bb : v < bb))) {
+          best[i] = v;
+          idx[i] = static_cast<I>(j);
+        }
       }
     }
   }
@@ -251,6 +299,12 @@ size_t BeyondBlockF64(const double* x, size_t n, double t, bool above, uint64_t*
 }
 void AccRowsF32(double* acc, const float* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
 void AccRowsF64(double* acc, const double* x, size_t m, bool prod) { AccRows(acc, x, m, prod); }
+void AccRowsStridedF32(double* acc, const float* x, size_t rows, size_t inner, size_t m, bool prod) {
+  AccRowsStrided(acc, x, rows, inner, m, prod);
+}
+void AccRowsStridedF64(double* acc, const double* x, size_t rows, size_t inner, size_t m, bool prod) {
+  AccRowsStrided(acc, x, rows, inner, m, prod);
+}
 size_t ArgExtF32(const float* x, size_t n, int kind) { return ArgExtKind(x, n, kind); }
 size_t ArgExtF64(const double* x, size_t n, int kind) { return ArgExtKind(x, n, kind); }
 void ArgExtColsF32(const float* x, size_t n, size_t inner, size_t m, int kind, float* best, std::int64_t* where) {
@@ -285,6 +339,8 @@ HWY_EXPORT(MaxF64);
 HWY_EXPORT(MinF64);
 HWY_EXPORT(AccRowsF32);
 HWY_EXPORT(AccRowsF64);
+HWY_EXPORT(AccRowsStridedF32);
+HWY_EXPORT(AccRowsStridedF64);
 HWY_EXPORT(MaxAbsF32);
 HWY_EXPORT(MaxAbsF64);
 HWY_EXPORT(ArgExtF32);
@@ -346,6 +402,12 @@ double min_f64(const double* x, std::size_t n) {
 
 void acc_rows_f32(double* acc, const float* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF32)(acc, x, m, prod); }
 void acc_rows_f64(double* acc, const double* x, std::size_t m, bool prod) { HWY_DYNAMIC_DISPATCH(AccRowsF64)(acc, x, m, prod); }
+void acc_rows_strided_f32(double* acc, const float* x, std::size_t rows, std::size_t inner, std::size_t m, bool prod) {
+  HWY_DYNAMIC_DISPATCH(AccRowsStridedF32)(acc, x, rows, inner, m, prod);
+}
+void acc_rows_strided_f64(double* acc, const double* x, std::size_t rows, std::size_t inner, std::size_t m, bool prod) {
+  HWY_DYNAMIC_DISPATCH(AccRowsStridedF64)(acc, x, rows, inner, m, prod);
+}
 double sum_sq_dev_f32(const float* x, std::size_t n, double mu) { return HWY_DYNAMIC_DISPATCH(SumSqDevF32)(x, n, mu); }
 double sum_sq_dev_f64(const double* x, std::size_t n, double mu) { return HWY_DYNAMIC_DISPATCH(SumSqDevF64)(x, n, mu); }
 std::size_t beyond_block_f32(const float* x, std::size_t n, float t, bool above, std::uint64_t* mask) {

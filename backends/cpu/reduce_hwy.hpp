@@ -23,6 +23,10 @@ double min_f64(const double* x, std::size_t n);
 // sum / mean / prod, accumulated across the kept contiguous lanes.
 void acc_rows_f32(double* acc, const float* x, std::size_t m, bool prod);
 void acc_rows_f64(double* acc, const double* x, std::size_t m, bool prod);
+// The same for `rows` rows `inner` elements apart (x[k * inner + i]), each lane's terms
+// in row order (the result of acc_rows row by row), in register blocks of rows.
+void acc_rows_strided_f32(double* acc, const float* x, std::size_t rows, std::size_t inner, std::size_t m, bool prod);
+void acc_rows_strided_f64(double* acc, const double* x, std::size_t rows, std::size_t inner, std::size_t m, bool prod);
 
 // max(|x|) of n > 0 elements; NaN when any is NaN.
 float max_abs_f32(const float* x, std::size_t n);

@@ -237,6 +237,25 @@ void check_dim_kernels(const std::string& target) {
     EXPECT_EQ(acc, want) << target << " m=" << m;
     EXPECT_EQ(accp, wantp) << target << " m=" << m;
   }
+  // acc_rows_strided: rows `inner` apart, each lane in row order: exactly the double loop
+  // (row counts around its 8-row blocks; two padding lanes untouched).
+  for (const std::size_t rows : {1u, 8u, 13u, 40u}) {
+    const std::size_t m = 37, inner = 39;
+    std::vector<T> x(rows * inner);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(std::cos(static_cast<double>(i) * 0.7) * 1.5 + 0.25);
+    for (const bool prod : {false, true}) {
+      std::vector<double> acc(inner), want(inner);
+      for (std::size_t i = 0; i < inner; ++i) acc[i] = want[i] = 0.5 + static_cast<double>(i);
+      for (std::size_t k = 0; k < rows; ++k)
+        for (std::size_t i = 0; i < m; ++i) {
+          const double v = static_cast<double>(x[k * inner + i]);
+          want[i] = prod ? want[i] * v : want[i] + v;
+        }
+      if constexpr (std::is_same_v<T, float>) simd::acc_rows_strided_f32(acc.data(), x.data(), rows, inner, m, prod);
+      else simd::acc_rows_strided_f64(acc.data(), x.data(), rows, inner, m, prod);
+      EXPECT_EQ(acc, want) << target << " strided rows=" << rows << " prod " << prod;
+    }
+  }
   // argext over rows and down columns: many ties, -0/+0, NaNs.
   for (const std::size_t n : {1u, 7u, 40u, 133u}) {
     for (int kind = 0; kind < 3; ++kind) {
@@ -384,6 +403,55 @@ void check_entries(DType dt) {
 TEST(CpuActEntries, ActivationsSoftmaxAndDimReductionsOnEveryLayout) {
   check_entries<float>(DType::F32);
   check_entries<double>(DType::F64);
+}
+
+// softmax / log_softmax / softmin along an outer dim of a [3, 200, 1100] tensor: lanes
+// in two blocks, rows in four groups whose states are joined (on threads: 660K
+// elements), against a double loop. Lanes with a NaN, a +inf, all -inf, the first
+// group all -inf, a max rising in every row, and a spread where exp underflows.
+template <class T>
+void check_soft_outer(DType dt) {
+  const std::size_t outer = 3, n = 200, inner = 1100;
+  std::vector<T> x(outer * n * inner);
+  auto at_ = [&](std::size_t o, std::size_t j, std::size_t i) -> T& { return x[(o * n + j) * inner + i]; };
+  for (std::size_t o = 0; o < outer; ++o)
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t i = 0; i < inner; ++i) {
+        T v = static_cast<T>(std::sin(static_cast<double>(o * 7919 + j * 131 + i)) * 8.0);
+        switch (i % 97) {
+          case 1: if (j == 150) v = kNaN<T>; break;
+          case 2: if (j == 3) v = kInf<T>; break;
+          case 3: v = -kInf<T>; break;
+          case 4: if (j < 64) v = -kInf<T>; break;
+          case 5: v = static_cast<T>(0.25 * static_cast<double>(j)); break;
+          case 6: v = static_cast<T>(-120.0 * static_cast<double>(j % 3)); break;
+          default: break;
+        }
+        at_(o, j, i) = v;
+      }
+  const double tol = std::is_same_v<T, float> ? 4e-6 : 1e-13;
+  for (SoftOp op : {SoftOp::Softmax, SoftOp::LogSoftmax, SoftOp::Softmin}) {
+    const OpCode code = op == SoftOp::Softmax ? OpCode::softmax : op == SoftOp::LogSoftmax ? OpCode::log_softmax : OpCode::softmin;
+    const std::vector<T> got = to_vec<T>(entry<Family::Dim>(code)(from_vec(x, Shape{outer, n, inner}, dt), 1));
+    ASSERT_EQ(got.size(), x.size());
+    for (std::size_t o = 0; o < outer; ++o)
+      for (std::size_t i = 0; i < inner; ++i) {
+        std::vector<T> line(n);
+        for (std::size_t j = 0; j < n; ++j) line[j] = at_(o, j, i);
+        const std::vector<double> want = soft_ref(op, line);
+        for (std::size_t j = 0; j < n; ++j) {
+          const double w = want[j], g = static_cast<double>(got[(o * n + j) * inner + i]);
+          const double tw = op == SoftOp::LogSoftmax ? tol * (1 + std::fabs(w)) : tol * std::fabs(w) + 1e-30;
+          ASSERT_TRUE(near<double>(g, w, 0, tw)) << dtype_name(dt) << " op " << int(op) << " outer " << o << " lane " << i
+                                                 << " row " << j << " got " << g << " want " << w;
+        }
+      }
+  }
+}
+
+TEST(CpuActEntries, OuterDimSoftmaxInRowGroupsMatchesADoubleLoop) {
+  check_soft_outer<float>(DType::F32);
+  check_soft_outer<double>(DType::F64);
 }
 
 TEST(CpuActEntries, HalvesGoThroughF32) {
