@@ -146,6 +146,10 @@ void print_rows(const std::vector<Row>& rows) {
   std::fflush(stdout);
 }
 
+// Issue 33's target for the bandwidth-bound model rows (activations, softmax, per-dim
+// reductions): at most 1.25x the copy or read loop over the same bytes.
+constexpr double kBandwidthRow = 1.25;
+
 // A time-ratio row: ours/ref, with a target ratio (lower is better).
 Row ratio_row(std::string name, double ours, std::string ref_name, double ref, double target, std::string note) {
   Row r{std::move(name), fmt_time(ours), std::move(ref_name), fmt_time(ref), fmt("%.2f", ours / ref),
@@ -223,7 +227,7 @@ struct Bench {
     std::optional<Tensor<1>> c;
     auto act = [&](const std::string& name, auto fn) {
       const Pair p = measure_best(r, [&] { c = fn(v); sync(); }, copy);
-      rows.push_back(ratio_row(name + " f32" + tag, p.ours, "copy z=x", p.ref, 1.3 * 1.11, ""));
+      rows.push_back(ratio_row(name + " f32" + tag, p.ours, "copy z=x", p.ref, kBandwidthRow, ""));
     };
     act("gelu", [](const Tensor<1>& t) { return activation::gelu(t); });
     act("sigmoid", [](const Tensor<1>& t) { return activation::sigmoid(t); });
@@ -241,7 +245,7 @@ struct Bench {
     const double gb2 = static_cast<double>(in2) * 4 / 1e9;
     auto soft = [&](const std::string& name, std::int64_t d, auto fn) {
       const Pair p = measure_best(r, [&] { c2 = fn(m, d); sync(); }, copy2);
-      rows.push_back(ratio_row(name + "(" + std::to_string(d) + ")" + shp, p.ours, "copy z=x", p.ref, 1.3 * 1.11,
+      rows.push_back(ratio_row(name + "(" + std::to_string(d) + ")" + shp, p.ours, "copy z=x", p.ref, kBandwidthRow,
                                fmt("%.1f GB/s", 2 * gb2 / p.ours)));
     };
     soft("softmax", 1, [](const Tensor<2>& t, std::int64_t d) { return activation::softmax(t, d); });
@@ -249,7 +253,7 @@ struct Bench {
     soft("log_softmax", 1, [](const Tensor<2>& t, std::int64_t d) { return activation::log_softmax(t, d); });
     auto red = [&](const std::string& name, auto fn) {
       const Pair p = measure_best(r, [&] { auto t = fn(m); sync(); }, read2);
-      rows.push_back(ratio_row(name + shp, p.ours, "read sum(x)", p.ref, 1.18, fmt("%.1f GB/s", gb2 / p.ours)));
+      rows.push_back(ratio_row(name + shp, p.ours, "read sum(x)", p.ref, kBandwidthRow, fmt("%.1f GB/s", gb2 / p.ours)));
     };
     red("sum_dim(0)", [](const Tensor<2>& t) { return t.sum_dim(0); });
     red("sum_dim(1)", [](const Tensor<2>& t) { return t.sum_dim(1); });
@@ -281,10 +285,10 @@ struct Bench {
     const std::array<std::int64_t, 1> flat{in};
     const Pair p = measure_best(reps(7), [&] { c = a.transpose().reshape(flat); sync(); },
                                 [&](int nt) { ref_copy(x.data(), z.data(), in, nt); });
-    Row row = ratio_row("transpose->contiguous f32" + tag, p.ours, "copy of the same bytes", p.ref, 10e-3 / p.ref, "");
-    row.target = quick ? "(10 ms at 4096^2)" : "<= 10 ms";
-    if (!quick && p.ours > 10e-3) row.note = "BELOW TARGET";
-    else row.note.clear();
+    // Issue 33: at most 1.5x the copy; SPEC: at most 10 ms at 4096^2.
+    Row row = ratio_row("transpose->contiguous f32" + tag, p.ours, "copy of the same bytes", p.ref, 1.5, "");
+    row.target = quick ? "<= 1.50 (10 ms at 4096^2)" : "<= 1.50, <= 10 ms";
+    row.note = p.ours / p.ref > 1.5 || (!quick && p.ours > 10e-3) ? "BELOW TARGET" : "";
     rows.push_back(row);
     // Summing a transposed (or flipped) view that covers its buffer reads it directly.
     const double gb = static_cast<double>(in) * 4 / 1e9;

@@ -47,16 +47,35 @@ std::size_t count(const TensorMeta& m) {
   for (std::uint32_t i = 0; i < m.rank; ++i) n *= static_cast<std::size_t>(m.shape[i]);
   return n;
 }
+// Small tensors (a header and up to 128 bytes) reuse freed blocks kept per thread: a [4] + [4]
+// add then costs no malloc/free (what dominated its time); larger ones go to operator new.
+constexpr std::size_t kSmallBlock = sizeof(RefTensor) + 128;
+thread_local bool t_free_dead = false;  // past this thread's exit (trivial: never destroyed)
+struct FreeBlocks {
+  void* items[16];
+  std::size_t n = 0;
+  ~FreeBlocks() {
+    while (n) ::operator delete(items[--n]);
+    t_free_dead = true;
+  }
+};
+thread_local FreeBlocks t_free;
+
 RefTensor* make(const TensorMeta& m) {
   const std::size_t size = count(m) * elem_size(m.dtype);
-  auto* t = new (::operator new(sizeof(RefTensor) + size)) RefTensor;
+  void* mem = sizeof(RefTensor) + size <= kSmallBlock
+                  ? (!t_free_dead && t_free.n ? t_free.items[--t_free.n] : ::operator new(kSmallBlock))
+                  : ::operator new(sizeof(RefTensor) + size);
+  auto* t = new (mem) RefTensor;
   t->meta = m;
   t->size = size;
   return t;
 }
 void destroy(RefTensor* t) {
+  const bool small = sizeof(RefTensor) + t->size <= kSmallBlock;
   t->~RefTensor();
-  ::operator delete(t);
+  if (small && !t_free_dead && t_free.n < 16) t_free.items[t_free.n++] = t;
+  else ::operator delete(t);
 }
 float* f32(RefTensor* t) { return reinterpret_cast<float*>(t->bytes()); }
 bool same_shape(const TensorMeta& a, const TensorMeta& b) {
