@@ -109,13 +109,6 @@ struct Row {
   std::string name, value, ref_name, ref_value, ratio, target, note;
 };
 
-std::string fmt_time(double s) {
-  char b[32];
-  if (s >= 1e-3) std::snprintf(b, sizeof b, "%.2f ms", s * 1e3);
-  else if (s >= 1e-6) std::snprintf(b, sizeof b, "%.1f us", s * 1e6);
-  else std::snprintf(b, sizeof b, "%.0f ns", s * 1e9);
-  return b;
-}
 std::string fmt(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);

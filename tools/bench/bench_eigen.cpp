@@ -35,6 +35,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using tensor_bench::fmt_time;
 using tensor_bench::median;
 
 template <int R>
@@ -64,14 +65,6 @@ Result measure(int reps, const std::function<void()>& ours, const std::function<
     }
   }
   return {median(a), median(b)};
-}
-
-std::string fmt_time(double s) {
-  char b[32];
-  if (s >= 1e-3) std::snprintf(b, sizeof b, "%.2f ms", s * 1e3);
-  else if (s >= 1e-6) std::snprintf(b, sizeof b, "%.1f us", s * 1e6);
-  else std::snprintf(b, sizeof b, "%.0f ns", s * 1e9);
-  return b;
 }
 
 std::string g_filter;  // --filter SUBSTR: only rows whose name contains it

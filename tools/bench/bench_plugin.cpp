@@ -42,14 +42,6 @@ Pair interleaved(int rounds, int iters, const std::function<void()>& fa, const s
   return {median(ta), median(tb)};
 }
 
-std::string ns(double s) {
-  char b[32];
-  if (s < 1e-6) std::snprintf(b, sizeof b, "%.1f ns", s * 1e9);
-  else if (s < 1e-3) std::snprintf(b, sizeof b, "%.2f us", s * 1e6);
-  else std::snprintf(b, sizeof b, "%.3f ms", s * 1e3);
-  return b;
-}
-
 }  // namespace
 
 int run_plugin(const std::string& device, bool quick) {
@@ -101,8 +93,8 @@ int run_plugin(const std::string& device, bool quick) {
     fp();
     const Pair t = interleaved(rounds, row.iters, fc, fp);
     const bool overhead_row = row.n == 4;
-    std::printf("%-34s %12s %12s %12s  %s\n", row.name, ns(t.a).c_str(), ns(t.b).c_str(),
-                ((t.b >= t.a ? "+" : "-") + ns(t.b >= t.a ? t.b - t.a : t.a - t.b)).c_str(),
+    std::printf("%-34s %12s %12s %12s  %s\n", row.name, fmt_time(t.a).c_str(), fmt_time(t.b).c_str(),
+                ((t.b >= t.a ? "+" : "-") + fmt_time(t.b >= t.a ? t.b - t.a : t.a - t.b)).c_str(),
                 overhead_row ? (t.b - t.a <= 40e-9 ? "<= +40 ns: met" : "<= +40 ns: BELOW TARGET") : "(kernel speed)");
   }
   return 0;

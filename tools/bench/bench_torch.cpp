@@ -27,6 +27,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+using tensor_bench::fmt_time;
 using tensor_bench::median;
 struct Result {
   double ours, torch;
@@ -66,14 +67,6 @@ Result3 measure3(int reps, const std::function<void()>& ours, const std::functio
 Result measure(int reps, const std::function<void()>& ours, const std::function<void()>& theirs) {
   const Result3 r = measure3(reps, ours, theirs, {});
   return {r.ours, r.torch};
-}
-
-std::string fmt_time(double s) {
-  char b[32];
-  if (s >= 1e-3) std::snprintf(b, sizeof b, "%.2f ms", s * 1e3);
-  else if (s >= 1e-6) std::snprintf(b, sizeof b, "%.1f us", s * 1e6);
-  else std::snprintf(b, sizeof b, "%.0f ns", s * 1e9);
-  return b;
 }
 
 std::string g_filter;  // --filter SUBSTR: only rows whose name contains it

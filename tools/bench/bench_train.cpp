@@ -37,6 +37,7 @@ using tensor::Shape;
 using tensor::Tensor;
 using tensor::TensorData;
 
+using tensor_bench::fmt_time;
 using tensor_bench::median;
 struct Result {
   double ours, torch;
@@ -62,14 +63,6 @@ Result measure(int warm, int reps, const std::function<void()>& ours, const std:
     a.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
   return {median(a), median(b)};
-}
-
-std::string fmt_time(double s) {
-  char b[32];
-  if (s >= 1e-3) std::snprintf(b, sizeof b, "%.2f ms", s * 1e3);
-  else if (s >= 1e-6) std::snprintf(b, sizeof b, "%.2f us", s * 1e6);
-  else std::snprintf(b, sizeof b, "%.0f ns", s * 1e9);
-  return b;
 }
 
 void row(const std::string& name, Result r, double per = 1.0) {
