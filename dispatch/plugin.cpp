@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -438,6 +439,21 @@ Prim to_device_entry(Prim p, DeviceId target) {
 
 // ---- device rows -------------------------------------------------------------------------
 
+bool graph_supported_entry(DeviceId) { return true; }
+void graph_replay_entry(DeviceId, GraphProgram& g) { g.run(g); }
+
+// tensor::capture's writes (DeviceOp::assign): dst keeps its handle, the plugin copies into it.
+void assign_entry(DeviceId d, const Prim& dst, const Prim& src) {
+  const PluginLib& lib = lib_of(d);
+  if (dst->dtype() != src->dtype() || !(dst->shape() == src->shape()))
+    throw ShapeError(fmt::format("[{}:assign] expected the same dtype and shape; got {} {} and {} {}", lib.name,
+                                 dtype_name(dst->dtype()), dst->shape().to_string(), dtype_name(src->dtype()),
+                                 src->shape().to_string()));
+  Prim s = src;
+  if (s->device() != d) s = defaults::upload(defaults::read_prim(std::move(s)), d);
+  check_status(lib.info.assign(handle_of(dst), handle_of(s)), lib, "assign");
+}
+
 std::string name_entry(DeviceId d) { return lib_of(d).name; }
 void seed_entry(DeviceId d, std::uint64_t s) {
   const PluginLib& lib = lib_of(d);
@@ -539,6 +555,11 @@ std::unique_ptr<Backend> make_backend(PluginLib& lib) {
   b->set<DeviceOp::sync>(&sync_entry);
   b->set<DeviceOp::flush>(&flush_entry);
   b->set<DeviceOp::dtype_usage>(&dtype_usage_entry);
+  if (lib.info.assign) {  // graphs replay natively: the host's list calls the plugin's entries
+    b->set<DeviceOp::assign>(&assign_entry);
+    b->set<DeviceOp::graph_supported>(&graph_supported_entry);
+    b->set<DeviceOp::graph_replay>(&graph_replay_entry);
+  }
   b->set<DeviceOp::device_count>(kCountEntries[lib.type_id]);
   b->set<DeviceOp::default_settings>(&default_settings_entry);
   b->set<DeviceOp::memory_stats>(&memory_stats_entry);
@@ -565,6 +586,9 @@ bool host_computes(const Registry& reg, DType dtype) {
   return cpu && cpu->get<DeviceOp::dtype_usage>()(kCpuDev, dtype).contains(DTypeUsage::Arithmetic);
 }
 
+// The size of ABI 1.0's TensorPluginInfo: members from `assign` on came with minor 1.
+constexpr std::size_t kInfoSize_1_0 = offsetof(TensorPluginInfo, assign);
+
 void check_info(const Registry& reg, const TensorPluginInfo& in, std::uint32_t size, PluginRecord& rec) {
   // abi_major sits at offset 4: readable once the struct has 8 bytes.
   if (size < 8) throw Refused{fmt::format("TensorPluginInfo struct_size {} is too short to hold the ABI version", size)};
@@ -573,9 +597,8 @@ void check_info(const Registry& reg, const TensorPluginInfo& in, std::uint32_t s
   if (in.abi_major != TENSOR_PLUGIN_ABI_MAJOR)
     throw Refused{fmt::format("ABI major {}.{} != host {}.{}", in.abi_major, in.abi_minor, TENSOR_PLUGIN_ABI_MAJOR,
                               TENSOR_PLUGIN_ABI_MINOR)};
-  if (size < sizeof(TensorPluginInfo))
-    throw Refused{fmt::format("TensorPluginInfo struct_size {} < {} (ABI {}.0)", size, sizeof(TensorPluginInfo),
-                              TENSOR_PLUGIN_ABI_MAJOR)};
+  if (size < kInfoSize_1_0)
+    throw Refused{fmt::format("TensorPluginInfo struct_size {} < {} (ABI {}.0)", size, kInfoSize_1_0, TENSOR_PLUGIN_ABI_MAJOR)};
   if (in.device.struct_size < sizeof(TensorDeviceRows))
     throw Refused{fmt::format("TensorDeviceRows struct_size {} < {}", in.device.struct_size, sizeof(TensorDeviceRows))};
   if (in.prim.struct_size < sizeof(TensorPrimRows))

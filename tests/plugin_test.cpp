@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensor/backend_loader.hpp"
+#include "tensor/graph.hpp"
 #include "test_util.hpp"
 
 #ifndef REF_PLUGIN_DIR
@@ -54,11 +55,20 @@ TEST_F(RefDevice, NativeKernelsComputeByHandValues) {
   EXPECT_EQ(vec(a().sum_dim(0)), (std::vector<float>{5, 7, 9}));
   EXPECT_EQ(vec(Tensor<2>::zeros({2, 2}, dev).exp()), (std::vector<float>{1, 1, 1, 1}));
   EXPECT_EQ(vec(Tensor<1>::full({3}, 2.5f, dev)), (std::vector<float>{2.5f, 2.5f, 2.5f}));
+  // matmul: [2, 3] x [3, 2], and a batch of 2 broadcast against one right-hand side.
+  const auto w = Tensor<2>::from_data(TensorData::from<float>({1, 0, 0, 1, 1, 1}, {3, 2}), dev);
+  EXPECT_EQ(vec(a().matmul(w)), (std::vector<float>{4, 5, 10, 11}));
+  const auto batch = Tensor<3>::from_data(TensorData::from<float>({1, 2, 3, 4, 5, 6, 0, 0, 1, 0, 1, 0}, {2, 2, 3}), dev);
+  EXPECT_EQ(vec(batch.matmul(w.unsqueeze<3>())), (std::vector<float>{4, 5, 10, 11, 1, 1, 0, 1}));
+  // reshape and expand of any stored dtype.
+  EXPECT_EQ(vec(a().reshape(std::array<std::int64_t, 2>{3, 2})), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  const auto col = Tensor<2, Int>::from_data(TensorData::from<std::int32_t>({7, 8}, {2, 1}), dev);
+  EXPECT_EQ(col.expand(std::array<std::int64_t, 2>{2, 3}).into_data().to_vec<std::int32_t>(),
+            (std::vector<std::int32_t>{7, 7, 7, 8, 8, 8}));
 }
 
 TEST_F(RefDevice, OpsWithoutAKernelRunOnTheHost) {
-  // matmul, transpose and f64 arithmetic have no entry in the plugin: the host CPU runs them.
-  EXPECT_EQ(vec(a().matmul(Tensor<2>::ones({3, 2}, dev))), (std::vector<float>{6, 6, 15, 15}));
+  // transpose and f64 arithmetic have no entry in the plugin: the host CPU runs them.
   EXPECT_EQ(vec(a().transpose()), (std::vector<float>{1, 4, 2, 5, 3, 6}));
   const auto x = Tensor<1>::from_data(TensorData::from<double>({1.5, -2.0}, {2}), dev);
   EXPECT_EQ((x + x).into_data().to_vec<double>(), (std::vector<double>{3.0, -4.0}));
@@ -71,6 +81,17 @@ TEST_F(RefDevice, AutodiffRunsOverIt) {
   auto x = Tensor<1>::from_data(TensorData::from<float>({1, 2, 3}, {3}), ad).require_grad();
   const Gradients g = (x * x).sum().backward();
   EXPECT_EQ(vec(*x.grad(g)), (std::vector<float>{2, 4, 6}));  // d/dx sum(x^2) = 2x
+}
+
+TEST_F(RefDevice, GraphsCaptureAndReplayThroughItsAssign) {
+  // The capture writes through the plugin's ABI 1.1 `assign`; a replay reads x's new values.
+  auto x = Tensor<1>::from_data(TensorData::from<float>({1, 2, 3}, {3}), dev);
+  auto g = capture(dev, [&] { return (x * 2.0f + 1.0f).sum_dim(0); });
+  EXPECT_TRUE(g.is_native()) << g.stats().fallback_reason;  // the list replays, not the closure
+  EXPECT_EQ(vec(g.outputs()), (std::vector<float>{15}));
+  x.copy_from(Tensor<1>::from_data(TensorData::from<float>({4, 5, 6}, {3}), dev));
+  g.replay();
+  EXPECT_EQ(vec(g.outputs()), (std::vector<float>{33}));  // 9 + 11 + 13
 }
 
 TEST_F(RefDevice, BadInputIsStillRefusedBeforeThePlugin) {
@@ -91,7 +112,20 @@ void expect_refused(const std::string& name, std::initializer_list<const char*> 
   }
 }
 
-TEST(PluginChecks, WrongAbiMajor) { expect_refused("ref_badabi", {"ABI major 2.0 != host 1.0"}); }
+TEST(PluginChecks, WrongAbiMajor) { expect_refused("ref_badabi", {"ABI major 2.1 != host 1.1"}); }
+TEST(PluginChecks, AnAbi10PluginLoadsWithoutTheNewerMembers) {
+  // Built as ABI 1.0 (its struct ends before `assign`): loaded, and its ops run; with no
+  // `assign`, a capture replays by re-running the closure and copy_from is refused.
+  const Device d = Device::parse("ref_abi10:0");
+  EXPECT_EQ(vec(Tensor<1>::ones({2}, d) * 3.0f), (std::vector<float>{3, 3}));
+  auto x = Tensor<1>::ones({2}, d);
+  EXPECT_FALSE(capture(d, [&] { return x + 1.0f; }).is_native());
+  EXPECT_THROW(x.copy_from(Tensor<1>::ones({2}, d)), NotImplemented);
+  // On ref:0 (ABI 1.1, with `assign`) the same capture is native.
+  const Device r = Device::parse("ref:0");
+  auto y = Tensor<1>::ones({2}, r);
+  EXPECT_TRUE(capture(r, [&] { return y + 1.0f; }).is_native());
+}
 TEST(PluginChecks, ShortStruct) { expect_refused("ref_short", {"TensorPluginInfo struct_size", "< "}); }
 TEST(PluginChecks, OpTableMismatchNamesTheFirstDifferingOp) {
   expect_refused("ref_badhash", {"op table differs at op 55", "plugin \"add:Binary:3\"", "host \"add:Binary:2\""});
@@ -109,7 +143,7 @@ TEST(PluginChecks, RefusedCandidatesOnThePathLeaveTheOthersLoaded) {
   // The directory holds every variant: the good ones are devices, the others were refused.
   EXPECT_EQ(Device::parse("ref:0").backend_name(), "dispatch<ref>");
   EXPECT_EQ(Device::parse("refthrow:0").backend_name(), "dispatch<refthrow>");
-  EXPECT_THROWS(DeviceError, Device::parse("ref_badabi:0"), "ABI major 2.0 != host 1.0");
+  EXPECT_THROWS(DeviceError, Device::parse("ref_badabi:0"), "ABI major 2.1 != host 1.1");
 }
 
 TEST(PluginChecks, AFailingEntryKeepsItsMessage) {

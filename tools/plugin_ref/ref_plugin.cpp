@@ -96,6 +96,13 @@ TensorStatus metadata(TensorPrim p, TensorMeta* out) {
 }
 std::int32_t can_mut(TensorPrim p) { return ref(p)->refs.load(std::memory_order_acquire) == 1; }
 
+// ABI 1.1: src's bytes into dst's own buffer (the host checked dtype and shape).
+TensorStatus assign(TensorPrim dst, TensorPrim src) {
+  if (ref(dst)->size != ref(src)->size) return g_host->set_error(TENSOR_STATUS_SHAPE, "assign: size mismatch");
+  if (ref(dst)->size) std::memmove(ref(dst)->bytes(), ref(src)->bytes(), ref(dst)->size);
+  return TENSOR_STATUS_OK;
+}
+
 // ---- device rows -----------------------------------------------------------------------
 TensorStatus device_info(uint32_t, TensorDeviceInfo* out) {
   out->kind = TENSOR_DEVICE_KIND_CPU;
@@ -353,6 +360,12 @@ Tables* build() {
                               nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   i.prim = TensorPrimRows{sizeof(TensorPrimRows), &retain, &release, &metadata, &can_mut};
   i.features = kFeatures;
+  i.assign = &assign;
+#ifdef REF_ABI_1_0  // a plugin built against ABI 1.0's header: its struct ends before `assign`
+  i.abi_minor = 0;
+  i.struct_size = offsetof(TensorPluginInfo, assign);
+  i.assign = nullptr;
+#endif
 #ifdef REF_BAD_ABI
   i.abi_major = TENSOR_PLUGIN_ABI_MAJOR + 1;
 #endif

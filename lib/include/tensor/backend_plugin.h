@@ -18,7 +18,7 @@
 #include "tensor/backend_plugin_ops.h"
 
 #define TENSOR_PLUGIN_ABI_MAJOR 1
-#define TENSOR_PLUGIN_ABI_MINOR 0
+#define TENSOR_PLUGIN_ABI_MINOR 1
 /* The most dims a tensor has (tensor::kMaxRank). */
 #define TENSOR_PLUGIN_MAX_RANK 8
 
@@ -188,6 +188,12 @@ typedef struct TensorPluginInfo {
   TensorDeviceRows device;
   TensorPrimRows prim;
   const TensorFeature *features; /* or NULL */
+  /* ABI 1.1 (a 1.0 plugin's struct ends above; the host reads it as NULL). Writes src's elements
+   * into dst's own buffer (same dtype and shape, both of this plugin): dst stays the same
+   * TensorPrim, and every holder of it sees the new values. Graphs (tensor::capture) need it: a
+   * replay writes each step's results into the buffers the capture returned. NULL: capture and
+   * copy_from on the device throw NotImplemented. */
+  TensorStatus (*assign)(TensorPrim dst, TensorPrim src);
 } TensorPluginInfo;
 
 /* What the host offers a plugin. */
