@@ -181,7 +181,7 @@ class TENSOR_API GradientSync {
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
   GradientSync(GradientSync&&) noexcept = default;  ///< the thread and the marks go with it
-  GradientSync& operator=(GradientSync&&) noexcept = default;
+  GradientSync& operator=(GradientSync&&) noexcept = default;  ///< the same as the move constructor
   /// After backward: every parameter's gradient in `grads` replaced by its reduction over
   /// the ranks. A collective: every rank calls it once per step. World size 1: no change.
   /// Profiled (TENSOR_PROFILE=1, tensor/profile.hpp) as rows of the gradients' device:
