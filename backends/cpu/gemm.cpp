@@ -489,7 +489,7 @@ std::string gemm_route() {
   if (bf16_gemm_live())
     half = std::string("; bf16 onednn brgemm (") +
            (dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? "AMX" : "AVX512_BF16") +
-           "), B packed once per product from 256^3; f16 widened to f32 (no f16 matmul in oneDNN " +
+           "), B packed per slab (TENSOR_BF16_PACKED_B=1: once per product); f16 widened to f32 (no f16 matmul in oneDNN " +
            std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + ")";
   return std::string("f32 onednn sgemm (") + isa + ")" + half + "; f64 blis";
 #elif TENSOR_HAVE_BLIS

@@ -1,8 +1,8 @@
 // Matrix product on the CPU, batched with broadcast batch dims: f32/f64 through BLIS's
 // typed gemm on the operands' own row/column strides (a transposed operand is not
 // copied), bf16 on oneDNN's AVX512_BF16 kernels where they are live (gemm.hpp's
-// bf16gemm; else, and for small products, through f32; from 256^3 on 2+ threads with B
-// packed once and shared by the slabs: packed_gemm), f16 through f32 (Debian's oneDNN 2.6
+// bf16gemm; else, and for small products, through f32; with TENSOR_BF16_PACKED_B=1, from
+// 256^3 on 2+ threads with B packed once and shared by the slabs: packed_gemm), f16 through f32 (Debian's oneDNN 2.6
 // has no CPU f16 matmul), ints through a plain wrapping loop.
 //
 // Threads (the thread count is set per call, so the BLIS_NUM_THREADS / OMP_NUM_THREADS
@@ -10,6 +10,7 @@
 // single-threaded BLIS call, on parallel_chunks (never BLIS's own OpenMP threads); a batch of small products runs whole products per chunk on
 // parallel_chunks. See gemm() for why.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -151,13 +152,24 @@ constexpr std::size_t kMinSlab = 64;
 // f32 stays on dnnl_sgemm slabs: packed B there saved no CPU time at n = 128..2048, as
 // dnnl_sgemm packs B in cache-sized blocks as it goes.
 constexpr double kPackedBf16Work = 256.0 * 256.0 * 256.0;
+// Off unless TENSOR_BF16_PACKED_B=1: on the idle machine (2026-12-06, load 0.6, 2 threads,
+// AMX, three interleaved runs against the build without it) the packed route took more wall
+// time than a product per slab: n = 2048 23.6-25.4 ms against 10.8-12.1 ms, n = 1024
+// 2.14-2.30 ms against 1.46-2.56 ms; the CPU-time saving above was measured under load.
+bool packed_bf16_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TENSOR_BF16_PACKED_B");
+    return e != nullptr && e[0] == '1' && e[1] == '\0';
+  }();
+  return on;
+}
 
 template <class T>
 void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
           MatStrides sc, int threads) {
   if constexpr (std::is_same_v<T, bf16>) {
     const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    if (threads >= 2 && m >= 2 * kMinSlab && work >= kPackedBf16Work &&
+    if (threads >= 2 && m >= 2 * kMinSlab && work >= kPackedBf16Work && packed_bf16_enabled() &&
         packed_gemm(GemmType::bf16, m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs,
                     2 * static_cast<std::size_t>(threads)))
       return;

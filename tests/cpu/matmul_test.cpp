@@ -188,8 +188,9 @@ TEST(CpuMatmul, Bf16ProductsRoundExactSumsOnce) {
                    "batch 37 of 64^3");
 }
 
-// bf16 products past 256^3 multiply-adds with at least 128 rows take packed_gemm on 2+
-// threads (B packed once, shared by slabs of rows; 301 rows leave a shorter last slab):
+// bf16 products past 256^3 multiply-adds with at least 128 rows, split into slabs of rows on 2+
+// threads (with TENSOR_BF16_PACKED_B=1 on packed_gemm: B packed once, shared by the slabs;
+// gemm_test calls packed_gemm itself; 301 rows leave a shorter last slab):
 // contiguous, transposed, row-sliced and copied operands, and a batch, each element the
 // exact sum rounded once.
 TEST(CpuMatmul, Bf16PackedBSlabsRoundExactSumsOnce) {

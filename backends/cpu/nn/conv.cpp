@@ -346,11 +346,14 @@ void direct_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T*
             [&](std::size_t task) { one(static_cast<I>(task)); });
 }
 
-// The f32 gradients of 2-d convolutions go to oneDNN's primitives where they take them
-// (conv_onednn.hpp); TENSOR_CONV_ONEDNN=0 keeps them on im2col + gemm (benchmarks only).
+// With TENSOR_CONV_ONEDNN=1 the f32 gradients of 2-d convolutions go to oneDNN's primitives
+// where they take them (conv_onednn.hpp). Off by default: on the idle machine (2026-12-06,
+// load 0.6-0.9) x-grad + w-grad of [32,64,56,56] with 64 3x3 filters took 109-114 ms that way
+// against 72-74 ms on im2col + gemm (interleaved runs); its CPU-time saving was measured
+// under load.
 const bool kOnednnGrads = [] {
   const char* e = std::getenv("TENSOR_CONV_ONEDNN");
-  return e == nullptr || std::string_view(e) != "0";
+  return e != nullptr && std::string_view(e) == "1";
 }();
 
 bool depthwise(const ConvGeom& g) {
