@@ -188,12 +188,9 @@ HWY_INLINE void KahanAdd(V& s, V& c, V v) {
 template <class T>
 HWY_INLINE T ScalarExp(T t) { return std::exp(t); }
 
-// exp(x[k..] - max) of one vector of a softmax row (negated x for softmin), stored to
-// out when `store`.
-template <class D, class V, class T = TFromD<D>>
-HWY_INLINE V RowExp(D d, const T* x, T* out, size_t k, V vm, bool neg, bool store) {
-  const V v = hn::LoadU(d, x + k);
-  const V t = hn::Sub(neg ? hn::Neg(v) : v, vm);
+// exp(t) for t <= 0: ExpNonPos, with the lanes it cannot take exactly done by std::exp.
+template <class D, class V = hn::Vec<D>, class T = TFromD<D>>
+HWY_INLINE V ExpNonPosExact(D d, V t) {
   bool ok = true;
   V e = ExpNonPos(d, t, ok);
   if (HWY_UNLIKELY(!ok)) {
@@ -202,6 +199,15 @@ HWY_INLINE V RowExp(D d, const T* x, T* out, size_t k, V vm, bool neg, bool stor
     for (size_t q = 0; q < hn::Lanes(d); ++q) buf[q] = ScalarExp<T>(buf[q]);
     e = hn::Load(d, buf);
   }
+  return e;
+}
+
+// exp(x[k..] - max) of one vector of a softmax row (negated x for softmin), stored to
+// out when `store`.
+template <class D, class V, class T = TFromD<D>>
+HWY_INLINE V RowExp(D d, const T* x, T* out, size_t k, V vm, bool neg, bool store) {
+  const V v = hn::LoadU(d, x + k);
+  const V e = ExpNonPosExact(d, hn::Sub(neg ? hn::Neg(v) : v, vm));
   if (store) hn::StoreU(e, d, out + k);
   return e;
 }
@@ -318,7 +324,7 @@ HWY_INLINE void SoftColsStats(SoftOp op, const T* HWY_RESTRICT x, size_t n, size
   const T lowest = std::numeric_limits<T>::lowest();
   auto load = [&](const T* p) HWY_ATTR { const auto v = hn::LoadU(d, p); return neg ? hn::Neg(v) : v; };
   const size_t mv = m - m % N;
-  HWY_ALIGN T bo[hn::MaxLanes(d)], bn[hn::MaxLanes(d)], bsum[hn::MaxLanes(d)], tb[hn::MaxLanes(d)];
+  HWY_ALIGN T bo[hn::MaxLanes(d)], bn[hn::MaxLanes(d)], bsum[hn::MaxLanes(d)];
   for (size_t j0 = 0; j0 < n; j0 += kRows) {
     const size_t rows = std::min(kRows, n - j0);
     const T* base = x + j0 * inner;
@@ -333,15 +339,7 @@ HWY_INLINE void SoftColsStats(SoftOp op, const T* HWY_RESTRICT x, size_t n, size
       const auto msub = hn::Max(mn, hn::Set(d, lowest));  // -inf lanes: terms -inf - lowest = -inf, exp 0
       auto sum = hn::Zero(d);
       for (size_t k = 0; k < rows; ++k) {
-        const auto t = hn::Sub(v[k], msub);
-        bool ok = true;
-        auto e = ExpNonPos(d, t, ok);
-        if (HWY_UNLIKELY(!ok)) {
-          hn::Store(t, d, tb);
-          for (size_t q = 0; q < N; ++q) tb[q] = ScalarExp<T>(tb[q]);
-          e = hn::Load(d, tb);
-        }
-        sum = hn::Add(sum, e);
+        sum = hn::Add(sum, ExpNonPosExact(d, hn::Sub(v[k], msub)));
       }
       hn::Store(sum, d, bsum);
       if (hn::AllTrue(d, hn::Eq(mo, mn))) {  // no lane's max rose (the common case): no rescale
@@ -439,7 +437,6 @@ HWY_INLINE void SoftColsWrite(SoftOp op, const T* HWY_RESTRICT x, T* HWY_RESTRIC
   const bool neg = op == SoftOp::Softmin, log = op == SoftOp::LogSoftmax;
   auto load = [&](const T* p) HWY_ATTR { const auto v = hn::LoadU(d, p); return neg ? hn::Neg(v) : v; };
   const size_t mv = m - m % N;
-  HWY_ALIGN T tb[hn::MaxLanes(d)];
   for (size_t j = 0; j < n; ++j) {
     const T* row = x + j * inner;
     T* orow = out + j * inner;
@@ -449,14 +446,7 @@ HWY_INLINE void SoftColsWrite(SoftOp op, const T* HWY_RESTRICT x, T* HWY_RESTRIC
         hn::StoreU(hn::Sub(t, hn::LoadU(d, scale + i)), d, orow + i);
         continue;
       }
-      bool ok = true;
-      auto e = ExpNonPos(d, t, ok);
-      if (HWY_UNLIKELY(!ok)) {
-        hn::Store(t, d, tb);
-        for (size_t q = 0; q < N; ++q) tb[q] = ScalarExp<T>(tb[q]);
-        e = hn::Load(d, tb);
-      }
-      hn::StoreU(hn::Mul(e, hn::LoadU(d, scale + i)), d, orow + i);
+      hn::StoreU(hn::Mul(ExpNonPosExact(d, t), hn::LoadU(d, scale + i)), d, orow + i);
     }
     for (size_t i = mv; i < m; ++i) {
       const T t = (neg ? -row[i] : row[i]) - M[i];
