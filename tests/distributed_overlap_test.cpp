@@ -125,6 +125,17 @@ TEST(DistOverlap, TheSettingAndTheMarks) {
   EXPECT_FALSE(dist::is_distributed(leaf));
   dist::set_distributed(leaf, 77);
   EXPECT_EQ(dist::distributed_id(leaf), 77u);
+  // The Tensor members the issue names are the same mark.
+  EXPECT_TRUE(leaf.is_distributed());
+  EXPECT_EQ(&leaf.set_distributed(0), &leaf);
+  EXPECT_FALSE(leaf.is_distributed());
+  EXPECT_FALSE(dist::is_distributed(leaf));
+  leaf.set_distributed(78);
+  EXPECT_EQ(dist::distributed_id(leaf), 78u);
+  EXPECT_THROW(leaf.square().set_distributed(1), Error);
+  EXPECT_FALSE(leaf.square().is_distributed());
+  dist::set_distributed(leaf, 77);
+  EXPECT_EQ(dist::distributed_id(leaf), 77u);
   EXPECT_THROW(dist::set_distributed(leaf.square(), 1), Error);
   EXPECT_THROW(dist::set_distributed(Tensor<1>::zeros(Shape{2}, kCpu.autodiff()), 1), Error);
   dist_dp::Mlp mm(kCpu.autodiff());

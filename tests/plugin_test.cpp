@@ -8,6 +8,7 @@
 
 #include "tensor/backend_loader.hpp"
 #include "tensor/graph.hpp"
+#include "tensor/nn.hpp"
 #include "test_util.hpp"
 
 #ifndef REF_PLUGIN_DIR
@@ -67,6 +68,47 @@ TEST_F(RefDevice, NativeKernelsComputeByHandValues) {
             (std::vector<std::int32_t>{7, 7, 7, 8, 8, 8}));
 }
 
+// ABI 1.2: entries of the families whose arguments travel in TensorOpCall::args.
+TEST_F(RefDevice, LayoutIndexingAndConvEntriesByHandValues) {
+  const auto x = a();  // [[1, 2, 3], [4, 5, 6]]
+  EXPECT_EQ(vec(x.permute({1, 0})), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_EQ(vec(x.flip({1})), (std::vector<float>{3, 2, 1, 6, 5, 4}));
+  EXPECT_EQ(vec(x.flip({0, 1})), (std::vector<float>{6, 5, 4, 3, 2, 1}));
+  EXPECT_EQ(vec(x.swap_dims(0, 1)), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_EQ(vec(x.slice({Slice::range(0, 2), Slice::range(0, 3, 2)})), (std::vector<float>{1, 3, 4, 6}));
+  EXPECT_EQ(vec(x.slice({Slice::range(1, 2)})), (std::vector<float>{4, 5, 6}));
+  EXPECT_EQ(vec(cat(std::vector<Tensor<2>>{x, x * 10.0f}, 0)), (std::vector<float>{1, 2, 3, 4, 5, 6, 10, 20, 30, 40, 50, 60}));
+  EXPECT_EQ(vec(cat(std::vector<Tensor<2>>{x, x.slice({Slice::range(0, 2), Slice::range(0, 1)})}, 1)), (std::vector<float>{1, 2, 3, 1, 4, 5, 6, 4}));
+  const auto xi = Tensor<2, Int>::from_data(TensorData::from<std::int64_t>({1, 2, 3, 4, 5, 6}, {2, 3}), dev);
+  EXPECT_EQ(xi.permute({1, 0}).into_data().to_vec<std::int64_t>(), (std::vector<std::int64_t>{1, 4, 2, 5, 3, 6}));
+  const auto idx = Tensor<2, Int>::from_data(TensorData::from<std::int32_t>({2, 0, 1, 1}, {2, 2}), dev);
+  EXPECT_EQ(vec(x.gather(1, idx)), (std::vector<float>{3, 1, 5, 5}));
+  // The index values are the plugin's to check: its message, under [ref:gather].
+  const auto bad = Tensor<2, Int>::from_data(TensorData::from<std::int32_t>({3, 0, 1, 1}, {2, 2}), dev);
+  EXPECT_THROWS(IndexError, x.gather(1, bad), "[ref:gather] [gather] index out of range for dim 1; expected 0 <= index < 3; got 3");
+  // conv2d [1, 2, 3, 3] * [2, 1, 2, 2] (groups 2), stride 1, padding 1, dilation 2, bias
+  // [10, 20]: out[o][y][z] = b[o] + sum_ij x[o][y-1+2i][z-1+2j] w[o][i][j] (in range).
+  std::vector<float> xv(18), wv{1, 2, 3, 4, -1, 0, 0, 1};
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i);
+  const auto img = Tensor<4>::from_data(TensorData::from<float>(xv, {1, 2, 3, 3}), dev);
+  const auto w = Tensor<4>::from_data(TensorData::from<float>(wv, {2, 1, 2, 2}), dev);
+  const auto bias = Tensor<1>::from_data(TensorData::from<float>({10, 20}, {2}), dev);
+  std::vector<float> want;
+  for (int o = 0; o < 2; ++o)
+    for (int y = 0; y < 3; ++y)
+      for (int z = 0; z < 3; ++z) {
+        float s = o == 0 ? 10.0f : 20.0f;
+        for (int i = 0; i < 2; ++i)
+          for (int j = 0; j < 2; ++j) {
+            const int yy = y - 1 + 2 * i, zz = z - 1 + 2 * j;
+            if (yy >= 0 && yy < 3 && zz >= 0 && zz < 3) s += xv[(o * 3 + yy) * 3 + zz] * wv[(o * 2 + i) * 2 + j];
+          }
+        want.push_back(s);
+      }
+  const nn::ConvOptions<2> opt{{1, 1}, {1, 1}, {2, 2}, 2};
+  EXPECT_EQ(vec(nn::conv2d(img, w, bias, opt)), want);
+}
+
 TEST_F(RefDevice, OpsWithoutAKernelRunOnTheHost) {
   // transpose and f64 arithmetic have no entry in the plugin: the host CPU runs them.
   EXPECT_EQ(vec(a().transpose()), (std::vector<float>{1, 4, 2, 5, 3, 6}));
@@ -112,7 +154,7 @@ void expect_refused(const std::string& name, std::initializer_list<const char*> 
   }
 }
 
-TEST(PluginChecks, WrongAbiMajor) { expect_refused("ref_badabi", {"ABI major 2.1 != host 1.1"}); }
+TEST(PluginChecks, WrongAbiMajor) { expect_refused("ref_badabi", {"ABI major 2.2 != host 1.2"}); }
 TEST(PluginChecks, AnAbi10PluginLoadsWithoutTheNewerMembers) {
   // Built as ABI 1.0 (its struct ends before `assign`): loaded, and its ops run; with no
   // `assign`, a capture replays by re-running the closure and copy_from is refused.
@@ -121,6 +163,16 @@ TEST(PluginChecks, AnAbi10PluginLoadsWithoutTheNewerMembers) {
   auto x = Tensor<1>::ones({2}, d);
   EXPECT_FALSE(capture(d, [&] { return x + 1.0f; }).is_native());
   EXPECT_THROW(x.copy_from(Tensor<1>::ones({2}, d)), NotImplemented);
+  // Its gather entry is ABI 1.2's: never called under 1.0, so the host's kernel runs (and
+  // its message, not the plugin's, names the bad index).
+  const auto src = Tensor<2>::ones({1, 2}, d);
+  const auto bad = Tensor<2, Int>::from_data(TensorData::from<std::int32_t>({0, 5}, {1, 2}), d);
+  try {
+    (void)src.gather(1, bad).into_data();
+    ADD_FAILURE() << "gather with index 5 of 2 ran";
+  } catch (const IndexError& e) {
+    EXPECT_EQ(std::string(e.what()).find("[ref_abi10:gather]"), std::string::npos) << e.what();
+  }
   // On ref:0 (ABI 1.1, with `assign`) the same capture is native.
   const Device r = Device::parse("ref:0");
   auto y = Tensor<1>::ones({2}, r);
@@ -143,7 +195,7 @@ TEST(PluginChecks, RefusedCandidatesOnThePathLeaveTheOthersLoaded) {
   // The directory holds every variant: the good ones are devices, the others were refused.
   EXPECT_EQ(Device::parse("ref:0").backend_name(), "dispatch<ref>");
   EXPECT_EQ(Device::parse("refthrow:0").backend_name(), "dispatch<refthrow>");
-  EXPECT_THROWS(DeviceError, Device::parse("ref_badabi:0"), "ABI major 2.1 != host 1.1");
+  EXPECT_THROWS(DeviceError, Device::parse("ref_badabi:0"), "ABI major 2.2 != host 1.2");
 }
 
 TEST(PluginChecks, AFailingEntryKeepsItsMessage) {

@@ -10,10 +10,9 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
-#ifdef REF_CLASH
 #include <string>
-#endif
 
 #ifndef REF_NAME
 #define REF_NAME "ref"
@@ -300,6 +299,200 @@ TensorStatus op_zeros(TensorOpCall* c) { return fill(c, 0.0f); }
 TensorStatus op_ones(TensorOpCall* c) { return fill(c, 1.0f); }
 TensorStatus op_full(TensorOpCall* c) { return fill(c, scalar_of(c)); }
 
+// ---- ABI 1.2 entries: arguments in call->args (layout, indexing, a module op) --------------
+
+// Element strides of a dense row-major meta.
+void dense_strides(const TensorMeta& m, std::int64_t* st) {
+  std::int64_t s = 1;
+  for (std::uint32_t k = m.rank; k-- > 0;) {
+    st[k] = s;
+    s *= m.shape[k];
+  }
+}
+// out[i] = a[base + sum(coord_k * step[k])] for every element of `out`, any dtype: permute,
+// flip, swap_dims and slice are all such a view of the input, copied.
+TensorStatus copy_view(TensorOpCall* c, const TensorMeta& out, std::int64_t base, const std::int64_t* step) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* a = ref(c->inputs[0]);
+    RefTensor* o = make(out);
+    const std::size_t e = elem_size(out.dtype);
+    std::int64_t coord[TENSOR_PLUGIN_MAX_RANK] = {};
+    for (std::size_t i = 0, n = count(out); i < n; ++i) {
+      std::int64_t at = base;
+      for (std::uint32_t k = 0; k < out.rank; ++k) at += coord[k] * step[k];
+      std::memcpy(o->bytes() + i * e, a->bytes() + static_cast<std::size_t>(at) * e, e);
+      for (std::uint32_t k = out.rank; k-- > 0;) {  // next coordinate, last dim fastest
+        if (++coord[k] < out.shape[k]) break;
+        coord[k] = 0;
+      }
+    }
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+// permute: args = [rank, axes...] (output dim k is input dim axes[k]).
+TensorStatus op_permute(TensorOpCall* c) {
+  const TensorMeta& in = ref(c->inputs[0])->meta;
+  std::int64_t st[TENSOR_PLUGIN_MAX_RANK], step[TENSOR_PLUGIN_MAX_RANK];
+  dense_strides(in, st);
+  TensorMeta out = in;
+  for (std::uint32_t k = 0; k < in.rank; ++k) {
+    const auto ax = static_cast<std::uint32_t>(c->args[1 + k]);
+    out.shape[k] = in.shape[ax];
+    step[k] = st[ax];
+  }
+  return copy_view(c, out, 0, step);
+}
+// flip: args = [n, axes...] (the dims reversed).
+TensorStatus op_flip(TensorOpCall* c) {
+  const TensorMeta& in = ref(c->inputs[0])->meta;
+  std::int64_t step[TENSOR_PLUGIN_MAX_RANK];
+  dense_strides(in, step);
+  std::int64_t base = 0;
+  for (std::int64_t j = 0; j < c->args[0]; ++j) {
+    const auto ax = static_cast<std::uint32_t>(c->args[1 + j]);
+    if (in.shape[ax] > 0) base += (in.shape[ax] - 1) * step[ax];
+    step[ax] = -step[ax];
+  }
+  return copy_view(c, in, base, step);
+}
+// swap_dims: args = [dim0, dim1].
+TensorStatus op_swap_dims(TensorOpCall* c) {
+  const TensorMeta& in = ref(c->inputs[0])->meta;
+  std::int64_t step[TENSOR_PLUGIN_MAX_RANK];
+  dense_strides(in, step);
+  TensorMeta out = in;
+  const auto d0 = static_cast<std::uint32_t>(c->args[0]), d1 = static_cast<std::uint32_t>(c->args[1]);
+  std::swap(out.shape[d0], out.shape[d1]);
+  std::swap(step[d0], step[d1]);
+  return copy_view(c, out, 0, step);
+}
+// slice: args = [n, (start, step, len) for dims 0..n-1]; dims past n are whole.
+TensorStatus op_slice(TensorOpCall* c) {
+  const TensorMeta& in = ref(c->inputs[0])->meta;
+  std::int64_t st[TENSOR_PLUGIN_MAX_RANK], step[TENSOR_PLUGIN_MAX_RANK];
+  dense_strides(in, st);
+  TensorMeta out = in;
+  std::int64_t base = 0;
+  for (std::uint32_t k = 0; k < in.rank; ++k) {
+    step[k] = st[k];
+    if (k < static_cast<std::uint64_t>(c->args[0])) {
+      const std::int64_t* d = c->args + 1 + 3 * k;
+      out.shape[k] = d[2];
+      if (d[2] > 0) base += d[0] * st[k];
+      step[k] = st[k] * d[1];
+    }
+  }
+  return copy_view(c, out, base, step);
+}
+// cat: inputs = the parts, args = [dim].
+TensorStatus op_cat(TensorOpCall* c) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    const auto dim = static_cast<std::uint32_t>(c->args[0]);
+    TensorMeta out = ref(c->inputs[0])->meta;
+    out.shape[dim] = 0;
+    for (std::uint32_t j = 0; j < c->input_count; ++j) out.shape[dim] += ref(c->inputs[j])->meta.shape[dim];
+    std::size_t outer = 1, inner = elem_size(out.dtype);
+    for (std::uint32_t k = 0; k < dim; ++k) outer *= static_cast<std::size_t>(out.shape[k]);
+    for (std::uint32_t k = dim + 1; k < out.rank; ++k) inner *= static_cast<std::size_t>(out.shape[k]);
+    RefTensor* o = make(out);
+    std::size_t at = 0;
+    for (std::size_t p = 0; p < outer; ++p)
+      for (std::uint32_t j = 0; j < c->input_count; ++j) {
+        RefTensor* part = ref(c->inputs[j]);
+        const std::size_t row = static_cast<std::size_t>(part->meta.shape[dim]) * inner;
+        if (row) std::memcpy(o->bytes() + at, part->bytes() + p * row, row);
+        at += row;
+      }
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+std::int64_t index_at(RefTensor* t, std::size_t i) {
+  switch (t->meta.dtype) {
+    case TENSOR_DTYPE_I64: return reinterpret_cast<const std::int64_t*>(t->bytes())[i];
+    case TENSOR_DTYPE_I32: return reinterpret_cast<const std::int32_t*>(t->bytes())[i];
+    case TENSOR_DTYPE_I16: return reinterpret_cast<const std::int16_t*>(t->bytes())[i];
+    case TENSOR_DTYPE_I8: return reinterpret_cast<const std::int8_t*>(t->bytes())[i];
+    case TENSOR_DTYPE_U64: return static_cast<std::int64_t>(reinterpret_cast<const std::uint64_t*>(t->bytes())[i]);
+    case TENSOR_DTYPE_U32: return reinterpret_cast<const std::uint32_t*>(t->bytes())[i];
+    case TENSOR_DTYPE_U16: return reinterpret_cast<const std::uint16_t*>(t->bytes())[i];
+    default: return t->bytes()[i];
+  }
+}
+// gather: inputs = [x (f32), indices (any int dtype, x's shape but along dim)], args = [dim].
+// The host checked the shapes, not the index values: out of range is an INDEX error.
+TensorStatus op_gather(TensorOpCall* c) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* a = ref(c->inputs[0]);
+    RefTensor* idx = ref(c->inputs[1]);
+    const auto dim = static_cast<std::uint32_t>(c->args[0]);
+    TensorMeta out = idx->meta;
+    out.dtype = a->meta.dtype;
+    std::size_t outer = 1, inner = 1;
+    for (std::uint32_t k = 0; k < dim; ++k) outer *= static_cast<std::size_t>(out.shape[k]);
+    for (std::uint32_t k = dim + 1; k < out.rank; ++k) inner *= static_cast<std::size_t>(out.shape[k]);
+    const auto len = static_cast<std::size_t>(out.shape[dim]);
+    const std::int64_t src_len = a->meta.shape[dim];
+    for (std::size_t i = 0, n = count(out); i < n; ++i) {
+      const std::int64_t j = index_at(idx, i);
+      if (j < 0 || j >= src_len) {
+        const std::string msg = "[gather] index out of range for dim " + std::to_string(dim) + "; expected 0 <= index < " +
+                                std::to_string(src_len) + "; got " + std::to_string(j);
+        return g_host->set_error(TENSOR_STATUS_INDEX, msg.c_str());
+      }
+    }
+    RefTensor* o = make(out);
+    for (std::size_t p = 0; p < outer; ++p)
+      for (std::size_t j = 0; j < len; ++j)
+        for (std::size_t q = 0; q < inner; ++q) {
+          const std::size_t i = (p * len + j) * inner + q;
+          const auto s = static_cast<std::size_t>(index_at(idx, i));
+          f32(o)[i] = f32(a)[(p * static_cast<std::size_t>(src_len) + s) * inner + q];
+        }
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+// conv2d: inputs = [x [N,C,H,W], w [O,C/g,KH,KW], bias [O] or NULL] (f32), args = convolution
+// options: rank, stride[3], padding[3], dilation[3], padding_out[3], groups.
+TensorStatus op_conv2d(TensorOpCall* c) {
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* x = ref(c->inputs[0]);
+    RefTensor* w = ref(c->inputs[1]);
+    RefTensor* bias = c->input_count > 2 && c->inputs[2] ? ref(c->inputs[2]) : nullptr;
+    const std::int64_t* a = c->args;
+    const std::int64_t sh = a[1], sw = a[2], ph = a[4], pw = a[5], dh = a[7], dw = a[8], groups = a[13];
+    const std::int64_t n = x->meta.shape[0], ci = x->meta.shape[1], h = x->meta.shape[2], wd = x->meta.shape[3];
+    const std::int64_t co = w->meta.shape[0], cg = w->meta.shape[1], kh = w->meta.shape[2], kw = w->meta.shape[3];
+    TensorMeta out = x->meta;
+    out.shape[1] = co;
+    out.shape[2] = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+    out.shape[3] = (wd + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+    RefTensor* o = make(out);
+    const std::int64_t oh = out.shape[2], ow = out.shape[3], og = co / groups;
+    (void)ci;
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t oc = 0; oc < co; ++oc)
+        for (std::int64_t y = 0; y < oh; ++y)
+          for (std::int64_t z = 0; z < ow; ++z) {
+            double s = bias ? f32(bias)[oc] : 0.0;
+            const std::int64_t g = oc / og;
+            for (std::int64_t ic = 0; ic < cg; ++ic)
+              for (std::int64_t i = 0; i < kh; ++i)
+                for (std::int64_t j = 0; j < kw; ++j) {
+                  const std::int64_t yy = y * sh - ph + i * dh, zz = z * sw - pw + j * dw;
+                  if (yy < 0 || yy >= h || zz < 0 || zz >= wd) continue;
+                  s += static_cast<double>(f32(x)[((b * x->meta.shape[1] + g * cg + ic) * h + yy) * wd + zz]) *
+                       f32(w)[((oc * cg + ic) * kh + i) * kw + j];
+                }
+            f32(o)[((b * co + oc) * oh + y) * ow + z] = static_cast<float>(s);
+          }
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+
 // ---- the tables --------------------------------------------------------------------------
 
 struct Tables {
@@ -321,7 +514,7 @@ void put(Tables& t, unsigned op, TensorOpFn fn, uint32_t dtypes = TENSOR_DTYPE_B
   t.dtypes[op] = dtypes;
 }
 
-const TensorFeature kFeatures[] = {{"kernels", "scalar f32"}, {nullptr, nullptr}};
+const TensorFeature kFeatures[] = {{"kernels", "scalar f32; layout ops on every dtype"}, {nullptr, nullptr}};
 
 Tables* build() {
   auto* t = new Tables;
@@ -342,6 +535,13 @@ Tables* build() {
   put(*t, TENSOR_OP_matmul, &op_matmul);
   put(*t, TENSOR_OP_reshape, &op_reshape, kEveryStoredDtype);
   put(*t, TENSOR_OP_expand, &op_expand, kEveryStoredDtype);
+  put(*t, TENSOR_OP_permute, &op_permute, kEveryStoredDtype);
+  put(*t, TENSOR_OP_flip, &op_flip, kEveryStoredDtype);
+  put(*t, TENSOR_OP_swap_dims, &op_swap_dims, kEveryStoredDtype);
+  put(*t, TENSOR_OP_slice, &op_slice, kEveryStoredDtype);
+  put(*t, TENSOR_OP_cat, &op_cat, kEveryStoredDtype);
+  put(*t, TENSOR_OP_gather, &op_gather);
+  put(*t, TENSOR_OP_conv2d, &op_conv2d);
 
   TensorPluginInfo& i = t->info;
   i.struct_size = sizeof(TensorPluginInfo);

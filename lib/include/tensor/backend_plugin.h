@@ -18,7 +18,7 @@
 #include "tensor/backend_plugin_ops.h"
 
 #define TENSOR_PLUGIN_ABI_MAJOR 1
-#define TENSOR_PLUGIN_ABI_MINOR 1
+#define TENSOR_PLUGIN_ABI_MINOR 2
 /* The most dims a tensor has (tensor::kMaxRank). */
 #define TENSOR_PLUGIN_MAX_RANK 8
 
@@ -88,7 +88,26 @@ typedef struct TensorScalar {
  *   Scalar             inputs[0], scalar
  *   Dim                inputs[0], dim
  *   Create             out only (empty, zeros, ones)
- *   Full               out, scalar */
+ *   Full               out, scalar
+ *   Matmul             inputs[0], inputs[1] (batch dims broadcast)
+ *   Reshape            inputs[0] (out.shape is the target: reshape, expand)
+ * ABI 1.2: every other family with a tensor input (layout, indexing, sort, cast, compare,
+ * module ops, ...), called only when the plugin's abi_minor >= 2; the exceptions are
+ * Collective (the host's staging runs it) and the QFloat rows (quantized tensors do not cross).
+ * Its members follow the op's C++ signature (docs/plugins.md lists every family):
+ *   inputs             every tensor argument in order (a list, as cat's, is expanded in
+ *                      place); a NULL input is an absent optional tensor (a bias, a mask)
+ *   scalar, scalar2    the first and second Scalar or floating (eps) argument
+ *   args               every other argument in order, as int64: a dim, count, flag or enum as
+ *                      one value (a dtype as its TensorDTypeCode); a shape or an axis list as
+ *                      its length, then the values; slices as their count, then (start, step,
+ *                      len) per dim; convolution options as rank, stride[3], padding[3],
+ *                      dilation[3], padding_out[3], groups; pool options as rank, kernel[3],
+ *                      stride[3], padding[3], dilation[3], output_size[3], ceil_mode,
+ *                      count_include_pad
+ *   out                dtype -1: the entry decides the result's dtype and shape (the host
+ *                      reads them with prim.metadata)
+ *   result2            the second result of a two-result op (values then indices) */
 typedef struct TensorOpCall {
   uint32_t struct_size;
   uint32_t op;     /* a TensorOpCode */
@@ -101,6 +120,11 @@ typedef struct TensorOpCall {
   TensorScalar scalar;
   int64_t dim;
   TensorPrim result; /* set by the entry: a new reference the host releases */
+  /* ABI 1.2 (a plugin reads them only from entries the host calls under 1.2: see above). */
+  TensorScalar scalar2;
+  const int64_t *args; /* borrowed for the call */
+  uint32_t arg_count;
+  TensorPrim result2; /* set by the entry of a two-result op: a new reference */
 } TensorOpCall;
 
 typedef TensorStatus (*TensorOpFn)(TensorOpCall *call);

@@ -20,8 +20,6 @@ namespace tensor::detail {
 /// The collective a Tensor call names; `arg` is the ReduceOp or the root (lib/src/distributed/).
 enum class DistOp : std::uint8_t { all_reduce, broadcast, all_gather, reduce_scatter };
 TENSOR_API Handle dist_collective(DistOp op, Handle&& h, int arg);
-TENSOR_API void set_distributed(const Handle& h, std::uint64_t param_id);
-TENSOR_API std::uint64_t distributed_id(const Handle& h);
 }  // namespace tensor::detail
 
 /// Collectives across processes (MPI) or threads (LocalGroup): all_reduce, broadcast,

@@ -50,6 +50,8 @@ TENSOR_API Handle grad_remove(Gradients& grads, const Handle& x);
 TENSOR_API void grad_replace(Gradients& grads, const Handle& x, Handle&& g);
 TENSOR_API Handle set_require_grad(Handle&& a, bool on);
 TENSOR_API bool is_require_grad(const Handle& a);
+TENSOR_API void set_distributed(const Handle& h, std::uint64_t param_id);  ///< lib/src/distributed/
+TENSOR_API std::uint64_t distributed_id(const Handle& h);
 TENSOR_API Handle inner(Handle&& a);
 TENSOR_API Handle from_inner(Handle&& a);
 }  // namespace detail

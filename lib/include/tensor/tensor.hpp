@@ -534,6 +534,16 @@ class TENSOR_API Tensor {
   TENSOR_FLOAT_METHOD(Tensor, set_require_grad, (bool on), detail::set_require_grad(std::move(self), on))
   /// True when marked with require_grad() (always false off an autodiff device).
   bool is_require_grad() const requires(kIsFloat) { return detail::is_require_grad(h_); }
+  /// Marks this parameter (a require_grad leaf on an autodiff device) for data-parallel
+  /// training with `param_id` (burn's set_distributed; 0 removes the mark): backward reports
+  /// its gradient to the reducer that owns the id as soon as it is final (dist::GradientSync,
+  /// <tensor/distributed.hpp>). Error for an untracked tensor or one computed from a leaf.
+  const Tensor& set_distributed(std::uint64_t param_id) const requires(kIsFloat) {
+    detail::set_distributed(h_, param_id);
+    return *this;
+  }
+  /// True when this tensor carries a set_distributed mark.
+  bool is_distributed() const requires(kIsFloat) { return detail::distributed_id(h_) != 0; }
   /// Backward pass from this one-element tensor (a loss; ShapeError otherwise); frees the graph's
   /// intermediates, so a second backward() over them throws Error.
   Gradients backward() const requires(kIsFloat) { return detail::backward(h_); }
