@@ -244,9 +244,11 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
   // One training step at the rate lr_now (a captured graph's fallback re-runs it, so it
   // outlives the loop; in graph mode the rate reaches the graph through prepare_step).
   double lr_now = opt.lr;
-  auto step = [&](const Tensor<4>& x, const Tensor<2>& y) {
+  // `weight` scales this rank's share of the gradient when its part of a smaller last batch
+  // is not 1/W of it (below); the loss returned is the plain mean.
+  auto step = [&](const Tensor<4>& x, const Tensor<2>& y, double weight = 1.0) {
     auto loss = cross_entropy(model.forward(x), y);
-    tensor::Gradients grads = loss.backward();
+    tensor::Gradients grads = weight == 1.0 ? loss.backward() : (loss * weight).backward();
     sync.sync(grads);
     optimizer.step(lr_now, model, grads);
     return loss;
@@ -260,13 +262,13 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
         << ", batch " << opt.batch << (world > 1 ? " (" + std::to_string(opt.batch / W) + " on each of " + std::to_string(world) + " processes)" : "")
         << ", seed " << opt.seed << (ckpt ? ", resumed after epoch " + std::to_string(start) : "")
         << '\n';
-  // Several processes run the same number of steps: the epoch's tail that does not fill a
-  // global batch is dropped (one process keeps its last, smaller batch).
-  const std::size_t n = data.train.n, batches = world > 1 ? n / opt.batch : (n + opt.batch - 1) / opt.batch;
+  // Every world takes the same steps: the full global batches, then the epoch's tail as one
+  // smaller batch, split over the ranks like the others (so W processes train on the same
+  // batches as one; the tail is not dropped).
+  const std::size_t n = data.train.n, batches = (n + opt.batch - 1) / opt.batch;
   if (batches == 0)
-    throw tensor::ShapeError("[train] expected at least one global batch of " + std::to_string(opt.batch) + " images; got " +
-                             std::to_string(n) + " training images");
-  const std::size_t used = world > 1 ? batches * opt.batch : n;  // images per epoch, all ranks together
+    throw tensor::ShapeError("[train] expected at least one training image; got 0");
+  const std::size_t used = n;  // images per epoch, all ranks together
   // Loss figures reduced across the ranks at fixed steps (the same on every rank).
   const std::size_t reduce_every = world > 1 ? std::max<std::size_t>(1, batches / 20) : 1;
   if (opt.write_files) std::filesystem::create_directories(opt.out_dir);
@@ -288,9 +290,21 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
     for (std::size_t b = 0; b < batches; ++b) {
       std::size_t begin = b * opt.batch, end = std::min(n, begin + opt.batch);
       const std::vector<std::size_t>* rows = &order;
+      std::size_t mine = end - begin;  // this rank's images in the step
+      double weight = 1.0;
       if (world > 1) {  // this rank's positions of the global batch: begin + R, begin + R + W, ...
+        const std::size_t global = end - begin;
         shard.clear();
         for (std::size_t i = begin + R; i < end; i += W) shard.push_back(order[i]);
+        mine = shard.size();
+        // The all_reduce averages the ranks' mean gradients, which is the global batch's mean
+        // only when every rank holds 1/W of it. A tail that does not divide: the rank's mean
+        // counts W * mine / global times; a rank with no image of it steps on a stand-in image
+        // at weight 0 (zero gradients), so every rank makes the same collectives.
+        if (mine * W != global) {
+          weight = static_cast<double>(mine * W) / static_cast<double>(global);
+          if (mine == 0) shard.push_back(order[begin]);
+        }
         rows = &shard;
         begin = 0;
         end = shard.size();
@@ -325,10 +339,10 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
         if (opt.graph) optimizer.prepare_step(lr_now);
         const auto x = Tensor<4>::from_data(std::move(xd), ad);
         const auto y = Tensor<2>::from_data(std::move(yd), ad);
-        loss_value = step(x, y).to_vec<float>()[0];
+        loss_value = step(x, y, weight).to_vec<float>()[0];
       }
-      local_loss += static_cast<double>(loss_value) * static_cast<double>(end - begin);
-      local_seen += end - begin;
+      local_loss += static_cast<double>(loss_value) * static_cast<double>(mine);
+      local_seen += mine;
       if (world == 1) {
         loss_sum = local_loss;
         seen = local_seen;
@@ -536,6 +550,7 @@ int train_main(const std::vector<std::string>& args) {
         if (pos != v.size() || !(opt.lr > 0)) throw std::invalid_argument("--lr expects a positive number, got '" + v + "'");
       } else if (f == "--quiet") opt.progress = false;
       else if (f == "--graph") opt.graph = true;
+      else if (f == "--float") opt.float_dtype = c.value(f);
       else throw std::invalid_argument("unknown argument '" + f + "'");
     }
     if (opt.model != "cnn" && opt.model != "mlp" && opt.model != "vit")
@@ -543,14 +558,24 @@ int train_main(const std::vector<std::string>& args) {
     if (opt.dataset != "fashion" && opt.dataset != "digits")
       throw std::invalid_argument("--dataset is fashion or digits, got '" + opt.dataset + "'");
     if (opt.batch == 0) throw std::invalid_argument("--batch must be at least 1");
+    if (opt.float_dtype != "f32" && opt.float_dtype != "f64" && opt.float_dtype != "f16" && opt.float_dtype != "bf16")
+      throw std::invalid_argument("--float is f32, f64, f16 or bf16, got '" + opt.float_dtype + "'");
     // The vit's own default rate: 2e-3 reached 88.33 % after 8 epochs where 1e-3 ended at
     // 87.67 % after 10 (seed 42, batch 128; docs/modules.md).
     if (opt.model == "vit" && !lr_given) opt.lr = 2e-3;
   } catch (const std::invalid_argument& e) {
     std::cerr << "tensorctl train: " << e.what() << "\nusage: tensorctl train [--model cnn|mlp|vit] [--dataset fashion|digits] "
                  "[--epochs N] [--batch N] [--lr X] [--seed N] [--data DIR] [--out DIR] [--limit N] [--test-limit N] "
-                 "[--resume CHECKPOINT] [--quiet] [--graph]\n";
+                 "[--resume CHECKPOINT] [--quiet] [--graph] [--float f32|f64|f16|bf16]\n";
     return 2;
+  }
+  // --float: the device computes in that dtype (parameters, activations, gradients, Adam's
+  // state); the checkpoint is written in f32 as always. An f64 run is the float-order control
+  // of the mpirun equivalence (docs/distributed.md).
+  if (opt.float_dtype != "f32") {
+    using tensor::FloatDType;
+    const FloatDType fd = opt.float_dtype == "f64" ? FloatDType::F64 : opt.float_dtype == "f16" ? FloatDType::F16 : FloatDType::BF16;
+    tensor::set_default_dtypes(Device::default_device(), fd, tensor::IntDType::I32, tensor::BoolDType::Native).throw_if_error();
   }
   const auto t0 = std::chrono::steady_clock::now();
   const Result r = run_training(opt, Device::default_device(), std::cout);
