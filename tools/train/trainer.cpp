@@ -550,7 +550,6 @@ int train_main(const std::vector<std::string>& args) {
         if (pos != v.size() || !(opt.lr > 0)) throw std::invalid_argument("--lr expects a positive number, got '" + v + "'");
       } else if (f == "--quiet") opt.progress = false;
       else if (f == "--graph") opt.graph = true;
-      else if (f == "--float") opt.float_dtype = c.value(f);
       else throw std::invalid_argument("unknown argument '" + f + "'");
     }
     if (opt.model != "cnn" && opt.model != "mlp" && opt.model != "vit")
@@ -558,24 +557,14 @@ int train_main(const std::vector<std::string>& args) {
     if (opt.dataset != "fashion" && opt.dataset != "digits")
       throw std::invalid_argument("--dataset is fashion or digits, got '" + opt.dataset + "'");
     if (opt.batch == 0) throw std::invalid_argument("--batch must be at least 1");
-    if (opt.float_dtype != "f32" && opt.float_dtype != "f64" && opt.float_dtype != "f16" && opt.float_dtype != "bf16")
-      throw std::invalid_argument("--float is f32, f64, f16 or bf16, got '" + opt.float_dtype + "'");
     // The vit's own default rate: 2e-3 reached 88.33 % after 8 epochs where 1e-3 ended at
     // 87.67 % after 10 (seed 42, batch 128; docs/modules.md).
     if (opt.model == "vit" && !lr_given) opt.lr = 2e-3;
   } catch (const std::invalid_argument& e) {
     std::cerr << "tensorctl train: " << e.what() << "\nusage: tensorctl train [--model cnn|mlp|vit] [--dataset fashion|digits] "
                  "[--epochs N] [--batch N] [--lr X] [--seed N] [--data DIR] [--out DIR] [--limit N] [--test-limit N] "
-                 "[--resume CHECKPOINT] [--quiet] [--graph] [--float f32|f64|f16|bf16]\n";
+                 "[--resume CHECKPOINT] [--quiet] [--graph]\n";
     return 2;
-  }
-  // --float: the device computes in that dtype (parameters, activations, gradients, Adam's
-  // state); the checkpoint is written in f32 as always. An f64 run is the float-order control
-  // of the mpirun equivalence (docs/distributed.md).
-  if (opt.float_dtype != "f32") {
-    using tensor::FloatDType;
-    const FloatDType fd = opt.float_dtype == "f64" ? FloatDType::F64 : opt.float_dtype == "f16" ? FloatDType::F16 : FloatDType::BF16;
-    tensor::set_default_dtypes(Device::default_device(), fd, tensor::IntDType::I32, tensor::BoolDType::Native).throw_if_error();
   }
   const auto t0 = std::chrono::steady_clock::now();
   const Result r = run_training(opt, Device::default_device(), std::cout);

@@ -46,7 +46,6 @@ struct Options {
   bool progress = true;             // a bar on a terminal, plain lines otherwise
   bool write_files = true;          // checkpoint + SVG in out_dir
   bool graph = false;               // capture the training step after two warm-up steps, replay it (one process)
-  std::string float_dtype = "f32";  // --float: the device's default float dtype (f32 | f64 | f16 | bf16)
 };
 
 struct EpochRecord {
