@@ -3,7 +3,9 @@
 // from the rank numbers (distributed_ref.hpp) and checks its result against the reduction
 // computed here. Groups, one mpirun invocation each (a watchdog test leaves its group
 // unusable): DistMpi (the collectives; also run with TENSOR_DIST_CHECK=1), DistMpiCheck (needs
-// TENSOR_DIST_CHECK=1), DistMpiFail and DistMpiFailLarge (need a short TENSOR_DIST_TIMEOUT_S).
+// TENSOR_DIST_CHECK=1), DistMpiFail, DistMpiFailLarge and DistMpiFailBackward (need a short
+// TENSOR_DIST_TIMEOUT_S). DistMpiFailBackward injects its failure with an op hook
+// (dispatch/hooks.hpp, hence the internal dependency).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +17,8 @@
 #include <vector>
 
 #include <tensor/distributed.hpp>
+
+#include "dispatch/hooks.hpp"
 
 #include "distributed_dp.hpp"
 #include "distributed_ref.hpp"
@@ -299,5 +303,51 @@ void a_rank_that_throws(std::size_t elements) {
 
 TEST(DistMpiFail, ARankThatThrowsMakesTheOthersFailInsteadOfHanging) { a_rank_that_throws(3); }
 TEST(DistMpiFailLarge, ARankThatThrowsMakesTheOthersFailInsteadOfHanging) { a_rank_that_throws(std::size_t{1} << 16); }
+
+// A rank whose backward throws mid-pass (GradientSync's overlap on: the other rank's buckets
+// are already on its communication thread) makes the other fail within TENSOR_DIST_TIMEOUT_S
+// with an ExecutionError naming the collective, instead of hanging. Rank 1 fails through an
+// op hook after four of its backward ops and catches the error so the process stays to report.
+struct ThrowInBackward final : tensor::dispatch::OpHook {
+  int left = 4;
+  void around(tensor::dispatch::OpCall& c, const tensor::dispatch::OpNext& next) override {
+    if (c.op != OpCode::all_reduce && --left == 0) throw std::runtime_error("rank 1 fails mid-backward");
+    next(c);
+  }
+};
+
+TEST(DistMpiFailBackward, ARankThatThrowsMidBackwardFailsTheOthers) {
+  require_world();
+  ASSERT_NE(std::getenv("TENSOR_DIST_TIMEOUT_S"), nullptr) << "this group runs with a short TENSOR_DIST_TIMEOUT_S";
+  const Device ad = dev().autodiff();
+  dist_dp::Mlp m(ad);
+  m.fc1.weight = Tensor<2>::from_data(dist_dp::formula(dist_dp::kIn, dist_dp::kHidden, 0.7, 0.3, 0), ad).require_grad();
+  m.fc2.weight = Tensor<2>::from_data(dist_dp::formula(dist_dp::kHidden, dist_dp::kOut, 0.4, 0.9, 0), ad).require_grad();
+  dist::GradientSyncOptions o;
+  o.overlap = 1;
+  dist::GradientSync sync(m, o);
+  ASSERT_TRUE(sync.overlap());
+  const Tensor<2> x = Tensor<2>::from_data(dist_dp::formula(4, dist_dp::kIn, 0.3, 0.2, dist::rank()), ad);
+  const Tensor<1> loss = m.forward(x).square().mean();
+  ThrowInBackward thrower;
+  if (dist::rank() == 1) tensor::dispatch::add_thread_hook(&thrower);
+  std::string msg;
+  try {
+    Gradients g = loss.backward();
+    sync.sync(g);
+    ADD_FAILURE() << "rank " << dist::rank() << ": the step went through";
+  } catch (const ExecutionError& e) {
+    msg = e.what();
+  } catch (const std::runtime_error& e) {
+    msg = e.what();
+  }
+  if (dist::rank() == 1) {
+    tensor::dispatch::remove_thread_hook(&thrower);
+    EXPECT_EQ(msg, "rank 1 fails mid-backward");
+  } else {
+    EXPECT_EQ(msg.rfind("[all_reduce]", 0), 0u) << msg;
+    EXPECT_NE(msg.find("TENSOR_DIST_TIMEOUT_S"), std::string::npos) << msg;
+  }
+}
 
 }  // namespace
