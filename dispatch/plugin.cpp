@@ -356,14 +356,16 @@ struct Encodable<R (*)(A0, A...)>
                          }> {};
 
 // The families a 1.2 plugin's entries answer through Generic: encodable, not forwarded by
-// their own rule above, not the collectives (the host's staging runs them over its
-// communicator) and not the QFloat rows (a quantized tensor does not cross).
+// their own rule above, and not the QFloat rows (a quantized tensor does not cross). The
+// collectives are among them: the dispatch rule has validated the call and answered the
+// singleton group itself; the entry reduces across the group (TensorHostApi::dist_all_reduce
+// for host-visible bytes, or a transport of the plugin's own).
 template <Family F>
 constexpr bool generic_family() {
-  return !forwarded(F) && F != Family::Collective && F != Family::Quantize && F != Family::Dequantize &&
-         F != Family::QMatmul && Encodable<FamilyFn<F>>::value;
+  return !forwarded(F) && F != Family::Quantize && F != Family::Dequantize && F != Family::QMatmul &&
+         Encodable<FamilyFn<F>>::value;
 }
-constexpr bool generic_op(OpCode op, Family f) { return !op_info(op).qfloat_in && f != Family::Collective; }
+constexpr bool generic_op(OpCode op, Family) { return !op_info(op).qfloat_in; }
 
 template <OpCode op, class Fn = FamilyFn<op_family(op)>>
 struct Generic;

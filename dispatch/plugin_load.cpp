@@ -11,9 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <span>
 
 #include "dispatch/plugin_lib.hpp"
 #include "dispatch/plugin_paths.hpp"
+#include "lib/src/distributed/communicator.hpp"
 #include "tensor/error.hpp"
 
 namespace tensor::dispatch::plugin {
@@ -75,8 +78,75 @@ void host_log(std::int32_t level, const char* message) {
   if (on && *on && *on != '0') std::fprintf(stderr, "tensor plugin %s: %s\n", level > 0 ? "warning" : "info", message);
 }
 
+namespace {
+
+namespace di = dist::internal;
+
+// A tensor::Error (or bad_alloc) from a host call a plugin made becomes its status + message.
+TensorStatus status_of_current_exception() {
+  try {
+    throw;
+  } catch (const ShapeError& e) {
+    return host_set_error(TENSOR_STATUS_SHAPE, e.what());
+  } catch (const DTypeError& e) {
+    return host_set_error(TENSOR_STATUS_DTYPE, e.what());
+  } catch (const IndexError& e) {
+    return host_set_error(TENSOR_STATUS_INDEX, e.what());
+  } catch (const DeviceError& e) {
+    return host_set_error(TENSOR_STATUS_DEVICE, e.what());
+  } catch (const NotImplemented& e) {
+    return host_set_error(TENSOR_STATUS_UNSUPPORTED, e.what());
+  } catch (const std::bad_alloc&) {
+    return host_set_error(TENSOR_STATUS_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return host_set_error(TENSOR_STATUS_EXECUTION, e.what());
+  }
+}
+
+std::int32_t host_dist_rank() {
+  try {
+    return di::current().rank();
+  } catch (...) {
+    return 0;
+  }
+}
+std::int32_t host_dist_world() {
+  try {
+    return di::current().size();
+  } catch (...) {
+    return 1;
+  }
+}
+TensorStatus host_dist_all_reduce(const TensorMeta* meta, const void* src, void* dst, std::int32_t op) {
+  try {
+    if (!meta || meta->rank > kMaxRank || meta->dtype < 0 || meta->dtype >= TENSOR_DTYPE_COUNT)
+      throw ShapeError("[all_reduce] expected a TensorMeta of rank <= 8 and a dtype code; got a bad meta");
+    const auto dtype = static_cast<DType>(meta->dtype);
+    if (!(is_float(dtype) || is_int(dtype)) || dtype == DType::F16 || dtype == DType::BF16)
+      throw DTypeError(fmt::format("[all_reduce] expected f64, f32 or an integer dtype for host bytes; got {}", dtype_name(dtype)));
+    if (op < 0 || op > 3) throw ShapeError(fmt::format("[all_reduce] expected a ReduceOp 0 to 3; got {}", op));
+    std::array<std::size_t, kMaxRank> dims{};
+    for (std::uint32_t i = 0; i < meta->rank; ++i) {
+      if (meta->shape[i] < 0) throw ShapeError(fmt::format("[all_reduce] expected dims >= 0; got {}", meta->shape[i]));
+      dims[i] = static_cast<std::size_t>(meta->shape[i]);
+    }
+    const Shape shape(std::span<const std::size_t>(dims.data(), meta->rank));
+    const std::size_t n = shape.num_elements();
+    if (n && (!src || !dst)) throw ShapeError("[all_reduce] expected src and dst buffers; got NULL");
+    di::Communicator& comm = di::current();
+    const di::Call call = di::begin(comm, 0, op, dtype, shape);
+    comm.all_reduce_buffer(static_cast<const std::byte*>(src), static_cast<std::byte*>(dst), n, dtype,
+                           static_cast<dist::ReduceOp>(op), call);
+    return TENSOR_STATUS_OK;
+  } catch (...) {
+    return status_of_current_exception();
+  }
+}
+
+}  // namespace
+
 const TensorHostApi kHostApi{sizeof(TensorHostApi), TENSOR_PLUGIN_ABI_MAJOR, TENSOR_PLUGIN_ABI_MINOR, &host_set_error,
-                             &host_log};
+                             &host_log, &host_dist_rank, &host_dist_world, &host_dist_all_reduce};
 
 // ---- loaded plugins --------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensor/backend_loader.hpp"
+#include "tensor/distributed.hpp"
 #include "tensor/graph.hpp"
 #include "tensor/nn.hpp"
 #include "test_util.hpp"
@@ -107,6 +108,53 @@ TEST_F(RefDevice, LayoutIndexingAndConvEntriesByHandValues) {
       }
   const nn::ConvOptions<2> opt{{1, 1}, {1, 1}, {2, 2}, 2};
   EXPECT_EQ(vec(nn::conv2d(img, w, bias, opt)), want);
+}
+
+// The plugin's all_reduce entry (ABI 1.2) hands its host buffer to the host's communicator:
+// two LocalGroup ranks on ref:0, f32 / i32 / f64 by hand, f16 through the host's staging (not
+// in its op_dtypes), a moved tensor reduced in place, and a shape mismatch between the ranks
+// refused by the host's check under [ref:all_reduce].
+TEST_F(RefDevice, AllReduceGoesThroughTheHostsCommunicator) {
+  std::vector<std::vector<float>> sum(2), maxv(2), f16(2);
+  std::vector<std::vector<std::int32_t>> isum(2);
+  std::vector<std::vector<double>> mean(2);
+  std::vector<std::int32_t> world(2), rank(2);
+  const Device d = dev;
+  dist::LocalGroup(2).run([&](int r) {
+    const float b = static_cast<float>(r);
+    const auto x = Tensor<1>::from_data(TensorData::from<float>({1 + b, -2 * b, 3}, {3}), d);
+    sum[r] = vec(dist::all_reduce(x, dist::ReduceOp::Sum));
+    maxv[r] = vec(dist::all_reduce(Tensor<1>(x), dist::ReduceOp::Max));  // moved: reduced in place
+    const auto xi = Tensor<1, Int>::from_data(TensorData::from<std::int32_t>({10 * (r + 1), -r}, {2}), d);
+    isum[r] = dist::all_reduce(xi, dist::ReduceOp::Sum).into_data().to_vec<std::int32_t>();
+    const auto xd = Tensor<1>::from_data(TensorData::from<double>({1.0 + r, 4.0}, {2}), d);
+    mean[r] = dist::all_reduce(xd, dist::ReduceOp::Mean).into_data().to_vec<double>();
+    const auto xh = Tensor<1>::from_data(TensorData::from<float>({0.5f + b}, {1}).convert(DType::F16), d);
+    f16[r] = dist::all_reduce(xh, dist::ReduceOp::Sum).into_data().convert(DType::F32).to_vec<float>();
+    world[r] = dist::world_size();
+    rank[r] = dist::rank();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(world[r], 2);
+    EXPECT_EQ(rank[r], r);
+    EXPECT_EQ(sum[r], (std::vector<float>{3, -2, 6})) << r;
+    EXPECT_EQ(maxv[r], (std::vector<float>{2, 0, 3})) << r;
+    EXPECT_EQ(isum[r], (std::vector<std::int32_t>{30, -1})) << r;
+    EXPECT_EQ(mean[r], (std::vector<double>{1.5, 4.0})) << r;
+    EXPECT_EQ(f16[r], (std::vector<float>{2.0f})) << r;
+  }
+  // Ranks that disagree on the shape: the host's check (run through dist_all_reduce) refuses
+  // on both, and the message comes back through the plugin's entry.
+  std::vector<std::string> msg(2);
+  dist::LocalGroup(2).run([&](int r) {
+    const auto x = Tensor<1>::ones({static_cast<std::size_t>(2 + r)}, d);
+    try {
+      (void)dist::all_reduce(x, dist::ReduceOp::Sum);
+    } catch (const ShapeError& e) {
+      msg[r] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(msg[r].rfind("[ref:all_reduce] [all_reduce]", 0), 0u) << r << ": " << msg[r];
 }
 
 TEST_F(RefDevice, OpsWithoutAKernelRunOnTheHost) {

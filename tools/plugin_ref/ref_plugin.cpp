@@ -493,6 +493,28 @@ TensorStatus op_conv2d(TensorOpCall* c) {
   })
 }
 
+// all_reduce (the Collective family; args = [ReduceOp]): the buffer is host memory, so the
+// host's communicator reduces it where it lies (TensorHostApi::dist_all_reduce, ABI 1.2), in
+// place when the host holds the only reference. f16/bf16 are not in op_dtypes: the host's
+// staging widens them.
+TensorStatus op_all_reduce(TensorOpCall* c) {
+  if (g_host->struct_size < offsetof(TensorHostApi, dist_all_reduce) + sizeof(g_host->dist_all_reduce) ||
+      !g_host->dist_all_reduce)
+    return g_host->set_error(TENSOR_STATUS_UNSUPPORTED, "[all_reduce] the host offers no dist_all_reduce (ABI < 1.2)");
+  TENSOR_PLUGIN_GUARD(g_host, {
+    RefTensor* a = ref(c->inputs[0]);
+    RefTensor* o = c->input_unique[0] && can_mut(c->inputs[0]) ? a : make(a->meta);
+    if (o == a) retain(c->inputs[0]);
+    const TensorStatus s = g_host->dist_all_reduce(&a->meta, a->bytes(), o->bytes(), static_cast<int32_t>(c->args[0]));
+    if (s != TENSOR_STATUS_OK) {
+      release(prim(o));
+      return s;
+    }
+    c->result = prim(o);
+    return TENSOR_STATUS_OK;
+  })
+}
+
 // ---- the tables --------------------------------------------------------------------------
 
 struct Tables {
@@ -542,6 +564,9 @@ Tables* build() {
   put(*t, TENSOR_OP_cat, &op_cat, kEveryStoredDtype);
   put(*t, TENSOR_OP_gather, &op_gather);
   put(*t, TENSOR_OP_conv2d, &op_conv2d);
+  put(*t, TENSOR_OP_all_reduce, &op_all_reduce,
+      kEveryStoredDtype & ~(TENSOR_DTYPE_BIT(TENSOR_DTYPE_F16) | TENSOR_DTYPE_BIT(TENSOR_DTYPE_BF16) |
+                            TENSOR_DTYPE_BIT(TENSOR_DTYPE_BOOL) | TENSOR_DTYPE_BIT(TENSOR_DTYPE_BOOL_U8)));
 
   TensorPluginInfo& i = t->info;
   i.struct_size = sizeof(TensorPluginInfo);

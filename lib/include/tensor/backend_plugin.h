@@ -92,8 +92,9 @@ typedef struct TensorScalar {
  *   Matmul             inputs[0], inputs[1] (batch dims broadcast)
  *   Reshape            inputs[0] (out.shape is the target: reshape, expand)
  * ABI 1.2: every other family with a tensor input (layout, indexing, sort, cast, compare,
- * module ops, ...), called only when the plugin's abi_minor >= 2; the exceptions are
- * Collective (the host's staging runs it) and the QFloat rows (quantized tensors do not cross).
+ * module ops, the collectives: all_reduce's args = [ReduceOp], see dist_all_reduce below),
+ * called only when the plugin's abi_minor >= 2; the exception is the QFloat rows (quantized
+ * tensors do not cross).
  * Its members follow the op's C++ signature (docs/plugins.md lists every family):
  *   inputs             every tensor argument in order (a list, as cat's, is expanded in
  *                      place); a NULL input is an absent optional tensor (a bias, a mask)
@@ -229,6 +230,16 @@ typedef struct TensorHostApi {
   TensorStatus (*set_error)(TensorStatus code, const char *message);
   /* A line for the host's log (stderr with TENSOR_PLUGIN_LOG=1). level: 0 info, 1 warning. */
   void (*log)(int32_t level, const char *message);
+  /* ABI 1.2 (check struct_size before use): the host's process group (tensor::dist; rank 0 of
+   * 1 without mpirun; a LocalGroup rank on its threads). */
+  int32_t (*dist_rank)(void);
+  int32_t (*dist_world)(void);
+  /* all_reduce across the group of `meta`'s elements (F64, F32 or an integer dtype) read from
+   * host-visible `src` and written to `dst` (may equal src): op 0 Sum, 1 Mean, 2 Max, 3 Min
+   * (tensor::dist::ReduceOp). The host's communicator runs it where the bytes lie, with its
+   * sequence numbers, TENSOR_DIST_CHECK and watchdog; a failure sets the message and returns
+   * its status. For the all_reduce entry of a plugin whose tensors live in host memory. */
+  TensorStatus (*dist_all_reduce)(const TensorMeta *meta, const void *src, void *dst, int32_t op);
 } TensorHostApi;
 
 /* Entry points (the only symbols a plugin exports). */
