@@ -60,7 +60,6 @@ class ArenaPlan {
 
 void Program::plan_raw() {
   const std::size_t nn = nodes.size(), ns = slots.size();
-  const Backend& b = backend_of(device);
   std::vector<RawStep> cand(nn);
   auto fixed_ptr = [&](std::uint32_t s) -> void* {  // a pinned input's or output's dense address
     const Slot& sl = slots[s];
@@ -105,7 +104,6 @@ void Program::plan_raw() {
     cand[i] = {fn, n.out[0], n.in[0], n.in[arity - 1], o.shape.num_elements(), sc};
     raw_node_[i] = true;
   }
-  (void)b;
 
   // 2. Slot roles: values raw nodes make (in the arena unless they are outputs), values
   // thunks make that raw nodes read (their address published at replay).
