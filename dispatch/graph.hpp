@@ -5,7 +5,8 @@
 // entry and arguments (GraphThunk, from forward.hpp), and its input and output slots by
 // buffer identity. `stop` turns the recording into a Program, the device-level
 // GraphProgram that graph_replay runs natively on the CPU (a loop over the nodes: no
-// validation, no dispatch, no hooks); other devices replay by re-running the closure.
+// validation, no dispatch, no hooks; elementwise nodes as raw kernels on an arena,
+// dispatch/graph_raw.hpp); other devices replay by re-running the closure.
 //
 // On an autodiff device the recorder records the inner device's kernels: the decorator's
 // entries call the inner backend's entries directly (not through the forward path), so
