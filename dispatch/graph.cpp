@@ -108,6 +108,8 @@ std::uint32_t Recorder::slot_of_input(const Primitive* prim, Kind kind) {
   s.kind = SlotKind::Input;
   s.bytes = bytes_of(*prim);
   s.vkind = kind;
+  s.shape = prim->shape();
+  s.dtype = prim->dtype();
   if (prim->unique_ref())
     not_native("a tensor made before the capture was moved into an op (its only handle), so its buffer is not kept for a "
                "replay");
@@ -126,6 +128,10 @@ void Recorder::add_outputs(Node& n, Family family, std::span<const Primitive* co
     Slot s;
     s.kind = made_here && is_creation(family) ? SlotKind::Constant : SlotKind::Internal;
     s.bytes = out[j] ? bytes_of(*out[j]) : 0;
+    if (out[j]) {
+      s.shape = out[j]->shape();
+      s.dtype = out[j]->dtype();
+    }
     s.producer = index;
     if (j < kinds.size()) s.vkind = kinds[j];
     else if (out[j]) s.vkind = value_kind(out[j]->dtype());
@@ -173,6 +179,7 @@ void Recorder::around(OpCall& call, const OpNext& next) {
 
   Node n;
   n.op = call.op;
+  if (info.family == Family::Scalar && call.attrs) n.scalar = call.attrs->scalars[0];
   if (p_->native) {
     n.thunk = call.freeze();
     if (!n.thunk) not_native(fmt::format("{} yields no tensor a replay list can hold", name));
@@ -200,12 +207,14 @@ void Recorder::around(OpCall& call, const OpNext& next) {
   p_->nodes.push_back(std::move(n));
 }
 
-void Recorder::entry_begin(OpCode op, DeviceId dev, std::span<const Prim* const> in, std::unique_ptr<GraphThunk> thunk) {
+void Recorder::entry_begin(OpCode op, DeviceId dev, std::span<const Prim* const> in, std::unique_ptr<GraphThunk> thunk,
+                           const Scalar& scalar) {
   if (op_info(op).host_trip && !backend_of(dev).is_native(op))
     refuse(op_name(op), "runs through the host on this device (a host-trip default)");
   Node n;
   n.op = op;
   n.entry = true;
+  n.scalar = scalar;
   if (p_->native) {
     n.thunk = std::move(thunk);
     if (!n.thunk) not_native(fmt::format("{} yields no tensor a replay list can hold", op_name(op)));
@@ -304,97 +313,10 @@ std::unique_ptr<Program> Recorder::stop(const std::vector<DispatchTensor>& outpu
     for (std::uint32_t d : dies[i]) live -= p.slots[d].bytes;
   }
   if (p.native) {
+    b.get<DeviceOp::graph_stop_capture>()(p.device, p);  // may set p.raw before the plan
     p.compile();
-    b.get<DeviceOp::graph_stop_capture>()(p.device, p);
   }
   return std::move(p_);
-}
-
-void Program::compile() {
-  steps_.clear();
-  ins_.clear();
-  outs_.clear();
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const Node& n = nodes[i];
-    const auto at = static_cast<std::int64_t>(i);
-    Step st{n.thunk.get(), static_cast<std::uint32_t>(ins_.size()), static_cast<std::uint32_t>(n.in.size()),
-            static_cast<std::uint32_t>(outs_.size()), static_cast<std::uint32_t>(n.out.size())};
-    for (std::size_t k = 0; k < n.in.size(); ++k) {
-      const std::uint32_t s = n.in[k];
-      if (s == kNoSlot) {
-        ins_.push_back({0, In::None});
-        continue;
-      }
-      const Slot& sl = slots[s];
-      if (sl.kind == SlotKind::Input) {
-        ins_.push_back({s, In::Pinned});
-        continue;
-      }
-      // The last reader of an internal value takes it (the backend may then reuse its
-      // buffer), unless the same value is also a later argument of this node.
-      const bool last = sl.kind != SlotKind::Output && sl.last_use == at &&
-                        std::find(n.in.begin() + static_cast<std::ptrdiff_t>(k) + 1, n.in.end(), s) == n.in.end();
-      ins_.push_back({s, last ? In::Move : In::Copy});
-    }
-    for (const std::uint32_t s : n.out) {
-      const Slot& sl = slots[s];
-      const bool later = sl.last_use > at;
-      const Out how = sl.kind == SlotKind::Output ? (later ? Out::HomeKeep : Out::Home) : later ? Out::Keep : Out::Drop;
-      outs_.push_back({s, sl.vkind, how});
-    }
-    steps_.push_back(st);
-  }
-  values_.resize(slots.size());
-}
-
-void Program::run_list(GraphProgram& g) {
-  auto& p = static_cast<Program&>(g);
-  const auto assign = backend_of(p.device).get<DeviceOp::assign>();
-  std::vector<DispatchTensor>& v = p.values_;
-  std::vector<DispatchTensor>& in = p.in_;
-  std::vector<DispatchTensor>& out = p.out_;
-  try {
-    for (const Step& st : p.steps_) {
-      in.clear();
-      for (std::uint32_t k = 0; k < st.nin; ++k) {
-        const InRef& r = p.ins_[st.in0 + k];
-        switch (r.how) {
-          case In::None: in.emplace_back(); break;
-          case In::Pinned: in.push_back(p.slots[r.slot].pinned); break;
-          case In::Copy: in.push_back(v[r.slot]); break;
-          case In::Move: in.push_back(std::move(v[r.slot])); break;
-        }
-      }
-      out.clear();
-      out.resize(st.nout);
-      st.thunk->run(in, out);
-      for (std::uint32_t j = 0; j < st.nout; ++j) {
-        const OutRef& r = p.outs_[st.out0 + j];
-        out[j].kind = r.kind;
-        switch (r.how) {
-          case Out::Drop: break;
-          case Out::Keep: v[r.slot] = std::move(out[j]); break;
-          case Out::Home: case Out::HomeKeep: {
-            const DispatchTensor& pinned = p.slots[r.slot].pinned;
-            DispatchTensor home = pinned;
-            DispatchTensor val = std::move(out[j]);
-            const Prim dst = home.take(), src = val.take();
-            if (dst.get() != src.get()) assign(p.device, dst, src);
-            if (r.how == Out::HomeKeep) v[r.slot] = pinned;
-            break;
-          }
-        }
-      }
-    }
-  } catch (...) {
-    for (DispatchTensor& t : v) t = DispatchTensor();
-    in.clear();
-    out.clear();
-    throw;
-  }
-  for (DispatchTensor& t : v) t = DispatchTensor();
-  in.clear();
-  out.clear();
 }
 
 void replay(Program& p) {

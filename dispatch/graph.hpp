@@ -5,7 +5,8 @@
 // entry and arguments (GraphThunk, from forward.hpp), and its input and output slots by
 // buffer identity. `stop` turns the recording into a Program, the device-level
 // GraphProgram that graph_replay runs natively on the CPU (a loop over the nodes: no
-// validation, no dispatch, no hooks); other devices replay by re-running the closure.
+// validation, no dispatch, no hooks; elementwise nodes as raw kernels on an arena,
+// dispatch/graph_raw.hpp); other devices replay by re-running the closure.
 //
 // On an autodiff device the recorder records the inner device's kernels: the decorator's
 // entries call the inner backend's entries directly (not through the forward path), so
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "dispatch/dispatch.hpp"
+#include "dispatch/graph_raw.hpp"
 #include "dispatch/hooks.hpp"
 #include "dispatch/validate.hpp"
 
@@ -48,6 +50,8 @@ struct Slot {
   std::int64_t producer = -1;       // node index (-1: made before the capture)
   std::int64_t last_use = -1;       // last node that reads it (-1: none)
   Kind vkind = Kind::Float;         // the kind its readers see (an entry's output has only a dtype)
+  Shape shape;                      // of the value at capture (every replay makes the same)
+  DType dtype = DType::F32;
 };
 
 struct Node {
@@ -55,6 +59,7 @@ struct Node {
   bool entry = false;               // an inner backend entry called by an autodiff entry (EntryThunk)
   bool write = false;               // an in-place write of in[1]'s values into in[0]'s buffer
   std::unique_ptr<GraphThunk> thunk;
+  Scalar scalar;                    // a Scalar-family op's scalar (the raw path converts it)
   std::vector<std::uint32_t> in;    // kNoSlot: an absent optional tensor
   std::vector<std::uint32_t> out;
 };
@@ -63,6 +68,8 @@ struct ProgramStats {
   std::size_t nodes = 0, arena_bytes = 0;
   std::size_t inputs = 0, constants = 0, internals = 0, outputs = 0;
   std::size_t writes = 0;  // in-place writes of state (not in op_counts)
+  std::size_t raw_nodes = 0;         // nodes (writes included) replayed as raw kernels on fixed buffers
+  std::size_t arena_alloc_bytes = 0;  // the one arena allocated for them
   std::vector<std::pair<OpCode, std::size_t>> op_counts;  // by first appearance
 };
 
@@ -76,26 +83,47 @@ class Program : public GraphProgram {
   std::vector<Slot> slots;
   bool native = true;
   std::string why;
+  const GraphRaw* raw = nullptr;  // the device's raw path (set_graph_raw), or null
   ProgramStats stats;
 
-  // Flattens the nodes into the replay plan below (at the end of the recording).
+  // Flattens the nodes into the replay plan below (at the end of the recording, after the
+  // device's graph_stop_capture row, which may set `raw`): dispatch/graph_replay.cpp.
   void compile();
 
  private:
   static void run_list(GraphProgram& g);
+  // Which nodes run raw, the arena offsets of their values (graph_replay.cpp).
+  void plan_raw();
   // The replay plan: per node its thunk and ranges of ins_/outs_; what to do with each
-  // argument and result decided once (copy a pinned input, copy or hand over a value; keep
-  // a result, drop it, or write it into its output buffer).
-  enum class In : std::uint8_t { None, Pinned, Copy, Move };
+  // argument and result decided once (hand over a fixed tensor: a pinned input or output,
+  // an arena view; copy or hand over a value; keep a result, drop it, or write it into its
+  // output buffer; publish its address for raw readers). A step without a thunk is
+  // raws_[in0]: a kernel on the addresses in ptrs_.
+  enum class In : std::uint8_t { None, Fixed, Copy, Move };
   enum class Out : std::uint8_t { Drop, Keep, Home, HomeKeep };
   struct InRef { std::uint32_t slot; In how; };
-  struct OutRef { std::uint32_t slot; Kind kind; Out how; };
+  struct OutRef { std::uint32_t slot; Kind kind; Out how; bool bind; };
   struct Step { const GraphThunk* thunk; std::uint32_t in0, nin, out0, nout; };
+  struct RawStep { RawKernel fn; std::uint32_t out, a, b; std::size_t n; RawScalar s; };
   std::vector<Step> steps_;
   std::vector<InRef> ins_;
   std::vector<OutRef> outs_;
+  std::vector<RawStep> raws_;
   std::vector<DispatchTensor> values_;  // per-slot values during one replay (reused)
+  std::vector<std::uint32_t> kept_;     // slots a replay may leave a value in (cleared after it)
   std::vector<DispatchTensor> in_, out_;  // one node's arguments and results (reused)
+  // Raw path: per node whether it runs raw; per slot its address (fixed, or published
+  // by the thunk that makes it), its fixed tensor (pinned, or a view of the arena) and
+  // its staging address (where a thunk's non-dense value is copied for raw readers).
+  std::vector<bool> raw_node_;
+  std::vector<void*> ptrs_;
+  std::vector<DispatchTensor> fixed_;
+  std::vector<void*> stage_;
+  // Values a thunk made that turned out not dense at a replay (a broadcast view): their
+  // readers leave the raw path when the plan is rebuilt after that replay.
+  std::vector<bool> not_dense_;
+  bool replan_ = false;
+  Prim arena_;
 };
 
 // ---- an inner backend entry as a replay node (autodiff devices) ------------------------
@@ -140,6 +168,9 @@ inline void prims(std::vector<const Prim*>& out, const std::vector<Prim>& v) {
   for (const Prim& p : v) out.push_back(&p);
 }
 template <class Other> void prims(std::vector<const Prim*>&, const Other&) {}
+template <class A> void pick_scalar(Scalar& s, const A& a) {
+  if constexpr (std::is_same_v<A, Scalar>) s = a;
+}
 
 inline DispatchTensor as_tensor(Prim p) {
   const Kind k = is_float(p->dtype()) ? Kind::Float : is_int(p->dtype()) ? Kind::Int : Kind::Bool;
@@ -200,9 +231,11 @@ class Recorder final : public OpHook {
       std::vector<const Prim*> in;
       std::apply([&](const auto&... a) { (entry_detail::prims(in, a), ...); }, args);
       std::unique_ptr<GraphThunk> thunk;
+      Scalar scalar;
+      std::apply([&](const auto&... a) { (entry_detail::pick_scalar(scalar, a), ...); }, args);
       if (p_->native)
         thunk = std::apply([&](const auto&... a) { return std::make_unique<EntryThunk<R, A...>>(op, fn, a...); }, args);
-      entry_begin(op, dev, in, std::move(thunk));
+      entry_begin(op, dev, in, std::move(thunk), scalar);
       ++depth_;
       R r;
       try {
@@ -233,7 +266,8 @@ class Recorder final : public OpHook {
   static std::string fmt_no_list(OpCode op);
   std::uint32_t slot_of_input(const Primitive* prim, Kind kind);
   std::uint32_t slot_of_input(const DispatchTensor& t) { return slot_of_input(t.prim, t.kind); }
-  void entry_begin(OpCode op, DeviceId dev, std::span<const Prim* const> in, std::unique_ptr<GraphThunk> thunk);
+  void entry_begin(OpCode op, DeviceId dev, std::span<const Prim* const> in, std::unique_ptr<GraphThunk> thunk,
+                   const Scalar& scalar);
   void entry_end(std::span<const Primitive* const> out);
   void entry_failed() noexcept;
   void add_outputs(Node& n, Family family, std::span<const Primitive* const> out, std::span<const Kind> kinds);

@@ -101,8 +101,9 @@ void run_mlp_step_bench(const tensor::Device& dev, bool quick) {
   const GraphStats s = g.stats();
   std::printf("graph bench on %s: MLP 784-256-10 training step (batch 64, cross-entropy, Adam), best of %d rounds x %d\n",
               ad.to_string().c_str(), rounds, reps);
-  std::printf("  graph: %zu nodes (%zu writes), arena %.2f MiB, native=%s%s%s\n", s.nodes, s.writes,
-              static_cast<double>(s.arena_bytes) / (1024.0 * 1024.0), s.native ? "yes" : "no", s.native ? "" : " (",
+  std::printf("  graph: %zu nodes (%zu writes, %zu raw), arena %.2f MiB (raw values %.2f MiB), native=%s%s%s\n", s.nodes,
+              s.writes, s.raw_nodes, static_cast<double>(s.arena_bytes) / (1024.0 * 1024.0),
+              static_cast<double>(s.arena_alloc_bytes) / (1024.0 * 1024.0), s.native ? "yes" : "no", s.native ? "" : " (",
               s.native ? "" : (s.fallback_reason + ")").c_str());
   std::printf("  eager   %8.1f us/step\n  replay  %8.1f us/step  (%.2fx; prepare_step included)\n", eager, replay,
               eager / replay);
@@ -135,7 +136,15 @@ int run_graph_bench(const Args& args) {
     return y;
   };
   auto g = capture(dev, chain);
-  double eager = 1e300, replay = 1e300;
+  // The same chain replayed by the thunk list (TENSOR_GRAPH_RAW=0 at capture): the
+  // reference the raw path is measured against in the same run.
+  const char* raw_env = std::getenv("TENSOR_GRAPH_RAW");
+  const std::string raw_was = raw_env ? raw_env : "";
+  setenv("TENSOR_GRAPH_RAW", "0", 1);
+  auto g_thunk = capture(dev, chain);
+  if (raw_env) setenv("TENSOR_GRAPH_RAW", raw_was.c_str(), 1);
+  else unsetenv("TENSOR_GRAPH_RAW");
+  double eager = 1e300, replay = 1e300, replay_thunk = 1e300;
   for (int r = 0; r < rounds; ++r) {
     auto t0 = Clock::now();
     for (int i = 0; i < reps; ++i) (void)chain();
@@ -147,14 +156,20 @@ int run_graph_bench(const Args& args) {
     dev.sync();
     t1 = Clock::now();
     replay = std::min(replay, std::chrono::duration<double, std::nano>(t1 - t0).count() / (reps * kChain));
+    t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) g_thunk.replay();
+    dev.sync();
+    t1 = Clock::now();
+    replay_thunk = std::min(replay_thunk, std::chrono::duration<double, std::nano>(t1 - t0).count() / (reps * kChain));
   }
   const GraphStats s = g.stats();
   const char* lp = std::getenv("LP_NUM_THREADS");
   std::printf("graph bench on %s (LP_NUM_THREADS=%s): chain of %d adds on [4], best of %d rounds x %d\n",
               dev.to_string().c_str(), lp ? lp : "unset", kChain, rounds, reps);
-  std::printf("  graph: %zu nodes, arena %zu bytes, native=%s%s%s\n", s.nodes, s.arena_bytes, s.native ? "yes" : "no",
-              s.native ? "" : " (", s.native ? "" : (s.fallback_reason + ")").c_str());
-  std::printf("  eager   %8.1f ns/op\n  replay  %8.1f ns/node  (%.2fx)\n", eager, replay, eager / replay);
+  std::printf("  graph: %zu nodes (%zu raw), arena %zu bytes, native=%s%s%s\n", s.nodes, s.raw_nodes, s.arena_alloc_bytes,
+              s.native ? "yes" : "no", s.native ? "" : " (", s.native ? "" : (s.fallback_reason + ")").c_str());
+  std::printf("  eager   %8.1f ns/op\n  replay  %8.1f ns/node  (%.2fx)\n  replay  %8.1f ns/node  (%.2fx; thunk list, %zu raw)\n",
+              eager, replay, eager / replay, replay_thunk, eager / replay_thunk, g_thunk.stats().raw_nodes);
   run_mlp_step_bench(dev, quick);
   return kExitOk;
 }

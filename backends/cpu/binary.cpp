@@ -1,12 +1,14 @@
 // Binary-shaped elementwise ops on the CPU: arithmetic (tensor and scalar forms),
 // bitwise, comparisons, logical ops, masks and cross. One functor per op on one engine.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
 #include "backends/cpu/binary_hwy.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/graph_raw.hpp"
 
 namespace tensor::cpu {
 namespace {
@@ -479,7 +481,73 @@ Prim cross_entry(Prim pa, Prim pb, std::size_t dim) {
   return out;
 }
 
+// ---- graph replay's raw kernels: the entries' own functors on dense runs --------------
+template <class T, class Op>
+void raw_binary(void* o, const void* a, const void* b, std::size_t n, const dispatch::RawScalar&) {
+  BinFn<T, Op> fn;
+  T* out = static_cast<T*>(o);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  if constexpr (requires { fn.vv(out, x, y, n); }) fn.vv(out, x, y, n);
+  else run_loop(n, fn, [&](const BinFn<T, Op>& g, std::size_t i) { out[i] = g(x[i], y[i]); });
+}
+template <class T, class Op>
+void raw_scalar(void* o, const void* a, const void*, std::size_t n, const dispatch::RawScalar& s) {
+  BinFn<T, Op> fn;
+  T v;
+  std::memcpy(&v, s.bytes, sizeof(T));
+  T* out = static_cast<T*>(o);
+  const T* x = static_cast<const T*>(a);
+  if constexpr (requires { fn.vs(out, x, v, n); }) fn.vs(out, x, v, n);
+  else run_loop(n, fn, [&](const BinFn<T, Op>& g, std::size_t i) { out[i] = g(x[i], v); });
+}
+
+template <class F>
+dispatch::RawKernel raw_by_dtype(DType dt, F&& pick) {
+  switch (dt) {
+    case DType::F32: return pick(float{});
+    case DType::F64: return pick(double{});
+    case DType::I32: return pick(std::int32_t{});
+    case DType::I64: return pick(std::int64_t{});
+    default: return nullptr;
+  }
+}
+
+template <class Op>
+dispatch::RawKernel raw_binary_for(dispatch::RawFn entry, DType dt) {
+  if (entry != reinterpret_cast<dispatch::RawFn>(&binary_entry<Op>)) return nullptr;  // NOLINT: compared only
+  return raw_by_dtype(dt, [](auto tag) { return &raw_binary<decltype(tag), Op>; });
+}
+template <class Op>
+dispatch::RawKernel raw_scalar_for(dispatch::RawFn entry, DType dt, const Scalar& s, dispatch::RawScalar& out) {
+  if (entry != reinterpret_cast<dispatch::RawFn>(&scalar_entry<Op>)) return nullptr;  // NOLINT: compared only
+  return raw_by_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T v = scalar_as<T>(s);  // as scalar_entry converts it
+    std::memcpy(out.bytes, &v, sizeof(T));
+    return &raw_scalar<T, Op>;
+  });
+}
+
 }  // namespace
+
+dispatch::RawKernel raw_binary_kernel(OpCode op, dispatch::RawFn entry, DType dt, const Scalar& s, dispatch::RawScalar& out) {
+  switch (op) {
+    case OpCode::add: return raw_binary_for<AddOp>(entry, dt);
+    case OpCode::sub: return raw_binary_for<SubOp>(entry, dt);
+    case OpCode::mul: return raw_binary_for<MulOp>(entry, dt);
+    case OpCode::div: return raw_binary_for<DivOp>(entry, dt);
+    case OpCode::remainder: return raw_binary_for<RemOp>(entry, dt);
+    case OpCode::max_pair: return raw_binary_for<MaxPairOp>(entry, dt);
+    case OpCode::min_pair: return raw_binary_for<MinPairOp>(entry, dt);
+    case OpCode::add_scalar: return raw_scalar_for<AddOp>(entry, dt, s, out);
+    case OpCode::sub_scalar: return raw_scalar_for<SubOp>(entry, dt, s, out);
+    case OpCode::mul_scalar: return raw_scalar_for<MulOp>(entry, dt, s, out);
+    case OpCode::div_scalar: return raw_scalar_for<DivOp>(entry, dt, s, out);
+    case OpCode::remainder_scalar: return raw_scalar_for<RemOp>(entry, dt, s, out);
+    default: return nullptr;
+  }
+}
 
 void register_binary_ops(dispatch::Backend& b) {
   b.set<OpCode::add>(&binary_entry<AddOp>);

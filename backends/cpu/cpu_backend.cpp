@@ -4,6 +4,7 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/gemm.hpp"
+#include "backends/cpu/graph_raw.hpp"
 
 #include <algorithm>
 
@@ -85,6 +86,7 @@ std::unique_ptr<dispatch::Backend> make_cpu_backend() {
   b->set<dispatch::DeviceOp::device_count>(&device_count_entry);
   b->set<dispatch::DeviceOp::default_settings>(&default_settings_entry);
   b->set<dispatch::DeviceOp::assign>(&assign_entry);
+  b->set<dispatch::DeviceOp::graph_stop_capture>(&graph_stop_capture_entry);
   b->set<dispatch::DeviceOp::graph_replay>(&graph_replay_entry);
   b->set<dispatch::DeviceOp::graph_supported>(&graph_supported_entry);
   return b;

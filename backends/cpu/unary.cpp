@@ -5,6 +5,7 @@
 
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/graph_raw.hpp"
 
 namespace tensor::cpu {
 namespace {
@@ -123,6 +124,33 @@ Prim unary_entry(Prim pa) {
   });
 }
 
+// Graph replay's raw kernel: unary_entry's functor on a dense run.
+template <class T, class Op>
+void raw_unary(void* o, const void* a, const void*, std::size_t n, const dispatch::RawScalar&) {
+  UnFn<T, Op> fn;
+  T* out = static_cast<T*>(o);
+  const T* x = static_cast<const T*>(a);
+  if constexpr (requires { fn.vv(out, x, n); }) fn.vv(out, x, n);
+  else run_loop(n, fn, [&](const UnFn<T, Op>& g, std::size_t i) { out[i] = g(x[i]); });
+}
+template <class Op, class T>
+dispatch::RawKernel raw_unary_dtype() {
+  constexpr bool kOk = ((Op::kKinds & kFloat) && dispatch::kIsFloatLike<T>) || ((Op::kKinds & kInt) && kIsInt<T>);
+  if constexpr (kOk) return &raw_unary<T, Op>;
+  else return nullptr;
+}
+template <class Op>
+dispatch::RawKernel raw_unary_for(dispatch::RawFn entry, DType dt) {
+  if (entry != reinterpret_cast<dispatch::RawFn>(&unary_entry<Op>)) return nullptr;  // NOLINT: compared only
+  switch (dt) {
+    case DType::F32: return raw_unary_dtype<Op, float>();
+    case DType::F64: return raw_unary_dtype<Op, double>();
+    case DType::I32: return raw_unary_dtype<Op, std::int32_t>();
+    case DType::I64: return raw_unary_dtype<Op, std::int64_t>();
+    default: return nullptr;
+  }
+}
+
 template <class T>
 struct PowScalarFn {
   calc_t<T> e;
@@ -222,6 +250,20 @@ Prim predicate_entry(Prim pa, DType out_dtype) {
 }
 
 }  // namespace
+
+dispatch::RawKernel raw_unary_kernel(OpCode op, dispatch::RawFn entry, DType dt) {
+  switch (op) {
+#define TENSOR_X(Name, op, expr) \
+  case OpCode::op: return raw_unary_for<Name##Op>(entry, dt);
+    TENSOR_FLOAT_UNARY(TENSOR_X)
+#undef TENSOR_X
+    case OpCode::abs: return raw_unary_for<AbsOp>(entry, dt);
+    case OpCode::neg: return raw_unary_for<NegOp>(entry, dt);
+    case OpCode::sign: return raw_unary_for<SignOp>(entry, dt);
+    case OpCode::bitwise_not: return raw_unary_for<BitNotOp>(entry, dt);
+    default: return nullptr;
+  }
+}
 
 void register_unary_ops(dispatch::Backend& b) {
 #define TENSOR_X(Name, op, expr) b.set<OpCode::op>(&unary_entry<Name##Op>);

@@ -122,6 +122,8 @@ GraphStats graph_stats(const GraphState& s) {
   g.internals = p.internals;
   g.outputs = p.outputs;
   g.writes = p.writes;
+  g.raw_nodes = p.raw_nodes;
+  g.arena_alloc_bytes = p.arena_alloc_bytes;
   g.op_counts = p.op_counts;
   g.native = s.program->native;
   g.fallback_reason = s.program->why;

@@ -50,6 +50,11 @@ struct GraphStats {
   std::size_t inputs = 0, constants = 0, internals = 0, outputs = 0;
   ///@}
   std::size_t writes = 0;       ///< in-place writes of state (an optimizer in graph mode); not in op_counts
+  /// Nodes (writes included) a native replay runs as raw kernels on fixed buffers (no
+  /// refcount, validation or allocation), and the one arena allocated for their values.
+  ///@{
+  std::size_t raw_nodes = 0, arena_alloc_bytes = 0;
+  ///@}
   std::vector<std::pair<OpCode, std::size_t>> op_counts;              ///< nodes per op
   bool native = false;          ///< replay runs the recorded list (false: it re-runs the closure)
   std::string fallback_reason;  ///< why replay re-runs the closure (empty when native)
