@@ -169,7 +169,11 @@ bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const
   refused = plan->prim == nullptr;
   if (refused) return false;
   // Each image: its scale, then its codes [C, HW] transposed to [HW, C].
-  std::vector<std::int8_t> xq(static_cast<std::size_t>(n * c * hw));
+  // The codes and oneDNN's result in buffers kept by the thread (no page faults, no zeroing
+  // per call: at eval's batch they are 3 and 25 MB).
+  thread_local std::vector<std::int8_t> xq_buffer;
+  xq_buffer.resize(static_cast<std::size_t>(n * c * hw));
+  std::int8_t* const xq = xq_buffer.data();  // the workers below write this thread's buffer
   std::vector<float> scale(static_cast<std::size_t>(n));
   std::vector<unsigned char> finite(static_cast<std::size_t>(n), 1);
   auto quantize_image = [&](std::size_t i) {
@@ -185,7 +189,7 @@ bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const
     thread_local std::vector<std::int8_t> rows;
     rows.resize(static_cast<std::size_t>(c * hw));
     simd::quantize_s8(xi, rows.size(), inv, rows.data());
-    std::int8_t* o = xq.data() + static_cast<std::int64_t>(i) * c * hw;
+    std::int8_t* o = xq + static_cast<std::int64_t>(i) * c * hw;
     for (std::int64_t ch = 0; ch < c; ++ch) {
       const std::int8_t* r = rows.data() + ch * hw;
       for (std::int64_t j = 0; j < hw; ++j) o[j * c + ch] = r[j];
@@ -200,7 +204,7 @@ bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const
   y.resize(static_cast<std::size_t>(n * oh * ow * oc));
   std::array<dnnl_memory_t, 3> mem{};
   const dnnl_engine_t e = int8_engine();
-  bool ok = dnnl_memory_create(&mem[0], &plan->src, e, xq.data()) == dnnl_success &&
+  bool ok = dnnl_memory_create(&mem[0], &plan->src, e, xq) == dnnl_success &&
             dnnl_memory_create(&mem[1], &plan->dst, e, y.data()) == dnnl_success &&
             (plan->scratch_bytes == 0 || dnnl_memory_create(&mem[2], &plan->scratch, e, ts.scratch.data()) == dnnl_success);
   if (ok) {
