@@ -151,7 +151,7 @@ void check(const Case& k) {
 #if TENSOR_HAVE_ONEDNN
   // and oneDNN's own kernel for it (not its reference loops, not the im2col fallback)
   if (dev() == Device::cpu()) {
-    const std::string route = tensor::cpu::last_q_matmul_route();
+    const std::string route = tensor::cpu::last_q_conv2d_route();
     EXPECT_TRUE(route.starts_with("onednn conv ")) << route;
   }
 #endif

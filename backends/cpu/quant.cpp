@@ -458,6 +458,8 @@ void set_route(std::string route) {
   (void)route;
 #endif
 }
+thread_local std::string t_conv_route;
+void set_conv_route(std::string route) { t_conv_route = std::move(route); }
 
 #if TENSOR_HAVE_ONEDNN
 dnnl_engine_t int8_engine() {
@@ -508,6 +510,8 @@ std::string last_q_matmul_route() {
   return "dequantize + f32 matmul (no oneDNN)";
 #endif
 }
+
+std::string last_q_conv2d_route() { return qdetail::t_conv_route; }
 
 void register_quant_ops(dispatch::Backend& b) {
   b.set<OpCode::quantize>(&quantize_entry);

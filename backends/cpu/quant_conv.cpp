@@ -217,7 +217,7 @@ bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const
     if (m != nullptr) dnnl_memory_destroy(m);
   if (!ok) return false;
   nhwc_to_nchw(y.data(), scale.data(), bias, n, oh * ow, oc, out);
-  set_route("onednn conv " + plan->impl);
+  set_conv_route("onednn conv " + plan->impl);
   return true;
 }
 
@@ -289,16 +289,14 @@ Prim q_conv2d_entry(Prim px, Prim pw, Prim pbias, const dispatch::QConvArgs& qa)
                             reinterpret_cast<float*>(out->data()), refused);
     if (!done && refused) {  // no oneDNN kernel for this shape: im2col and the int8 product
       done = im2col_conv(w, *cache, xf, a, oh, ow, bias, reinterpret_cast<float*>(out->data()));
-      if (done) set_route("im2col + " + last_q_matmul_route());
+      if (done) set_conv_route("im2col + " + last_q_matmul_route());
     }
     if (done) return xdt == DType::F32 ? Prim(std::move(out)) : Prim(convert_tensor(std::move(out), xdt));
   }
-  set_route("dequantize + f32 conv2d");
 #endif
+  set_conv_route("dequantize + f32 conv2d");
   if (out_shape.num_elements() == 0) {
-#if TENSOR_HAVE_ONEDNN
-    set_route("none (an empty result)");
-#endif
+    set_conv_route("none (an empty result)");
     return Prim(alloc_tensor(xdt, out_shape));
   }
   return dequantized_conv(std::move(x), std::move(pw), std::move(pbias), a);

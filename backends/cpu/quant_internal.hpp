@@ -24,8 +24,9 @@ CpuRef f32_dense(CpuRef x);
 Prim dequantize(Prim q, DType dtype);
 Prim q_matmul(Prim x, Prim w);
 Prim q_conv2d_entry(Prim x, Prim w, Prim bias, const dispatch::QConvArgs& args);
-// The route last_q_matmul_route() reports on this thread.
+// The routes last_q_matmul_route() / last_q_conv2d_route() report on this thread.
 void set_route(std::string route);
+void set_conv_route(std::string route);
 
 #if TENSOR_HAVE_ONEDNN
 dnnl_engine_t int8_engine();  // nullptr where oneDNN has no cpu engine

@@ -118,7 +118,7 @@ int run_quant(bool quick) {
       (void)nn::conv2d(x, w, b, o);
       (void)nn::conv2d(x, wq, b, o);
       cpu.sync();
-      const std::string route = cpu::last_q_matmul_route();
+      const std::string route = cpu::last_q_conv2d_route();
       const int reps = quick ? 3 : 11;
       std::vector<double> tf, tq, cf, cq;
       for (int r = 0; r < reps; ++r) {
