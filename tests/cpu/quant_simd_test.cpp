@@ -1,6 +1,7 @@
 // The activation quantizer of the int8 routes (backends/cpu/quant_hwy.cpp) on every compiled
 // Highway target, against a scalar reference written here: amax = max |x| (and whether every
 // value is finite), codes = nearest integer (ties to even) of clamp(x * inv, -127, 127).
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <hwy/targets.h>
 
 #include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/pool_hwy.hpp"
 #include "backends/cpu/quant_hwy.hpp"
 #include "cpu_test_util.hpp"
 
@@ -85,6 +87,49 @@ TEST(CpuQuantSimd, ScalarRuleIsTiesToEvenWithClamp) {
   EXPECT_EQ(simd::act_code_scalar(-3.5f, 1.0f), -4);
   EXPECT_EQ(simd::act_code_scalar(500.0f, 1.0f), 127);
   EXPECT_EQ(simd::act_code_scalar(-500.0f, 1.0f), -127);
+}
+
+}  // namespace
+}  // namespace tensor::cpu::test
+
+// ---- the 2x2 stride-2 max pool's f32 row kernel (pool_hwy.cpp), on every target --------
+
+namespace tensor::cpu::test {
+namespace {
+
+float ref_pool(const float* r0, const float* r1, std::size_t j) {
+  const float v[4] = {r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]};
+  float best = v[0];
+  for (int i = 1; i < 4; ++i)
+    if (v[i] > best || (std::isnan(v[i]) && !std::isnan(best))) best = v[i];
+  return best;
+}
+
+TEST(CpuPoolSimd, MaxPool2x2RowMatchesTheScalarRuleOnEveryCompiledTarget) {
+  const std::vector<std::int64_t> targets = compiled_targets();
+  for (const std::int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    const std::string name = hwy::TargetName(t);
+    for (std::size_t out_w : {0u, 1u, 3u, 4u, 7u, 8u, 9u, 16u, 17u, 33u}) {
+      // 2 * out_w + 1 columns (an odd input width leaves its last column out)
+      std::vector<float> r0 = values(2 * out_w + 1, 3u + static_cast<std::uint32_t>(out_w));
+      std::vector<float> r1 = values(2 * out_w + 1, 40u + static_cast<std::uint32_t>(out_w));
+      // NaNs with distinct payloads (the first one must win), signed zeros, ties
+      const float nan1 = std::bit_cast<float>(0x7fc00001u), nan2 = std::bit_cast<float>(0xffc00002u);
+      for (std::size_t j = 0; j < out_w; ++j) {
+        if (j % 5 == 1) r1[2 * j] = nan1;
+        if (j % 5 == 1 && j % 2) r0[2 * j + 1] = nan2;
+        if (j % 7 == 3) { r0[2 * j] = -0.0f; r0[2 * j + 1] = 0.0f; r1[2 * j] = -5.0f; r1[2 * j + 1] = -1.0f; }
+      }
+      std::vector<float> y(out_w + 1, 12345.0f);
+      simd::max_pool_2x2_row_f32(r0.data(), r1.data(), y.data(), out_w);
+      for (std::size_t j = 0; j < out_w; ++j)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(y[j]), std::bit_cast<std::uint32_t>(ref_pool(r0.data(), r1.data(), j)))
+            << name << " out_w " << out_w << " at " << j;
+      ASSERT_EQ(y[out_w], 12345.0f) << name << ": wrote past the row";
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace
