@@ -19,22 +19,32 @@ HWY_INLINE V Take(D, V best, V v) {
 
 HWY_INLINE float TakeScalar(float best, float v) { return v > best || (v != v && best == best) ? v : best; }
 
+#if HWY_TARGET != HWY_SCALAR
+// Outputs j.. in blocks of d's lane count; returns where it stopped.
+template <class D>
+HWY_INLINE size_t Blocks(D d, const float* HWY_RESTRICT r0, const float* HWY_RESTRICT r1, float* HWY_RESTRICT y, size_t j,
+                         size_t out_w) {
+  const size_t N = hn::Lanes(d);
+  for (; j + N <= out_w; j += N) {
+    const auto a0 = hn::LoadU(d, r0 + 2 * j), a1 = hn::LoadU(d, r0 + 2 * j + N);
+    const auto b0 = hn::LoadU(d, r1 + 2 * j), b1 = hn::LoadU(d, r1 + 2 * j + N);
+    auto best = hn::ConcatEven(d, a1, a0);  // r0[2j], in output order
+    best = Take(d, best, hn::ConcatOdd(d, a1, a0));
+    best = Take(d, best, hn::ConcatEven(d, b1, b0));
+    best = Take(d, best, hn::ConcatOdd(d, b1, b0));
+    hn::StoreU(best, d, y + j);
+  }
+  return j;
+}
+#endif
+
 void MaxPool2x2RowF32(const float* HWY_RESTRICT r0, const float* HWY_RESTRICT r1, float* HWY_RESTRICT y, size_t out_w) {
   size_t j = 0;
 #if HWY_TARGET != HWY_SCALAR  // one lane: the scalar loop below is the kernel
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  {
-    for (; j + N <= out_w; j += N) {
-      const auto a0 = hn::LoadU(d, r0 + 2 * j), a1 = hn::LoadU(d, r0 + 2 * j + N);
-      const auto b0 = hn::LoadU(d, r1 + 2 * j), b1 = hn::LoadU(d, r1 + 2 * j + N);
-      auto best = hn::ConcatEven(d, a1, a0);  // r0[2j], in output order
-      best = Take(d, best, hn::ConcatOdd(d, a1, a0));
-      best = Take(d, best, hn::ConcatEven(d, b1, b0));
-      best = Take(d, best, hn::ConcatOdd(d, b1, b0));
-      hn::StoreU(best, d, y + j);
-    }
-  }
+  // full vectors, then 8 and 4 lanes: a CNN's rows are short (14, 7 outputs)
+  j = Blocks(hn::ScalableTag<float>(), r0, r1, y, j, out_w);
+  if (hn::Lanes(hn::ScalableTag<float>()) > 8) j = Blocks(hn::CappedTag<float, 8>(), r0, r1, y, j, out_w);
+  if (hn::Lanes(hn::ScalableTag<float>()) > 4) j = Blocks(hn::CappedTag<float, 4>(), r0, r1, y, j, out_w);
 #endif
   for (; j < out_w; ++j) {
     float best = r0[2 * j];
