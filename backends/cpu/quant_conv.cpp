@@ -16,6 +16,7 @@
 // float conv2d.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,7 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/gemm.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/quant.hpp"
 #include "backends/cpu/quant_hwy.hpp"
@@ -158,66 +161,85 @@ void nhwc_to_nchw(const float* y, const float* scale, const float* bias, std::in
 
 // The int8 convolution of x (contiguous f32 [N, C, H, W]) into out (f32 [N, OC, OH, OW]);
 // false where oneDNN has no kernel for the shape (`refused` set) or an image is not finite.
+// The batch goes in chunks of images on parallel_chunks, each chunk start to end on one
+// thread (quantize, oneDNN's primitive on one OpenMP thread, NCHW + scale + bias): as the
+// f32 conv does (GemmThreadScope), no OpenMP team whose spinning workers would compete with
+// the library's threads on a shared machine, and each chunk's data stays in that core's cache.
 bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const Shape& xs, const core::ConvArgs& a,
                  std::int64_t oh, std::int64_t ow, const float* bias, float* out, bool& refused) {
   const auto n = static_cast<std::int64_t>(xs[0]), c = static_cast<std::int64_t>(xs[1]);
   const auto hw = static_cast<std::int64_t>(xs[2] * xs[3]);
   const auto oc = static_cast<std::int64_t>(w.shape()[0]);
-  const PlanKey key{n, static_cast<std::int64_t>(xs[2]), static_cast<std::int64_t>(xs[3]), a.stride[0], a.stride[1],
-                    a.padding[0], a.padding[1], a.dilation[0], a.dilation[1]};
-  const auto plan = plan_for(w, cache, key, oh, ow);
-  refused = plan->prim == nullptr;
+  const std::int64_t threads = std::max(1, omp_threads());
+  const std::int64_t per = threads == 1 ? n : std::max<std::int64_t>(1, (n + 2 * threads - 1) / (2 * threads));
+  const std::int64_t chunks = (n + per - 1) / per;
+  auto key_for = [&](std::int64_t images) {
+    return PlanKey{images, static_cast<std::int64_t>(xs[2]), static_cast<std::int64_t>(xs[3]), a.stride[0], a.stride[1],
+                   a.padding[0], a.padding[1], a.dilation[0], a.dilation[1]};
+  };
+  const auto first = plan_for(w, cache, key_for(per), oh, ow);
+  refused = first->prim == nullptr;
   if (refused) return false;
-  // Each image: its scale, then its codes [C, HW] transposed to [HW, C].
-  // The codes and oneDNN's result in buffers kept by the thread (no page faults, no zeroing
-  // per call: at eval's batch they are 3 and 25 MB).
-  thread_local std::vector<std::int8_t> xq_buffer;
-  xq_buffer.resize(static_cast<std::size_t>(n * c * hw));
-  std::int8_t* const xq = xq_buffer.data();  // the workers below write this thread's buffer
-  std::vector<float> scale(static_cast<std::size_t>(n));
-  std::vector<unsigned char> finite(static_cast<std::size_t>(n), 1);
-  auto quantize_image = [&](std::size_t i) {
-    const float* xi = x + static_cast<std::int64_t>(i) * c * hw;
-    bool good = true;
-    const float amax = simd::abs_max_f32(xi, static_cast<std::size_t>(c * hw), &good);
-    if (!good) {
-      finite[i] = 0;
+  std::atomic<bool> failed{false};
+  auto chunk = [&](std::size_t ci) {
+    const std::int64_t i0 = static_cast<std::int64_t>(ci) * per, cnt = std::min(per, n - i0);
+    const auto plan = cnt == per ? first : plan_for(w, cache, key_for(cnt), oh, ow);
+    if (plan->prim == nullptr) {
+      failed = true;
       return;
     }
-    scale[i] = amax / 127.0f;
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    thread_local std::vector<std::int8_t> rows;
+    // this thread's buffers (no page faults, no zeroing per call)
+    thread_local std::vector<std::int8_t> xq, rows;
+    thread_local std::vector<float> y;
+    xq.resize(static_cast<std::size_t>(cnt * c * hw));
     rows.resize(static_cast<std::size_t>(c * hw));
-    simd::quantize_s8(xi, rows.size(), inv, rows.data());
-    std::int8_t* o = xq + static_cast<std::int64_t>(i) * c * hw;
-    for (std::int64_t ch = 0; ch < c; ++ch) {
-      const std::int8_t* r = rows.data() + ch * hw;
-      for (std::int64_t j = 0; j < hw; ++j) o[j * c + ch] = r[j];
+    y.resize(static_cast<std::size_t>(cnt * oh * ow * oc));
+    std::vector<float> scale(static_cast<std::size_t>(cnt));
+    for (std::int64_t i = 0; i < cnt; ++i) {  // each image: its scale, its codes [C, HW] as [HW, C]
+      const float* xi = x + (i0 + i) * c * hw;
+      bool good = true;
+      const float amax = simd::abs_max_f32(xi, static_cast<std::size_t>(c * hw), &good);
+      if (!good) {
+        failed = true;
+        return;
+      }
+      scale[static_cast<std::size_t>(i)] = amax / 127.0f;
+      simd::quantize_s8(xi, rows.size(), amax > 0.0f ? 127.0f / amax : 0.0f, rows.data());
+      std::int8_t* o = xq.data() + i * c * hw;
+      for (std::int64_t ch = 0; ch < c; ++ch) {
+        const std::int8_t* r = rows.data() + ch * hw;
+        for (std::int64_t j = 0; j < hw; ++j) o[j * c + ch] = r[j];
+      }
     }
+    Int8Stream& ts = this_thread_stream();
+    if (ts.stream == nullptr) {
+      failed = true;
+      return;
+    }
+    if (ts.scratch.size() < plan->scratch_bytes) ts.scratch.resize(plan->scratch_bytes);
+    std::array<dnnl_memory_t, 3> mem{};
+    const dnnl_engine_t e = int8_engine();
+    bool ok = dnnl_memory_create(&mem[0], &plan->src, e, xq.data()) == dnnl_success &&
+              dnnl_memory_create(&mem[1], &plan->dst, e, y.data()) == dnnl_success &&
+              (plan->scratch_bytes == 0 || dnnl_memory_create(&mem[2], &plan->scratch, e, ts.scratch.data()) == dnnl_success);
+    if (ok) {
+      const GemmThreadScope one_thread;
+      const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, mem[1]},
+                                       {DNNL_ARG_SCRATCHPAD, mem[2]}};
+      ok = dnnl_primitive_execute(plan->prim, ts.stream, plan->scratch_bytes == 0 ? 3 : 4, args) == dnnl_success &&
+           dnnl_stream_wait(ts.stream) == dnnl_success;
+    }
+    for (dnnl_memory_t m : mem)
+      if (m != nullptr) dnnl_memory_destroy(m);
+    if (!ok) {
+      failed = true;
+      return;
+    }
+    nhwc_to_nchw(y.data(), scale.data(), bias, cnt, oh * ow, oc, out + i0 * oc * oh * ow);
   };
-  parallel_chunks(static_cast<std::size_t>(n), quantize_image);
-  if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
-  Int8Stream& ts = this_thread_stream();
-  if (ts.stream == nullptr) return false;
-  if (ts.scratch.size() < plan->scratch_bytes) ts.scratch.resize(plan->scratch_bytes);
-  thread_local std::vector<float> y;
-  y.resize(static_cast<std::size_t>(n * oh * ow * oc));
-  std::array<dnnl_memory_t, 3> mem{};
-  const dnnl_engine_t e = int8_engine();
-  bool ok = dnnl_memory_create(&mem[0], &plan->src, e, xq) == dnnl_success &&
-            dnnl_memory_create(&mem[1], &plan->dst, e, y.data()) == dnnl_success &&
-            (plan->scratch_bytes == 0 || dnnl_memory_create(&mem[2], &plan->scratch, e, ts.scratch.data()) == dnnl_success);
-  if (ok) {
-    const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, mem[1]},
-                                     {DNNL_ARG_SCRATCHPAD, mem[2]}};
-    ok = dnnl_primitive_execute(plan->prim, ts.stream, plan->scratch_bytes == 0 ? 3 : 4, args) == dnnl_success &&
-         dnnl_stream_wait(ts.stream) == dnnl_success;
-  }
-  for (dnnl_memory_t m : mem)
-    if (m != nullptr) dnnl_memory_destroy(m);
-  if (!ok) return false;
-  nhwc_to_nchw(y.data(), scale.data(), bias, n, oh * ow, oc, out);
-  set_conv_route("onednn conv " + plan->impl);
+  parallel_chunks(static_cast<std::size_t>(chunks), chunk);
+  if (failed) return false;
+  set_conv_route("onednn conv " + first->impl);
   return true;
 }
 
