@@ -7,6 +7,7 @@
 // the product into the rounding test: the library builds as ISO C++ (-ffp-contract=off).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -16,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/gemm.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/quant.hpp"
 #include "backends/cpu/quant_hwy.hpp"
@@ -348,44 +351,67 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
     parallel_chunks(static_cast<std::size_t>((m + rows_per - 1) / rows_per), quantize_rows);
   if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
   auto cache = w.cache<Int8Weight>([] { return std::make_shared<Int8Weight>(); });
-  std::shared_ptr<const Int8Plan> plan;
-  {
-    const std::lock_guard<std::mutex> lock(cache->mu);
-    if (auto it = cache->by_m.find(m); it != cache->by_m.end()) plan = it->second;
-  }
-  if (!plan) {
+  auto plan_for = [&](std::int64_t rows) {
+    {
+      const std::lock_guard<std::mutex> lock(cache->mu);
+      if (auto it = cache->by_m.find(rows); it != cache->by_m.end()) return it->second;
+    }
     CpuRef codes = to_contiguous(as_cpu(DispatchTensor(w.codes()).take()));
     CpuRef sc = to_contiguous(as_cpu(DispatchTensor(w.scales()).take()));
     const float* s = reinterpret_cast<const float*>(sc->data());
     const std::vector<float> wscales(s, s + sc->shape().num_elements());
-    plan = make_int8_plan(m, k, n, reinterpret_cast<const std::int8_t*>(codes->data()), wscales);
+    auto made = make_int8_plan(rows, k, n, reinterpret_cast<const std::int8_t*>(codes->data()), wscales);
     const std::lock_guard<std::mutex> lock(cache->mu);
     if (cache->by_m.size() >= 16) cache->by_m.clear();  // bounded: a plan in use stays alive
-    plan = cache->by_m.try_emplace(m, plan).first->second;
-  }
+    return cache->by_m.try_emplace(rows, made).first->second;
+  };
+  // rows [i0, i0 + rows) through `plan` on the calling thread's stream, then the row scales
+  auto run = [&](const Int8Plan& plan, std::int64_t i0, std::int64_t rows) {
+    Int8Stream& ts = qdetail::this_thread_stream();
+    if (ts.stream == nullptr) return false;
+    if (ts.scratch.size() < plan.scratch_bytes) ts.scratch.resize(plan.scratch_bytes);
+    std::array<dnnl_memory_t, 3> mem{};
+    bool ok = dnnl_memory_create(&mem[0], &plan.src, int8_engine(), xq.data() + i0 * k) == dnnl_success &&
+              dnnl_memory_create(&mem[1], &plan.dst, int8_engine(), out + i0 * n) == dnnl_success &&
+              (plan.scratch_bytes == 0 ||
+               dnnl_memory_create(&mem[2], &plan.scratch, int8_engine(), ts.scratch.data()) == dnnl_success);
+    if (ok) {
+      const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, mem[1]},
+                                       {DNNL_ARG_SCRATCHPAD, mem[2]}};
+      ok = dnnl_primitive_execute(plan.prim, ts.stream, plan.scratch_bytes == 0 ? 3 : 4, args) == dnnl_success &&
+           dnnl_stream_wait(ts.stream) == dnnl_success;
+    }
+    for (dnnl_memory_t mm : mem)
+      if (mm != nullptr) dnnl_memory_destroy(mm);
+    if (!ok) return false;
+    for (std::int64_t i = i0; i < i0 + rows; ++i) {
+      const float a = row_scale[static_cast<std::size_t>(i)];
+      float* o = out + i * n;
+      for (std::int64_t j = 0; j < n; ++j) o[j] *= a;
+    }
+    return true;
+  };
+  // Many rows: chunks of rows on parallel_chunks, oneDNN on one OpenMP thread per chunk (as
+  // the f32 products do: no OpenMP team spinning against the library's threads); few rows
+  // (a GEMV): one call on oneDNN's own threads.
+  constexpr std::int64_t kChunkedRows = 256;
+  const std::int64_t threads = std::max(1, omp_threads());
+  const std::shared_ptr<const Int8Plan> plan =
+      plan_for(m >= kChunkedRows && threads > 1 ? std::max<std::int64_t>(1, (m + 2 * threads - 1) / (2 * threads)) : m);
   if (plan->prim == nullptr) return false;
-  Int8Stream& ts = qdetail::this_thread_stream();
-  const dnnl_stream_t stream = ts.stream;
-  if (stream == nullptr) return false;
-  if (ts.scratch.size() < plan->scratch_bytes) ts.scratch.resize(plan->scratch_bytes);
-  std::array<dnnl_memory_t, 3> mem{};
-  bool ok = dnnl_memory_create(&mem[0], &plan->src, int8_engine(), xq.data()) == dnnl_success &&
-            dnnl_memory_create(&mem[1], &plan->dst, int8_engine(), out) == dnnl_success &&
-            (plan->scratch_bytes == 0 ||
-             dnnl_memory_create(&mem[2], &plan->scratch, int8_engine(), ts.scratch.data()) == dnnl_success);
-  if (ok) {
-    const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, mem[1]},
-                                     {DNNL_ARG_SCRATCHPAD, mem[2]}};
-    ok = dnnl_primitive_execute(plan->prim, stream, plan->scratch_bytes == 0 ? 3 : 4, args) == dnnl_success &&
-         dnnl_stream_wait(stream) == dnnl_success;
-  }
-  for (dnnl_memory_t mm : mem)
-    if (mm != nullptr) dnnl_memory_destroy(mm);
-  if (!ok) return false;
-  for (std::int64_t i = 0; i < m; ++i) {
-    const float a = row_scale[static_cast<std::size_t>(i)];
-    float* o = out + i * n;
-    for (std::int64_t j = 0; j < n; ++j) o[j] *= a;
+  if (m >= kChunkedRows && threads > 1) {
+    const std::int64_t per = std::max<std::int64_t>(1, (m + 2 * threads - 1) / (2 * threads));
+    std::atomic<bool> failed{false};
+    auto chunk = [&](std::size_t c) {
+      const std::int64_t i0 = static_cast<std::int64_t>(c) * per, rows = std::min(per, m - i0);
+      const auto p = rows == per ? plan : plan_for(rows);
+      const GemmThreadScope one_thread;
+      if (p->prim == nullptr || !run(*p, i0, rows)) failed = true;
+    };
+    parallel_chunks(static_cast<std::size_t>((m + per - 1) / per), chunk);
+    if (failed) return false;
+  } else if (!run(*plan, 0, m)) {
+    return false;
   }
   t_last_route = "onednn " + plan->impl;
   return true;
