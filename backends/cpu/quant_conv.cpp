@@ -27,6 +27,7 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/gemm.hpp"
+#include "backends/cpu/layout_hwy.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/quant.hpp"
 #include "backends/cpu/quant_hwy.hpp"
@@ -146,15 +147,12 @@ void nhwc_to_nchw(const float* y, const float* scale, const float* bias, std::in
     const float* yi = y + static_cast<std::int64_t>(i) * p * c;
     float* oi = out + static_cast<std::int64_t>(i) * p * c;
     const float s = scale != nullptr ? scale[i] : 1.0f;
-    constexpr std::int64_t kTile = 64;  // rows of y per tile: a tile of the output stays in cache
-    for (std::int64_t p0 = 0; p0 < p; p0 += kTile) {
-      const std::int64_t p1 = std::min(p, p0 + kTile);
-      for (std::int64_t ch = 0; ch < c; ++ch) {
-        const float b = bias != nullptr ? bias[ch] : 0.0f;
-        float* o = oi + ch * p;
-        for (std::int64_t j = p0; j < p1; ++j) o[j] = yi[j * c + ch] * s + b;
-      }
-    }
+    // the image's [P, C] block transposed to [C, P] (register tiles), then each channel's row
+    // scaled and offset while it is in cache
+    simd::transpose_u32(reinterpret_cast<const std::uint32_t*>(yi), c, reinterpret_cast<std::uint32_t*>(oi), p,
+                        static_cast<std::size_t>(p), static_cast<std::size_t>(c));
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      simd::scale_add_f32(oi + ch * p, static_cast<std::size_t>(p), s, bias != nullptr ? bias[ch] : 0.0f);
   };
   parallel_chunks(static_cast<std::size_t>(n), image);
 }

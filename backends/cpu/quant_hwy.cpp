@@ -59,6 +59,15 @@ void QuantizeS8(const float* HWY_RESTRICT x, size_t n, float inv, std::int8_t* H
   for (; i < n; ++i) out[i] = act_code_scalar(x[i], inv);
 }
 
+void ScaleAddF32(float* HWY_RESTRICT x, size_t n, float s, float b) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto vs = hn::Set(d, s), vb = hn::Set(d, b);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Add(hn::Mul(hn::LoadU(d, x + i), vs), vb), d, x + i);
+  for (; i < n; ++i) x[i] = x[i] * s + b;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tensor::cpu::simd
 HWY_AFTER_NAMESPACE();
@@ -68,11 +77,14 @@ namespace tensor::cpu::simd {
 
 HWY_EXPORT(AbsMaxF32);
 HWY_EXPORT(QuantizeS8);
+HWY_EXPORT(ScaleAddF32);
 
 float abs_max_f32(const float* x, std::size_t n, bool* finite) { return HWY_DYNAMIC_DISPATCH(AbsMaxF32)(x, n, finite); }
 void quantize_s8(const float* x, std::size_t n, float inv, std::int8_t* out) {
   HWY_DYNAMIC_DISPATCH(QuantizeS8)(x, n, inv, out);
 }
+
+void scale_add_f32(float* x, std::size_t n, float s, float b) { HWY_DYNAMIC_DISPATCH(ScaleAddF32)(x, n, s, b); }
 
 }  // namespace tensor::cpu::simd
 #endif  // HWY_ONCE

@@ -16,6 +16,9 @@ float abs_max_f32(const float* x, std::size_t n, bool* finite);
 // out[i] = the code of x[i] * inv (see above), for finite x.
 void quantize_s8(const float* x, std::size_t n, float inv, std::int8_t* out);
 
+// x[i] = x[i] * s + b (a product, then a sum: no FMA), in place.
+void scale_add_f32(float* x, std::size_t n, float s, float b);
+
 // The scalar rule, for the tails and the tests.
 inline std::int8_t act_code_scalar(float x, float inv) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
