@@ -180,6 +180,8 @@ DispatchTensor ctc_loss_backward(DispatchTensor log_probs, DispatchTensor target
 DispatchTensor collective(OpCode op, DispatchTensor a, std::int64_t arg);
 // x [.., M, K] (float) times a quantized weight [K, N] (op table: quant section).
 DispatchTensor q_matmul(DispatchTensor x, DispatchTensor w);
+// conv2d with a quantized weight (the q_conv2d row; dispatch/rules/quant.cpp).
+DispatchTensor q_conv2d(DispatchTensor x, DispatchTensor w, DispatchTensor bias, const QConvArgs& args);
 // deform_conv2d(x, offset, weight, mask?, bias?, options) -> [N, Cout, Ho, Wo];
 // deform_conv2d_backward(x, offset, weight, mask?, dy, with_bias) -> {dx, doffset, dweight, dmask?, dbias?}.
 DispatchTensor deform_conv2d(DispatchTensor x, DispatchTensor offset, DispatchTensor weight, DispatchTensor mask,

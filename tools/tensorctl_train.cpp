@@ -3,12 +3,16 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/quant.hpp"
 #include "tools/tensorctl.hpp"
 #include "trainer.hpp"
 
 namespace tensorctl {
 
 int run_train(Args args) { return train::train_main(std::vector<std::string>(args.begin(), args.end())); }
-int run_eval(Args args) { return train::eval_main(std::vector<std::string>(args.begin(), args.end())); }
+int run_eval(Args args) {
+  train::set_conv_route_probe(&tensor::cpu::last_q_conv2d_route);
+  return train::eval_main(std::vector<std::string>(args.begin(), args.end()));
+}
 
 }  // namespace tensorctl

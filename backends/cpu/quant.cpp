@@ -7,6 +7,7 @@
 // the product into the rounding test: the library builds as ISO C++ (-ffp-contract=off).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -16,9 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/gemm.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/quant.hpp"
+#include "backends/cpu/quant_hwy.hpp"
+#include "backends/cpu/quant_internal.hpp"
 #include "dispatch/quant.hpp"
 #include "dispatch/quant_model.hpp"
 
@@ -27,18 +32,22 @@
 #endif
 
 namespace tensor::cpu {
-namespace {
 
-using dispatch::DispatchTensor;
-using dispatch::Kind;
-using dispatch::Prim;
-namespace q = dispatch::quant;
-
+namespace qdetail {
 // Contiguous f32 elements of x (a copy only when x is another dtype or strided).
 CpuRef f32_dense(CpuRef x) {
   if (x->dtype() != DType::F32) return convert_tensor(std::move(x), DType::F32);
   return to_contiguous(std::move(x));
 }
+}  // namespace qdetail
+
+namespace {
+
+using dispatch::DispatchTensor;
+using dispatch::Kind;
+using dispatch::Prim;
+using qdetail::f32_dense;
+namespace q = dispatch::quant;
 
 inline std::int8_t code_of(float x, float inv, float lo, float hi) {
   const float v = x * inv;
@@ -151,7 +160,8 @@ Prim dequantize_entry(Prim pq, DType dtype) {
 // weight dequantized, then the float matmul.
 
 #if TENSOR_HAVE_ONEDNN
-dnnl_engine_t int8_engine() {
+using qdetail::int8_engine;
+dnnl_engine_t int8_engine_make() {
   static const dnnl_engine_t engine = [] {
     dnnl_engine_t e = nullptr;
     if (dnnl_engine_create(&e, dnnl_cpu, 0) != dnnl_success) e = nullptr;
@@ -181,26 +191,8 @@ struct Int8Weight final : q::QuantCache {
   std::map<std::int64_t, std::shared_ptr<const Int8Plan>> by_m;
 };
 
-// Reorders `src` (plain s8 [K, N] at `codes`) into `plan.weights` (the primitive's layout).
 bool reorder_weights(Int8Plan& p, const dnnl_memory_desc_t& plain, const std::int8_t* codes) {
-  const dnnl_engine_t e = int8_engine();
-  dnnl_memory_t from = nullptr;
-  if (dnnl_memory_create(&p.weights, &p.wei, e, DNNL_MEMORY_ALLOCATE) != dnnl_success) return false;
-  if (dnnl_memory_create(&from, &plain, e, const_cast<std::int8_t*>(codes)) != dnnl_success) return false;
-  dnnl_primitive_desc_t rpd = nullptr;
-  dnnl_primitive_t r = nullptr;
-  dnnl_stream_t st = nullptr;
-  bool ok = dnnl_reorder_primitive_desc_create(&rpd, &plain, e, &p.wei, e, nullptr) == dnnl_success &&
-            dnnl_primitive_create(&r, rpd) == dnnl_success && dnnl_stream_create(&st, e, dnnl_stream_default_flags) == dnnl_success;
-  if (ok) {
-    const dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, p.weights}};
-    ok = dnnl_primitive_execute(r, st, 2, args) == dnnl_success && dnnl_stream_wait(st) == dnnl_success;
-  }
-  if (st != nullptr) dnnl_stream_destroy(st);
-  if (r != nullptr) dnnl_primitive_destroy(r);
-  if (rpd != nullptr) dnnl_primitive_desc_destroy(rpd);
-  dnnl_memory_destroy(from);
-  return ok;
+  return qdetail::reorder_codes(&p.weights, p.wei, plain, codes);
 }
 
 std::shared_ptr<const Int8Plan> make_int8_plan(std::int64_t m, std::int64_t k, std::int64_t n, const std::int8_t* codes,
@@ -247,20 +239,7 @@ std::shared_ptr<const Int8Plan> make_int8_plan(std::int64_t m, std::int64_t k, s
 
 thread_local std::string t_last_route;
 
-// This thread's stream (oneDNN streams are not shared between threads).
-struct Int8Stream {
-  dnnl_stream_t stream = nullptr;
-  std::vector<std::byte> scratch;
-  Int8Stream() {
-    if (int8_engine() == nullptr || dnnl_stream_create(&stream, int8_engine(), dnnl_stream_default_flags) != dnnl_success)
-      stream = nullptr;
-  }
-  Int8Stream(const Int8Stream&) = delete;
-  Int8Stream& operator=(const Int8Stream&) = delete;
-  ~Int8Stream() {
-    if (stream != nullptr) dnnl_stream_destroy(stream);
-  }
-};
+using qdetail::Int8Stream;
 
 // (v + 1.5 * 2^23) - 1.5 * 2^23 rounds v (|v| <= 127) to the nearest integer, ties to even,
 // in two vectorizable adds (std::round is a libm call per element).
@@ -269,7 +248,6 @@ inline float act_round(float v) {
   v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
   return (v + kMagic) - kMagic;
 }
-inline std::int8_t act_code(float v) { return static_cast<std::int8_t>(static_cast<int>(act_round(v))); }
 
 // The rows of a transposed view, x[b, i, j] at x + b * sb + i + j * sk (unfold4d's [N, K, L]
 // swapped to [N, L, K]), quantized like int8_product's rows without a contiguous copy: per
@@ -356,21 +334,15 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
     const std::int64_t i0 = static_cast<std::int64_t>(c) * rows_per, i1 = std::min(m, i0 + rows_per);
     for (std::int64_t i = i0; i < i1; ++i) {
       const float* r = x + i * k;
-      float amax = 0.0f;
-      bool bad = false;
-      for (std::int64_t j = 0; j < k; ++j) {
-        const float a = std::fabs(r[j]);
-        bad |= !(a <= std::numeric_limits<float>::max());  // NaN or inf: no int8 code
-        amax = a > amax ? a : amax;
-      }
-      if (bad) {
+      bool good = true;
+      const float amax = simd::abs_max_f32(r, static_cast<std::size_t>(k), &good);
+      if (!good) {  // NaN or inf: no int8 code
         finite[static_cast<std::size_t>(i)] = 0;
         continue;
       }
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
       row_scale[static_cast<std::size_t>(i)] = amax / 127.0f;
-      std::int8_t* o = xq.data() + i * k;
-      for (std::int64_t j = 0; j < k; ++j) o[j] = act_code(r[j] * inv);
+      simd::quantize_s8(r, static_cast<std::size_t>(k), inv, xq.data() + i * k);
     }
   };
   if (src.tb > 0)
@@ -379,44 +351,67 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
     parallel_chunks(static_cast<std::size_t>((m + rows_per - 1) / rows_per), quantize_rows);
   if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
   auto cache = w.cache<Int8Weight>([] { return std::make_shared<Int8Weight>(); });
-  std::shared_ptr<const Int8Plan> plan;
-  {
-    const std::lock_guard<std::mutex> lock(cache->mu);
-    if (auto it = cache->by_m.find(m); it != cache->by_m.end()) plan = it->second;
-  }
-  if (!plan) {
+  auto plan_for = [&](std::int64_t rows) {
+    {
+      const std::lock_guard<std::mutex> lock(cache->mu);
+      if (auto it = cache->by_m.find(rows); it != cache->by_m.end()) return it->second;
+    }
     CpuRef codes = to_contiguous(as_cpu(DispatchTensor(w.codes()).take()));
     CpuRef sc = to_contiguous(as_cpu(DispatchTensor(w.scales()).take()));
     const float* s = reinterpret_cast<const float*>(sc->data());
     const std::vector<float> wscales(s, s + sc->shape().num_elements());
-    plan = make_int8_plan(m, k, n, reinterpret_cast<const std::int8_t*>(codes->data()), wscales);
+    auto made = make_int8_plan(rows, k, n, reinterpret_cast<const std::int8_t*>(codes->data()), wscales);
     const std::lock_guard<std::mutex> lock(cache->mu);
     if (cache->by_m.size() >= 16) cache->by_m.clear();  // bounded: a plan in use stays alive
-    plan = cache->by_m.try_emplace(m, plan).first->second;
-  }
+    return cache->by_m.try_emplace(rows, made).first->second;
+  };
+  // rows [i0, i0 + rows) through `plan` on the calling thread's stream, then the row scales
+  auto run = [&](const Int8Plan& plan, std::int64_t i0, std::int64_t rows) {
+    Int8Stream& ts = qdetail::this_thread_stream();
+    if (ts.stream == nullptr) return false;
+    if (ts.scratch.size() < plan.scratch_bytes) ts.scratch.resize(plan.scratch_bytes);
+    std::array<dnnl_memory_t, 3> mem{};
+    bool ok = dnnl_memory_create(&mem[0], &plan.src, int8_engine(), xq.data() + i0 * k) == dnnl_success &&
+              dnnl_memory_create(&mem[1], &plan.dst, int8_engine(), out + i0 * n) == dnnl_success &&
+              (plan.scratch_bytes == 0 ||
+               dnnl_memory_create(&mem[2], &plan.scratch, int8_engine(), ts.scratch.data()) == dnnl_success);
+    if (ok) {
+      const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, mem[1]},
+                                       {DNNL_ARG_SCRATCHPAD, mem[2]}};
+      ok = dnnl_primitive_execute(plan.prim, ts.stream, plan.scratch_bytes == 0 ? 3 : 4, args) == dnnl_success &&
+           dnnl_stream_wait(ts.stream) == dnnl_success;
+    }
+    for (dnnl_memory_t mm : mem)
+      if (mm != nullptr) dnnl_memory_destroy(mm);
+    if (!ok) return false;
+    for (std::int64_t i = i0; i < i0 + rows; ++i) {
+      const float a = row_scale[static_cast<std::size_t>(i)];
+      float* o = out + i * n;
+      for (std::int64_t j = 0; j < n; ++j) o[j] *= a;
+    }
+    return true;
+  };
+  // Many rows: chunks of rows on parallel_chunks, oneDNN on one OpenMP thread per chunk (as
+  // the f32 products do: no OpenMP team spinning against the library's threads); few rows
+  // (a GEMV): one call on oneDNN's own threads.
+  constexpr std::int64_t kChunkedRows = 256;
+  const std::int64_t threads = std::max(1, omp_threads());
+  const std::shared_ptr<const Int8Plan> plan =
+      plan_for(m >= kChunkedRows && threads > 1 ? std::max<std::int64_t>(1, (m + 2 * threads - 1) / (2 * threads)) : m);
   if (plan->prim == nullptr) return false;
-  thread_local Int8Stream ts;
-  const dnnl_stream_t stream = ts.stream;
-  if (stream == nullptr) return false;
-  if (ts.scratch.size() < plan->scratch_bytes) ts.scratch.resize(plan->scratch_bytes);
-  std::array<dnnl_memory_t, 3> mem{};
-  bool ok = dnnl_memory_create(&mem[0], &plan->src, int8_engine(), xq.data()) == dnnl_success &&
-            dnnl_memory_create(&mem[1], &plan->dst, int8_engine(), out) == dnnl_success &&
-            (plan->scratch_bytes == 0 ||
-             dnnl_memory_create(&mem[2], &plan->scratch, int8_engine(), ts.scratch.data()) == dnnl_success);
-  if (ok) {
-    const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, mem[1]},
-                                     {DNNL_ARG_SCRATCHPAD, mem[2]}};
-    ok = dnnl_primitive_execute(plan->prim, stream, plan->scratch_bytes == 0 ? 3 : 4, args) == dnnl_success &&
-         dnnl_stream_wait(stream) == dnnl_success;
-  }
-  for (dnnl_memory_t mm : mem)
-    if (mm != nullptr) dnnl_memory_destroy(mm);
-  if (!ok) return false;
-  for (std::int64_t i = 0; i < m; ++i) {
-    const float a = row_scale[static_cast<std::size_t>(i)];
-    float* o = out + i * n;
-    for (std::int64_t j = 0; j < n; ++j) o[j] *= a;
+  if (m >= kChunkedRows && threads > 1) {
+    const std::int64_t per = std::max<std::int64_t>(1, (m + 2 * threads - 1) / (2 * threads));
+    std::atomic<bool> failed{false};
+    auto chunk = [&](std::size_t c) {
+      const std::int64_t i0 = static_cast<std::int64_t>(c) * per, rows = std::min(per, m - i0);
+      const auto p = rows == per ? plan : plan_for(rows);
+      const GemmThreadScope one_thread;
+      if (p->prim == nullptr || !run(*p, i0, rows)) failed = true;
+    };
+    parallel_chunks(static_cast<std::size_t>((m + per - 1) / per), chunk);
+    if (failed) return false;
+  } else if (!run(*plan, 0, m)) {
+    return false;
   }
   t_last_route = "onednn " + plan->impl;
   return true;
@@ -478,6 +473,62 @@ Prim q_matmul_entry(Prim px, Prim pw) {
 
 }  // namespace
 
+namespace qdetail {
+
+Prim dequantize(Prim q, DType dtype) { return dequantize_entry(std::move(q), dtype); }
+Prim q_matmul(Prim x, Prim w) { return q_matmul_entry(std::move(x), std::move(w)); }
+void set_route(std::string route) {
+#if TENSOR_HAVE_ONEDNN
+  t_last_route = std::move(route);
+#else
+  (void)route;
+#endif
+}
+thread_local std::string t_conv_route;
+void set_conv_route(std::string route) { t_conv_route = std::move(route); }
+
+#if TENSOR_HAVE_ONEDNN
+dnnl_engine_t int8_engine() {
+  static const dnnl_engine_t engine = int8_engine_make();
+  return engine;
+}
+
+Int8Stream::Int8Stream() {
+  if (int8_engine() == nullptr || dnnl_stream_create(&stream, int8_engine(), dnnl_stream_default_flags) != dnnl_success)
+    stream = nullptr;
+}
+Int8Stream::~Int8Stream() {
+  if (stream != nullptr) dnnl_stream_destroy(stream);
+}
+Int8Stream& this_thread_stream() {
+  thread_local Int8Stream ts;
+  return ts;
+}
+
+bool reorder_codes(dnnl_memory_t* out, const dnnl_memory_desc_t& want, const dnnl_memory_desc_t& plain, const std::int8_t* codes) {
+  const dnnl_engine_t e = int8_engine();
+  dnnl_memory_t from = nullptr;
+  if (dnnl_memory_create(out, &want, e, DNNL_MEMORY_ALLOCATE) != dnnl_success) return false;
+  if (dnnl_memory_create(&from, &plain, e, const_cast<std::int8_t*>(codes)) != dnnl_success) return false;
+  dnnl_primitive_desc_t rpd = nullptr;
+  dnnl_primitive_t r = nullptr;
+  dnnl_stream_t st = nullptr;
+  bool ok = dnnl_reorder_primitive_desc_create(&rpd, &plain, e, &want, e, nullptr) == dnnl_success &&
+            dnnl_primitive_create(&r, rpd) == dnnl_success && dnnl_stream_create(&st, e, dnnl_stream_default_flags) == dnnl_success;
+  if (ok) {
+    const dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, *out}};
+    ok = dnnl_primitive_execute(r, st, 2, args) == dnnl_success && dnnl_stream_wait(st) == dnnl_success;
+  }
+  if (st != nullptr) dnnl_stream_destroy(st);
+  if (r != nullptr) dnnl_primitive_destroy(r);
+  if (rpd != nullptr) dnnl_primitive_desc_destroy(rpd);
+  dnnl_memory_destroy(from);
+  return ok;
+}
+#endif
+
+}  // namespace qdetail
+
 std::string last_q_matmul_route() {
 #if TENSOR_HAVE_ONEDNN
   return t_last_route;
@@ -486,10 +537,13 @@ std::string last_q_matmul_route() {
 #endif
 }
 
+std::string last_q_conv2d_route() { return qdetail::t_conv_route; }
+
 void register_quant_ops(dispatch::Backend& b) {
   b.set<OpCode::quantize>(&quantize_entry);
   b.set<OpCode::dequantize>(&dequantize_entry);
   b.set<OpCode::q_matmul>(&q_matmul_entry);
+  b.set<OpCode::q_conv2d>(&qdetail::q_conv2d_entry);
 }
 
 }  // namespace tensor::cpu

@@ -75,10 +75,18 @@ Prim d_q_matmul(Prim x, Prim w) {
   return call<Family::Matmul>(OpCode::matmul, dev, std::move(x), std::move(wf));
 }
 
+// conv2d's default: the weight dequantized to x's dtype, then the backend's float conv2d.
+Prim d_q_conv2d(Prim x, Prim w, Prim bias, const QConvArgs& a) {
+  const DeviceId dev = x->device();
+  Prim wf = call<Family::Dequantize>(OpCode::dequantize, dev, std::move(w), x->dtype());
+  return call<Family::Conv>(OpCode::conv2d, dev, std::move(x), std::move(wf), std::move(bias), a.conv);
+}
+
 }  // namespace
 
 TENSOR_DEFAULT(OpCode, quantize, d_quantize)
 TENSOR_DEFAULT(OpCode, q_matmul, d_q_matmul)
 TENSOR_DEFAULT(OpCode, dequantize, d_dequantize)
+TENSOR_DEFAULT(OpCode, q_conv2d, d_q_conv2d)
 
 }  // namespace tensor::dispatch::defaults

@@ -108,6 +108,57 @@ template <> struct fwd::Rule<Family::QMatmul> : OnFirst {
 
 DispatchTensor q_matmul(DispatchTensor x, DispatchTensor w) { return forward<Family::QMatmul>(OpCode::q_matmul, x, w); }
 
+// QConv: conv2d of x (Float, [N, C_in, H, W]) with a quantized weight [C_out, C_in, KH, KW]
+// (scales per tensor or per output channel), a bias [C_out] in x's dtype or none, groups 1.
+// The result: [N, C_out, OH, OW] in x's dtype.
+template <> struct fwd::Rule<Family::QConv> : OnFirst {
+  struct Plan {
+    Shape out;
+    QConvArgs a;
+  };
+  static Plan check(OpCode op, const T& x, const T& w, const T& bias, const QConvArgs& args) {
+    check_first(op, x);
+    if (!w.prim) throw Error(fmt::format("[{}] expected a weight tensor; got an empty (moved-from) handle", op_name(op)));
+    const quant::QuantPrim* qw = quant::as_quant(w);
+    if (!qw)
+      throw DTypeError(fmt::format("[{}] the weight is not quantized; expected a qfloat weight; got {} ({})", op_name(op),
+                                   kind_name(w.kind), dtype_name(w.dtype())));
+    check_same_device(op, x, w);
+    if (bias.prim) {
+      check_operand(op, x, bias, "bias");
+      if (bias.dtype() != x.dtype())
+        throw DTypeError(fmt::format("[{}] bias and x differ in dtype; expected {}; got {}", op_name(op),
+                                     dtype_name(x.dtype()), dtype_name(bias.dtype())));
+    }
+    const Shape& ws = w.shape();
+    if (x.shape().rank() != 4 || ws.rank() != 4)
+      throw ShapeError(fmt::format("[{}] expected x [N, C_in, H, W] and a weight [C_out, C_in, KH, KW]; got {} and {}",
+                                   op_name(op), x.shape().to_string(), ws.to_string()));
+    if (args.conv.groups != 1)
+      throw ShapeError(fmt::format("[{}] expected groups 1; got {}", op_name(op), args.conv.groups));
+    const QuantScheme& s = qw->scheme();
+    if (s.level.is_block() && quant::grid_shape(op_name(op).data(), ws, s) != Shape{ws[0], 1, 1, 1})
+      throw ShapeError(fmt::format("[{}] weight scales per tensor or per output channel; expected the level tensor or "
+                                   "block [1, {}, {}, {}]; got {}",
+                                   op_name(op), ws[1], ws[2], ws[3], to_string(s)));
+    Plan p{Shape{}, QConvArgs{core::normalized(args.conv, 2)}};
+    p.out = core::conv_output_shape(op_name(op), x.shape(), ws, p.a.conv, shape_or_null(bias));
+    check_alloc_shape(op, p.out, x.dtype());
+    return p;
+  }
+  static OutMeta meta(OpCode, const Plan& p, const T& x, const T&, const T&, const QConvArgs&) {
+    return {p.out, x.dtype(), Kind::Float};
+  }
+  template <class Entry>
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan& p, T& x, T& w, T& bias, const QConvArgs&) {
+    return {entry(op)(x.take(), w.take(), bias.take(), p.a), Kind::Float};
+  }
+};
+
+DispatchTensor q_conv2d(DispatchTensor x, DispatchTensor w, DispatchTensor bias, const QConvArgs& args) {
+  return forward<Family::QConv>(OpCode::q_conv2d, x, w, bias, args);
+}
+
 namespace quant {
 
 DispatchTensor quantize_row(const DispatchTensor& x, DispatchTensor scales, const QuantScheme& scheme) {
@@ -260,13 +311,16 @@ DispatchTensor conv_quantized(OpCode op, DispatchTensor x, DispatchTensor weight
                         ? core::conv_transpose_output_shape(op_name(op), x.shape(), weight.shape(), a, shape_or_null(bias))
                         : core::conv_output_shape(op_name(op), x.shape(), weight.shape(), a, shape_or_null(bias));
   // The int8 route pays where each output sums enough products: with K = C_in*KH*KW under
-  // kMinIntK (a first layer on one channel: K = 9) the im2col copy, the activation
-  // quantization and the int8 tile padding cost more than the float conv they replace.
+  // kMinIntK (a first layer on one channel: K = 9) the activation quantization, the int8
+  // tile padding and the layout passes cost more than the float conv they replace (measured
+  // for oneDNN's conv too: the cnn's first conv on int8 took eval from ~1.0x to ~0.8x of f32).
   constexpr std::size_t kMinIntK = 32;
   const std::size_t k = weight.shape().num_elements() / std::max<std::size_t>(weight.shape()[0], 1);
-  const bool int8 = op == OpCode::conv2d && a.groups == 1 && k >= kMinIntK && per_out_channel(*qw) && x.dtype() != DType::F64 &&
-                    backend_of(x.device).is_native(OpCode::q_matmul);
-  if (!int8) {  // the default: the dequantized weight, then the float conv
+  const bool int8 = op == OpCode::conv2d && a.groups == 1 && k >= kMinIntK && per_out_channel(*qw) && x.dtype() != DType::F64;
+  const Backend& be = backend_of(x.device);
+  if (int8 && be.is_native(OpCode::q_conv2d))  // the backend's int8 convolution (oneDNN's on the cpu)
+    return q_conv2d(std::move(x), std::move(weight), std::move(bias), QConvArgs{a});
+  if (!int8 || !be.is_native(OpCode::q_matmul)) {  // the default: the dequantized weight, then the float conv
     DispatchTensor wf = dequantize_row(weight, x.dtype());
     return conv(op, std::move(x), std::move(wf), std::move(bias), args);
   }

@@ -41,6 +41,11 @@ using core::ConvArgs;
 using core::FoldArgs;
 using core::InterpArgs;
 using core::PoolArgs;
+// q_conv2d's arguments (the quant section): conv2d's normalized args, in a type of their own
+// so that the plugin adapter never encodes the row (a quantized tensor does not cross).
+struct QConvArgs {
+  ConvArgs conv;
+};
 // DimSlice, Axes and DimSlices (the resolved layout arguments) are lib/core's (strided.hpp).
 
 // Every signature family, with the function type a backend provides for it.
@@ -116,6 +121,7 @@ using core::PoolArgs;
   X(Quantize, Prim (*)(Prim, Prim, const tensor::QuantScheme&))                           \
   X(Dequantize, Prim (*)(Prim, DType))                                                    \
   X(QMatmul, Prim (*)(Prim, Prim))                                                        \
+  X(QConv, Prim (*)(Prim, Prim, Prim, const QConvArgs&))                                  \
   X(FromData, Prim (*)(TensorData, DeviceId))                                           \
   X(Create, Prim (*)(const Shape&, DeviceId, DType))                                    \
   X(Full, Prim (*)(const Shape&, tensor::Scalar, DeviceId, DType))                      \

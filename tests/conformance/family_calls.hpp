@@ -218,6 +218,31 @@ inline std::optional<std::vector<DispatchTensor>> call_or_probe(OpCode op, const
         out.push_back(q_matmul(x, quant::quantize_row(w, scales({0.002f}), q8)));
         return out;
       });
+    case Family::QConv:  // x [2, 4, 5, 5] with a q8s weight [3, 4, 3, 3] (per output channel and per tensor), padding 1
+      // x = k / 64 with |k| <= 127 and 127 in every image, so a per-image int8 quantization of
+      // it (the cpu's oneDNN route) is exact and the routes agree to rounding.
+      return go([&] {
+        std::vector<float> xv(2 * 4 * 5 * 5), wv(3 * 4 * 3 * 3);
+        for (std::size_t i = 0; i < xv.size(); ++i)
+          xv[i] = static_cast<float>(i % 100 == 7 ? 127 : static_cast<int>(i * 37 % 255) - 127) / 64.0f;
+        for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = 0.05f * static_cast<float>(static_cast<int>(i % 11) - 5);
+        DispatchTensor x = from_data(TensorData::from<float>(xv, Shape{2, 4, 5, 5}), d, Kind::Float);
+        DispatchTensor b = from_data(TensorData::from<float>({0.5f, -0.25f, 1.0f}, Shape{3}), d, Kind::Float);
+        if (dtype != DType::F32) {
+          x = cast(OpCode::cast, std::move(x), dtype);
+          b = cast(OpCode::cast, std::move(b), dtype);
+        }
+        DispatchTensor w = from_data(TensorData::from<float>(wv, Shape{3, 4, 3, 3}), d, Kind::Float);
+        auto scales = [&](std::vector<float> v) { return from_data(TensorData::from<float>(v, Shape{v.size()}), d, Kind::Float); };
+        const QuantScheme q8 = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native);
+        const QuantScheme per_oc = q8.with_level(QuantLevel::block({1, 4, 3, 3}));
+        QConvArgs a;
+        a.conv.padding = {1, 1, 0};
+        std::vector<DispatchTensor> out;
+        out.push_back(q_conv2d(x, quant::quantize_row(w, scales({0.002f, 0.001f, 0.0025f}), per_oc), b, a));
+        out.push_back(q_conv2d(x, quant::quantize_row(w, scales({0.002f}), q8), DispatchTensor{}, a));
+        return out;
+      });
     case Family::ToDevice: return go([&] { return one(to_device(A(), d)); });
     default: return std::nullopt;  // module ops, nd indexing, grid sampling, flags, queries, transactions
   }

@@ -6,12 +6,14 @@
 // the load average.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <tensor/nn.hpp>
 #include <tensor/quantization.hpp>
 #include <tensor/tensor.hpp>
 
@@ -90,6 +92,54 @@ int run_quant(bool quick) {
       const double f = median(tf), q = median(tq);
       const std::string shape = std::to_string(c.m) + " x " + std::to_string(c.k) + " x " + std::to_string(c.n);
       std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s\n", shape.c_str(), nt, reps, f * 1e3, q * 1e3, f / q, route.c_str());
+      std::fflush(stdout);
+    }
+  }
+  // conv2d with a q8s weight (scales per output channel) against the f32 conv2d: the second
+  // conv of tensorctl's cnn at eval's batch (x [500, 32, 14, 14], w [64, 32, 3, 3], padding 1),
+  // wall and process CPU time (all threads), interleaved; the route q_conv2d took.
+  std::printf("%-30s %4s %5s %16s %16s %7s  %s\n", "conv2d x / w", "thr", "reps", "f32 wall|cpu", "q8s wall|cpu", "speedup",
+              "q_conv2d route");
+  {
+    const auto x = Tensor<4>::random({500, 32, 14, 14}, Distribution::uniform(0, 1), cpu);
+    const auto w = Tensor<4>::random({64, 32, 3, 3}, Distribution::uniform(-0.1, 0.1), cpu);
+    const auto b = Tensor<1>::random({64}, Distribution::uniform(-0.1, 0.1), cpu);
+    const auto wq = quantize_dynamic(w, QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native).with_level(
+                                            QuantLevel::block({1, 32, 3, 3})));
+    nn::ConvOptions<2> o;
+    o.padding = {1, 1};
+    auto cpu_s = [] {
+      timespec t{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+      return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+    };
+    for (const int nt : {1, 2}) {
+      set_threads(nt);
+      (void)nn::conv2d(x, w, b, o);
+      (void)nn::conv2d(x, wq, b, o);
+      cpu.sync();
+      const std::string route = cpu::last_q_conv2d_route();
+      const int reps = quick ? 3 : 11;
+      std::vector<double> tf, tq, cf, cq;
+      for (int r = 0; r < reps; ++r) {
+        const double c0 = cpu_s();
+        auto t0 = Clock::now();
+        auto y = nn::conv2d(x, w, b, o);
+        cpu.sync();
+        const double c1 = cpu_s();
+        auto t1 = Clock::now();
+        auto yq = nn::conv2d(x, wq, b, o);
+        cpu.sync();
+        auto t2 = Clock::now();
+        const double c2 = cpu_s();
+        tf.push_back(std::chrono::duration<double>(t1 - t0).count());
+        tq.push_back(std::chrono::duration<double>(t2 - t1).count());
+        cf.push_back(c1 - c0);
+        cq.push_back(c2 - c1);
+      }
+      const double f = median(tf), q = median(tq);
+      std::printf("%-30s %4d %5d %7.2f|%6.2f ms %7.2f|%6.2f ms %6.2fx  %s\n", "[500,32,14,14] / [64,32,3,3]", nt, reps,
+                  f * 1e3, median(cf) * 1e3, q * 1e3, median(cq) * 1e3, f / q, route.c_str());
       std::fflush(stdout);
     }
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -428,6 +429,18 @@ double evaluate_checkpoint(const std::string& weights, const std::string& data_d
   return static_cast<double>(c) / static_cast<double>(std::max<std::size_t>(data.test.n, 1));
 }
 
+namespace {
+std::string (*g_conv_route)() = nullptr;
+}  // namespace
+
+void set_conv_route_probe(std::string (*probe)()) { g_conv_route = probe; }
+
+// The route the calling thread's last conv2d with a quantized weight took on the cpu, where
+// the tool set a probe (this library sees the public API only); empty elsewhere.
+std::string conv_route_of(Device device) {
+  return device == Device::cpu() && g_conv_route != nullptr ? g_conv_route() : std::string();
+}
+
 QuantEval evaluate_quantized(const std::string& weights, const std::string& data_dir, Device device, const std::string& scheme,
                              std::size_t test_limit) {
   const auto f = tensor::io::load_safetensors(weights);
@@ -445,16 +458,26 @@ QuantEval evaluate_quantized(const std::string& weights, const std::string& data
   QuantEval r;
   r.size = quantize_weights(qm, scheme);
   r.total = data.test.n;
-  auto timed = [&](const Model& m, std::size_t& correct) {
+  auto cpu_now = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  const double images = static_cast<double>(std::max<std::size_t>(data.test.n, 1));
+  auto timed = [&](const Model& m, std::size_t& correct, double& best_cpu) {
+    const double c0 = cpu_now();
     const auto t0 = std::chrono::steady_clock::now();
     correct = count_correct(m, data.test, device, data.classes);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double c = (cpu_now() - c0) / images;
+    best_cpu = best_cpu == 0.0 ? c : std::min(best_cpu, c);
     return static_cast<double>(data.test.n) / std::max(s, 1e-9);
   };
   std::size_t cf = 0, cq = 0;
   for (int rep = 0; rep < 2; ++rep) {
-    r.f32_images_per_second = std::max(r.f32_images_per_second, timed(fm, cf));
-    r.images_per_second = std::max(r.images_per_second, timed(qm, cq));
+    r.f32_images_per_second = std::max(r.f32_images_per_second, timed(fm, cf, r.f32_cpu_per_image));
+    r.images_per_second = std::max(r.images_per_second, timed(qm, cq, r.cpu_per_image));
+    r.conv_route = conv_route_of(device);
   }
   const double n = static_cast<double>(std::max<std::size_t>(data.test.n, 1));
   r.f32_accuracy = static_cast<double>(cf) / n;
@@ -620,7 +643,11 @@ int eval_main(const std::vector<std::string>& args) {
               << "x; " << q.size.quantized << " Linear/Conv2d weights quantized, biases f32)\n"
               << "inference (batch " << kEvalBatch << ", best of 2): f32 " << fmt(q.f32_images_per_second, 0) << " images/s, "
               << quant << " " << fmt(q.images_per_second, 0) << " images/s ("
-              << fmt(q.images_per_second / std::max(q.f32_images_per_second, 1e-9), 2) << "x)\n";
+              << fmt(q.images_per_second / std::max(q.f32_images_per_second, 1e-9), 2) << "x)\n"
+              << "cpu time (all threads, best of 2): f32 " << fmt(1e6 * q.f32_cpu_per_image, 1) << " us/image, " << quant << " "
+              << fmt(1e6 * q.cpu_per_image, 1) << " us/image ("
+              << fmt(q.f32_cpu_per_image / std::max(q.cpu_per_image, 1e-12), 2) << "x fewer)\n";
+    if (!q.conv_route.empty()) std::cout << "conv2d route (" << quant << " weight): " << q.conv_route << '\n';
     return 0;
   }
   std::size_t correct = 0, total = 0;

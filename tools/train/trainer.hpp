@@ -79,7 +79,13 @@ struct QuantEval {
   std::size_t total = 0;
   QuantizedSize size;
   double f32_images_per_second = 0.0, images_per_second = 0.0;
+  // Process CPU time (all threads) per image, the best of the same runs: on a loaded machine,
+  // where wall time mostly measures the other processes.
+  double f32_cpu_per_image = 0.0, cpu_per_image = 0.0;
+  std::string conv_route;  // the route the last quantized conv2d took (cpu: tensor::cpu's name)
 };
+// A probe for the cpu's conv2d route (tensorctl passes tensor::cpu::last_q_conv2d_route).
+void set_conv_route_probe(std::string (*probe)());
 QuantEval evaluate_quantized(const std::string& weights, const std::string& data_dir, tensor::Device device,
                              const std::string& scheme, std::size_t test_limit = 0);
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backends/cpu/nn/nn_gemm.hpp"
+#include "backends/cpu/pool_hwy.hpp"
 #include "backends/cpu/reduce_hwy.hpp"
 #include "lib/core/nn_shape.hpp"
 
@@ -54,6 +55,8 @@ void max_forward_2x2(const Pool2dGeom& g, const T* x, T* y, IT* indices) {
           yr[ow] = best;
           ir[ow] = static_cast<IT>(idx);
         }
+      } else if constexpr (std::is_same_v<T, float>) {
+        simd::max_pool_2x2_row_f32(r0, r1, yr, ow_n);  // the same rule, vectorized
       } else {
         for (std::size_t ow = 0; ow < ow_n; ++ow) {
           const std::size_t j = 2 * ow;

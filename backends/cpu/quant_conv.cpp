@@ -1,0 +1,325 @@
+// The CPU's q_conv2d row: conv2d of a float x with a quantized weight (per tensor or per
+// output channel, groups 1) on oneDNN's int8 convolution primitive, with no im2col copy.
+//
+// Each image's activations are quantized on the fly to s8 (symmetric, one scale per image:
+// a_n = max|x_n| / 127, codes round(x * (127 / max)) ties to even, quant_hwy.hpp's rule) and
+// laid out NHWC, the layout oneDNN's int8 kernels read. The weight's codes are s8 already;
+// the primitive takes the weight's scales as constant output scales (per output channel,
+// mask 1 << 1, or one), fixed at creation so that oneDNN picks its AMX / VNNI kernels; the
+// image scale a_n and the bias are applied in the one pass that turns oneDNN's NHWC f32
+// result into the NCHW output. The weight is reordered once per plan (oneDNN's layout, format
+// any) and kept with the weight (QuantPrim::cache) with the primitive, one per input shape.
+//
+// Where oneDNN offers only its reference loops for a shape, the route is the im2col one
+// (unfold4d, then q_matmul: oneDNN's int8 matmul); where an image holds a NaN or an inf (no
+// int8 code), an f64 x, or no oneDNN at all, the default's: the weight dequantized, then the
+// float conv2d.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/cpu_ops.hpp"
+#include "backends/cpu/gemm.hpp"
+#include "backends/cpu/layout_hwy.hpp"
+#include "backends/cpu/parallel.hpp"
+#include "backends/cpu/quant.hpp"
+#include "backends/cpu/quant_hwy.hpp"
+#include "backends/cpu/quant_internal.hpp"
+#include "dispatch/quant.hpp"
+#include "lib/core/nn_shape.hpp"
+
+namespace tensor::cpu::qdetail {
+namespace {
+
+using dispatch::DispatchTensor;
+using dispatch::Family;
+using dispatch::Kind;
+namespace q = dispatch::quant;
+
+// The default's route: the weight dequantized to x's dtype, then the float conv2d.
+Prim dequantized_conv(CpuRef x, Prim pw, Prim bias, const core::ConvArgs& a) {
+  const DType xdt = x->dtype();
+  const dispatch::Backend& b = dispatch::backend_of(x->device());
+  Prim wf = dequantize(std::move(pw), xdt);
+  return b.get<Family::Conv>(OpCode::conv2d)(Prim(std::move(x)), std::move(wf), std::move(bias), a);
+}
+
+#if TENSOR_HAVE_ONEDNN
+// One compiled convolution for one input shape, with the weight reordered for it.
+struct ConvPlan {
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_desc_t src{}, dst{}, wei{}, scratch{};
+  std::size_t scratch_bytes = 0;
+  dnnl_memory_t weights = nullptr;
+  std::string impl;
+  ConvPlan() = default;
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+  ~ConvPlan() {
+    if (weights != nullptr) dnnl_memory_destroy(weights);
+    if (prim != nullptr) dnnl_primitive_destroy(prim);
+  }
+};
+
+using PlanKey = std::array<std::int64_t, 9>;  // N, H, W, stride, padding, dilation (2 each)
+
+struct ConvWeight final : q::QuantCache {
+  std::mutex mu;
+  std::map<PlanKey, std::shared_ptr<const ConvPlan>> plans;
+  Prim kn;  // the im2col route's product weight [K, C_out] (made on first use)
+};
+
+std::shared_ptr<const ConvPlan> make_conv_plan(const PlanKey& key, const Shape& ws, std::int64_t oh, std::int64_t ow,
+                                               const std::int8_t* codes, const std::vector<float>& wscales) {
+  auto p = std::make_shared<ConvPlan>();
+  const dnnl_engine_t e = int8_engine();
+  if (e == nullptr) return p;
+  const auto oc = static_cast<dnnl_dim_t>(ws[0]), ic = static_cast<dnnl_dim_t>(ws[1]);
+  const auto kh = static_cast<dnnl_dim_t>(ws[2]), kw = static_cast<dnnl_dim_t>(ws[3]);
+  const dnnl_dims_t sd = {key[0], ic, key[1], key[2]}, wd = {oc, ic, kh, kw}, dd = {key[0], oc, oh, ow};
+  const dnnl_dims_t strides = {key[3], key[4]}, pad = {key[5], key[6]}, dil = {key[7] - 1, key[8] - 1};
+  dnnl_memory_desc_t wany{}, plain{};
+  if (dnnl_memory_desc_init_by_tag(&p->src, 4, sd, dnnl_s8, dnnl_nhwc) != dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_s8, dnnl_format_tag_any) != dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&plain, 4, wd, dnnl_s8, dnnl_oihw) != dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&p->dst, 4, dd, dnnl_f32, dnnl_nhwc) != dnnl_success)
+    return p;
+  dnnl_convolution_desc_t cd;
+  if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &p->src, &wany,
+                                                 nullptr, &p->dst, strides, dil, pad, pad) != dnnl_success)
+    return p;
+  dnnl_primitive_attr_t attr = nullptr;
+  if (dnnl_primitive_attr_create(&attr) != dnnl_success) return p;
+  dnnl_primitive_desc_t pd = nullptr;
+  const int mask = wscales.size() > 1 ? 1 << 1 : 0;
+  const bool made =
+      dnnl_primitive_attr_set_output_scales(attr, static_cast<dnnl_dim_t>(wscales.size()), mask, wscales.data()) == dnnl_success &&
+      dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+      dnnl_primitive_desc_create(&pd, &cd, attr, e, nullptr) == dnnl_success;
+  dnnl_primitive_attr_destroy(attr);
+  if (!made) return p;
+  const char* impl = nullptr;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl != nullptr) p->impl = impl;
+  const dnnl_memory_desc_t* w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  const dnnl_memory_desc_t* sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  // A kernel of oneDNN's own (brgemm, jit or its int8 gemm), not its reference loops.
+  const bool kernel = !p->impl.empty() && !p->impl.starts_with("ref");
+  if (kernel && w != nullptr) {
+    p->wei = *w;
+    if (sp != nullptr) {
+      p->scratch = *sp;
+      p->scratch_bytes = dnnl_memory_desc_get_size(sp);
+    }
+    if (!reorder_codes(&p->weights, p->wei, plain, codes) || dnnl_primitive_create(&p->prim, pd) != dnnl_success)
+      p->prim = nullptr;
+  }
+  dnnl_primitive_desc_destroy(pd);
+  return p;
+}
+
+std::shared_ptr<const ConvPlan> plan_for(const q::QuantPrim& w, ConvWeight& cache, const PlanKey& key, std::int64_t oh,
+                                         std::int64_t ow) {
+  {
+    const std::lock_guard<std::mutex> lock(cache.mu);
+    if (auto it = cache.plans.find(key); it != cache.plans.end()) return it->second;
+  }
+  CpuRef codes = to_contiguous(as_cpu(DispatchTensor(w.codes()).take()));
+  CpuRef sc = to_contiguous(as_cpu(DispatchTensor(w.scales()).take()));
+  const float* s = reinterpret_cast<const float*>(sc->data());
+  const std::vector<float> wscales(s, s + sc->shape().num_elements());
+  auto plan = make_conv_plan(key, w.shape(), oh, ow, reinterpret_cast<const std::int8_t*>(codes->data()), wscales);
+  const std::lock_guard<std::mutex> lock(cache.mu);
+  if (cache.plans.size() >= 16) cache.plans.clear();  // bounded: a plan in use stays alive
+  return cache.plans.try_emplace(key, plan).first->second;
+}
+
+// out[n, c, p] = y[n, p, c] * scale[n] + bias[c] (y: [N, P, C] f32; bias may be null).
+void nhwc_to_nchw(const float* y, const float* scale, const float* bias, std::int64_t n, std::int64_t p, std::int64_t c,
+                  float* out) {
+  auto image = [&](std::size_t i) {
+    const float* yi = y + static_cast<std::int64_t>(i) * p * c;
+    float* oi = out + static_cast<std::int64_t>(i) * p * c;
+    const float s = scale != nullptr ? scale[i] : 1.0f;
+    // the image's [P, C] block transposed to [C, P] (register tiles), then each channel's row
+    // scaled and offset while it is in cache
+    simd::transpose_u32(reinterpret_cast<const std::uint32_t*>(yi), c, reinterpret_cast<std::uint32_t*>(oi), p,
+                        static_cast<std::size_t>(p), static_cast<std::size_t>(c));
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      simd::scale_add_f32(oi + ch * p, static_cast<std::size_t>(p), s, bias != nullptr ? bias[ch] : 0.0f);
+  };
+  parallel_chunks(static_cast<std::size_t>(n), image);
+}
+
+// The int8 convolution of x (contiguous f32 [N, C, H, W]) into out (f32 [N, OC, OH, OW]);
+// false where oneDNN has no kernel for the shape (`refused` set) or an image is not finite.
+// The batch goes in chunks of images on parallel_chunks, each chunk start to end on one
+// thread (quantize, oneDNN's primitive on one OpenMP thread, NCHW + scale + bias): as the
+// f32 conv does (GemmThreadScope), no OpenMP team whose spinning workers would compete with
+// the library's threads on a shared machine, and each chunk's data stays in that core's cache.
+bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const Shape& xs, const core::ConvArgs& a,
+                 std::int64_t oh, std::int64_t ow, const float* bias, float* out, bool& refused) {
+  const auto n = static_cast<std::int64_t>(xs[0]), c = static_cast<std::int64_t>(xs[1]);
+  const auto hw = static_cast<std::int64_t>(xs[2] * xs[3]);
+  const auto oc = static_cast<std::int64_t>(w.shape()[0]);
+  const std::int64_t threads = std::max(1, omp_threads());
+  const std::int64_t per = threads == 1 ? n : std::max<std::int64_t>(1, (n + 2 * threads - 1) / (2 * threads));
+  const std::int64_t chunks = (n + per - 1) / per;
+  auto key_for = [&](std::int64_t images) {
+    return PlanKey{images, static_cast<std::int64_t>(xs[2]), static_cast<std::int64_t>(xs[3]), a.stride[0], a.stride[1],
+                   a.padding[0], a.padding[1], a.dilation[0], a.dilation[1]};
+  };
+  const auto first = plan_for(w, cache, key_for(per), oh, ow);
+  refused = first->prim == nullptr;
+  if (refused) return false;
+  std::atomic<bool> failed{false};
+  auto chunk = [&](std::size_t ci) {
+    const std::int64_t i0 = static_cast<std::int64_t>(ci) * per, cnt = std::min(per, n - i0);
+    const auto plan = cnt == per ? first : plan_for(w, cache, key_for(cnt), oh, ow);
+    if (plan->prim == nullptr) {
+      failed = true;
+      return;
+    }
+    // this thread's buffers (no page faults, no zeroing per call)
+    thread_local std::vector<std::int8_t> xq, rows;
+    thread_local std::vector<float> y;
+    xq.resize(static_cast<std::size_t>(cnt * c * hw));
+    rows.resize(static_cast<std::size_t>(c * hw));
+    y.resize(static_cast<std::size_t>(cnt * oh * ow * oc));
+    std::vector<float> scale(static_cast<std::size_t>(cnt));
+    for (std::int64_t i = 0; i < cnt; ++i) {  // each image: its scale, its codes [C, HW] as [HW, C]
+      const float* xi = x + (i0 + i) * c * hw;
+      bool good = true;
+      const float amax = simd::abs_max_f32(xi, static_cast<std::size_t>(c * hw), &good);
+      if (!good) {
+        failed = true;
+        return;
+      }
+      scale[static_cast<std::size_t>(i)] = amax / 127.0f;
+      simd::quantize_s8(xi, rows.size(), amax > 0.0f ? 127.0f / amax : 0.0f, rows.data());
+      std::int8_t* o = xq.data() + i * c * hw;
+      for (std::int64_t ch = 0; ch < c; ++ch) {
+        const std::int8_t* r = rows.data() + ch * hw;
+        for (std::int64_t j = 0; j < hw; ++j) o[j * c + ch] = r[j];
+      }
+    }
+    Int8Stream& ts = this_thread_stream();
+    if (ts.stream == nullptr) {
+      failed = true;
+      return;
+    }
+    if (ts.scratch.size() < plan->scratch_bytes) ts.scratch.resize(plan->scratch_bytes);
+    std::array<dnnl_memory_t, 3> mem{};
+    const dnnl_engine_t e = int8_engine();
+    bool ok = dnnl_memory_create(&mem[0], &plan->src, e, xq.data()) == dnnl_success &&
+              dnnl_memory_create(&mem[1], &plan->dst, e, y.data()) == dnnl_success &&
+              (plan->scratch_bytes == 0 || dnnl_memory_create(&mem[2], &plan->scratch, e, ts.scratch.data()) == dnnl_success);
+    if (ok) {
+      const GemmThreadScope one_thread;
+      const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, mem[1]},
+                                       {DNNL_ARG_SCRATCHPAD, mem[2]}};
+      ok = dnnl_primitive_execute(plan->prim, ts.stream, plan->scratch_bytes == 0 ? 3 : 4, args) == dnnl_success &&
+           dnnl_stream_wait(ts.stream) == dnnl_success;
+    }
+    for (dnnl_memory_t m : mem)
+      if (m != nullptr) dnnl_memory_destroy(m);
+    if (!ok) {
+      failed = true;
+      return;
+    }
+    nhwc_to_nchw(y.data(), scale.data(), bias, cnt, oh * ow, oc, out + i0 * oc * oh * ow);
+  };
+  parallel_chunks(static_cast<std::size_t>(chunks), chunk);
+  if (failed) return false;
+  set_conv_route("onednn conv " + first->impl);
+  return true;
+}
+
+// The im2col route: unfold4d's [N, K, L] read as [N, L, K] times the weight [K, C_out] on
+// q_matmul (oneDNN's int8 matmul), then NCHW with the bias.
+bool im2col_conv(const q::QuantPrim& w, ConvWeight& cache, CpuRef x, const core::ConvArgs& a, std::int64_t oh,
+                 std::int64_t ow, const float* bias, float* out) {
+  const Shape& ws = w.shape();
+  const std::size_t oc = ws[0], k = ws.num_elements() / std::max<std::size_t>(oc, 1);
+  Prim kn;
+  {
+    const std::lock_guard<std::mutex> lock(cache.mu);
+    if (!cache.kn) {
+      CpuRef codes = to_contiguous(as_cpu(DispatchTensor(w.codes()).take()));
+      Layout l;
+      l.strides[0] = 1;
+      l.strides[1] = static_cast<std::int64_t>(k);
+      CpuRef t = make_view(std::move(codes), Shape{k, oc}, l);  // [C_out, K] read as [K, C_out]
+      QuantScheme scheme = w.scheme();
+      if (scheme.level.is_block()) scheme = scheme.with_level(QuantLevel::block({static_cast<std::uint32_t>(k), 1}));
+      cache.kn = Prim(dispatch::Ref<q::QuantPrim>::make(Shape{k, oc}, w.device(), scheme,
+                                                        DispatchTensor(Prim(std::move(t)), Kind::Int), w.scales()));
+    }
+    kn = cache.kn;
+  }
+  core::FoldArgs f;
+  f.kernel = {static_cast<std::int64_t>(ws[2]), static_cast<std::int64_t>(ws[3])};
+  for (std::size_t i = 0; i < 2; ++i) {
+    f.options.stride[i] = a.stride[i];
+    f.options.padding[i] = a.padding[i];
+    f.options.dilation[i] = a.dilation[i];
+  }
+  const std::size_t n = x->shape()[0];
+  const dispatch::Backend& b = dispatch::backend_of(x->device());
+  CpuRef cols = to_contiguous(as_cpu(b.get<Family::Unfold4d>(OpCode::unfold4d)(Prim(std::move(x)), f)));  // [N, K, L]
+  const std::size_t l = cols->shape()[2];
+  Layout sw;
+  sw.strides[0] = static_cast<std::int64_t>(k * l);
+  sw.strides[1] = 1;
+  sw.strides[2] = static_cast<std::int64_t>(l);
+  Prim y = q_matmul(Prim(make_view(std::move(cols), Shape{n, l, k}, sw)), std::move(kn));  // [N, L, C_out]
+  CpuRef yc = f32_dense(as_cpu(std::move(y)));
+  nhwc_to_nchw(reinterpret_cast<const float*>(yc->data()), nullptr, bias, static_cast<std::int64_t>(n), oh * ow,
+               static_cast<std::int64_t>(oc), out);
+  return true;
+}
+#endif
+
+}  // namespace
+
+Prim q_conv2d_entry(Prim px, Prim pw, Prim pbias, const dispatch::QConvArgs& qa) {
+  const auto& w = dispatch::prim_as<q::QuantPrim>(pw);
+  CpuRef x = as_cpu(std::move(px));
+  const core::ConvArgs& a = qa.conv;
+  const DType xdt = x->dtype();
+  const Shape xs = x->shape();
+  const Shape out_shape = core::conv_output_shape("q_conv2d", xs, w.shape(), a, nullptr);
+#if TENSOR_HAVE_ONEDNN
+  const std::size_t k = w.shape().num_elements() / std::max<std::size_t>(w.shape()[0], 1);
+  if (xdt != DType::F64 && k > 0 && out_shape.num_elements() > 0) {
+    CpuRef xf = f32_dense(x);
+    CpuRef bf = pbias ? f32_dense(as_cpu(Prim(pbias))) : CpuRef{};
+    const float* bias = bf ? reinterpret_cast<const float*>(bf->data()) : nullptr;
+    auto cache = w.cache<ConvWeight>([] { return std::make_shared<ConvWeight>(); });
+    CpuRef out = alloc_tensor(DType::F32, out_shape);
+    const auto oh = static_cast<std::int64_t>(out_shape[2]), ow = static_cast<std::int64_t>(out_shape[3]);
+    bool refused = false;
+    bool done = onednn_conv(w, *cache, reinterpret_cast<const float*>(xf->data()), xs, a, oh, ow, bias,
+                            reinterpret_cast<float*>(out->data()), refused);
+    if (!done && refused) {  // no oneDNN kernel for this shape: im2col and the int8 product
+      done = im2col_conv(w, *cache, xf, a, oh, ow, bias, reinterpret_cast<float*>(out->data()));
+      if (done) set_conv_route("im2col + " + last_q_matmul_route());
+    }
+    if (done) return xdt == DType::F32 ? Prim(std::move(out)) : Prim(convert_tensor(std::move(out), xdt));
+  }
+#endif
+  set_conv_route("dequantize + f32 conv2d");
+  if (out_shape.num_elements() == 0) {
+    set_conv_route("none (an empty result)");
+    return Prim(alloc_tensor(xdt, out_shape));
+  }
+  return dequantized_conv(std::move(x), std::move(pw), std::move(pbias), a);
+}
+
+}  // namespace tensor::cpu::qdetail

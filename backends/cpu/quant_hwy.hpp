@@ -1,0 +1,30 @@
+// The dynamic activation quantizer of the int8 routes (backends/cpu/quant.cpp,
+// quant_conv.cpp), in Highway (quant_hwy.cpp; a normal header). Symmetric s8, one scale per
+// row: amax = max |x|, inv = amax > 0 ? 127 / amax : 0, code = the nearest integer of
+// clamp(x * inv, -127, 127), ties to even ((v + 1.5 * 2^23) - 1.5 * 2^23: two adds, no FMA),
+// the scalar rule of quant.cpp's act_code bit for bit on every target.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tensor::cpu::simd {
+
+// max |x[i]| over n values; *finite false where a NaN or an infinity is among them (the
+// returned value is then meaningless: such a row has no int8 code).
+float abs_max_f32(const float* x, std::size_t n, bool* finite);
+// out[i] = the code of x[i] * inv (see above), for finite x.
+void quantize_s8(const float* x, std::size_t n, float inv, std::int8_t* out);
+
+// x[i] = x[i] * s + b (a product, then a sum: no FMA), in place.
+void scale_add_f32(float* x, std::size_t n, float s, float b);
+
+// The scalar rule, for the tails and the tests.
+inline std::int8_t act_code_scalar(float x, float inv) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  float v = x * inv;
+  v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
+  return static_cast<std::int8_t>(static_cast<int>((v + kMagic) - kMagic));
+}
+
+}  // namespace tensor::cpu::simd

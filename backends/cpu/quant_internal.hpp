@@ -1,0 +1,50 @@
+// What the CPU's quant rows share between backends/cpu/quant.cpp (quantize, dequantize,
+// q_matmul) and quant_conv.cpp (q_conv2d): oneDNN's engine, a stream per thread, the weight
+// reorder, and the entries the conv falls back to.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.hpp"
+#include "dispatch/table/ops.hpp"
+
+#if TENSOR_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+namespace tensor::cpu::qdetail {
+
+using dispatch::Prim;
+
+// Contiguous f32 elements of x (a copy only when x is another dtype or strided).
+CpuRef f32_dense(CpuRef x);
+Prim dequantize(Prim q, DType dtype);
+Prim q_matmul(Prim x, Prim w);
+Prim q_conv2d_entry(Prim x, Prim w, Prim bias, const dispatch::QConvArgs& args);
+// The routes last_q_matmul_route() / last_q_conv2d_route() report on this thread.
+void set_route(std::string route);
+void set_conv_route(std::string route);
+
+#if TENSOR_HAVE_ONEDNN
+dnnl_engine_t int8_engine();  // nullptr where oneDNN has no cpu engine
+
+// This thread's stream (oneDNN streams are not shared between threads) and its scratchpad.
+struct Int8Stream {
+  dnnl_stream_t stream = nullptr;
+  std::vector<std::byte> scratch;
+  Int8Stream();
+  Int8Stream(const Int8Stream&) = delete;
+  Int8Stream& operator=(const Int8Stream&) = delete;
+  ~Int8Stream();
+};
+Int8Stream& this_thread_stream();
+
+// Allocates *out in `want` and reorders the s8 codes (laid out as `plain`) into it.
+bool reorder_codes(dnnl_memory_t* out, const dnnl_memory_desc_t& want, const dnnl_memory_desc_t& plain,
+                   const std::int8_t* codes);
+#endif
+
+}  // namespace tensor::cpu::qdetail
