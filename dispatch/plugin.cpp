@@ -91,8 +91,9 @@ TensorData read_plugin(const Prim& p) {
 }
 Prim to_cpu(Prim p) {
   if (!p || p->device().type_id == kCpuDeviceType) return p;
-  TensorData data = p->device().type_id < kAutodiffTypeOffset && g_libs[p->device().type_id] ? read_plugin(p)
-                                                                                           : defaults::read_prim(std::move(p));
+  // A quantized tensor on the plugin's device is the host's (its rows never cross the ABI).
+  const bool plugin_tensor = p->device().type_id < kAutodiffTypeOffset && g_libs[p->device().type_id] && p->dtype() != DType::QFloat;
+  TensorData data = plugin_tensor ? read_plugin(p) : defaults::read_prim(std::move(p));
   return defaults::call<Family::FromData>(OpCode::from_data, kCpuDev, std::move(data), kCpuDev);
 }
 Prim from_cpu(Prim p, DeviceId d) { return p ? defaults::upload(defaults::read_prim(std::move(p)), d) : p; }
@@ -302,10 +303,12 @@ struct Encoder {
   std::array<TensorScalar, 2> scalars{};
   std::size_t scalar_count = 0;
   const Prim* first = nullptr;  // the first tensor: device and dtype of the call
+  bool qfloat = false;           // a quantized operand: not a plugin tensor, the host runs the op
 
   void add(const Prim& p) {
     if (p && !first) first = &p;
-    in.push_back(p ? handle_of(p) : nullptr);
+    if (p && p->dtype() == DType::QFloat) qfloat = true;
+    in.push_back(p && p->dtype() != DType::QFloat ? handle_of(p) : nullptr);
     unique.push_back(p && p->can_mut() ? 1 : 0);
   }
   void add(const std::vector<Prim>& ps) {
@@ -377,7 +380,7 @@ struct Generic<op, R (*)(A...)> {
     if (!e.first) throw ExecutionError(fmt::format("[{}] expected a tensor argument; got none", op_name(op)));
     const DeviceId d = (*e.first)->device();
     const PluginLib& lib = lib_of(d);
-    if (!computes(lib, op, (*e.first)->dtype())) return Host<op, R (*)(A...)>::fn(std::forward<A>(a)...);
+    if (e.qfloat || !computes(lib, op, (*e.first)->dtype())) return Host<op, R (*)(A...)>::fn(std::forward<A>(a)...);
     TensorOpCall c{};
     c.struct_size = sizeof(TensorOpCall);
     c.op = static_cast<std::uint32_t>(op);

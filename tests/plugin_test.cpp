@@ -10,6 +10,7 @@
 #include "tensor/distributed.hpp"
 #include "tensor/graph.hpp"
 #include "tensor/nn.hpp"
+#include "tensor/quantization.hpp"
 #include "test_util.hpp"
 
 #ifndef REF_PLUGIN_DIR
@@ -155,6 +156,26 @@ TEST_F(RefDevice, AllReduceGoesThroughTheHostsCommunicator) {
     }
   });
   for (int r = 0; r < 2; ++r) EXPECT_EQ(msg[r].rfind("[ref:all_reduce] [all_reduce]", 0), 0u) << r << ": " << msg[r];
+}
+
+// Quantized tensors on a plugin's device (the QFloat rows never cross the ABI): quantize,
+// dequantize and a matmul with a quantized weight run through the host's defaults. Values:
+// the weight [[0.5, -1], [1, 0.25]] is exact in q8s per-tensor codes (scale 1/127).
+TEST_F(RefDevice, QuantizedTensorsRunThroughTheHost) {
+  const auto w = Tensor<2>::from_data(TensorData::from<float>({0.5f, -1.0f, 1.0f, 0.25f}, {2, 2}), dev);
+  const QuantScheme q8s = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native);
+  const auto q = quantize_dynamic(w, q8s);
+  EXPECT_EQ(q.dtype(), DType::QFloat);
+  EXPECT_EQ(q.device(), dev);
+  const std::vector<float> back = vec(dequantize(q));
+  const std::vector<float> want{0.5f, -1.0f, 1.0f, 0.25f};
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(back[i], want[i], 1.0f / 127) << i;
+  const auto x = Tensor<2>::from_data(TensorData::from<float>({1, 2}, {1, 2}), dev);
+  const std::vector<float> y = vec(x.matmul(q));  // [1*0.5 + 2*1, 1*-1 + 2*0.25] = [2.5, -0.5]
+  ASSERT_EQ(y.size(), 2u);
+  EXPECT_NEAR(y[0], 2.5f, 0.03f);
+  EXPECT_NEAR(y[1], -0.5f, 0.03f);
+  EXPECT_THROWS(DTypeError, dequantize(w), "dequantize");
 }
 
 TEST_F(RefDevice, OpsWithoutAKernelRunOnTheHost) {
