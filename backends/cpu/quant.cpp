@@ -195,6 +195,29 @@ bool reorder_weights(Int8Plan& p, const dnnl_memory_desc_t& plain, const std::in
   return qdetail::reorder_codes(&p.weights, p.wei, plain, codes);
 }
 
+}  // namespace
+
+namespace qdetail {
+dnnl_primitive_desc_t scaled_int8_desc(const_dnnl_op_desc_t op_desc, const std::vector<float>& wscales, dnnl_engine_t e,
+                                       std::string& impl) {
+  dnnl_primitive_attr_t attr = nullptr;
+  if (dnnl_primitive_attr_create(&attr) != dnnl_success) return nullptr;
+  dnnl_primitive_desc_t pd = nullptr;
+  const int mask = wscales.size() > 1 ? 1 << 1 : 0;
+  const bool made =
+      dnnl_primitive_attr_set_output_scales(attr, static_cast<dnnl_dim_t>(wscales.size()), mask, wscales.data()) == dnnl_success &&
+      dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+      dnnl_primitive_desc_create(&pd, op_desc, attr, e, nullptr) == dnnl_success;
+  dnnl_primitive_attr_destroy(attr);
+  if (!made) return nullptr;
+  const char* name = nullptr;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success && name != nullptr) impl = name;
+  return pd;
+}
+}  // namespace qdetail
+
+namespace {
+
 std::shared_ptr<const Int8Plan> make_int8_plan(std::int64_t m, std::int64_t k, std::int64_t n, const std::int8_t* codes,
                                                const std::vector<float>& wscales) {
   auto p = std::make_shared<Int8Plan>();
@@ -209,18 +232,8 @@ std::shared_ptr<const Int8Plan> make_int8_plan(std::int64_t m, std::int64_t k, s
     return p;
   dnnl_matmul_desc_t md;
   if (dnnl_matmul_desc_init(&md, &p->src, &wany, nullptr, &p->dst) != dnnl_success) return p;
-  dnnl_primitive_attr_t attr = nullptr;
-  if (dnnl_primitive_attr_create(&attr) != dnnl_success) return p;
-  dnnl_primitive_desc_t pd = nullptr;
-  const int mask = wscales.size() > 1 ? 1 << 1 : 0;
-  const bool made =
-      dnnl_primitive_attr_set_output_scales(attr, static_cast<dnnl_dim_t>(wscales.size()), mask, wscales.data()) == dnnl_success &&
-      dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
-      dnnl_primitive_desc_create(&pd, &md, attr, e, nullptr) == dnnl_success;
-  dnnl_primitive_attr_destroy(attr);
-  if (!made) return p;
-  const char* impl = nullptr;
-  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl != nullptr) p->impl = impl;
+  const dnnl_primitive_desc_t pd = qdetail::scaled_int8_desc(&md, wscales, e, p->impl);
+  if (pd == nullptr) return p;
   const dnnl_memory_desc_t* w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   const dnnl_memory_desc_t* sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   // A kernel of oneDNN's own (brgemm or its int8 gemm), not its reference loops.

@@ -95,18 +95,8 @@ std::shared_ptr<const ConvPlan> make_conv_plan(const PlanKey& key, const Shape& 
   if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &p->src, &wany,
                                                  nullptr, &p->dst, strides, dil, pad, pad) != dnnl_success)
     return p;
-  dnnl_primitive_attr_t attr = nullptr;
-  if (dnnl_primitive_attr_create(&attr) != dnnl_success) return p;
-  dnnl_primitive_desc_t pd = nullptr;
-  const int mask = wscales.size() > 1 ? 1 << 1 : 0;
-  const bool made =
-      dnnl_primitive_attr_set_output_scales(attr, static_cast<dnnl_dim_t>(wscales.size()), mask, wscales.data()) == dnnl_success &&
-      dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
-      dnnl_primitive_desc_create(&pd, &cd, attr, e, nullptr) == dnnl_success;
-  dnnl_primitive_attr_destroy(attr);
-  if (!made) return p;
-  const char* impl = nullptr;
-  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl != nullptr) p->impl = impl;
+  const dnnl_primitive_desc_t pd = qdetail::scaled_int8_desc(&cd, wscales, e, p->impl);
+  if (pd == nullptr) return p;
   const dnnl_memory_desc_t* w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   const dnnl_memory_desc_t* sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   // A kernel of oneDNN's own (brgemm, jit or its int8 gemm), not its reference loops.

@@ -42,6 +42,11 @@ struct Int8Stream {
 };
 Int8Stream& this_thread_stream();
 
+// The primitive descriptor of `op_desc` (an int8 matmul or convolution) with the weight's
+// output scales (one for the tensor, or one per output channel: mask bit 1) and a user
+// scratchpad; nullptr where oneDNN refuses it. `impl` gets the implementation's name.
+dnnl_primitive_desc_t scaled_int8_desc(const_dnnl_op_desc_t op_desc, const std::vector<float>& wscales, dnnl_engine_t e,
+                                       std::string& impl);
 // Allocates *out in `want` and reorders the s8 codes (laid out as `plain`) into it.
 bool reorder_codes(dnnl_memory_t* out, const dnnl_memory_desc_t& want, const dnnl_memory_desc_t& plain,
                    const std::int8_t* codes);

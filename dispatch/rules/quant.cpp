@@ -67,18 +67,25 @@ template <> struct fwd::Rule<Family::Dequantize> : OnFirst {
   }
 };
 
+// The checks q_matmul and q_conv2d share: x a live float tensor, w a quantized one on x's
+// device; the weight's quantized prim.
+static const quant::QuantPrim& quantized_weight(OpCode op, const DispatchTensor& x, const DispatchTensor& w) {
+  check_first(op, x);
+  if (!w.prim) throw Error(fmt::format("[{}] expected a weight tensor; got an empty (moved-from) handle", op_name(op)));
+  const quant::QuantPrim* qw = quant::as_quant(w);
+  if (!qw)
+    throw DTypeError(fmt::format("[{}] the weight is not quantized; expected a qfloat weight; got {} ({})", op_name(op),
+                                 kind_name(w.kind), dtype_name(w.dtype())));
+  check_same_device(op, x, w);
+  return *qw;
+}
+
 // QMatmul: x (Float, rank >= 2, [.., M, K]) times w (quantized, [K, N], one scale for the
 // tensor or one per output column: block [K, 1]). The result: [.., M, N] in x's dtype.
 template <> struct fwd::Rule<Family::QMatmul> : OnFirst {
   struct Plan { Shape out; };
   static Plan check(OpCode op, const T& x, const T& w) {
-    check_first(op, x);
-    if (!w.prim) throw Error(fmt::format("[{}] expected a weight tensor; got an empty (moved-from) handle", op_name(op)));
-    const quant::QuantPrim* qw = quant::as_quant(w);
-    if (!qw)
-      throw DTypeError(fmt::format("[{}] the weight is not quantized; expected a qfloat weight; got {} ({})", op_name(op),
-                                   kind_name(w.kind), dtype_name(w.dtype())));
-    check_same_device(op, x, w);
+    const quant::QuantPrim* qw = &quantized_weight(op, x, w);
     const Shape& sx = x.shape();
     const Shape& sw = w.shape();
     if (sx.rank() < 2 || sw.rank() != 2)
@@ -117,13 +124,7 @@ template <> struct fwd::Rule<Family::QConv> : OnFirst {
     QConvArgs a;
   };
   static Plan check(OpCode op, const T& x, const T& w, const T& bias, const QConvArgs& args) {
-    check_first(op, x);
-    if (!w.prim) throw Error(fmt::format("[{}] expected a weight tensor; got an empty (moved-from) handle", op_name(op)));
-    const quant::QuantPrim* qw = quant::as_quant(w);
-    if (!qw)
-      throw DTypeError(fmt::format("[{}] the weight is not quantized; expected a qfloat weight; got {} ({})", op_name(op),
-                                   kind_name(w.kind), dtype_name(w.dtype())));
-    check_same_device(op, x, w);
+    const quant::QuantPrim* qw = &quantized_weight(op, x, w);
     if (bias.prim) {
       check_operand(op, x, bias, "bias");
       if (bias.dtype() != x.dtype())
