@@ -82,6 +82,8 @@ DispatchTensor reduce(OpCode op, DispatchTensor a);
 DispatchTensor reduce_dim(OpCode op, DispatchTensor a, std::int64_t dim);
 DispatchTensor dim_index(OpCode op, DispatchTensor a, std::int64_t dim);
 std::pair<DispatchTensor, DispatchTensor> dim_with_indices(OpCode op, DispatchTensor a, std::int64_t dim);
+// (variance, mean) along dim, the variance's divisor n - correction.
+std::pair<DispatchTensor, DispatchTensor> var_mean(DispatchTensor a, std::int64_t dim, std::size_t correction);
 DispatchTensor any_all(OpCode op, DispatchTensor a);
 DispatchTensor any_all_dim(OpCode op, DispatchTensor a, std::int64_t dim);
 DispatchTensor sort(DispatchTensor a, std::int64_t dim, bool descending);

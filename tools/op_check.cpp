@@ -84,7 +84,7 @@ bool at_large_shapes(Family f, bool huge) {
     case Family::Unary: case Family::Binary: case Family::Scalar: case Family::Compare: case Family::Reduce:
     case Family::Dim: case Family::DimIndex:
       return true;
-    case Family::CompareScalar: case Family::DimWithIndices: case Family::AnyAll: case Family::AnyAllDim:
+    case Family::CompareScalar: case Family::DimWithIndices: case Family::Moments: case Family::AnyAll: case Family::AnyAllDim:
     case Family::Sort: case Family::SortWithIndices: case Family::Argsort: case Family::Cast:
       return !huge;
     default:

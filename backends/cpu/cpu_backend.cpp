@@ -73,6 +73,7 @@ std::unique_ptr<dispatch::Backend> make_cpu_backend() {
   register_unary_ops(*b);
   register_matmul_ops(*b);
   register_reduce_ops(*b);
+  register_moments_ops(*b);
   register_index_ops(*b);
   register_sort_ops(*b);
   register_activation_ops(*b);

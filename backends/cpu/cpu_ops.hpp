@@ -12,6 +12,7 @@ void register_binary_ops(dispatch::Backend& b);    // binary.cpp: arithmetic, co
 void register_unary_ops(dispatch::Backend& b);     // unary.cpp: float math, abs, bitwise not
 void register_matmul_ops(dispatch::Backend& b);    // matmul.cpp
 void register_reduce_ops(dispatch::Backend& b);    // reduce.cpp: sum, prod, mean_dim, scans
+void register_moments_ops(dispatch::Backend& b);   // moments.cpp: var_mean in one pass
 void register_index_ops(dispatch::Backend& b);     // index.cpp: gather/scatter/select, cat, repeat_dim
 void register_sort_ops(dispatch::Backend& b);      // sort.cpp: sort, argsort, topk family
 void register_activation_ops(dispatch::Backend& b);  // activation.cpp: relu ... softmax

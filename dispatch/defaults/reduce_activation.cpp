@@ -37,6 +37,14 @@ Prim d_max_dim(Prim x, std::size_t dim) { const DType t = int_dt(x->device()); r
 Prim d_min_dim(Prim x, std::size_t dim) { const DType t = int_dt(x->device()); return extremum_dim(std::move(x), dim, false, t).first; }
 PrimPair d_max_dim_wi(Prim x, std::size_t dim, DType out) { return extremum_dim(std::move(x), dim, true, out); }
 PrimPair d_min_dim_wi(Prim x, std::size_t dim, DType out) { return extremum_dim(std::move(x), dim, false, out); }
+// var_mean: the two-pass composite (mean, centred squares summed, divided by n - correction).
+PrimPair d_var_mean(Prim x, std::size_t dim, std::size_t correction) {
+  const double n = static_cast<double>(x->shape()[dim]);
+  Prim mean = rdim(OpCode::mean_dim, x, dim);
+  Prim diff = bin(OpCode::sub, std::move(x), mean);
+  Prim ss = rdim(OpCode::sum_dim, d_square(std::move(diff)), dim);
+  return {sc(OpCode::div_scalar, std::move(ss), Scalar(n - static_cast<double>(correction))), std::move(mean)};
+}
 Prim d_max(Prim x) { return rdim(OpCode::max_dim, flat(std::move(x)), 0); }
 Prim d_min(Prim x) { return rdim(OpCode::min_dim, flat(std::move(x)), 0); }
 Prim d_max_abs_dim(Prim x, std::size_t dim) { return rdim(OpCode::max_dim, un(OpCode::abs, std::move(x)), dim); }
@@ -232,6 +240,7 @@ TENSOR_DEFAULT(OpCode, min_dim, d_min_dim)
 TENSOR_DEFAULT(OpCode, max_dim_with_indices, d_max_dim_wi)
 TENSOR_DEFAULT(OpCode, min_dim_with_indices, d_min_dim_wi)
 TENSOR_DEFAULT(OpCode, max_abs, d_max_abs)
+TENSOR_DEFAULT(OpCode, var_mean, d_var_mean)
 TENSOR_DEFAULT(OpCode, max_abs_dim, d_max_abs_dim)
 TENSOR_DEFAULT(OpCode, any, d_any)
 TENSOR_DEFAULT(OpCode, all, d_all)

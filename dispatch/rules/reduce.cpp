@@ -107,6 +107,29 @@ template <> struct fwd::Rule<Family::DimWithIndices> : OnFirst {
   }
 };
 
+// Moments (var_mean): the variance and the mean along a dim, both Float of the input's
+// dtype, kept as size 1. An empty reduced dim gives the mean NaN and the variance
+// 0 / (0 - correction) (as the composite); another empty dim gives empty results.
+template <> struct fwd::Rule<Family::Moments> : OnFirst {
+  struct Plan {
+    std::size_t d;
+  };
+  static Plan check(OpCode op, const T& a, const I& dim, const std::size_t&) {
+    check_first(op, a);
+    return {resolve_dim(op, dim, a.shape().rank())};
+  }
+  static OutMeta meta(OpCode, const Plan& p, const T& a, const I&, const std::size_t&) {
+    return {reduce_dim_shape(a.shape(), p.d), a.dtype(), a.kind};
+  }
+  static OpAttrs attrs(OpCode, const Plan& p, const T&, const I&, const std::size_t& c) { return with_ints(i64(p.d), i64(c)); }
+  template <class Entry>
+  [[gnu::always_inline]] static TensorPair run(OpCode op, Entry entry, const Plan& p, T& a, const I&, const std::size_t& c) {
+    const Kind k = a.kind;
+    PrimPair r = entry(op)(a.take(), p.d, c);
+    return {DispatchTensor(std::move(r.first), k), DispatchTensor(std::move(r.second), k)};
+  }
+};
+
 // AnyAll / AnyAllDim: any kind the device can hold; a Bool result.
 template <> struct fwd::Rule<Family::AnyAll> : OnFirst {
   struct Plan { DType bt; };
@@ -209,6 +232,9 @@ DispatchTensor reduce_dim(OpCode op, DispatchTensor a, std::int64_t dim) { retur
 DispatchTensor dim_index(OpCode op, DispatchTensor a, std::int64_t dim) { return forward<Family::DimIndex>(op, a, dim); }
 std::pair<DispatchTensor, DispatchTensor> dim_with_indices(OpCode op, DispatchTensor a, std::int64_t dim) {
   return forward<Family::DimWithIndices>(op, a, dim);
+}
+std::pair<DispatchTensor, DispatchTensor> var_mean(DispatchTensor a, std::int64_t dim, std::size_t correction) {
+  return forward<Family::Moments>(OpCode::var_mean, a, dim, correction);
 }
 DispatchTensor any_all(OpCode op, DispatchTensor a) { return forward<Family::AnyAll>(op, a); }
 DispatchTensor any_all_dim(OpCode op, DispatchTensor a, std::int64_t dim) { return forward<Family::AnyAllDim>(op, a, dim); }

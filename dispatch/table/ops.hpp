@@ -65,6 +65,7 @@ struct QConvArgs {
   X(Dim, Prim (*)(Prim, std::size_t))                                                   \
   X(DimIndex, Prim (*)(Prim, std::size_t, DType))                                       \
   X(DimWithIndices, PrimPair (*)(Prim, std::size_t, DType))                             \
+  X(Moments, PrimPair (*)(Prim, std::size_t, std::size_t))                              \
   X(AnyAll, Prim (*)(Prim, DType))                                                      \
   X(AnyAllDim, Prim (*)(Prim, std::size_t, DType))                                      \
   X(Cast, Prim (*)(Prim, DType))                                                        \
@@ -237,7 +238,7 @@ constexpr std::uint8_t default_diff(Family f, std::uint8_t kinds) {
     case Family::Cat:
       return 0xff;
     case Family::Unary: case Family::Scalar: case Family::Clamp: case Family::PowI: case Family::Reduce: case Family::Dim:
-    case Family::DimWithIndices: case Family::Cast: case Family::Reshape: case Family::SwapDims: case Family::Axes:
+    case Family::DimWithIndices: case Family::Moments: case Family::Cast: case Family::Reshape: case Family::SwapDims: case Family::Axes:
     case Family::Slice: case Family::RepeatDim: case Family::Unfold: case Family::Gather: case Family::GatherNd:
     case Family::Select: case Family::MaskFill: case Family::MaskSelect: case Family::Sort: case Family::SortWithIndices:
     case Family::TopK: case Family::TopKWithIndices: case Family::ToDevice: case Family::SetFlag:

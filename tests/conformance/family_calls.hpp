@@ -95,6 +95,7 @@ inline std::optional<std::vector<DispatchTensor>> call_or_probe(OpCode op, const
     case Family::Dim: return go([&] { return one(reduce_dim(op, A(), 1)); });
     case Family::DimIndex: return go([&] { return one(dim_index(op, A(), 1)); });
     case Family::DimWithIndices: return go([&] { return two(dim_with_indices(op, A(), 1)); });
+    case Family::Moments: return go([&] { return two(var_mean(A(), 1, 1)); });
     case Family::AnyAll: return go([&] { return one(any_all(op, A())); });
     case Family::AnyAllDim: return go([&] { return one(any_all_dim(op, A(), 0)); });
     case Family::Cast: {

@@ -1,5 +1,5 @@
 // Op tests: the trials of any/all, clamp (hard_sigmoid), the predicates (is_nan, is_inf)
-// and cross.
+// cross and var_mean.
 #include "ops/ops_spec.hpp"
 
 namespace ops_spec {
@@ -117,6 +117,44 @@ void misc_trials(OPS_TRIALS_ARGS) {
         auto call = [d](std::vector<H>& h) { auto x = h[0].take(); return std::vector<H>{H(detail::cross(std::move(x), h[1].take(), d))}; };
         out.push_back(Trial{"dim=" + std::to_string(dim), {a, b}, call, {Expected{want, tol, false}}});
       }
+      break;
+    }
+    case Family::Moments: {
+      // var_mean against the two-pass formula in double on the host values; NaN and
+      // infinities among the data (a lane with one gives a NaN variance). The tolerance
+      // covers a device that composes it in the dtype (mean, centred squares, sum).
+      for (std::int64_t d : {0, 1, -1})
+        for (bool biased : {false, true}) {
+          const auto dim = static_cast<std::size_t>(d < 0 ? d + 2 : d);
+          Operand a = make_operand(L, 0, dt, Domain{-3, 3, 0, 0, 0.03}, rng);
+          Host var = host_like(dt, shape_with(a.logical.shape, dim, 1)), mean = var;
+          std::vector<double> vtol(var.size()), mtol(var.size());
+          const double eps = eps_of(dt), c = biased ? 0.0 : 1.0;
+          for (std::size_t j = 0; j < a.logical.shape[1 - dim]; ++j) {
+            const auto lane = lane_of(a.logical.shape, dim, j);
+            const double n = static_cast<double>(lane.size());
+            double s = 0, sabs = 0;
+            for (std::size_t x : lane) s += a.logical.f[x], sabs += std::fabs(a.logical.f[x]);
+            const double mu = s / n;  // n == 0: NaN
+            double m2 = 0, dabs = 0;
+            for (std::size_t x : lane) {
+              const double dv = a.logical.f[x] - mu;
+              m2 += dv * dv;
+              dabs += std::fabs(dv);
+            }
+            mean.f[j] = mu;
+            var.f[j] = m2 / (n - c);  // n == c: 0 / 0
+            mtol[j] = (n + 2) * eps * sabs / std::max(n, 1.0) + 2 * eps * std::fabs(mu);
+            vtol[j] = ((n + 4) * eps * m2 + 2 * dabs * mtol[j]) / std::max(std::fabs(n - c), 1.0) + 4 * eps * std::fabs(var.f[j]);
+          }
+          Trial t{"dim=" + std::to_string(d) + (biased ? " biased" : ""), {a}, nullptr,
+                  {Expected{var, vtol, false}, Expected{mean, mtol, false}}};
+          t.call = [d, biased, first](std::vector<H>& h) {
+            auto [v, m] = detail::var_mean(first(h), d, biased);
+            return std::vector<H>{H(v), H(m)};
+          };
+          out.push_back(t);
+        }
       break;
     }
     default:

@@ -646,7 +646,7 @@ inline bool structured_family(Family f) {
     case Family::AnyAll: case Family::AnyAllDim: case Family::Sort: case Family::SortWithIndices: case Family::Argsort:
     case Family::TopK: case Family::TopKWithIndices: case Family::ArgTopK: case Family::Gather: case Family::Scatter:
     case Family::ScatterUpdate: case Family::Select: case Family::SelectAssign: case Family::SelectUpdate: case Family::Cat:
-    case Family::RepeatDim:
+    case Family::RepeatDim: case Family::Moments:
       return true;
     default:
       return false;
@@ -658,7 +658,7 @@ inline const std::set<std::string>& structured_refs() {
   static const std::set<std::string> s = {
       "clamp", "hard_sigmoid", "is_nan", "is_inf", "cross", "argmax", "argmin", "max_dim_with_indices",
       "min_dim_with_indices", "any", "all", "any_dim", "all_dim", "sort", "sort_with_indices", "argsort", "topk",
-      "topk_with_indices", "argtopk", "gather", "scatter_add", "scatter_or", "scatter", "select", "select_add",
+      "topk_with_indices", "argtopk", "var_mean", "gather", "scatter_add", "scatter_or", "scatter", "select", "select_add",
       "select_or", "select_assign", "cat", "repeat_dim"};
   return s;
 }
@@ -862,7 +862,7 @@ inline std::vector<std::size_t> shape_with(std::vector<std::size_t> s, std::size
 inline bool long_lanes(Family f) {
   switch (f) {
     case Family::Sort: case Family::SortWithIndices: case Family::Argsort: case Family::TopK: case Family::TopKWithIndices:
-    case Family::ArgTopK: case Family::DimIndex: case Family::DimWithIndices: case Family::AnyAllDim:
+    case Family::ArgTopK: case Family::DimIndex: case Family::DimWithIndices: case Family::AnyAllDim: case Family::Moments:
       return true;
     default:
       return false;

@@ -4,7 +4,9 @@
 #include <utility>
 #include <vector>
 
+#include "dispatch/dispatch.hpp"
 #include "lib/src/composite/compose.hpp"
+#include "lib/src/handles.hpp"
 
 namespace tensor::detail {
 
@@ -47,15 +49,12 @@ Handle mean_dims(Handle&& a_, DimList dims) {
   });
 }
 
-Handle var(Handle&& a_, std::int64_t dim, bool biased) {
-  H x = take_h(a_);
-  const char* op = biased ? "var_bias" : "var";
-  const std::size_t d = one_dim(op, x, dim);
-  return named(op, [&] {
-    const H diff = bin(OpCode::sub, x, rdim(OpCode::mean_dim, x, d));
-    const H ss = rdim(OpCode::sum_dim, bin(OpCode::mul, diff, diff), d);
-    const double n = static_cast<double>(x.shape()[d]) - (biased ? 0.0 : 1.0);
-    return scalar(OpCode::div_scalar, ss.r(), Scalar(n));
+// var and var_mean: the op table's var_mean row (one pass on the cpu; the composite
+// elsewhere), its divisor n - 1 (or n when biased).
+Handle var(Handle&& a, std::int64_t dim, bool biased) {
+  return named(biased ? "var_bias" : "var", [&] {
+    auto [v, m] = dispatch::var_mean(handles::take(a), dim, biased ? 0 : 1);
+    return handles::give(std::move(v));
   });
 }
 
@@ -77,19 +76,9 @@ Handle cov(Handle&& a_, std::int64_t dim, std::size_t correction) {
   });
 }
 
-std::pair<Handle, Handle> var_mean(Handle&& a_, std::int64_t dim, bool biased) {
-  H x(a_);
-  a_ = Handle{};
-  const char* op = biased ? "var_mean_bias" : "var_mean";
-  const Shape s = x.shape();
-  const std::size_t d = rdim_of(op, dim, s.rank());
-  return named(op, [&] {
-    H mean = rdim(OpCode::mean_dim, x, d);
-    const H diff = bin(OpCode::sub, x, mean);
-    const H ss = rdim(OpCode::sum_dim, bin(OpCode::mul, diff, diff), d);
-    H var = sc(OpCode::div_scalar, ss, Scalar(static_cast<double>(s[d]) - (biased ? 0.0 : 1.0)));
-    return std::pair<Handle, Handle>(var.take(), mean.take());
-  });
+std::pair<Handle, Handle> var_mean(Handle&& a, std::int64_t dim, bool biased) {
+  return named(biased ? "var_mean_bias" : "var_mean",
+               [&] { return handles::give2(dispatch::var_mean(handles::take(a), dim, biased ? 0 : 1)); });
 }
 
 std::pair<Handle, Handle> median(Handle&& a_, std::int64_t dim, const char* op) {
