@@ -167,6 +167,12 @@ int main(int argc, char** argv) {
     small_cin_row(64, 3, 32, 16, 5, 2, 2, 5);
     small_cin_row(8, 3, 224, 64, 7, 3, 2, 3);  // an ImageNet stem
     small_cin_row(1, 1, 28, 32, 3, 1, 1, 20);
+    small_cin_row(256, 4, 7, 128, 3, 1, 1, 5);   // narrow rows (7 of 16 lanes), many outputs
+    small_cin_row(256, 1, 7, 32, 3, 1, 1, 5);    // narrow rows, few outputs
+    small_cin_row(128, 1, 17, 32, 3, 1, 1, 5);   // 17 columns: 16 + 1
+    small_cin_row(128, 3, 12, 64, 3, 1, 1, 5);   // 12 columns
+    small_cin_row(16, 2, 64, 256, 3, 1, 1, 3);  // many outputs, K = 18
+    small_cin_row(16, 4, 64, 64, 7, 3, 1, 3);   // K = 196
     return 0;
   }
   if (!cnn_only) row(32, 64, 56, 64, 3);

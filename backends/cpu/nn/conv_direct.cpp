@@ -46,13 +46,25 @@ void prepare(const ConvGeom& g, const float* xs, std::size_t r0, std::size_t r1,
 
 }  // namespace
 
-bool direct_small_cin(const ConvGeom& g) {
+bool direct_small_cin_supported(const ConvGeom& g) {
   if (g.groups != 1 || g.c_in == 0 || g.c_in > kMaxCin || g.c_out == 0) return false;
   if (g.in[0] != 1 || g.kernel[0] != 1 || g.out[0] != 1) return false;  // 3-d
   if (g.kernel[1] > kMaxKernel || g.kernel[2] > kMaxKernel || g.kernel[1] == 0 || g.kernel[2] == 0) return false;
   if (g.c_in * g.kernel[1] * g.kernel[2] > simd::kConvRowsMaxTaps) return false;
   if (g.out_size() == 0) return false;
   return true;
+}
+
+// Measured (nn_conv_bench small, 2026-12-06, AVX3 on the 2-core AMD EPYC): faster than
+// im2col + gemm on every shape with rows of at least 16 outputs (1.2-2x: [500,1,28,28] 3x3
+// -> 32, [64,3,32,32] 5x5 -> 16 strides 1 and 2, [8,3,224,224] 7x7 -> 64 stride 2, 64x64
+// planes with 256 outputs or a 7x7 on 4 channels) and with a reduction of at most 9 taps on
+// narrow rows ([256,1,7,7] and [128,1,17,17] 3x3 -> 32, 1.2-1.4x); slower on narrow rows with
+// a longer one, where the gemm runs well and the vectors are part empty ([256,4,7,7] 3x3 ->
+// 128: 0.67-0.85x, [128,3,12,12] 3x3 -> 64: 0.91x).
+bool direct_small_cin(const ConvGeom& g) {
+  if (!direct_small_cin_supported(g)) return false;
+  return g.out[2] >= 16 || g.c_in * g.kernel[1] * g.kernel[2] <= 9;
 }
 
 void direct_small_cin_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {

@@ -9,11 +9,13 @@
 
 namespace tensor::cpu::nn {
 
-// Whether conv_forward takes the direct route for g (f32 only): groups 1, 1-d or 2-d,
-// c_in <= 4, kernel up to 7x7, and a shape where it was measured faster than im2col + gemm.
+// Whether the direct kernel takes g: groups 1, 1-d or 2-d, c_in <= 4, kernel up to 7x7.
+bool direct_small_cin_supported(const ConvGeom& g);
+// Whether conv_forward takes the direct route for g (f32 only): supported, and a shape where
+// it was measured faster than im2col + gemm (rows of 16 or more outputs, or at most 9 taps).
 bool direct_small_cin(const ConvGeom& g);
 
-// y = conv(x, w) + bias (bias may be null) for a g with direct_small_cin(g).
+// y = conv(x, w) + bias (bias may be null) for a g with direct_small_cin_supported(g).
 void direct_small_cin_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);
 
 }  // namespace tensor::cpu::nn
