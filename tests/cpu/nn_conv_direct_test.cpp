@@ -122,6 +122,12 @@ TEST(CpuConvDirect, TheRouteTakesSmallChannelCountsOnly) {
   // narrow rows with more than 9 taps stay on im2col + gemm (measured faster there)
   EXPECT_FALSE(direct_small_cin(geom({.n = 256, .c = 4, .h = 7, .w = 7, .oc = 128, .kh = 3, .kw = 3, .ph = 1, .pw = 1})));
   EXPECT_FALSE(direct_small_cin(geom({.n = 1, .c = 5, .h = 8, .w = 8, .oc = 4, .kh = 3, .kw = 3})));   // c_in > 4
+  // strides, dilations past 4 and padding past the kernel's extent (a copy far larger than x)
+  EXPECT_FALSE(direct_small_cin_supported(geom({.n = 1, .c = 1, .h = 40, .w = 40, .oc = 8, .kh = 3, .kw = 3, .sh = 1, .sw = 5})));
+  EXPECT_FALSE(direct_small_cin_supported(geom({.n = 1, .c = 1, .h = 40, .w = 40, .oc = 8, .kh = 3, .kw = 3, .sh = 9, .sw = 1})));
+  EXPECT_FALSE(direct_small_cin_supported(geom({.n = 1, .c = 1, .h = 40, .w = 40, .oc = 8, .kh = 3, .kw = 3, .dh = 5})));
+  EXPECT_FALSE(direct_small_cin_supported(geom({.n = 1, .c = 1, .h = 4, .w = 4, .oc = 8, .kh = 3, .kw = 3, .ph = 3, .pw = 1})));
+  EXPECT_TRUE(direct_small_cin_supported(geom({.n = 1, .c = 1, .h = 4, .w = 4, .oc = 8, .kh = 3, .kw = 3, .ph = 2, .pw = 2})));
   EXPECT_FALSE(direct_small_cin(geom({.n = 1, .c = 1, .h = 12, .w = 12, .oc = 4, .kh = 9, .kw = 3})));  // kernel > 7
   const auto grouped = conv_geom<2>("conv2d", Shape{1, 4, 8, 8}, Shape{4, 2, 3, 3}, tensor::nn::ConvOptions<2>{{1, 1}, {0, 0}, {1, 1}, 2});
   EXPECT_FALSE(direct_small_cin(grouped));

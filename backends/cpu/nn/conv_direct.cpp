@@ -15,6 +15,7 @@ namespace {
 using I = std::int64_t;
 
 constexpr std::size_t kMaxCin = 4, kMaxKernel = 7;
+constexpr I kMaxStep = 4;
 
 // Below this many multiply-adds in all, threads cost more than they save (as conv.cpp).
 constexpr double kThreadsWork = 64.0 * 64.0 * 64.0;
@@ -51,6 +52,13 @@ bool direct_small_cin_supported(const ConvGeom& g) {
   if (g.in[0] != 1 || g.kernel[0] != 1 || g.out[0] != 1) return false;  // 3-d
   if (g.kernel[1] > kMaxKernel || g.kernel[2] > kMaxKernel || g.kernel[1] == 0 || g.kernel[2] == 0) return false;
   if (g.c_in * g.kernel[1] * g.kernel[2] > simd::kConvRowsMaxTaps) return false;
+  // The prepared copy has stride_w phase planes and covers the padded rows: strides and
+  // dilations up to kMaxStep, padding up to the kernel's extent (so it stays about the
+  // input's size; a far larger padding or stride, which dispatch accepts, is left to im2col).
+  for (int d = 1; d < 3; ++d) {
+    if (g.stride[d] < 1 || g.stride[d] > kMaxStep || g.dilation[d] < 1 || g.dilation[d] > kMaxStep) return false;
+    if (g.padding[d] < 0 || g.padding[d] > static_cast<I>(g.kernel[d] - 1) * g.dilation[d]) return false;
+  }
   if (g.out_size() == 0) return false;
   return true;
 }
