@@ -37,6 +37,13 @@ void prepare(const ConvGeom& g, const float* xs, std::size_t r0, std::size_t r1,
           continue;
         }
         const float* s = xs + (c * in_h + static_cast<std::size_t>(src_row)) * in_w;
+        if (sw == 1) {  // pw zeros, the row, zeros to row_len (pw <= the kernel's extent < row_len)
+          const auto left = static_cast<std::size_t>(pw), n = std::min(in_w, row_len - left);
+          std::fill(d, d + left, 0.0f);
+          std::memcpy(d + left, s, n * sizeof(float));
+          std::fill(d + left + n, d + row_len, 0.0f);
+          continue;
+        }
         // m covers input column m*sw + p - pw when that lies in [0, in_w)
         for (std::size_t m = 0; m < row_len; ++m) {
           const I col = static_cast<I>(m * sw + p) - pw;
