@@ -362,13 +362,18 @@ const bool kOnednnGrads = [] {
 }();
 
 // The forward routes this thread's convolutions took since the last reset (at most 8
-// distinct entries, each "route [c_in->c_out khxkw]"), for tensorctl's reports.
-thread_local std::vector<std::string> t_routes;
+// distinct entries: the route and the conv's channels and kernel), for tensorctl's reports;
+// noted without building strings (a few compares per conv).
+struct RouteNote {
+  const char* route;
+  std::size_t c_in, c_out, kh, kw;
+  bool operator==(const RouteNote&) const = default;
+};
+thread_local std::vector<RouteNote> t_routes;
 void note_route(const ConvGeom& g, const char* route) {
-  if (t_routes.size() >= 8) return;
-  std::string s = std::string(route) + " [" + std::to_string(g.c_in) + "->" + std::to_string(g.c_out) + " " +
-                  std::to_string(g.kernel[1]) + "x" + std::to_string(g.kernel[2]) + "]";
-  if (std::find(t_routes.begin(), t_routes.end(), s) == t_routes.end()) t_routes.push_back(std::move(s));
+  const RouteNote n{route, g.c_in, g.c_out, g.kernel[1], g.kernel[2]};
+  if (t_routes.size() >= 8 || std::find(t_routes.begin(), t_routes.end(), n) != t_routes.end()) return;
+  t_routes.push_back(n);
 }
 
 std::atomic<bool> g_conv_direct{[] {
@@ -759,7 +764,9 @@ void fold_forward(const ConvGeom& g, const double* cols, double* x) { fold_impl(
 
 std::string conv_forward_routes() {
   std::string s;
-  for (const auto& r : t_routes) s += (s.empty() ? "" : "; ") + r;
+  for (const auto& r : t_routes)
+    s += (s.empty() ? "" : "; ") + std::string(r.route) + " [" + std::to_string(r.c_in) + "->" + std::to_string(r.c_out) +
+         " " + std::to_string(r.kh) + "x" + std::to_string(r.kw) + "]";
   return s;
 }
 void reset_conv_forward_routes() { t_routes.clear(); }
