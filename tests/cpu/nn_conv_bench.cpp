@@ -11,6 +11,7 @@
 
 #include "backends/cpu/nn/attention.hpp"
 #include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/nn/conv_direct.hpp"
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/nn/pool.hpp"
 
@@ -110,8 +111,8 @@ void pool_row(std::size_t n, std::size_t c, std::size_t hw, int reps) {
   std::printf("max_pool2d 2x2 [%zu,%zu,%zu,%zu] | fwd (indices) %7.3f ms | bwd %7.3f ms\n", n, c, hw, hw, tf * 1e3, tb * 1e3);
 }
 
-// The forward of a conv with few input channels on the direct small-C_in route and on
-// im2col + gemm (set_conv_direct), 9 interleaved rounds of `reps` calls each; medians of the
+// The forward of a conv with few input channels on the direct small-C_in kernel and on
+// im2col + gemm (set_conv_direct(false)), 9 interleaved rounds of `reps` calls each; medians of the
 // per-round best, wall and process CPU time.
 void small_cin_row(std::size_t n, std::size_t cin, std::size_t hw, std::size_t cout, std::size_t k, std::int64_t pad,
                    std::int64_t stride, int reps) {
@@ -127,14 +128,18 @@ void small_cin_row(std::size_t n, std::size_t cin, std::size_t hw, std::size_t c
   };
   auto wall_now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
   std::vector<double> wall[2], cpu[2];
+  set_conv_direct(false);
+  auto run = [&](int direct) {  // the direct kernel itself (also where the route leaves it), or im2col + gemm
+    if (direct == 1) direct_small_cin_forward(g, x.data(), w.data(), b.data(), y.data());
+    else conv_forward(g, x.data(), w.data(), b.data(), y.data());
+  };
   for (int round = 0; round < 9; ++round)
     for (int direct = 1; direct >= 0; --direct) {
-      set_conv_direct(direct == 1);
-      conv_forward(g, x.data(), w.data(), b.data(), y.data());  // warm-up
+      run(direct);  // warm-up
       double bw = 1e30, bc = 1e30;
       for (int i = 0; i < reps; ++i) {
         const double w0 = wall_now(), c0 = cpu_now();
-        conv_forward(g, x.data(), w.data(), b.data(), y.data());
+        run(direct);
         bw = std::min(bw, wall_now() - w0);
         bc = std::min(bc, cpu_now() - c0);
       }
@@ -147,10 +152,10 @@ void small_cin_row(std::size_t n, std::size_t cin, std::size_t hw, std::size_t c
     return v[v.size() / 2];
   };
   std::printf("conv2d [%zu,%zu,%zu,%zu] %zux%zu -> %zu pad %lld stride %lld | direct small-C_in (%s) %7.3f ms (cpu %7.3f) | "
-              "im2col + gemm %7.3f ms (cpu %7.3f) | %.2fx wall, %.2fx cpu\n",
+              "im2col + gemm %7.3f ms (cpu %7.3f) | %.2fx wall, %.2fx cpu | route: %s\n",
               n, cin, hw, hw, k, k, cout, static_cast<long long>(pad), static_cast<long long>(stride),
               conv_direct_target().c_str(), med(wall[1]) * 1e3, med(cpu[1]) * 1e3, med(wall[0]) * 1e3, med(cpu[0]) * 1e3,
-              med(wall[0]) / med(wall[1]), med(cpu[0]) / med(cpu[1]));
+              med(wall[0]) / med(wall[1]), med(cpu[0]) / med(cpu[1]), direct_small_cin(g) ? "direct" : "im2col + gemm");
 }
 
 }  // namespace
