@@ -8,10 +8,14 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/quant.hpp"
 #include "dispatch/backend.hpp"
 #include "dispatch/dispatch.hpp"
 #include "dispatch/plugin.hpp"
@@ -20,6 +24,8 @@
 #include "tensor/distributed.hpp"
 #include "tensor/dtype.hpp"
 #include "tensor/error.hpp"
+#include "tensor/nn.hpp"
+#include "tensor/quantization.hpp"
 #include "tensor/version.hpp"
 #include "tools/tensorctl.hpp"
 
@@ -118,6 +124,32 @@ void print_op_coverage(std::ostream& os, const td::Backend& b) {
   }
 }
 
+// The conv routes, from one small probe of each on the cpu (the route depends on the shape:
+// these are the Fashion-MNIST CNN's two convs): the f32 forward of [8,1,28,28] x [32,1,3,3]
+// and a q8s-weight conv2d of [8,32,14,14] x [64,32,3,3] (q_conv2d).
+std::pair<std::string, std::string> probe_conv_routes() {
+  using namespace tensor;
+  std::string f32, q;
+  try {
+    const Device cpu = Device::cpu();
+    nn::ConvOptions<2> o;
+    o.padding = {1, 1};
+    cpu::nn::reset_conv_forward_routes();
+    (void)nn::conv2d(Tensor<4>::full({8, 1, 28, 28}, 0.5f, cpu), Tensor<4>::full({32, 1, 3, 3}, 0.25f, cpu), std::nullopt, o)
+        .into_data();
+    f32 = cpu::nn::conv_forward_routes();
+    if (f32.find("direct small-C_in") != std::string::npos) f32 += " (Highway " + cpu::nn::conv_direct_target() + ")";
+    const auto scheme = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native);
+    const auto wq = quantize_dynamic(Tensor<4>::full({64, 32, 3, 3}, 0.25f, cpu), scheme);
+    (void)nn::conv2d(Tensor<4>::full({8, 32, 14, 14}, 0.5f, cpu), wq, std::nullopt, o).into_data();
+    q = cpu::last_q_conv2d_route();
+  } catch (const std::exception& e) {
+    if (f32.empty()) f32 = std::string("(probe failed: ") + e.what() + ")";
+    q = std::string("(probe failed: ") + e.what() + ")";
+  }
+  return {f32, q};
+}
+
 void print_cpu_details(std::ostream& os) {
   std::string compiled;
   for (std::int64_t t : tensor::cpu::compiled_targets()) compiled += std::string(compiled.empty() ? "" : " ") + hwy::TargetName(t);
@@ -127,6 +159,9 @@ void print_cpu_details(std::ostream& os) {
   t.add({"compiled+supported targets", compiled.empty() ? "(none)" : compiled});
   t.add({"BLIS architecture", tensor::cpu::blis_arch()});
   t.add({"GEMM routes", tensor::cpu::gemm_route()});
+  const auto [f32_conv, q_conv] = probe_conv_routes();
+  t.add({"conv2d route [8,1,28,28] 3x3->32", f32_conv});
+  t.add({"q_conv2d route [8,32,14,14] 3x3->64 q8s", q_conv});
   t.add({"OpenMP threads", std::to_string(tensor::cpu::omp_threads())});
   t.print(os, /*with_header=*/false);
 }

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/nn/conv.hpp"
 #include "backends/cpu/quant.hpp"
 #include "tools/tensorctl.hpp"
 #include "trainer.hpp"
@@ -12,6 +13,7 @@ namespace tensorctl {
 int run_train(Args args) { return train::train_main(std::vector<std::string>(args.begin(), args.end())); }
 int run_eval(Args args) {
   train::set_conv_route_probe(&tensor::cpu::last_q_conv2d_route);
+  train::set_f32_conv_routes_probe(&tensor::cpu::nn::conv_forward_routes, &tensor::cpu::nn::reset_conv_forward_routes);
   return train::eval_main(std::vector<std::string>(args.begin(), args.end()));
 }
 

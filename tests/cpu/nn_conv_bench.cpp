@@ -11,6 +11,7 @@
 
 #include "backends/cpu/nn/attention.hpp"
 #include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/nn/conv_direct.hpp"
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/nn/pool.hpp"
 
@@ -110,12 +111,75 @@ void pool_row(std::size_t n, std::size_t c, std::size_t hw, int reps) {
   std::printf("max_pool2d 2x2 [%zu,%zu,%zu,%zu] | fwd (indices) %7.3f ms | bwd %7.3f ms\n", n, c, hw, hw, tf * 1e3, tb * 1e3);
 }
 
+// The forward of a conv with few input channels on the direct small-C_in kernel and on
+// im2col + gemm (set_conv_direct(false)), 9 interleaved rounds of `reps` calls each; medians of the
+// per-round best, wall and process CPU time.
+void small_cin_row(std::size_t n, std::size_t cin, std::size_t hw, std::size_t cout, std::size_t k, std::int64_t pad,
+                   std::int64_t stride, int reps) {
+  const auto g = conv_geom<2>("conv2d", Shape{n, cin, hw, hw}, Shape{cout, cin, k, k},
+                              tensor::nn::ConvOptions<2>{{stride, stride}, {pad, pad}, {1, 1}, 1});
+  std::vector<float> x(n * cin * hw * hw), w(cout * cin * k * k), b(cout), y(n * cout * g.out_size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.1f - 0.2f;
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  auto wall_now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  std::vector<double> wall[2], cpu[2];
+  set_conv_direct(false);
+  auto run = [&](int direct) {  // the direct kernel itself (also where the route leaves it), or im2col + gemm
+    if (direct == 1) direct_small_cin_forward(g, x.data(), w.data(), b.data(), y.data());
+    else conv_forward(g, x.data(), w.data(), b.data(), y.data());
+  };
+  for (int round = 0; round < 9; ++round)
+    for (int direct = 1; direct >= 0; --direct) {
+      run(direct);  // warm-up
+      double bw = 1e30, bc = 1e30;
+      for (int i = 0; i < reps; ++i) {
+        const double w0 = wall_now(), c0 = cpu_now();
+        run(direct);
+        bw = std::min(bw, wall_now() - w0);
+        bc = std::min(bc, cpu_now() - c0);
+      }
+      wall[direct].push_back(bw);
+      cpu[direct].push_back(bc);
+    }
+  set_conv_direct(true);
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("conv2d [%zu,%zu,%zu,%zu] %zux%zu -> %zu pad %lld stride %lld | direct small-C_in (%s) %7.3f ms (cpu %7.3f) | "
+              "im2col + gemm %7.3f ms (cpu %7.3f) | %.2fx wall, %.2fx cpu | route: %s\n",
+              n, cin, hw, hw, k, k, cout, static_cast<long long>(pad), static_cast<long long>(stride),
+              conv_direct_target().c_str(), med(wall[1]) * 1e3, med(cpu[1]) * 1e3, med(wall[0]) * 1e3, med(cpu[0]) * 1e3,
+              med(wall[0]) / med(wall[1]), med(cpu[0]) / med(cpu[1]), direct_small_cin(g) ? "direct" : "im2col + gemm");
+}
+
 }  // namespace
 
+// `nn_conv_bench small`: only the small-C_in rows (direct vs im2col + gemm).
 // `nn_conv_bench cnn`: only the rows of the issue-15 CNN at batch 128 (convs and pools).
 int main(int argc, char** argv) {
   const bool cnn_only = argc > 1 && std::string(argv[1]) == "cnn";
   std::printf("threads: %d\n", nn_threads());
+  if (argc > 1 && std::string(argv[1]) == "small") {
+    small_cin_row(500, 1, 28, 32, 3, 1, 1, 5);  // the Fashion-MNIST CNN's first conv at eval batch
+    small_cin_row(128, 1, 28, 32, 3, 1, 1, 5);
+    small_cin_row(64, 3, 32, 16, 5, 0, 1, 5);
+    small_cin_row(64, 3, 32, 16, 5, 2, 2, 5);
+    small_cin_row(8, 3, 224, 64, 7, 3, 2, 3);  // an ImageNet stem
+    small_cin_row(1, 1, 28, 32, 3, 1, 1, 20);
+    small_cin_row(256, 4, 7, 128, 3, 1, 1, 5);   // narrow rows (7 of 16 lanes), many outputs
+    small_cin_row(256, 1, 7, 32, 3, 1, 1, 5);    // narrow rows, few outputs
+    small_cin_row(128, 1, 17, 32, 3, 1, 1, 5);   // 17 columns: 16 + 1
+    small_cin_row(128, 3, 12, 64, 3, 1, 1, 5);   // 12 columns
+    small_cin_row(16, 2, 64, 256, 3, 1, 1, 3);  // many outputs, K = 18
+    small_cin_row(16, 4, 64, 64, 7, 3, 1, 3);   // K = 196
+    return 0;
+  }
   if (!cnn_only) row(32, 64, 56, 64, 3);
   row(128, 1, 28, 32, 5);
   row(128, 32, 14, 64, 5);

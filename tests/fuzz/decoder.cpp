@@ -404,9 +404,10 @@ class Program {
     }
   }
 
-  // The quant rows (quantize, dequantize, q_matmul) with schemes, blocks and scales from the
-  // input: enum values out of range, blocks that do not divide, extreme or zero scales,
-  // mismatched weights. Quantized tensors are read back (codes and scales), never pooled.
+  // The quant rows (quantize, dequantize, q_matmul, q_conv2d) with schemes, blocks and scales
+  // from the input: enum values out of range, blocks that do not divide, extreme or zero
+  // scales, mismatched weights, conv options far out of range. Quantized tensors are read back
+  // (codes and scales), never pooled.
   void quant_family(Bytes& in, const Tensor<2>& x, const Tensor<2>& y) {
     const std::uint8_t k = in.u8(), v = in.u8(), lvl = in.u8();
     QuantScheme s = QuantScheme{}.with_value(static_cast<QuantValue>(v % 7)).with_store(static_cast<QuantStore>((v >> 3) % 3));
@@ -414,7 +415,7 @@ class Program {
       s = s.with_level(QuantLevel::block({static_cast<std::uint32_t>(in.pick(kSizes)), static_cast<std::uint32_t>(in.pick(kSizes))}));
     const float sc = static_cast<float>(in.pick(kFloats));
     checked("quant", [&] {
-      switch (k % 4) {
+      switch (k % 5) {
         case 0: (void)quantize_dynamic(x, s).into_data(); break;
         case 1: {
           const std::size_t nb = quantization::params_shape(x.shape(), s).num_elements();
@@ -424,6 +425,19 @@ class Program {
         }
         case 2: (void)quantization::q_matmul(x, quantize_dynamic(y, s)).into_data(); break;
         case 3: (void)quantization::q_matmul(x, y).into_data(); break;  // not quantized: a DTypeError
+        case 4: {  // conv2d with a quantized weight (q_conv2d): x as [1, 1, H, W], y as the kernel
+          const Shape sx = x.shape(), sy = y.shape();
+          const auto i64 = [](std::size_t n) { return static_cast<std::int64_t>(n); };
+          const auto x4 = x.reshape<4>({1, 1, i64(sx[0]), i64(sx[1])});
+          const auto w4 = y.reshape<4>({1, 1, i64(sy[0]), i64(sy[1])});
+          nn::ConvOptions<2> o;
+          o.stride = {in.pick(kInts), 1};
+          o.padding = {in.pick(kInts), 0};
+          o.dilation = {1, in.pick(kInts)};
+          const auto bias = (lvl & 2) ? std::optional<Tensor<1>>(Tensor<1>::full({1}, sc, x.device())) : std::nullopt;
+          (void)nn::conv2d(x4, quantize_dynamic(w4, s), bias, o).into_data();
+          break;
+        }
       }
     }, x, y);
   }

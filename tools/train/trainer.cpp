@@ -431,9 +431,15 @@ double evaluate_checkpoint(const std::string& weights, const std::string& data_d
 
 namespace {
 std::string (*g_conv_route)() = nullptr;
+std::string (*g_f32_routes)() = nullptr;
+void (*g_f32_routes_reset)() = nullptr;
 }  // namespace
 
 void set_conv_route_probe(std::string (*probe)()) { g_conv_route = probe; }
+void set_f32_conv_routes_probe(std::string (*routes)(), void (*reset)()) {
+  g_f32_routes = routes;
+  g_f32_routes_reset = reset;
+}
 
 // The route the calling thread's last conv2d with a quantized weight took on the cpu, where
 // the tool set a probe (this library sees the public API only); empty elsewhere.
@@ -464,7 +470,9 @@ QuantEval evaluate_quantized(const std::string& weights, const std::string& data
     return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
   };
   const double images = static_cast<double>(std::max<std::size_t>(data.test.n, 1));
+  const bool probe = device == Device::cpu() && g_f32_routes != nullptr && g_f32_routes_reset != nullptr;
   auto timed = [&](const Model& m, std::size_t& correct, double& best_cpu) {
+    if (probe) g_f32_routes_reset();
     const double c0 = cpu_now();
     const auto t0 = std::chrono::steady_clock::now();
     correct = count_correct(m, data.test, device, data.classes);
@@ -476,7 +484,9 @@ QuantEval evaluate_quantized(const std::string& weights, const std::string& data
   std::size_t cf = 0, cq = 0;
   for (int rep = 0; rep < 2; ++rep) {
     r.f32_images_per_second = std::max(r.f32_images_per_second, timed(fm, cf, r.f32_cpu_per_image));
+    if (probe) r.f32_model_conv_routes = g_f32_routes();
     r.images_per_second = std::max(r.images_per_second, timed(qm, cq, r.cpu_per_image));
+    if (probe) r.model_conv_routes = g_f32_routes();
     r.conv_route = conv_route_of(device);
   }
   const double n = static_cast<double>(std::max<std::size_t>(data.test.n, 1));
@@ -648,6 +658,9 @@ int eval_main(const std::vector<std::string>& args) {
               << fmt(1e6 * q.cpu_per_image, 1) << " us/image ("
               << fmt(q.f32_cpu_per_image / std::max(q.cpu_per_image, 1e-12), 2) << "x fewer)\n";
     if (!q.conv_route.empty()) std::cout << "conv2d route (" << quant << " weight): " << q.conv_route << '\n';
+    if (!q.f32_model_conv_routes.empty())
+      std::cout << "f32 conv routes: f32 model " << q.f32_model_conv_routes << "; " << quant << " model "
+                << (q.model_conv_routes.empty() ? std::string("none") : q.model_conv_routes) << '\n';
     return 0;
   }
   std::size_t correct = 0, total = 0;

@@ -83,9 +83,14 @@ struct QuantEval {
   // where wall time mostly measures the other processes.
   double f32_cpu_per_image = 0.0, cpu_per_image = 0.0;
   std::string conv_route;  // the route the last quantized conv2d took (cpu: tensor::cpu's name)
+  // The f32 convolutions' routes in each model (cpu: tensor::cpu's names), where probed.
+  std::string f32_model_conv_routes, model_conv_routes;
 };
 // A probe for the cpu's conv2d route (tensorctl passes tensor::cpu::last_q_conv2d_route).
 void set_conv_route_probe(std::string (*probe)());
+// Probes for the f32 conv forward routes the calling thread took since the last reset
+// (tensorctl passes tensor::cpu::nn::conv_forward_routes and its reset).
+void set_f32_conv_routes_probe(std::string (*routes)(), void (*reset)());
 QuantEval evaluate_quantized(const std::string& weights, const std::string& data_dir, tensor::Device device,
                              const std::string& scheme, std::size_t test_limit = 0);
 

@@ -11,11 +11,16 @@
 #include "backends/cpu/nn/conv.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include "backends/cpu/conv_hwy.hpp"
+#include "backends/cpu/nn/conv_direct.hpp"
 #include "backends/cpu/nn/conv_onednn.hpp"
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/parallel.hpp"
@@ -356,6 +361,27 @@ const bool kOnednnGrads = [] {
   return e != nullptr && std::string_view(e) == "1";
 }();
 
+// The forward routes this thread's convolutions took since the last reset (at most 8
+// distinct entries: the route and the conv's channels and kernel), for tensorctl's reports;
+// noted without building strings (a few compares per conv).
+struct RouteNote {
+  const char* route;
+  std::size_t c_in, c_out, kh, kw;
+  bool operator==(const RouteNote&) const = default;
+};
+thread_local std::vector<RouteNote> t_routes;
+void note_route(const ConvGeom& g, const char* route) {
+  const RouteNote n{route, g.c_in, g.c_out, g.kernel[1], g.kernel[2]};
+  if (t_routes.size() >= 8 || std::find(t_routes.begin(), t_routes.end(), n) != t_routes.end()) return;
+  t_routes.push_back(n);
+}
+
+std::atomic<bool> g_conv_direct{[] {
+  const char* e = std::getenv("TENSOR_CONV_DIRECT");
+  return e == nullptr || std::string_view(e) != "0";
+}()};
+bool conv_direct_enabled() { return g_conv_direct.load(std::memory_order_relaxed); }
+
 bool depthwise(const ConvGeom& g) {
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups;
   return !pointwise(g) && g.groups > 1 && cgi == 1 && cgo <= kDirectMaxMultiplier &&
@@ -476,9 +502,18 @@ void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
   const bool pw = pointwise(g);
   if (depthwise(g)) {
+    note_route(g, "direct depthwise");
     direct_forward(g, x, w, bias, y);
     return;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_direct_enabled() && direct_small_cin(g)) {
+      note_route(g, "direct small-C_in");
+      direct_small_cin_forward(g, x, w, bias, y);
+      return;
+    }
+  }
+  note_route(g, pw ? "gemm (pointwise)" : "im2col + gemm");
   const Plan p = plan(g, g.batch, cgo, P, Kc);
   const I out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]), rows = block_rows<T>(g, Kc);
   const std::size_t cols_size = pw ? 0 : Kc * (rows == out1 ? P : static_cast<std::size_t>(rows * out2));
@@ -726,6 +761,17 @@ void fold_forward(const ConvGeom& g, const double* cols, double* x) { fold_impl(
   void conv_transpose_backward_bias(const ConvGeom& g, const T* dy, T* db) {                                   \
     channel_sum(g.batch, g.c_in, g.in_size(), dy, db);                                                         \
   }
+
+std::string conv_forward_routes() {
+  std::string s;
+  for (const auto& r : t_routes)
+    s += (s.empty() ? "" : "; ") + std::string(r.route) + " [" + std::to_string(r.c_in) + "->" + std::to_string(r.c_out) +
+         " " + std::to_string(r.kh) + "x" + std::to_string(r.kw) + "]";
+  return s;
+}
+void reset_conv_forward_routes() { t_routes.clear(); }
+void set_conv_direct(bool on) { g_conv_direct.store(on, std::memory_order_relaxed); }
+std::string conv_direct_target() { return simd::conv_rows_target(); }
 
 TENSOR_NN_CONV_TYPED(float)
 TENSOR_NN_CONV_TYPED(double)

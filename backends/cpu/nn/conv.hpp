@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "lib/core/nn_shape.hpp"
@@ -79,6 +80,17 @@ void conv_transpose_backward_weight(const ConvGeom& g, const double* x, const do
 // db [g.c_in].
 void conv_transpose_backward_bias(const ConvGeom& g, const float* dy, float* db);
 void conv_transpose_backward_bias(const ConvGeom& g, const double* dy, double* db);
+
+// The forward routes (f32/f64 conv_forward) the calling thread's convolutions took since
+// the last reset, distinct, "; "-separated, each "route [c_in->c_out khxkw]": "im2col + gemm",
+// "gemm (pointwise)", "direct depthwise", "direct small-C_in" (conv_direct.hpp).
+std::string conv_forward_routes();
+void reset_conv_forward_routes();
+// Whether f32 conv_forward may take the direct small-C_in route (default on; off with
+// TENSOR_CONV_DIRECT=0), for A/B runs and tests; process-wide.
+void set_conv_direct(bool on);
+// The Highway target the direct small-C_in kernel runs on (e.g. "AVX3_ZEN4").
+std::string conv_direct_target();
 
 // unfold4d / fold4d (torch F.unfold / F.fold) as im2col / col2im: g from unfold_geom
 // (c_out = c_in·kh·kw, groups 1). unfold: x [batch, c_in, H, W] -> cols [batch, c_in·kh·kw,

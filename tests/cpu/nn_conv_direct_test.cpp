@@ -1,0 +1,170 @@
+// The direct f32 convolution for few input channels (nn/conv_direct.hpp, the Highway row
+// kernel conv_hwy.hpp): conv_forward on that route against a plain f64 loop over the
+// definition, on every compiled Highway target, over strides, paddings, dilations, odd
+// widths (vector tails), channel counts that are not a multiple of 8, with and without
+// bias; the route's name; which shapes take it; and conv2d through the public API on a
+// sliced input view.
+#include <gtest/gtest.h>
+
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tensor/nn.hpp>
+#include <tensor/tensor.hpp>
+
+#include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/nn/conv_direct.hpp"
+#include "nn_test_util.hpp"
+
+namespace tensor::cpu::nn::test {
+namespace {
+
+using I = std::int64_t;
+
+struct Case {
+  std::size_t n, c, h, w, oc, kh, kw;
+  I sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool bias = true;
+};
+
+std::size_t out_extent(std::size_t in, std::size_t k, I s, I p, I d) {
+  return static_cast<std::size_t>((static_cast<I>(in) + 2 * p - d * (static_cast<I>(k) - 1) - 1) / s + 1);
+}
+
+// y[n][o][i][j] = b[o] + sum over c, a, e of w[o][c][a][e] * x[n][c][i*sh - ph + a*dh][j*sw - pw + e*dw]
+// (terms outside x are 0), in f64.
+std::vector<double> reference(const Case& k, const std::vector<double>& x, const std::vector<double>& w,
+                              const std::vector<double>& b) {
+  const std::size_t oh = out_extent(k.h, k.kh, k.sh, k.ph, k.dh), ow = out_extent(k.w, k.kw, k.sw, k.pw, k.dw);
+  std::vector<double> y(k.n * k.oc * oh * ow);
+  for (std::size_t n = 0; n < k.n; ++n)
+    for (std::size_t o = 0; o < k.oc; ++o)
+      for (std::size_t i = 0; i < oh; ++i)
+        for (std::size_t j = 0; j < ow; ++j) {
+          double s = k.bias ? b[o] : 0.0;
+          for (std::size_t c = 0; c < k.c; ++c)
+            for (std::size_t a = 0; a < k.kh; ++a)
+              for (std::size_t e = 0; e < k.kw; ++e) {
+                const I r = static_cast<I>(i) * k.sh - k.ph + static_cast<I>(a) * k.dh;
+                const I q = static_cast<I>(j) * k.sw - k.pw + static_cast<I>(e) * k.dw;
+                if (r < 0 || q < 0 || r >= static_cast<I>(k.h) || q >= static_cast<I>(k.w)) continue;
+                s += w[((o * k.c + c) * k.kh + a) * k.kw + e] *
+                     x[((n * k.c + c) * k.h + static_cast<std::size_t>(r)) * k.w + static_cast<std::size_t>(q)];
+              }
+          y[((n * k.oc + o) * oh + i) * ow + j] = s;
+        }
+  return y;
+}
+
+ConvGeom geom(const Case& k) {
+  return conv_geom<2>("conv2d", Shape{k.n, k.c, k.h, k.w}, Shape{k.oc, k.c, k.kh, k.kw},
+                      tensor::nn::ConvOptions<2>{{k.sh, k.sw}, {k.ph, k.pw}, {k.dh, k.dw}, 1});
+}
+
+const Case kCases[] = {
+    {.n = 3, .c = 1, .h = 28, .w = 28, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1},  // the CNN's first conv
+    {.n = 2, .c = 3, .h = 17, .w = 19, .oc = 16, .kh = 5, .kw = 5, .bias = false},
+    {.n = 2, .c = 3, .h = 21, .w = 23, .oc = 5, .kh = 5, .kw = 5, .sh = 2, .sw = 2, .ph = 2, .pw = 2},
+    {.n = 1, .c = 4, .h = 13, .w = 37, .oc = 11, .kh = 3, .kw = 7, .sh = 1, .sw = 3, .ph = 0, .pw = 3},
+    {.n = 2, .c = 2, .h = 15, .w = 15, .oc = 9, .kh = 3, .kw = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 3},
+    {.n = 1, .c = 3, .h = 40, .w = 41, .oc = 17, .kh = 7, .kw = 7, .sh = 2, .sw = 2, .ph = 3, .pw = 3, .bias = false},
+    {.n = 2, .c = 1, .h = 9, .w = 3, .oc = 1, .kh = 2, .kw = 2, .sh = 3, .sw = 1, .ph = 1, .pw = 0, .dh = 1, .dw = 2},
+    {.n = 1, .c = 2, .h = 1, .w = 50, .oc = 8, .kh = 1, .kw = 4, .sw = 2, .pw = 1},  // one row, as a 1-d conv
+    {.n = 1, .c = 1, .h = 6, .w = 6, .oc = 3, .kh = 6, .kw = 6},                    // a 1x1 output
+};
+
+void check_case(const Case& k, const std::string& what) {
+  const ConvGeom g = geom(k);
+  ASSERT_TRUE(direct_small_cin_supported(g)) << what;
+  const auto x = rnd(k.n * k.c * k.h * k.w, 7 + static_cast<std::uint32_t>(k.w));
+  const auto w = rnd(k.oc * k.c * k.kh * k.kw, 3 + static_cast<std::uint32_t>(k.oc));
+  const auto b = rnd(k.oc, 5);
+  const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(b);
+  std::vector<float> y(k.n * k.oc * g.out_size(), -7.0f);
+  if (direct_small_cin(g)) {  // through the route
+    reset_conv_forward_routes();
+    conv_forward(g, xf.data(), wf.data(), k.bias ? bf.data() : nullptr, y.data());
+    EXPECT_NE(conv_forward_routes().find("direct small-C_in"), std::string::npos) << what << ": " << conv_forward_routes();
+  } else {  // a shape the route leaves to im2col + gemm: the kernel itself
+    direct_small_cin_forward(g, xf.data(), wf.data(), k.bias ? bf.data() : nullptr, y.data());
+  }
+  expect_close(y, reference(k, x, w, b), 1e-5, what);
+}
+
+TEST(CpuConvDirect, MatchesLoopsOnEveryCompiledTarget) {
+  const std::vector<std::int64_t> targets = compiled_targets();  // before any mock
+  ASSERT_FALSE(targets.empty());
+  for (const std::int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    const std::string name = hwy::TargetName(t);
+    ASSERT_EQ(conv_direct_target(), name);
+    for (std::size_t i = 0; i < std::size(kCases); ++i) check_case(kCases[i], name + " case " + std::to_string(i));
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// Enough work for both threads: row blocks of one sample, and many samples.
+TEST(CpuConvDirect, MatchesLoopsOnThreads) {
+  check_case({.n = 1, .c = 1, .h = 96, .w = 96, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1}, "one large sample");
+  check_case({.n = 40, .c = 1, .h = 28, .w = 28, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1}, "a batch");
+}
+
+TEST(CpuConvDirect, TheRouteTakesSmallChannelCountsOnly) {
+  EXPECT_TRUE(direct_small_cin(geom({.n = 500, .c = 1, .h = 28, .w = 28, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1})));
+  EXPECT_TRUE(direct_small_cin(geom({.n = 64, .c = 3, .h = 32, .w = 32, .oc = 16, .kh = 5, .kw = 5})));
+  EXPECT_TRUE(direct_small_cin(geom({.n = 256, .c = 1, .h = 7, .w = 7, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1})));
+  // narrow rows with more than 9 taps stay on im2col + gemm (measured faster there)
+  EXPECT_FALSE(direct_small_cin(geom({.n = 256, .c = 4, .h = 7, .w = 7, .oc = 128, .kh = 3, .kw = 3, .ph = 1, .pw = 1})));
+  EXPECT_FALSE(direct_small_cin(geom({.n = 1, .c = 5, .h = 8, .w = 8, .oc = 4, .kh = 3, .kw = 3})));   // c_in > 4
+  // strides, dilations past 4 and padding past the kernel's extent (a copy far larger than x)
+  EXPECT_FALSE(direct_small_cin_supported(geom({.n = 1, .c = 1, .h = 40, .w = 40, .oc = 8, .kh = 3, .kw = 3, .sh = 1, .sw = 5})));
+  EXPECT_FALSE(direct_small_cin_supported(geom({.n = 1, .c = 1, .h = 40, .w = 40, .oc = 8, .kh = 3, .kw = 3, .sh = 9, .sw = 1})));
+  EXPECT_FALSE(direct_small_cin_supported(geom({.n = 1, .c = 1, .h = 40, .w = 40, .oc = 8, .kh = 3, .kw = 3, .dh = 5})));
+  EXPECT_FALSE(direct_small_cin_supported(geom({.n = 1, .c = 1, .h = 4, .w = 4, .oc = 8, .kh = 3, .kw = 3, .ph = 3, .pw = 1})));
+  EXPECT_TRUE(direct_small_cin_supported(geom({.n = 1, .c = 1, .h = 4, .w = 4, .oc = 8, .kh = 3, .kw = 3, .ph = 2, .pw = 2})));
+  EXPECT_FALSE(direct_small_cin(geom({.n = 1, .c = 1, .h = 12, .w = 12, .oc = 4, .kh = 9, .kw = 3})));  // kernel > 7
+  const auto grouped = conv_geom<2>("conv2d", Shape{1, 4, 8, 8}, Shape{4, 2, 3, 3}, tensor::nn::ConvOptions<2>{{1, 1}, {0, 0}, {1, 1}, 2});
+  EXPECT_FALSE(direct_small_cin(grouped));
+  const auto three_d = conv_geom<3>("conv3d", Shape{1, 1, 4, 8, 8}, Shape{4, 1, 3, 3, 3}, tensor::nn::ConvOptions<3>{});
+  EXPECT_FALSE(direct_small_cin(three_d));
+  // switched off, the same conv takes im2col + gemm and gives the same values
+  const Case k{.n = 2, .c = 1, .h = 10, .w = 11, .oc = 8, .kh = 3, .kw = 3, .ph = 1, .pw = 1};
+  const auto x = cast<float>(rnd(k.n * k.h * k.w, 1)), w = cast<float>(rnd(k.oc * 9, 2)), b = cast<float>(rnd(k.oc, 3));
+  const ConvGeom g = geom(k);
+  std::vector<float> on(k.n * k.oc * g.out_size()), off(on.size());
+  reset_conv_forward_routes();
+  conv_forward(g, x.data(), w.data(), b.data(), on.data());
+  set_conv_direct(false);
+  conv_forward(g, x.data(), w.data(), b.data(), off.data());
+  set_conv_direct(true);
+  EXPECT_EQ(conv_forward_routes(), "direct small-C_in [1->8 3x3]; im2col + gemm [1->8 3x3]");
+  expect_close(on, off, 1e-5, "direct vs im2col + gemm");
+}
+
+// conv2d through dispatch on a view: x stored 3 columns wider and sliced back.
+TEST(CpuConvDirect, PublicConv2dOnASlicedView) {
+  const Case k{.n = 2, .c = 3, .h = 9, .w = 17, .oc = 10, .kh = 3, .kw = 3, .sh = 2, .sw = 1, .ph = 1, .pw = 1};
+  const auto x = rnd(k.n * k.c * k.h * k.w, 21), w = rnd(k.oc * k.c * 9, 22), b = rnd(k.oc, 23);
+  std::vector<float> wide(k.n * k.c * k.h * (k.w + 3), 99.0f);
+  for (std::size_t r = 0; r < k.n * k.c * k.h; ++r)
+    for (std::size_t j = 0; j < k.w; ++j) wide[r * (k.w + 3) + 1 + j] = static_cast<float>(x[r * k.w + j]);
+  const Device cpu = Device::cpu();
+  const auto xt = Tensor<4>::from_data(TensorData::from<float>(wide, Shape{k.n, k.c, k.h, k.w + 3}), cpu)
+                      .slice_dim(3, Slice::range(1, static_cast<std::int64_t>(k.w) + 1));
+  const auto wt = Tensor<4>::from_data(TensorData::from<float>(cast<float>(w), Shape{k.oc, k.c, 3, 3}), cpu);
+  const auto bt = Tensor<1>::from_data(TensorData::from<float>(cast<float>(b), Shape{k.oc}), cpu);
+  reset_conv_forward_routes();
+  const auto y = tensor::nn::conv2d(xt, wt, bt, tensor::nn::ConvOptions<2>{{2, 1}, {1, 1}, {1, 1}, 1});
+  const auto got = y.into_data().convert(DType::F32).to_vec<float>();
+  EXPECT_EQ(conv_forward_routes(), "direct small-C_in [3->10 3x3]");
+  expect_close(got, reference(k, x, w, b), 1e-5, "sliced view");
+}
+
+}  // namespace
+}  // namespace tensor::cpu::nn::test
