@@ -3,7 +3,9 @@
 #include "backends/cpu/parallel.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -12,6 +14,32 @@
 
 namespace tensor::cpu {
 namespace {
+
+// How long a helper keeps polling for the next job after one ends, before it sleeps on
+// the condition variable (TENSOR_CPU_SPIN_US, default 50 µs; 0: sleep at once). Waking a
+// sleeping helper took longer than a 64-row slab of a 128^3 product (about 18 µs), so
+// the caller ran both slabs itself and a 2-thread product was no faster than one thread;
+// a helper still polling joins within a microsecond. The caller never waits for a helper
+// either way, so a busy second core costs only the poll's CPU time, at most this long
+// after each job.
+int spin_us() {
+  static const int us = [] {
+    const char* e = std::getenv("TENSOR_CPU_SPIN_US");
+    if (e == nullptr || *e == '\0') return 50;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    return end != nullptr && *end == '\0' && v >= 0 && v <= 100000 ? static_cast<int>(v) : 50;
+  }();
+  return us;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 
 struct Pool {
   std::mutex m;
@@ -24,6 +52,7 @@ struct Pool {
   const ChunkFn* body = nullptr;
   int inflight = 0;
   std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> published{0};  // gen, readable without m (the helpers' poll)
   std::atomic<bool> busy{false};  // one job at a time; a nested or concurrent caller runs serially
 
   explicit Pool(int helpers) {
@@ -35,10 +64,25 @@ struct Pool {
       f(c);
   }
 
+  // Polls `published` for a job newer than `seen` for up to spin_us().
+  void poll(std::uint64_t seen) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us());
+    for (unsigned i = 1;; ++i) {
+      if (published.load(std::memory_order_acquire) != seen) return;
+      cpu_relax();
+      if ((i & 63u) == 0 && std::chrono::steady_clock::now() >= until) return;
+    }
+  }
+
   void loop() {
     std::uint64_t seen = 0;
     std::unique_lock<std::mutex> lk(m);
     for (;;) {
+      if (spin_us() > 0 && seen != 0) {
+        lk.unlock();
+        poll(seen);
+        lk.lock();
+      }
       wake.wait(lk, [&] { return open && gen != seen; });
       seen = gen;
       ++inflight;
@@ -81,6 +125,7 @@ void parallel_chunks(std::size_t chunks, ChunkFn body) {
     p->next.store(0, std::memory_order_relaxed);
     p->open = true;
     ++p->gen;
+    p->published.store(p->gen, std::memory_order_release);
   }
   p->wake.notify_all();
   p->run_chunks(body, chunks);
