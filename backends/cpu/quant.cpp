@@ -171,20 +171,7 @@ dnnl_engine_t int8_engine_make() {
 }
 
 // One compiled product for one M, with the weight reordered for it.
-struct Int8Plan {
-  dnnl_primitive_t prim = nullptr;
-  dnnl_memory_desc_t src{}, dst{}, wei{}, scratch{};
-  std::size_t scratch_bytes = 0;    // a user scratchpad: two threads may run one primitive at once
-  dnnl_memory_t weights = nullptr;  // the reordered codes (oneDNN's allocation)
-  std::string impl;
-  Int8Plan() = default;
-  Int8Plan(const Int8Plan&) = delete;
-  Int8Plan& operator=(const Int8Plan&) = delete;
-  ~Int8Plan() {
-    if (weights != nullptr) dnnl_memory_destroy(weights);
-    if (prim != nullptr) dnnl_primitive_destroy(prim);
-  }
-};
+using Int8Plan = qdetail::Int8Primitive;
 
 struct Int8Weight final : q::QuantCache {
   std::mutex mu;

@@ -53,20 +53,7 @@ Prim dequantized_conv(CpuRef x, Prim pw, Prim bias, const core::ConvArgs& a) {
 
 #if TENSOR_HAVE_ONEDNN
 // One compiled convolution for one input shape, with the weight reordered for it.
-struct ConvPlan {
-  dnnl_primitive_t prim = nullptr;
-  dnnl_memory_desc_t src{}, dst{}, wei{}, scratch{};
-  std::size_t scratch_bytes = 0;
-  dnnl_memory_t weights = nullptr;
-  std::string impl;
-  ConvPlan() = default;
-  ConvPlan(const ConvPlan&) = delete;
-  ConvPlan& operator=(const ConvPlan&) = delete;
-  ~ConvPlan() {
-    if (weights != nullptr) dnnl_memory_destroy(weights);
-    if (prim != nullptr) dnnl_primitive_destroy(prim);
-  }
-};
+using ConvPlan = qdetail::Int8Primitive;
 
 using PlanKey = std::array<std::int64_t, 9>;  // N, H, W, stride, padding, dilation (2 each)
 

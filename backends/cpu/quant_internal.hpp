@@ -47,6 +47,25 @@ Int8Stream& this_thread_stream();
 // scratchpad; nullptr where oneDNN refuses it. `impl` gets the implementation's name.
 dnnl_primitive_desc_t scaled_int8_desc(const_dnnl_op_desc_t op_desc, const std::vector<float>& wscales, dnnl_engine_t e,
                                        std::string& impl);
+// A created int8 primitive (matmul or convolution) with its memory descriptors, its
+// weights reordered into the layout it chose (oneDNN's allocation), the size of the user
+// scratchpad it needs (two threads may run one primitive at once) and the implementation's
+// name; owns and destroys the primitive and the weights.
+struct Int8Primitive {
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_desc_t src{}, dst{}, wei{}, scratch{};
+  std::size_t scratch_bytes = 0;
+  dnnl_memory_t weights = nullptr;
+  std::string impl;
+  Int8Primitive() = default;
+  Int8Primitive(const Int8Primitive&) = delete;
+  Int8Primitive& operator=(const Int8Primitive&) = delete;
+  ~Int8Primitive() {
+    if (weights != nullptr) dnnl_memory_destroy(weights);
+    if (prim != nullptr) dnnl_primitive_destroy(prim);
+  }
+};
+
 // Allocates *out in `want` and reorders the s8 codes (laid out as `plain`) into it.
 bool reorder_codes(dnnl_memory_t* out, const dnnl_memory_desc_t& want, const dnnl_memory_desc_t& plain,
                    const std::int8_t* codes);
