@@ -161,6 +161,38 @@ TEST_F(VulkanGraph, ReleasingAGraphFreesItsCommandBufferAndBuffers) {
   EXPECT_EQ(ctx().memory_stats().bytes_in_use, used);
 }
 
+// A capture that throws (a refused host read) or falls back drops what the context noted:
+// the buffers of its dispatches go back, and the next capture is native again.
+TEST_F(VulkanGraph, AnAbandonedOrFallenBackCaptureLeavesNoRecordingBehind) {
+  auto x = f1(std::vector<float>(8192, 2.0f));
+  dispatch::sync(vk_test::kVk);
+  ctx().memory_cleanup();
+  const std::uint64_t used = ctx().memory_stats().bytes_in_use;
+  EXPECT_THROW((void)capture(vk(), [&] {
+                 auto y = (x * 2.0).exp();
+                 (void)y.to_vec<float>();  // refused inside capture()
+                 return y;
+               }),
+               GraphCaptureError);
+  {
+    auto g = capture(vk(), [&] {  // rebinding a captured variable: the closure re-run
+      x = x + 1.0;
+      return x * 1.0;
+    });
+    EXPECT_FALSE(g.is_native());
+  }
+  x.copy_from(f1(std::vector<float>(8192, 2.0f)));
+  dispatch::sync(vk_test::kVk);
+  ctx().memory_cleanup();
+  EXPECT_EQ(ctx().memory_stats().bytes_in_use, used);
+  // Eager work after them is not noted anywhere, and a new capture is native.
+  for (int i = 0; i < 5; ++i) x.copy_from(x * 1.0);
+  auto h = capture(vk(), [&] { return x + 1.0; });
+  EXPECT_TRUE(h.is_native()) << h.stats().fallback_reason;
+  h.replay();
+  expect_near(h.outputs().to_vec<float>(), std::vector<float>(8192, 3.0f));
+}
+
 // TENSOR_VK_GRAPH_NATIVE=0: the reference path (the closure re-run) says why.
 TEST_F(VulkanGraph, NativeReplayCanBeSwitchedOffForTheReference) {
   const auto x = f1({1, 2});
