@@ -75,12 +75,27 @@ Recorder::Recorder(DeviceId device) : p_(std::make_unique<Program>()), outer_(de
     throw GraphCaptureError("[graph_capture] capture() inside capture() (nested capture); expected one capture at a time per "
                             "thread; got a second one");
   p_->device = is_autodiff_device(device) ? autodiff_inner(device) : device;
+  // The kernels are the inner device's: its rows begin the capture too (capture() began
+  // it on `device`, whose rows an autodiff device leaves at the defaults).
+  if (p_->device != device) {
+    backend_of(p_->device).get<DeviceOp::graph_prepare>()(p_->device);
+    backend_of(p_->device).get<DeviceOp::graph_start_capture>()(p_->device);
+  }
   add_thread_hook(this);
   installed_ = true;
   t_active = this;
 }
 
-Recorder::~Recorder() { abandon(); }
+Recorder::~Recorder() {
+  abandon();
+  if (!p_) return;
+  // An abandoned capture: the device drops what its graph_start_capture began (a Vulkan
+  // context's recording of this thread's work).
+  try {
+    backend_of(p_->device).get<DeviceOp::graph_release>()(p_->device, *p_);
+  } catch (...) {  // a destructor does not throw
+  }
+}
 
 void Recorder::abandon() noexcept {
   if (!installed_) return;
@@ -313,8 +328,10 @@ std::unique_ptr<Program> Recorder::stop(const std::vector<DispatchTensor>& outpu
     for (std::uint32_t d : dies[i]) live -= p.slots[d].bytes;
   }
   if (p.native) {
-    b.get<DeviceOp::graph_stop_capture>()(p.device, p);  // may set p.raw before the plan
+    b.get<DeviceOp::graph_stop_capture>()(p.device, p);  // may set p.raw before the plan, or p.native false
     p.compile();
+  } else {
+    b.get<DeviceOp::graph_release>()(p.device, p);  // ends what graph_start_capture began
   }
   return std::move(p_);
 }

@@ -109,6 +109,21 @@ class Context {
   // wait(ticket), then throws the IndexError `src` (may be null) carries, if any (see dispatch).
   void wait_read(std::uint64_t ticket, const Buffer* src);
 
+  // Graph capture and native replay (runtime/graph.cpp). While this thread records, every
+  // dispatch, copy and upload it makes is also noted (with its buffers, held) in a
+  // GraphRecording; graph_build turns one into a Batch whose command buffer is recorded
+  // once (no ONE_TIME_SUBMIT) with the eager path's barriers; graph_run submits it once,
+  // after the recording batch (input refreshes), waits for it and carries index errors as
+  // a retired batch would; graph_free destroys it.
+  void graph_record_begin();
+  // The recording this thread made (null when it made none); recording stops.
+  std::unique_ptr<GraphRecording> graph_record_end();
+  std::unique_ptr<Batch> graph_build(GraphRecording& rec);
+  void graph_run(Batch& g);
+  void graph_free(std::unique_ptr<Batch> g);
+  // vkQueueSubmit calls so far (eager batches and graph replays).
+  std::uint64_t submit_count() const { return stream_.submits.load(std::memory_order_relaxed); }
+
   // Native f16 arithmetic (ElementwiseF16): whether the device has what it needs, and
   // whether it is used (on unless TENSOR_VK_DISABLE_F16ARITH=1; tests and the
   // benchmark switch it to compare both paths; switching on needs support).
@@ -203,6 +218,12 @@ class Context {
   void save_pipeline_cache();
   VkPipeline pipeline(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide);
   void collect_errors_locked(Batch& b);
+  // With stream_.mu held: whether this thread's work is being recorded for a graph.
+  bool recording_here_locked() const;
+  void note_dispatch_locked(VkPipeline pipe, const std::vector<std::uint32_t>& params, const std::vector<Binding>& bindings,
+                            const VkDeviceSize* off, const VkDeviceSize* len, std::uint32_t gx, std::uint32_t gy,
+                            std::uint32_t gz, const std::string* check);
+  void note_copy_locked(BufRef src, VkDeviceSize src_off, BufRef dst, VkDeviceSize dst_off, VkDeviceSize bytes);
   // Adds a retired timed batch's start-to-end time to stream_.device_ns.
   void collect_time_locked(Batch& b);
   Batch& begin_batch();

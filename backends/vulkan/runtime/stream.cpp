@@ -132,6 +132,7 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
                                      grid[1], grid[2], gx, gy, gz));
   VkPipeline pipe = pipeline(family, spec, wide);
   std::lock_guard<std::mutex> lock(stream_.mu);
+  if (stream_.rec && recording_here_locked()) note_dispatch_locked(pipe, params, bindings, off, len, gx, gy, gz, check);
   Batch* b = &begin_batch();
   const VkDeviceSize pbytes = params.size() * 4;
   if (b->params_used + kParamSlotBytes > kParamArenaBytes || pbytes > kParamSlotBytes) {
@@ -223,6 +224,7 @@ void Context::submit_locked() {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &b.cmd;
   const VkResult r = vkQueueSubmit(dev_.queue, 1, &si, b.fence);
+  stream_.submits.fetch_add(1, std::memory_order_relaxed);
   note_lost(r, "vkQueueSubmit");
   if (r != VK_SUCCESS) {
     recycle_locked(std::move(stream_.current));
@@ -336,6 +338,12 @@ void Context::wait_read(std::uint64_t ticket, const Buffer* src) {
 void Context::copy(const Buffer& src, const Buffer& dst, std::size_t bytes) {
   std::lock_guard<std::mutex> lock(stream_.mu);
   Batch& b = begin_batch();
+  if (stream_.rec && recording_here_locked()) {
+    src.add_ref();
+    dst.add_ref();
+    note_copy_locked(BufRef::adopt(const_cast<Buffer*>(&src)), src.offset(), BufRef::adopt(const_cast<Buffer*>(&dst)),
+                     dst.offset(), bytes);
+  }
   barrier_locked(b);
   VkBufferCopy region{src.offset(), dst.offset(), bytes};
   vkCmdCopyBuffer(b.cmd, src.vk(), dst.vk(), 1, &region);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/vulkan/runtime/loader.hpp"
@@ -60,6 +61,29 @@ struct Batch {
   std::vector<Region> written, read;
 };
 
+// What a graph capture recorded on this context (runtime/graph.cpp): every dispatch and
+// buffer copy of the capture run, in order, with the buffers they touched (held) and
+// their parameter words, so that graph_stop_capture can record them again into one
+// reusable command buffer (GraphExec).
+struct GraphCmd {
+  VkPipeline pipe = VK_NULL_HANDLE;  // null: a buffer copy uses[0] -> uses[1] of `bytes`
+  std::vector<std::uint32_t> params;
+  // Dispatch: bindings 1.. in order (a null buffer: binding left to the parameter slot);
+  // `off`/`len` are buffer-absolute, as the eager path binds them.
+  struct Use { BufRef buf; VkDeviceSize off = 0, len = 0; bool write = false; };
+  std::vector<Use> uses;
+  std::uint32_t gx = 1, gy = 1, gz = 1;
+  std::int32_t check = -1;  // index into GraphRecording::checks (an index dispatch), or -1
+  VkDeviceSize bytes = 0;
+};
+struct GraphRecording {
+  std::thread::id thread;           // only this thread's work belongs to the graph
+  std::vector<GraphCmd> cmds;
+  std::vector<std::string> checks;  // per checked dispatch: its error message prefix
+  std::vector<BufRef> staging;      // uploads made in the window, re-copied by each replay
+  std::string why;                  // non-empty: something a command buffer cannot repeat
+};
+
 // The context's command stream; everything but the atomics is guarded by `mu`.
 struct Stream {
   std::mutex mu;  // recording, submission
@@ -70,6 +94,9 @@ struct Stream {
   std::uint64_t next_ticket = 1;
   std::uint64_t completed_ticket = 0;
   bool any_poison = false;  // a flagged index dispatch retired (then every batch's steps are walked)
+  std::unique_ptr<GraphRecording> rec;  // a graph capture in progress (runtime/graph.cpp)
+  std::atomic<bool> recording{false};    // rec is set (cheap test on the upload path)
+  std::atomic<std::uint64_t> submits{0};  // vkQueueSubmit calls (batches and graph replays)
   std::atomic<bool> ts_on{false};
   std::atomic<std::uint64_t> device_ns{0};
 };

@@ -12,6 +12,17 @@ namespace tensor::vulkan {
 
 void Context::upload(const BufRef& dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
+  if (stream_.recording.load(std::memory_order_acquire)) {
+    // A graph capture: the upload is repeated by each replay from a copy of the data the
+    // graph keeps (a later node may write over this buffer in place).
+    std::lock_guard<std::mutex> lock(stream_.mu);
+    if (stream_.rec && recording_here_locked()) {
+      BufRef kept = mem_.host_pool.allocate(bytes, false);
+      std::memcpy(kept->mapped(), src, bytes);
+      stream_.rec->staging.push_back(kept);
+      note_copy_locked(kept, kept->offset(), dst, dst->offset(), bytes);
+    }
+  }
   if (std::byte* p = dst->mapped()) {
     std::memcpy(p, src, bytes);
     return;
@@ -29,6 +40,11 @@ void Context::upload(const BufRef& dst, const void* src, std::size_t bytes) {
 }
 
 BufRef Context::prepare_readback(const BufRef& src, std::size_t& offset, std::size_t bytes) {
+  if (stream_.recording.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(stream_.mu);
+    if (stream_.rec && recording_here_locked() && stream_.rec->why.empty())
+      stream_.rec->why = "a read back to the host was recorded";
+  }
   if (src->mapped() || bytes == 0) return src;
   BufRef staging = mem_.host_pool.allocate(bytes);
   const VkDeviceSize from = src->offset() + offset;

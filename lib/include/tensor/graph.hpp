@@ -7,8 +7,9 @@
 //
 // capture() runs the closure once while a recorder at the invoke hook notes every op (its
 // resolved backend entry, frozen arguments and buffers). On a device with native replay
-// (the CPU) replay() re-runs that list without validation, dispatch or hooks; elsewhere
-// it re-runs the closure (is_native() is false). Either way outputs() keeps its buffers:
+// replay() re-runs that list without validation, dispatch or hooks (the CPU) or submits
+// one command buffer recorded at capture (vulkan); elsewhere it re-runs the closure
+// (is_native() is false). Either way outputs() keeps its buffers:
 // each replay overwrites them. Inside the closure a GraphCaptureError refuses what a
 // replay could not repeat (host reads, sync, settings, seeding, value-dependent shapes,
 // random ops, other devices, nested capture, collectives, copy_from); the capture is then
