@@ -96,38 +96,38 @@ void rows_moments_shifted(const float* slab, std::size_t inner, std::size_t k0, 
   }
 }
 
-// Rows k0..k1 of an [n, inner] slab, m lanes: their sums, running means and m2 (zeroed
-// here), in blocks read twice (the second time from the cache). tmp: 2 * m doubles.
-template <class T>
-void rows_moments(const T* slab, std::size_t inner, std::size_t k0, std::size_t k1, std::size_t m, double* sum,
+// Rows k0..k1 of an [n, inner] f64 slab, m lanes: their sums, running means and m2 (zeroed
+// here), in blocks read twice (the second time from the cache, shifted by the block's mean
+// with the corrected two-pass formula q - s^2 / r). tmp: 3 * m doubles.
+void rows_moments(const double* slab, std::size_t inner, std::size_t k0, std::size_t k1, std::size_t m, double* sum,
                   double* mean, double* m2, double* tmp) {
   std::fill(sum, sum + m, 0.0);
   std::fill(mean, mean + m, 0.0);
   std::fill(m2, m2 + m, 0.0);
-  const std::size_t block = std::max<std::size_t>(1, kRowBlockBytes / (m * sizeof(T)));
-  double* s = tmp;
-  double* q = tmp + m;
+  const std::size_t block = std::max<std::size_t>(1, kRowBlockBytes / (m * sizeof(double)));
+  double* mu = tmp;
+  double* s = tmp + m;
+  double* q = tmp + 2 * m;
   for (std::size_t k = k0; k < k1; k += block) {
     const std::size_t r = std::min(block, k1 - k);
-    const T* x = slab + k * inner;
+    const double* x = slab + k * inner;
+    const double rd = static_cast<double>(r);
+    std::fill(mu, mu + m, 0.0);
+    simd::acc_rows_strided_f64(mu, x, r, inner, m, false);
+    for (std::size_t i = 0; i < m; ++i) {
+      sum[i] += mu[i];
+      mu[i] /= rd;
+    }
     std::fill(s, s + m, 0.0);
     std::fill(q, q + m, 0.0);
-    const double inv = 1.0 / static_cast<double>(r);
-    if constexpr (std::is_same_v<T, float>) simd::acc_rows_strided_f32(s, x, r, inner, m, false);
-    else simd::acc_rows_strided_f64(s, x, r, inner, m, false);
-    for (std::size_t i = 0; i < m; ++i) {
-      sum[i] += s[i];
-      s[i] *= inv;
-    }
-    if constexpr (std::is_same_v<T, float>) simd::sq_dev_rows_strided_f32(q, x, r, inner, m, s);
-    else simd::sq_dev_rows_strided_f64(q, x, r, inner, m, s);
+    simd::shifted_sums_rows_strided_f64(s, q, x, r, inner, m, mu);
     // Chan's join with the block's weights shared by every lane (branch-free: the first
     // block finds mean and m2 at 0 and takes its own, f = 1 and g = 0).
-    const double na = static_cast<double>(k - k0), nb = static_cast<double>(r), f = nb / (na + nb), g = na * f;
+    const double na = static_cast<double>(k - k0), f = rd / (na + rd), g = na * f;
     for (std::size_t i = 0; i < m; ++i) {
-      const double delta = s[i] - mean[i];
+      const double delta = mu[i] - mean[i];
       mean[i] += delta * f;
-      m2[i] += q[i] + delta * delta * g;
+      m2[i] += (q[i] - s[i] * (s[i] / rd)) + delta * delta * g;
     }
   }
 }
@@ -156,7 +156,7 @@ void dense_moments(const T* x, const Shape& shape, std::size_t dim, double* sum,
   auto block = [&](std::size_t t) {
     const OuterChunks::Chunk c = ch[t];
     const std::size_t off = parts ? ch.partial(c) : c.ob * inner + c.ib;
-    std::vector<double> tmp(2 * c.m);
+    std::vector<double> tmp(3 * c.m);
     double* cs = (parts ? psum.data() : sum) + off;
     double* cq = (parts ? pm2.data() : m2) + off;
     if constexpr (std::is_same_v<T, float>)
@@ -220,7 +220,8 @@ PrimPair var_mean_entry(Prim p, std::size_t dim, std::size_t correction) {
     T* vo = at<T>(var->data());
     T* mo = at<T>(mean->data());
     for (std::size_t i = 0; i < count; ++i) {
-      vo[i] = dispatch::convert_value<T>(m2[i] / div);
+      const double q = m2[i] < 0 ? 0.0 : m2[i];  // rounding may leave a tiny negative; NaN stays NaN
+      vo[i] = dispatch::convert_value<T>(q / div);
       mo[i] = dispatch::convert_value<T>(mu[i]);
     }
   };

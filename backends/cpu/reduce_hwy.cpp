@@ -174,41 +174,6 @@ HWY_INLINE void AccRowsStrided(double* HWY_RESTRICT acc, const T* HWY_RESTRICT x
   }
 }
 
-// acc[i] += (x[k * inner + i] - mu[i])^2 for rows k in [0, rows), i < m, in double:
-// the centred second moments of a block of rows (var_mean along an outer dim), each lane
-// in row order, in register blocks of 8 rows as AccRowsStrided.
-template <class T>
-HWY_INLINE void SqDevRowsStrided(double* HWY_RESTRICT acc, const T* HWY_RESTRICT x, size_t rows, size_t inner, size_t m,
-                                 const double* HWY_RESTRICT mu) {
-  constexpr size_t kRows = 8;
-  const hn::ScalableTag<double> dd;
-  const hn::Rebind<T, decltype(dd)> dt;
-  const size_t N = hn::Lanes(dd);
-  auto load = [&](const T* p) HWY_ATTR {
-    if constexpr (sizeof(T) == 8) return hn::LoadU(dt, p);
-    else return hn::PromoteTo(dd, hn::LoadU(dt, p));
-  };
-  for (size_t j0 = 0; j0 < rows; j0 += kRows) {
-    const size_t r = std::min(kRows, rows - j0);
-    const T* base = x + j0 * inner;
-    size_t i = 0;
-    for (; i + N <= m; i += N) {
-      auto a = hn::LoadU(dd, acc + i);
-      const auto c = hn::LoadU(dd, mu + i);
-      for (size_t k = 0; k < r; ++k) {
-        const auto v = hn::Sub(load(base + k * inner + i), c);
-        a = hn::MulAdd(v, v, a);
-      }
-      hn::StoreU(a, dd, acc + i);
-    }
-    for (; i < m; ++i)
-      for (size_t k = 0; k < r; ++k) {
-        const double v = static_cast<double>(base[k * inner + i]) - mu[i];
-        acc[i] += v * v;
-      }
-  }
-}
-
 // s[i] += x[k * inner + i] - c[i] and q[i] += (x[k * inner + i] - c[i])^2 over the rows,
 // in double: the shifted sums of a block of rows (var_mean along an outer dim in one
 // pass; c near each lane's mean keeps the difference q - s^2 / n well-conditioned).
@@ -380,13 +345,10 @@ void AccRowsStridedF64(double* acc, const double* x, size_t rows, size_t inner, 
 }
 size_t ArgExtF32(const float* x, size_t n, int kind) { return ArgExtKind(x, n, kind); }
 size_t ArgExtF64(const double* x, size_t n, int kind) { return ArgExtKind(x, n, kind); }
-void SqDevRowsStridedF32(double* acc, const float* x, size_t rows, size_t inner, size_t m, const double* mu) {
-  SqDevRowsStrided(acc, x, rows, inner, m, mu);
-}
-void SqDevRowsStridedF64(double* acc, const double* x, size_t rows, size_t inner, size_t m, const double* mu) {
-  SqDevRowsStrided(acc, x, rows, inner, m, mu);
-}
 void ShiftedSumsRowsStridedF32(double* s, double* q, const float* x, size_t rows, size_t inner, size_t m, const double* c) {
+  ShiftedSumsRowsStrided(s, q, x, rows, inner, m, c);
+}
+void ShiftedSumsRowsStridedF64(double* s, double* q, const double* x, size_t rows, size_t inner, size_t m, const double* c) {
   ShiftedSumsRowsStrided(s, q, x, rows, inner, m, c);
 }
 void ArgExtColsF32(const float* x, size_t n, size_t inner, size_t m, int kind, float* best, std::int64_t* where) {
@@ -433,9 +395,8 @@ HWY_EXPORT(BeyondBlockF32);
 HWY_EXPORT(BeyondBlockF64);
 HWY_EXPORT(SumSqDevF32);
 HWY_EXPORT(SumSqDevF64);
-HWY_EXPORT(SqDevRowsStridedF32);
-HWY_EXPORT(SqDevRowsStridedF64);
 HWY_EXPORT(ShiftedSumsRowsStridedF32);
+HWY_EXPORT(ShiftedSumsRowsStridedF64);
 
 namespace {
 
@@ -495,17 +456,13 @@ void acc_rows_strided_f64(double* acc, const double* x, std::size_t rows, std::s
 }
 double sum_sq_dev_f32(const float* x, std::size_t n, double mu) { return HWY_DYNAMIC_DISPATCH(SumSqDevF32)(x, n, mu); }
 double sum_sq_dev_f64(const double* x, std::size_t n, double mu) { return HWY_DYNAMIC_DISPATCH(SumSqDevF64)(x, n, mu); }
-void sq_dev_rows_strided_f32(double* acc, const float* x, std::size_t rows, std::size_t inner, std::size_t m,
-                             const double* mu) {
-  HWY_DYNAMIC_DISPATCH(SqDevRowsStridedF32)(acc, x, rows, inner, m, mu);
-}
-void sq_dev_rows_strided_f64(double* acc, const double* x, std::size_t rows, std::size_t inner, std::size_t m,
-                             const double* mu) {
-  HWY_DYNAMIC_DISPATCH(SqDevRowsStridedF64)(acc, x, rows, inner, m, mu);
-}
 void shifted_sums_rows_strided_f32(double* s, double* q, const float* x, std::size_t rows, std::size_t inner,
                                    std::size_t m, const double* c) {
   HWY_DYNAMIC_DISPATCH(ShiftedSumsRowsStridedF32)(s, q, x, rows, inner, m, c);
+}
+void shifted_sums_rows_strided_f64(double* s, double* q, const double* x, std::size_t rows, std::size_t inner,
+                                   std::size_t m, const double* c) {
+  HWY_DYNAMIC_DISPATCH(ShiftedSumsRowsStridedF64)(s, q, x, rows, inner, m, c);
 }
 std::size_t beyond_block_f32(const float* x, std::size_t n, float t, bool above, std::uint64_t* mask) {
   return HWY_DYNAMIC_DISPATCH(BeyondBlockF32)(x, n, t, above, mask);

@@ -27,15 +27,12 @@ void acc_rows_f64(double* acc, const double* x, std::size_t m, bool prod);
 // in row order (the result of acc_rows row by row), in register blocks of rows.
 void acc_rows_strided_f32(double* acc, const float* x, std::size_t rows, std::size_t inner, std::size_t m, bool prod);
 void acc_rows_strided_f64(double* acc, const double* x, std::size_t rows, std::size_t inner, std::size_t m, bool prod);
-// acc[i] += (x[k * inner + i] - mu[i])^2 over the rows, in double, each lane in row order
-// (the centred second moments of a block of rows: var_mean along an outer dim).
-void sq_dev_rows_strided_f32(double* acc, const float* x, std::size_t rows, std::size_t inner, std::size_t m,
-                             const double* mu);
-void sq_dev_rows_strided_f64(double* acc, const double* x, std::size_t rows, std::size_t inner, std::size_t m,
-                             const double* mu);
 // s[i] += x[k * inner + i] - c[i], q[i] += (x[k * inner + i] - c[i])^2 over the rows, in
-// double (var_mean of f32 along an outer dim in one pass, shifted by c near the mean).
+// double (var_mean along an outer dim: f32 in one pass shifted by c near the mean, f64 in
+// a second pass over a cached block shifted by its mean).
 void shifted_sums_rows_strided_f32(double* s, double* q, const float* x, std::size_t rows, std::size_t inner,
+                                   std::size_t m, const double* c);
+void shifted_sums_rows_strided_f64(double* s, double* q, const double* x, std::size_t rows, std::size_t inner,
                                    std::size_t m, const double* c);
 
 // max(|x|) of n > 0 elements; NaN when any is NaN.

@@ -165,16 +165,7 @@ std::unique_ptr<Batch> Context::graph_build(GraphRecording& rec) {
         infos[i] = u && u->buf ? VkDescriptorBufferInfo{u->buf->vk(), u->off, u->len} : infos[0];
       }
       if (c.check >= 0) infos[3] = {b->errors->vk(), b->errors->offset(), b->errors->size()};
-      VkWriteDescriptorSet writes[kBindings];
-      for (std::uint32_t i = 0; i < kBindings; ++i) {
-        writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-        writes[i].dstSet = set;
-        writes[i].dstBinding = i;
-        writes[i].descriptorCount = 1;
-        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[i].pBufferInfo = &infos[i];
-      }
-      vkUpdateDescriptorSets(dev_.device, kBindings, writes, 0, nullptr);
+      write_storage_bindings(dev_.device, set, infos);
       bool need = false;  // the eager path's hazard test (RAW, WAW, WAR since the last barrier)
       for (const GraphCmd::Use& u : c.uses) {
         if (!u.buf) continue;

@@ -17,6 +17,21 @@ inline constexpr std::uint32_t kBindings = 5;
 inline constexpr std::uint32_t kReduceWorkgroup = 64;  // reduce.comp's local_size_x
 inline constexpr std::uint32_t kRowsWorkgroup = 256;   // rows.comp's
 
+// Points the kBindings storage-buffer bindings of `set` at `infos` (the eager stream's
+// dispatches and a graph's pre-recorded ones bind their sets alike).
+inline void write_storage_bindings(VkDevice device, VkDescriptorSet set, const VkDescriptorBufferInfo (&infos)[kBindings]) {
+  VkWriteDescriptorSet writes[kBindings];
+  for (std::uint32_t i = 0; i < kBindings; ++i) {
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(device, kBindings, writes, 0, nullptr);
+}
+
 // One shader family's SPIR-V: narrow, WIDE (null for the narrow-only families) and
 // SUBGROUP (reduce and rows only) modules, and the name errors use.
 struct Spirv {

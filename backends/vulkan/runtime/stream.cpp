@@ -163,16 +163,7 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
   // The error flags (binding 3 of checked dispatches) are only ever set, never read
   // on the device, so they need no hazard tracking.
   if (check) infos[3] = {b->errors->vk(), b->errors->offset(), b->errors->size()};
-  VkWriteDescriptorSet writes[kBindings];
-  for (std::uint32_t i = 0; i < kBindings; ++i) {
-    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    writes[i].dstSet = set;
-    writes[i].dstBinding = i;
-    writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &infos[i];
-  }
-  vkUpdateDescriptorSets(dev_.device, kBindings, writes, 0, nullptr);
+  write_storage_bindings(dev_.device, set, infos);
 
   // A barrier only when this dispatch touches what an earlier one in this batch
   // wrote (RAW, WAW) or writes what one read (WAR) since the last barrier.
