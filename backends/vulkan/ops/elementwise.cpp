@@ -35,10 +35,8 @@ void kernel::launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, co
   if (n == 0) return;
   Context& ctx = *out.buf->context();
   const bool contig = dense(out, shape) && dense(a, shape) && (!b || dense(*b, shape)) && (!c || dense(*c, shape));
-  // A small workgroup for small tensors (elementwise.comp's LOCAL): only the plain path.
-  const std::uint32_t local = n <= 8 ? 8u : n <= 64 ? 64u : 256u;
   const std::vector<std::uint32_t> spec = {static_cast<std::uint32_t>(op), code(dta), code(dtb), code(dto),
-                                           bscalar ? 1u : 0u, contig ? 1u : 0u, local};
+                                           bscalar ? 1u : 0u, contig ? 1u : 0u};
   const Operand* ops[4] = {&out, &a, b, c};
   const DType dts[4] = {dto, dta, dtb, dta};
   const VkDeviceSize limit = ctx.max_binding();
@@ -68,7 +66,7 @@ void kernel::launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, co
     p.scalar(P_S0, s0);
     p.scalar(P_S1, s1);
     std::uint32_t gx, gy;
-    groups_for((n + local - 1) / local, gx, gy);
+    groups_for((n + 255) / 256, gx, gy);
     ctx.dispatch(ShaderFamily::Elementwise, spec, p.w,
                  {{a.buf, false}, {b ? b->buf : nullptr, false}, {c ? c->buf : nullptr, false}, {out.buf, true}}, gx, gy, 1,
                  wide({dta, dtb, dto}));
