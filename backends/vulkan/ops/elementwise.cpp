@@ -35,8 +35,14 @@ void kernel::launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, co
   if (n == 0) return;
   Context& ctx = *out.buf->context();
   const bool contig = dense(out, shape) && dense(a, shape) && (!b || dense(*b, shape)) && (!c || dense(*c, shape));
+  // A workgroup of 8 for tensors of at most 8 elements (elementwise.comp's LOCAL). Each
+  // LOCAL is another pipeline per op and dtype: a third size, 64 up to 64 elements, made
+  // lavapipe compile so many more that ops_vulkan's elementwise cases took 1.7x as long
+  // (max_pair + powi_scalar + sign, fresh pipeline cache: 75 s against 43 s with 256
+  // only, 38 s with 8 and 256), and ops_vulkan 870 s in CI.
+  const std::uint32_t local = n <= 8 ? 8u : 256u;
   const std::vector<std::uint32_t> spec = {static_cast<std::uint32_t>(op), code(dta), code(dtb), code(dto),
-                                           bscalar ? 1u : 0u, contig ? 1u : 0u};
+                                           bscalar ? 1u : 0u, contig ? 1u : 0u, local};
   const Operand* ops[4] = {&out, &a, b, c};
   const DType dts[4] = {dto, dta, dtb, dta};
   const VkDeviceSize limit = ctx.max_binding();
@@ -66,7 +72,7 @@ void kernel::launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, co
     p.scalar(P_S0, s0);
     p.scalar(P_S1, s1);
     std::uint32_t gx, gy;
-    groups_for((n + 255) / 256, gx, gy);
+    groups_for((n + local - 1) / local, gx, gy);
     ctx.dispatch(ShaderFamily::Elementwise, spec, p.w,
                  {{a.buf, false}, {b ? b->buf : nullptr, false}, {c ? c->buf : nullptr, false}, {out.buf, true}}, gx, gy, 1,
                  wide({dta, dtb, dto}));

@@ -9,13 +9,16 @@
 #extension GL_EXT_control_flow_attributes : enable
 
 #include "vk_codes.h"
-layout(local_size_x = 256) in;
+// Workgroup size (LOCAL): 256, or 8 for tensors of at most 8 elements (a software device
+// runs every invocation of a group: a [4] op paid for 256).
+layout(local_size_x_id = 6) in;
 layout(constant_id = 0) const int OP = 0;
 layout(constant_id = 1) const int DTA = DT_F32;   // a (and c, and b unless a mask)
 layout(constant_id = 2) const int DTB = DT_F32;   // b (the mask dtype for mask ops)
 layout(constant_id = 3) const int DTO = DT_F32;   // out
 layout(constant_id = 4) const int BSCALAR = 0;    // b is the scalar s0
 layout(constant_id = 5) const int CONTIG = 0;     // every operand is dense in the output's order: index = offset + i
+layout(constant_id = 6) const uint LOCAL = 256;   // local_size_x
 
 #include "common.glsl"
 
@@ -472,7 +475,7 @@ RAW fused_unary_int(int op, RAW ra, int kind) {
 int index_of(int k, int i) { return CONTIG != 0 ? int(P[P_OPND + 9 * k]) + i : operand_index(k, i); }
 
 void main() {
-  int i = global_linear_id(256u);
+  int i = global_linear_id(LOCAL);
   if (i >= int(P[P_N])) return;
   int io = index_of(0, i);
   if (OP == EW_FILL) {
