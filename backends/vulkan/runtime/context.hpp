@@ -231,6 +231,9 @@ class Context {
   void retire_locked(bool block_until_ticket, std::uint64_t ticket);
   void barrier_locked(Batch& b);
   std::unique_ptr<Batch> make_batch();
+  // b's command pool (flags), its one primary command buffer, fence and a descriptor pool of
+  // `sets` storage-buffer sets: what an eager batch and a graph's program both start from.
+  void create_batch_objects(Batch& b, VkCommandPoolCreateFlags flags, std::uint32_t sets);
   // A retired batch: kept for reuse (at most kMaxSpare) or destroyed.
   void recycle_locked(std::unique_ptr<Batch> b);
   void destroy_batch(Batch& b);

@@ -97,23 +97,8 @@ std::unique_ptr<Batch> Context::graph_build(GraphRecording& rec) {
       if (*b) c->destroy_batch(**b);
     }
   } guard{this, &b};
-  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  pi.queueFamilyIndex = dev_.queue_family;
-  check_vk(vkCreateCommandPool(dev_.device, &pi, nullptr, &b->pool), "vkCreateCommandPool");
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = b->pool;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  check_vk(vkAllocateCommandBuffers(dev_.device, &ai, &b->cmd), "vkAllocateCommandBuffers");
-  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  check_vk(vkCreateFence(dev_.device, &fi, nullptr, &b->fence), "vkCreateFence");
   const auto sets = static_cast<std::uint32_t>(std::max<std::size_t>(ndisp, 1));
-  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * kBindings};
-  VkDescriptorPoolCreateInfo di{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  di.maxSets = sets;
-  di.poolSizeCount = 1;
-  di.pPoolSizes = &ps;
-  check_vk(vkCreateDescriptorPool(dev_.device, &di, nullptr, &b->descriptors), "vkCreateDescriptorPool");
+  create_batch_objects(*b, 0, sets);
   b->params = mem_.host_pool.allocate(sets * kParamSlotBytes);
   b->errors = mem_.host_pool.allocate(std::max<std::size_t>(rec.checks.size(), 1) * 8);
   std::memset(b->errors->mapped(), 0, b->errors->size());

@@ -26,25 +26,29 @@ bool overlaps(const Batch::Region& r, VkBuffer buf, VkDeviceSize off, VkDeviceSi
 
 }  // namespace
 
-std::unique_ptr<Batch> Context::make_batch() {
-  auto b = std::make_unique<Batch>();
+void Context::create_batch_objects(Batch& b, VkCommandPoolCreateFlags flags, std::uint32_t sets) {
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  pi.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+  pi.flags = flags;
   pi.queueFamilyIndex = dev_.queue_family;
-  check_vk(vkCreateCommandPool(dev_.device, &pi, nullptr, &b->pool), "vkCreateCommandPool");
+  check_vk(vkCreateCommandPool(dev_.device, &pi, nullptr, &b.pool), "vkCreateCommandPool");
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = b->pool;
+  ai.commandPool = b.pool;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
-  check_vk(vkAllocateCommandBuffers(dev_.device, &ai, &b->cmd), "vkAllocateCommandBuffers");
+  check_vk(vkAllocateCommandBuffers(dev_.device, &ai, &b.cmd), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  check_vk(vkCreateFence(dev_.device, &fi, nullptr, &b->fence), "vkCreateFence");
-  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxDispatchesPerBatch * kBindings};
+  check_vk(vkCreateFence(dev_.device, &fi, nullptr, &b.fence), "vkCreateFence");
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * kBindings};
   VkDescriptorPoolCreateInfo di{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  di.maxSets = kMaxDispatchesPerBatch;
+  di.maxSets = sets;
   di.poolSizeCount = 1;
   di.pPoolSizes = &ps;
-  check_vk(vkCreateDescriptorPool(dev_.device, &di, nullptr, &b->descriptors), "vkCreateDescriptorPool");
+  check_vk(vkCreateDescriptorPool(dev_.device, &di, nullptr, &b.descriptors), "vkCreateDescriptorPool");
+}
+
+std::unique_ptr<Batch> Context::make_batch() {
+  auto b = std::make_unique<Batch>();
+  create_batch_objects(*b, VK_COMMAND_POOL_CREATE_TRANSIENT_BIT, kMaxDispatchesPerBatch);
   if (timestamps_supported()) {
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
