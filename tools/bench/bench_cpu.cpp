@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <tensor/error.hpp>
@@ -38,6 +39,16 @@ struct Pair {
   double ours = 0, ref = 0;
 };
 
+// Untimed pause after each timed call of measure() (0: none). Set around the product
+// rows: a reference's OpenMP workers keep spinning on the other core for a while after
+// dnnl_sgemm returns, so the call timed next would share its second core with them.
+// After the pause both sides start from parked threads, as separate calls do.
+double g_settle_s = 0;
+
+void settle() {
+  if (g_settle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(g_settle_s));
+}
+
 // Medians of `ours` and `ref` timed alternately `reps` times after one warm-up
 // each; `between` runs untimed after each rep of `ours` (to restore inputs).
 template <class Ours, class Ref, class Between>
@@ -47,9 +58,11 @@ Pair measure(int reps, Ours&& ours, Ref&& ref, Between&& between) {
   between();
   std::vector<double> a, b;
   for (int r = 0; r < reps; ++r) {
+    settle();
     auto t0 = Clock::now();
     ref();
     b.push_back(seconds_of(t0));
+    settle();
     t0 = Clock::now();
     ours();
     a.push_back(seconds_of(t0));
@@ -323,6 +336,10 @@ struct Bench {
   }
 
   void matmul() {
+    struct Settle {  // see g_settle_s: 5 ms outlasts libgomp's default spin
+      Settle() { g_settle_s = 5e-3; }
+      ~Settle() { g_settle_s = 0; }
+    } settle_guard;
     std::vector<std::size_t> sizes = {64, 128, 256, 512, 1024, 2048};
     if (quick) sizes = {64, 256};
     for (const std::size_t n : sizes) {
