@@ -329,17 +329,22 @@ HWY_INLINE void SoftColsStats(SoftOp op, const T* HWY_RESTRICT x, size_t n, size
     const size_t rows = std::min(kRows, n - j0);
     const T* base = x + j0 * inner;
     for (size_t i = 0; i < mv; i += N) {
+      // Fixed trip counts (rows past a short last block repeat row 0 and add nothing),
+      // so the block stays in registers.
       hn::Vec<decltype(d)> v[kRows];
-      for (size_t k = 0; k < rows; ++k) v[k] = load(base + k * inner + i);
+      HWY_UNROLL(8)
+      for (size_t k = 0; k < kRows; ++k) v[k] = load(base + (k < rows ? k : 0) * inner + i);
       auto bm = v[0];
-      for (size_t k = 1; k < rows; ++k) bm = hn::Max(bm, v[k]);
+      HWY_UNROLL(8)
+      for (size_t k = 1; k < kRows; ++k) bm = hn::Max(bm, v[k]);
       const auto mo = hn::LoadU(d, mx + i);
       const auto mn = hn::Max(mo, bm);
       hn::StoreU(mn, d, mx + i);
       const auto msub = hn::Max(mn, hn::Set(d, lowest));  // -inf lanes: terms -inf - lowest = -inf, exp 0
       auto sum = hn::Zero(d);
-      for (size_t k = 0; k < rows; ++k) {
-        sum = hn::Add(sum, ExpNonPosExact(d, hn::Sub(v[k], msub)));
+      HWY_UNROLL(8)
+      for (size_t k = 0; k < kRows; ++k) {
+        if (k < rows) sum = hn::Add(sum, ExpNonPosExact(d, hn::Sub(v[k], msub)));
       }
       hn::Store(sum, d, bsum);
       if (hn::AllTrue(d, hn::Eq(mo, mn))) {  // no lane's max rose (the common case): no rescale
