@@ -111,7 +111,7 @@ class Program : public GraphProgram {
   // outside the group reads: never stored; or a 1-element input broadcast by an expand).
   struct Opd { std::uint32_t slot, esz, src; std::int32_t scratch; bool written, bound; };
   struct GOp { RawKernel fn; std::uint32_t o, a, b; RawScalar s; };
-  struct Group { std::uint32_t first, op0, nops, opd0, nopd, nscratch; std::size_t n, tile; bool check; };
+  struct Group { std::uint32_t first, op0, nops, opd0, nopd, nscratch; std::size_t n, tile; bool check; std::uint8_t untiled; };
   std::vector<Step> steps_;
   std::vector<InRef> ins_;
   std::vector<OutRef> outs_;

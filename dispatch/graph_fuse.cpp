@@ -10,6 +10,7 @@
 // every block a group touches to the group's end, and operands published at replay (a
 // thunk's value) are checked each run, the group then running untiled on full buffers.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "dispatch/graph.hpp"
@@ -34,6 +35,17 @@ void fill(unsigned char* dst, const void* one, std::size_t esz, std::size_t n) {
   }
 }
 
+// TENSOR_GRAPH_FUSE (read at capture): 0 runs every group untiled, node after node on full
+// buffers (the A/B reference of the fused path); "run" plans tile buffers as usual but
+// takes, at every run, the path of a failed overlap check (tests).
+enum : std::uint8_t { kTiled = 0, kUntiled = 1, kUntiledAtRun = 2 };
+std::uint8_t fuse_mode() {
+  const char* e = std::getenv("TENSOR_GRAPH_FUSE");
+  if (e && e[0] == '0') return kUntiled;
+  if (e && std::strcmp(e, "run") == 0) return kUntiledAtRun;
+  return kTiled;
+}
+
 }  // namespace
 
 void Program::plan_groups(const std::vector<RawStep>& cand, const std::vector<bool>& keep_stored,
@@ -43,6 +55,8 @@ void Program::plan_groups(const std::vector<RawStep>& cand, const std::vector<bo
   groups_.clear();
   const std::size_t nn = nodes.size();
   std::size_t scratch_bytes = 0;
+  const std::uint8_t mode = fuse_mode();
+  const bool fuse = mode != kUntiled;
   std::size_t i = 0;
   while (i < nn) {
     if (!raw_node_[i] || !cand[i].fn) {
@@ -60,7 +74,7 @@ void Program::plan_groups(const std::vector<RawStep>& cand, const std::vector<bo
     }
     const auto last = static_cast<std::int64_t>(members.back());
     Group g{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(gops_.size()), static_cast<std::uint32_t>(members.size()),
-            static_cast<std::uint32_t>(opds_.size()), 0, 0, n, 0, false};
+            static_cast<std::uint32_t>(opds_.size()), 0, 0, n, 0, false, mode};
     std::vector<std::int64_t> last_read;  // per operand: the last op of the group reading it
     auto opd_of = [&](std::uint32_t s) -> std::uint32_t {
       for (std::uint32_t k = g.opd0; k < opds_.size(); ++k)
@@ -100,9 +114,9 @@ void Program::plan_groups(const std::vector<RawStep>& cand, const std::vector<bo
     };
     for (std::uint32_t k = 0; k < g.nopd; ++k) {
       Opd& d = opds_[g.opd0 + k];
-      if (d.src != kNoSlot) d.scratch = take();
+      if (d.src != kNoSlot && fuse) d.scratch = take();
     }
-    for (std::size_t m = 0; m < members.size(); ++m) {
+    for (std::size_t m = 0; m < members.size() && fuse; ++m) {
       const GOp& op = gops_[g.op0 + m];
       for (const std::uint32_t in : {op.a, op.b}) {
         Opd& d = opds_[g.opd0 + in];
@@ -135,8 +149,8 @@ void Program::run_group(const Group& g) {
   void* const* ptr = ptrs_.data();
   const Opd* opd = opds_.data() + g.opd0;
   const GOp* ops = gops_.data() + g.op0;
-  bool tiled = true;
-  if (g.check) {  // a thunk's value read here: a view overlapping a written buffer at another offset?
+  bool tiled = g.untiled == kTiled;
+  if (g.check && tiled) {  // a thunk's value read here: a view overlapping a written buffer at another offset?
     for (std::uint32_t k = 0; k < g.nopd && tiled; ++k) {
       if (!opd[k].bound) continue;
       const auto* b0 = static_cast<const unsigned char*>(ptr[opd[k].slot]);
@@ -152,14 +166,18 @@ void Program::run_group(const Group& g) {
   if (!tiled) {
     // Untiled, node after node on full buffers; the values of tile buffers get full ones
     // for this run (an allocation, on this rare path only).
-    std::vector<std::size_t> at(g.nopd, 0);
-    std::size_t bytes = 0;
-    for (std::uint32_t k = 0; k < g.nopd; ++k)
-      if (opd[k].scratch >= 0) {
-        at[k] = bytes;
-        bytes += (g.n * opd[k].esz + 63) / 64 * 64;
-      }
-    std::vector<std::uint64_t> full((bytes + 7) / 8 + 1);
+    std::vector<std::size_t> at;
+    std::vector<std::uint64_t> full;
+    if (g.nscratch > 0) {
+      at.assign(g.nopd, 0);
+      std::size_t bytes = 0;
+      for (std::uint32_t k = 0; k < g.nopd; ++k)
+        if (opd[k].scratch >= 0) {
+          at[k] = bytes;
+          bytes += (g.n * opd[k].esz + 63) / 64 * 64;
+        }
+      full.resize(bytes / 8 + 1);
+    }
     auto addr = [&](std::uint32_t k) -> void* {
       return opd[k].scratch >= 0 ? reinterpret_cast<unsigned char*>(full.data()) + at[k] : ptr[opd[k].slot];
     };
