@@ -120,6 +120,7 @@ class Program : public GraphProgram {
   std::vector<Group> groups_;
   std::vector<unsigned char> scratch_;
   std::vector<std::uint32_t> bcast_src_;  // per slot: the 1-element slot an expand broadcasts, or kNoSlot
+  std::vector<std::uint32_t> alias_;      // per slot: the dense slot a reshape read only by raw nodes renames, or kNoSlot
   // Forms the groups from the raw nodes (cand: their kernels; fn null: an expand that runs
   // no kernel) and returns per slot the node its block must live to (group ends).
   // A value held in a tile buffer needs no arena block (no_block).

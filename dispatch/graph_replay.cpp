@@ -75,10 +75,14 @@ void Program::plan_raw() {
     const Slot& sl = slots[s];
     return sl.pinned.prim ? raw->data(*sl.pinned.prim) : nullptr;
   };
-  auto usable_in = [&](std::uint32_t s, const Slot& want) {
-    if (s == kNoSlot) return false;
+  alias_.assign(ns, kNoSlot);
+  auto res = [&](std::uint32_t s) { return s != kNoSlot && alias_[s] != kNoSlot ? alias_[s] : s; };
+  auto usable_in = [&](std::uint32_t s0, const Slot& want) {
+    if (s0 == kNoSlot) return false;
+    const std::uint32_t s = res(s0);  // a reshape's value is its source's elements
     const Slot& sl = slots[s];
-    if (!(sl.shape == want.shape) || sl.dtype != want.dtype) return false;  // broadcasting, casts: thunk
+    if (sl.dtype != want.dtype) return false;  // casts: thunk
+    if (s != s0 ? sl.shape.num_elements() != want.shape.num_elements() : !(sl.shape == want.shape)) return false;  // broadcasting
     if (sl.kind == SlotKind::Input || sl.kind == SlotKind::Output) return fixed_ptr(s) != nullptr;
     return bcast_src_[s] != kNoSlot || !not_dense_[s];
   };
@@ -99,17 +103,30 @@ void Program::plan_raw() {
     bcast_node.push_back(i);
   }
 
-  // 1. Which nodes run raw (each decided from its own slots).
+  // 1. Which nodes run raw (each decided from its own slots). A reshape of a value with a
+  // dense address (pinned, raw, or a thunk's published one) renames it for raw readers.
+  std::vector<std::size_t> alias_node;
   for (std::size_t i = 0; i < nn; ++i) {
     const Node& n = nodes[i];
     if (!n.thunk) continue;
+    if (n.op == OpCode::reshape && !n.write && n.in.size() == 1 && n.out.size() == 1 && n.in[0] != kNoSlot) {
+      const std::uint32_t src = res(n.in[0]);
+      const Slot& o = slots[n.out[0]];
+      const Slot& sl = slots[src];
+      if (o.kind == SlotKind::Internal && bcast_src_[src] == kNoSlot && sl.dtype == o.dtype &&
+          sl.shape.num_elements() == o.shape.num_elements() && usable_in(src, sl)) {
+        alias_[n.out[0]] = src;
+        alias_node.push_back(i);
+      }
+      continue;
+    }
     if (n.write) {
       if (n.in.size() != 2 || n.in[0] == kNoSlot) continue;
       const Slot& dst = slots[n.in[0]];
       if (dst.kind != SlotKind::Input || !fixed_ptr(n.in[0]) || !usable_in(n.in[1], dst)) continue;
       const RawKernel w = raw_write_for(dtype_size(dst.dtype));
       if (!w) continue;
-      cand[i] = {w, n.in[0], n.in[1], n.in[1], dst.shape.num_elements(), {}};
+      cand[i] = {w, n.in[0], res(n.in[1]), res(n.in[1]), dst.shape.num_elements(), {}};
       raw_node_[i] = true;
       continue;
     }
@@ -129,24 +146,57 @@ void Program::plan_raw() {
     RawScalar sc;
     const RawKernel fn = raw->kernel(n.op, entry, o.dtype, n.scalar, sc);
     if (!fn) continue;
-    cand[i] = {fn, n.out[0], n.in[0], n.in[arity - 1], o.shape.num_elements(), sc};
+    cand[i] = {fn, n.out[0], res(n.in[0]), res(n.in[arity - 1]), o.shape.num_elements(), sc};
     raw_node_[i] = true;
   }
   // A broadcast read by a thunk stays the expand's value: its raw readers go back to thunks
-  // too (one value, one home); else the expand itself runs nothing (raw, no kernel).
+  // too (one value, one home); a renaming read by a thunk stays the reshape's value, read
+  // raw at its published address. Else the expand or reshape runs nothing (raw, no kernel).
+  auto reads = [&](std::size_t i, std::uint32_t b) {
+    return std::find(nodes[i].in.begin(), nodes[i].in.end(), b) != nodes[i].in.end();
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t e : bcast_node) {
+      const std::uint32_t b = nodes[e].out[0];
+      if (bcast_src_[b] == kNoSlot) continue;
+      bool all_raw = true;
+      for (std::size_t i = e + 1; i < nn && all_raw; ++i)
+        if (!raw_node_[i] && reads(i, b)) all_raw = false;
+      if (all_raw) continue;
+      for (std::size_t i = e + 1; i < nn; ++i)
+        if (raw_node_[i] && reads(i, b)) raw_node_[i] = false;
+      bcast_src_[b] = kNoSlot;
+      changed = true;
+    }
+    for (std::size_t e : alias_node) {
+      const std::uint32_t b = nodes[e].out[0];
+      if (alias_[b] == kNoSlot) continue;
+      bool all_raw = true;
+      for (std::size_t i = e + 1; i < nn && all_raw; ++i)
+        if (!raw_node_[i] && reads(i, b)) all_raw = false;
+      if (all_raw) continue;
+      alias_[b] = kNoSlot;  // the reshape keeps its thunk; raw readers read its published value
+      changed = true;
+    }
+  }
+  for (std::size_t i = 0; i < nn; ++i) {  // operands as renamed at the fixed point
+    if (!raw_node_[i] || !cand[i].fn) continue;
+    const Node& n = nodes[i];
+    cand[i].a = res(n.write ? n.in[1] : n.in[0]);
+    cand[i].b = res(n.in.back());
+  }
   for (std::size_t e : bcast_node) {
     const std::uint32_t b = nodes[e].out[0];
-    bool all_raw = true;
-    for (std::size_t i = e + 1; i < nn && all_raw; ++i)
-      if (!raw_node_[i] && std::find(nodes[i].in.begin(), nodes[i].in.end(), b) != nodes[i].in.end()) all_raw = false;
-    if (all_raw) {
-      raw_node_[e] = true;
-      cand[e] = {nullptr, b, nodes[e].in[0], nodes[e].in[0], slots[b].shape.num_elements(), {}};
-      continue;
-    }
-    for (std::size_t i = e + 1; i < nn; ++i)
-      if (raw_node_[i] && std::find(nodes[i].in.begin(), nodes[i].in.end(), b) != nodes[i].in.end()) raw_node_[i] = false;
-    bcast_src_[b] = kNoSlot;
+    if (bcast_src_[b] == kNoSlot) continue;
+    raw_node_[e] = true;
+    cand[e] = {nullptr, b, nodes[e].in[0], nodes[e].in[0], slots[b].shape.num_elements(), {}};
+  }
+  for (std::size_t e : alias_node) {
+    const std::uint32_t b = nodes[e].out[0];
+    if (alias_[b] == kNoSlot) continue;
+    raw_node_[e] = true;
+    cand[e] = {nullptr, b, alias_[b], alias_[b], slots[b].shape.num_elements(), {}};
   }
 
   // 2. Slot roles: values raw nodes make (in the arena unless they are outputs), values
@@ -156,8 +206,9 @@ void Program::plan_raw() {
     const Node& n = nodes[i];
     if (raw_node_[i]) {
       for (std::uint32_t s : n.out)
-        if (slots[s].kind != SlotKind::Output) in_arena[s] = true;
-      for (std::uint32_t s : n.in) {
+        if (slots[s].kind != SlotKind::Output && alias_[s] == kNoSlot) in_arena[s] = true;
+      for (std::uint32_t s0 : n.in) {
+        const std::uint32_t s = res(s0);
         const Slot& sl = slots[s];
         if (sl.kind != SlotKind::Input && sl.kind != SlotKind::Output && sl.producer >= 0 &&
             !raw_node_[static_cast<std::size_t>(sl.producer)] && bcast_src_[s] == kNoSlot)
@@ -175,6 +226,10 @@ void Program::plan_raw() {
   for (std::size_t s = 0; s < ns; ++s) end[s] = std::max(slots[s].last_use, slots[s].producer);
   for (std::size_t i = nn; i-- > 0;) {
     const Node& n = nodes[i];
+    if (raw_node_[i] && !n.out.empty() && alias_[n.out[0]] != kNoSlot) {  // a renaming: its readers read the source
+      end[alias_[n.out[0]]] = std::max(end[alias_[n.out[0]]], end[n.out[0]]);
+      continue;
+    }
     if (raw_node_[i] || n.write) continue;
     std::int64_t m = static_cast<std::int64_t>(i);
     for (std::uint32_t o : n.out) m = std::max(m, end[o]);
@@ -254,6 +309,7 @@ void Program::compile() {
   stage_.assign(ns, nullptr);
   fixed_.assign(ns, DispatchTensor());
   bcast_src_.assign(ns, kNoSlot);
+  alias_.assign(ns, kNoSlot);
   not_dense_.resize(ns, false);
   arena_ = Prim();
   stats.raw_nodes = 0;
@@ -268,8 +324,10 @@ void Program::compile() {
   std::uint32_t next_group = 0;
   for (std::size_t i = 0; i < nodes.size(); ++i)
     if (raw_node_[i])
-      for (std::uint32_t s : nodes[i].in)
-        if (bcast_src_[s] == kNoSlot) read_raw[s] = true;
+      for (std::uint32_t s : nodes[i].in) {
+        const std::uint32_t r = alias_[s] != kNoSlot ? alias_[s] : s;
+        if (bcast_src_[r] == kNoSlot) read_raw[r] = true;
+      }
 
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];

@@ -214,7 +214,7 @@ TEST(GraphRaw, InPlaceAndAliasedOperandsKeepTheirValues) {
   };
   auto g = capture(kCpu, step);
   ASSERT_TRUE(g.stats().native);
-  EXPECT_EQ(g.stats().raw_nodes + 1, g.stats().nodes);  // all but the reshape
+  EXPECT_EQ(g.stats().raw_nodes, g.stats().nodes);  // the reshape, read only by raw nodes, renames r * 0.5
   auto by_hand = [&](const std::vector<float>& a, const std::vector<float>& a2) {
     std::vector<float> out(4);
     for (std::size_t i = 0; i < 4; ++i) {
@@ -237,19 +237,50 @@ TEST(GraphRaw, InPlaceAndAliasedOperandsKeepTheirValues) {
 }
 
 TEST(GraphRaw, AThunksViewOfARawValueKeepsItsBlockAlive) {
-  // a's last reader is the reshape, but v (a view of a's arena block) is read after c is
-  // made: c must not be given a's block, the only one free by then.
+  // a's last reader is the reshape, but v (a view of a's arena block; a thunk, as the max
+  // reads it too) is read after c is made: c must not be given a's block, the only one free
+  // by then.
   const auto x = Tensor<1>::from_data(TensorData::from<float>({1, 2, 3, 4}, {4}), kCpu);
   const auto x2 = Tensor<2>::from_data(TensorData::from<float>({10, 20, 30, 40}, {2, 2}), kCpu);
   auto g = capture(kCpu, [&] {
     auto v = (x * 2.0).reshape(std::array<std::int64_t, 2>{2, 2});
     auto c = x2 + 1.0;
-    return v + c;
+    return std::make_pair(v + c, v.max());
   });
-  EXPECT_EQ(g.stats().raw_nodes, 3u);
+  EXPECT_EQ(g.stats().raw_nodes, 3u);  // not the reshape, not the max
   for (int r = 0; r < 2; ++r) {
     g.replay();
-    EXPECT_EQ(g.outputs().to_vec<float>(), (std::vector<float>{13, 25, 37, 49})) << "replay " << r;
+    EXPECT_EQ(g.outputs().first.to_vec<float>(), (std::vector<float>{13, 25, 37, 49})) << "replay " << r;
+    EXPECT_EQ(g.outputs().second.to_vec<float>(), (std::vector<float>{8})) << "replay " << r;
+  }
+}
+
+TEST(GraphRaw, AReshapeReadOnlyByRawNodesRenamesItsSource) {
+  // v renames x * 2 (no node, no block of its own); the same with a pinned input (w) and
+  // with a thunk's value (the matmul's, published at replay).
+  const auto x = Tensor<1>::from_data(TensorData::from<float>({1, 2, 3, 4}, {4}), kCpu);
+  const auto w = Tensor<1>::from_data(TensorData::from<float>({-1, 0.5f, 2, 3}, {4}), kCpu);
+  const auto a = Tensor<2>::from_data(TensorData::from<float>({1, 2, 3, 4}, {2, 2}), kCpu);
+  const std::array<std::int64_t, 2> sq{2, 2};
+  auto step = [&] {
+    auto v = (x * 2.0).reshape(sq);
+    auto m = a.matmul(a).reshape(std::array<std::int64_t, 1>{4});
+    return (v + w.reshape(sq)).reshape(std::array<std::int64_t, 1>{4}) - m;
+  };
+  auto g = capture(kCpu, step);
+  ASSERT_TRUE(g.stats().native) << g.stats().fallback_reason;
+  EXPECT_EQ(g.stats().raw_nodes + 1, g.stats().nodes);  // all but the matmul
+  const std::vector<float> aa{7, 10, 15, 22};  // [[1,2],[3,4]]^2
+  std::vector<float> xv{1, 2, 3, 4};
+  for (int r = 0; r < 3; ++r) {
+    for (float& e : xv) e = e * 1.5f - static_cast<float>(r);
+    x.copy_from(Tensor<1>::from_data(TensorData::from<float>(xv, {4}), kCpu));
+    g.replay();
+    const std::vector<float> wv{-1, 0.5f, 2, 3};
+    std::vector<float> want(4);
+    for (std::size_t i = 0; i < 4; ++i) want[i] = (xv[i] * 2.0f + wv[i]) - aa[i];
+    EXPECT_EQ(g.outputs().to_vec<float>(), want) << "replay " << r;
+    EXPECT_EQ(g.outputs().to_vec<float>(), step().to_vec<float>()) << "eager, replay " << r;
   }
 }
 
