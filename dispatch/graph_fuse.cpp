@@ -21,7 +21,11 @@ namespace {
 constexpr std::size_t kSlotBytes = 16384;  // one tile buffer: 4,096 f32
 constexpr std::uint32_t kMaxScratch = 12;  // tile buffers per group (more values stay stored)
 constexpr std::size_t kMaxChunks = 8;      // parallel chunks per group (each its own tile buffers)
-constexpr std::size_t kParallelElems = std::size_t{1} << 16;
+// Groups of at least this many elements run their chunks on both cores, as the binary
+// kernels do from 1M elements (binary_hwy.cpp). The MLP bench's 200k-element Adam group
+// measured no faster on two (load ~2: 862-870 us/step on one, 876-891 on two; the helper
+// then competes with oneDNN's threads in the next product).
+constexpr std::size_t kParallelElems = std::size_t{1} << 20;
 
 // n copies of one element (doubling copies: a tile costs a few memcpy calls).
 void fill(unsigned char* dst, const void* one, std::size_t esz, std::size_t n) {

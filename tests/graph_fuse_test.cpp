@@ -1,8 +1,8 @@
 // Graph replay's fused raw groups on the cpu (issue 28 step 5, dispatch/graph_fuse.cpp):
 // consecutive elementwise nodes over one element count run tile by tile, values no later
 // node reads live in tile buffers only, 1-element broadcasts are tiles of the value.
-// Counts below, at and above a tile (4,096 f32) and above the parallel threshold (65,536),
-// all with odd tails. Values are checked against loops written here (f32 arithmetic, one
+// Counts below, at and above a tile (4,096 f32), over several chunks and above the parallel
+// threshold (1M elements), with odd tails. Values are checked against loops written here (f32 arithmetic, one
 // rounding per op as the kernels do) and bitwise against the eager run; an optimizer step
 // (Adam, AdamW, SGD with momentum) replayed on a 301 x 257 layer is checked bitwise against
 // the same steps run eagerly.
@@ -23,7 +23,7 @@ namespace {
 using namespace tensor;
 
 const Device kCpu = Device::parse("cpu");
-constexpr std::size_t kCounts[] = {5, 4096, 3 * 4096 + 7, 70001};
+constexpr std::size_t kCounts[] = {5, 4096, 3 * 4096 + 7, 70001, (std::size_t{1} << 20) + 4097};
 
 std::vector<float> wave(std::size_t n, double k) {
   std::vector<float> v(n);
@@ -166,7 +166,7 @@ TEST(GraphFuse, OneElementBroadcastsAreTilesOfTheValue) {
   }
 }
 
-// ---- an optimizer step on a 301 x 257 layer (77,357 weights: parallel chunks, odd tail) ----
+// ---- an optimizer step on a 301 x 257 layer (77,357 weights: 19 tiles, odd tail) ----
 struct Layer : Module {
   nn::Linear fc;
   explicit Layer(const Device& ad) : fc(nn::LinearConfig{.d_input = 301, .d_output = 257}, ad) {
