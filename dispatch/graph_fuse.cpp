@@ -96,6 +96,24 @@ void Program::plan_groups(const std::vector<RawStep>& cand, const std::vector<bo
       gops_.push_back({r.fn, o, a, b, r.s});
     }
     g.nopd = static_cast<std::uint32_t>(opds_.size() - g.opd0);
+    // Pinned buffers (inputs made before the capture: views of one storage) that overlap a
+    // written one at another offset: this group runs untiled, node after node.
+    auto pinned_at = [&](std::uint32_t s) -> const unsigned char* {
+      const Slot& sl = slots[s];
+      if ((sl.kind != SlotKind::Input && sl.kind != SlotKind::Output) || !sl.pinned.prim) return nullptr;
+      return static_cast<const unsigned char*>(raw->data(*sl.pinned.prim));
+    };
+    bool overlap = false;
+    for (std::uint32_t w = g.opd0; w < opds_.size() && !overlap; ++w) {
+      const unsigned char* pw = opds_[w].written ? pinned_at(opds_[w].slot) : nullptr;
+      if (!pw) continue;
+      for (std::uint32_t k = g.opd0; k < opds_.size(); ++k) {
+        const unsigned char* pk = pinned_at(opds_[k].slot);
+        if (pk && pk != pw && pk < pw + n * opds_[w].esz && pw < pk + n * opds_[k].esz) overlap = true;
+      }
+    }
+    const bool tile = fuse && !overlap;
+    if (overlap) g.untiled = kUntiled;
     for (std::uint32_t k = 0; k < g.nopd; ++k) {
       const Opd& d = opds_[g.opd0 + k];
       max_esz = std::max<std::size_t>(max_esz, d.esz);
@@ -118,9 +136,9 @@ void Program::plan_groups(const std::vector<RawStep>& cand, const std::vector<bo
     };
     for (std::uint32_t k = 0; k < g.nopd; ++k) {
       Opd& d = opds_[g.opd0 + k];
-      if (d.src != kNoSlot && fuse) d.scratch = take();
+      if (d.src != kNoSlot && tile) d.scratch = take();
     }
-    for (std::size_t m = 0; m < members.size() && fuse; ++m) {
+    for (std::size_t m = 0; m < members.size() && tile; ++m) {
       const GOp& op = gops_[g.op0 + m];
       for (const std::uint32_t in : {op.a, op.b}) {
         Opd& d = opds_[g.opd0 + in];

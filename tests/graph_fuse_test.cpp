@@ -166,6 +166,43 @@ TEST(GraphFuse, OneElementBroadcastsAreTilesOfTheValue) {
   }
 }
 
+TEST(GraphFuse, AWriteIntoAViewOverlappingItsSourceAtAnotherOffsetRunsUntiled) {
+  // a = base[0, n), b = base[1, n + 1): b <- a * 2 + 1 reads a's elements before the write
+  // changes them (node after node); tile by tile, tile k's write would change the first
+  // element tile k + 1 reads.
+  constexpr std::size_t n = 3 * 4096 + 5;
+  std::vector<float> bv(n + 1);
+  for (std::size_t i = 0; i <= n; ++i) bv[i] = static_cast<float>(i % 7);
+  const auto base = t1(bv);
+  const auto a = base.slice({Slice(0, static_cast<std::int64_t>(n))});
+  const auto b = base.slice({Slice(1, static_cast<std::int64_t>(n) + 1)});
+  auto step = [&] {
+    detail::graph_write(b.handle(), (a * 2.0 + 1.0).handle());
+    return base * 1.0;
+  };
+  auto by_hand = [&](std::vector<float>& v) {
+    const std::vector<float> old = v;
+    for (std::size_t i = 0; i < n; ++i) v[i + 1] = old[i] * 2.0f + 1.0f;
+  };
+  for (const char* mode : {static_cast<const char*>(nullptr), "run"}) {
+    std::vector<float> want = bv;
+    base.copy_from(t1(bv));
+    auto g = [&] {
+      const Untiled u(mode);
+      return capture(kCpu, step);
+    }();
+    ASSERT_TRUE(g.stats().native) << g.stats().fallback_reason;
+    by_hand(want);
+    EXPECT_EQ(base.to_vec<float>(), want) << "the capture run";
+    for (int r = 0; r < 3; ++r) {
+      g.replay();
+      by_hand(want);
+      EXPECT_EQ(base.to_vec<float>(), want) << "replay " << r;
+      EXPECT_EQ(g.outputs().to_vec<float>(), want) << "replay " << r;
+    }
+  }
+}
+
 // ---- an optimizer step on a 301 x 257 layer (77,357 weights: 19 tiles, odd tail) ----
 struct Layer : Module {
   nn::Linear fc;
