@@ -7,7 +7,8 @@
 // Elementwise kernels read and write element i only, so a tiled run computes bit for bit
 // what the nodes compute one after the other, as long as no two of the group's buffers
 // overlap at different offsets (same-address aliasing, in place, is fine): the arena keeps
-// every block a group touches to the group's end, and operands published at replay (a
+// every block a group touches to the group's end; pinned buffers overlapping a written one
+// at another offset make the group untiled at capture; operands published at replay (a
 // thunk's value) are checked each run, the group then running untiled on full buffers.
 #include <algorithm>
 #include <cstdlib>
@@ -22,9 +23,8 @@ constexpr std::size_t kSlotBytes = 16384;  // one tile buffer: 4,096 f32
 constexpr std::uint32_t kMaxScratch = 12;  // tile buffers per group (more values stay stored)
 constexpr std::size_t kMaxChunks = 8;      // parallel chunks per group (each its own tile buffers)
 // Groups of at least this many elements run their chunks on both cores, as the binary
-// kernels do from 1M elements (binary_hwy.cpp). The MLP bench's 200k-element Adam group
-// measured no faster on two (load ~2: 862-870 us/step on one, 876-891 on two; the helper
-// then competes with oneDNN's threads in the next product).
+// kernels do from 1M elements (binary_hwy.cpp): the MLP's 200k-element Adam group was no
+// faster on two (the helper then competes with oneDNN's threads in the next product).
 constexpr std::size_t kParallelElems = std::size_t{1} << 20;
 
 // n copies of one element (doubling copies: a tile costs a few memcpy calls).
