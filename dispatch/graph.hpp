@@ -105,10 +105,28 @@ class Program : public GraphProgram {
   struct OutRef { std::uint32_t slot; Kind kind; Out how; bool bind; };
   struct Step { const GraphThunk* thunk; std::uint32_t in0, nin, out0, nout; };
   struct RawStep { RawKernel fn; std::uint32_t out, a, b; std::size_t n; RawScalar s; };
+  // Fused runs of raw nodes (graph_fuse.cpp): consecutive raw nodes over one element count
+  // run tile by tile (a step without a thunk is groups_[in0]). Each slot a group touches is
+  // one operand: its full address (ptrs_), or a tile buffer in scratch_ (a value no node
+  // outside the group reads: never stored; or a 1-element input broadcast by an expand).
+  struct Opd { std::uint32_t slot, esz, src; std::int32_t scratch; bool written, bound; };
+  struct GOp { RawKernel fn; std::uint32_t o, a, b; RawScalar s; };
+  struct Group { std::uint32_t first, op0, nops, opd0, nopd, nscratch; std::size_t n, tile; bool check; std::uint8_t untiled; };
   std::vector<Step> steps_;
   std::vector<InRef> ins_;
   std::vector<OutRef> outs_;
-  std::vector<RawStep> raws_;
+  std::vector<Opd> opds_;
+  std::vector<GOp> gops_;
+  std::vector<Group> groups_;
+  std::vector<unsigned char> scratch_;
+  std::vector<std::uint32_t> bcast_src_;  // per slot: the 1-element slot an expand broadcasts, or kNoSlot
+  std::vector<std::uint32_t> alias_;      // per slot: the dense slot a reshape read only by raw nodes renames, or kNoSlot
+  // Forms the groups from the raw nodes (cand: their kernels; fn null: an expand that runs
+  // no kernel) and returns per slot the node its block must live to (group ends).
+  // A value held in a tile buffer needs no arena block (no_block).
+  void plan_groups(const std::vector<RawStep>& cand, const std::vector<bool>& keep_stored,
+                   const std::vector<bool>& bound, std::vector<std::int64_t>& end, std::vector<bool>& no_block);
+  void run_group(const Group& g);
   std::vector<DispatchTensor> values_;  // per-slot values during one replay (reused)
   std::vector<std::uint32_t> kept_;     // slots a replay may leave a value in (cleared after it)
   std::vector<DispatchTensor> in_, out_;  // one node's arguments and results (reused)

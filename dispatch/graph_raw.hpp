@@ -43,6 +43,9 @@ struct GraphRaw {
   Prim (*view)(const Prim& arena, std::size_t offset, const Shape& shape, DType dtype) = nullptr;
   // Copies src's elements (any layout) densely into dst (same shape and dtype).
   void (*copy)(void* dst, const Primitive& src) = nullptr;
+  // Runs body(ctx, c) for every c in [0, chunks), each once, on any thread; returns when all
+  // have run (a fused group of raw nodes over a large count). Null: one thread.
+  void (*parallel)(std::size_t chunks, void (*body)(void*, std::size_t), void* ctx) = nullptr;
 };
 
 // A backend's graph_stop_capture row hands the replay list its raw path (before the list

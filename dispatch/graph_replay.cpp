@@ -12,9 +12,19 @@
 namespace tensor::dispatch::graph {
 namespace {
 
-// A write node's raw form: dst's dense bytes take src's (same shape and dtype).
+// A write node's raw form: dst's n dense elements of E bytes take src's (same shape and dtype).
+template <std::size_t E>
 void raw_write(void* out, const void* a, const void*, std::size_t n, const RawScalar&) {
-  if (out != a) std::memmove(out, a, n);
+  if (out != a) std::memmove(out, a, n * E);
+}
+RawKernel raw_write_for(std::size_t esz) {
+  switch (esz) {
+    case 1: return &raw_write<1>;
+    case 2: return &raw_write<2>;
+    case 4: return &raw_write<4>;
+    case 8: return &raw_write<8>;
+    default: return nullptr;
+  }
 }
 
 // TENSOR_GRAPH_RAW=0 keeps every node on its thunk (the A/B reference of the bench).
@@ -65,23 +75,58 @@ void Program::plan_raw() {
     const Slot& sl = slots[s];
     return sl.pinned.prim ? raw->data(*sl.pinned.prim) : nullptr;
   };
-  auto usable_in = [&](std::uint32_t s, const Slot& want) {
-    if (s == kNoSlot) return false;
+  alias_.assign(ns, kNoSlot);
+  auto res = [&](std::uint32_t s) { return s != kNoSlot && alias_[s] != kNoSlot ? alias_[s] : s; };
+  auto usable_in = [&](std::uint32_t s0, const Slot& want) {
+    if (s0 == kNoSlot) return false;
+    const std::uint32_t s = res(s0);  // a reshape's value is its source's elements
     const Slot& sl = slots[s];
-    if (!(sl.shape == want.shape) || sl.dtype != want.dtype) return false;  // broadcasting, casts: thunk
+    if (sl.dtype != want.dtype) return false;  // casts: thunk
+    if (s != s0 ? sl.shape.num_elements() != want.shape.num_elements() : !(sl.shape == want.shape)) return false;  // broadcasting
     if (sl.kind == SlotKind::Input || sl.kind == SlotKind::Output) return fixed_ptr(s) != nullptr;
-    return !not_dense_[s];
+    return bcast_src_[s] != kNoSlot || !not_dense_[s];
   };
 
-  // 1. Which nodes run raw (each decided from its own slots).
+  // 0. Broadcasts of a pinned 1-element tensor by an expand (an optimizer's graph values):
+  // raw readers take them as a tile of the value, if every reader of the expand runs raw.
+  bcast_src_.assign(ns, kNoSlot);
+  std::vector<std::size_t> bcast_node;
+  for (std::size_t i = 0; i < nn; ++i) {
+    const Node& n = nodes[i];
+    if (n.op != OpCode::expand || n.write || !n.thunk || n.in.size() != 1 || n.out.size() != 1 || n.in[0] == kNoSlot) continue;
+    const Slot& src = slots[n.in[0]];
+    const Slot& o = slots[n.out[0]];
+    if (src.kind != SlotKind::Input || src.shape.num_elements() != 1 || src.dtype != o.dtype || !fixed_ptr(n.in[0]) ||
+        o.kind != SlotKind::Internal || o.shape.num_elements() == 0 || raw->kernel == nullptr)
+      continue;
+    bcast_src_[n.out[0]] = n.in[0];
+    bcast_node.push_back(i);
+  }
+
+  // 1. Which nodes run raw (each decided from its own slots). A reshape of a value with a
+  // dense address (pinned, raw, or a thunk's published one) renames it for raw readers.
+  std::vector<std::size_t> alias_node;
   for (std::size_t i = 0; i < nn; ++i) {
     const Node& n = nodes[i];
     if (!n.thunk) continue;
+    if (n.op == OpCode::reshape && !n.write && n.in.size() == 1 && n.out.size() == 1 && n.in[0] != kNoSlot) {
+      const std::uint32_t src = res(n.in[0]);
+      const Slot& o = slots[n.out[0]];
+      const Slot& sl = slots[src];
+      if (o.kind == SlotKind::Internal && bcast_src_[src] == kNoSlot && sl.dtype == o.dtype &&
+          sl.shape.num_elements() == o.shape.num_elements() && usable_in(src, sl)) {
+        alias_[n.out[0]] = src;
+        alias_node.push_back(i);
+      }
+      continue;
+    }
     if (n.write) {
       if (n.in.size() != 2 || n.in[0] == kNoSlot) continue;
       const Slot& dst = slots[n.in[0]];
       if (dst.kind != SlotKind::Input || !fixed_ptr(n.in[0]) || !usable_in(n.in[1], dst)) continue;
-      cand[i] = {&raw_write, n.in[0], n.in[1], n.in[1], dst.bytes, {}};
+      const RawKernel w = raw_write_for(dtype_size(dst.dtype));
+      if (!w) continue;
+      cand[i] = {w, n.in[0], res(n.in[1]), res(n.in[1]), dst.shape.num_elements(), {}};
       raw_node_[i] = true;
       continue;
     }
@@ -101,8 +146,57 @@ void Program::plan_raw() {
     RawScalar sc;
     const RawKernel fn = raw->kernel(n.op, entry, o.dtype, n.scalar, sc);
     if (!fn) continue;
-    cand[i] = {fn, n.out[0], n.in[0], n.in[arity - 1], o.shape.num_elements(), sc};
+    cand[i] = {fn, n.out[0], res(n.in[0]), res(n.in[arity - 1]), o.shape.num_elements(), sc};
     raw_node_[i] = true;
+  }
+  // A broadcast read by a thunk stays the expand's value: its raw readers go back to thunks
+  // too (one value, one home); a renaming read by a thunk stays the reshape's value, read
+  // raw at its published address. Else the expand or reshape runs nothing (raw, no kernel).
+  auto reads = [&](std::size_t i, std::uint32_t b) {
+    return std::find(nodes[i].in.begin(), nodes[i].in.end(), b) != nodes[i].in.end();
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t e : bcast_node) {
+      const std::uint32_t b = nodes[e].out[0];
+      if (bcast_src_[b] == kNoSlot) continue;
+      bool all_raw = true;
+      for (std::size_t i = e + 1; i < nn && all_raw; ++i)
+        if (!raw_node_[i] && reads(i, b)) all_raw = false;
+      if (all_raw) continue;
+      for (std::size_t i = e + 1; i < nn; ++i)
+        if (raw_node_[i] && reads(i, b)) raw_node_[i] = false;
+      bcast_src_[b] = kNoSlot;
+      changed = true;
+    }
+    for (std::size_t e : alias_node) {
+      const std::uint32_t b = nodes[e].out[0];
+      if (alias_[b] == kNoSlot) continue;
+      bool all_raw = true;
+      for (std::size_t i = e + 1; i < nn && all_raw; ++i)
+        if (!raw_node_[i] && reads(i, b)) all_raw = false;
+      if (all_raw) continue;
+      alias_[b] = kNoSlot;  // the reshape keeps its thunk; raw readers read its published value
+      changed = true;
+    }
+  }
+  for (std::size_t i = 0; i < nn; ++i) {  // operands as renamed at the fixed point
+    if (!raw_node_[i] || !cand[i].fn) continue;
+    const Node& n = nodes[i];
+    cand[i].a = res(n.write ? n.in[1] : n.in[0]);
+    cand[i].b = res(n.in.back());
+  }
+  for (std::size_t e : bcast_node) {
+    const std::uint32_t b = nodes[e].out[0];
+    if (bcast_src_[b] == kNoSlot) continue;
+    raw_node_[e] = true;
+    cand[e] = {nullptr, b, nodes[e].in[0], nodes[e].in[0], slots[b].shape.num_elements(), {}};
+  }
+  for (std::size_t e : alias_node) {
+    const std::uint32_t b = nodes[e].out[0];
+    if (alias_[b] == kNoSlot) continue;
+    raw_node_[e] = true;
+    cand[e] = {nullptr, b, alias_[b], alias_[b], slots[b].shape.num_elements(), {}};
   }
 
   // 2. Slot roles: values raw nodes make (in the arena unless they are outputs), values
@@ -112,11 +206,12 @@ void Program::plan_raw() {
     const Node& n = nodes[i];
     if (raw_node_[i]) {
       for (std::uint32_t s : n.out)
-        if (slots[s].kind != SlotKind::Output) in_arena[s] = true;
-      for (std::uint32_t s : n.in) {
+        if (slots[s].kind != SlotKind::Output && alias_[s] == kNoSlot) in_arena[s] = true;
+      for (std::uint32_t s0 : n.in) {
+        const std::uint32_t s = res(s0);
         const Slot& sl = slots[s];
         if (sl.kind != SlotKind::Input && sl.kind != SlotKind::Output && sl.producer >= 0 &&
-            !raw_node_[static_cast<std::size_t>(sl.producer)])
+            !raw_node_[static_cast<std::size_t>(sl.producer)] && bcast_src_[s] == kNoSlot)
           bound[s] = true;
       }
     } else {
@@ -131,12 +226,21 @@ void Program::plan_raw() {
   for (std::size_t s = 0; s < ns; ++s) end[s] = std::max(slots[s].last_use, slots[s].producer);
   for (std::size_t i = nn; i-- > 0;) {
     const Node& n = nodes[i];
+    if (raw_node_[i] && !n.out.empty() && alias_[n.out[0]] != kNoSlot) {  // a renaming: its readers read the source
+      end[alias_[n.out[0]]] = std::max(end[alias_[n.out[0]]], end[n.out[0]]);
+      continue;
+    }
     if (raw_node_[i] || n.write) continue;
     std::int64_t m = static_cast<std::int64_t>(i);
     for (std::uint32_t o : n.out) m = std::max(m, end[o]);
     for (std::uint32_t s : n.in)
       if (s != kNoSlot) end[s] = std::max(end[s], m);
   }
+  // 3b. The fused groups; their blocks live to each group's end.
+  std::vector<bool> keep_stored(ns, false);
+  for (std::size_t s = 0; s < ns; ++s) keep_stored[s] = read_by_thunk[s] || slots[s].kind != SlotKind::Internal;
+  std::vector<bool> no_block(ns, false);
+  plan_groups(cand, keep_stored, bound, end, no_block);
 
   // 4. Offsets by liveness; a raw node writes in place over an operand whose block dies there.
   ArenaPlan arena;
@@ -146,7 +250,7 @@ void Program::plan_raw() {
   for (std::size_t i = 0; i < nn; ++i) {
     const Node& n = nodes[i];
     for (std::uint32_t o : n.out) {
-      if (!in_arena[o] && !bound[o]) continue;
+      if ((!in_arena[o] && !bound[o]) || no_block[o]) continue;
       bool placed = false;
       if (raw_node_[i]) {
         for (std::uint32_t s : n.in) {
@@ -177,6 +281,8 @@ void Program::plan_raw() {
     const Slot& sl = slots[s];
     if (sl.kind == SlotKind::Input || sl.kind == SlotKind::Output) {
       ptrs_[s] = fixed_ptr(static_cast<std::uint32_t>(s));
+    } else if (no_block[s]) {
+      continue;  // a tile buffer's value (graph_fuse.cpp)
     } else if (in_arena[s]) {
       ptrs_[s] = base + off[s];
       if (read_by_thunk[s]) fixed_[s] = DispatchTensor(raw->view(arena_, off[s], sl.shape, sl.dtype), sl.vkind);
@@ -185,10 +291,7 @@ void Program::plan_raw() {
     }
   }
   for (std::size_t i = 0; i < nn; ++i)
-    if (raw_node_[i]) {
-      raws_.push_back(cand[i]);
-      ++stats.raw_nodes;
-    }
+    if (raw_node_[i]) ++stats.raw_nodes;
   stats.arena_alloc_bytes = arena.size();
 }
 
@@ -196,13 +299,17 @@ void Program::compile() {
   steps_.clear();
   ins_.clear();
   outs_.clear();
-  raws_.clear();
+  opds_.clear();
+  gops_.clear();
+  groups_.clear();
   kept_.clear();
   const std::size_t ns = slots.size();
   raw_node_.assign(nodes.size(), false);
   ptrs_.assign(ns, nullptr);
   stage_.assign(ns, nullptr);
   fixed_.assign(ns, DispatchTensor());
+  bcast_src_.assign(ns, kNoSlot);
+  alias_.assign(ns, kNoSlot);
   not_dense_.resize(ns, false);
   arena_ = Prim();
   stats.raw_nodes = 0;
@@ -214,16 +321,19 @@ void Program::compile() {
     if (sl.kind == SlotKind::Input || (sl.kind == SlotKind::Output && raw_made)) fixed_[s] = sl.pinned;
   }
   std::vector<bool> read_raw(ns, false);
-  std::uint32_t next_raw = 0;
+  std::uint32_t next_group = 0;
   for (std::size_t i = 0; i < nodes.size(); ++i)
     if (raw_node_[i])
-      for (std::uint32_t s : nodes[i].in) read_raw[s] = true;
+      for (std::uint32_t s : nodes[i].in) {
+        const std::uint32_t r = alias_[s] != kNoSlot ? alias_[s] : s;
+        if (bcast_src_[r] == kNoSlot) read_raw[r] = true;
+      }
 
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     const auto at = static_cast<std::int64_t>(i);
     if (raw_node_[i]) {
-      steps_.push_back({nullptr, next_raw++, 0, 0, 0});
+      if (next_group < groups_.size() && groups_[next_group].first == i) steps_.push_back({nullptr, next_group++, 0, 0, 0});
       continue;
     }
     Step st{n.thunk.get(), static_cast<std::uint32_t>(ins_.size()), static_cast<std::uint32_t>(n.in.size()),
@@ -264,7 +374,6 @@ void Program::run_list(GraphProgram& g) {
   std::vector<DispatchTensor>& v = p.values_;
   std::vector<DispatchTensor>& in = p.in_;
   std::vector<DispatchTensor>& out = p.out_;
-  void* const* ptr = p.ptrs_.data();
   auto clear = [&] {
     for (std::uint32_t s : p.kept_) v[s] = DispatchTensor();
     in.clear();
@@ -273,8 +382,7 @@ void Program::run_list(GraphProgram& g) {
   try {
     for (const Step& st : p.steps_) {
       if (!st.thunk) {
-        const RawStep& r = p.raws_[st.in0];
-        r.fn(ptr[r.out], ptr[r.a], ptr[r.b], r.n, r.s);
+        p.run_group(p.groups_[st.in0]);
         continue;
       }
       in.clear();

@@ -81,6 +81,27 @@ void run_mlp_step_bench(const tensor::Device& dev, bool quick) {
   }
   graph_opt.prepare_step(kLr);
   auto g = capture(ad, graph_step);
+  // The same step captured with its raw groups untiled (TENSOR_GRAPH_FUSE=0 at capture: node
+  // after node on full buffers), on a fourth model: what the fused groups save, same run.
+  BenchMlp unf_m(ad);
+  auto unf_opt = optim::ModuleOptimizer::adam();
+  unf_opt.set_graph_mode(ad);
+  auto unf_step = [&] {
+    auto loss = tensor::loss::cross_entropy_with_logits(unf_m.fc2.forward(tensor::activation::relu(unf_m.fc1.forward(x))), y);
+    unf_opt.step(kLr, unf_m, loss.backward());
+    return loss;
+  };
+  for (int i = 0; i < 2; ++i) {
+    unf_opt.prepare_step(kLr);
+    (void)unf_step();
+  }
+  unf_opt.prepare_step(kLr);
+  const char* fuse_env = std::getenv("TENSOR_GRAPH_FUSE");
+  const std::string fuse_was = fuse_env ? fuse_env : "";
+  setenv("TENSOR_GRAPH_FUSE", "0", 1);
+  auto g_unf = capture(ad, unf_step);
+  if (fuse_env) setenv("TENSOR_GRAPH_FUSE", fuse_was.c_str(), 1);
+  else unsetenv("TENSOR_GRAPH_FUSE");
   const int reps = quick ? 5 : 30, rounds = quick ? 3 : 5;
   // The graph-mode step run eagerly (the same ops the graph holds: the optimizer's state
   // writes and its device-tensor rate) on a third model: what replay saves on that work.
@@ -96,8 +117,17 @@ void run_mlp_step_bench(const tensor::Device& dev, bool quick) {
     mode_opt.prepare_step(kLr);
     (void)mode_step();
   }
-  double eager = 1e300, replay = 1e300, eager_mode = 1e300;
+  double eager = 1e300, replay = 1e300, eager_mode = 1e300, replay_unf = 1e300;
   for (int r = 0; r < rounds; ++r) {
+    {
+      const auto u0 = Clock::now();
+      for (int i = 0; i < reps; ++i) {
+        unf_opt.prepare_step(kLr);
+        g_unf.replay();
+      }
+      dev.sync();
+      replay_unf = std::min(replay_unf, std::chrono::duration<double, std::micro>(Clock::now() - u0).count() / reps);
+    }
     auto t0 = Clock::now();
     for (int i = 0; i < reps; ++i) (void)eager_step();
     dev.sync();
@@ -131,6 +161,8 @@ void run_mlp_step_bench(const tensor::Device& dev, bool quick) {
               eager / replay);
   std::printf("  eager graph-mode step %8.1f us/step  (replay %.2fx of it; the same ops, prepare_step included)\n",
               eager_mode, eager_mode / replay);
+  std::printf("  replay, groups untiled %8.1f us/step  (replay %.2fx of it; TENSOR_GRAPH_FUSE=0 at capture)\n", replay_unf,
+              replay_unf / replay);
 }
 
 // Chain of 1,000 adds on [4]: ns per op eagerly and per node replayed (the best of a few

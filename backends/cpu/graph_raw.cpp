@@ -5,6 +5,7 @@
 #include "backends/cpu/graph_raw.hpp"
 
 #include "backends/cpu/cpu_tensor.hpp"
+#include "backends/cpu/parallel.hpp"
 
 namespace tensor::cpu {
 namespace {
@@ -32,7 +33,12 @@ void raw_copy(void* dst, const dispatch::Primitive& src) {
   copy_strided(static_cast<const CpuTensor&>(src), static_cast<std::byte*>(dst));
 }
 
-constexpr dispatch::GraphRaw kRaw{&raw_kernel, &raw_data, &raw_arena, &raw_view, &raw_copy};
+void raw_parallel(std::size_t chunks, void (*body)(void*, std::size_t), void* ctx) {
+  auto f = [&](std::size_t c) { body(ctx, c); };
+  parallel_chunks(chunks, f);
+}
+
+constexpr dispatch::GraphRaw kRaw{&raw_kernel, &raw_data, &raw_arena, &raw_view, &raw_copy, &raw_parallel};
 
 }  // namespace
 
