@@ -11,7 +11,6 @@
 #include <cstring>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <tensor/error.hpp>
@@ -39,16 +38,6 @@ struct Pair {
   double ours = 0, ref = 0;
 };
 
-// Untimed pause after each timed call of measure() (0: none). Set around the product
-// rows: a reference's OpenMP workers keep spinning on the other core for a while after
-// dnnl_sgemm returns, so the call timed next would share its second core with them.
-// After the pause both sides start from parked threads, as separate calls do.
-double g_settle_s = 0;
-
-void settle() {
-  if (g_settle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(g_settle_s));
-}
-
 // Medians of `ours` and `ref` timed alternately `reps` times after one warm-up
 // each; `between` runs untimed after each rep of `ours` (to restore inputs).
 template <class Ours, class Ref, class Between>
@@ -58,11 +47,9 @@ Pair measure(int reps, Ours&& ours, Ref&& ref, Between&& between) {
   between();
   std::vector<double> a, b;
   for (int r = 0; r < reps; ++r) {
-    settle();
     auto t0 = Clock::now();
     ref();
     b.push_back(seconds_of(t0));
-    settle();
     t0 = Clock::now();
     ours();
     a.push_back(seconds_of(t0));
@@ -73,6 +60,30 @@ Pair measure(int reps, Ours&& ours, Ref&& ref, Between&& between) {
 template <class Ours, class Ref>
 Pair measure(int reps, Ours&& ours, Ref&& ref) {
   return measure(reps, ours, ref, [] {});
+}
+
+// Medians of `reps` runs of `ref` in a block, then of `ours` in a block (each after a
+// warm-up), for the product rows: the OpenMP reference's workers keep spinning on the
+// other core for a while after each call (libgomp's default wait policy), so a call of
+// ours timed right after one shared its second core with them (n = 128: 37.6 against
+// 20.7 us interleaved; OMP_WAIT_POLICY=passive instead slows the reference's own wake-up).
+// In blocks each side runs as a loop of its own calls would.
+template <class Ours, class Ref>
+Pair measure_blocks(int reps, Ours&& ours, Ref&& ref) {
+  std::vector<double> a, b;
+  ref();
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    ref();
+    b.push_back(seconds_of(t0));
+  }
+  ours();
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    ours();
+    a.push_back(seconds_of(t0));
+  }
+  return {median(a), median(b)};
 }
 
 int threads() {
@@ -336,10 +347,6 @@ struct Bench {
   }
 
   void matmul() {
-    struct Settle {  // see g_settle_s: 5 ms outlasts libgomp's default spin
-      Settle() { g_settle_s = 5e-3; }
-      ~Settle() { g_settle_s = 0; }
-    } settle_guard;
     std::vector<std::size_t> sizes = {64, 128, 256, 512, 1024, 2048};
     if (quick) sizes = {64, 256};
     for (const std::size_t n : sizes) {
@@ -375,8 +382,8 @@ struct Bench {
                      z.data(), dn, 1, nullptr, &rntm);
       };
 #endif
-      const Pair p1 = measure(r, ours, [&] { direct(1); });
-      const Pair pn = threads() > 1 ? measure(r, ours, [&] { direct(threads()); }) : p1;
+      const Pair p1 = measure_blocks(r, ours, [&] { direct(1); });
+      const Pair pn = threads() > 1 ? measure_blocks(r, ours, [&] { direct(threads()); }) : p1;
       const double ref = std::min(p1.ref, pn.ref);
       const double mine = std::min(p1.ours, pn.ours);
       std::string note = fmt("%.1f GFLOP/s", flop / mine / 1e9) + fmt(" vs %.1f", flop / ref / 1e9) +
