@@ -762,6 +762,14 @@ void fold_forward(const ConvGeom& g, const double* cols, double* x) { fold_impl(
     channel_sum(g.batch, g.c_in, g.in_size(), dy, db);                                                         \
   }
 
+bool conv_relu_pool_fusable(const ConvGeom& g) {
+  return conv_direct_enabled() && direct_small_cin(g) && direct_small_cin_relu_pool_supported(g);
+}
+void conv_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
+  note_route(g, "direct small-C_in + relu + max-pool 2x2");
+  direct_small_cin_relu_pool_forward(g, x, w, bias, y);
+}
+
 std::string conv_forward_routes() {
   std::string s;
   for (const auto& r : t_routes)
