@@ -166,20 +166,16 @@ void direct_small_cin_relu_pool_forward(const ConvGeom& g, const float* x, const
   const std::size_t out_w = g.out[2], py = g.out[1] / 2, px = out_w / 2, row_len = row_len_of(g);
   // pooled rows in units of one (two conv rows each); an odd last conv row is never computed
   for_row_blocks(g, x, py, 2, [&](std::size_t n, std::size_t oh0, std::size_t oh1, const float* buf, std::size_t rows) {
-    thread_local std::vector<float> pair;  // two conv rows of every channel: [c_out][2][out_w]
-    if (pair.size() < g.c_out * 2 * out_w) pair.resize(g.c_out * 2 * out_w);
+    // two conv rows of every channel, [c_out][2][out_w], and the pool kernel's read slack
+    thread_local std::vector<float> pair;
+    if (pair.size() < g.c_out * 2 * out_w + simd::kPoolRowsSlack) pair.resize(g.c_out * 2 * out_w + simd::kPoolRowsSlack);
     float* yn = y + n * g.c_out * py * px;
     for (std::size_t oh = oh0; oh < oh1; oh += 2) {
       // conv rows oh, oh + 1 as rows 0, 1 of a 2-row output, from the prepared rows they read
       simd::ConvRows a{buf + (oh - oh0) * sh * row_len, rows, row_len, p.w8.data(), p.bias8.data(), g.c_in, g.c_out,
                        g.kernel[1], g.kernel[2], sh, sw, dh, dw, 0, 2, 2, out_w, pair.data()};
       simd::conv_rows_f32(a);
-      for (std::size_t o = 0; o < g.c_out; ++o) {
-        const float* r = pair.data() + o * 2 * out_w;
-        float* yr = yn + (o * py + oh / 2) * px;
-        simd::max_pool_2x2_row_f32(r, r + out_w, yr, px);
-        for (std::size_t j = 0; j < px; ++j) yr[j] = yr[j] <= 0.0f ? 0.0f : yr[j];  // relu's rule (NaN kept)
-      }
+      simd::max_pool_2x2_relu_rows_f32(pair.data(), g.c_out, out_w, yn + (oh / 2) * px, py * px);
     }
   });
 }
