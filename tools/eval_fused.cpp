@@ -5,6 +5,7 @@
 
 #include "backends/cpu/cpu_tensor.hpp"
 #include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/quant.hpp"
 #include "lib/src/handles.hpp"
 #include "tensor/quantization.hpp"
 
@@ -25,11 +26,19 @@ std::optional<tensor::Tensor<4>> cpu_conv_relu_pool(const tensor::Tensor<4>& x, 
   if (c.bias && c.bias->device() != x.device()) return std::nullopt;
   // A quantized weight: as dispatch's conv_quantized rule (dispatch/rules/quant.cpp, kMinIntK),
   // a conv whose outputs sum fewer than 32 products runs the float conv on the dequantized
-  // weight, and that one is fused the same way; the int8 routes are left to the modules.
+  // weight, and that one is fused the same way; one with more runs oneDNN's int8 conv, with
+  // the pool and relu in its epilogue (q_conv2d_relu_pool checks the rest of the rule).
   std::optional<tensor::Tensor<4>> dequantized;
   if (tensor::quant_scheme(c.weight)) {
     const tensor::Shape s = c.weight.shape();
-    if (s[0] == 0 || s.num_elements() / s[0] >= 32) return std::nullopt;
+    if (s[0] == 0) return std::nullopt;
+    if (s.num_elements() / s[0] >= 32) {
+      namespace h = tensor::detail::handles;
+      const tensor::dispatch::Primitive* b = c.bias ? h::prim_of(c.bias->handle()) : nullptr;
+      tensor::dispatch::Prim y = tensor::cpu::q_conv2d_relu_pool(*h::prim_of(x.handle()), *h::prim_of(c.weight.handle()), b, c.options);
+      if (!y) return std::nullopt;
+      return tensor::Tensor<4>(h::give(tensor::dispatch::DispatchTensor(std::move(y), tensor::detail::Kind::Float)));
+    }
     dequantized = tensor::dequantize(c.weight);
   }
   const tensor::Tensor<4>& w = dequantized ? *dequantized : c.weight;

@@ -10,9 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <tensor/quantization.hpp>
 #include <tensor/tensor.hpp>
 
 #include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/quant.hpp"
 #include "model.hpp"
 #include "tools/eval_fused.hpp"
 
@@ -67,6 +69,46 @@ TEST(EvalFused, QuantizedWeightsGiveTheModulesLogitsBitForBit) {
     ASSERT_EQ(r.plain.size(), 5u * 10u) << scheme;
     EXPECT_EQ(r.fused, r.plain) << scheme;
     EXPECT_NE(r.routes.find("direct small-C_in + relu + max-pool 2x2 [1->32 3x3]"), std::string::npos) << scheme << ": " << r.routes;
+    // q8s's conv2 (per-channel scales, K = 288) runs oneDNN's int8 conv with the epilogue
+    const std::string q = tensor::cpu::last_q_conv2d_route();
+    if (scheme == "q8s" && q.starts_with("onednn conv")) {
+      EXPECT_TRUE(q.ends_with(" + relu + max-pool 2x2")) << q;
+    }
+  }
+}
+
+// The int8 conv's pooled epilogue on odd conv outputs (7x9: the last row and column left
+// out), a batch of 5 split in chunks over the threads, with and without bias, against the
+// modules (conv2d on the int8 route, max_pool2d, relu) bit for bit.
+TEST(EvalFused, Int8ConvEpilogueOnOddOutputs) {
+  const train::Model m = train::Model("cnn", 8, 8, 10, 3, Device::cpu()).detached();
+  for (const bool bias : {true, false}) {
+    tensor::nn::Conv2dConfig cfg;
+    cfg.channels = {6, 16};
+    cfg.kernel_size = {3, 3};
+    cfg.padding = tensor::nn::Padding<2>::explicit_({1, 1});
+    cfg.bias = bias;
+    tensor::nn::Conv2d c(cfg, Device::cpu());
+    const auto s = tensor::QuantScheme{}.with_value(tensor::QuantValue::Q8S).with_store(tensor::QuantStore::Native);
+    c.weight = tensor::quantize_dynamic(c.weight, s.with_param(tensor::ScaleDtype::F32).with_level(tensor::QuantLevel::block({1, 6, 3, 3})));
+    std::vector<float> v(5 * 6 * 7 * 9);
+    std::uint32_t seed = 5;
+    for (auto& e : v) {
+      seed = seed * 1664525u + 1013904223u;
+      e = static_cast<float>(seed >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
+    }
+    const auto x = Tensor<4>::from_data(TensorData::from<float>(v, Shape{5, 6, 7, 9}), Device::cpu());
+    const auto want = m.relu.forward(m.pool.forward(c.forward(x)));
+    const std::string unfused_route = tensor::cpu::last_q_conv2d_route();
+    const auto got = tensorctl::cpu_conv_relu_pool(x, c);
+    if (!unfused_route.starts_with("onednn conv")) {  // no oneDNN kernel here: declined
+      EXPECT_FALSE(got.has_value()) << unfused_route;
+      continue;
+    }
+    ASSERT_TRUE(got.has_value()) << unfused_route;
+    EXPECT_EQ(got->shape(), (Shape{5, 16, 3, 4}));
+    EXPECT_EQ(got->to_vec<float>(), want.to_vec<float>()) << "bias " << bias;
+    EXPECT_EQ(tensor::cpu::last_q_conv2d_route(), unfused_route + " + relu + max-pool 2x2");
   }
 }
 
@@ -77,9 +119,10 @@ TEST(EvalFused, DeclinesWhatItsKernelLacks) {
   const auto h = Tensor<4>::from_data(TensorData::from<float>(std::vector<float>(2 * 32 * 4 * 4, 0.5f), Shape{2, 32, 4, 4}),
                                       Device::cpu());
   EXPECT_FALSE(tensorctl::cpu_conv_relu_pool(h, *m.conv2).has_value());
-  // a q8s conv2 runs on the int8 route (K = 288): not fused
+  // a q4s conv2 (blocks of 32 input channels: not per output channel, so not the int8 route
+  // but the float conv on the dequantized weight, K = 288): left to the modules
   train::Model q = m.detached();
-  train::quantize_weights(q, "q8s");
+  train::quantize_weights(q, "q4s");
   EXPECT_FALSE(tensorctl::cpu_conv_relu_pool(h, *q.conv2).has_value());
   // x with the wrong channel count: declined, the module then reports it
   EXPECT_FALSE(tensorctl::cpu_conv_relu_pool(h, *m.conv1).has_value());
