@@ -45,6 +45,7 @@ std::optional<tensor::Tensor<4>> cpu_conv_relu_pool(const tensor::Tensor<4>& x, 
   const auto *xs = cpu_f32(x.handle()), *ws = cpu_f32(w.handle());
   const auto* bs = c.bias ? cpu_f32(c.bias->handle()) : nullptr;
   if (xs == nullptr || ws == nullptr || (c.bias && bs == nullptr)) return std::nullopt;
+  if (c.bias && c.bias->shape() != tensor::Shape{w.shape()[0]}) return std::nullopt;  // the module reports it
   cn::ConvGeom g;
   try {
     g = cn::conv_geom<2>("conv2d", x.shape(), w.shape(), c.options);
