@@ -109,10 +109,10 @@ struct QuantizedSize {
 QuantizedSize quantize_weights(Model& model, const std::string& scheme);
 
 // An inference-only fused block the tool may install (this library sees the public API only;
-// tensorctl eval installs the CPU's direct conv + relu + 2x2 max pool): the cnn's forward
-// offers it each conv -> max-pool -> relu block, and the hook returns relu(max_pool2d(conv(x),
-// 2x2)) or nullopt where it does not take the block (another device or dtype, a quantized
-// weight, a shape its kernel lacks), and forward then runs the modules. A hook must give the
+// tensorctl eval installs the CPU's fused conv + 2x2 max pool + relu, tools/eval_fused.hpp):
+// the cnn's forward offers it each conv -> max-pool -> relu block, and the hook returns
+// relu(max_pool2d(conv(x), 2x2)) or nullopt where it does not take the block (another device
+// or dtype, a shape or a quantized route its kernels lack), and forward then runs the modules. A hook must give the
 // modules' values; it bypasses autodiff and graph capture, so only evaluation installs one.
 using ConvReluPool = std::optional<tensor::Tensor<4>> (*)(const tensor::Tensor<4>& x, const tensor::nn::Conv2d& conv);
 void set_conv_relu_pool_hook(ConvReluPool hook);
