@@ -2,8 +2,9 @@
 // kernel conv_hwy.hpp): conv_forward on that route against a plain f64 loop over the
 // definition, on every compiled Highway target, over strides, paddings, dilations, odd
 // widths (vector tails), channel counts that are not a multiple of 8, with and without
-// bias; the route's name; which shapes take it; and conv2d through the public API on a
-// sliced input view.
+// bias; the route's name; which shapes take it; conv2d through the public API on a sliced
+// input view; and the fused conv -> relu -> 2x2 max pool block on both routes (direct and
+// im2col + gemm, conv_gemm_pool.hpp).
 #include <gtest/gtest.h>
 
 #include <hwy/targets.h>
@@ -21,6 +22,7 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/nn/conv.hpp"
 #include "backends/cpu/nn/conv_direct.hpp"
+#include "backends/cpu/nn/conv_gemm_pool.hpp"
 #include "nn_test_util.hpp"
 
 namespace tensor::cpu::nn::test {
@@ -232,12 +234,85 @@ TEST(CpuConvDirect, FusedReluPoolRouteAndShapes) {
   reset_conv_forward_routes();
   conv_relu_pool_forward(g, x.data(), w.data(), nullptr, y.data());
   EXPECT_EQ(conv_forward_routes(), "direct small-C_in + relu + max-pool 2x2 [1->8 3x3]");
+  // with the direct route off, the same shape goes to im2col + gemm, fused there too
   set_conv_direct(false);
-  EXPECT_FALSE(conv_relu_pool_fusable(g));
+  EXPECT_TRUE(conv_relu_pool_fusable(g));
+  reset_conv_forward_routes();
+  conv_relu_pool_forward(g, x.data(), w.data(), nullptr, y.data());
   set_conv_direct(true);
-  // a 1-row conv output has nothing to pool; the im2col shapes are not fused
+  EXPECT_EQ(conv_forward_routes(), "im2col + gemm + relu + max-pool 2x2 [1->8 3x3]");
+  // a 1-row or 1-column conv output has nothing to pool: neither route takes it
   EXPECT_FALSE(direct_small_cin_relu_pool_supported(geom({.n = 1, .c = 2, .h = 1, .w = 50, .oc = 8, .kh = 1, .kw = 4})));
-  EXPECT_FALSE(conv_relu_pool_fusable(geom({.n = 256, .c = 4, .h = 7, .w = 7, .oc = 128, .kh = 3, .kw = 3, .ph = 1, .pw = 1})));
+  EXPECT_FALSE(conv_relu_pool_fusable(geom({.n = 1, .c = 2, .h = 1, .w = 50, .oc = 8, .kh = 1, .kw = 4})));
+  EXPECT_FALSE(conv_relu_pool_fusable(geom({.n = 2, .c = 32, .h = 9, .w = 3, .oc = 16, .kh = 3, .kw = 3})));  // 7x1
+  EXPECT_FALSE(conv_relu_pool_fusable(geom({.n = 2, .c = 32, .h = 3, .w = 9, .oc = 16, .kh = 3, .kw = 3})));  // 1x7
+  // the im2col shapes take the gemm route; groups do not
+  EXPECT_TRUE(conv_relu_pool_fusable(geom({.n = 256, .c = 4, .h = 7, .w = 7, .oc = 128, .kh = 3, .kw = 3, .ph = 1, .pw = 1})));
+  const ConvGeom grouped = conv_geom<2>("conv2d", Shape{2, 32, 8, 8}, Shape{32, 16, 3, 3}, tensor::nn::ConvOptions<2>{{1, 1}, {1, 1}, {1, 1}, 2});
+  EXPECT_FALSE(conv_relu_pool_fusable(grouped));
+}
+
+// The im2col + gemm fused block (conv_gemm_pool.hpp) against the f64 loops (tolerance 1e-5,
+// as the unfused route's tests) and against conv_forward's im2col + gemm then relu then the
+// pool (within 1e-6 relative: the same gemm per sample, a different column split where the
+// block is not the whole plane; measured equal bit for bit on these cases), with a guard
+// element past the output.
+void check_gemm_relu_pool(const Case& k, const std::string& what) {
+  const ConvGeom g = geom(k);
+  ASSERT_TRUE(conv_relu_pool_fusable(g)) << what;
+  const auto x = rnd(k.n * k.c * k.h * k.w, 19 + static_cast<std::uint32_t>(k.h));
+  const auto w = rnd(k.oc * k.c * k.kh * k.kw, 23 + static_cast<std::uint32_t>(k.oc));
+  const auto b = rnd(k.oc, 29);
+  const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(b);
+  const std::size_t py = g.out[1] / 2, px = g.out[2] / 2;
+  std::vector<float> y(k.n * k.oc * py * px + 1, -7.0f);
+  reset_conv_forward_routes();
+  conv_relu_pool_forward(g, xf.data(), wf.data(), k.bias ? bf.data() : nullptr, y.data());
+  EXPECT_EQ(conv_forward_routes(), "im2col + gemm + relu + max-pool 2x2 [" + std::to_string(k.c) + "->" +
+                                       std::to_string(k.oc) + " " + std::to_string(k.kh) + "x" + std::to_string(k.kw) + "]")
+      << what;
+  EXPECT_EQ(y.back(), -7.0f) << what;
+  y.pop_back();
+  expect_close(y, relu_pool_reference(k, reference(k, x, w, b)), 1e-5, what);
+  std::vector<float> conv(k.n * k.oc * g.out_size());
+  conv_forward(g, xf.data(), wf.data(), k.bias ? bf.data() : nullptr, conv.data());
+  std::vector<double> unfused(y.size());
+  std::size_t zeros = 0, differ = 0;
+  for (std::size_t p = 0; p < k.n * k.oc; ++p)
+    for (std::size_t i = 0; i < py; ++i)
+      for (std::size_t j = 0; j < px; ++j) {
+        float m = 0.0f;
+        for (std::size_t a = 0; a < 2; ++a)
+          for (std::size_t e = 0; e < 2; ++e) m = std::max(m, conv[(p * g.out[1] + 2 * i + a) * g.out[2] + 2 * j + e]);
+        const std::size_t at = (p * py + i) * px + j;
+        unfused[at] = m;
+        zeros += y[at] == 0.0f;
+        differ += y[at] != m;
+      }
+  expect_close(y, unfused, 1e-6, what + " against the unfused path");
+  EXPECT_EQ(differ, 0u) << what << ": not bit for bit with the unfused path (allowed within 1e-6; say so)";
+  if (y.size() >= 100) {
+    EXPECT_GT(zeros, 0u) << what << ": relu never clamped (a weak case)";
+  }
+  EXPECT_LT(zeros, y.size()) << what;
+}
+
+TEST(CpuConvDirect, FusedReluPoolOnTheGemmRoute) {
+  const Case cases[] = {
+      {.n = 5, .c = 32, .h = 14, .w = 14, .oc = 64, .kh = 3, .kw = 3, .ph = 1, .pw = 1},  // the CNN's second block
+      {.n = 3, .c = 32, .h = 9, .w = 11, .oc = 16, .kh = 3, .kw = 3, .bias = false},      // 7x9 output
+      {.n = 2, .c = 8, .h = 13, .w = 12, .oc = 12, .kh = 3, .kw = 5, .sh = 2, .sw = 1, .ph = 1, .pw = 2, .dw = 2},
+      {.n = 1, .c = 16, .h = 4, .w = 5, .oc = 8, .kh = 3, .kw = 3, .bias = false},  // a 2x3 output: one pooled row
+      {.n = 3, .c = 6, .h = 10, .w = 10, .oc = 7, .kh = 1, .kw = 1},                // pointwise
+      // several row blocks per sample (block of kGemmPoolBlockBytes / ((Kc + oc) * out_w * 4) rows)
+      {.n = 2, .c = 64, .h = 61, .w = 60, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1},
+  };
+  EXPECT_LT(gemm_relu_pool_rows(geom(cases[5])), 60u);
+  for (std::size_t i = 0; i < std::size(cases); ++i) check_gemm_relu_pool(cases[i], "gemm fused case " + std::to_string(i));
+  // a 1-4 channel shape with the direct route off
+  set_conv_direct(false);
+  check_gemm_relu_pool({.n = 3, .c = 1, .h = 28, .w = 28, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1}, "gemm fused, direct off");
+  set_conv_direct(true);
 }
 
 // conv2d through dispatch on a view: x stored 3 columns wider and sliced back.

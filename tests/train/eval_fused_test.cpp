@@ -1,8 +1,11 @@
 // tensorctl eval's fused first block (tools/eval_fused.hpp) in the cnn (tools/train/model.hpp):
 // the model with the hook installed gives the same logits, bit for bit, as on its modules, for
 // f32 weights and for q8s / q4s weights (conv1 then runs dequantized, as dispatch runs it);
-// the first block takes the fused route and the second does not; the hook declines what its
-// kernel lacks (autodiff, a shape off the direct route, a quantized weight on an int8 route).
+// both blocks of the f32 cnn take a fused route (direct, then im2col + gemm); the second on
+// odd outputs against an f64 loop and the modules; the hook declines what its kernels lack
+// (autodiff, nothing to pool, a q4s weight run dequantized with K >= 32).
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,7 +60,84 @@ TEST(EvalFused, TheCnnGivesTheModulesLogitsBitForBit) {
   const Logits r = both(m, x);
   ASSERT_EQ(r.plain.size(), 37u * 10u);
   EXPECT_EQ(r.fused, r.plain);
-  EXPECT_EQ(r.routes, "direct small-C_in + relu + max-pool 2x2 [1->32 3x3]; im2col + gemm [32->64 3x3]");
+  // both blocks fused: the first on the direct kernel, the second on im2col + gemm (there the
+  // same single-threaded gemm per sample as the module's, so the same floats)
+  EXPECT_EQ(r.routes, "direct small-C_in + relu + max-pool 2x2 [1->32 3x3]; im2col + gemm + relu + max-pool 2x2 [32->64 3x3]");
+}
+
+// The second block's f32 fused route through the hook: odd conv outputs (7x9, 5x5: the last
+// row and column left out), with and without bias, against an f64 loop (1e-5) and against
+// the modules (conv2d, max_pool2d, relu: within 1e-6 relative, the gemm's rounding; equal
+// bit for bit measured here); 1-row / 1-column outputs declined.
+TEST(EvalFused, F32GemmBlockOnOddOutputs) {
+  const train::Model m = train::Model("cnn", 8, 8, 10, 3, Device::cpu()).detached();
+  struct Shape4 { std::size_t n, c, h, w, oc; };
+  for (const Shape4 k : {Shape4{5, 6, 7, 9, 16}, Shape4{3, 32, 5, 5, 8}})
+    for (const bool bias : {true, false}) {
+      tensor::nn::Conv2dConfig cfg;
+      cfg.channels = {k.c, k.oc};
+      cfg.kernel_size = {3, 3};
+      cfg.padding = tensor::nn::Padding<2>::explicit_({1, 1});
+      cfg.bias = bias;
+      const tensor::nn::Conv2d c(cfg, Device::cpu());
+      std::vector<float> v(k.n * k.c * k.h * k.w);
+      std::uint32_t seed = 7;
+      for (auto& e : v) {
+        seed = seed * 1664525u + 1013904223u;
+        e = static_cast<float>(seed >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
+      }
+      const auto x = Tensor<4>::from_data(TensorData::from<float>(v, Shape{k.n, k.c, k.h, k.w}), Device::cpu());
+      const std::string what = std::to_string(k.c) + "->" + std::to_string(k.oc) + " bias " + std::to_string(bias);
+      const auto want = m.relu.forward(m.pool.forward(c.forward(x))).to_vec<float>();
+      tensor::cpu::nn::reset_conv_forward_routes();
+      const auto got = tensorctl::cpu_conv_relu_pool(x, c);
+      ASSERT_TRUE(got.has_value()) << what;
+      EXPECT_EQ(tensor::cpu::nn::conv_forward_routes(), "im2col + gemm + relu + max-pool 2x2 [" + std::to_string(k.c) + "->" +
+                                                            std::to_string(k.oc) + " 3x3]") << what;
+      ASSERT_EQ(got->shape(), (Shape{k.n, k.oc, k.h / 2, k.w / 2})) << what;
+      const auto g = got->to_vec<float>();
+      // f64 loop: relu(max over the window of bias + sum w * x), padding 1
+      const auto wv = c.weight.to_vec<float>();
+      const auto bv = bias ? c.bias->to_vec<float>() : std::vector<float>(k.oc, 0.0f);
+      const std::size_t py = k.h / 2, px = k.w / 2;
+      std::size_t clamped = 0;
+      for (std::size_t n = 0; n < k.n; ++n)
+        for (std::size_t o = 0; o < k.oc; ++o)
+          for (std::size_t i = 0; i < py; ++i)
+            for (std::size_t j = 0; j < px; ++j) {
+              double best = 0.0;  // relu
+              for (std::size_t a = 0; a < 2; ++a)
+                for (std::size_t e = 0; e < 2; ++e) {
+                  double s = bv[o];
+                  for (std::size_t ci = 0; ci < k.c; ++ci)
+                    for (std::size_t u = 0; u < 3; ++u)
+                      for (std::size_t t = 0; t < 3; ++t) {
+                        const auto r = static_cast<std::int64_t>(2 * i + a + u) - 1, q = static_cast<std::int64_t>(2 * j + e + t) - 1;
+                        if (r < 0 || q < 0 || r >= static_cast<std::int64_t>(k.h) || q >= static_cast<std::int64_t>(k.w)) continue;
+                        s += static_cast<double>(wv[((o * k.c + ci) * 3 + u) * 3 + t]) *
+                             static_cast<double>(v[((n * k.c + ci) * k.h + static_cast<std::size_t>(r)) * k.w + static_cast<std::size_t>(q)]);
+                      }
+                  best = std::max(best, s);
+                }
+              const std::size_t at = ((n * k.oc + o) * py + i) * px + j;
+              clamped += best == 0.0;
+              EXPECT_NEAR(g[at], best, 1e-5 * (1.0 + std::abs(best))) << what << " at " << at;
+              EXPECT_NEAR(g[at], want[at], 1e-6 * (1.0 + std::abs(want[at]))) << what << " at " << at;
+            }
+      EXPECT_GT(clamped, 0u) << what;
+      EXPECT_EQ(g, want) << what << ": within 1e-6 of the modules, but not bit for bit";
+    }
+  // a 1x7 conv output (3 rows, no padding) has nothing to pool: declined
+  tensor::nn::Conv2dConfig cfg;
+  cfg.channels = {32, 8};
+  cfg.kernel_size = {3, 3};
+  const tensor::nn::Conv2d c(cfg, Device::cpu());
+  const auto x = Tensor<4>::from_data(TensorData::from<float>(std::vector<float>(2 * 32 * 3 * 9, 0.5f), Shape{2, 32, 3, 9}),
+                                      Device::cpu());
+  EXPECT_FALSE(tensorctl::cpu_conv_relu_pool(x, c).has_value());
+  const auto xt = Tensor<4>::from_data(TensorData::from<float>(std::vector<float>(2 * 32 * 9 * 3, 0.5f), Shape{2, 32, 9, 3}),
+                                       Device::cpu());
+  EXPECT_FALSE(tensorctl::cpu_conv_relu_pool(xt, c).has_value());
 }
 
 TEST(EvalFused, QuantizedWeightsGiveTheModulesLogitsBitForBit) {
@@ -113,12 +193,12 @@ TEST(EvalFused, Int8ConvEpilogueOnOddOutputs) {
 }
 
 TEST(EvalFused, DeclinesWhatItsKernelLacks) {
-  // the second conv (32 input channels) is not the direct route's
+  // both convs of the f32 cnn are taken (the second on im2col + gemm)
   const train::Model m = train::Model("cnn", 8, 8, 10, 1, Device::cpu()).detached();
   EXPECT_TRUE(tensorctl::cpu_conv_relu_pool(images(2, 8, 8, 1), *m.conv1).has_value());
   const auto h = Tensor<4>::from_data(TensorData::from<float>(std::vector<float>(2 * 32 * 4 * 4, 0.5f), Shape{2, 32, 4, 4}),
                                       Device::cpu());
-  EXPECT_FALSE(tensorctl::cpu_conv_relu_pool(h, *m.conv2).has_value());
+  EXPECT_TRUE(tensorctl::cpu_conv_relu_pool(h, *m.conv2).has_value());
   // a q4s conv2 (blocks of 32 input channels: not per output channel, so not the int8 route
   // but the float conv on the dequantized weight, K = 288): left to the modules
   train::Model q = m.detached();

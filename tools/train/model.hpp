@@ -113,7 +113,7 @@ QuantizedSize quantize_weights(Model& model, const std::string& scheme);
 // the cnn's forward offers it each conv -> max-pool -> relu block, and the hook returns
 // relu(max_pool2d(conv(x), 2x2)) or nullopt where it does not take the block (another device
 // or dtype, a shape or a quantized route its kernels lack), and forward then runs the modules. A hook must give the
-// modules' values; it bypasses autodiff and graph capture, so only evaluation installs one.
+// modules' values (up to a float gemm's rounding: a different split may round differently); it bypasses autodiff and graph capture, so only evaluation installs one.
 using ConvReluPool = std::optional<tensor::Tensor<4>> (*)(const tensor::Tensor<4>& x, const tensor::nn::Conv2d& conv);
 void set_conv_relu_pool_hook(ConvReluPool hook);
 
