@@ -55,6 +55,58 @@ void MaxPool2x2RowF32(const float* HWY_RESTRICT r0, const float* HWY_RESTRICT r1
   }
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// One window row of outputs [j, j + lanes) of max_pool_2x2_relu_rows_f32 (lanes <= N; the
+// loads cover 2N inputs of each row, within the caller's slack).
+template <class D>
+HWY_INLINE void PoolReluBlock(D d, const float* HWY_RESTRICT r0, const float* HWY_RESTRICT r1, float* HWY_RESTRICT y,
+                              size_t lanes) {
+  const size_t N = hn::Lanes(d);
+  const auto a0 = hn::LoadU(d, r0), a1 = hn::LoadU(d, r0 + N);
+  const auto b0 = hn::LoadU(d, r1), b1 = hn::LoadU(d, r1 + N);
+  auto best = hn::ConcatEven(d, a1, a0);
+  best = Take(d, best, hn::ConcatOdd(d, a1, a0));
+  best = Take(d, best, hn::ConcatEven(d, b1, b0));
+  best = Take(d, best, hn::ConcatOdd(d, b1, b0));
+  const auto zero = hn::Zero(d);
+  best = hn::IfThenElse(hn::Le(best, zero), zero, best);
+  if (lanes >= N) {
+    hn::StoreU(best, d, y);
+  } else {
+    hn::BlendedStore(best, hn::FirstN(d, lanes), d, y);
+  }
+}
+
+#endif
+
+void MaxPool2x2ReluRowsF32(const float* HWY_RESTRICT x, size_t channels, size_t in_w, float* HWY_RESTRICT y,
+                           size_t y_stride) {
+  const size_t out_w = in_w / 2;
+#if HWY_TARGET == HWY_SCALAR
+  for (size_t c = 0; c < channels; ++c) {
+    const float* r0 = x + c * 2 * in_w;
+    const float* r1 = r0 + in_w;
+    for (size_t j = 0; j < out_w; ++j) {
+      float best = r0[2 * j];
+      best = TakeScalar(best, r0[2 * j + 1]);
+      best = TakeScalar(best, r1[2 * j]);
+      best = TakeScalar(best, r1[2 * j + 1]);
+      y[c * y_stride + j] = best <= 0.0f ? 0.0f : best;
+    }
+  }
+#else
+  // at most 16 lanes: two vectors of each row stay within kPoolRowsSlack
+  const hn::CappedTag<float, kPoolRowsSlack / 2> d;
+  const size_t N = hn::Lanes(d);
+  for (size_t c = 0; c < channels; ++c) {
+    const float* r0 = x + c * 2 * in_w;
+    const float* r1 = r0 + in_w;
+    float* yc = y + c * y_stride;
+    for (size_t j = 0; j < out_w; j += N) PoolReluBlock(d, r0 + 2 * j, r1 + 2 * j, yc + j, out_w - j);
+  }
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tensor::cpu::simd
 HWY_AFTER_NAMESPACE();
@@ -63,6 +115,11 @@ HWY_AFTER_NAMESPACE();
 namespace tensor::cpu::simd {
 
 HWY_EXPORT(MaxPool2x2RowF32);
+HWY_EXPORT(MaxPool2x2ReluRowsF32);
+
+void max_pool_2x2_relu_rows_f32(const float* x, std::size_t channels, std::size_t in_w, float* y, std::size_t y_stride) {
+  HWY_DYNAMIC_DISPATCH(MaxPool2x2ReluRowsF32)(x, channels, in_w, y, y_stride);
+}
 
 void max_pool_2x2_row_f32(const float* r0, const float* r1, float* y, std::size_t out_w) {
   HWY_DYNAMIC_DISPATCH(MaxPool2x2RowF32)(r0, r1, y, out_w);

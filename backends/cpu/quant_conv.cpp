@@ -29,10 +29,12 @@
 #include "backends/cpu/gemm.hpp"
 #include "backends/cpu/layout_hwy.hpp"
 #include "backends/cpu/parallel.hpp"
+#include "backends/cpu/pool_hwy.hpp"
 #include "backends/cpu/quant.hpp"
 #include "backends/cpu/quant_hwy.hpp"
 #include "backends/cpu/quant_internal.hpp"
 #include "dispatch/quant.hpp"
+#include "dispatch/quant_model.hpp"
 #include "lib/core/nn_shape.hpp"
 
 namespace tensor::cpu::qdetail {
@@ -134,14 +136,35 @@ void nhwc_to_nchw(const float* y, const float* scale, const float* bias, std::in
   parallel_chunks(static_cast<std::size_t>(n), image);
 }
 
+// out[n, c, i, j] = relu(the 2x2 max pool of nhwc_to_nchw's image n at rows 2i, 2i+1, columns
+// 2j, 2j+1), out [N, C, OH/2, OW/2]: each image made NCHW in a per-thread block (in cache), as
+// nhwc_to_nchw makes it (so the same floats), then pooled and relu'd from there.
+void nhwc_to_nchw_relu_pool(const float* y, const float* scale, const float* bias, std::int64_t n, std::int64_t oh,
+                            std::int64_t ow, std::int64_t c, float* out) {
+  const std::int64_t p = oh * ow, py = oh / 2, px = ow / 2;
+  auto image = [&](std::size_t i) {
+    thread_local std::vector<float> plane;
+    const auto need = static_cast<std::size_t>(p * c) + simd::kPoolRowsSlack;
+    if (plane.size() < need) plane.resize(need);
+    nhwc_to_nchw(y + static_cast<std::int64_t>(i) * p * c, scale != nullptr ? scale + i : nullptr, bias, 1, p, c, plane.data());
+    float* oi = out + static_cast<std::int64_t>(i) * c * py * px;
+    for (std::int64_t ch = 0; ch < c; ++ch)  // the channel's row pairs (an odd last row left out)
+      simd::max_pool_2x2_relu_rows_f32(plane.data() + ch * p, static_cast<std::size_t>(py), static_cast<std::size_t>(ow),
+                                       oi + ch * py * px, static_cast<std::size_t>(px));
+  };
+  parallel_chunks(static_cast<std::size_t>(n), image);
+}
+
 // The int8 convolution of x (contiguous f32 [N, C, H, W]) into out (f32 [N, OC, OH, OW]);
 // false where oneDNN has no kernel for the shape (`refused` set) or an image is not finite.
 // The batch goes in chunks of images on parallel_chunks, each chunk start to end on one
 // thread (quantize, oneDNN's primitive on one OpenMP thread, NCHW + scale + bias): as the
 // f32 conv does (GemmThreadScope), no OpenMP team whose spinning workers would compete with
 // the library's threads on a shared machine, and each chunk's data stays in that core's cache.
+// With relu_pool, out is relu(max_pool2d(conv, 2x2)) [N, OC, OH/2, OW/2] instead (the pool and
+// relu in the NCHW epilogue: the full-size output is never stored).
 bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const Shape& xs, const core::ConvArgs& a,
-                 std::int64_t oh, std::int64_t ow, const float* bias, float* out, bool& refused) {
+                 std::int64_t oh, std::int64_t ow, const float* bias, float* out, bool& refused, bool relu_pool = false) {
   const auto n = static_cast<std::int64_t>(xs[0]), c = static_cast<std::int64_t>(xs[1]);
   const auto hw = static_cast<std::int64_t>(xs[2] * xs[3]);
   const auto oc = static_cast<std::int64_t>(w.shape()[0]);
@@ -210,7 +233,11 @@ bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const
       failed = true;
       return;
     }
-    nhwc_to_nchw(y.data(), scale.data(), bias, cnt, oh * ow, oc, out + i0 * oc * oh * ow);
+    if (relu_pool) {
+      nhwc_to_nchw_relu_pool(y.data(), scale.data(), bias, cnt, oh, ow, oc, out + i0 * oc * (oh / 2) * (ow / 2));
+    } else {
+      nhwc_to_nchw(y.data(), scale.data(), bias, cnt, oh * ow, oc, out + i0 * oc * oh * ow);
+    }
   };
   parallel_chunks(static_cast<std::size_t>(chunks), chunk);
   if (failed) return false;
@@ -300,3 +327,48 @@ Prim q_conv2d_entry(Prim px, Prim pw, Prim pbias, const dispatch::QConvArgs& qa)
 }
 
 }  // namespace tensor::cpu::qdetail
+
+namespace tensor::cpu {
+
+dispatch::Prim q_conv2d_relu_pool(const dispatch::Primitive& x, const dispatch::Primitive& w, const dispatch::Primitive* bias,
+                                  const tensor::nn::ConvOptions<2>& options) {
+#if TENSOR_HAVE_ONEDNN
+  namespace q = dispatch::quant;
+  const auto* qw = dynamic_cast<const q::QuantPrim*>(&w);
+  const auto* xc = dynamic_cast<const CpuTensor*>(&x);
+  const auto* bc = bias != nullptr ? dynamic_cast<const CpuTensor*>(bias) : nullptr;
+  if (qw == nullptr || xc == nullptr || (bias != nullptr && bc == nullptr)) return nullptr;
+  if (xc->dtype() != DType::F32 || !xc->is_contiguous() || (bc && (bc->dtype() != DType::F32 || !bc->is_contiguous())))
+    return nullptr;
+  const Shape& ws = qw->shape();
+  if (x.shape().rank() != 4 || ws.rank() != 4 || ws[0] == 0) return nullptr;
+  // dispatch's conv_quantized rule for the int8 route (dispatch/rules/quant.cpp): groups 1,
+  // at least kMinIntK (32) products per output, per-output-channel (or per-tensor) scales
+  const core::ConvArgs a = core::normalized(core::conv_args(options), 2);
+  if (a.groups != 1 || ws.num_elements() / ws[0] < 32) return nullptr;
+  if (qw->scheme().level.is_block() && q::grid_shape("conv2d", ws, qw->scheme()) != Shape{ws[0], 1, 1, 1}) return nullptr;
+  Shape out;
+  try {
+    const Shape bs = bias != nullptr ? bias->shape() : Shape{};
+    out = core::conv_output_shape("q_conv2d", x.shape(), ws, a, bias != nullptr ? &bs : nullptr);
+  } catch (const std::exception&) {
+    return nullptr;  // the modules report it
+  }
+  if (out[0] == 0 || out[2] < 2 || out[3] < 2) return nullptr;
+  const auto oh = static_cast<std::int64_t>(out[2]), ow = static_cast<std::int64_t>(out[3]);
+  auto cache = qw->cache<qdetail::ConvWeight>([] { return std::make_shared<qdetail::ConvWeight>(); });
+  CpuRef y = alloc_tensor(DType::F32, Shape{out[0], out[1], out[2] / 2, out[3] / 2});
+  bool refused = false;
+  const float* b = bc ? reinterpret_cast<const float*>(bc->data()) : nullptr;
+  if (!qdetail::onednn_conv(*qw, *cache, reinterpret_cast<const float*>(xc->data()), x.shape(), a, oh, ow, b,
+                            reinterpret_cast<float*>(y->data()), refused, true))
+    return nullptr;  // no oneDNN kernel, or an image that is not finite: the modules' routes
+  qdetail::set_conv_route(last_q_conv2d_route() + " + relu + max-pool 2x2");
+  return dispatch::Prim(std::move(y));
+#else
+  (void)x, (void)w, (void)bias, (void)options;
+  return nullptr;
+#endif
+}
+
+}  // namespace tensor::cpu

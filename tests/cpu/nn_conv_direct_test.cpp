@@ -2,12 +2,14 @@
 // kernel conv_hwy.hpp): conv_forward on that route against a plain f64 loop over the
 // definition, on every compiled Highway target, over strides, paddings, dilations, odd
 // widths (vector tails), channel counts that are not a multiple of 8, with and without
-// bias; the route's name; which shapes take it; and conv2d through the public API on a
-// sliced input view.
+// bias; the route's name; which shapes take it; conv2d through the public API on a sliced
+// input view; and the fused conv -> relu -> 2x2 max pool block on both routes (direct and
+// im2col + gemm, conv_gemm_pool.hpp).
 #include <gtest/gtest.h>
 
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -20,6 +22,7 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/nn/conv.hpp"
 #include "backends/cpu/nn/conv_direct.hpp"
+#include "backends/cpu/nn/conv_gemm_pool.hpp"
 #include "nn_test_util.hpp"
 
 namespace tensor::cpu::nn::test {
@@ -145,6 +148,173 @@ TEST(CpuConvDirect, TheRouteTakesSmallChannelCountsOnly) {
   set_conv_direct(true);
   EXPECT_EQ(conv_forward_routes(), "direct small-C_in [1->8 3x3]; im2col + gemm [1->8 3x3]");
   expect_close(on, off, 1e-5, "direct vs im2col + gemm");
+}
+
+// max_pool2d(relu(y), 2x2, stride 2, floor) of a conv output y [n][oc][oh][ow], in f64, in
+// torch's order (relu first, then the max of each window).
+std::vector<double> relu_pool_reference(const Case& k, const std::vector<double>& y) {
+  const std::size_t oh = out_extent(k.h, k.kh, k.sh, k.ph, k.dh), ow = out_extent(k.w, k.kw, k.sw, k.pw, k.dw);
+  const std::size_t py = oh / 2, px = ow / 2;
+  std::vector<double> out(k.n * k.oc * py * px);
+  for (std::size_t p = 0; p < k.n * k.oc; ++p)
+    for (std::size_t i = 0; i < py; ++i)
+      for (std::size_t j = 0; j < px; ++j) {
+        double m = -1e300;
+        for (std::size_t a = 0; a < 2; ++a)
+          for (std::size_t e = 0; e < 2; ++e) m = std::max(m, std::max(0.0, y[(p * oh + 2 * i + a) * ow + 2 * j + e]));
+        out[(p * py + i) * px + j] = m;
+      }
+  return out;
+}
+
+void check_relu_pool(const Case& k, const std::string& what) {
+  const ConvGeom g = geom(k);
+  ASSERT_TRUE(direct_small_cin_relu_pool_supported(g)) << what;
+  const auto x = rnd(k.n * k.c * k.h * k.w, 11 + static_cast<std::uint32_t>(k.h));
+  const auto w = rnd(k.oc * k.c * k.kh * k.kw, 13 + static_cast<std::uint32_t>(k.oc));
+  const auto b = rnd(k.oc, 17);
+  const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(b);
+  const std::size_t py = g.out[1] / 2, px = g.out[2] / 2;
+  // a guard element past the end: the kernel writes exactly n * oc * py * px outputs
+  std::vector<float> y(k.n * k.oc * py * px + 1, -7.0f);
+  direct_small_cin_relu_pool_forward(g, xf.data(), wf.data(), k.bias ? bf.data() : nullptr, y.data());
+  EXPECT_EQ(y.back(), -7.0f) << what;
+  y.pop_back();
+  const auto want = relu_pool_reference(k, reference(k, x, w, b));
+  expect_close(y, want, 1e-5, what);
+  // the unfused path (conv, then relu, then the 2x2 max pool) gives the same floats
+  std::vector<float> conv(k.n * k.oc * g.out_size());
+  direct_small_cin_forward(g, xf.data(), wf.data(), k.bias ? bf.data() : nullptr, conv.data());
+  std::size_t zeros = 0;
+  for (std::size_t p = 0; p < k.n * k.oc; ++p)
+    for (std::size_t i = 0; i < py; ++i)
+      for (std::size_t j = 0; j < px; ++j) {
+        float m = 0.0f;
+        for (std::size_t a = 0; a < 2; ++a)
+          for (std::size_t e = 0; e < 2; ++e) m = std::max(m, conv[(p * g.out[1] + 2 * i + a) * g.out[2] + 2 * j + e]);
+        const float got = y[(p * py + i) * px + j];
+        zeros += got == 0.0f;
+        ASSERT_EQ(got, m) << what << " at " << p << "," << i << "," << j;
+      }
+  if (y.size() >= 100) {
+    EXPECT_GT(zeros, 0u) << what << ": relu never clamped (a weak case)";
+  }
+  EXPECT_LT(zeros, y.size()) << what;
+}
+
+// The fused first block (conv -> bias -> relu -> 2x2 max pool) against loops on every
+// compiled target: odd conv output heights and widths (the last row / column dropped, as
+// max_pool2d's floor), strides, padding, dilation, channel counts off a multiple of 8.
+TEST(CpuConvDirect, FusedReluPoolMatchesLoopsOnEveryCompiledTarget) {
+  const Case cases[] = {
+      {.n = 3, .c = 1, .h = 28, .w = 28, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1},  // the CNN's first block
+      {.n = 2, .c = 3, .h = 17, .w = 19, .oc = 13, .kh = 5, .kw = 5, .bias = false},     // 13x15 conv output
+      {.n = 2, .c = 2, .h = 21, .w = 23, .oc = 5, .kh = 3, .kw = 5, .sh = 2, .sw = 2, .ph = 1, .pw = 2},
+      {.n = 1, .c = 4, .h = 15, .w = 37, .oc = 9, .kh = 3, .kw = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 3},
+      {.n = 2, .c = 1, .h = 3, .w = 3, .oc = 8, .kh = 2, .kw = 2},  // a 2x2 conv output: one pooled value
+  };
+  const std::vector<std::int64_t> targets = compiled_targets();
+  ASSERT_FALSE(targets.empty());
+  for (const std::int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    const std::string name = hwy::TargetName(t);
+    for (std::size_t i = 0; i < std::size(cases); ++i) check_relu_pool(cases[i], name + " fused case " + std::to_string(i));
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  // threads: row blocks of one sample, and a batch
+  check_relu_pool({.n = 1, .c = 1, .h = 96, .w = 97, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1}, "fused, one large sample");
+  check_relu_pool({.n = 40, .c = 1, .h = 28, .w = 28, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1}, "fused, a batch");
+}
+
+TEST(CpuConvDirect, FusedReluPoolRouteAndShapes) {
+  const ConvGeom g = geom({.n = 2, .c = 1, .h = 10, .w = 11, .oc = 8, .kh = 3, .kw = 3, .ph = 1, .pw = 1});
+  EXPECT_TRUE(conv_relu_pool_fusable(g));
+  const auto x = cast<float>(rnd(2 * 10 * 11, 1)), w = cast<float>(rnd(8 * 9, 2));
+  std::vector<float> y(2 * 8 * 5 * 5);
+  reset_conv_forward_routes();
+  conv_relu_pool_forward(g, x.data(), w.data(), nullptr, y.data());
+  EXPECT_EQ(conv_forward_routes(), "direct small-C_in + relu + max-pool 2x2 [1->8 3x3]");
+  // with the direct route off, the same shape goes to im2col + gemm, fused there too
+  set_conv_direct(false);
+  EXPECT_TRUE(conv_relu_pool_fusable(g));
+  reset_conv_forward_routes();
+  conv_relu_pool_forward(g, x.data(), w.data(), nullptr, y.data());
+  set_conv_direct(true);
+  EXPECT_EQ(conv_forward_routes(), "im2col + gemm + relu + max-pool 2x2 [1->8 3x3]");
+  // a 1-row or 1-column conv output has nothing to pool: neither route takes it
+  EXPECT_FALSE(direct_small_cin_relu_pool_supported(geom({.n = 1, .c = 2, .h = 1, .w = 50, .oc = 8, .kh = 1, .kw = 4})));
+  EXPECT_FALSE(conv_relu_pool_fusable(geom({.n = 1, .c = 2, .h = 1, .w = 50, .oc = 8, .kh = 1, .kw = 4})));
+  EXPECT_FALSE(conv_relu_pool_fusable(geom({.n = 2, .c = 32, .h = 9, .w = 3, .oc = 16, .kh = 3, .kw = 3})));  // 7x1
+  EXPECT_FALSE(conv_relu_pool_fusable(geom({.n = 2, .c = 32, .h = 3, .w = 9, .oc = 16, .kh = 3, .kw = 3})));  // 1x7
+  // the im2col shapes take the gemm route; groups do not
+  EXPECT_TRUE(conv_relu_pool_fusable(geom({.n = 256, .c = 4, .h = 7, .w = 7, .oc = 128, .kh = 3, .kw = 3, .ph = 1, .pw = 1})));
+  const ConvGeom grouped = conv_geom<2>("conv2d", Shape{2, 32, 8, 8}, Shape{32, 16, 3, 3}, tensor::nn::ConvOptions<2>{{1, 1}, {1, 1}, {1, 1}, 2});
+  EXPECT_FALSE(conv_relu_pool_fusable(grouped));
+}
+
+// The im2col + gemm fused block (conv_gemm_pool.hpp) against the f64 loops (tolerance 1e-5,
+// as the unfused route's tests) and against conv_forward's im2col + gemm then relu then the
+// pool (within 1e-6 relative: the same gemm per sample, a different column split where the
+// block is not the whole plane may round differently; the count of differing floats is
+// recorded, 0 on these cases when written), with a guard
+// element past the output.
+void check_gemm_relu_pool(const Case& k, const std::string& what) {
+  const ConvGeom g = geom(k);
+  ASSERT_TRUE(conv_relu_pool_fusable(g)) << what;
+  const auto x = rnd(k.n * k.c * k.h * k.w, 19 + static_cast<std::uint32_t>(k.h));
+  const auto w = rnd(k.oc * k.c * k.kh * k.kw, 23 + static_cast<std::uint32_t>(k.oc));
+  const auto b = rnd(k.oc, 29);
+  const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(b);
+  const std::size_t py = g.out[1] / 2, px = g.out[2] / 2;
+  std::vector<float> y(k.n * k.oc * py * px + 1, -7.0f);
+  reset_conv_forward_routes();
+  conv_relu_pool_forward(g, xf.data(), wf.data(), k.bias ? bf.data() : nullptr, y.data());
+  EXPECT_EQ(conv_forward_routes(), "im2col + gemm + relu + max-pool 2x2 [" + std::to_string(k.c) + "->" +
+                                       std::to_string(k.oc) + " " + std::to_string(k.kh) + "x" + std::to_string(k.kw) + "]")
+      << what;
+  EXPECT_EQ(y.back(), -7.0f) << what;
+  y.pop_back();
+  expect_close(y, relu_pool_reference(k, reference(k, x, w, b)), 1e-5, what);
+  std::vector<float> conv(k.n * k.oc * g.out_size());
+  conv_forward(g, xf.data(), wf.data(), k.bias ? bf.data() : nullptr, conv.data());
+  std::vector<double> unfused(y.size());
+  std::size_t zeros = 0, differ = 0;
+  for (std::size_t p = 0; p < k.n * k.oc; ++p)
+    for (std::size_t i = 0; i < py; ++i)
+      for (std::size_t j = 0; j < px; ++j) {
+        float m = 0.0f;
+        for (std::size_t a = 0; a < 2; ++a)
+          for (std::size_t e = 0; e < 2; ++e) m = std::max(m, conv[(p * g.out[1] + 2 * i + a) * g.out[2] + 2 * j + e]);
+        const std::size_t at = (p * py + i) * px + j;
+        unfused[at] = m;
+        zeros += y[at] == 0.0f;
+        differ += y[at] != m;
+      }
+  expect_close(y, unfused, 1e-6, what + " against the unfused path");
+  // bit for bit is not the contract (1e-6 is); recorded, 0 on every case here
+  ::testing::Test::RecordProperty(what + " floats differing from the unfused path", std::to_string(differ));
+  if (y.size() >= 100) {
+    EXPECT_GT(zeros, 0u) << what << ": relu never clamped (a weak case)";
+  }
+  EXPECT_LT(zeros, y.size()) << what;
+}
+
+TEST(CpuConvDirect, FusedReluPoolOnTheGemmRoute) {
+  const Case cases[] = {
+      {.n = 5, .c = 32, .h = 14, .w = 14, .oc = 64, .kh = 3, .kw = 3, .ph = 1, .pw = 1},  // the CNN's second block
+      {.n = 3, .c = 32, .h = 9, .w = 11, .oc = 16, .kh = 3, .kw = 3, .bias = false},      // 7x9 output
+      {.n = 2, .c = 8, .h = 13, .w = 12, .oc = 12, .kh = 3, .kw = 5, .sh = 2, .sw = 1, .ph = 1, .pw = 2, .dw = 2},
+      {.n = 1, .c = 16, .h = 4, .w = 5, .oc = 8, .kh = 3, .kw = 3, .bias = false},  // a 2x3 output: one pooled row
+      {.n = 3, .c = 6, .h = 10, .w = 10, .oc = 7, .kh = 1, .kw = 1},                // pointwise
+      // several row blocks per sample (block of kGemmPoolBlockBytes / ((Kc + oc) * out_w * 4) rows)
+      {.n = 2, .c = 64, .h = 61, .w = 60, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1},
+  };
+  EXPECT_LT(gemm_relu_pool_rows(geom(cases[5])), 60u);
+  for (std::size_t i = 0; i < std::size(cases); ++i) check_gemm_relu_pool(cases[i], "gemm fused case " + std::to_string(i));
+  // a 1-4 channel shape with the direct route off
+  set_conv_direct(false);
+  check_gemm_relu_pool({.n = 3, .c = 1, .h = 28, .w = 28, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1}, "gemm fused, direct off");
+  set_conv_direct(true);
 }
 
 // conv2d through dispatch on a view: x stored 3 columns wider and sliced back.

@@ -140,5 +140,46 @@ TEST(CpuPoolSimd, MaxPool2x2RowMatchesTheScalarRuleOnEveryCompiledTarget) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// The direct conv's fused epilogue: every channel's row pair pooled, then relu (x <= 0 ? 0 :
+// x, NaN kept), bit for bit against the scalar rule; odd widths, an output stride wider than
+// the row, nothing written between or after the output rows.
+TEST(CpuPoolSimd, MaxPool2x2ReluRowsMatchesTheScalarRuleOnEveryCompiledTarget) {
+  const std::vector<std::int64_t> targets = compiled_targets();
+  for (const std::int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    const std::string name = hwy::TargetName(t);
+    for (std::size_t in_w : {2u, 3u, 7u, 8u, 15u, 28u, 29u, 33u, 64u}) {
+      const std::size_t channels = 5, out_w = in_w / 2, stride = out_w + 3;
+      std::vector<float> x = values(channels * 2 * in_w + simd::kPoolRowsSlack, 9u + static_cast<std::uint32_t>(in_w));
+      const float nan1 = std::bit_cast<float>(0x7fc00001u), nan2 = std::bit_cast<float>(0xffc00002u);
+      for (std::size_t i = 0; i + 1 < channels * 2 * in_w; i += 11) x[i] = i % 2 ? nan1 : -0.0f;
+      for (std::size_t i = 5; i + 1 < channels * 2 * in_w; i += 17) x[i] = nan2;
+      std::vector<float> y(channels * stride, 12345.0f);
+      simd::max_pool_2x2_relu_rows_f32(x.data(), channels, in_w, y.data(), stride);
+      std::size_t zeros = 0, nans = 0;
+      for (std::size_t c = 0; c < channels; ++c) {
+        const float* r0 = x.data() + c * 2 * in_w;
+        for (std::size_t j = 0; j < stride; ++j) {
+          const float got = y[c * stride + j];
+          if (j >= out_w) {
+            ASSERT_EQ(got, 12345.0f) << name << " in_w " << in_w << ": wrote past row " << c;
+            continue;
+          }
+          const float m = ref_pool(r0, r0 + in_w, j), want = m <= 0.0f ? 0.0f : m;
+          zeros += got == 0.0f;
+          nans += std::isnan(got);
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want))
+              << name << " in_w " << in_w << " channel " << c << " at " << j;
+        }
+      }
+      if (in_w >= 28) {
+        EXPECT_GT(zeros, 0u) << name << " in_w " << in_w;
+        EXPECT_GT(nans, 0u) << name << " in_w " << in_w;
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 }  // namespace
 }  // namespace tensor::cpu::test

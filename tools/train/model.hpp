@@ -108,6 +108,15 @@ struct QuantizedSize {
 };
 QuantizedSize quantize_weights(Model& model, const std::string& scheme);
 
+// An inference-only fused block the tool may install (this library sees the public API only;
+// tensorctl eval installs the CPU's fused conv + 2x2 max pool + relu, tools/eval_fused.hpp):
+// the cnn's forward offers it each conv -> max-pool -> relu block, and the hook returns
+// relu(max_pool2d(conv(x), 2x2)) or nullopt where it does not take the block (another device
+// or dtype, a shape or a quantized route its kernels lack), and forward then runs the modules. A hook must give the
+// modules' values (up to a float gemm's rounding: a different split may round differently); it bypasses autodiff and graph capture, so only evaluation installs one.
+using ConvReluPool = std::optional<tensor::Tensor<4>> (*)(const tensor::Tensor<4>& x, const tensor::nn::Conv2d& conv);
+void set_conv_relu_pool_hook(ConvReluPool hook);
+
 // Mean cross-entropy of logits [N, C] against one-hot targets [N, C]:
 // -(log_softmax(logits) * targets).sum() / N (differentiable on an autodiff device).
 tensor::Tensor<1> cross_entropy(const tensor::Tensor<2>& logits, const tensor::Tensor<2>& one_hot);

@@ -21,6 +21,7 @@
 
 #include "backends/cpu/conv_hwy.hpp"
 #include "backends/cpu/nn/conv_direct.hpp"
+#include "backends/cpu/nn/conv_gemm_pool.hpp"
 #include "backends/cpu/nn/conv_onednn.hpp"
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/parallel.hpp"
@@ -761,6 +762,24 @@ void fold_forward(const ConvGeom& g, const double* cols, double* x) { fold_impl(
   void conv_transpose_backward_bias(const ConvGeom& g, const T* dy, T* db) {                                   \
     channel_sum(g.batch, g.c_in, g.in_size(), dy, db);                                                         \
   }
+
+// The fused block on the route conv_forward takes: direct small-C_in, else im2col + gemm.
+bool conv_relu_pool_fusable(const ConvGeom& g) {
+  if (conv_direct_enabled() && direct_small_cin(g)) return direct_small_cin_relu_pool_supported(g);
+  return gemm_relu_pool_supported(g);
+}
+void conv_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
+  if (conv_direct_enabled() && direct_small_cin(g)) {
+    note_route(g, "direct small-C_in + relu + max-pool 2x2");
+    direct_small_cin_relu_pool_forward(g, x, w, bias, y);
+    return;
+  }
+  note_route(g, "im2col + gemm + relu + max-pool 2x2");
+  gemm_relu_pool_forward(g, x, w, bias, y);
+}
+void im2col_rows(const ConvGeom& g, const float* x, float* cols, std::int64_t ra, std::int64_t rb) {
+  im2col(g, g.c_in, x, cols, ra, rb);
+}
 
 std::string conv_forward_routes() {
   std::string s;

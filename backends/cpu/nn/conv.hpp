@@ -81,6 +81,16 @@ void conv_transpose_backward_weight(const ConvGeom& g, const double* x, const do
 void conv_transpose_backward_bias(const ConvGeom& g, const float* dy, float* db);
 void conv_transpose_backward_bias(const ConvGeom& g, const double* dy, double* db);
 
+// A block fused: whether conv_relu_pool_forward takes g, and y = max_pool2d(relu(conv(x, w)
+// + bias), 2x2, stride 2, floor) [batch, c_out, out_h/2, out_w/2] for such a g, the pre-pool
+// activation never stored, on the route conv_forward would take: the direct small-C_in
+// kernel (conv_direct.hpp; at least a 2x2 output), noted "direct small-C_in + relu +
+// max-pool 2x2", else im2col + gemm per sample (conv_gemm_pool.hpp; 2-d, groups 1, at least
+// a 2x2 output), noted "im2col + gemm + relu + max-pool 2x2". For a caller that knows its
+// model runs exactly conv2d -> relu -> max_pool2d(2, 2) (tensorctl eval's CNN).
+bool conv_relu_pool_fusable(const ConvGeom& g);
+void conv_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);
+
 // The forward routes (f32/f64 conv_forward) the calling thread's convolutions took since
 // the last reset, distinct, "; "-separated, each "route [c_in->c_out khxkw]": "im2col + gemm",
 // "gemm (pointwise)", "direct depthwise", "direct small-C_in" (conv_direct.hpp).

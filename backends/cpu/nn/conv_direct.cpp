@@ -8,6 +8,7 @@
 #include "backends/cpu/conv_hwy.hpp"
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/parallel.hpp"
+#include "backends/cpu/pool_hwy.hpp"
 
 namespace tensor::cpu::nn {
 namespace {
@@ -82,46 +83,101 @@ bool direct_small_cin(const ConvGeom& g) {
   return g.out[2] >= 16 || g.c_in * g.kernel[1] * g.kernel[2] <= 9;
 }
 
-void direct_small_cin_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
-  const std::size_t kh = g.kernel[1], kw = g.kernel[2], taps = g.c_in * kh * kw;
-  const std::size_t sh = static_cast<std::size_t>(g.stride[1]), sw = static_cast<std::size_t>(g.stride[2]);
-  const std::size_t dh = static_cast<std::size_t>(g.dilation[1]), dw = static_cast<std::size_t>(g.dilation[2]);
-  const std::size_t out_h = g.out[1], out_w = g.out[2], P = g.out_size();
-  // weights [c_out][c_in][kh][kw] -> [c_out/8][taps][8], bias -> [c_out8], zero-padded
-  const std::size_t c_out8 = (g.c_out + 7) / 8 * 8;
-  std::vector<float> w8(c_out8 * taps, 0.0f), bias8(c_out8, 0.0f);
+namespace {
+
+// The weights [c_out][c_in][kh][kw] as [c_out/8][taps][8] and the bias as [c_out8], zero-padded
+// to a multiple of 8 output channels (the row kernel's layout).
+struct Packed {
+  std::vector<float> w8, bias8;
+};
+Packed pack(const ConvGeom& g, const float* w, const float* bias) {
+  const std::size_t taps = g.c_in * g.kernel[1] * g.kernel[2], c_out8 = (g.c_out + 7) / 8 * 8;
+  Packed p{std::vector<float>(c_out8 * taps, 0.0f), std::vector<float>(c_out8, 0.0f)};
   for (std::size_t o = 0; o < g.c_out; ++o) {
-    for (std::size_t t = 0; t < taps; ++t) w8[(o / 8) * taps * 8 + t * 8 + o % 8] = w[o * taps + t];
-    if (bias) bias8[o] = bias[o];
+    for (std::size_t t = 0; t < taps; ++t) p.w8[(o / 8) * taps * 8 + t * 8 + o % 8] = w[o * taps + t];
+    if (bias) p.bias8[o] = bias[o];
   }
-  const std::size_t row_len = out_w + ((kw - 1) * dw) / sw + simd::kConvRowsSlack;
+  return p;
+}
+
+std::size_t row_len_of(const ConvGeom& g) {
+  const std::size_t kw = g.kernel[2], sw = static_cast<std::size_t>(g.stride[2]), dw = static_cast<std::size_t>(g.dilation[2]);
+  return g.out[2] + ((kw - 1) * dw) / sw + simd::kConvRowsSlack;
+}
+
+// Runs body(n, oh0, oh1, prepared, rows) over samples n and blocks of output rows [oh0, oh1)
+// made of whole units of `unit_rows` rows (`units` per sample), on parallel_chunks when the
+// conv is worth threads; `prepared` holds the `rows` input rows the block reads (prepare()).
+template <class Body>
+void for_row_blocks(const ConvGeom& g, const float* x, std::size_t units, std::size_t unit_rows, Body body) {
+  const std::size_t kh = g.kernel[1], taps = g.c_in * kh * g.kernel[2], row_len = row_len_of(g);
+  const std::size_t sh = static_cast<std::size_t>(g.stride[1]), sw = static_cast<std::size_t>(g.stride[2]);
+  const std::size_t dh = static_cast<std::size_t>(g.dilation[1]);
   // Row blocks per sample: enough tasks for the threads when the batch is small.
   const int t = nn_threads();
-  const double work = static_cast<double>(g.batch * g.c_out * P) * static_cast<double>(taps);
+  const double work = static_cast<double>(g.batch * g.c_out * g.out_size()) * static_cast<double>(taps);
   const bool parallel = t > 1 && work >= kThreadsWork;
   std::size_t blocks = 1;
   if (parallel && g.batch < 4 * static_cast<std::size_t>(t))
-    blocks = std::min(out_h, (4 * static_cast<std::size_t>(t) + g.batch - 1) / g.batch);
+    blocks = std::min(units, (4 * static_cast<std::size_t>(t) + g.batch - 1) / g.batch);
   const std::size_t tasks = g.batch * blocks;
   const std::size_t in_plane = g.c_in * g.in_size();
   auto one = [&](std::size_t task) {
     const std::size_t n = task / blocks, b = task % blocks;
-    const std::size_t oh0 = out_h * b / blocks, oh1 = out_h * (b + 1) / blocks;
-    if (oh0 == oh1) return;
+    const std::size_t u0 = units * b / blocks, u1 = units * (b + 1) / blocks;
+    if (u0 == u1) return;
+    const std::size_t oh0 = u0 * unit_rows, oh1 = u1 * unit_rows;
     const std::size_t r0 = oh0 * sh, r1 = (oh1 - 1) * sh + (kh - 1) * dh + 1;
     thread_local std::vector<float> buf;
     const std::size_t need = g.c_in * sw * (r1 - r0) * row_len;
     if (buf.size() < need) buf.resize(need);
     prepare(g, x + n * in_plane, r0, r1, row_len, buf.data());
-    simd::ConvRows a{buf.data(), r1 - r0, row_len, w8.data(), bias8.data(), g.c_in, g.c_out, kh, kw, sh, sw, dh, dw,
-                     oh0, oh1, out_h, out_w, y + n * g.c_out * P};
-    simd::conv_rows_f32(a);
+    body(n, oh0, oh1, static_cast<const float*>(buf.data()), r1 - r0);
   };
   if (parallel && tasks > 1) {
     parallel_chunks(tasks, one);
   } else {
     for (std::size_t i = 0; i < tasks; ++i) one(i);
   }
+}
+
+}  // namespace
+
+void direct_small_cin_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
+  const Packed p = pack(g, w, bias);
+  const std::size_t sh = static_cast<std::size_t>(g.stride[1]), sw = static_cast<std::size_t>(g.stride[2]);
+  const std::size_t dh = static_cast<std::size_t>(g.dilation[1]), dw = static_cast<std::size_t>(g.dilation[2]);
+  const std::size_t out_h = g.out[1], out_w = g.out[2], P = g.out_size(), row_len = row_len_of(g);
+  for_row_blocks(g, x, out_h, 1, [&](std::size_t n, std::size_t oh0, std::size_t oh1, const float* buf, std::size_t rows) {
+    simd::ConvRows a{buf, rows, row_len, p.w8.data(), p.bias8.data(), g.c_in, g.c_out, g.kernel[1], g.kernel[2], sh, sw, dh, dw,
+                     oh0, oh1, out_h, out_w, y + n * g.c_out * P};
+    simd::conv_rows_f32(a);
+  });
+}
+
+bool direct_small_cin_relu_pool_supported(const ConvGeom& g) {
+  return direct_small_cin_supported(g) && g.out[1] >= 2 && g.out[2] >= 2;
+}
+
+void direct_small_cin_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
+  const Packed p = pack(g, w, bias);
+  const std::size_t sh = static_cast<std::size_t>(g.stride[1]), sw = static_cast<std::size_t>(g.stride[2]);
+  const std::size_t dh = static_cast<std::size_t>(g.dilation[1]), dw = static_cast<std::size_t>(g.dilation[2]);
+  const std::size_t out_w = g.out[2], py = g.out[1] / 2, px = out_w / 2, row_len = row_len_of(g);
+  // pooled rows in units of one (two conv rows each); an odd last conv row is never computed
+  for_row_blocks(g, x, py, 2, [&](std::size_t n, std::size_t oh0, std::size_t oh1, const float* buf, std::size_t rows) {
+    // two conv rows of every channel, [c_out][2][out_w], and the pool kernel's read slack
+    thread_local std::vector<float> pair;
+    if (pair.size() < g.c_out * 2 * out_w + simd::kPoolRowsSlack) pair.resize(g.c_out * 2 * out_w + simd::kPoolRowsSlack);
+    float* yn = y + n * g.c_out * py * px;
+    for (std::size_t oh = oh0; oh < oh1; oh += 2) {
+      // conv rows oh, oh + 1 as rows 0, 1 of a 2-row output, from the prepared rows they read
+      simd::ConvRows a{buf + (oh - oh0) * sh * row_len, rows, row_len, p.w8.data(), p.bias8.data(), g.c_in, g.c_out,
+                       g.kernel[1], g.kernel[2], sh, sw, dh, dw, 0, 2, 2, out_w, pair.data()};
+      simd::conv_rows_f32(a);
+      simd::max_pool_2x2_relu_rows_f32(pair.data(), g.c_out, out_w, yn + (oh / 2) * px, py * px);
+    }
+  });
 }
 
 }  // namespace tensor::cpu::nn

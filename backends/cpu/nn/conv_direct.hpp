@@ -18,4 +18,15 @@ bool direct_small_cin(const ConvGeom& g);
 // y = conv(x, w) + bias (bias may be null) for a g with direct_small_cin_supported(g).
 void direct_small_cin_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);
 
+// A network's first block in one pass: y = max_pool2d(relu(conv(x, w) + bias), kernel 2,
+// stride 2, no padding, floor), y [batch, c_out, out_h/2, out_w/2] where conv's output is
+// [batch, c_out, out_h, out_w]. Each pair of conv rows is computed into a small per-thread
+// block (L1-sized) and pooled from there, so the 4x larger pre-pool activation is never
+// stored; relu is applied after the max (relu is monotone, so max and relu commute: the same
+// values as relu then max-pool, NaN kept, -0 -> 0 either way).
+// Takes a g with direct_small_cin_relu_pool_supported(g): the direct kernel's shapes with at
+// least a 2x2 output.
+bool direct_small_cin_relu_pool_supported(const ConvGeom& g);
+void direct_small_cin_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);
+
 }  // namespace tensor::cpu::nn
