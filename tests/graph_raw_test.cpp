@@ -158,6 +158,18 @@ TEST(GraphRaw, BroadcastingOperandsStayOnTheirThunk) {
   EXPECT_EQ(g.outputs().to_vec<float>(), want);
 }
 
+// Three replays of g = x * s (broadcast) + 1 for x = [1, 2, 3, 4], s refreshed to 2, 3, 4.
+template <class G>
+void replay_scaled(G& g, const Tensor<1>& s) {  // G: the Graph of a Tensor<1>
+  for (int r = 0; r < 3; ++r) {
+    s.copy_from(Tensor<1>::from_data(TensorData::from<float>({static_cast<float>(r) + 2.0f}, {1}), kCpu));
+    g.replay();
+    std::vector<float> want(4);
+    for (std::size_t i = 0; i < 4; ++i) want[i] = static_cast<float>(i + 1) * (static_cast<float>(r) + 2.0f) + 1.0f;
+    EXPECT_EQ(g.outputs().template to_vec<float>(), want) << "replay " << r;
+  }
+}
+
 TEST(GraphRaw, OneElementBroadcastsRunRaw) {
   // e is an expand of a pinned 1-element tensor read only by raw nodes: the expand runs
   // nothing and x * e reads a tile of s's value (graph_fuse.cpp), refreshed at every replay.
@@ -166,13 +178,7 @@ TEST(GraphRaw, OneElementBroadcastsRunRaw) {
   auto g = capture(kCpu, [&] { return (x * s.expand(std::array<std::int64_t, 1>{4})) + 1.0; });
   const std::size_t before = g.stats().raw_nodes;
   EXPECT_EQ(before, 3u);
-  for (int r = 0; r < 3; ++r) {
-    s.copy_from(Tensor<1>::from_data(TensorData::from<float>({static_cast<float>(r) + 2.0f}, {1}), kCpu));
-    g.replay();
-    std::vector<float> want(4);
-    for (std::size_t i = 0; i < 4; ++i) want[i] = static_cast<float>(i + 1) * (static_cast<float>(r) + 2.0f) + 1.0f;
-    EXPECT_EQ(g.outputs().to_vec<float>(), want) << "replay " << r;
-  }
+  replay_scaled(g, s);
   EXPECT_EQ(g.stats().raw_nodes, 3u);
   EXPECT_EQ(allocations([&] { g.replay(); }), 0u) << "a raw replay allocates nothing";
 }
@@ -185,13 +191,7 @@ TEST(GraphRaw, BroadcastViewsLeaveTheRawPathAfterTheFirstReplay) {
   const auto s = Tensor<1>::from_data(TensorData::from<float>({0.5f}, {1}), kCpu);
   auto g = capture(kCpu, [&] { return (x * (s * 1.0).expand(std::array<std::int64_t, 1>{4})) + 1.0; });
   EXPECT_EQ(g.stats().raw_nodes, 3u);  // s * 1, x * e, + 1
-  for (int r = 0; r < 3; ++r) {
-    s.copy_from(Tensor<1>::from_data(TensorData::from<float>({static_cast<float>(r) + 2.0f}, {1}), kCpu));
-    g.replay();
-    std::vector<float> want(4);
-    for (std::size_t i = 0; i < 4; ++i) want[i] = static_cast<float>(i + 1) * (static_cast<float>(r) + 2.0f) + 1.0f;
-    EXPECT_EQ(g.outputs().to_vec<float>(), want) << "replay " << r;
-  }
+  replay_scaled(g, s);
   EXPECT_EQ(g.stats().raw_nodes, 2u);
 }
 
