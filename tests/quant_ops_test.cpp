@@ -5,6 +5,9 @@
 // quant_test.cpp; helpers in quant_test_util.hpp).
 #include "quant_test_util.hpp"
 
+#include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/quant.hpp"
+
 using namespace quant_test;
 
 // ---- step 2: the op-table rows (native on cpu, the default composition elsewhere) --------
@@ -188,6 +191,34 @@ TEST_P(Quant, QMatmulOfASingleRowAndExactCodes) {
   const auto wq = quantize(fl<2>(w, Shape{K, N}), q8s(), QuantParams{fl<1>({0.125f}, Shape{1})});
   const auto want = ref_q_matmul(x, 1, K, N, values_of(wq));
   EXPECT_TRUE(close_rel(fv(qz::q_matmul(fl<2>(x, Shape{1, K}), wq)), want, 1e-6));
+}
+
+TEST_P(Quant, QMatmulOfFewRowsAndAWideWeight) {
+  // Few rows times a weight of >= 1M codes: on the cpu with 2+ threads, column slabs (a
+  // multiple of 64 columns, the last narrower: N = 3500 gives 1792 + 1708), one per thread,
+  // each its own int8 primitive over its slab of codes and scales, written into the full
+  // result. Per-column and per-tensor scales, 1 and 5 rows, against the float reference.
+  constexpr std::size_t K = 300, N = 3500;
+  std::vector<float> w(K * N);
+  for (std::size_t i = 0; i < w.size(); ++i)
+    w[i] = std::sin(0.37f * static_cast<float>(i)) * (0.25f + static_cast<float>((i % N) % 7));
+  const auto wt = fl<2>(w, Shape{K, N});
+  for (const QuantScheme& s : {q8s().with_level(QuantLevel::block({static_cast<std::uint32_t>(K), 1})), q8s()}) {
+    SCOPED_TRACE(to_string(s));
+    const auto wq = quantize_dynamic(wt, s);
+    for (const std::size_t M : {1u, 5u}) {
+      std::vector<float> x(M * K);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.53f * static_cast<float>(i) + 0.1f) * 3.0f;
+      const auto want = ref_q_matmul(x, M, K, N, values_of(wq));
+      EXPECT_TRUE(within_int8_bound(fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq)), want, x, M, K, N, values_of(wq))) << M << " rows";
+#if TENSOR_HAVE_ONEDNN
+      if (dev() == Device::cpu() && tensor::cpu::omp_threads() > 1) {
+        const std::string route = tensor::cpu::last_q_matmul_route();
+        EXPECT_TRUE(route.ends_with("(column slabs)")) << route;
+      }
+#endif
+    }
+  }
 }
 
 TEST_P(Quant, QMatmulBadInput) {

@@ -205,11 +205,26 @@ dnnl_primitive_desc_t scaled_int8_desc(const_dnnl_op_desc_t op_desc, const std::
 
 namespace {
 
+// The product of m rows with columns [col0, col0 + n) of a [k, ld] weight (codes of the
+// whole weight; all_scales per column of the whole weight, or one), into a dense [m, n]
+// (a strided destination made oneDNN pick its slower gemm:jit over brgemm).
 std::shared_ptr<const Int8Plan> make_int8_plan(std::int64_t m, std::int64_t k, std::int64_t n, const std::int8_t* codes,
-                                               const std::vector<float>& wscales) {
+                                               const std::vector<float>& all_scales, std::int64_t col0 = 0,
+                                               std::int64_t ld = 0) {
   auto p = std::make_shared<Int8Plan>();
   const dnnl_engine_t e = int8_engine();
   if (e == nullptr) return p;
+  if (ld == 0) ld = n;
+  const std::vector<float> wscales =
+      all_scales.size() > 1 ? std::vector<float>(all_scales.begin() + col0, all_scales.begin() + col0 + n) : all_scales;
+  // A column slab's codes gathered dense first: oneDNN 2.6 has no reorder with the s8
+  // compensation its int8 weights carry from a strided source.
+  std::vector<std::int8_t> slab;
+  if (ld != n) {
+    slab.resize(static_cast<std::size_t>(k * n));
+    for (std::int64_t r = 0; r < k; ++r) std::copy_n(codes + r * ld + col0, n, slab.begin() + r * n);
+    codes = slab.data();
+  }
   const dnnl_dims_t sd = {m, k}, wd = {k, n}, dd = {m, n};
   dnnl_memory_desc_t wany{}, plain{};
   if (dnnl_memory_desc_init_by_tag(&p->src, 2, sd, dnnl_s8, dnnl_ab) != dnnl_success ||
@@ -351,28 +366,42 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
     parallel_chunks(static_cast<std::size_t>((m + rows_per - 1) / rows_per), quantize_rows);
   if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
   auto cache = w.cache<Int8Weight>([] { return std::make_shared<Int8Weight>(); });
-  auto plan_for = [&](std::int64_t rows) {
+  // The plan for `rows` rows, or for rows by column slab `slab` of `slabs` (slab widths a
+  // multiple of 64 columns, the last taking the rest), cached by both.
+  auto slab_cols = [&](std::int64_t slab, std::int64_t slabs) {
+    const std::int64_t width = ((n + slabs - 1) / slabs + 63) & ~std::int64_t{63};
+    const std::int64_t c0 = std::min(n, slab * width);
+    return std::pair<std::int64_t, std::int64_t>{c0, std::min(n, c0 + width) - c0};
+  };
+  auto plan_for = [&](std::int64_t rows, std::int64_t slab = -1, std::int64_t slabs = 1) {
+    const std::int64_t key = rows + ((slab + 1) << 40) + (slabs << 50);
     {
       const std::lock_guard<std::mutex> lock(cache->mu);
-      if (auto it = cache->by_m.find(rows); it != cache->by_m.end()) return it->second;
+      if (auto it = cache->by_m.find(key); it != cache->by_m.end()) return it->second;
     }
     CpuRef codes = to_contiguous(as_cpu(DispatchTensor(w.codes()).take()));
     CpuRef sc = to_contiguous(as_cpu(DispatchTensor(w.scales()).take()));
     const float* s = reinterpret_cast<const float*>(sc->data());
     const std::vector<float> wscales(s, s + sc->shape().num_elements());
-    auto made = make_int8_plan(rows, k, n, reinterpret_cast<const std::int8_t*>(codes->data()), wscales);
+    const auto [c0, cols] = slab < 0 ? std::pair<std::int64_t, std::int64_t>{0, n} : slab_cols(slab, slabs);
+    auto made = make_int8_plan(rows, k, cols, reinterpret_cast<const std::int8_t*>(codes->data()), wscales, c0, n);
     const std::lock_guard<std::mutex> lock(cache->mu);
     if (cache->by_m.size() >= 16) cache->by_m.clear();  // bounded: a plan in use stays alive
-    return cache->by_m.try_emplace(rows, made).first->second;
+    return cache->by_m.try_emplace(key, made).first->second;
   };
-  // rows [i0, i0 + rows) through `plan` on the calling thread's stream, then the row scales
-  auto run = [&](const Int8Plan& plan, std::int64_t i0, std::int64_t rows) {
+  // rows [i0, i0 + rows) x columns [c0, c0 + cols) through `plan` on the calling thread's
+  // stream, then the row scales
+  auto run = [&](const Int8Plan& plan, std::int64_t i0, std::int64_t rows, std::int64_t c0 = 0, std::int64_t cols = -1) {
+    if (cols < 0) cols = n;
+    // a column slab's rows land in a dense block first (m is small there), then in out
+    std::vector<float> block(cols == n ? 0 : static_cast<std::size_t>(rows * cols));
+    float* dst = cols == n ? out + i0 * n : block.data();
     Int8Stream& ts = qdetail::this_thread_stream();
     if (ts.stream == nullptr) return false;
     if (ts.scratch.size() < plan.scratch_bytes) ts.scratch.resize(plan.scratch_bytes);
     std::array<dnnl_memory_t, 3> mem{};
     bool ok = dnnl_memory_create(&mem[0], &plan.src, int8_engine(), xq.data() + i0 * k) == dnnl_success &&
-              dnnl_memory_create(&mem[1], &plan.dst, int8_engine(), out + i0 * n) == dnnl_success &&
+              dnnl_memory_create(&mem[1], &plan.dst, int8_engine(), dst) == dnnl_success &&
               (plan.scratch_bytes == 0 ||
                dnnl_memory_create(&mem[2], &plan.scratch, int8_engine(), ts.scratch.data()) == dnnl_success);
     if (ok) {
@@ -386,16 +415,36 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
     if (!ok) return false;
     for (std::int64_t i = i0; i < i0 + rows; ++i) {
       const float a = row_scale[static_cast<std::size_t>(i)];
-      float* o = out + i * n;
-      for (std::int64_t j = 0; j < n; ++j) o[j] *= a;
+      float* o = out + i * n + c0;
+      const float* r = cols == n ? o : block.data() + (i - i0) * cols;
+      for (std::int64_t j = 0; j < cols; ++j) o[j] = r[j] * a;
     }
     return true;
   };
   // Many rows: chunks of rows on parallel_chunks, oneDNN on one OpenMP thread per chunk (as
-  // the f32 products do: no OpenMP team spinning against the library's threads); few rows
-  // (a GEMV): one call on oneDNN's own threads.
-  constexpr std::int64_t kChunkedRows = 256;
+  // the f32 products do: no OpenMP team spinning against the library's threads). Few rows
+  // and a large weight (a GEMV is a read of the weight): column slabs, one per thread, each
+  // reading its part of the weight on parallel_chunks; oneDNN's own threads on the whole
+  // product were slower than one (1 x 4096 x 4096: 1.26 against 1.16 ms). Otherwise one call.
+  constexpr std::int64_t kChunkedRows = 256, kSlabWeightBytes = std::int64_t{1} << 20;
   const std::int64_t threads = std::max(1, omp_threads());
+  if (m < kChunkedRows && threads > 1 && k * n >= kSlabWeightBytes && n >= 128 * threads) {
+    std::atomic<bool> failed{false};
+    std::string impl;
+    auto slab = [&](std::size_t c) {
+      const auto sl = static_cast<std::int64_t>(c);
+      const auto [c0, cols] = slab_cols(sl, threads);
+      if (cols <= 0) return;
+      const auto p = plan_for(m, sl, threads);
+      const GemmThreadScope one_thread;
+      if (p->prim == nullptr || !run(*p, 0, m, c0, cols)) failed = true;
+      if (c == 0) impl = p->impl;
+    };
+    parallel_chunks(static_cast<std::size_t>(threads), slab);
+    if (failed) return false;
+    t_last_route = "onednn " + impl + " (column slabs)";
+    return true;
+  }
   const std::shared_ptr<const Int8Plan> plan =
       plan_for(m >= kChunkedRows && threads > 1 ? std::max<std::int64_t>(1, (m + 2 * threads - 1) / (2 * threads)) : m);
   if (plan->prim == nullptr) return false;
