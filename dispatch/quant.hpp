@@ -11,6 +11,7 @@
 // QFloat as Arithmetic), before any backend sees the primitive.
 #pragma once
 
+#include <cstddef>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,13 @@
 #include "tensor/quantization.hpp"
 
 namespace tensor::dispatch::quant {
+
+// A quantized conv2d takes the int8 route (q_conv2d) from this many products per output
+// (K = C_in * KH * KW): under it (a first layer on one channel: K = 9) the activation
+// quantization, the int8 tile padding and the layout passes cost more than the float conv
+// they replace (the cnn's first conv on int8 took eval from ~1.0x to ~0.8x of f32). Read by
+// the conv_quantized rule and by the cpu's fused int8 block, which must take the same route.
+inline constexpr std::size_t kMinIntConvK = 32;
 
 // What a backend derives from a quantized weight once and keeps with it (the cpu: oneDNN's
 // reordered int8 weights and the primitives that read them), dropped with the tensor.

@@ -6,6 +6,7 @@
 #include "backends/cpu/cpu_tensor.hpp"
 #include "backends/cpu/nn/conv.hpp"
 #include "backends/cpu/quant.hpp"
+#include "dispatch/quant.hpp"
 #include "lib/src/handles.hpp"
 #include "tensor/quantization.hpp"
 
@@ -24,7 +25,7 @@ std::optional<tensor::Tensor<4>> cpu_conv_relu_pool(const tensor::Tensor<4>& x, 
   namespace cn = tensor::cpu::nn;
   if (x.device() != tensor::Device::cpu() || c.weight.device() != x.device()) return std::nullopt;
   if (c.bias && c.bias->device() != x.device()) return std::nullopt;
-  // A quantized weight: as dispatch's conv_quantized rule (dispatch/rules/quant.cpp, kMinIntK),
+  // A quantized weight: as dispatch's conv_quantized rule (dispatch/rules/quant.cpp, kMinIntConvK),
   // a conv whose outputs sum fewer than 32 products runs the float conv on the dequantized
   // weight, and that one is fused the same way; one with more runs oneDNN's int8 conv, with
   // the pool and relu in its epilogue (q_conv2d_relu_pool checks the rest of the rule).
@@ -32,7 +33,7 @@ std::optional<tensor::Tensor<4>> cpu_conv_relu_pool(const tensor::Tensor<4>& x, 
   if (tensor::quant_scheme(c.weight)) {
     const tensor::Shape s = c.weight.shape();
     if (s[0] == 0) return std::nullopt;
-    if (s.num_elements() / s[0] >= 32) {
+    if (s.num_elements() / s[0] >= tensor::dispatch::quant::kMinIntConvK) {
       namespace h = tensor::detail::handles;
       const tensor::dispatch::Primitive* b = c.bias ? h::prim_of(c.bias->handle()) : nullptr;
       tensor::dispatch::Prim y = tensor::cpu::q_conv2d_relu_pool(*h::prim_of(x.handle()), *h::prim_of(c.weight.handle()), b, c.options);

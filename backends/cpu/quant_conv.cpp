@@ -343,9 +343,9 @@ dispatch::Prim q_conv2d_relu_pool(const dispatch::Primitive& x, const dispatch::
   const Shape& ws = qw->shape();
   if (x.shape().rank() != 4 || ws.rank() != 4 || ws[0] == 0) return nullptr;
   // dispatch's conv_quantized rule for the int8 route (dispatch/rules/quant.cpp): groups 1,
-  // at least kMinIntK (32) products per output, per-output-channel (or per-tensor) scales
+  // at least kMinIntConvK products per output, per-output-channel (or per-tensor) scales
   const core::ConvArgs a = core::normalized(core::conv_args(options), 2);
-  if (a.groups != 1 || ws.num_elements() / ws[0] < 32) return nullptr;
+  if (a.groups != 1 || ws.num_elements() / ws[0] < q::kMinIntConvK) return nullptr;
   if (qw->scheme().level.is_block() && q::grid_shape("conv2d", ws, qw->scheme()) != Shape{ws[0], 1, 1, 1}) return nullptr;
   Shape out;
   try {

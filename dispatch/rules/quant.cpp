@@ -311,13 +311,9 @@ DispatchTensor conv_quantized(OpCode op, DispatchTensor x, DispatchTensor weight
   const Shape out = op_info(op).transposed
                         ? core::conv_transpose_output_shape(op_name(op), x.shape(), weight.shape(), a, shape_or_null(bias))
                         : core::conv_output_shape(op_name(op), x.shape(), weight.shape(), a, shape_or_null(bias));
-  // The int8 route pays where each output sums enough products: with K = C_in*KH*KW under
-  // kMinIntK (a first layer on one channel: K = 9) the activation quantization, the int8
-  // tile padding and the layout passes cost more than the float conv they replace (measured
-  // for oneDNN's conv too: the cnn's first conv on int8 took eval from ~1.0x to ~0.8x of f32).
-  constexpr std::size_t kMinIntK = 32;
+  // The int8 route pays where each output sums enough products (quant.hpp's kMinIntConvK).
   const std::size_t k = weight.shape().num_elements() / std::max<std::size_t>(weight.shape()[0], 1);
-  const bool int8 = op == OpCode::conv2d && a.groups == 1 && k >= kMinIntK && per_out_channel(*qw) && x.dtype() != DType::F64;
+  const bool int8 = op == OpCode::conv2d && a.groups == 1 && k >= quant::kMinIntConvK && per_out_channel(*qw) && x.dtype() != DType::F64;
   const Backend& be = backend_of(x.device);
   if (int8 && be.is_native(OpCode::q_conv2d))  // the backend's int8 convolution (oneDNN's on the cpu)
     return q_conv2d(std::move(x), std::move(weight), std::move(bias), QConvArgs{a});
