@@ -19,21 +19,34 @@ HWY_INLINE V Take(D, V best, V v) {
 
 HWY_INLINE float TakeScalar(float best, float v) { return v > best || (v != v && best == best) ? v : best; }
 
+// The max of output j's 2x2 window (rows r0, r1), in the pooling rule's order.
+HWY_INLINE float WindowMax(const float* HWY_RESTRICT r0, const float* HWY_RESTRICT r1, size_t j) {
+  float best = r0[2 * j];
+  best = TakeScalar(best, r0[2 * j + 1]);
+  best = TakeScalar(best, r1[2 * j]);
+  best = TakeScalar(best, r1[2 * j + 1]);
+  return best;
+}
+
 #if HWY_TARGET != HWY_SCALAR
+// The maxes of d's lane count of windows from r0[0], r1[0] (loads cover 2N inputs of each row).
+template <class D>
+HWY_INLINE hn::Vec<D> WindowMaxes(D d, const float* HWY_RESTRICT r0, const float* HWY_RESTRICT r1) {
+  const size_t N = hn::Lanes(d);
+  const auto a0 = hn::LoadU(d, r0), a1 = hn::LoadU(d, r0 + N);
+  const auto b0 = hn::LoadU(d, r1), b1 = hn::LoadU(d, r1 + N);
+  auto best = hn::ConcatEven(d, a1, a0);  // r0[2j], in output order
+  best = Take(d, best, hn::ConcatOdd(d, a1, a0));
+  best = Take(d, best, hn::ConcatEven(d, b1, b0));
+  return Take(d, best, hn::ConcatOdd(d, b1, b0));
+}
+
 // Outputs j.. in blocks of d's lane count; returns where it stopped.
 template <class D>
 HWY_INLINE size_t Blocks(D d, const float* HWY_RESTRICT r0, const float* HWY_RESTRICT r1, float* HWY_RESTRICT y, size_t j,
                          size_t out_w) {
   const size_t N = hn::Lanes(d);
-  for (; j + N <= out_w; j += N) {
-    const auto a0 = hn::LoadU(d, r0 + 2 * j), a1 = hn::LoadU(d, r0 + 2 * j + N);
-    const auto b0 = hn::LoadU(d, r1 + 2 * j), b1 = hn::LoadU(d, r1 + 2 * j + N);
-    auto best = hn::ConcatEven(d, a1, a0);  // r0[2j], in output order
-    best = Take(d, best, hn::ConcatOdd(d, a1, a0));
-    best = Take(d, best, hn::ConcatEven(d, b1, b0));
-    best = Take(d, best, hn::ConcatOdd(d, b1, b0));
-    hn::StoreU(best, d, y + j);
-  }
+  for (; j + N <= out_w; j += N) hn::StoreU(WindowMaxes(d, r0 + 2 * j, r1 + 2 * j), d, y + j);
   return j;
 }
 #endif
@@ -46,13 +59,7 @@ void MaxPool2x2RowF32(const float* HWY_RESTRICT r0, const float* HWY_RESTRICT r1
   if (hn::Lanes(hn::ScalableTag<float>()) > 8) j = Blocks(hn::CappedTag<float, 8>(), r0, r1, y, j, out_w);
   if (hn::Lanes(hn::ScalableTag<float>()) > 4) j = Blocks(hn::CappedTag<float, 4>(), r0, r1, y, j, out_w);
 #endif
-  for (; j < out_w; ++j) {
-    float best = r0[2 * j];
-    best = TakeScalar(best, r0[2 * j + 1]);
-    best = TakeScalar(best, r1[2 * j]);
-    best = TakeScalar(best, r1[2 * j + 1]);
-    y[j] = best;
-  }
+  for (; j < out_w; ++j) y[j] = WindowMax(r0, r1, j);
 }
 
 #if HWY_TARGET != HWY_SCALAR
@@ -62,12 +69,7 @@ template <class D>
 HWY_INLINE void PoolReluBlock(D d, const float* HWY_RESTRICT r0, const float* HWY_RESTRICT r1, float* HWY_RESTRICT y,
                               size_t lanes) {
   const size_t N = hn::Lanes(d);
-  const auto a0 = hn::LoadU(d, r0), a1 = hn::LoadU(d, r0 + N);
-  const auto b0 = hn::LoadU(d, r1), b1 = hn::LoadU(d, r1 + N);
-  auto best = hn::ConcatEven(d, a1, a0);
-  best = Take(d, best, hn::ConcatOdd(d, a1, a0));
-  best = Take(d, best, hn::ConcatEven(d, b1, b0));
-  best = Take(d, best, hn::ConcatOdd(d, b1, b0));
+  auto best = WindowMaxes(d, r0, r1);
   const auto zero = hn::Zero(d);
   best = hn::IfThenElse(hn::Le(best, zero), zero, best);
   if (lanes >= N) {
@@ -87,10 +89,7 @@ void MaxPool2x2ReluRowsF32(const float* HWY_RESTRICT x, size_t channels, size_t 
     const float* r0 = x + c * 2 * in_w;
     const float* r1 = r0 + in_w;
     for (size_t j = 0; j < out_w; ++j) {
-      float best = r0[2 * j];
-      best = TakeScalar(best, r0[2 * j + 1]);
-      best = TakeScalar(best, r1[2 * j]);
-      best = TakeScalar(best, r1[2 * j + 1]);
+      const float best = WindowMax(r0, r1, j);
       y[c * y_stride + j] = best <= 0.0f ? 0.0f : best;
     }
   }

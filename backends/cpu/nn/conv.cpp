@@ -498,6 +498,9 @@ void add_transposed_parts(const T* parts_data, std::size_t parts, std::size_t gr
       }
 }
 
+// Whether an f32 forward conv (fused or not) runs on the direct small-C_in kernel.
+bool direct_route(const ConvGeom& g) { return conv_direct_enabled() && direct_small_cin(g); }
+
 template <class T>
 void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
@@ -508,7 +511,7 @@ void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (conv_direct_enabled() && direct_small_cin(g)) {
+    if (direct_route(g)) {
       note_route(g, "direct small-C_in");
       direct_small_cin_forward(g, x, w, bias, y);
       return;
@@ -765,11 +768,11 @@ void fold_forward(const ConvGeom& g, const double* cols, double* x) { fold_impl(
 
 // The fused block on the route conv_forward takes: direct small-C_in, else im2col + gemm.
 bool conv_relu_pool_fusable(const ConvGeom& g) {
-  if (conv_direct_enabled() && direct_small_cin(g)) return direct_small_cin_relu_pool_supported(g);
+  if (direct_route(g)) return direct_small_cin_relu_pool_supported(g);
   return gemm_relu_pool_supported(g);
 }
 void conv_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
-  if (conv_direct_enabled() && direct_small_cin(g)) {
+  if (direct_route(g)) {
     note_route(g, "direct small-C_in + relu + max-pool 2x2");
     direct_small_cin_relu_pool_forward(g, x, w, bias, y);
     return;
