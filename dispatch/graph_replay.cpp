@@ -155,15 +155,17 @@ void Program::plan_raw() {
   auto reads = [&](std::size_t i, std::uint32_t b) {
     return std::find(nodes[i].in.begin(), nodes[i].in.end(), b) != nodes[i].in.end();
   };
+  // Whether a node after e that is not raw reads b.
+  auto thunk_reads_after = [&](std::size_t e, std::uint32_t b) {
+    for (std::size_t i = e + 1; i < nn; ++i)
+      if (!raw_node_[i] && reads(i, b)) return true;
+    return false;
+  };
   for (bool changed = true; changed;) {
     changed = false;
     for (std::size_t e : bcast_node) {
       const std::uint32_t b = nodes[e].out[0];
-      if (bcast_src_[b] == kNoSlot) continue;
-      bool all_raw = true;
-      for (std::size_t i = e + 1; i < nn && all_raw; ++i)
-        if (!raw_node_[i] && reads(i, b)) all_raw = false;
-      if (all_raw) continue;
+      if (bcast_src_[b] == kNoSlot || !thunk_reads_after(e, b)) continue;
       for (std::size_t i = e + 1; i < nn; ++i)
         if (raw_node_[i] && reads(i, b)) raw_node_[i] = false;
       bcast_src_[b] = kNoSlot;
@@ -171,11 +173,7 @@ void Program::plan_raw() {
     }
     for (std::size_t e : alias_node) {
       const std::uint32_t b = nodes[e].out[0];
-      if (alias_[b] == kNoSlot) continue;
-      bool all_raw = true;
-      for (std::size_t i = e + 1; i < nn && all_raw; ++i)
-        if (!raw_node_[i] && reads(i, b)) all_raw = false;
-      if (all_raw) continue;
+      if (alias_[b] == kNoSlot || !thunk_reads_after(e, b)) continue;
       alias_[b] = kNoSlot;  // the reshape keeps its thunk; raw readers read its published value
       changed = true;
     }
