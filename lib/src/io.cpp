@@ -3,6 +3,8 @@
 // only here); the .npy header is a small Python dict literal parsed by hand below.
 #include "tensor/io.hpp"
 
+#include "lib/src/io_quant.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -310,13 +312,25 @@ bool SafetensorsFile::contains(const std::string& name) const {
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   constexpr const char* op = "save_safetensors";
   guarded(op, path, [&] {
+    // A quantized tensor is stored as its codes and its scales plus a metadata string
+    // (io_quant.cpp); a list without one is written as given, without a copy.
+    NamedTensors split_list;
+    std::map<std::string, std::string> split_metadata;
+    const bool quantized = detail::has_quantized(tensors);
+    if (quantized) {
+      split_list = tensors;
+      split_metadata = metadata;
+      detail::split_quantized(op, path, split_list, split_metadata);
+    }
+    const NamedTensors& tensors_out = quantized ? split_list : tensors;
+    const std::map<std::string, std::string>& metadata_out = quantized ? split_metadata : metadata;
     // The header text is written piece by piece in the given order (one pass; a JSON object
     // built key by key would search its keys on every insertion).
     std::string text = "{";
-    if (!metadata.empty()) {
+    if (!metadata_out.empty()) {
       text += "\"__metadata__\":{";
       bool first = true;
-      for (const auto& [k, v] : metadata) {
+      for (const auto& [k, v] : metadata_out) {
         text += first ? "" : ",";
         text += json_string(op, path, "a metadata key", k);
         text += ':';
@@ -325,12 +339,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
       }
       text += '}';
     }
-    std::vector<std::optional<TensorData>> converted(tensors.size());
+    std::vector<std::optional<TensorData>> converted(tensors_out.size());
     std::vector<const TensorData*> parts;
     std::unordered_set<std::string_view> seen;
     std::uint64_t offset = 0;
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const auto& [name, data] = tensors[i];
+    for (std::size_t i = 0; i < tensors_out.size(); ++i) {
+      const auto& [name, data] = tensors_out[i];
       const std::string key = json_string(op, path, "a tensor name", name);
       if (name.empty() || name == "__metadata__")
         throw FormatError(path, fmt::format("[{}] invalid tensor name in '{}'; expected a non-empty name other than "
@@ -447,6 +461,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       std::vector<std::size_t> dims(e.dims.begin(), e.dims.end());
       out.tensors.emplace_back(e.name, TensorData(read_bytes(op, path, in, e.end - e.begin), Shape(dims), e.dtype));
     }
+    detail::join_quantized(op, path, out);
     return out;
   });
 }

@@ -62,13 +62,19 @@ struct TENSOR_API SafetensorsFile {
 /// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}} padded with
 /// spaces to a multiple of 8 bytes, then the raw little-endian bytes back to back. Dtypes:
 /// F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 BOOL (every bool storage is written as
-/// one byte per element). Duplicate or empty names, "__metadata__" as a name, and names or
-/// metadata that are not valid UTF-8 are FormatErrors.
+/// one byte per element). A quantized tensor (QFloat) is written as its codes under its name
+/// (I8, or U32 words for PackedU32), its scales under "<name>.qscales" and its scheme in the
+/// metadata key "qscheme.<name>" (docs/quantization.md); load_safetensors joins them back byte
+/// for byte. Duplicate or empty names, "__metadata__" as a name, a metadata key a quantized
+/// tensor needs, and names or metadata that are not valid UTF-8 are FormatErrors.
 TENSOR_API void save_safetensors(const std::string& path, const NamedTensors& tensors,
                                  const std::map<std::string, std::string>& metadata = {});
 /// Reads a .safetensors file. The whole header is checked against the file's size first: a
 /// truncated or malformed file, bad offsets, an unknown dtype or a repeated name is a FormatError
 /// naming the path, and nothing is half-loaded; ExecutionError when the data cannot be allocated.
+/// Quantized tensors saved by save_safetensors load as QFloat data (their codes, scales and
+/// scheme are checked against each other first): every metadata key that starts with
+/// "qscheme." is read as a quantized tensor's scheme.
 TENSOR_API SafetensorsFile load_safetensors(const std::string& path);
 
 /// .npy: format 1.0 (2.0 when the header needs more than 65535 bytes), little-endian,

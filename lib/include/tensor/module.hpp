@@ -218,7 +218,8 @@ class TENSOR_API Module {
   /// module's device. Strict: a name the module has and the record lacks, one the record
   /// has and the module lacks, or a tensor of another shape or dtype is a FormatError
   /// naming it (`source` is the path it names), and nothing is replaced. Not strict: what
-  /// matches is loaded and the rest is reported.
+  /// matches is loaded and the rest is reported. A quantized (QFloat) tensor of the right shape
+  /// loads into a float parameter: the parameter becomes that quantized tensor.
   LoadReport load_record(const io::NamedTensors& record, bool strict = true, const std::string& source = "<record>");
   ///@{
   /// .safetensors: to_record() with `metadata` / load_record() of the file's tensors.

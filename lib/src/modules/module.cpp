@@ -250,7 +250,8 @@ LoadReport Module::load_record(const io::NamedTensors& record, bool strict, cons
     std::string why;
     if (d.shape() != want)
       why = "wrong shape; expected " + want.to_string() + "; got " + d.shape().to_string();
-    else if (d.dtype() != want_t)
+    // A quantized tensor loads into a float parameter (a quantized model saved by save()).
+    else if (d.dtype() != want_t && !(d.dtype() == DType::QFloat && is_float(want_t)))
       why = "wrong dtype; expected " + std::string(dtype_name(want_t)) + "; got " + std::string(dtype_name(d.dtype()));
     if (!why.empty()) {
       report.mismatched.push_back(p.name + ": " + why);
