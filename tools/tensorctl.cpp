@@ -34,7 +34,7 @@ constexpr std::array kCommands = {
             &run_check},
     Command{"demo", "[--data PATH] [--epochs N] [--quiet]", "the main job: train a digit classifier on TENSOR_DEVICE",
             &run_demo},
-    Command{"train", "[--model cnn|mlp|vit] [--dataset fashion|digits] [--epochs N] [--batch N] [--lr X] [--data DIR] [--out DIR] [--limit N] [--resume CKPT]",
+    Command{"train", "[--model cnn|mlp|vit] [--dataset fashion|digits] [--epochs N] [--batch N] [--lr X] [--data DIR] [--out DIR] [--limit N] [--resume CKPT] [--quantize-after q8s|q4s]",
             "train a CNN/MLP with autodiff and Adam on TENSOR_DEVICE; checkpoint + SVG curve in --out", &run_train},
     Command{"eval", "--weights FILE [--data DIR] [--quantize q8s|q4s] [--test-limit N]",
             "test accuracy of a tensorctl train checkpoint (and of its quantized weights)", &run_eval},

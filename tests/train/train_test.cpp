@@ -295,6 +295,7 @@ TEST(Train, QuantizedEvalOfACnnCheckpoint) {
   o.lr = 2e-3;
   o.progress = false;
   o.out_dir = temp_dir("quant");
+  o.quantize_after = "q8s";
   std::ostringstream log;
   const auto r = train::run_training(o, Device::cpu(), log);
   const double f32 = train::evaluate_checkpoint(r.checkpoint, "", Device::cpu());
@@ -310,6 +311,25 @@ TEST(Train, QuantizedEvalOfACnnCheckpoint) {
   EXPECT_EQ(q.size.bytes, w + 4 * ch + 4 * b);
   EXPECT_GT(q.images_per_second, 0.0);
   EXPECT_THROW((void)train::evaluate_quantized(r.checkpoint, "", Device::cpu(), "q3"), tensor::DTypeError);
+  // q4s: blocks of 32 input channels (conv2, fc1, fc2) or one per output channel (conv1), f16
+  // scales. Packed u32 words line by line where that is smaller (fc1: 16 words a row, fc2: 2),
+  // one byte a code where it is not (the conv kernels' rows of 3 codes would take a word each).
+  const auto q4 = train::evaluate_quantized(r.checkpoint, "", Device::cpu(), "q4s");
+  EXPECT_NEAR(q4.accuracy, f32, 0.03);
+  const std::size_t q4_bytes = (32 * 9 + 2 * 32) + (64 * 32 * 9 + 2 * 64 * 9) + (3136 * 128 / 2 + 2 * 98 * 128) +
+                               (128 * 2 * 4 + 2 * 4 * 10) + 4 * b;
+  EXPECT_EQ(q4.size.bytes, q4_bytes);
+  EXPECT_LE(static_cast<double>(q4.size.bytes), 0.15 * static_cast<double>(q4.size.f32_bytes));
+  // --quantize-after wrote the same quantized weights to a file: loaded into a float model they
+  // give the quantized accuracy exactly, and the file is their bytes plus a header.
+  ASSERT_FALSE(r.quantized_checkpoint.empty());
+  EXPECT_EQ(r.quantized_bytes, q.size.bytes);
+  EXPECT_EQ(r.f32_bytes, q.size.f32_bytes);
+  const auto file = std::filesystem::file_size(r.quantized_checkpoint);
+  EXPECT_GT(file, r.quantized_bytes);
+  EXPECT_LT(file, r.quantized_bytes + 4096);
+  EXPECT_EQ(train::evaluate_checkpoint(r.quantized_checkpoint, "", Device::cpu()), q.accuracy);
+  EXPECT_THROW((void)train::evaluate_quantized(r.quantized_checkpoint, "", Device::cpu(), "q8s"), tensor::DTypeError);
   std::filesystem::remove_all(o.out_dir);
 }
 

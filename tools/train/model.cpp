@@ -206,8 +206,10 @@ void Model::load_record(const tensor::io::NamedTensors& record, Device device, c
         throw tensor::FormatError("", "[train::Model::load_record] " + prefix + n + " is not a parameter of the " + kind_ +
                                           "; expected only its parameters under '" + prefix + "'; got " + prefix + n);
     }
+  // Float tensors as f32; quantized ones (a checkpoint of train --quantize-after) as they are.
   tensor::io::NamedTensors f32;
-  for (const auto& [n, d] : by_name) f32.emplace_back(n, d->convert(tensor::DType::F32));
+  for (const auto& [n, d] : by_name)
+    f32.emplace_back(n, d->dtype() == tensor::DType::QFloat ? *d : d->convert(tensor::DType::F32));
   if (device != *this->device()) to(device);
   tensor::Module::load_record(f32, true, "<record>");
 }
@@ -249,9 +251,17 @@ class WeightQuantizer final : public tensor::ModuleVisitor {
   template <std::size_t D>
   Tensor<D> quantized(const Tensor<D>& w, const tensor::QuantLevel& level) {
     using namespace tensor;
-    const QuantScheme s = q4_ ? QuantScheme{}.with_value(QuantValue::Q4S).with_store(QuantStore::PackedU32).with_param(ScaleDtype::F16)
-                              : QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native).with_param(ScaleDtype::F32);
-    Tensor<D> q = quantize_dynamic(w, s.with_level(level));
+    QuantScheme s = q4_ ? QuantScheme{}.with_value(QuantValue::Q4S).with_store(QuantStore::PackedU32).with_param(ScaleDtype::F16)
+                        : QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native).with_param(ScaleDtype::F32);
+    s = s.with_level(level);
+    // burn's PackedU32 packs each line of the last axis into words of its own: a conv kernel's
+    // rows of 3 q4 codes take a 4-byte word each, more than one byte per code (Native). The
+    // codes are the same either way; the weight keeps the store that takes fewer bytes.
+    if (q4_) {
+      const QuantScheme native = s.with_store(QuantStore::Native);
+      if (quantization::quantized_data_len(native, w.shape()) < quantization::quantized_data_len(s, w.shape())) s = native;
+    }
+    Tensor<D> q = quantize_dynamic(w, s);
     size.bytes += q.into_data().bytes().size();
     size.bytes -= w.shape().num_elements() * 4;  // counted as f32 by the caller
     ++size.quantized;

@@ -46,6 +46,7 @@ struct Options {
   bool progress = true;             // a bar on a terminal, plain lines otherwise
   bool write_files = true;          // checkpoint + SVG in out_dir
   bool graph = false;               // capture the training step after two warm-up steps, replay it (one process)
+  std::string quantize_after;       // q8s | q4s: the final weights quantized, saved beside the checkpoint
 };
 
 struct EpochRecord {
@@ -60,6 +61,9 @@ struct Result {
   std::string checkpoint;            // path written ("" without write_files)
   std::string svg;
   std::size_t parameters = 0;
+  std::string quantized_checkpoint;  // with quantize_after: the quantized weights' file
+  std::size_t quantized_bytes = 0;   // its weights' bytes (codes, scales, f32 biases) ...
+  std::size_t f32_bytes = 0;         // ... and the same weights in f32
 };
 
 // Trains on `device` (an autodiff device is made from it). Writes progress to `log`.
