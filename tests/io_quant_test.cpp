@@ -76,6 +76,10 @@ TEST(SafetensorsQuantized, EntriesAndBytesFollowTheConvention) {
   const qz::QuantizedValues v = qz::quantized_values(f.tensors[0].second);
   EXPECT_EQ(v.codes, (std::vector<std::int8_t>{1, -2, 7, -7, 0, 3}));
   EXPECT_EQ(v.scales, (std::vector<float>{0.5f, 0.25f}));
+  // Saved again, the loaded tensors and metadata make the same file.
+  const std::string again = tmp_path("again.safetensors");
+  io::save_safetensors(again, f.tensors, f.metadata);
+  EXPECT_EQ(read_all(again), file);
 }
 
 TEST(SafetensorsQuantized, RoundTripsAreByteExactForEveryScheme) {
