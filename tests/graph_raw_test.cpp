@@ -402,11 +402,13 @@ TEST(GraphRaw, AnAdamStepReplaysRawBitwiseEqualToTheThunkList) {
   EXPECT_EQ(thunk.raw_nodes, 0u);
   EXPECT_GT(raw.raw_nodes, 20u);
   EXPECT_EQ(raw.params, thunk.params) << "raw and thunk replays agree bitwise";
-  // Not yet 0: the thunks' own results (matmul, bias add, relu, softmax, their gradients)
-  // are fresh buffers at every replay, as in the thunk list. The raw nodes allocate nothing
-  // (see the chains above), and reshapes read only by raw nodes are renamings, not views:
-  // 12 against the list's 24 when this was written.
-  EXPECT_LT(raw.allocs, thunk.allocs);
+  // Not yet 0. The thunks' results (matmul, bias add, relu, softmax, their gradients) are
+  // fresh buffers at every replay, but since the CPU keeps freed medium blocks per thread
+  // (cpu_tensor.cpp) and reductions keep their accumulators, those no longer reach malloc;
+  // what does is oneDNN's sgemm, which mallocs its packing buffers inside each of the
+  // step's 3 products, and a header block now and then. 12 (list: 24) before that change.
+  EXPECT_LE(raw.allocs, thunk.allocs);
+  EXPECT_LE(raw.allocs, 4u);
   // The figures of the report: host allocations per replayed step (prepare_step excluded).
   std::printf("[ graph  ] MLP Adam step: %zu of %zu nodes raw; host allocations per replay: raw %zu, thunk list %zu\n",
               raw.raw_nodes, raw.nodes, raw.allocs, thunk.allocs);

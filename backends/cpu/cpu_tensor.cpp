@@ -128,6 +128,82 @@ constexpr std::size_t kSmallBlock = 256;
 using SmallBlocks = core::BlockStack<kSmallBlock>;
 using TensorBlocks = core::BlockStack<sizeof(CpuTensor)>;
 
+// Medium blocks (above kSmallBlock, below kLargeBytes): freed blocks kept per thread in size
+// classes four to a doubling (<= 25 % slack), at most kMediumPerClass a class and
+// kMediumThreadBytes in all, so a loop that frees and allocates the same sizes (an op's
+// result each step, a replayed graph's thunk results) stops calling malloc. A thread's
+// blocks are freed when it exits; after that its frees go straight to free().
+constexpr std::size_t kMediumPerClass = 4;
+constexpr std::size_t kMediumThreadBytes = std::size_t{8} << 20;
+// Block bytes of the class of a malloc request of `n` bytes (n > kSmallBlock): n rounded up
+// to a quarter of the power of two below it.
+std::size_t medium_block(std::size_t n) { return round_up(n, std::bit_floor(n) / 4); }
+// Its index: four a doubling from kSmallBlock on.
+std::size_t medium_class(std::size_t block) {
+  const auto lg = static_cast<std::size_t>(std::bit_width(block) - 1);  // block in [2^lg, 2^(lg+1))
+  return (lg - 8) * 4 + (block - (std::size_t{1} << lg)) / (std::size_t{1} << (lg - 2));
+}
+// Up to 2^21: a request just under kLargeBytes plus the header and slack rounds past 2^20.
+constexpr std::size_t kMediumClasses = (21 - 8) * 4;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kKeepMedium = false;  // AddressSanitizer sees every use after free
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kKeepMedium = false;
+#else
+constexpr bool kKeepMedium = true;
+#endif
+#else
+constexpr bool kKeepMedium = true;
+#endif
+
+class MediumBlocks {
+ public:
+  static void* take(std::size_t block) {
+    if (kKeepMedium && !dead_) {
+      MediumBlocks& s = mine();
+      Stack& c = s.classes_[medium_class(block)];
+      if (c.n) {
+        s.bytes_ -= block;
+        return c.items[--c.n];
+      }
+    }
+    return std::malloc(block);
+  }
+  static void give(void* p, std::size_t block) {
+    if (kKeepMedium && !dead_) {
+      MediumBlocks& s = mine();
+      Stack& c = s.classes_[medium_class(block)];
+      if (c.n < kMediumPerClass && s.bytes_ + block <= kMediumThreadBytes) {
+        c.items[c.n++] = p;
+        s.bytes_ += block;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  ~MediumBlocks() {
+    dead_ = true;
+    for (Stack& c : classes_)
+      while (c.n) std::free(c.items[--c.n]);
+  }
+
+ private:
+  struct Stack {
+    void* items[kMediumPerClass];
+    std::size_t n = 0;
+  };
+  static MediumBlocks& mine() {
+    thread_local MediumBlocks s;
+    return s;
+  }
+  Stack classes_[kMediumClasses];
+  std::size_t bytes_ = 0;
+  static thread_local bool dead_;
+};
+thread_local bool MediumBlocks::dead_ = false;
+
 }  // namespace
 
 void* CpuTensor::operator new(std::size_t size) {
@@ -160,7 +236,9 @@ StorageRef Storage::allocate_impl(std::size_t bytes, bool zeroed) {
       raw = SmallBlocks::take();
       if (zeroed) std::memset(raw, 0, kSmallBlock);
     } else {
-      raw = zeroed ? std::calloc(1, need + kAlign - 16) : std::malloc(need + kAlign - 16);
+      const std::size_t block = medium_block(need + kAlign - 16);
+      raw = MediumBlocks::take(block);
+      if (zeroed && raw) std::memset(raw, 0, need + kAlign - 16);
     }
     if (!raw) throw_out_of_memory(bytes);
     void* at = reinterpret_cast<void*>(round_up(reinterpret_cast<std::uintptr_t>(raw), kAlign));
@@ -191,7 +269,7 @@ void Storage::release_ref() const {
     self->~Storage();
     if (mapped) cache().give(self, mapped);
     else if (kAlign + bytes + kAlign - 16 <= kSmallBlock) SmallBlocks::give(raw);
-    else std::free(raw);
+    else MediumBlocks::give(raw, medium_block(kAlign + bytes + kAlign - 16));
   }
 }
 

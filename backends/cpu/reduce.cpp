@@ -211,7 +211,13 @@ Prim reduce_dim_entry(Prim p, std::size_t dim) {
   visit_numeric(a->dtype(), "sum_dim", [&](auto tag) {
     using T = decltype(tag);
     using A = dim_acc_t<T, kOp>;
-    std::vector<A> acc(count, kProd ? A(1) : A(0));
+    // The accumulators: up to 1 MiB in a per-thread scratch kept between calls (a loop or a
+    // replayed graph reducing the same shapes calls malloc once), larger ones their own.
+    constexpr std::size_t kKeep = (std::size_t{1} << 20) / sizeof(A);
+    thread_local std::vector<A> kept;
+    std::vector<A> own;
+    std::vector<A>& acc = count <= kKeep ? kept : own;
+    acc.assign(count, kProd ? A(1) : A(0));
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       if (const auto v = n > 0 ? dense_view(*a, dim) : std::nullopt) {
         dense_dim_reduce<T>(at<T>(v->base), v->shape, v->dim, acc.data(), kProd);

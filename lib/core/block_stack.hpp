@@ -42,9 +42,9 @@ class BlockStack {
   }
 
  private:
-  static constexpr std::size_t kCap = 16;
+  static constexpr std::size_t kCap = 64;
   // initial-exec: a fixed offset from the thread pointer instead of a __tls_get_addr
-  // call per access (which cost more than malloc saves); 136 bytes per stack.
+  // call per access (which cost more than malloc saves); 520 bytes per stack.
   static BlockStack& mine() {
     thread_local BlockStack s __attribute__((tls_model("initial-exec")));
     return s;
