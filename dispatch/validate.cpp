@@ -56,17 +56,29 @@ void check_pair(OpCode op, const DispatchTensor& a, const DispatchTensor& b, boo
                                  dtype_name(b.dtype())));
 }
 
+// A quantized tensor reaching an op that has no quantized form yet: say so, and what works
+// (the generic messages below would claim the device cannot store it).
+[[noreturn]] void throw_not_for_quantized(OpCode op, DeviceId device) {
+  throw DTypeError(fmt::format("[{}] quantized tensors have no {} yet; expected a float tensor (dequantize() it first), or "
+                               "a quantized weight of matmul, linear or conv2d; got qfloat on {}",
+                               op_name(op), op_name(op), device_string(device)));
+}
+
 void check_arithmetic(OpCode op, DeviceId device, DType dtype) {
-  if (!dtype_usage(device, dtype).contains(DTypeUsage::Arithmetic))
+  if (!dtype_usage(device, dtype).contains(DTypeUsage::Arithmetic)) {
+    if (dtype == DType::QFloat) throw_not_for_quantized(op, device);
     throw DTypeError(fmt::format("[{}] dtype not supported for arithmetic on this device; expected a dtype {} computes "
                                  "with; got {} on {}",
                                  op_name(op), device_string(device), dtype_name(dtype), device_string(device)));
+  }
 }
 
 void check_storage(OpCode op, DeviceId device, DType dtype) {
-  if (!dtype_usage(device, dtype).contains(DTypeUsage::Storage))
+  if (!dtype_usage(device, dtype).contains(DTypeUsage::Storage)) {
+    if (dtype == DType::QFloat) throw_not_for_quantized(op, device);
     throw DTypeError(fmt::format("[{}] dtype not supported on this device; expected a dtype {} can store; got {} on {}",
                                  op_name(op), device_string(device), dtype_name(dtype), device_string(device)));
+  }
 }
 
 Shape broadcast_shapes(OpCode op, const Shape& a, const Shape& b) {

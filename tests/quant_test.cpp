@@ -3,6 +3,8 @@
 // f32 and round-half-away-from-zero, not by running this code), Native and PackedU32,
 // per tensor and per block, byte-exact into_data / from_data round trips, and bad input.
 // On every device (TENSOR_TEST_DEVICE picks one; meson registers cpu, mini and vulkan).
+#include <functional>
+
 #include "quant_test_util.hpp"
 
 using namespace quant_test;
@@ -337,6 +339,24 @@ TEST_P(Quant, FloatOpsRefuseAQuantizedTensor) {
   EXPECT_THROW((void)q.sum(), DTypeError);
   EXPECT_THROW((void)q.transpose(), DTypeError);
   EXPECT_EQ(values_of(q).codes, i8({32, 64, 95, 127}));  // still intact
+  // The message names the op and says what works instead (it used to claim the device cannot
+  // store the dtype).
+  for (const auto& [op, call] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"add", [&] { (void)(q + x); }},
+           {"exp", [&] { (void)q.exp(); }},
+           {"reshape", [&] { (void)q.reshape<1>({4}); }},
+           {"slice", [&] { (void)q.slice({Slice(0, 1)}); }}}) {
+    try {
+      call();
+      ADD_FAILURE() << op << ": no exception";
+    } catch (const DTypeError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("[" + op + "] quantized tensors have no " + op + " yet; expected a float tensor (dequantize() it "
+                       "first), or a quantized weight of matmul, linear or conv2d; got qfloat on "),
+                std::string::npos)
+          << m;
+    }
+  }
 }
 
 TEST_P(Quant, BadQuantizedData) {
