@@ -11,6 +11,17 @@
 
 namespace tensor::cpu::nn {
 
+// Which geometries the functions below take: none, those where this route was measured
+// faster than im2col + gemm on this CPU (the default), or every one they can run.
+// TENSOR_CONV_ONEDNN=0 / 1 at startup: off / forced; tests and A/B runs set it here.
+enum class OnednnConvMode { off, preferred, forced };
+void set_onednn_conv_mode(OnednnConvMode m);
+OnednnConvMode onednn_conv_mode();
+
+// y = the convolution of x with w, plus bias per output channel where bias is not null
+// (overwritten); false as below.
+bool onednn_conv_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);
+
 // dx = the input gradient of a convolution with geometry g (overwritten); false (dx
 // untouched or partly written, to be overwritten) where this route does not take g: no
 // oneDNN, not 2-d, groups > 1, fewer than 16 input or output channels, less than 128^3
