@@ -3,12 +3,14 @@
 // with odd channel counts, a batch that is not a multiple of the part count, stride,
 // dilation and asymmetric padding; groups > 1 declined by the route and still right on
 // im2col + gemm; equal bit for bit on one thread and on all.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/nn/conv_gemm_pool.hpp"
 #include "backends/cpu/nn/conv_onednn.hpp"
 
 #if TENSOR_HAVE_OPENMP
@@ -171,6 +173,52 @@ TEST_F(OnednnConv, DeclinesWhereOffOrTooSmall) {
       EXPECT_FALSE(onednn_conv_forward(g, x.data(), w.data(), nullptr, y.data())) << describe(c);
       EXPECT_FALSE(onednn_conv_backward_x(g, y.data(), w.data(), x.data())) << describe(c);
     }
+  }
+}
+
+// The fused conv -> bias -> relu -> 2x2 max-pool block on this route (conv_gemm_pool.hpp):
+// equal bit for bit to conv_forward then relu and the pool done here, and within rounding
+// of the double sums; odd output rows and columns (the last one dropped by the pool), two
+// part sizes, the route named.
+TEST_F(OnednnConv, FusedReluPoolGivesTheUnfusedFloats) {
+  const std::vector<Case2> cases = {
+      {11, 32, 64, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1},  // the CNN's second block
+      {12, 17, 21, 1, 9, 11, 3, 3, 1, 1, 0, 0, 1, 1},   // 7x9 output
+  };
+  for (const Case2& c : cases) {
+    const ConvGeom g = geom2(c);
+    ASSERT_TRUE(conv_relu_pool_fusable(g)) << describe(c);
+    const auto x = rnd(c.batch * c.cin * c.h * c.w, 31), w = rnd(c.cout * c.cin * c.kh * c.kw, 32), b = rnd(c.cout, 33);
+    std::vector<double> y, unused;
+    reference(c, g, x, w, b, std::vector<double>(c.batch * c.cout * g.out_size(), 0.0), y, unused);
+    const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(b);
+    const std::size_t oh = g.out[1], ow = g.out[2], py = oh / 2, px = ow / 2;
+    std::vector<float> conv(c.batch * c.cout * g.out_size()), fused(c.batch * c.cout * py * px, -1.0f);
+    std::vector<float> want(fused.size());
+    std::vector<double> want64(fused.size());
+    conv_forward(g, xf.data(), wf.data(), bf.data(), conv.data());
+    reset_conv_forward_routes();
+    conv_relu_pool_forward(g, xf.data(), wf.data(), bf.data(), fused.data());
+#if TENSOR_HAVE_ONEDNN
+    EXPECT_EQ(conv_forward_routes(), "onednn jit + relu + max-pool 2x2 [" + std::to_string(c.cin) + "->" +
+                                         std::to_string(c.cout) + " 3x3]");
+#endif
+    for (std::size_t p = 0; p < c.batch * c.cout; ++p)
+      for (std::size_t i = 0; i < py; ++i)
+        for (std::size_t j = 0; j < px; ++j) {
+          float m = 0.0f;
+          double m64 = 0.0;
+          for (std::size_t a = 0; a < 2; ++a)
+            for (std::size_t e = 0; e < 2; ++e) {
+              const std::size_t at = p * oh * ow + (2 * i + a) * ow + 2 * j + e;
+              m = std::max(m, conv[at]);
+              m64 = std::max(m64, y[at]);
+            }
+          want[(p * py + i) * px + j] = m;
+          want64[(p * py + i) * px + j] = m64;
+        }
+    EXPECT_EQ(fused, want) << describe(c);
+    expect_close(fused, want64, 1e-4 * std::sqrt(static_cast<double>(c.cin * 9)), "fused " + describe(c));
   }
 }
 

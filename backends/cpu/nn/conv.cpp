@@ -1,7 +1,8 @@
 // Convolution and transposed convolution on the CPU: im2col (or the input itself for a
 // 1x1 stride-1 unpadded kernel) + one gemm per (sample, group); col2im for the input
-// gradient; direct row loops for depthwise kernels; the f32 2-d gradients of wide
-// convolutions on oneDNN's convolution primitives (conv_onednn.hpp). Above 64^3 multiply-adds, samples run
+// gradient; direct row loops for depthwise kernels; f32 2-d wide convolutions (forward
+// and both gradients) on oneDNN's convolution primitives where it has AVX-512 kernels
+// (conv_onednn.hpp). Above 64^3 multiply-adds, samples run
 // on parallel_chunks with BLIS single-threaded when there are at least as many samples as
 // threads, else each gemm is cut into single-threaded BLIS slabs on parallel_chunks (as
 // matmul.cpp; never OpenMP regions or BLIS's own threads, whose barriers wait a whole time
@@ -771,6 +772,10 @@ void conv_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, c
   if (direct_route(g)) {
     note_route(g, "direct small-C_in + relu + max-pool 2x2");
     direct_small_cin_relu_pool_forward(g, x, w, bias, y);
+    return;
+  }
+  if (onednn_relu_pool_forward(g, x, w, bias, y)) {
+    note_route(g, "onednn jit + relu + max-pool 2x2");
     return;
   }
   note_route(g, "im2col + gemm + relu + max-pool 2x2");
