@@ -1,14 +1,14 @@
 // Convolution and transposed convolution on the CPU: im2col (or the input itself for a
 // 1x1 stride-1 unpadded kernel) + one gemm per (sample, group); col2im for the input
-// gradient; direct row loops for depthwise kernels; f32 2-d wide convolutions (forward
-// and both gradients) on oneDNN's convolution primitives where it has AVX-512 kernels
-// (conv_onednn.hpp). Above 64^3 multiply-adds, samples run
-// on parallel_chunks with BLIS single-threaded when there are at least as many samples as
-// threads, else each gemm is cut into single-threaded BLIS slabs on parallel_chunks (as
-// matmul.cpp; never OpenMP regions or BLIS's own threads, whose barriers wait a whole time
-// slice for a descheduled thread on a shared machine, see parallel.hpp). Results do not
-// depend on the thread count: every output element is computed by one fixed sequence of
-// operations, and the weight gradient sums fixed sample ranges in a fixed order.
+// gradient; direct row loops for depthwise kernels; wide f32 2-d convolutions (forward and
+// both gradients) on oneDNN's primitives where it has AVX-512 kernels (conv_onednn.hpp).
+// Above 64^3 multiply-adds, samples run on parallel_chunks with BLIS single-threaded when
+// there are at least as many samples as threads, else each gemm is cut into single-threaded
+// BLIS slabs on parallel_chunks (as matmul.cpp; never OpenMP regions or BLIS's own threads,
+// whose barriers wait a whole time slice for a descheduled thread on a shared machine, see
+// parallel.hpp). Results do not depend on the thread count: every output element is
+// computed by one fixed sequence of operations, and the weight gradient sums fixed sample
+// ranges in a fixed order.
 #include "backends/cpu/nn/conv.hpp"
 
 #include <algorithm>
@@ -509,10 +509,7 @@ void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
     }
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (onednn_conv_forward(g, x, w, bias, y)) {
-      note_route(g, "onednn jit");
-      return;
-    }
+    if (onednn_conv_forward(g, x, w, bias, y)) return note_route(g, "onednn jit");
   }
   note_route(g, pw ? "gemm (pointwise)" : "im2col + gemm");
   const Plan p = plan(g, g.batch, cgo, P, Kc);
@@ -774,10 +771,7 @@ void conv_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, c
     direct_small_cin_relu_pool_forward(g, x, w, bias, y);
     return;
   }
-  if (onednn_relu_pool_forward(g, x, w, bias, y)) {
-    note_route(g, "onednn jit + relu + max-pool 2x2");
-    return;
-  }
+  if (onednn_relu_pool_forward(g, x, w, bias, y)) return note_route(g, "onednn jit + relu + max-pool 2x2");
   note_route(g, "im2col + gemm + relu + max-pool 2x2");
   gemm_relu_pool_forward(g, x, w, bias, y);
 }
