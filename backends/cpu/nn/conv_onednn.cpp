@@ -274,7 +274,7 @@ bool taken(const ConvGeom& g) {
 }
 
 // TENSOR_CONV_ONEDNN: "1" this route for every geometry it takes, "0" for none; unset,
-// for those where it was measured faster than im2col + gemm (preferred()).
+// where oneDNN picks a kernel measured faster than im2col + gemm (allowed()).
 std::atomic<OnednnConvMode> g_mode{[] {
   const char* e = std::getenv("TENSOR_CONV_ONEDNN");
   if (e == nullptr) return OnednnConvMode::preferred;
@@ -289,8 +289,8 @@ bool chosen(const ConvGeom& g) { return g_mode.load(std::memory_order_relaxed) !
 // AVX-512 kernels, measured faster than im2col + gemm on this route's geometries (Zen
 // with AVX-512, 2026-12-07: single-thread CPU time [128,32,14,14] -> 64 forward / x-grad
 // / w-grad 8.7 / 8.7 / 9.8 ms against 10.2 / 10.7 / 10.4, [32,64,56,56] -> 64 70 / 72 /
-// 80 against 76 / 90 / 84). The AVX2 and SSE4.1 kernels were not measured: those CPUs
-// stay on im2col + gemm.
+// 80 against 76 / 90 / 84; on 2 threads, idle, docs/benchmarks.md's issue 33 rows). The
+// AVX2 and SSE4.1 kernels were not measured: those CPUs stay on im2col + gemm.
 bool allowed(const ConvPrim& p) {
   return p.prim != nullptr && (p.avx512 || g_mode.load(std::memory_order_relaxed) == OnednnConvMode::forced);
 }
