@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <hwy/targets.h>  // hwy::TargetName only; no SIMD code here
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
@@ -125,11 +126,11 @@ void print_op_coverage(std::ostream& os, const td::Backend& b) {
 }
 
 // The conv routes, from one small probe of each on the cpu (the route depends on the shape:
-// these are the Fashion-MNIST CNN's two convs): the f32 forward of [8,1,28,28] x [32,1,3,3]
-// and a q8s-weight conv2d of [8,32,14,14] x [64,32,3,3] (q_conv2d).
-std::pair<std::string, std::string> probe_conv_routes() {
+// these are the Fashion-MNIST CNN's two convs): the f32 forwards of [8,1,28,28] x [32,1,3,3]
+// and [8,32,14,14] x [64,32,3,3], and a q8s-weight conv2d of [8,32,14,14] x [64,32,3,3] (q_conv2d).
+std::array<std::string, 3> probe_conv_routes() {
   using namespace tensor;
-  std::string f32, q;
+  std::string f32, f32_2, q;
   try {
     const Device cpu = Device::cpu();
     nn::ConvOptions<2> o;
@@ -139,15 +140,21 @@ std::pair<std::string, std::string> probe_conv_routes() {
         .into_data();
     f32 = cpu::nn::conv_forward_routes();
     if (f32.find("direct small-C_in") != std::string::npos) f32 += " (Highway " + cpu::nn::conv_direct_target() + ")";
+    cpu::nn::reset_conv_forward_routes();
+    (void)nn::conv2d(Tensor<4>::full({8, 32, 14, 14}, 0.5f, cpu), Tensor<4>::full({64, 32, 3, 3}, 0.25f, cpu),
+                     std::nullopt, o)
+        .into_data();
+    f32_2 = cpu::nn::conv_forward_routes();
     const auto scheme = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native);
     const auto wq = quantize_dynamic(Tensor<4>::full({64, 32, 3, 3}, 0.25f, cpu), scheme);
     (void)nn::conv2d(Tensor<4>::full({8, 32, 14, 14}, 0.5f, cpu), wq, std::nullopt, o).into_data();
     q = cpu::last_q_conv2d_route();
   } catch (const std::exception& e) {
     if (f32.empty()) f32 = std::string("(probe failed: ") + e.what() + ")";
+    if (f32_2.empty()) f32_2 = std::string("(probe failed: ") + e.what() + ")";
     q = std::string("(probe failed: ") + e.what() + ")";
   }
-  return {f32, q};
+  return {f32, f32_2, q};
 }
 
 void print_cpu_details(std::ostream& os) {
@@ -159,8 +166,9 @@ void print_cpu_details(std::ostream& os) {
   t.add({"compiled+supported targets", compiled.empty() ? "(none)" : compiled});
   t.add({"BLIS architecture", tensor::cpu::blis_arch()});
   t.add({"GEMM routes", tensor::cpu::gemm_route()});
-  const auto [f32_conv, q_conv] = probe_conv_routes();
+  const auto [f32_conv, f32_conv2, q_conv] = probe_conv_routes();
   t.add({"conv2d route [8,1,28,28] 3x3->32", f32_conv});
+  t.add({"conv2d route [8,32,14,14] 3x3->64", f32_conv2});
   t.add({"q_conv2d route [8,32,14,14] 3x3->64 q8s", q_conv});
   t.add({"OpenMP threads", std::to_string(tensor::cpu::omp_threads())});
   t.print(os, /*with_header=*/false);

@@ -23,6 +23,7 @@
 #include "backends/cpu/nn/conv.hpp"
 #include "backends/cpu/nn/conv_direct.hpp"
 #include "backends/cpu/nn/conv_gemm_pool.hpp"
+#include "backends/cpu/nn/conv_onednn.hpp"
 #include "nn_test_util.hpp"
 
 namespace tensor::cpu::nn::test {
@@ -299,7 +300,11 @@ TEST(CpuConvDirect, FusedReluPoolOnTheGemmRoute) {
       {.n = 2, .c = 64, .h = 61, .w = 60, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1},
   };
   EXPECT_LT(gemm_relu_pool_rows(geom(cases[5])), 60u);
+  // oneDNN's primitive takes cases 0 and 5 by default (nn_conv_onednn_test.cpp tests it fused)
+  const OnednnConvMode mode = onednn_conv_mode();
+  set_onednn_conv_mode(OnednnConvMode::off);
   for (std::size_t i = 0; i < std::size(cases); ++i) check_gemm_relu_pool(cases[i], "gemm fused case " + std::to_string(i));
+  set_onednn_conv_mode(mode);
   // a 1-4 channel shape with the direct route off
   set_conv_direct(false);
   check_gemm_relu_pool({.n = 3, .c = 1, .h = 28, .w = 28, .oc = 32, .kh = 3, .kw = 3, .ph = 1, .pw = 1}, "gemm fused, direct off");

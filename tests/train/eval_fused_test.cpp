@@ -17,6 +17,7 @@
 #include <tensor/tensor.hpp>
 
 #include "backends/cpu/nn/conv.hpp"
+#include "backends/cpu/nn/conv_onednn.hpp"
 #include "backends/cpu/quant.hpp"
 #include "model.hpp"
 #include "tools/eval_fused.hpp"
@@ -57,12 +58,24 @@ Logits both(const train::Model& m, const Tensor<4>& x) {
 TEST(EvalFused, TheCnnGivesTheModulesLogitsBitForBit) {
   const train::Model m = train::Model("cnn", 28, 28, 10, 7, Device::cpu()).detached();
   const auto x = images(37, 28, 28, 3);  // an odd batch: row blocks split unevenly over threads
-  const Logits r = both(m, x);
-  ASSERT_EQ(r.plain.size(), 37u * 10u);
-  EXPECT_EQ(r.fused, r.plain);
   // both blocks fused: the first on the direct kernel, the second on im2col + gemm (there the
-  // same single-threaded gemm per sample as the module's, so the same floats)
-  EXPECT_EQ(r.routes, "direct small-C_in + relu + max-pool 2x2 [1->32 3x3]; im2col + gemm + relu + max-pool 2x2 [32->64 3x3]");
+  // same single-threaded gemm per sample as the module's, so the same floats) or on oneDNN's
+  // primitive (the module's conv2d takes it too: the same parts, so the same floats)
+  const auto mode = tensor::cpu::nn::onednn_conv_mode();
+  for (const auto route : {tensor::cpu::nn::OnednnConvMode::off, tensor::cpu::nn::OnednnConvMode::forced}) {
+    tensor::cpu::nn::set_onednn_conv_mode(route);
+    const Logits r = both(m, x);
+    ASSERT_EQ(r.plain.size(), 37u * 10u);
+    EXPECT_EQ(r.fused, r.plain);
+#if TENSOR_HAVE_ONEDNN
+    const bool onednn = route == tensor::cpu::nn::OnednnConvMode::forced;
+#else
+    const bool onednn = false;
+#endif
+    EXPECT_EQ(r.routes, std::string("direct small-C_in + relu + max-pool 2x2 [1->32 3x3]; ") +
+                            (onednn ? "onednn jit" : "im2col + gemm") + " + relu + max-pool 2x2 [32->64 3x3]");
+  }
+  tensor::cpu::nn::set_onednn_conv_mode(mode);
 }
 
 // The second block's f32 fused route through the hook: odd conv outputs (7x9, 5x5: the last

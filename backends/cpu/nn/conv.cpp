@@ -1,13 +1,14 @@
 // Convolution and transposed convolution on the CPU: im2col (or the input itself for a
 // 1x1 stride-1 unpadded kernel) + one gemm per (sample, group); col2im for the input
-// gradient; direct row loops for depthwise kernels; the f32 2-d gradients of wide
-// convolutions on oneDNN's convolution primitives (conv_onednn.hpp). Above 64^3 multiply-adds, samples run
-// on parallel_chunks with BLIS single-threaded when there are at least as many samples as
-// threads, else each gemm is cut into single-threaded BLIS slabs on parallel_chunks (as
-// matmul.cpp; never OpenMP regions or BLIS's own threads, whose barriers wait a whole time
-// slice for a descheduled thread on a shared machine, see parallel.hpp). Results do not
-// depend on the thread count: every output element is computed by one fixed sequence of
-// operations, and the weight gradient sums fixed sample ranges in a fixed order.
+// gradient; direct row loops for depthwise kernels; wide f32 2-d convolutions (forward and
+// both gradients) on oneDNN's primitives where it has AVX-512 kernels (conv_onednn.hpp).
+// Above 64^3 multiply-adds, samples run on parallel_chunks with BLIS single-threaded when
+// there are at least as many samples as threads, else each gemm is cut into single-threaded
+// BLIS slabs on parallel_chunks (as matmul.cpp; never OpenMP regions or BLIS's own threads,
+// whose barriers wait a whole time slice for a descheduled thread on a shared machine, see
+// parallel.hpp). Results do not depend on the thread count: every output element is
+// computed by one fixed sequence of operations, and the weight gradient sums fixed sample
+// ranges in a fixed order.
 #include "backends/cpu/nn/conv.hpp"
 
 #include <algorithm>
@@ -352,16 +353,6 @@ void direct_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T*
             [&](std::size_t task) { one(static_cast<I>(task)); });
 }
 
-// With TENSOR_CONV_ONEDNN=1 the f32 gradients of 2-d convolutions go to oneDNN's primitives
-// where they take them (conv_onednn.hpp). Off by default: on the idle machine (2026-12-06,
-// load 0.6-0.9) x-grad + w-grad of [32,64,56,56] with 64 3x3 filters took 109-114 ms that way
-// against 72-74 ms on im2col + gemm (interleaved runs); its CPU-time saving was measured
-// under load.
-const bool kOnednnGrads = [] {
-  const char* e = std::getenv("TENSOR_CONV_ONEDNN");
-  return e != nullptr && std::string_view(e) == "1";
-}();
-
 // The forward routes this thread's convolutions took since the last reset (at most 8
 // distinct entries: the route and the conv's channels and kernel), for tensorctl's reports;
 // noted without building strings (a few compares per conv).
@@ -517,6 +508,9 @@ void forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
       return;
     }
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (onednn_conv_forward(g, x, w, bias, y)) return note_route(g, "onednn jit");
+  }
   note_route(g, pw ? "gemm (pointwise)" : "im2col + gemm");
   const Plan p = plan(g, g.batch, cgo, P, Kc);
   const I out1 = static_cast<I>(g.out[1]), out2 = static_cast<I>(g.out[2]), rows = block_rows<T>(g, Kc);
@@ -557,7 +551,7 @@ void backward_x(const ConvGeom& g, const T* dy, const T* w, T* dx) {
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (kOnednnGrads && onednn_conv_backward_x(g, dy, w, dx)) return;
+    if (onednn_conv_backward_x(g, dy, w, dx)) return;
   }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
   const bool pw = pointwise(g);
@@ -597,7 +591,7 @@ void backward_weight(const ConvGeom& g, const T* x, const T* dy, T* dw) {
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (kOnednnGrads && onednn_conv_backward_weight(g, x, dy, dw)) return;
+    if (onednn_conv_backward_weight(g, x, dy, dw)) return;
   }
   const std::size_t cgi = g.c_in / g.groups, cgo = g.c_out / g.groups, P = g.out_size(), Kc = cgi * g.kernel_size();
   const std::size_t wsize = g.c_out * Kc;
@@ -777,6 +771,7 @@ void conv_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, c
     direct_small_cin_relu_pool_forward(g, x, w, bias, y);
     return;
   }
+  if (onednn_relu_pool_forward(g, x, w, bias, y)) return note_route(g, "onednn jit + relu + max-pool 2x2");
   note_route(g, "im2col + gemm + relu + max-pool 2x2");
   gemm_relu_pool_forward(g, x, w, bias, y);
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backends/cpu/nn/conv_onednn.hpp"
 #include "backends/cpu/nn/nn_gemm.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "backends/cpu/pool_hwy.hpp"
@@ -47,6 +48,17 @@ void gemm_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, c
     }
   };
   parallel_chunks(g.batch, image);
+}
+
+bool onednn_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
+  const std::size_t P = g.out_size(), out_w = g.out[2], py = g.out[1] / 2, px = out_w / 2;
+  return onednn_conv_forward_parts(g, x, w, bias, simd::kPoolRowsSlack,
+                                   [&](std::size_t n0, std::size_t n1, const float* part) {
+                                     for (std::size_t n = n0; n < n1; ++n)
+                                       for (std::size_t o = 0; o < g.c_out; ++o)
+                                         simd::max_pool_2x2_relu_rows_f32(part + ((n - n0) * g.c_out + o) * P, py, out_w,
+                                                                          y + (n * g.c_out + o) * py * px, px);
+                                   });
 }
 
 }  // namespace tensor::cpu::nn

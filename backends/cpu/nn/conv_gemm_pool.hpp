@@ -32,4 +32,9 @@ std::size_t gemm_relu_pool_rows(const ConvGeom& g);
 // conv_forward runs one gemm per sample on one thread and the block is the whole plane).
 void gemm_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);
 
+// The same block where conv_forward takes oneDNN's primitive (conv_onednn.hpp): each batch
+// part's conv output (bias added) pooled from a per-thread buffer, so the block gives the
+// unfused path's floats bit for bit. False (y untouched) where that route declines g.
+bool onednn_relu_pool_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y);
+
 }  // namespace tensor::cpu::nn

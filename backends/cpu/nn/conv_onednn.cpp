@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/gemm.hpp"
@@ -62,6 +64,7 @@ struct ConvPrim {
   int arg0 = 0, arg1 = 0, arg_out = 0;
   dnnl_memory_desc_t scratch{};
   std::size_t scratch_bytes = 0;
+  bool avx512 = false;  // an AVX-512 kernel (jit:avx512_core, brg:avx512_core...)
   ConvPrim() = default;
   ConvPrim(const ConvPrim&) = delete;
   ConvPrim& operator=(const ConvPrim&) = delete;
@@ -71,7 +74,7 @@ struct ConvPrim {
   }
 };
 
-enum class Kind : I { backward_x = 1, backward_weight = 2 };
+enum class Kind : I { backward_x = 1, backward_weight = 2, forward = 3 };
 using Key = std::array<I, 17>;
 
 Key key_of(Kind kind, const ConvGeom& g, std::size_t nb) {
@@ -110,36 +113,45 @@ std::shared_ptr<const ConvPrim> make_prim(Kind kind, const ConvGeom& g, std::siz
   if (dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &s_any, &w_any,
                                                  nullptr, &d_any, strides, dil, pad_l, pad_r) != dnnl_success)
     return p;
-  const bool bx = kind == Kind::backward_x;
+  const bool bx = kind == Kind::backward_x, fw = kind == Kind::forward;
   const dnnl_status_t st =
-      bx ? dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &s_any, &w_any, &d_any, strides,
-                                                            dil, pad_l, pad_r)
-         : dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &s_any, &w_any, nullptr,
-                                                               &d_any, strides, dil, pad_l, pad_r);
+      fw ? dnnl_success
+      : bx ? dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &s_any, &w_any, &d_any,
+                                                              strides, dil, pad_l, pad_r)
+           : dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &s_any, &w_any, nullptr,
+                                                                 &d_any, strides, dil, pad_l, pad_r);
   if (st != dnnl_success) return p;
   dnnl_primitive_attr_t attr = nullptr;
   if (dnnl_primitive_attr_create(&attr) != dnnl_success) return p;
   dnnl_primitive_desc_t fpd = nullptr, pd = nullptr;
   bool ok = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
             dnnl_primitive_desc_create(&fpd, &fd, attr, e, nullptr) == dnnl_success &&
-            dnnl_primitive_desc_create(&pd, &bd, attr, e, fpd) == dnnl_success;
+            (fw || dnnl_primitive_desc_create(&pd, &bd, attr, e, fpd) == dnnl_success);
   dnnl_primitive_attr_destroy(attr);
+  if (fw) std::swap(pd, fpd);  // the forward primitive itself
   const char* impl = nullptr;
   // Only JIT kernels: a reference or gemm-based (im2col, as ours) implementation gains nothing.
   ok = ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl != nullptr &&
        (std::string_view(impl).starts_with("jit:") || std::string_view(impl).starts_with("brg"));
   if (ok) {
+    p->avx512 = std::string_view(impl).find("avx512") != std::string_view::npos;
     const dnnl_memory_desc_t* ms = dnnl_primitive_desc_query_md(pd, bx ? dnnl_query_diff_src_md : dnnl_query_src_md, 0);
     const dnnl_memory_desc_t* mw =
-        dnnl_primitive_desc_query_md(pd, bx ? dnnl_query_weights_md : dnnl_query_diff_weights_md, 0);
-    const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
+        dnnl_primitive_desc_query_md(pd, bx || fw ? dnnl_query_weights_md : dnnl_query_diff_weights_md, 0);
+    const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, fw ? dnnl_query_dst_md : dnnl_query_diff_dst_md, 0);
     const dnnl_memory_desc_t* sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     ok = ms != nullptr && mw != nullptr && md != nullptr;
     if (ok && sp != nullptr) {
       p->scratch = *sp;
       p->scratch_bytes = dnnl_memory_desc_get_size(sp);
     }
-    if (ok && bx) {
+    if (ok && fw) {
+      // x, w in; y out.
+      p->arg0 = DNNL_ARG_SRC;
+      p->arg1 = DNNL_ARG_WEIGHTS;
+      p->arg_out = DNNL_ARG_DST;
+      ok = make_reorder(p->in0, s_plain, *ms) && make_reorder(p->in1, w_plain, *mw) && make_reorder(p->out, *md, d_plain);
+    } else if (ok && bx) {
       // dy, w in; dx out.
       p->arg0 = DNNL_ARG_DIFF_DST;
       p->arg1 = DNNL_ARG_WEIGHTS;
@@ -261,39 +273,109 @@ bool taken(const ConvGeom& g) {
          g.batch >= 1 && work >= 128.0 * 128.0 * 128.0 && engine() != nullptr;
 }
 
+// TENSOR_CONV_ONEDNN: "1" this route for every geometry it takes, "0" for none; unset,
+// where oneDNN picks a kernel measured faster than im2col + gemm (allowed()).
+std::atomic<OnednnConvMode> g_mode{[] {
+  const char* e = std::getenv("TENSOR_CONV_ONEDNN");
+  if (e == nullptr) return OnednnConvMode::preferred;
+  return std::string_view(e) == "1"   ? OnednnConvMode::forced
+         : std::string_view(e) == "0" ? OnednnConvMode::off
+                                      : OnednnConvMode::preferred;
+}()};
+
+bool chosen(const ConvGeom& g) { return g_mode.load(std::memory_order_relaxed) != OnednnConvMode::off && taken(g); }
+
+// Whether primitive p runs where the mode allows: forced, any JIT kernel; preferred, the
+// AVX-512 kernels, measured faster than im2col + gemm on this route's geometries (Zen
+// with AVX-512, 2026-12-07: single-thread CPU time [128,32,14,14] -> 64 forward / x-grad
+// / w-grad 8.7 / 8.7 / 9.8 ms against 10.2 / 10.7 / 10.4, [32,64,56,56] -> 64 70 / 72 /
+// 80 against 76 / 90 / 84; on 2 threads, idle, docs/benchmarks.md's issue 33 rows). The
+// AVX2 and SSE4.1 kernels were not measured: those CPUs stay on im2col + gemm.
+bool allowed(const ConvPrim& p) {
+  return p.prim != nullptr && (p.avx512 || g_mode.load(std::memory_order_relaxed) == OnednnConvMode::forced);
+}
+
 // Batch parts: a fixed count (not the thread count), so every result is the same on any
 // number of threads; parts of at most two sizes (two primitives).
 constexpr std::size_t kParts = 8;
 
-}  // namespace
+// The part primitives of `kind` for parts of `small` and `big` samples. Created with one
+// OpenMP thread allowed, as they run (oneDNN's JIT kernels choose their blocking for the
+// thread count they see at creation); only around creation: parallel_chunks runs
+// serially while one thread is allowed (which the gradients did before 2026-12-07).
+std::pair<std::shared_ptr<const ConvPrim>, std::shared_ptr<const ConvPrim>> part_prims(Kind kind, const ConvGeom& g,
+                                                                                       std::size_t small,
+                                                                                       std::size_t big) {
+  const GemmThreadScope one_thread;
+  auto ps = prim_for(kind, g, small);
+  auto pb = big == small ? ps : prim_for(kind, g, big);
+  return {std::move(ps), std::move(pb)};
+}
 
-bool onednn_conv_backward_x(const ConvGeom& g, const float* dy, const float* w, float* dx) {
-  if (!taken(g)) return false;
+// out = kind(in0, in1) over the batch in parts on parallel_chunks (in0 and out per sample,
+// in1 the weight, shared).
+// `bias` (forward only, may be null) is added to each part's output as it comes out of
+// the reorder, while it is still in cache. With `epilogue` (forward only) each part's
+// output goes to a per-thread buffer (`slack` floats longer) handed to it, not to out.
+bool run_parts(Kind kind, const ConvGeom& g, const float* in0, std::size_t in0_step, const float* in1, float* out,
+               std::size_t out_step, const float* bias = nullptr, const PartEpilogue* epilogue = nullptr,
+               std::size_t slack = 0) {
   const std::size_t parts = std::min(g.batch, kParts);
   const std::size_t small = g.batch / parts, big = small + (g.batch % parts != 0 ? 1 : 0);
-  const GemmThreadScope one_thread;
-  const auto ps = prim_for(Kind::backward_x, g, small);
-  const auto pb = big == small ? ps : prim_for(Kind::backward_x, g, big);
-  if (ps->prim == nullptr || pb->prim == nullptr) return false;
+  const auto [ps, pb] = part_prims(kind, g, small, big);
+  if (!allowed(*ps) || !allowed(*pb)) return false;
   std::atomic<bool> ok{true};
   auto part = [&](std::size_t i) {
     const GemmThreadScope part_thread;
     const std::size_t n0 = g.batch * i / parts, n1 = g.batch * (i + 1) / parts;
     const ConvPrim& p = n1 - n0 == small ? *ps : *pb;
-    if (!run(p, dy + n0 * g.c_out * g.out_size(), w, dx + n0 * g.c_in * g.in_size())) ok = false;
+    thread_local std::vector<float> part_out;
+    float* dst = out != nullptr ? out + n0 * out_step : nullptr;  // sample n0's output
+    if (epilogue != nullptr) {
+      if (part_out.size() < (n1 - n0) * out_step + slack) part_out.resize((n1 - n0) * out_step + slack);
+      dst = part_out.data();
+    }
+    if (!run(p, in0 + n0 * in0_step, in1, dst)) {
+      ok = false;
+      return;
+    }
+    const std::size_t plane = g.out_size();
+    if (bias != nullptr)
+      for (std::size_t n = 0; n < n1 - n0; ++n)
+        for (std::size_t o = 0; o < g.c_out; ++o) {
+          float* yo = dst + n * out_step + o * plane;
+          const float b = bias[o];
+          for (std::size_t i = 0; i < plane; ++i) yo[i] += b;
+        }
+    if (epilogue != nullptr) (*epilogue)(n0, n1, dst);
   };
   parallel_chunks(parts, part);
   return ok.load();
 }
 
+}  // namespace
+
+bool onednn_conv_forward(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y) {
+  return chosen(g) &&
+         run_parts(Kind::forward, g, x, g.c_in * g.in_size(), w, y, g.c_out * g.out_size(), bias);
+}
+
+bool onednn_conv_forward_parts(const ConvGeom& g, const float* x, const float* w, const float* bias, std::size_t slack,
+                               const PartEpilogue& epilogue) {
+  return chosen(g) &&
+         run_parts(Kind::forward, g, x, g.c_in * g.in_size(), w, nullptr, g.c_out * g.out_size(), bias, &epilogue, slack);
+}
+
+bool onednn_conv_backward_x(const ConvGeom& g, const float* dy, const float* w, float* dx) {
+  return chosen(g) && run_parts(Kind::backward_x, g, dy, g.c_out * g.out_size(), w, dx, g.c_in * g.in_size());
+}
+
 bool onednn_conv_backward_weight(const ConvGeom& g, const float* x, const float* dy, float* dw) {
-  if (!taken(g)) return false;
+  if (!chosen(g)) return false;
   const std::size_t parts = std::min(g.batch, kParts);
   const std::size_t small = g.batch / parts, big = small + (g.batch % parts != 0 ? 1 : 0);
-  const GemmThreadScope one_thread;
-  const auto ps = prim_for(Kind::backward_weight, g, small);
-  const auto pb = big == small ? ps : prim_for(Kind::backward_weight, g, big);
-  if (ps->prim == nullptr || pb->prim == nullptr) return false;
+  const auto [ps, pb] = part_prims(Kind::backward_weight, g, small, big);
+  if (!allowed(*ps) || !allowed(*pb)) return false;
   const std::size_t wsize = g.c_out * g.c_in * g.kernel_size();
   // Part 0 writes dw itself, part i > 0 its own partial; added in part order at the end.
   std::vector<float> partial((parts - 1) * wsize);
@@ -314,8 +396,18 @@ bool onednn_conv_backward_weight(const ConvGeom& g, const float* x, const float*
   return true;
 }
 
+void set_onednn_conv_mode(OnednnConvMode m) { g_mode.store(m, std::memory_order_relaxed); }
+OnednnConvMode onednn_conv_mode() { return g_mode.load(std::memory_order_relaxed); }
+
 #else
 
+void set_onednn_conv_mode(OnednnConvMode) {}
+OnednnConvMode onednn_conv_mode() { return OnednnConvMode::off; }
+bool onednn_conv_forward(const ConvGeom&, const float*, const float*, const float*, float*) { return false; }
+bool onednn_conv_forward_parts(const ConvGeom&, const float*, const float*, const float*, std::size_t,
+                               const PartEpilogue&) {
+  return false;
+}
 bool onednn_conv_backward_x(const ConvGeom&, const float*, const float*, float*) { return false; }
 bool onednn_conv_backward_weight(const ConvGeom&, const float*, const float*, float*) { return false; }
 
