@@ -95,6 +95,46 @@ int run_quant(bool quick) {
       std::fflush(stdout);
     }
   }
+  // The q4 weight-only GEMV (issue 32): x [M, 4096] times a q4s weight [4096, 4096] with f16
+  // scales per block of 32 along K (tensorctl eval --quantize q4s's layout), M = 1 and 8,
+  // against the f32 matmul of the same shape, interleaved; the bytes of weight each reads
+  // (f32: 4 per weight; q4: the nibble pack and its scales, as the route reports them).
+  std::printf("%-22s %4s %5s %12s %12s %7s  %s\n", "q4s GEMV (M x K x N)", "thr", "reps", "f32 matmul", "q4 matmul", "speedup",
+              "q_matmul route; weight bytes read f32 | q4");
+  for (const std::size_t m : {std::size_t{1}, std::size_t{8}}) {
+    constexpr std::size_t kK = 4096, kN = 4096;
+    const auto x = Tensor<2>::random({m, kK}, Distribution::uniform(-1, 1), cpu);
+    const auto w = Tensor<2>::random({kK, kN}, Distribution::uniform(-1, 1), cpu);
+    const QuantScheme s = QuantScheme{}.with_value(QuantValue::Q4S).with_store(QuantStore::PackedU32).per_block(
+        BlockSize({32, 1}), ScaleDtype::F16);
+    const auto wq = quantize_dynamic(w, s);
+    // the pack's bytes: K / 2 per column (nibbles) + an f16 scale per 32 codes (K * N / 16 bytes)
+    const double q4_bytes = static_cast<double>(kK * kN) / 2.0 + static_cast<double>(kK * kN) / 32.0 * 2.0;
+    for (const int nt : {1, 2}) {
+      set_threads(nt);
+      (void)x.matmul(w);
+      (void)quantization::q_matmul(x, wq);  // the nibble pack, once
+      const std::string route = cpu::last_q_matmul_route();
+      const int reps = quick ? 3 : 41;
+      std::vector<double> tf, tq;
+      for (int r = 0; r < reps; ++r) {
+        auto t0 = Clock::now();
+        auto y = x.matmul(w);
+        cpu.sync();
+        auto t1 = Clock::now();
+        auto yq = quantization::q_matmul(x, wq);
+        cpu.sync();
+        auto t2 = Clock::now();
+        tf.push_back(std::chrono::duration<double>(t1 - t0).count());
+        tq.push_back(std::chrono::duration<double>(t2 - t1).count());
+      }
+      const double f = median(tf), q = median(tq);
+      const std::string shape = std::to_string(m) + " x " + std::to_string(kK) + " x " + std::to_string(kN);
+      std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s; %.1f | %.1f MiB\n", shape.c_str(), nt, reps, f * 1e3, q * 1e3,
+                  f / q, route.c_str(), static_cast<double>(kK * kN * 4) / 1048576.0, q4_bytes / 1048576.0);
+      std::fflush(stdout);
+    }
+  }
   // conv2d with a q8s weight (scales per output channel) against the f32 conv2d: the second
   // conv of tensorctl's cnn at eval's batch (x [500, 32, 14, 14], w [64, 32, 3, 3], padding 1),
   // wall and process CPU time (all threads), interleaved; the route q_conv2d took.
