@@ -1,7 +1,7 @@
 // The fused q4 GEMV of q_matmul (quant_q4.hpp). Exactness: the integer part of every block
 // product is exact (|sum| <= 32 * 127 * 8 < 2^24, so its f32 conversion is exact too); per
 // block the f32 epilogue is acc = acc + f32(isum) * (wscale * xscale), a product then a sum
-// (no FMA: the library builds with -ffp-contract=off and the vector body uses mul + add), in
+// (no FMA: the vector body is built with fp-contract=off and uses mul + add), in
 // block order, so the AVX512-VNNI and the portable kernels give the same floats bit for bit.
 //
 // dpbusd multiplies u8 by s8: the weight's codes are stored offset by 8 (code + 8 in
@@ -141,7 +141,9 @@ void portable_groups(const Q4Pack& p, const Act& a, std::int64_t m, float* out, 
 }
 
 #if defined(__x86_64__)
-#define Q4_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c")))
+// fp-contract=off: with FMA in the target GCC 12 fuses the intrinsics' mul + add (C++'s ISO
+// mode does not turn contraction off), and the portable loop has no FMA to match.
+#define Q4_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c"), optimize("fp-contract=off")))
 
 // R rows (R <= 4) of x against one group of 16 columns: the block's 8 weight vectors are
 // unpacked once and used for each row.
