@@ -158,7 +158,9 @@ Prim dequantize_entry(Prim pq, DType dtype) {
 // with the weight (QuantPrim::cache), with the primitive, one per M. Where oneDNN is absent
 // or offers no kernel, for rows that are not finite (NaN / inf have no int8 code) and for an
 // f64 x (whose precision an int8 product cannot keep), the product is the default's: the
-// weight dequantized, then the float matmul.
+// weight dequantized, then the float matmul. Before all that, a 4-bit weight with scales per
+// block [32, 1] and M <= 16 takes the fused q4 GEMV (quant_q4.cpp); oneDNN only takes scales
+// per tensor or per column, so other [b, 1] blocks dequantize.
 
 thread_local std::string t_last_route;
 
