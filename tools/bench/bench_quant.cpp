@@ -103,7 +103,8 @@ int run_quant(bool quick) {
   // (f32: 4 per weight; q4: the nibble pack and its scales, as the route reports them).
   std::printf("%-22s %4s %5s %12s %12s %7s  %s\n", "q4s GEMV (M x K x N)", "thr", "reps", "f32 matmul", "q4 matmul", "speedup",
               "q_matmul route; weight bytes read f32 | q4");
-  for (const std::size_t m : {std::size_t{1}, std::size_t{8}}) {
+  // M = 16 is the fused kernel's last M (kQ4MaxRows); M = 17 takes the dequantize route.
+  for (const std::size_t m : {std::size_t{1}, std::size_t{8}, std::size_t{16}, std::size_t{17}}) {
     constexpr std::size_t kK = 4096, kN = 4096;
     const auto x = Tensor<2>::random({m, kK}, Distribution::uniform(-1, 1), cpu);
     const auto w = Tensor<2>::random({kK, kN}, Distribution::uniform(-1, 1), cpu);
@@ -116,8 +117,9 @@ int run_quant(bool quick) {
       set_threads(nt);
       (void)x.matmul(w);
       (void)quantization::q_matmul(x, wq);  // the nibble pack, once
+      cpu.sync();
       const std::string route = cpu::last_q_matmul_route();
-      const int reps = quick ? 3 : 41;
+      const int reps = quick ? 3 : m > 8 ? 21 : 41;
       std::vector<double> tf, tq;
       for (int r = 0; r < reps; ++r) {
         auto t0 = Clock::now();
@@ -132,8 +134,13 @@ int run_quant(bool quick) {
       }
       const double f = median(tf), q = median(tq);
       const std::string shape = std::to_string(m) + " x " + std::to_string(kK) + " x " + std::to_string(kN);
-      std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s; %.1f | %.1f MiB\n", shape.c_str(), nt, reps, f * 1e3, q * 1e3,
-                  f / q, route.c_str(), static_cast<double>(kK * kN * 4) / 1048576.0, q4_bytes / 1048576.0);
+      const double f32_mib = static_cast<double>(kK * kN * 4) / 1048576.0;
+      if (route.starts_with("q4 fused"))
+        std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s; %.1f | %.1f MiB\n", shape.c_str(), nt, reps, f * 1e3, q * 1e3,
+                    f / q, route.c_str(), f32_mib, q4_bytes / 1048576.0);
+      else  // the dequantize route reads the i8 codes, writes the f32 weight and reads it back
+        std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s; %.1f | %.1f (i8 codes) + 2 x %.1f MiB\n", shape.c_str(), nt,
+                    reps, f * 1e3, q * 1e3, f / q, route.c_str(), f32_mib, static_cast<double>(kK * kN) / 1048576.0, f32_mib);
       std::fflush(stdout);
     }
   }
