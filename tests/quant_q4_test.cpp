@@ -141,29 +141,35 @@ TEST_P(Quant, Q4GemvShapesAgainstALoop) {
 
 TEST_P(Quant, Q4GemvScaleDtypesAndThePortableKernel) {
   // Scales in f16, bf16 and f32 (the pack keeps f16 where every scale is one exactly, else
-  // f32); the portable kernel gives the vector kernel's floats bit for bit.
-  constexpr std::size_t M = 3, K = 4128, N = 45;
+  // f32); the portable kernel gives the vector kernel's floats bit for bit, for M = 1 (the
+  // GEMV body: 4 groups of 16 columns at a time, then single groups; N = 150 is 10 groups)
+  // and M = 3 (the rows body).
+  constexpr std::size_t K = 4128, N = 150;
   const auto w = lcg(K * N, 7u, 0.3f);
-  const auto x = lcg(M * K, 9u, 1.0f);
-  for (const ScaleDtype dt : {ScaleDtype::F16, ScaleDtype::BF16, ScaleDtype::F32}) {
-    SCOPED_TRACE(static_cast<int>(dt));
-    const auto wq = quantize_dynamic(fl<2>(w, Shape{K, N}), q4s(dt));
-    const Ref r = reference(x, M, K, N, values_of(wq));
-    const auto got = fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq));
-    EXPECT_TRUE(within(got, r, K, small_m()));
-    if (!fused_kernel()) continue;
-    const std::string route = tensor::cpu::last_q_matmul_route();
-    if (route.find("avx512") != std::string::npos) {
-      const char* want = dt == ScaleDtype::F32 ? "(f32 scales)" : "(f16 scales)";  // bf16 values: f16 too
-      EXPECT_TRUE(route.ends_with(want)) << route;
+  for (const std::size_t M : {1u, 3u})
+    for (const ScaleDtype dt : {ScaleDtype::F16, ScaleDtype::BF16, ScaleDtype::F32}) {
+      SCOPED_TRACE(::testing::Message() << M << " rows, scale dtype " << static_cast<int>(dt));
+      const auto x = lcg(M * K, 9u, 1.0f);
+      const auto wq = quantize_dynamic(fl<2>(w, Shape{K, N}), q4s(dt));
+      const Ref r = reference(x, M, K, N, values_of(wq));
+      const auto got = fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq));
+      EXPECT_TRUE(within(got, r, K, small_m()));
+      if (!fused_kernel()) continue;
+      const std::string route = tensor::cpu::last_q_matmul_route();
+      if (route.find("avx512") != std::string::npos) {
+        const char* want = dt == ScaleDtype::F32 ? "(f32 scales)" : "(f16 scales)";  // bf16 values: f16 too
+        EXPECT_TRUE(route.ends_with(want)) << route;
+      }
+      const PortableScope portable(true);
+      const auto again = fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq));
+      EXPECT_EQ(tensor::cpu::last_q_matmul_route(), "q4 fused portable");
+      for (std::size_t i = 0; i < got.size(); ++i)
+        if (again[i] != got[i]) {
+          ADD_FAILURE() << "portable differs at " << i << ": " << again[i] << " vs " << got[i];
+          break;
+        }
+      EXPECT_TRUE(within(again, r, K, Route::Fused));
     }
-    const PortableScope portable(true);
-    const auto again = fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq));
-    EXPECT_EQ(tensor::cpu::last_q_matmul_route(), "q4 fused portable");
-    for (std::size_t i = 0; i < got.size(); ++i)
-      if (again[i] != got[i]) { ADD_FAILURE() << "portable differs at " << i << ": " << again[i] << " vs " << got[i]; break; }
-    EXPECT_TRUE(within(again, r, K, Route::Fused));
-  }
 }
 
 TEST_P(Quant, Q4GemvCacheFollowsTheWeight) {

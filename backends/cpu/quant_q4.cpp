@@ -186,8 +186,61 @@ Q4_TARGET void vnni_tile(const Q4Pack& p, const Act& a, std::int64_t r0, std::in
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + (r0 + r) * n + g * kQ4Cols, mask, acc[r]);
 }
 
+// One row of x (the GEMV) against G groups at once: the activation block's 8 broadcasts are
+// shared by the G groups, and each group's dpbusd sum runs as two chains of 4, so G * 2
+// independent chains hide vpdpbusd's latency (one group's chain of 8 left it latency-bound:
+// 11 GB/s of codes on one core where the f32 GEMV streams 22).
+template <int G, bool kF16>
+Q4_TARGET void vnni_row1(const Q4Pack& p, const Act& a, std::int64_t r, std::int64_t g0, float* out) {
+  const std::int64_t nb = p.nb, k = p.k, n = p.n;
+  const __m512i lo4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[G];
+  for (int gi = 0; gi < G; ++gi) acc[gi] = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int8_t* xb = a.codes.data() + r * k + b * kQ4Block;
+    __m512i xv[8];
+    for (int t = 0; t < 8; ++t) {
+      std::int32_t x4;
+      std::memcpy(&x4, xb + 4 * t, 4);
+      xv[t] = _mm512_set1_epi32(x4);
+    }
+    const auto u = static_cast<std::size_t>(r * nb + b);
+    const __m512i sum8 = _mm512_set1_epi32(a.sum8[u]);
+    const __m512 xs = _mm512_set1_ps(a.scale[u]);
+    for (int gi = 0; gi < G; ++gi) {
+      const std::int64_t g = g0 + gi;
+      const std::uint8_t* wc = p.codes.data() + (g * nb + b) * 256;
+      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+      for (int t = 0; t < 4; ++t) {
+        const __m512i v = _mm512_loadu_si512(wc + 64 * t);
+        s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v, lo4), xv[t]);
+        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4), xv[t + 4]);
+      }
+      __m512 ws;
+      if constexpr (kF16)
+        ws = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.s16.data() + (g * nb + b) * kQ4Cols)));
+      else
+        ws = _mm512_loadu_ps(p.s32.data() + (g * nb + b) * kQ4Cols);
+      const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), sum8);
+      acc[gi] = _mm512_add_ps(acc[gi], _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, s), _mm512_mul_ps(ws, xs)));
+    }
+  }
+  for (int gi = 0; gi < G; ++gi) {
+    const std::int64_t g = g0 + gi;
+    const std::int64_t cols = std::min(kQ4Cols, n - g * kQ4Cols);
+    const __mmask16 mask = cols == kQ4Cols ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1u);
+    _mm512_mask_storeu_ps(out + r * n + g * kQ4Cols, mask, acc[gi]);
+  }
+}
+
 template <bool kF16>
 Q4_TARGET void vnni_groups(const Q4Pack& p, const Act& a, std::int64_t m, float* out, std::int64_t g0, std::int64_t g1) {
+  if (m == 1) {
+    std::int64_t g = g0;
+    for (; g + 4 <= g1; g += 4) vnni_row1<4, kF16>(p, a, 0, g, out);
+    for (; g < g1; ++g) vnni_row1<1, kF16>(p, a, 0, g, out);
+    return;
+  }
   for (std::int64_t g = g0; g < g1; ++g)
     for (std::int64_t r0 = 0; r0 < m; r0 += 4) {
       switch (std::min<std::int64_t>(4, m - r0)) {
