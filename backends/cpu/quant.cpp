@@ -24,6 +24,7 @@
 #include "backends/cpu/quant.hpp"
 #include "backends/cpu/quant_hwy.hpp"
 #include "backends/cpu/quant_internal.hpp"
+#include "backends/cpu/quant_q4.hpp"
 #include "dispatch/quant.hpp"
 #include "dispatch/quant_model.hpp"
 
@@ -157,7 +158,33 @@ Prim dequantize_entry(Prim pq, DType dtype) {
 // with the weight (QuantPrim::cache), with the primitive, one per M. Where oneDNN is absent
 // or offers no kernel, for rows that are not finite (NaN / inf have no int8 code) and for an
 // f64 x (whose precision an int8 product cannot keep), the product is the default's: the
-// weight dequantized, then the float matmul.
+// weight dequantized, then the float matmul. Before all that, a 4-bit weight with scales per
+// block [32, 1] and M <= 16 takes the fused q4 GEMV (quant_q4.cpp); oneDNN only takes scales
+// per tensor or per column, so other [b, 1] blocks dequantize.
+
+thread_local std::string t_last_route;
+
+// The fused q4 kernel (quant_q4.cpp) for x [m, k] (f32, dense) and a Q4 weight with block
+// [32, 1]: the nibble pack made once and kept with the weight; false where the weight or x
+// does not fit it (the caller takes another route).
+bool q4_route(const q::QuantPrim& w, const float* x, std::int64_t m, float* out) {
+  if (m > qdetail::kQ4MaxRows || !qdetail::q4_fits(w) || qdetail::q4_kernel()[0] == '\0') return false;
+  auto cache = w.cache<qdetail::MatmulWeightCache>([] { return std::make_shared<qdetail::MatmulWeightCache>(); });
+  std::shared_ptr<const qdetail::Q4Pack> pack;
+  {
+    const std::lock_guard<std::mutex> lock(cache->mu);
+    if (!cache->q4_tried) {
+      cache->q4 = qdetail::make_q4_pack(w);
+      cache->q4_tried = true;
+    }
+    pack = cache->q4;
+  }
+  if (!pack) return false;
+  std::string route;
+  if (!qdetail::q4_product(*pack, x, m, out, route)) return false;
+  t_last_route = std::move(route);
+  return true;
+}
 
 #if TENSOR_HAVE_ONEDNN
 using qdetail::int8_engine;
@@ -173,10 +200,7 @@ dnnl_engine_t int8_engine_make() {
 // One compiled product for one M, with the weight reordered for it.
 using Int8Plan = qdetail::Int8Primitive;
 
-struct Int8Weight final : q::QuantCache {
-  std::mutex mu;
-  std::map<std::int64_t, std::shared_ptr<const Int8Plan>> by_m;
-};
+using Int8Weight = qdetail::MatmulWeightCache;
 
 bool reorder_weights(Int8Plan& p, const dnnl_memory_desc_t& plain, const std::int8_t* codes) {
   return qdetail::reorder_codes(&p.weights, p.wei, plain, codes);
@@ -251,8 +275,6 @@ std::shared_ptr<const Int8Plan> make_int8_plan(std::int64_t m, std::int64_t k, s
   dnnl_primitive_desc_destroy(pd);
   return p;
 }
-
-thread_local std::string t_last_route;
 
 using qdetail::Int8Stream;
 
@@ -476,9 +498,28 @@ Prim q_matmul_entry(Prim px, Prim pw) {
   const std::size_t k = xs[r - 1], n = w.shape()[1];
   Shape out_shape = xs;
   out_shape[r - 1] = n;
-#if TENSOR_HAVE_ONEDNN
   const std::size_t m = k == 0 ? 0 : xs.num_elements() / k;
-  if (m > 0 && k > 0 && n > 0 && xdt != DType::F64) {  // f64 asks for more than an int8 product holds
+  auto shaped_result = [&](CpuRef out) {
+    Layout l;
+    std::int64_t st = 1;
+    for (std::size_t d = r; d-- > 0;) {
+      l.strides[d] = st;
+      st *= static_cast<std::int64_t>(out_shape[d]);
+    }
+    CpuRef shaped = make_view(std::move(out), out_shape, l);
+    return xdt == DType::F32 ? shaped : convert_tensor(std::move(shaped), xdt);
+  };
+  // Few rows and 4-bit codes in blocks of 32 along K: the fused nibble kernel.
+  if (m > 0 && n > 0 && xdt != DType::F64 && static_cast<std::int64_t>(m) <= qdetail::kQ4MaxRows && qdetail::q4_fits(w)) {
+    CpuRef xf = f32_dense(x);
+    CpuRef out = alloc_tensor(DType::F32, Shape{m, n});
+    if (q4_route(w, reinterpret_cast<const float*>(xf->data()), static_cast<std::int64_t>(m), reinterpret_cast<float*>(out->data())))
+      return shaped_result(std::move(out));
+  }
+#if TENSOR_HAVE_ONEDNN
+  // oneDNN's int8 product takes one scale for the tensor or one per output column.
+  const bool per_column = !w.scheme().level.is_block() || q::grid_shape("q_matmul", w.shape(), w.scheme()) == Shape{1, n};
+  if (per_column && m > 0 && k > 0 && n > 0 && xdt != DType::F64) {  // f64 asks for more than an int8 product holds
     // conv2d's route hands unfold4d's [N, K, L] swapped to [N, L, K]: read in place.
     const bool transposed = xdt == DType::F32 && r == 3 && xs[1] > 1 && k > 1 && x->stride(1) == 1 &&
                             x->stride(2) == static_cast<std::int64_t>(xs[1]) &&
@@ -492,22 +533,12 @@ Prim q_matmul_entry(Prim px, Prim pw) {
     }
     CpuRef out = alloc_tensor(DType::F32, Shape{m, n});
     if (int8_product(w, src, static_cast<std::int64_t>(m), static_cast<std::int64_t>(k), static_cast<std::int64_t>(n),
-                     reinterpret_cast<float*>(out->data()))) {
-      Layout l;
-      std::int64_t st = 1;
-      for (std::size_t d = r; d-- > 0;) {
-        l.strides[d] = st;
-        st *= static_cast<std::int64_t>(out_shape[d]);
-      }
-      CpuRef shaped = make_view(std::move(out), out_shape, l);
-      return xdt == DType::F32 ? shaped : convert_tensor(std::move(shaped), xdt);
-    }
+                     reinterpret_cast<float*>(out->data())))
+      return shaped_result(std::move(out));
   }
 #endif
   // The default's route: the weight dequantized to x's dtype, then the CPU's float matmul.
-#if TENSOR_HAVE_ONEDNN
   t_last_route = "dequantize + f32 matmul";
-#endif
   Prim wf = dequantize_entry(std::move(pw), xdt);
   const dispatch::Backend& b = dispatch::backend_of(x->device());
   if (r > 2) {
@@ -526,13 +557,7 @@ namespace qdetail {
 
 Prim dequantize(Prim q, DType dtype) { return dequantize_entry(std::move(q), dtype); }
 Prim q_matmul(Prim x, Prim w) { return q_matmul_entry(std::move(x), std::move(w)); }
-void set_route(std::string route) {
-#if TENSOR_HAVE_ONEDNN
-  t_last_route = std::move(route);
-#else
-  (void)route;
-#endif
-}
+void set_route(std::string route) { t_last_route = std::move(route); }
 thread_local std::string t_conv_route;
 void set_conv_route(std::string route) { t_conv_route = std::move(route); }
 
@@ -582,7 +607,7 @@ std::string last_q_matmul_route() {
 #if TENSOR_HAVE_ONEDNN
   return t_last_route;
 #else
-  return "dequantize + f32 matmul (no oneDNN)";
+  return t_last_route == "dequantize + f32 matmul" ? t_last_route + " (no oneDNN)" : t_last_route;
 #endif
 }
 

@@ -5,10 +5,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.hpp"
+#include "dispatch/quant.hpp"
 #include "dispatch/table/ops.hpp"
 
 #if TENSOR_HAVE_ONEDNN
@@ -70,5 +74,18 @@ struct Int8Primitive {
 bool reorder_codes(dnnl_memory_t* out, const dnnl_memory_desc_t& want, const dnnl_memory_desc_t& plain,
                    const std::int8_t* codes);
 #endif
+
+struct Q4Pack;  // quant_q4.hpp
+// What q_matmul keeps with a weight (QuantPrim::cache: one slot per tensor, so both routes'
+// state lives in one object): oneDNN's plans by M (and column slab), and the q4 nibble pack.
+// A QuantPrim is immutable (a write makes a new one, with an empty cache), so neither goes stale.
+struct MatmulWeightCache final : dispatch::quant::QuantCache {
+  std::mutex mu;
+#if TENSOR_HAVE_ONEDNN
+  std::map<std::int64_t, std::shared_ptr<const Int8Primitive>> by_m;
+#endif
+  std::shared_ptr<const Q4Pack> q4;
+  bool q4_tried = false;  // q4 made (or found not to fit) once
+};
 
 }  // namespace tensor::cpu::qdetail

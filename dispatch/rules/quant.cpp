@@ -67,6 +67,13 @@ template <> struct fwd::Rule<Family::Dequantize> : OnFirst {
   }
 };
 
+// A block level of a weight [K, N] whose blocks lie in one column (block [b, 1], b dividing
+// K: per output column where b = K); throws block_extents' ShapeError where it does not fit.
+static bool column_blocks(const char* op, const Shape& sw, const QuantScheme& s) {
+  const quant::Extents e = quant::block_extents(op, sw, s);
+  return sw.rank() == 2 && e.rank == 2 && e.ext[1] == 1;
+}
+
 // The checks q_matmul and q_conv2d share: x a live float tensor, w a quantized one on x's
 // device; the weight's quantized prim.
 static const quant::QuantPrim& quantized_weight(OpCode op, const DispatchTensor& x, const DispatchTensor& w) {
@@ -81,7 +88,8 @@ static const quant::QuantPrim& quantized_weight(OpCode op, const DispatchTensor&
 }
 
 // QMatmul: x (Float, rank >= 2, [.., M, K]) times w (quantized, [K, N], one scale for the
-// tensor or one per output column: block [K, 1]). The result: [.., M, N] in x's dtype.
+// tensor, one per output column: block [K, 1], or one per block of one column: block
+// [b, 1], the q4 GEMV's [32, 1]). The result: [.., M, N] in x's dtype.
 template <> struct fwd::Rule<Family::QMatmul> : OnFirst {
   struct Plan { Shape out; };
   static Plan check(OpCode op, const T& x, const T& w) {
@@ -95,11 +103,9 @@ template <> struct fwd::Rule<Family::QMatmul> : OnFirst {
       throw ShapeError(fmt::format("[{}] inner dims differ; expected x's last dim == the weight's dim 0; got {} and {}",
                                    op_name(op), sx.to_string(), sw.to_string()));
     const QuantScheme& s = qw->scheme();
-    const bool per_column = s.level.is_block() && s.level.shape.rank >= 1 &&
-                            quant::grid_shape(op_name(op).data(), sw, s) == Shape{1, sw[1]};
-    if (s.level.is_block() && !per_column)
-      throw ShapeError(fmt::format("[{}] weight scales per tensor or per output column; expected the level tensor or "
-                                   "block [{}, 1]; got {}",
+    if (s.level.is_block() && !column_blocks(op_name(op).data(), sw, s))
+      throw ShapeError(fmt::format("[{}] weight scales per tensor, per output column or per block of one column; "
+                                   "expected the level tensor or block [b, 1] (b dividing {}); got {}",
                                    op_name(op), sw[0], to_string(s)));
     Shape out = sx;
     out[out.rank() - 1] = sw[1];
@@ -176,12 +182,13 @@ DispatchTensor dequantize_row(const DispatchTensor& q, DType dtype) {
 
 namespace {
 
-// A weight [K, N] q_matmul takes: scales per tensor or per output column (block [K, 1]).
+// A weight [K, N] q_matmul takes: scales per tensor, per output column (block [K, 1]) or
+// per block of one column (block [b, 1], the q4 GEMV's [32, 1]).
 bool fits_q_matmul(const QuantPrim& w) {
   const Shape& s = w.shape();
   if (s.rank() != 2) return false;
   if (!w.scheme().level.is_block()) return true;
-  return grid_shape("q_matmul", s, w.scheme()) == Shape{1, s[1]};
+  return column_blocks("q_matmul", s, w.scheme());
 }
 
 // A conv weight [C_out, C_in, *K] with scales per tensor or per output channel.

@@ -144,6 +144,13 @@ std::pair<DispatchTensor, DispatchTensor> checked_pair(const char* op, const Han
     throw ShapeError(fmt::format("[{}] shapes differ; expected {}; got {}", op, d.shape().to_string(), s.shape().to_string()));
   if (d.dtype() != s.dtype())
     throw DTypeError(fmt::format("[{}] dtypes differ; expected {}; got {}", op, dtype_name(d.dtype()), dtype_name(s.dtype())));
+  // A quantized tensor is immutable (codes, scales and what a backend derived from them, the
+  // cpu's reordered int8 weight and q4 nibble pack, are kept with it): no device writes into
+  // one (the backends' assign reads dst as a plain buffer). Quantize the new values instead.
+  if (d.dtype() == DType::QFloat)
+    throw DTypeError(fmt::format("[{}] a quantized tensor is immutable; expected a float, int or bool tensor; got qfloat "
+                                 "(quantize the new values into a new tensor)",
+                                 op));
   return {std::move(d), std::move(s)};
 }
 }  // namespace

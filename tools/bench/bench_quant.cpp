@@ -1,7 +1,9 @@
 // tensorctl bench --only quant: on the cpu, q_matmul (f32 activation x q8s weight, scales per
 // output column; oneDNN's int8 matmul where built in) against our f32 matmul of the same
 // shape: n = 1024 (M = N = K) and the GEMV M = 1, K = N = 4096, on 1 and 2 threads (the
-// OpenMP count both routes use), interleaved so both see the same load; medians. Prints the
+// OpenMP count both routes use), interleaved so both see the same load; medians. Then the q4
+// GEMV (q4s weight, f16 scales per block of 32 along K: the fused kernel) at M = 1 and 8,
+// K = N = 4096, with the weight bytes each route reads. Prints the
 // route q_matmul took (oneDNN's implementation name), the CPU's int8 / bf16 ISA flags and
 // the load average.
 #include <algorithm>
@@ -46,6 +48,13 @@ std::string isa_flags() {
     return out.empty() ? "(none of avx2, avx512*, vnni, amx)" : out;
   }
   return "unknown";
+}
+
+// Process CPU time (all threads), seconds.
+double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 void set_threads([[maybe_unused]] int n) {
@@ -95,6 +104,61 @@ int run_quant(bool quick) {
       std::fflush(stdout);
     }
   }
+  // The q4 weight-only GEMV (issue 32): x [M, 4096] times a q4s weight [4096, 4096] with f16
+  // scales per block of 32 along K (tensorctl eval --quantize q4s's layout), M = 1 and 8,
+  // against the f32 matmul of the same shape, interleaved; the bytes of weight each reads
+  // (f32: 4 per weight; q4: the nibble pack and its scales, as the route reports them).
+  std::printf("%-22s %4s %5s %12s %12s %7s  %s\n", "q4s GEMV (M x K x N)", "thr", "reps", "f32 matmul", "q4 matmul", "speedup",
+              "q_matmul route; weight bytes read f32 | q4");
+  // M = 16 is the fused kernel's last M (kQ4MaxRows); M = 17 takes the dequantize route.
+  for (const std::size_t m : {std::size_t{1}, std::size_t{8}, std::size_t{16}, std::size_t{17}}) {
+    constexpr std::size_t kK = 4096, kN = 4096;
+    const auto x = Tensor<2>::random({m, kK}, Distribution::uniform(-1, 1), cpu);
+    const auto w = Tensor<2>::random({kK, kN}, Distribution::uniform(-1, 1), cpu);
+    const QuantScheme s = QuantScheme{}.with_value(QuantValue::Q4S).with_store(QuantStore::PackedU32).per_block(
+        BlockSize({32, 1}), ScaleDtype::F16);
+    const auto wq = quantize_dynamic(w, s);
+    // the pack's bytes: K / 2 per column (nibbles) + an f16 scale per 32 codes (K * N / 16 bytes)
+    const double q4_bytes = static_cast<double>(kK * kN) / 2.0 + static_cast<double>(kK * kN) / 32.0 * 2.0;
+    for (const int nt : {1, 2}) {
+      set_threads(nt);
+      (void)x.matmul(w);
+      (void)quantization::q_matmul(x, wq);  // the nibble pack, once
+      cpu.sync();
+      const std::string route = cpu::last_q_matmul_route();
+      const int reps = quick ? 3 : m > 8 ? 21 : 41;
+      std::vector<double> tf, tq, cf, cq;
+      for (int r = 0; r < reps; ++r) {
+        const double c0 = cpu_s();
+        auto t0 = Clock::now();
+        auto y = x.matmul(w);
+        cpu.sync();
+        const double c1 = cpu_s();
+        auto t1 = Clock::now();
+        auto yq = quantization::q_matmul(x, wq);
+        cpu.sync();
+        auto t2 = Clock::now();
+        const double c2 = cpu_s();
+        tf.push_back(std::chrono::duration<double>(t1 - t0).count());
+        tq.push_back(std::chrono::duration<double>(t2 - t1).count());
+        cf.push_back(c1 - c0);
+        cq.push_back(c2 - c1);
+      }
+      const double f = median(tf), q = median(tq);
+      const std::string shape = std::to_string(m) + " x " + std::to_string(kK) + " x " + std::to_string(kN);
+      const double f32_mib = static_cast<double>(kK * kN * 4) / 1048576.0;
+      if (route.starts_with("q4 fused"))
+        std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s; %.1f | %.1f MiB\n", shape.c_str(), nt, reps, f * 1e3, q * 1e3,
+                    f / q, route.c_str(), f32_mib, q4_bytes / 1048576.0);
+      else  // the dequantize route reads the i8 codes, writes the f32 weight and reads it back
+        std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s; %.1f | %.1f (i8 codes) + 2 x %.1f MiB\n", shape.c_str(), nt,
+                    reps, f * 1e3, q * 1e3, f / q, route.c_str(), f32_mib, static_cast<double>(kK * kN) / 1048576.0, f32_mib);
+      // the median CPU time of each (all threads): what the product costs under load
+      std::printf("%-22s %4d %5s %9.3f ms %9.3f ms %6.2fx  cpu time (all threads)\n", "", nt, "", median(cf) * 1e3,
+                  median(cq) * 1e3, median(cf) / median(cq));
+      std::fflush(stdout);
+    }
+  }
   // conv2d with a q8s weight (scales per output channel) against the f32 conv2d: the second
   // conv of tensorctl's cnn at eval's batch (x [500, 32, 14, 14], w [64, 32, 3, 3], padding 1),
   // wall and process CPU time (all threads), interleaved; the route q_conv2d took.
@@ -108,11 +172,6 @@ int run_quant(bool quick) {
                                             QuantLevel::block({1, 32, 3, 3})));
     nn::ConvOptions<2> o;
     o.padding = {1, 1};
-    auto cpu_s = [] {
-      timespec t{};
-      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-      return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-    };
     for (const int nt : {1, 2}) {
       set_threads(nt);
       (void)nn::conv2d(x, w, b, o);
