@@ -43,10 +43,17 @@ void kernel::launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, co
   if (n == 0) return;
   Context& ctx = *out.buf->context();
   const bool contig = dense(out, shape) && dense(a, shape) && (!b || dense(*b, shape)) && (!c || dense(*c, shape));
-  // Not dense, but each input dense or a single element broadcast (the output is dense):
-  // elementwise.comp's CONTIG 2, index = offset + i * (1 or 0), no per-dimension walk.
-  auto unit_ok = [&](const Operand* o) { return !o || dense(*o, shape) || single(*o, shape); };
-  const bool units = !contig && dense(out, shape) && unit_ok(&a) && unit_ok(b) && unit_ok(c);
+  // Not dense, but each input dense or a single element broadcast (the output dense):
+  // elementwise.comp's CONTIG 2 + m, bit k-1 of m set where input k reads one element at
+  // its offset (no per-dimension walk; a uniform load).
+  std::uint32_t singles = 0;
+  bool units = !contig && dense(out, shape);
+  for (int k = 1; k < 4 && units; ++k) {
+    const Operand* o = k == 1 ? &a : k == 2 ? b : c;
+    if (!o || dense(*o, shape)) continue;
+    if (single(*o, shape)) singles |= 1u << (k - 1);
+    else units = false;
+  }
   // A workgroup of 8 for tensors of at most 8 elements (elementwise.comp's LOCAL). Each
   // LOCAL is another pipeline per op and dtype: a third size, 64 up to 64 elements, made
   // lavapipe compile so many more that ops_vulkan's elementwise cases took 1.7x as long
@@ -54,7 +61,7 @@ void kernel::launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, co
   // only, 38 s with 8 and 256), and ops_vulkan 870 s in CI.
   const std::uint32_t local = n <= 8 ? 8u : 256u;
   const std::vector<std::uint32_t> spec = {static_cast<std::uint32_t>(op), code(dta), code(dtb), code(dto),
-                                           bscalar ? 1u : 0u, contig ? 1u : units ? 2u : 0u, local};
+                                           bscalar ? 1u : 0u, contig ? 1u : units ? 2u + singles : 0u, local};
   const Operand* ops[4] = {&out, &a, b, c};
   const DType dts[4] = {dto, dta, dtb, dta};
   const VkDeviceSize limit = ctx.max_binding();
@@ -79,16 +86,8 @@ void kernel::launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, co
   if (!big || !contig) {  // (a non-contiguous big tensor is refused by Context::dispatch)
     Params p;
     p.shape(shape, n);
-    for (int k = 0; k < 4; ++k) {
-      if (!ops[k]) continue;
-      if (units) {  // offset, then the unit (1 dense, 0 one element) in stride word 0
-        Operand u{ops[k]->buf, ops[k]->offset, {}};
-        u.strides[0] = single(*ops[k], shape) && !dense(*ops[k], shape) ? 0 : 1;
-        p.operand(k, u, 1);
-      } else {
-        p.operand(k, *ops[k], shape.rank());
-      }
-    }
+    for (int k = 0; k < 4; ++k)
+      if (ops[k]) p.operand(k, *ops[k], shape.rank());
     p.scalar(P_S0, s0);
     p.scalar(P_S1, s1);
     std::uint32_t gx, gy;
