@@ -165,6 +165,41 @@ TEST_F(VulkanGraph, ExpandedOneElementValuesAndBroadcastsReplayEqualLoops) {
   }
 }
 
+// copy_from between dense tensors of one dtype is a buffer copy (Context::copy with byte
+// offsets), also inside a replay (the optimizer's state writes); rows of [3, 4] tensors
+// (offsets 4 and 8 elements), a whole tensor, and a strided source (the shader copy).
+TEST_F(VulkanGraph, DenseCopyFromIsABufferCopyAtTheTensorsOffsets) {
+  std::vector<float> av(12), bv(12);
+  for (std::size_t i = 0; i < 12; ++i) {
+    av[i] = static_cast<float>(i);
+    bv[i] = 100 + static_cast<float>(i);
+  }
+  const auto a = Tensor<2>::from_data(TensorData::from<float>(av, {3, 4}), vk());
+  const auto b = Tensor<2>::from_data(TensorData::from<float>(bv, {3, 4}), vk());
+  a.narrow(0, 1, 1).copy_from(b.narrow(0, 2, 1));  // a row 1 <- b row 2
+  std::vector<float> want = av;
+  for (std::size_t j = 0; j < 4; ++j) want[4 + j] = bv[8 + j];
+  expect_near(a.to_vec<float>(), want);
+  a.copy_from(b.transpose().transpose() * 1.0);  // whole, dense
+  expect_near(a.to_vec<float>(), bv);
+  const auto t = Tensor<2>::from_data(TensorData::from<float>(av, {4, 3}), vk());
+  a.copy_from(t.transpose());  // strided source: the elementwise copy
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) want[i * 4 + j] = av[j * 3 + i];
+  expect_near(a.to_vec<float>(), want);
+  // Inside a replay: a state written in place each step (s <- s + x).
+  const auto x = f1({1, 2, 3}), st = f1({0, 0, 0});
+  auto g = capture(vk(), [&] {
+    detail::graph_write(st.handle(), (st + x).handle());
+    return st * 2.0;
+  });
+  ASSERT_TRUE(g.is_native()) << g.stats().fallback_reason;
+  for (int r = 0; r < 3; ++r) g.replay();
+  // capture + 3 replays: st = 4 x
+  expect_near(st.to_vec<float>(), {4, 8, 12});
+  expect_near(g.outputs().to_vec<float>(), {8, 16, 24});
+}
+
 // A checked (index) dispatch: an index refreshed out of range makes the replay's results
 // throw the op's IndexError when read; a good refresh and replay clears it.
 TEST_F(VulkanGraph, IndexErrorsOfAReplayReachItsResultsAndAGoodReplayClearsThem) {
