@@ -5,9 +5,11 @@
 // buffers released with the graph. Values are worked out by hand (loops over host vectors).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include <tensor/graph.hpp>
@@ -122,6 +124,80 @@ TEST_F(VulkanGraph, MatmulReductionAndSoftmaxReplayEqualLoops) {
     expect_near(g.outputs().first.to_vec<float>(), s);
     expect_near(g.outputs().second.to_vec<float>(), t);
   }
+}
+
+// The optimizer's graph mode multiplies by 1-element device values expanded over a
+// parameter (Optimizer::graph_value); those dispatches take elementwise.comp's CONTIG 2
+// (each operand dense or one element, no per-dimension walk). Refreshing the values
+// between replays must reach every element; a 1-element slice from an offset, a
+// broadcast on the right and a rank-3 broadcast along inner dims (the strided walk,
+// whose outermost dim needs no division) are checked too.
+TEST_F(VulkanGraph, ExpandedOneElementValuesAndBroadcastsReplayEqualLoops) {
+  constexpr std::size_t n = 1000;
+  std::vector<float> xv(n);
+  for (std::size_t i = 0; i < n; ++i) xv[i] = static_cast<float>(i % 17) * 0.25f - 2;
+  const auto x = f1(xv), s = f1({0.5f}), pair = f1({7, 3});
+  const std::vector<float> cv = {1, -2, 4};  // [1, 3, 1] broadcast over [2, 3, 4]
+  const auto c = Tensor<3>::from_data(TensorData::from<float>(cv, {1, 3, 1}), vk());
+  const auto z = Tensor<3>::from_data(TensorData::from<float>(std::vector<float>(xv.begin(), xv.begin() + 24), {2, 3, 4}), vk());
+  const std::array<std::int64_t, 1> to{static_cast<std::int64_t>(n)};
+  auto g = capture(vk(), [&] {
+    auto a = x * s.expand(to);                                   // dense * one element
+    auto b = pair.slice({Slice::range(1, 2)}).expand(to) - a;   // one element at offset 1 - dense
+    auto e = z * c.expand(std::array<std::int64_t, 3>{2, 3, 4});  // a rank-3 strided broadcast
+    return std::make_tuple(a, b, e);
+  });
+  ASSERT_TRUE(g.is_native()) << g.stats().fallback_reason;
+  for (int r = 0; r < 3; ++r) {
+    const float sv = 0.5f + static_cast<float>(r), pv = 3 - static_cast<float>(r);
+    s.copy_from(f1({sv}));
+    pair.copy_from(f1({-1, pv}));
+    g.replay();
+    std::vector<float> a(n), b(n), e(24);
+    for (std::size_t i = 0; i < n; ++i) {
+      a[i] = xv[i] * sv;
+      b[i] = pv - a[i];
+    }
+    for (std::size_t i = 0; i < 24; ++i) e[i] = xv[i] * cv[i / 4 % 3];
+    expect_near(std::get<0>(g.outputs()).to_vec<float>(), a);
+    expect_near(std::get<1>(g.outputs()).to_vec<float>(), b);
+    expect_near(std::get<2>(g.outputs()).to_vec<float>(), e);
+  }
+}
+
+// copy_from between dense tensors of one dtype is a buffer copy (Context::copy with byte
+// offsets), also inside a replay (the optimizer's state writes); rows of [3, 4] tensors
+// (offsets 4 and 8 elements), a whole tensor, and a strided source (the shader copy).
+TEST_F(VulkanGraph, DenseCopyFromIsABufferCopyAtTheTensorsOffsets) {
+  std::vector<float> av(12), bv(12);
+  for (std::size_t i = 0; i < 12; ++i) {
+    av[i] = static_cast<float>(i);
+    bv[i] = 100 + static_cast<float>(i);
+  }
+  const auto a = Tensor<2>::from_data(TensorData::from<float>(av, {3, 4}), vk());
+  const auto b = Tensor<2>::from_data(TensorData::from<float>(bv, {3, 4}), vk());
+  a.narrow(0, 1, 1).copy_from(b.narrow(0, 2, 1));  // a row 1 <- b row 2
+  std::vector<float> want = av;
+  for (std::size_t j = 0; j < 4; ++j) want[4 + j] = bv[8 + j];
+  expect_near(a.to_vec<float>(), want);
+  a.copy_from(b.transpose().transpose() * 1.0);  // whole, dense
+  expect_near(a.to_vec<float>(), bv);
+  const auto t = Tensor<2>::from_data(TensorData::from<float>(av, {4, 3}), vk());
+  a.copy_from(t.transpose());  // strided source: the elementwise copy
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) want[i * 4 + j] = av[j * 3 + i];
+  expect_near(a.to_vec<float>(), want);
+  // Inside a replay: a state written in place each step (s <- s + x).
+  const auto x = f1({1, 2, 3}), st = f1({0, 0, 0});
+  auto g = capture(vk(), [&] {
+    detail::graph_write(st.handle(), (st + x).handle());
+    return st * 2.0;
+  });
+  ASSERT_TRUE(g.is_native()) << g.stats().fallback_reason;
+  for (int r = 0; r < 3; ++r) g.replay();
+  // capture + 3 replays: st = 4 x
+  expect_near(st.to_vec<float>(), {4, 8, 12});
+  expect_near(g.outputs().to_vec<float>(), {8, 16, 24});
 }
 
 // A checked (index) dispatch: an index refreshed out of range makes the replay's results

@@ -27,6 +27,14 @@ bool dense(const Operand& o, const Shape& shape) {
   return true;
 }
 
+// Whether the operand reads one element for every output element (all strides 0: a
+// 1-element tensor expanded, the optimizer's graph-mode step values).
+bool single(const Operand& o, const Shape& shape) {
+  for (std::size_t d = 0; d < shape.rank(); ++d)
+    if (o.strides[d] != 0 && shape[d] != 1) return false;
+  return true;
+}
+
 }  // namespace
 
 void kernel::launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, const Shape& shape, const Operand& out,
@@ -35,6 +43,17 @@ void kernel::launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, co
   if (n == 0) return;
   Context& ctx = *out.buf->context();
   const bool contig = dense(out, shape) && dense(a, shape) && (!b || dense(*b, shape)) && (!c || dense(*c, shape));
+  // Not dense, but each input dense or a single element broadcast (the output dense):
+  // elementwise.comp's CONTIG 2 + m, bit k-1 of m set where input k reads one element at
+  // its offset (no per-dimension walk; a uniform load).
+  std::uint32_t singles = 0;
+  bool units = !contig && dense(out, shape);
+  for (int k = 1; k < 4 && units; ++k) {
+    const Operand* o = k == 1 ? &a : k == 2 ? b : c;
+    if (!o || dense(*o, shape)) continue;
+    if (single(*o, shape)) singles |= 1u << (k - 1);
+    else units = false;
+  }
   // A workgroup of 8 for tensors of at most 8 elements (elementwise.comp's LOCAL). Each
   // LOCAL is another pipeline per op and dtype: a third size, 64 up to 64 elements, made
   // lavapipe compile so many more that ops_vulkan's elementwise cases took 1.7x as long
@@ -42,7 +61,7 @@ void kernel::launch_ew(int op, DType dta, DType dtb, DType dto, bool bscalar, co
   // only, 38 s with 8 and 256), and ops_vulkan 870 s in CI.
   const std::uint32_t local = n <= 8 ? 8u : 256u;
   const std::vector<std::uint32_t> spec = {static_cast<std::uint32_t>(op), code(dta), code(dtb), code(dto),
-                                           bscalar ? 1u : 0u, contig ? 1u : 0u, local};
+                                           bscalar ? 1u : 0u, contig ? 1u : units ? 2u + singles : 0u, local};
   const Operand* ops[4] = {&out, &a, b, c};
   const DType dts[4] = {dto, dta, dtb, dta};
   const VkDeviceSize limit = ctx.max_binding();

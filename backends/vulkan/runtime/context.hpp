@@ -97,6 +97,9 @@ class Context {
                 bool wide = false, const std::string* check = nullptr);
   // Records a plain buffer copy (the benchmark's bandwidth reference).
   void copy(const Buffer& src, const Buffer& dst, std::size_t bytes);
+  // The same from byte `src_off` of src to byte `dst_off` of dst (assign of dense tensors:
+  // a transfer, a memcpy on a software device, not a shader pass).
+  void copy(const Buffer& src, std::size_t src_off, const Buffer& dst, std::size_t dst_off, std::size_t bytes);
   // Whether the 64-bit shader variants can run (shaderInt64 and shaderFloat64).
   bool wide_supported() const { return dev_.wide_ok; }
   // Keeps a buffer alive until the current batch completes.

@@ -330,19 +330,21 @@ void Context::wait_read(std::uint64_t ticket, const Buffer* src) {
   if (src && src->poison_) throw IndexError(*src->poison_);
 }
 
-void Context::copy(const Buffer& src, const Buffer& dst, std::size_t bytes) {
+void Context::copy(const Buffer& src, const Buffer& dst, std::size_t bytes) { copy(src, 0, dst, 0, bytes); }
+
+void Context::copy(const Buffer& src, std::size_t src_off, const Buffer& dst, std::size_t dst_off, std::size_t bytes) {
   std::lock_guard<std::mutex> lock(stream_.mu);
   Batch& b = begin_batch();
+  const VkDeviceSize so = src.offset() + src_off, dof = dst.offset() + dst_off;
   if (stream_.rec && recording_here_locked()) {
     src.add_ref();
     dst.add_ref();
-    note_copy_locked(BufRef::adopt(const_cast<Buffer*>(&src)), src.offset(), BufRef::adopt(const_cast<Buffer*>(&dst)),
-                     dst.offset(), bytes);
+    note_copy_locked(BufRef::adopt(const_cast<Buffer*>(&src)), so, BufRef::adopt(const_cast<Buffer*>(&dst)), dof, bytes);
   }
   barrier_locked(b);
-  VkBufferCopy region{src.offset(), dst.offset(), bytes};
+  VkBufferCopy region{so, dof, bytes};
   vkCmdCopyBuffer(b.cmd, src.vk(), dst.vk(), 1, &region);
-  b.written.push_back({dst.vk(), dst.offset(), dst.size()});
+  b.written.push_back({dst.vk(), dof, bytes});
   src.add_ref();
   dst.add_ref();
   b.steps.push_back({static_cast<std::uint32_t>(b.keep.size()), 2, 0b10, -1});

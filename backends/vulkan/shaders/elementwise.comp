@@ -17,7 +17,10 @@ layout(constant_id = 1) const int DTA = DT_F32;   // a (and c, and b unless a ma
 layout(constant_id = 2) const int DTB = DT_F32;   // b (the mask dtype for mask ops)
 layout(constant_id = 3) const int DTO = DT_F32;   // out
 layout(constant_id = 4) const int BSCALAR = 0;    // b is the scalar s0
-layout(constant_id = 5) const int CONTIG = 0;     // every operand is dense in the output's order: index = offset + i
+layout(constant_id = 5) const int CONTIG = 0;     // 0: strided; 1: every operand is dense in the output's order:
+                                                  // index = offset + i; 2 + m: dense, except the inputs whose bit is
+                                                  // set in m (1 a, 2 b, 4 c): one element read everywhere (index =
+                                                  // offset, uniform: one scalar load per group on a software device)
 layout(constant_id = 6) const uint LOCAL = 256;   // local_size_x
 
 #include "common.glsl"
@@ -472,7 +475,11 @@ RAW fused_unary_int(int op, RAW ra, int kind) {
   return ra;
 }
 
-int index_of(int k, int i) { return CONTIG != 0 ? int(P[P_OPND + 9 * k]) + i : operand_index(k, i); }
+int index_of(int k, int i) {
+  if (CONTIG == 1) return int(P[P_OPND + 9 * k]) + i;
+  if (CONTIG >= 2) return k > 0 && ((CONTIG - 2) >> (k - 1) & 1) != 0 ? int(P[P_OPND + 9 * k]) : int(P[P_OPND + 9 * k]) + i;
+  return operand_index_in(k, i);
+}
 
 void main() {
   int i = global_linear_id(LOCAL);

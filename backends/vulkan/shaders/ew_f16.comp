@@ -22,7 +22,7 @@ layout(std430, set = 0, binding = 1) readonly buffer A { float16_t a16[]; };
 layout(std430, set = 0, binding = 2) readonly buffer B { float16_t b16[]; };
 layout(std430, set = 0, binding = 4) writeonly buffer O { float16_t o16[]; };
 
-int index_of(int k, int i) { return CONTIG != 0 ? int(P[P_OPND + 9 * k]) + i : operand_index(k, i); }
+int index_of(int k, int i) { return CONTIG != 0 ? int(P[P_OPND + 9 * k]) + i : operand_index_in(k, i); }
 
 float16_t scalar16() { return unpackFloat2x16(P[P_S0] & 0xFFFFu).x; }
 
