@@ -407,8 +407,12 @@ TEST(GraphRaw, AnAdamStepReplaysRawBitwiseEqualToTheThunkList) {
   // (cpu_tensor.cpp) and reductions keep their accumulators, those no longer reach malloc;
   // what does is oneDNN's sgemm, which mallocs its packing buffers inside each of the
   // step's 3 products, and a header block now and then. 12 (list: 24) before that change.
+  // Under AddressSanitizer the cpu keeps no freed blocks (so that it sees every use after
+  // free): there the thunks' results reach malloc again.
   EXPECT_LE(raw.allocs, thunk.allocs);
+#ifndef GRAPH_RAW_TEST_ASAN
   EXPECT_LE(raw.allocs, 4u);
+#endif
   // The figures of the report: host allocations per replayed step (prepare_step excluded).
   std::printf("[ graph  ] MLP Adam step: %zu of %zu nodes raw; host allocations per replay: raw %zu, thunk list %zu\n",
               raw.raw_nodes, raw.nodes, raw.allocs, thunk.allocs);
