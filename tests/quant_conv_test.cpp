@@ -14,11 +14,13 @@
 
 #include "backends/cpu/quant.hpp"
 #include "conformance/devices.hpp"
+#include "quant_test_util.hpp"
 #include "test_util.hpp"
 
 namespace {
 
 using namespace tt;
+using quant_test::lcg;
 namespace qz = tensor::quantization;
 
 const Device& dev() { return tt::conf::DeviceScope::current(); }
@@ -62,14 +64,6 @@ std::map<std::string, std::uint64_t> calls_of(const ProfileResult& p) {
   return calls;
 }
 
-std::vector<float> lcg(std::size_t n, std::uint32_t state, float amp) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    state = state * 1664525u + 1013904223u;
-    x = (static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f) * amp;
-  }
-  return v;
-}
 
 struct Case {
   std::size_t n, c, h, w, oc, kh, kw;

@@ -15,14 +15,6 @@ namespace {
 
 constexpr std::size_t kBlk = 32;
 
-std::vector<float> lcg(std::size_t n, std::uint32_t seed, float amp) {
-  std::vector<float> v(n);
-  for (float& e : v) {
-    seed = seed * 1664525u + 1013904223u;
-    e = (static_cast<float>(seed >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f) * amp;
-  }
-  return v;
-}
 
 QuantScheme q4s(ScaleDtype dt) {
   return QuantScheme{}.with_value(QuantValue::Q4S).with_store(QuantStore::PackedU32).per_block(BlockSize({32, 1}), dt);

@@ -37,6 +37,16 @@ Tensor<D> fl(std::vector<float> v, Shape s) { return Tensor<D>::from_data(Tensor
 template <std::size_t D>
 std::vector<float> fv(const Tensor<D>& t) { return t.into_data().convert(DType::F32).template to_vec<float>(); }
 
+// n values in [-amp, amp) from a fixed linear congruential sequence (seeded by `state`).
+inline std::vector<float> lcg(std::size_t n, std::uint32_t state, float amp) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    state = state * 1664525u + 1013904223u;
+    x = (static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f) * amp;
+  }
+  return v;
+}
+
 inline QuantScheme q8s() { return QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native); }
 
 inline ::testing::AssertionResult near(const std::vector<float>& got, const std::vector<float>& want, float tol) {

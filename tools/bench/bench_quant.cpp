@@ -63,6 +63,33 @@ void set_threads([[maybe_unused]] int n) {
 #endif
 }
 
+// `reps` interleaved rounds of the reference f() then g(), each followed by a device sync:
+// the median wall time and median process CPU time (all threads) of each.
+struct Paired {
+  double f_wall, g_wall, f_cpu, g_cpu;
+};
+template <class F, class G>
+Paired time_paired(const tensor::Device& dev, int reps, F&& f, G&& g) {
+  std::vector<double> tf, tg, cf, cg;
+  for (int r = 0; r < reps; ++r) {
+    const double c0 = cpu_s();
+    auto t0 = Clock::now();
+    f();
+    dev.sync();
+    const double c1 = cpu_s();
+    auto t1 = Clock::now();
+    g();
+    dev.sync();
+    auto t2 = Clock::now();
+    const double c2 = cpu_s();
+    tf.push_back(std::chrono::duration<double>(t1 - t0).count());
+    tg.push_back(std::chrono::duration<double>(t2 - t1).count());
+    cf.push_back(c1 - c0);
+    cg.push_back(c2 - c1);
+  }
+  return {median(tf), median(tg), median(cf), median(cg)};
+}
+
 }  // namespace
 
 int run_quant(bool quick) {
@@ -127,24 +154,8 @@ int run_quant(bool quick) {
       cpu.sync();
       const std::string route = cpu::last_q_matmul_route();
       const int reps = quick ? 3 : m > 8 ? 21 : 41;
-      std::vector<double> tf, tq, cf, cq;
-      for (int r = 0; r < reps; ++r) {
-        const double c0 = cpu_s();
-        auto t0 = Clock::now();
-        auto y = x.matmul(w);
-        cpu.sync();
-        const double c1 = cpu_s();
-        auto t1 = Clock::now();
-        auto yq = quantization::q_matmul(x, wq);
-        cpu.sync();
-        auto t2 = Clock::now();
-        const double c2 = cpu_s();
-        tf.push_back(std::chrono::duration<double>(t1 - t0).count());
-        tq.push_back(std::chrono::duration<double>(t2 - t1).count());
-        cf.push_back(c1 - c0);
-        cq.push_back(c2 - c1);
-      }
-      const double f = median(tf), q = median(tq);
+      const Paired t = time_paired(cpu, reps, [&] { (void)x.matmul(w); }, [&] { (void)quantization::q_matmul(x, wq); });
+      const double f = t.f_wall, q = t.g_wall;
       const std::string shape = std::to_string(m) + " x " + std::to_string(kK) + " x " + std::to_string(kN);
       const double f32_mib = static_cast<double>(kK * kN * 4) / 1048576.0;
       if (route.starts_with("q4 fused"))
@@ -154,8 +165,8 @@ int run_quant(bool quick) {
         std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s; %.1f | %.1f (i8 codes) + 2 x %.1f MiB\n", shape.c_str(), nt,
                     reps, f * 1e3, q * 1e3, f / q, route.c_str(), f32_mib, static_cast<double>(kK * kN) / 1048576.0, f32_mib);
       // the median CPU time of each (all threads): what the product costs under load
-      std::printf("%-22s %4d %5s %9.3f ms %9.3f ms %6.2fx  cpu time (all threads)\n", "", nt, "", median(cf) * 1e3,
-                  median(cq) * 1e3, median(cf) / median(cq));
+      std::printf("%-22s %4d %5s %9.3f ms %9.3f ms %6.2fx  cpu time (all threads)\n", "", nt, "", t.f_cpu * 1e3,
+                  t.g_cpu * 1e3, t.f_cpu / t.g_cpu);
       std::fflush(stdout);
     }
   }
@@ -179,26 +190,9 @@ int run_quant(bool quick) {
       cpu.sync();
       const std::string route = cpu::last_q_conv2d_route();
       const int reps = quick ? 3 : 11;
-      std::vector<double> tf, tq, cf, cq;
-      for (int r = 0; r < reps; ++r) {
-        const double c0 = cpu_s();
-        auto t0 = Clock::now();
-        auto y = nn::conv2d(x, w, b, o);
-        cpu.sync();
-        const double c1 = cpu_s();
-        auto t1 = Clock::now();
-        auto yq = nn::conv2d(x, wq, b, o);
-        cpu.sync();
-        auto t2 = Clock::now();
-        const double c2 = cpu_s();
-        tf.push_back(std::chrono::duration<double>(t1 - t0).count());
-        tq.push_back(std::chrono::duration<double>(t2 - t1).count());
-        cf.push_back(c1 - c0);
-        cq.push_back(c2 - c1);
-      }
-      const double f = median(tf), q = median(tq);
+      const Paired t = time_paired(cpu, reps, [&] { (void)nn::conv2d(x, w, b, o); }, [&] { (void)nn::conv2d(x, wq, b, o); });
       std::printf("%-30s %4d %5d %7.2f|%6.2f ms %7.2f|%6.2f ms %6.2fx  %s\n", "[500,32,14,14] / [64,32,3,3]", nt, reps,
-                  f * 1e3, median(cf) * 1e3, q * 1e3, median(cq) * 1e3, f / q, route.c_str());
+                  t.f_wall * 1e3, t.f_cpu * 1e3, t.g_wall * 1e3, t.g_cpu * 1e3, t.f_wall / t.g_wall, route.c_str());
       std::fflush(stdout);
     }
   }
