@@ -12,6 +12,12 @@
 
 namespace tensor::dispatch::quant {
 
+// The names of the scheme's values, scale dtypes and stores, in enum order (to_string(QuantScheme)
+// and the .safetensors convention of lib/src/io_quant.cpp).
+inline constexpr const char* kValueNames[] = {"q8f", "q8s", "q4f", "q4s", "q2f", "q2s"};
+inline constexpr const char* kScaleNames[] = {"f32", "f16", "bf16"};
+inline constexpr const char* kStoreNames[] = {"native", "packed-u32"};
+
 // DTypeError naming `op` for an enum value out of range.
 void check_scheme(const char* op, const QuantScheme& s);
 

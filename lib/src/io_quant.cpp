@@ -25,8 +25,8 @@ namespace {
 
 namespace q = dispatch::quant;
 
-constexpr const char* kValueNames[] = {"q8f", "q8s", "q4f", "q4s", "q2f", "q2s"};
-constexpr const char* kParamNames[] = {"f32", "f16", "bf16"};
+using q::kValueNames;
+constexpr const auto& kParamNames = q::kScaleNames;
 constexpr DType kParamDtypes[] = {DType::F32, DType::F16, DType::BF16};
 
 template <class E, std::size_t N>
@@ -52,7 +52,7 @@ std::string scheme_json(const std::string& scales_name, const Shape& shape, cons
   nlohmann::json j;
   j["shape"] = std::vector<std::size_t>(shape.begin(), shape.end());
   j["value"] = name_of(kValueNames, s.value);
-  j["store"] = s.store == QuantStore::Native ? "native" : "packed-u32";
+  j["store"] = q::kStoreNames[s.store == QuantStore::Native ? 0 : 1];
   j["param"] = name_of(kParamNames, s.param);
   if (s.level.is_block())
     j["block"] = std::vector<std::uint32_t>(s.level.shape.dims.begin(), s.level.shape.dims.begin() + s.level.shape.rank);
@@ -141,10 +141,11 @@ void join_quantized(const char* op, const std::string& path, SafetensorsFile& fi
     const std::size_t vi = index_of(kValueNames, value), pi = index_of(kParamNames, param);
     if (vi == std::size(kValueNames)) throw bad("unknown value \"" + value + "\"; expected q8f, q8s, q4f, q4s, q2f or q2s");
     if (pi == std::size(kParamNames)) throw bad("unknown param \"" + param + "\"; expected f32, f16 or bf16");
-    if (store != "native" && store != "packed-u32") throw bad("unknown store \"" + store + "\"; expected native or packed-u32");
+    const std::size_t si_store = index_of(q::kStoreNames, store);
+    if (si_store == std::size(q::kStoreNames)) throw bad("unknown store \"" + store + "\"; expected native or packed-u32");
     s.value = static_cast<QuantValue>(vi);
     s.param = static_cast<ScaleDtype>(pi);
-    s.store = store == "native" ? QuantStore::Native : QuantStore::PackedU32;
+    s.store = si_store == 0 ? QuantStore::Native : QuantStore::PackedU32;
     if (!j.contains("shape")) throw bad("no \"shape\" in its metadata");
     const std::vector<std::uint64_t> dims = uints("shape", kMaxRank);
     if (!j.contains("block")) throw bad("no \"block\" in its metadata (null per tensor)");

@@ -14,8 +14,6 @@ namespace tensor {
 namespace q = dispatch::quant;
 
 std::string to_string(const QuantScheme& s) {
-  static constexpr const char* kValues[] = {"q8f", "q8s", "q4f", "q4s", "q2f", "q2s"};
-  static constexpr const char* kScales[] = {"f32", "f16", "bf16"};
   const auto v = static_cast<unsigned>(s.value);
   const auto p = static_cast<unsigned>(s.param);
   std::string level = "per-tensor";
@@ -24,8 +22,8 @@ std::string to_string(const QuantScheme& s) {
     for (std::size_t i = 0; i < s.level.shape.rank; ++i) level += fmt::format("{}{}", i ? ", " : "", s.level.shape.dims[i]);
     level += "]";
   }
-  return fmt::format("{} {} {} {}", v < 6 ? kValues[v] : "q?", s.store == QuantStore::Native ? "native" : "packed-u32", level,
-                     p < 3 ? kScales[p] : "?");
+  return fmt::format("{} {} {} {}", v < std::size(q::kValueNames) ? q::kValueNames[v] : "q?", q::kStoreNames[s.store == QuantStore::Native ? 0 : 1], level,
+                     p < std::size(q::kScaleNames) ? q::kScaleNames[p] : "?");
 }
 
 TensorData TensorData::quantized(std::vector<std::byte> bytes, Shape shape, const QuantScheme& scheme) {

@@ -171,6 +171,23 @@ DataSet load_data(const std::string& dataset, const std::string& dir, std::size_
   return out;
 }
 
+namespace {
+// A checkpoint's metadata: what evaluate_checkpoint and --resume read back.
+std::map<std::string, std::string> checkpoint_metadata(const Options& opt, std::size_t epoch,
+                                                       const std::vector<EpochRecord>& history) {
+  return {{"format", kFormat},
+          {"model", opt.model},
+          {"dataset", opt.dataset},
+          {"epoch", std::to_string(epoch)},
+          {"seed", std::to_string(opt.seed)},
+          {"batch", std::to_string(opt.batch)},
+          {"limit", std::to_string(opt.limit)},
+          {"test_limit", std::to_string(opt.test_limit)},
+          {"lr", fmt(opt.lr, 17)},
+          {"history", history_string(history)}};
+}
+}  // namespace
+
 Result run_training(const Options& opt_in, Device device, std::ostream& log) {
   Options opt = opt_in;
   std::vector<EpochRecord> history;
@@ -393,14 +410,8 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
           << std::flush;
     if (opt.write_files) {
       // The checkpoint after every epoch (an interrupted run can resume from the last one).
-      const std::map<std::string, std::string> md = {
-          {"format", kFormat},           {"model", opt.model},
-          {"dataset", opt.dataset},      {"epoch", std::to_string(epoch)},
-          {"seed", std::to_string(opt.seed)}, {"batch", std::to_string(opt.batch)},
-          {"limit", std::to_string(opt.limit)}, {"test_limit", std::to_string(opt.test_limit)},
-          {"lr", fmt(opt.lr, 17)},       {"history", history_string(history)}};
       result.checkpoint = (std::filesystem::path(opt.out_dir) / "checkpoint.safetensors").string();
-      tensor::optim::save_checkpoint(result.checkpoint, model, optimizer, md);
+      tensor::optim::save_checkpoint(result.checkpoint, model, optimizer, checkpoint_metadata(opt, epoch, history));
     }
   }
   if (opt.write_files && !opt.quantize_after.empty() && !history.empty()) {
@@ -410,11 +421,8 @@ Result run_training(const Options& opt_in, Device device, std::ostream& log) {
     const QuantizedSize size = quantize_weights(qm, opt.quantize_after);
     tensor::io::NamedTensors record;
     for (auto& [n, d] : qm.to_record()) record.emplace_back("model." + n, std::move(d));
-    const std::map<std::string, std::string> md = {
-        {"format", kFormat},        {"model", opt.model},
-        {"dataset", opt.dataset},   {"epoch", std::to_string(history.back().epoch)},
-        {"seed", std::to_string(opt.seed)}, {"test_limit", std::to_string(opt.test_limit)},
-        {"quantized", opt.quantize_after}};
+    std::map<std::string, std::string> md = checkpoint_metadata(opt, history.back().epoch, history);
+    md["quantized"] = opt.quantize_after;
     result.quantized_checkpoint = (std::filesystem::path(opt.out_dir) / ("checkpoint-" + opt.quantize_after + ".safetensors")).string();
     tensor::io::save_safetensors(result.quantized_checkpoint, record, md);
     result.quantized_bytes = size.bytes;
