@@ -42,10 +42,17 @@ __attribute__((always_inline)) inline FamilyFn<F> entry(OpCode op, DeviceId devi
   return fn;
 }
 
+// Quantized operands (dispatch/quant.cpp): a quantized tensor dequantized to `to` (a float
+// op's other operand's dtype, burn's rule for mixed operands), and a Flow row's output
+// metadata, a float tensor of the device's default float dtype under QuantPropagation::Inhibit.
+DispatchTensor dequantize_operand(const DispatchTensor& q, DType to);
+void flow_meta(OutMeta& m, DeviceId device);
+
 // Ops that only move or view data need Storage, not Arithmetic (op table: storage_only).
 inline bool is_layout_op(OpCode op) { return op_info(op).storage_only; }
 
 inline void check_usage(OpCode op, const DispatchTensor& t) {
+  if (op_info(op).qfloat_in) [[unlikely]] return check_quantized(op, t);
   if (is_layout_op(op)) check_storage(op, t.device, t.dtype());
   else check_arithmetic(op, t.device, t.dtype());
 }
@@ -284,14 +291,20 @@ class Thunk final : public GraphThunk {
 };
 
 template <Family F, class... A>
-__attribute__((always_inline)) inline auto forward(OpCode op, A&... args) {
+__attribute__((always_inline)) inline auto forward_direct(OpCode op, A&... args) {
   using R = Rule<F>;
   const auto plan = R::check(op, std::as_const(args)...);
   const DeviceId d = R::device(plan, std::as_const(args)...);
   const EntryOf<F> fn{d};
   return invoke(
       op, d, [&]() __attribute__((always_inline)) { return R::run(op, fn, plan, args...); },
-      [&] { return R::meta(op, plan, std::as_const(args)...); }, [&] { return R::attrs(op, plan, std::as_const(args)...); },
+      [&] {
+        auto m = R::meta(op, plan, std::as_const(args)...);
+        if constexpr (std::is_same_v<decltype(m), OutMeta>)
+          if (op_info(op).qrule == QRule::Flow) [[unlikely]] flow_meta(m, d);
+        return m;
+      },
+      [&] { return R::attrs(op, plan, std::as_const(args)...); },
       [&]() -> std::unique_ptr<GraphThunk> {
         using Res = decltype(R::run(op, fn, plan, args...));
         if constexpr (hooks_detail::Outputs<Res>::kCount > 0)
@@ -301,6 +314,68 @@ __attribute__((always_inline)) inline auto forward(OpCode op, A&... args) {
           return nullptr;
       },
       std::as_const(args)...);
+}
+
+// ---- quantized operands (the op table's quant section) -----------------------------------
+// A float op with a q row (its twin) and quantized Float operands: all of them quantized,
+// the q row runs; some, they are dequantized to the first float operand's dtype and the
+// float op runs (burn's front-end rule). Families without q rows pay nothing.
+namespace qroute {
+constexpr bool family_has_q(Family f) {
+  for (const OpInfo& o : kOps)
+    if (o.qrule != QRule::None && o.family == f) return true;
+  return false;
+}
+inline void count(const DispatchTensor& t, int& floats, int& quantized) {
+  if (t.prim && t.kind == Kind::Float) {
+    ++floats;
+    quantized += t.prim->dtype() == DType::QFloat;
+  }
+}
+inline void count(const std::vector<DispatchTensor>& v, int& floats, int& quantized) {
+  for (const DispatchTensor& t : v) count(t, floats, quantized);
+}
+template <class O>
+inline void count(const O&, int&, int&) {}
+inline void first_float(const DispatchTensor& t, DType& out) {
+  if (out == DType::QFloat && t.prim && t.kind == Kind::Float && t.prim->dtype() != DType::QFloat) out = t.prim->dtype();
+}
+inline void first_float(const std::vector<DispatchTensor>& v, DType& out) {
+  for (const DispatchTensor& t : v) first_float(t, out);
+}
+template <class O>
+inline void first_float(const O&, DType&) {}
+inline void dequantized(DispatchTensor& t, DType to) {
+  if (t.prim && t.prim->dtype() == DType::QFloat) t = dequantize_operand(t, to);
+}
+inline void dequantized(std::vector<DispatchTensor>& v, DType to) {
+  for (DispatchTensor& t : v) dequantized(t, to);
+}
+template <class O>
+inline void dequantized(O&, DType) {}
+
+template <Family F, class... A>
+[[gnu::noinline, gnu::cold]] auto route(OpCode op, A&... args) {
+  int floats = 0, quantized = 0;
+  (count(std::as_const(args), floats, quantized), ...);
+  if (quantized == floats) return forward_direct<F>(static_cast<OpCode>(op_info(op).twin), args...);
+  DType to = DType::QFloat;
+  (first_float(std::as_const(args), to), ...);
+  (dequantized(args, to), ...);
+  return forward_direct<F>(op, args...);
+}
+}  // namespace qroute
+
+template <Family F, class... A>
+__attribute__((always_inline)) inline auto forward(OpCode op, A&... args) {
+  if constexpr (qroute::family_has_q(F)) {
+    if (op_info(op).twin != kNoTwin && !op_info(op).qfloat_in) [[unlikely]] {
+      int floats = 0, quantized = 0;
+      (qroute::count(std::as_const(args), floats, quantized), ...);
+      if (quantized > 0) return qroute::route<F>(op, args...);
+    }
+  }
+  return forward_direct<F>(op, args...);
 }
 
 }  // namespace tensor::dispatch::fwd

@@ -365,7 +365,7 @@ struct Encodable<R (*)(A0, A...)>
 // for host-visible bytes, or a transport of the plugin's own).
 template <Family F>
 constexpr bool generic_family() {
-  return !forwarded(F) && F != Family::Quantize && F != Family::Dequantize && F != Family::QMatmul &&
+  return !forwarded(F) && F != Family::Quantize && F != Family::QuantizeDynamic && F != Family::Dequantize && F != Family::QMatmul &&
          Encodable<FamilyFn<F>>::value;
 }
 constexpr bool generic_op(OpCode op, Family) { return !op_info(op).qfloat_in; }

@@ -2,6 +2,9 @@
 // its compositions from float / int ops. See dispatch/quant.hpp.
 #include "dispatch/quant.hpp"
 
+#include "dispatch/hooks.hpp"
+#include "dispatch/settings.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/hooks.hpp"
 #include "dispatch/quant_model.hpp"
 #include "dispatch/settings.hpp"
 #include "dispatch/validate.hpp"
@@ -292,11 +296,6 @@ DispatchTensor upload_f32(const std::vector<float>& v, DeviceId device) {
   return dispatch::from_data(TensorData::from<float>(v, Shape{v.size()}), device, Kind::Float);
 }
 
-DispatchTensor make(const Shape& shape, DeviceId device, const QuantScheme& scheme, DispatchTensor codes,
-                    DispatchTensor scales) {
-  return DispatchTensor(Prim(Ref<QuantPrim>::make(shape, device, scheme, std::move(codes), std::move(scales))), Kind::Float);
-}
-
 std::vector<float> rounded_scales(std::vector<float> v, const QuantScheme& scheme) {
   for (float& x : v) x = validated_scale(x, scheme.param);
   return v;
@@ -351,49 +350,24 @@ DispatchTensor compute_q_params(const QuantScheme& scheme, const DispatchTensor&
 
 DispatchTensor quantize_dynamic(const DispatchTensor& x, const QuantScheme& scheme) {
   check_float_input("quantize_dynamic", x);
-  const Shape shape = x.shape();
-  const Extents e = block_extents("quantize_dynamic", shape, scheme);
-  const std::size_t n = grid_shape("quantize_dynamic", shape, scheme).num_elements();
-  DispatchTensor f = to_f32(x);
-  std::vector<float> alpha(n, 0.0f);
-  if (shape.num_elements() != 0)
-    alpha = read_f32(block_reduce(OpCode::max_dim, unary(OpCode::abs, f), shape, e, !scheme.level.is_block()));
-  const auto [a, b] = scheme.range();
-  for (float& v : alpha) v = 2.0f * v / static_cast<float>(b - a);  // burn: 2 * alpha / (b - a), in f32
-  const std::vector<float> sc = rounded_scales(std::move(alpha), scheme);
-  return quantize_row(x, upload_f32(sc, x.device), scheme);
+  return quantize_dynamic_row(x, scheme);
 }
 
 DispatchTensor dequantize(const DispatchTensor& q, DType dtype) { return dequantize_row(q, dtype); }
 
-TensorData into_data(const DispatchTensor& q) {
-  const QuantPrim* p = as_quant(q);
-  const Shape shape = q.shape();
-  const std::vector<std::int8_t> codes = read(p->codes()).to_vec<std::int8_t>();
-  const std::vector<float> scales = read(p->scales()).to_vec<float>();
-  return TensorData::quantized(encode_data(codes, shape, p->scheme(), scales), shape, p->scheme());
-}
-
-DispatchTensor from_data(const TensorData& data, DeviceId device) {
-  const QuantScheme* s = data.quant_scheme();
-  if (!s) throw DTypeError("[from_data] qfloat data without a scheme; expected TensorData::quantized data; got bare qfloat bytes");
-  check_plain_device("from_data", device);
-  const Shape shape = data.shape();
-  DecodedData d = decode_data("from_data", data.bytes(), shape, *s);
-  const auto [a, b] = s->range();
-  for (std::int8_t c : d.codes)
-    if (c < a || c > b)
-      throw FormatError("", fmt::format("[from_data] quantized code out of range; expected {}..{} for {}; got {}", a, b,
-                                    to_string(*s), static_cast<int>(c)));
-  for (float v : d.scales)
-    if (!(v > 0.0f) || !std::isfinite(v))
-      throw FormatError("", fmt::format("[from_data] quantization scale out of range; expected a positive finite scale; got {}", v));
-  DispatchTensor codes = dispatch::from_data(TensorData::from<std::int8_t>(d.codes, shape), device, Kind::Int);
-  if (codes.dtype() != DType::I8)
-    throw DTypeError(fmt::format("[from_data] the device cannot store i8 codes; expected i8 storage on {}; got {}",
-                                 device_string(device), dtype_name(codes.dtype())));
-  DispatchTensor sc = upload_f32(d.scales, device);
-  return make(shape, device, *s, std::move(codes), std::move(sc));
-}
+// The q_into_data / q_from_data rows (dispatch/defaults/quant_ops.cpp), through the one path.
+TensorData into_data(const DispatchTensor& q) { return read(q); }
+DispatchTensor from_data(const TensorData& data, DeviceId device) { return dispatch::from_data(data, device, Kind::Float); }
 
 }  // namespace tensor::dispatch::quant
+
+namespace tensor::dispatch::fwd {
+
+DispatchTensor dequantize_operand(const DispatchTensor& q, DType to) { return quant::dequantize_row(q, is_float(to) ? to : DType::F32); }
+
+void flow_meta(OutMeta& m, DeviceId device) {
+  if (m.dtype == DType::QFloat && device_settings(device).quant.propagation == QuantPropagation::Inhibit)
+    m.dtype = to_dtype(device_settings(device).float_dtype);
+}
+
+}  // namespace tensor::dispatch::fwd

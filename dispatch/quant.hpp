@@ -87,6 +87,7 @@ DispatchTensor compute_q_params(const QuantScheme& scheme, const DispatchTensor&
 // tensor that is not quantized or a dtype that is not a float dtype.
 DispatchTensor quantize_row(const DispatchTensor& x, DispatchTensor scales, const QuantScheme& scheme);
 DispatchTensor dequantize_row(const DispatchTensor& q, DType dtype);
+DispatchTensor quantize_dynamic_row(DispatchTensor x, const QuantScheme& scheme);
 
 // The float ops with a quantized operand (dispatch/rules/quant.cpp), called by the matmul,
 // linear and conv forwarders when an operand's dtype is QFloat. A float x times a quantized

@@ -12,6 +12,8 @@ const DeviceSettings& device_settings(DeviceId device);
 
 // SettingsStatus::Ok, AlreadyInitialized or UnsupportedDType (entry left unset).
 SettingsResult set_default_dtypes(DeviceId device, FloatDType f, IntDType i, BoolDType b);
+// The same rule for the quantization part (DeviceSettings::quant), set on its own.
+SettingsResult set_default_quantization(DeviceId device, const QuantConfig& config);
 
 // The backend's defaults for a device (its default_settings entry).
 DeviceSettings backend_default_settings(DeviceId device);

@@ -64,7 +64,14 @@ void check_pair(OpCode op, const DispatchTensor& a, const DispatchTensor& b, boo
                                op_name(op), op_name(op), device_string(device)));
 }
 
+void check_quantized(OpCode op, const DispatchTensor& t) {
+  if (t.dtype() != DType::QFloat)
+    throw DTypeError(fmt::format("[{}] not a quantized tensor; expected a qfloat tensor; got {} ({})", op_name(op),
+                                 kind_name(t.kind), dtype_name(t.dtype())));
+}
+
 void check_arithmetic(OpCode op, DeviceId device, DType dtype) {
+  if (dtype == DType::QFloat && op_info(op).qfloat_in) return;  // a quant row: the codes' backend holds it
   if (!dtype_usage(device, dtype).contains(DTypeUsage::Arithmetic)) {
     if (dtype == DType::QFloat) throw_not_for_quantized(op, device);
     throw DTypeError(fmt::format("[{}] dtype not supported for arithmetic on this device; expected a dtype {} computes "
@@ -74,6 +81,7 @@ void check_arithmetic(OpCode op, DeviceId device, DType dtype) {
 }
 
 void check_storage(OpCode op, DeviceId device, DType dtype) {
+  if (dtype == DType::QFloat && op_info(op).qfloat_in) return;
   if (!dtype_usage(device, dtype).contains(DTypeUsage::Storage)) {
     if (dtype == DType::QFloat) throw_not_for_quantized(op, device);
     throw DTypeError(fmt::format("[{}] dtype not supported on this device; expected a dtype {} can store; got {} on {}",

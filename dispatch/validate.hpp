@@ -28,6 +28,8 @@ void check_pair(OpCode op, const DispatchTensor& a, const DispatchTensor& b, boo
 void check_same_device(OpCode op, const DispatchTensor& a, const DispatchTensor& b);
 // The device can compute with the tensor's dtype (Arithmetic) or merely hold it (Storage).
 void check_arithmetic(OpCode op, DeviceId device, DType dtype);
+// A quant row's operand: DTypeError naming op unless t is quantized.
+void check_quantized(OpCode op, const DispatchTensor& t);
 void check_storage(OpCode op, DeviceId device, DType dtype);
 // Numpy-style broadcast of equal-rank shapes; ShapeError naming both shapes otherwise.
 Shape broadcast_shapes(OpCode op, const Shape& a, const Shape& b);

@@ -328,36 +328,7 @@ TEST_P(Quant, QuantizeOfAQuantizedOrIntTensor) {
   expect_error<DTypeError>([&] { (void)quantize(q, q8s(), QuantParams{fl<1>({1}, Shape{1})}); }, "quantize");
 }
 
-TEST_P(Quant, FloatOpsRefuseAQuantizedTensor) {
-  auto q = quantize_dynamic(fl<2>({1, 2, 3, 4}, Shape{2, 2}), q8s());
-  auto x = fl<2>({1, 2, 3, 4}, Shape{2, 2});
-  EXPECT_THROW((void)(q + 1.0f), DTypeError);
-  EXPECT_THROW((void)(q + x), DTypeError);
-  EXPECT_THROW((void)(x + q), DTypeError);
-  // x.matmul(q) and q.matmul(x) compute since step 3 (QuantizedOperandsOfMatmulLinearConv below).
-  EXPECT_THROW((void)q.exp(), DTypeError);
-  EXPECT_THROW((void)q.sum(), DTypeError);
-  EXPECT_THROW((void)q.transpose(), DTypeError);
-  EXPECT_EQ(values_of(q).codes, i8({32, 64, 95, 127}));  // still intact
-  // The message names the op and says what works instead (it used to claim the device cannot
-  // store the dtype).
-  for (const auto& [op, call] : std::vector<std::pair<std::string, std::function<void()>>>{
-           {"add", [&] { (void)(q + x); }},
-           {"exp", [&] { (void)q.exp(); }},
-           {"reshape", [&] { (void)q.reshape<1>({4}); }},
-           {"slice", [&] { (void)q.slice({Slice(0, 1)}); }}}) {
-    try {
-      call();
-      ADD_FAILURE() << op << ": no exception";
-    } catch (const DTypeError& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find("[" + op + "] quantized tensors have no " + op + " yet; expected a float tensor (dequantize() it "
-                       "first), or a quantized weight of matmul, linear or conv2d; got qfloat on "),
-                std::string::npos)
-          << m;
-    }
-  }
-}
+// Float ops on quantized tensors: quant_rows_test.cpp (the op table's quant rows).
 
 TEST_P(Quant, BadQuantizedData) {
   const QuantScheme s = q8s().with_level(QuantLevel::block({8}));

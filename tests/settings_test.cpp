@@ -4,6 +4,8 @@
 #include <latch>
 #include <thread>
 
+#include <tensor/quantization.hpp>
+
 #include "test_util.hpp"
 
 namespace {
@@ -73,6 +75,9 @@ TEST(Settings, TensorCreationFixesDefaults) {
   EXPECT_THROWS(DeviceError, r.throw_if_error(), "already initialized", "cpu");
   EXPECT_EQ(cpu.settings(), defaults());
   EXPECT_EQ(Tensor<1>::zeros({1}, cpu).dtype(), DType::F32);
+  const SettingsResult rq = set_default_quantization(cpu, QuantConfig{});
+  EXPECT_EQ(rq.status, SettingsStatus::AlreadyInitialized);
+  EXPECT_EQ(cpu.settings().quant.propagation, QuantPropagation::Inhibit);
   // An unsupported dtype is still reported as such after the first use.
   const SettingsResult bad = set_default_dtypes(cpu, FloatDType::F32, IntDType::I32, BoolDType::U32);
   EXPECT_EQ(bad.status, SettingsStatus::UnsupportedDType);
@@ -135,6 +140,56 @@ TEST(Settings, ConcurrentFirstUseAgreesOnOneValue) {
   if (ok == 1) EXPECT_EQ(final_settings, f64);
   else EXPECT_EQ(final_settings, defaults());
   for (int k = 1; k < kThreads; k += 4) EXPECT_EQ(made[k], to_dtype(final_settings.float_dtype)) << "thread " << k;
+}
+#endif
+
+#if SETTINGS_SCENARIO == 5
+// The quantization part of the settings: set once before the first use, beside the dtypes;
+// Propagate quantizes a float op's result on quantized operands again with their scheme.
+TEST(Settings, QuantizationIsSetOnceBeforeTheFirstUseAndPropagates) {
+  const Device cpu = Device::cpu();
+  const QuantScheme q8s = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native);
+  QuantConfig cfg;
+  cfg.scheme = q8s;
+  cfg.propagation = QuantPropagation::Propagate;
+  const SettingsResult ok = set_default_quantization(cpu, cfg);
+  EXPECT_TRUE(ok.ok()) << ok.message();
+  // The dtypes are a part of their own: still settable once.
+  EXPECT_TRUE(set_default_dtypes(cpu, FloatDType::F32, IntDType::I64, BoolDType::Native).ok());
+  const SettingsResult again = set_default_quantization(cpu, QuantConfig{});
+  EXPECT_EQ(again.status, SettingsStatus::AlreadyInitialized);
+  EXPECT_THROWS(DeviceError, again.throw_if_error(), "[set_default_quantization] settings already initialized", "cpu");
+  QuantConfig bad;
+  bad.propagation = static_cast<QuantPropagation>(7);
+  EXPECT_THROWS(DTypeError, (void)set_default_quantization(cpu, bad), "[set_default_quantization]", "got 7");
+  EXPECT_EQ(cpu.settings().quant, cfg);
+  EXPECT_EQ(cpu.settings().int_dtype, IntDType::I64);
+
+  // x = [[-1, 0.4], [0.2, 1]]: codes {-127, 51, 25, 127}, scale 2 / 254.
+  const auto x = Tensor<2>::from_data(TensorData::from<float>({-1.0f, 0.4f, 0.2f, 1.0f}, Shape{2, 2}), cpu);
+  const auto q = quantize_dynamic(x, q8s);
+  const float s = 2.0f / 254.0f;
+  const std::vector<float> d = {-127 * s, 51 * s, 25 * s, 127 * s};
+  // q * 2: amax 254 s, so the result's scale is 2 s; its codes are round(d * 2 / (2 s)) = the input's.
+  const auto twice = q * 2.0f;
+  ASSERT_TRUE(is_quantized(twice));
+  EXPECT_EQ(*quant_scheme(twice), q8s);
+  const auto tv = quantization::quantized_values(twice.into_data());
+  EXPECT_EQ(tv.codes, (std::vector<std::int8_t>{-127, 51, 25, 127}));
+  ASSERT_EQ(tv.scales.size(), 1u);
+  EXPECT_EQ(tv.scales[0], 2.0f * (2.0f * (127 * s)) / 254.0f);
+  // A reduction: one value, quantized per tensor (code 127 at amax).
+  const auto sum = q.sum();
+  ASSERT_TRUE(is_quantized(sum));
+  const float total = d[0] + d[1] + d[2] + d[3];
+  EXPECT_NEAR(dequantize(sum).into_data().to_vec<float>()[0], total, total / 127.0f);
+  // A float operand: the float op, a float result (no propagation for mixed operands).
+  const auto mixed = q + x;
+  EXPECT_FALSE(is_quantized(mixed));
+  EXPECT_EQ(mixed.dtype(), DType::F32);
+  // Out rows and layout rows are unaffected: indices, and codes moved.
+  EXPECT_FALSE(is_quantized(q.argsort(1)));
+  EXPECT_EQ(quantization::quantized_values(q.transpose().into_data()).codes, (std::vector<std::int8_t>{-127, 25, 51, 127}));
 }
 #endif
 

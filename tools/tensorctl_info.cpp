@@ -82,10 +82,13 @@ void print_dtype_table(std::ostream& os, DeviceId dev) {
   t.print(os);
 }
 
-// Quantized tensors (docs/quantization.md): the qfloat row above stays empty (no op computes
-// on one), but quantize / dequantize / into_data / from_data work wherever the device
-// stores the codes (i8) and computes on the scales (f32); they are composed, not native.
-void print_quantized(std::ostream& os, DeviceId dev) {
+// Quantized tensors (docs/quantization.md). The qfloat row of the table above stays empty: no
+// backend keeps a qfloat buffer; a quantized tensor is dispatch's (i8 codes + f32 scales) and
+// the op table's quant rows compute on it. Its usage: Storage and Arithmetic where the device
+// stores i8 and computes f32 (every q row then runs), Accelerated where the backend has its
+// own q_matmul (an int8 product, not dequantize + f32). Then the q rows by what their default
+// does (on the codes, or through the float op).
+void print_quantized(std::ostream& os, DeviceId dev, const td::Backend& b) {
   bool ok = false;
   try {
     ok = td::dtype_usage(dev, DType::I8).contains(DTypeUsage::Storage) &&
@@ -93,10 +96,27 @@ void print_quantized(std::ostream& os, DeviceId dev) {
   } catch (const std::exception&) {
     ok = false;
   }
-  os << "  quantized tensors: " << (ok ? "quantize / dequantize / into_data / from_data (composed: i8 codes, f32 scales); "
-                                         "no op computes on qfloat yet"
-                                       : "no (needs i8 storage and f32 arithmetic)")
-     << '\n';
+  if (!ok) {
+    os << "  qfloat (quantized): no (needs i8 storage and f32 arithmetic)\n";
+    return;
+  }
+  const bool accel = b.is_native(tensor::OpCode::q_matmul);
+  std::size_t rows = 0, codes = 0, through = 0, native = 0;
+  for (std::size_t i = 0; i < td::kOps.size(); ++i) {
+    const td::OpInfo& o = td::kOps[i];
+    using F = td::Family;
+    const bool quant_row = o.qfloat_in || o.family == F::Quantize || o.family == F::QuantizeDynamic ||
+                           o.family == F::Dequantize || o.family == F::QMatmul || o.family == F::QConv;
+    if (!quant_row) continue;
+    ++rows;
+    if (b.is_native(static_cast<tensor::OpCode>(i))) ++native;
+    else if (o.qrule == td::QRule::Codes) ++codes;
+    else if (o.qrule != td::QRule::None) ++through;
+  }
+  os << "  qfloat (quantized): Storage Arithmetic" << (accel ? " Accelerated (int8 q_matmul / q_conv2d)" : "")
+     << "; " << rows << " quant rows (burn's 80 QTensorOps and q_conv2d): " << native << " native, "
+     << rows - native << " default (" << codes << " on the codes for per-tensor schemes, " << through
+     << " through the float op)\n";
 }
 
 void print_op_coverage(std::ostream& os, const td::Backend& b) {
@@ -308,7 +328,7 @@ int run_info(Args args) {
 
     os << "  dtype usage:\n";
     print_dtype_table(os, d);
-    print_quantized(os, d);
+    print_quantized(os, d, b);
     print_op_coverage(os, b);
     if (d.type_id == tensor::kCpuDeviceType) print_cpu_details(os);
 #if TENSOR_HAVE_VULKAN

@@ -76,6 +76,17 @@ template <> struct fwd::Rule<Family::FromData> : RuleBase {
   static Plan check(OpCode op, const TensorData& data, const DeviceId& d, const Kind& k) {
     check_create_kind(op, k);
     check_device(op_name(op), d);
+    if (op_info(op).qfloat_in) {  // q_from_data: codes and scales, burn's layout
+      if (data.dtype() != DType::QFloat || !data.quant_scheme())
+        throw DTypeError(fmt::format("[{}] expected quantized data (TensorData::quantized); got {}", op_name(op),
+                                     dtype_name(data.dtype())));
+      if (is_autodiff_device(d))
+        throw DeviceError(DeviceError::Kind::UnsupportedDType,
+                          fmt::format("[from_data] quantized tensors on an autodiff device are not supported yet; expected a "
+                                      "tensor of a plain device (inner()); got one on {}",
+                                      device_string(d)));
+      return {DType::QFloat};
+    }
     DType dt = data.dtype();
     if (kind_of_dtype(dt) != k || (k == Kind::Bool && dt != default_dtype(d, k, "from_data"))) dt = default_dtype(d, k, "from_data");
     check_storage(op, d, dt);
@@ -281,11 +292,10 @@ DispatchTensor full(const Shape& shape, Scalar value, DeviceId device, Kind kind
   return forward<Family::Full>(OpCode::full, shape, value, device, kind, dtype);
 }
 DispatchTensor from_data(TensorData data, DeviceId device, Kind kind) {
-  if (data.dtype() == DType::QFloat) {  // quantized data: codes and scales, dispatch/quant.cpp
+  if (data.dtype() == DType::QFloat) {  // quantized data: codes and scales (the q_from_data row)
     if (kind != Kind::Float)
       throw DTypeError(fmt::format("[from_data] quantized data loads into a Float tensor; expected Float; got {}", kind_name(kind)));
-    check_device("from_data", device);
-    return quant::from_data(data, device);
+    return forward<Family::FromData>(OpCode::q_from_data, data, device, kind);
   }
   return forward<Family::FromData>(OpCode::from_data, data, device, kind);
 }
@@ -299,11 +309,6 @@ DispatchTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, D
   return forward<Family::RangeStep>(OpCode::arange_step, start, end, step, device, dtype);
 }
 std::future<TensorData> into_data(DispatchTensor a) {
-  if (quant::as_quant(a)) {  // codes and scales read back, in burn's layout
-    std::promise<TensorData> done;
-    done.set_value(quant::into_data(a));
-    return done.get_future();
-  }
   return forward<Family::IntoData>(OpCode::into_data, a);
 }
 TensorData read(DispatchTensor a) { return into_data(std::move(a)).get(); }

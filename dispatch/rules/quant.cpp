@@ -67,6 +67,27 @@ template <> struct fwd::Rule<Family::Dequantize> : OnFirst {
   }
 };
 
+// QuantizeDynamic: x (Float, any float dtype) and the scheme; the scales from x's blocks.
+template <> struct fwd::Rule<Family::QuantizeDynamic> : OnFirst {
+  struct Plan {};
+  static Plan check(OpCode op, const T& x, const QuantScheme& scheme) {
+    check_first(op, x);
+    if (is_autodiff_device(x.device))
+      throw DeviceError(DeviceError::Kind::UnsupportedDType,
+                        fmt::format("[{}] quantized tensors on an autodiff device are not supported yet; expected a tensor "
+                                    "of a plain device (inner()); got one on {}",
+                                    op_name(op), device_string(x.device)));
+    quant::check_scheme(op_name(op).data(), scheme);
+    quant::grid_shape(op_name(op).data(), x.shape(), scheme);  // the block must fit and divide
+    return {};
+  }
+  static OutMeta meta(OpCode, const Plan&, const T& x, const QuantScheme&) { return {x.shape(), DType::QFloat, Kind::Float}; }
+  template <class Entry>
+  [[gnu::always_inline]] static T run(OpCode op, Entry entry, const Plan&, T& x, const QuantScheme& scheme) {
+    return {entry(op)(x.take(), scheme), Kind::Float};
+  }
+};
+
 // A block level of a weight [K, N] whose blocks lie in one column (block [b, 1], b dividing
 // K: per output column where b = K); throws block_extents' ShapeError where it does not fit.
 static bool column_blocks(const char* op, const Shape& sw, const QuantScheme& s) {
@@ -173,6 +194,9 @@ DispatchTensor quantize_row(const DispatchTensor& x, DispatchTensor scales, cons
   return forward<Family::Quantize>(OpCode::quantize, in, scales, scheme);
 }
 
+DispatchTensor quantize_dynamic_row(DispatchTensor x, const QuantScheme& scheme) {
+  return forward<Family::QuantizeDynamic>(OpCode::quantize_dynamic, x, scheme);
+}
 DispatchTensor dequantize_row(const DispatchTensor& q, DType dtype) {
   DispatchTensor in = q;
   return forward<Family::Dequantize>(OpCode::dequantize, in, dtype);

@@ -120,6 +120,7 @@ struct QConvArgs {
   X(DeformConvBackward, std::vector<Prim> (*)(Prim, Prim, Prim, Prim, Prim, bool, const tensor::nn::DeformConvOptions<2>&)) \
   X(Collective, Prim (*)(Prim, std::int64_t))                                            \
   X(Quantize, Prim (*)(Prim, Prim, const tensor::QuantScheme&))                           \
+  X(QuantizeDynamic, Prim (*)(Prim, const tensor::QuantScheme&))                          \
   X(Dequantize, Prim (*)(Prim, DType))                                                    \
   X(QMatmul, Prim (*)(Prim, Prim))                                                        \
   X(QConv, Prim (*)(Prim, Prim, Prim, const QConvArgs&))                                  \
@@ -179,6 +180,13 @@ enum class EmptyRule : std::uint8_t { Ok, Raises, IntRaises };
 // backward row differentiates, and which window rule a pool row follows.
 using core::Window;  // None, Max, Avg, AdaptiveAvg (lib/core/nn_args.hpp)
 enum class GradOf : std::uint8_t { None, Input, Weight };
+// The quant section's rows over a float op (the row's twin: its name without "q_"), by what
+// their default does (dispatch/defaults/quant_ops.cpp): Codes works on the codes (layout
+// ops and extrema of per-tensor schemes; a per-block scheme takes Requant's way), Requant
+// dequantizes, runs the twin, and quantizes the result again with the input's scheme,
+// Flow does the same under QuantPropagation::Propagate and returns the float result under
+// Inhibit, Out runs the twin on the dequantized input (its result is not a float tensor).
+enum class QRule : std::uint8_t { None, Codes, Requant, Flow, Out };
 // CompareScalar rows: the relation a row tests (x R s).
 enum class Relation : std::uint8_t { None, Eq, Ne, Gt, Ge, Lt, Le };
 
@@ -206,7 +214,10 @@ struct OpInfo {
   bool reorders = false;          // Axes rows: the axes reorder every dim (permute), not a subset (flip)
   bool folds = false;             // Unfold4d rows: blocks summed back into an image (fold4d)
   bool qfloat_in = false;         // the first operand is a quantized (QFloat) tensor (its kind is Float)
+  QRule qrule = QRule::None;      // quant rows over a float op: what the default does
+  std::uint16_t twin = 0xffff;    // q rows: the float op's code; float ops: their q row's (0xffff: none)
 };
+inline constexpr std::uint16_t kNoTwin = 0xffff;
 
 // The optional columns of op_table.def rows, and how a row becomes an OpInfo.
 namespace table {
@@ -261,6 +272,7 @@ struct Broadcasts {};
 struct Reorders {};
 struct Folds {};
 struct QFloatIn {};
+inline constexpr QRule q_codes = QRule::Codes, q_requant = QRule::Requant, q_flow = QRule::Flow, q_out = QRule::Out;
 inline constexpr StorageOnly storage_only{};
 inline constexpr KeepsShape keeps_shape{};
 inline constexpr HostTrip host_trip{};
@@ -297,6 +309,11 @@ constexpr void apply(OpInfo& o, Broadcasts) { o.broadcasts = true; }
 constexpr void apply(OpInfo& o, Reorders) { o.reorders = true; }
 constexpr void apply(OpInfo& o, Folds) { o.folds = true; }
 constexpr void apply(OpInfo& o, QFloatIn) { o.qfloat_in = true; }
+constexpr void apply(OpInfo& o, QRule r) {
+  o.qrule = r;
+  o.qfloat_in = true;
+  o.diff = 0;  // a quantized tensor is never tracked (burn)
+}
 constexpr void apply(OpInfo& o, Relation r) { o.relation = r; }
 constexpr void apply(OpInfo& o, GradOf g) { o.grad_of = g; }
 constexpr void apply(OpInfo& o, Window w) { o.window = w; }
@@ -317,11 +334,51 @@ inline constexpr std::array<OpInfo, kOpCount> kRows = {{
 #undef TENSOR_OP
 }};
 
+// A q row's twin: the row named as it without "q_"; kOpCount where there is none.
+constexpr std::size_t twin_of(const std::array<OpInfo, kOpCount>& rows, const OpInfo& q) {
+  if (q.qrule == QRule::None || q.name.substr(0, 2) != "q_") return kOpCount;
+  for (const OpInfo& r : rows)
+    if (r.name == q.name.substr(2)) return r.code;
+  return kOpCount;
+}
+
+// Rows placed by code; a q row and its twin linked both ways, the q row taking the twin's
+// columns (its layout and shape rules are the twin's; kinds, policy, diff stay its own).
 constexpr std::array<OpInfo, kOpCount> by_code(const std::array<OpInfo, kOpCount>& rows) {
   std::array<OpInfo, kOpCount> out{};
   for (const OpInfo& r : rows) out[r.code] = r;
+  for (const OpInfo& r : rows) {
+    const std::size_t t = twin_of(rows, r);
+    if (t == kOpCount) continue;
+    OpInfo& q = out[r.code];
+    const OpInfo& f = out[t];
+    q.twin = f.code;
+    out[t].twin = r.code;
+    q.storage_only = f.storage_only;
+    q.keeps_shape = f.keeps_shape;
+    q.empty = f.empty;
+    q.swaps_last_two = f.swaps_last_two;
+    q.bounds = f.bounds;
+    q.result_kind = f.result_kind;
+    q.broadcasts = f.broadcasts;
+    q.reorders = f.reorders;
+    q.relation = f.relation;
+  }
   return out;
 }
+// Every q row has a twin of its family that takes Float tensors.
+constexpr bool twins_match(const std::array<OpInfo, kOpCount>& rows) {
+  for (const OpInfo& r : rows) {
+    if (r.qrule == QRule::None) continue;
+    const std::size_t t = twin_of(rows, r);
+    if (t == kOpCount) return false;
+    for (const OpInfo& f : rows)
+      if (f.code == t && (f.family != r.family || !(f.kinds & kKindF))) return false;
+  }
+  return true;
+}
+static_assert(twins_match(kRows), "op_table_quant.def: a row with q_codes / q_requant / q_flow / q_out needs a float row "
+                                  "of its family named as it without q_");
 // Codes are dense and unique (0..kOpCount-1 once each), so arrays indexed by OpCode hold.
 constexpr bool codes_dense(const std::array<OpInfo, kOpCount>& rows) {
   std::array<bool, kOpCount> seen{};

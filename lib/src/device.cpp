@@ -8,6 +8,7 @@
 #include "dispatch/autodiff.hpp"
 #include "dispatch/backend.hpp"
 #include "dispatch/dispatch.hpp"
+#include "dispatch/quant_model.hpp"
 #include "dispatch/settings.hpp"
 #include "dispatch/validate.hpp"
 #include "tensor/error.hpp"
@@ -85,11 +86,11 @@ std::string SettingsResult::message() const {
   switch (status) {
     case SettingsStatus::Ok: return "ok";
     case SettingsStatus::AlreadyInitialized:
-      return fmt::format("[set_default_dtypes] settings already initialized; expected a call before the first use of {}; "
-                         "got a call after it",
-                         device);
+      return fmt::format("[{}] settings already initialized; expected one call before the first use of {}; "
+                         "got a call after it or a second call",
+                         op, device);
     case SettingsStatus::UnsupportedDType:
-      return fmt::format("[set_default_dtypes] dtype not supported; expected a dtype {} supports; got {}", device,
+      return fmt::format("[{}] dtype not supported; expected a dtype {} supports; got {}", op, device,
                          dtype_name(dtype));
   }
   return "?";
@@ -112,6 +113,16 @@ SettingsResult set_default_dtypes(const Device& device, FloatDType f, IntDType i
     throw DTypeError(fmt::format("[set_default_dtypes] invalid BoolDType value; expected 0..2 (native, u8, u32); got {}",
                                  static_cast<unsigned>(b)));
   return dispatch::set_default_dtypes(device.id(), f, i, b);
+}
+
+SettingsResult set_default_quantization(const Device& device, const QuantConfig& config) {
+  dispatch::check_device("set_default_quantization", device.id());
+  dispatch::quant::check_scheme("set_default_quantization", config.scheme);
+  if (config.propagation != QuantPropagation::Propagate && config.propagation != QuantPropagation::Inhibit)
+    throw DTypeError(fmt::format("[set_default_quantization] invalid QuantPropagation value; expected 0..1 (propagate, "
+                                 "inhibit); got {}",
+                                 static_cast<unsigned>(config.propagation)));
+  return dispatch::set_default_quantization(device.id(), config);
 }
 
 }  // namespace tensor

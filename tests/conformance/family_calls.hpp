@@ -55,6 +55,8 @@ namespace detail {
 // vector) or not (nullopt), running nothing; so has_call and call cannot disagree.
 inline std::optional<std::vector<DispatchTensor>> call_or_probe(OpCode op, const Operands* in, bool& values) {
   values = true;
+  // The quant rows take quantized operands: tests/quant_rows_test.cpp checks them.
+  if (tensor::dispatch::op_info(op).qrule != tensor::dispatch::QRule::None) return std::nullopt;
   using Outs = std::optional<std::vector<DispatchTensor>>;
   auto go = [&](auto&& run) -> Outs {
     if (!in) return std::vector<DispatchTensor>{};

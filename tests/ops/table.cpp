@@ -8,6 +8,7 @@ TEST(OpTable, EveryHarnessOpHasAReference) {
   std::set<std::string> table;
   for (const OpInfo& o : kOps) {
     if (!harness_family(o.family) && !structured_family(o.family)) continue;
+    if (o.qfloat_in) continue;  // the quant rows take quantized operands: tests/quant_rows_test.cpp
     const std::string n(o.name);
     table.insert(n);
     const bool ref = harness_family(o.family) ? specs().count(n) != 0 : structured_refs().count(n) != 0;

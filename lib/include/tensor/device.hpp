@@ -8,6 +8,7 @@
 
 #include "tensor/dtype.hpp"
 #include "tensor/export.hpp"
+#include "tensor/quant_scheme.hpp"
 
 namespace tensor {
 
@@ -39,7 +40,9 @@ struct DeviceSettings {
   IntDType int_dtype = IntDType::I32;
   /// The bool storage of every Bool tensor of the device.
   BoolDType bool_dtype = BoolDType::Native;
-  /// Same three dtypes.
+  /// How float ops treat quantized operands (Inhibit unless set_default_quantization said otherwise).
+  QuantConfig quant{};
+  /// Same dtypes and quantization.
   constexpr bool operator==(const DeviceSettings&) const = default;
 };
 
@@ -147,6 +150,7 @@ struct TENSOR_API SettingsResult {
   SettingsStatus status = SettingsStatus::Ok;
   std::string device;                  ///< "cpu"
   DType dtype = DType::F32;            ///< the offending dtype, for UnsupportedDType
+  std::string op = "set_default_dtypes";  ///< the setter that answered
   /// ok(), for `if (r) ...`.
   explicit operator bool() const { return status == SettingsStatus::Ok; }
   /// True when the settings were applied.
@@ -162,5 +166,11 @@ struct TENSOR_API SettingsResult {
 /// UnsupportedDType and leaves the settings unset.
 TENSOR_API SettingsResult set_default_dtypes(const Device& device, FloatDType float_dtype, IntDType int_dtype,
                                              BoolDType bool_dtype);
+
+/// Sets the device's quantization settings (DeviceSettings::quant: the scheme and whether
+/// float ops on quantized tensors give quantized results). The same rule as
+/// set_default_dtypes, on its own: succeeds once, and only before the device's first use;
+/// otherwise AlreadyInitialized. A scheme value out of range is a DTypeError.
+TENSOR_API SettingsResult set_default_quantization(const Device& device, const QuantConfig& config);
 
 }  // namespace tensor

@@ -53,7 +53,7 @@ struct BlockSize {
     return n;
   }
   /// Same rank and extents.
-  bool operator==(const BlockSize& o) const {
+  constexpr bool operator==(const BlockSize& o) const {
     if (rank != o.rank) return false;
     for (std::size_t i = 0; i < rank; ++i)
       if (dims[i] != o.dims[i]) return false;
@@ -75,7 +75,7 @@ struct QuantLevel {
   /// Whether the scales are per block.
   bool is_block() const { return tag == Tag::Block; }
   /// Same tag and, per block, the same block.
-  bool operator==(const QuantLevel& o) const { return tag == o.tag && (tag == Tag::Tensor || shape == o.shape); }
+  constexpr bool operator==(const QuantLevel& o) const { return tag == o.tag && (tag == Tag::Tensor || shape == o.shape); }
 };
 
 /// burn's QuantScheme. The defaults are burn's (Q8F, PackedU32, per tensor, F32 scales);
@@ -122,9 +122,23 @@ struct QuantScheme {
   /// The dtype the scales are stored in.
   ScaleDtype scale_dtype() const { return param; }
   /// Every field equal.
-  bool operator==(const QuantScheme& o) const {
+  constexpr bool operator==(const QuantScheme& o) const {
     return value == o.value && param == o.param && store == o.store && level == o.level && mode == o.mode;
   }
+};
+
+/// What a float op with quantized operands returns (burn's QuantPropagation): Inhibit, a float
+/// tensor (the default); Propagate, the result quantized again with the first quantized
+/// operand's scheme.
+enum class QuantPropagation : std::uint8_t { Propagate, Inhibit };
+
+/// A device's quantization settings (burn's QuantConfig), in its settings table
+/// (DeviceSettings::quant; set once, before the device's first use, by
+/// set_default_quantization).
+struct QuantConfig {
+  QuantScheme scheme{};                                      ///< burn's default scheme unless set
+  QuantPropagation propagation = QuantPropagation::Inhibit;  ///< see QuantPropagation
+  constexpr bool operator==(const QuantConfig& o) const { return scheme == o.scheme && propagation == o.propagation; }
 };
 
 }  // namespace tensor
