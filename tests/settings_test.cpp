@@ -187,6 +187,26 @@ TEST(Settings, QuantizationIsSetOnceBeforeTheFirstUseAndPropagates) {
   const auto mixed = q + x;
   EXPECT_FALSE(is_quantized(mixed));
   EXPECT_EQ(mixed.dtype(), DType::F32);
+  // matmul (burn's q_matmul): the product quantized again with the last quantized operand's
+  // scheme, for Float x Q (the int8 route) and Q x Q alike: within half a step of the float
+  // product of the values (plus the int8 route's activation rounding for Float x Q).
+  const std::vector<float> xa = {0.5f, -1.0f, 2.0f, 0.25f};
+  const auto xf = Tensor<2>::from_data(TensorData::from<float>(xa, Shape{2, 2}), cpu);
+  std::vector<float> want(4, 0.0f), want_qq(4, 0.0f);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 2; ++j)
+      for (std::size_t k = 0; k < 2; ++k) {
+        want[i * 2 + j] += xa[i * 2 + k] * d[k * 2 + j];
+        want_qq[i * 2 + j] += d[i * 2 + k] * d[k * 2 + j];
+      }
+  for (const auto& [y, ref] : {std::pair{xf.matmul(q), want}, std::pair{q.matmul(q), want_qq}}) {
+    ASSERT_TRUE(is_quantized(y));
+    EXPECT_EQ(*quant_scheme(y), q8s);
+    const std::vector<float> got = dequantize(y).into_data().to_vec<float>();
+    float amax = 0.0f;
+    for (float v : ref) amax = std::max(amax, std::fabs(v));
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[i], ref[i], amax / 127.0f + 0.02f * amax) << i;
+  }
   // Out rows and layout rows are unaffected: indices, and codes moved.
   EXPECT_FALSE(is_quantized(q.argsort(1)));
   EXPECT_EQ(quantization::quantized_values(q.transpose().into_data()).codes, (std::vector<std::int8_t>{-127, 25, 51, 127}));

@@ -6,6 +6,7 @@
 #include "dispatch/forward.hpp"
 #include "dispatch/quant.hpp"
 #include "dispatch/quant_model.hpp"
+#include "dispatch/settings.hpp"
 
 namespace tensor::dispatch {
 using namespace fwd;
@@ -277,22 +278,30 @@ DispatchTensor conv_weight_kn(const DispatchTensor& w) {
 
 }  // namespace
 
+// burn's q_matmul under QuantPropagation::Propagate: the product quantized again with the last
+// quantized operand's scheme (Inhibit, the default: the float product).
+DispatchTensor propagated(DispatchTensor y, const QuantScheme& last) {
+  if (device_settings(y.device).quant.propagation != QuantPropagation::Propagate) return y;
+  return quantize_dynamic_row(std::move(y), last);
+}
+
 DispatchTensor matmul_quantized(DispatchTensor a, DispatchTensor b) {
   constexpr OpCode op = OpCode::matmul;
   if (!a.prim || !b.prim) throw Error(fmt::format("[{}] expected two tensors; got an empty (moved-from) handle", op_name(op)));
   const QuantPrim* qa = as_quant(a);
   const QuantPrim* qb = as_quant(b);
+  const QuantScheme last = qb ? qb->scheme() : qa->scheme();
   if (!qa) {  // Float x Q: the int8 product where the weight fits it
     check_module_first(op, a, "lhs");
     check_same_device(op, a, b);
     (void)matmul_shape(op, a.shape(), b.shape());
-    if (fits_q_matmul(*qb)) return q_matmul(std::move(a), std::move(b));
-    return matmul(std::move(a), dequantize_row(b, a.dtype()));
+    if (fits_q_matmul(*qb)) return propagated(q_matmul(std::move(a), std::move(b)), last);
+    return propagated(matmul(std::move(a), dequantize_row(b, a.dtype())), last);
   }
   // Q x Float and Q x Q: dequantized (to the float operand's dtype, else the device's
   // default float dtype), then the float product.
   const DType dt = qb ? default_dtype(a.device, Kind::Float, op_name(op)) : float_like(b, a.device, op);
-  return matmul(dequantize_row(a, dt), dequantized(b, dt));
+  return propagated(matmul(dequantize_row(a, dt), dequantized(b, dt)), last);
 }
 
 DispatchTensor linear_quantized(DispatchTensor x, DispatchTensor weight, DispatchTensor bias) {
