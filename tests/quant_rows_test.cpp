@@ -160,28 +160,58 @@ TEST_P(Quant, OutRowsGiveIndicesAndBoolsOfTheDequantizedValues) {
   EXPECT_EQ(z.any_dim(1).into_data().convert(DType::Bool).to_vec<bool>(), (std::vector<bool>{true, false}));
 }
 
-// Per block, a layout op would have to move the block grid with the codes: it goes through
-// the float op and quantizes again with the same scheme; argmax compares the dequantized
-// values, not the codes (whose order differs between blocks).
-TEST_P(Quant, PerBlockSchemesTakeTheFloatWay) {
+// Per block: permute / swap_dims / transpose / flip move the block grid with the codes (exact:
+// every code keeps its block's scale, the block extents reordered alike); the other layout ops
+// go through the float op and quantize again with the same scheme; argmax compares the
+// dequantized values, not the codes (whose order differs between blocks).
+TEST_P(Quant, PerBlockSchemes) {
   const QuantScheme rows = q8s().with_level(QuantLevel::block({1, 2}));
   // row 0 = {1.0, 0.5}: codes {127, 64}; row 1 = {0.1, 0.45}: codes {28, 127}. Column 1's
   // values put row 0 first (0.5 > 0.45), its codes row 1 (127 > 64).
   const auto q = quantize_dynamic(fl<2>({1.0f, 0.5f, 0.1f, 0.45f}, Shape{2, 2}), rows);
   EXPECT_EQ(values_of(q).codes, i8({127, 64, 28, 127}));
   EXPECT_EQ((q.argmax(0).into_data().convert(DType::I64).to_vec<std::int64_t>()), (std::vector<std::int64_t>{0, 0}));
-  const std::vector<float> d = fv(dequantize(q));
+  const qz::QuantizedValues v = values_of(q);
   const auto f = q.flip({1});
   ASSERT_TRUE(is_quantized(f));
   EXPECT_EQ(*quant_scheme(f), rows);
-  EXPECT_TRUE(within_step(fv(dequantize(f)), {d[1], d[0], d[3], d[2]}, 2.0f / 254.0f));
-  const auto sq = quantize_dynamic(fl<2>(lcg(16, 7u, 1.0f), Shape{4, 4}), q8s().with_level(QuantLevel::block({2, 2})));
-  const std::vector<float> sd = fv(dequantize(sq));
-  std::vector<float> st(16);
+  EXPECT_EQ(values_of(f).codes, i8({64, 127, 127, 28}));
+  EXPECT_EQ(values_of(f).scales, v.scales);
+  const auto f0 = q.flip({0});
+  EXPECT_EQ(values_of(f0).codes, i8({28, 127, 127, 64}));
+  EXPECT_EQ(values_of(f0).scales, (std::vector<float>{v.scales[1], v.scales[0]}));
+  // [4, 6] in [2, 3] blocks, transposed: [6, 4] in [3, 2] blocks, the 2 x 2 scale grid
+  // transposed, every value exactly the transposed input's.
+  const QuantScheme b23 = q8s().with_level(QuantLevel::block({2, 3}));
+  const auto sq = quantize_dynamic(fl<2>(lcg(24, 7u, 1.0f), Shape{4, 6}), b23);
+  const qz::QuantizedValues sv = values_of(sq);
+  ASSERT_EQ(sv.scales.size(), 4u);
+  std::vector<std::int8_t> ct(24);
   for (std::size_t i = 0; i < 4; ++i)
-    for (std::size_t j = 0; j < 4; ++j) st[j * 4 + i] = sd[i * 4 + j];
-  EXPECT_TRUE(within_step(fv(dequantize(sq.transpose())), st, 2.0f / 254.0f));
-  // [2, 2] blocks cannot cover a [1, 4] row: quantize_dynamic's block check, typed.
+    for (std::size_t j = 0; j < 6; ++j) ct[j * 4 + i] = sv.codes[i * 6 + j];
+  for (const auto& t : {sq.transpose(), sq.swap_dims(0, 1), sq.permute({1, 0})}) {
+    ASSERT_TRUE(is_quantized(t));
+    EXPECT_EQ(t.shape(), (Shape{6, 4}));
+    EXPECT_EQ(*quant_scheme(t), q8s().with_level(QuantLevel::block({3, 2})));
+    const qz::QuantizedValues tv = values_of(t);
+    EXPECT_EQ(tv.codes, ct);
+    EXPECT_EQ(tv.scales, (std::vector<float>{sv.scales[0], sv.scales[2], sv.scales[1], sv.scales[3]}));
+  }
+  // A rank-3 permute: block [1, 2, 3] on [2, 4, 6] -> axes (2, 0, 1): [6, 2, 4] in [3, 1, 2].
+  const auto r3 = quantize_dynamic(fl<3>(lcg(48, 9u, 2.0f), Shape{2, 4, 6}), q8s().with_level(QuantLevel::block({1, 2, 3})));
+  const auto p3 = r3.permute({2, 0, 1});
+  EXPECT_EQ(*quant_scheme(p3), q8s().with_level(QuantLevel::block({3, 1, 2})));
+  const std::vector<float> d3 = fv(dequantize(r3)), p3v = fv(dequantize(p3));
+  for (std::size_t a = 0; a < 2; ++a)
+    for (std::size_t b = 0; b < 4; ++b)
+      for (std::size_t c = 0; c < 6; ++c) EXPECT_EQ(p3v[(c * 2 + a) * 4 + b], d3[(a * 4 + b) * 6 + c]) << a << b << c;
+  // The other layout ops: through the float op, the same scheme again (within half a step).
+  const auto rr = q.repeat_dim(0, 2);
+  ASSERT_TRUE(is_quantized(rr));
+  EXPECT_EQ(*quant_scheme(rr), rows);
+  const std::vector<float> d = fv(dequantize(q));
+  EXPECT_TRUE(within_step(fv(dequantize(rr)), {d[0], d[1], d[2], d[3], d[0], d[1], d[2], d[3]}, 2.0f / 254.0f));
+  // [2, 3] blocks cannot cover a [1, 6] row: quantize_dynamic's block check, typed.
   expect_error<ShapeError>([&] { (void)sq.slice({Slice(0, 1)}); }, "quantize_dynamic");
 }
 

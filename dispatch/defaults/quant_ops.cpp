@@ -2,10 +2,10 @@
 // section, rows with a quant rule). Every backend gets them: a quantized tensor is dispatch's
 // QuantPrim over the backend's own i8 codes and f32 scales, so these compose from the
 // backend's int and float entries.
-//   q_codes    the op on the codes, the scales kept: per-tensor schemes only (a layout op of a
-//              per-block scheme would have to move the block grid with the data; those take
-//              the requant way, as burn's CPU backend does), and where the device computes
-//              with i8 for argmax / argmin;
+//   q_codes    the op on the codes, the scales kept: per-tensor schemes, and where the device
+//              computes with i8 for argmax / argmin. Per block, permute / swap_dims / transpose /
+//              flip move the block grid with the codes (NdArray's way: exact); the other layout
+//              ops of a per-block scheme take the requant way, as burn's CPU backend does;
 //   q_requant  dequantize (to the device's float dtype), the float op, quantize_dynamic with
 //              the first quantized operand's scheme;
 //   q_flow     the same, quantized again only under QuantPropagation::Propagate (the device's
@@ -95,13 +95,67 @@ bool on_codes(const QuantPrim& q, bool computes = false) {
   return !computes || arith(q.device(), q.codes().dtype());
 }
 
+// The block extents after a reordering layout op, as the op moves dims: permute (axes),
+// swap_dims (a, b), transpose (the last two); flip keeps them.
+using Ext = std::array<std::size_t, kMaxRank>;
+Ext moved(const Ext& e, std::size_t, Axes axes, bool flip) {
+  if (flip) return e;
+  Ext r = e;
+  for (std::size_t i = 0; i < axes.size(); ++i) r[i] = e[axes[i]];
+  return r;
+}
+Ext moved(const Ext& e, std::size_t, std::size_t a, std::size_t b, bool) {
+  Ext r = e;
+  std::swap(r[a], r[b]);
+  return r;
+}
+Ext moved(const Ext& e, std::size_t rank, bool) {
+  Ext r = e;
+  if (rank >= 2) std::swap(r[rank - 2], r[rank - 1]);
+  return r;
+}
+
+// Per block, a reordering layout op (permute, swap_dims, transpose, flip) moves the block grid
+// with the codes: the same op on the codes and on the scales viewed as the grid, the block
+// extents reordered alike (as many as the scheme had where the leading ones stay 1).
+// Exact: every code keeps its block's scale. nullptr where the block has more extents than
+// BlockSize holds.
+template <OpCode Q, Family F, class... A>
+Prim grid_moved(const QuantPrim& q, A... a) {
+  const Shape& shape = q.shape();
+  if (shape.rank() == 0 || shape.rank() > BlockSize::kMaxDims) return nullptr;
+  const DeviceId d = q.device();
+  constexpr OpCode twin = static_cast<OpCode>(op_info(Q).twin);
+  const quant::Extents e = quant::block_extents(op_name(Q).data(), shape, q.scheme());
+  const Shape grid = quant::grid_shape(op_name(Q).data(), shape, q.scheme());
+  const Ext ext = moved(e.ext, shape.rank(), a..., Q == OpCode::q_flip);
+  // As many extents as the scheme had, more where the op moved a blocked dim in front of them.
+  std::size_t lead = shape.rank() - q.scheme().level.shape.rank;
+  for (std::size_t i = 0; i < lead; ++i)
+    if (ext[i] != 1) {
+      lead = i;
+      break;
+    }
+  BlockSize b;
+  for (std::size_t i = lead; i < shape.rank(); ++i) b.dims[b.rank++] = static_cast<std::uint32_t>(ext[i]);
+  Prim codes = call<F>(twin, d, share(q.codes()), a...);
+  Prim g = call<F>(twin, d, reshape_to(share(q.scales()), grid), a...);
+  Prim scales = reshape_to(std::move(g), Shape{grid.num_elements()});
+  const Shape out = codes->shape();
+  return Prim(Ref<QuantPrim>::make(out, d, q.scheme().with_level(QuantLevel::block(b)),
+                                   DispatchTensor(std::move(codes), Kind::Int), DispatchTensor(std::move(scales), Kind::Float)));
+}
+
 template <OpCode Q, Family F, class... A>
 Prim layout(Prim x, A... a) {
   const QuantPrim& q = qp(x);
-  if (!on_codes(q)) return Through<Q>::fn(std::move(x), a...);
   const DeviceId d = x->device();
   constexpr OpCode twin = static_cast<OpCode>(op_info(Q).twin);
-  return with_codes(q, call<F>(twin, d, share(q.codes()), a...));
+  if (on_codes(q)) return with_codes(q, call<F>(twin, d, share(q.codes()), a...));
+  constexpr bool reorders = Q == OpCode::q_permute || Q == OpCode::q_swap_dims || Q == OpCode::q_transpose || Q == OpCode::q_flip;
+  if constexpr (reorders)
+    if (Prim r = grid_moved<Q, F>(q, a...)) return r;
+  return Through<Q>::fn(std::move(x), a...);
 }
 
 Prim d_q_reshape(Prim x, const Shape& s) { return layout<OpCode::q_reshape, Family::Reshape>(std::move(x), s); }
