@@ -254,16 +254,6 @@ namespace {
 
 using I64s = std::vector<std::int64_t>;
 
-// Autodiff devices wrap every primitive in a tracked one; a QuantPrim there would be read as
-// one. Refused until quantized tensors learn autodiff (burn: never tracked, a frozen leaf).
-void check_plain_device(const char* op, DeviceId device) {
-  if (is_autodiff_device(device))
-    throw DeviceError(DeviceError::Kind::UnsupportedDType,
-                      fmt::format("[{}] quantized tensors on an autodiff device are not supported yet; expected a tensor "
-                                  "of a plain device (inner()); got one on {}",
-                                  op, device_string(device)));
-}
-
 void check_float_input(const char* op, const DispatchTensor& x) {
   if (!x.prim) throw Error(fmt::format("[{}] expected a tensor; got an empty (moved-from) handle", op));
   check_plain_device(op, x.device);
@@ -302,6 +292,14 @@ std::vector<float> rounded_scales(std::vector<float> v, const QuantScheme& schem
 }
 
 }  // namespace
+
+void check_plain_device(const char* op, DeviceId device) {
+  if (is_autodiff_device(device))
+    throw DeviceError(DeviceError::Kind::UnsupportedDType,
+                      fmt::format("[{}] quantized tensors on an autodiff device are not supported yet; expected a tensor "
+                                  "of a plain device (inner()); got one on {}",
+                                  op, device_string(device)));
+}
 
 const QuantPrim* as_quant(const DispatchTensor& t) {
   return t.prim && t.dtype() == DType::QFloat ? static_cast<const QuantPrim*>(t.prim) : nullptr;

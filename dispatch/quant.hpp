@@ -69,6 +69,10 @@ class QuantPrim final : public Primitive {
   DispatchTensor scales_;
 };
 
+// DeviceError naming `op` where `device` is an autodiff device: it wraps every primitive in a
+// tracked one, and a quantized tensor is never tracked (burn); use inner().
+void check_plain_device(const char* op, DeviceId device);
+
 // The QuantPrim of a quantized tensor; nullptr for any other.
 const QuantPrim* as_quant(const DispatchTensor& t);
 

@@ -80,11 +80,7 @@ template <> struct fwd::Rule<Family::FromData> : RuleBase {
       if (data.dtype() != DType::QFloat || !data.quant_scheme())
         throw DTypeError(fmt::format("[{}] expected quantized data (TensorData::quantized); got {}", op_name(op),
                                      dtype_name(data.dtype())));
-      if (is_autodiff_device(d))
-        throw DeviceError(DeviceError::Kind::UnsupportedDType,
-                          fmt::format("[from_data] quantized tensors on an autodiff device are not supported yet; expected a "
-                                      "tensor of a plain device (inner()); got one on {}",
-                                      device_string(d)));
+      quant::check_plain_device("from_data", d);
       return {DType::QFloat};
     }
     DType dt = data.dtype();

@@ -19,13 +19,7 @@ template <> struct fwd::Rule<Family::Quantize> : OnFirst {
   struct Plan {};
   static Plan check(OpCode op, const T& x, const T& scales, const QuantScheme& scheme) {
     check_first(op, x);
-    // Autodiff devices wrap every primitive in a tracked one; a QuantPrim there would be read
-    // as one (burn: a quantized tensor is never tracked).
-    if (is_autodiff_device(x.device))
-      throw DeviceError(DeviceError::Kind::UnsupportedDType,
-                        fmt::format("[{}] quantized tensors on an autodiff device are not supported yet; expected a tensor "
-                                    "of a plain device (inner()); got one on {}",
-                                    op_name(op), device_string(x.device)));
+    quant::check_plain_device(op_name(op).data(), x.device);
     const std::size_t n = quant::grid_shape(op_name(op).data(), x.shape(), scheme).num_elements();
     if (!scales.prim) throw Error(fmt::format("[{}] expected a scales tensor; got an empty (moved-from) handle", op_name(op)));
     check_same_device(op, x, scales);
@@ -73,11 +67,7 @@ template <> struct fwd::Rule<Family::QuantizeDynamic> : OnFirst {
   struct Plan {};
   static Plan check(OpCode op, const T& x, const QuantScheme& scheme) {
     check_first(op, x);
-    if (is_autodiff_device(x.device))
-      throw DeviceError(DeviceError::Kind::UnsupportedDType,
-                        fmt::format("[{}] quantized tensors on an autodiff device are not supported yet; expected a tensor "
-                                    "of a plain device (inner()); got one on {}",
-                                    op_name(op), device_string(x.device)));
+    quant::check_plain_device(op_name(op).data(), x.device);
     quant::check_scheme(op_name(op).data(), scheme);
     quant::grid_shape(op_name(op).data(), x.shape(), scheme);  // the block must fit and divide
     return {};
