@@ -248,4 +248,34 @@ TEST_P(Quant, OpsWithoutAQuantizedFormRefuseIt) {
   EXPECT_EQ(values_of(q).codes, kCodes);
 }
 
+// Bad arguments: the q row's rule is its twin's, so the error is the float op's, naming the q
+// row that ran; the input is unchanged.
+TEST_P(Quant, QuantRowsCheckTheirArgumentsLikeTheFloatOp) {
+  const auto q = quantize_dynamic(x23(), q8s());
+  expect_error<IndexError>([&] { (void)q.swap_dims(0, 5); }, "q_swap_dims");
+  expect_error<IndexError>([&] { (void)q.argmax(2); }, "q_argmax");
+  expect_error<ShapeError>([&] { (void)q.reshape<1>({5}); }, "reshape");  // checked above dispatch
+  const auto other = quantize_dynamic(fl<2>({1, 2, 3, 4}, Shape{2, 2}), q8s());
+  expect_error<ShapeError>([&] { (void)(q + other); }, "q_add");
+  expect_error<ShapeError>([&] { (void)cat(std::vector<Tensor<2>>{q, other}, 0); }, "q_cat");
+  EXPECT_EQ(values_of(q).codes, kCodes);
+}
+
+// Empty tensors: layout rows give empty codes, flow rows empty floats, reductions their float
+// op's value for no elements.
+TEST_P(Quant, EmptyQuantizedTensors) {
+  const auto q = quantize_dynamic(fl<2>({}, Shape{0, 3}), q8s());
+  ASSERT_TRUE(is_quantized(q));
+  const auto t = q.transpose();
+  ASSERT_TRUE(is_quantized(t));
+  EXPECT_EQ(t.shape(), (Shape{3, 0}));
+  EXPECT_TRUE(values_of(t).codes.empty());
+  const auto e = q.exp();
+  EXPECT_FALSE(is_quantized(e));
+  EXPECT_EQ(e.shape(), (Shape{0, 3}));
+  EXPECT_EQ(fv(q.sum()), (std::vector<float>{0.0f}));
+  EXPECT_EQ(fv(q.sum_dim(0)), (std::vector<float>{0.0f, 0.0f, 0.0f}));
+  expect_error<ShapeError>([&] { (void)q.max(); }, "q_max");  // an extremum of nothing (the float op's rule)
+}
+
 }  // namespace
