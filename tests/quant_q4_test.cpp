@@ -93,9 +93,10 @@ bool fused_kernel() { return on_cpu() && std::string(tensor::cpu::qdetail::q4_ke
 Route small_m() { return fused_kernel() ? Route::Fused : Route::Float; }
 
 // The route m rows take on this device: the fused kernel's int8 rounding or f32 products.
-Route route_for(std::size_t m) {
+Route route_for(std::size_t m, std::size_t n) {
   if (!on_cpu()) return Route::Float;
-  return std::string(tensor::cpu::qdetail::q4_route_for(static_cast<std::int64_t>(m))) == "fused" ? Route::Fused : Route::Float;
+  const auto route = std::string(tensor::cpu::qdetail::q4_route_for(static_cast<std::int64_t>(m), static_cast<std::int64_t>(n)));
+  return route == "fused" ? Route::Fused : Route::Float;
 }
 // The name last_q_matmul_route() starts with for that route.
 const char* route_name(Route r) { return r == Route::Fused ? "q4 fused" : "q4 panels"; }
@@ -124,7 +125,7 @@ TEST_P(Quant, Q4GemvShapesAgainstALoop) {
       const auto y = qz::q_matmul(fl<2>(x, Shape{m, c.k}), wq);
       EXPECT_EQ(y.shape(), (Shape{m, c.n}));
       const auto got = fv(y);  // (the route is known once the product has run)
-      const Route route = route_for(m);
+      const Route route = route_for(m, c.n);
       if (on_cpu()) {
         const std::string name = tensor::cpu::last_q_matmul_route();
         EXPECT_TRUE(name.starts_with(route_name(route))) << name;
@@ -229,7 +230,7 @@ TEST_P(Quant, Q4GemmLargeMBothRoutes) {
   // M = 17, 33, 100, 513 (past the old fused limit of 16), K = 32, 64, 4128 (1, 2, 129
   // blocks: 4128 is 16 panels of 256 and a panel of 32), N = 1, 17, 300 (one panel of 256
   // columns and a partial one), against the double loop over the dequantized weight: the
-  // CPU's route (fused where it has AVX512-VNNI), then on the cpu the portable kernel's
+  // CPU's route (fused where it has AVX512-VNNI and N >= 16), then on the cpu the portable kernel's
   // choice (the panel route for every M here). Tolerances: within()'s, i.e. the fused route
   // within (nb + 3) 2^-24 of the magnitude of the int8-rounded-activation product (its
   // integer sums are exact, only the per-block f32 epilogue rounds); the panels (f32
@@ -245,7 +246,7 @@ TEST_P(Quant, Q4GemmLargeMBothRoutes) {
         const auto x = lcg(m * k, static_cast<std::uint32_t>(3 * m + k), 2.0f);
         const auto xt = fl<2>(x, Shape{m, k});
         const Ref r = reference(x, m, k, n, vals);
-        const Route route = route_for(m);
+        const Route route = route_for(m, n);
         const auto got = fv(qz::q_matmul(xt, wq));
         ASSERT_EQ(got.size(), m * n);
         if (on_cpu()) {
@@ -277,7 +278,7 @@ TEST_P(Quant, Q4GemmLargeMScaleDtypesAndNaN) {
       const PortableScope scope(portable);
       const auto wq = quantize_dynamic(fl<2>(w, Shape{K, N}), q4s(dt));
       const Ref r = reference(x, M, K, N, values_of(wq));
-      EXPECT_TRUE(within(fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq)), r, K, route_for(M)));
+      EXPECT_TRUE(within(fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq)), r, K, route_for(M, N)));
     }
   constexpr std::size_t M2 = 40, K2 = 96;
   const auto w2 = lcg(K2 * N, 23u, 0.5f);

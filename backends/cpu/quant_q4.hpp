@@ -20,12 +20,13 @@ namespace tensor::cpu::qdetail {
 
 // Rows of x up to which the portable kernel (x86-64 without AVX512-VNNI) is the fused
 // route; above, and on other CPUs, the panel route. With AVX512-VNNI the fused route takes
-// every M (1.6-3.4x the f32 product at M = 16..512, K = N = 4096: docs/quantization.md).
+// every M where N >= 16 (1.6-3.4x the f32 product at M = 16..512, K = N = 4096:
+// docs/quantization.md).
 inline constexpr std::int64_t kQ4PortableMaxRows = 16;
 // The panel route: K-panels of kQ4PanelK rows (a multiple of 32) by kQ4PanelGroups groups
-// of 16 columns dequantized from the pack into a per-thread f32 buffer (256 KiB) and fed to
+// of 16 columns dequantized from the pack into a per-thread f32 buffer (512 KiB) and fed to
 // the single-threaded f32 GEMM (gemm.hpp's sgemm), accumulating into out panel by panel.
-inline constexpr std::int64_t kQ4PanelK = 256, kQ4PanelGroups = 16;
+inline constexpr std::int64_t kQ4PanelK = 512, kQ4PanelGroups = 16;
 // Columns per packed group (one 512-bit vector of i32 lanes) and codes per block.
 inline constexpr std::int64_t kQ4Cols = 16, kQ4Block = 32;
 
@@ -51,8 +52,10 @@ bool q4_fits(const dispatch::quant::QuantPrim& w);
 // the fused route meets a row of x with a NaN or an infinity (no int8 code) the panels take
 // it (NaN where it reaches, as the dequantize route). `route` gets the kernel's name. Always true.
 bool q4_product(const Q4Pack& p, const float* x, std::int64_t m, float* out, std::string& route);
-// "fused" or "panels": the route q4_product takes for m rows on this CPU (q4_force_portable).
-const char* q4_route_for(std::int64_t m);
+// "fused" or "panels": the route q4_product takes for x [m, k] times [k, n] on this CPU
+// (after q4_force_portable): fused for m <= kQ4PortableMaxRows on x86-64, and above with
+// AVX512-VNNI where n >= 16; the panels otherwise.
+const char* q4_route_for(std::int64_t m, std::int64_t n);
 // The panel route alone (quant_q4_panel.cpp): f32 products, the weight never whole in f32.
 void panel_product(const Q4Pack& p, const float* x, std::int64_t m, float* out);
 

@@ -3,7 +3,7 @@
 // hold a NaN or an infinity. The weight is never dequantized whole: each task (a slab of
 // kQ4PanelGroups * 16 columns, and a range of rows where there are few slabs) dequantizes
 // one K-panel of kQ4PanelK rows of its slab at a time from the nibble pack into a
-// thread-local f32 buffer (256 KiB: L2-sized) and multiplies it into out with the
+// thread-local f32 buffer (512 KiB: half this CPU's L2) and multiplies it into out with the
 // single-threaded f32 GEMM, beta = 0 on the first panel and 1 after. Every weight value is
 // code * scale in f32, the value dequantize() gives, so the products are the f32 product's
 // up to summation order; NaN / inf in x reach out as in the dequantize route.
@@ -46,8 +46,8 @@ void panel_product(const Q4Pack& p, const float* x, std::int64_t m, float* out) 
   const std::int64_t k = p.k, n = p.n;
   const std::int64_t slabs = (p.groups + kQ4PanelGroups - 1) / kQ4PanelGroups;
   const std::int64_t nt = std::max(1, omp_threads());
-  // few slabs (N <= 256 on 2 threads): rows split as well, each row range its own panels
-  const std::int64_t row_parts = slabs >= 2 * nt ? 1 : std::min<std::int64_t>((2 * nt + slabs - 1) / slabs, (m + 31) / 32);
+  // fewer slabs than threads (N <= 256 on 2 threads): rows split too, each row range its own panels
+  const std::int64_t row_parts = slabs >= nt ? 1 : std::min<std::int64_t>((nt + slabs - 1) / slabs, (m + 31) / 32);
   const std::int64_t parts = std::max<std::int64_t>(1, row_parts);
   const std::int64_t panel_blocks = kQ4PanelK / kQ4Block;
   auto task = [&](std::size_t c) {

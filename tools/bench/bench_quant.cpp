@@ -21,6 +21,7 @@
 #include <tensor/tensor.hpp>
 
 #include "backends/cpu/quant.hpp"
+#include "backends/cpu/quant_q4.hpp"
 #include "tools/bench/bench_quant.hpp"
 
 #if TENSOR_BENCH_HAVE_ONEDNN
@@ -140,7 +141,8 @@ int run_quant(bool quick) {
               "q_matmul route; weight bytes read f32 | q4");
   // M = 1, 8, 16 on 1 and 2 threads; M = 32 and 512 (K = N = 4096) and the cnn's fc1 as
   // tensorctl eval --quantize q4s runs it ([500, 3136] x [3136, 128]) on 2 threads.
-  // TENSOR_BENCH_Q4="M:K:N,..." replaces the list (2 threads each).
+  // TENSOR_BENCH_Q4="M:K:N,..." replaces the list (2 threads each); TENSOR_BENCH_Q4_PORTABLE=1
+  // forces the portable kernel's choice (the panel route above M = 16): a CPU without VNNI.
   struct Q4Case {
     std::size_t m, k, n;
     bool one_thread;
@@ -157,6 +159,8 @@ int run_quant(bool quick) {
         q4_cases.push_back({m, k, n, false});
     }
   }
+  const bool force_portable = std::getenv("TENSOR_BENCH_Q4_PORTABLE") != nullptr;
+  tensor::cpu::qdetail::q4_force_portable(force_portable);
   for (const Q4Case qc : q4_cases) {
     const std::size_t m = qc.m, kK = qc.k, kN = qc.n;
     const auto x = Tensor<2>::random({m, kK}, Distribution::uniform(-1, 1), cpu);
@@ -190,6 +194,7 @@ int run_quant(bool quick) {
       std::fflush(stdout);
     }
   }
+  tensor::cpu::qdetail::q4_force_portable(false);
   // conv2d with a q8s weight (scales per output channel) against the f32 conv2d: the second
   // conv of tensorctl's cnn at eval's batch (x [500, 32, 14, 14], w [64, 32, 3, 3], padding 1),
   // wall and process CPU time (all threads), interleaved; the route q_conv2d took.
