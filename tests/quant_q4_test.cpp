@@ -228,7 +228,7 @@ TEST_P(Quant, Q4GemvThroughLinearAndNonFiniteRows) {
 
 TEST_P(Quant, Q4GemmLargeMBothRoutes) {
   // M = 17, 33, 100, 513 (past the old fused limit of 16), K = 32, 64, 4128 (1, 2, 129
-  // blocks: 4128 is 16 panels of 256 and a panel of 32), N = 1, 17, 300 (one panel of 256
+  // blocks: 4128 is 8 panels of 512 and a panel of 32), N = 1, 17, 300 (one panel of 256
   // columns and a partial one), against the double loop over the dequantized weight: the
   // CPU's route (fused where it has AVX512-VNNI and N >= 16), then on the cpu the portable kernel's
   // choice (the panel route for every M here). Tolerances: within()'s, i.e. the fused route

@@ -10,6 +10,10 @@
 #include <algorithm>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/gemm.hpp"
 #include "backends/cpu/parallel.hpp"
@@ -40,6 +44,39 @@ void dequantize_panel(const Q4Pack& p, std::int64_t b0, std::int64_t b1, std::in
     }
 }
 
+#if defined(__x86_64__)
+// The same values with AVX512F: per 64 bytes (one t), the 16 lanes' byte i of the low and of
+// the high nibbles, shifted out of each i32 lane, converted, minus 8, times the scales: two
+// rows of 16 floats per i (the maskz forms: GCC 12 warns that the plain ones' undefined
+// operand may be uninitialized). (The scalar loop above ran about 7 ms of CPU per 4096 x 4096 weight.)
+__attribute__((target("avx512f"))) void dequantize_panel_avx512(const Q4Pack& p, std::int64_t b0, std::int64_t b1,
+                                                                std::int64_t g0, std::int64_t g1, float* buf, std::int64_t ld) {
+  const __m512i nib = _mm512_set1_epi32(0x0F0F0F0F), byte = _mm512_set1_epi32(0xFF);
+  const __m512 eight = _mm512_set1_ps(8.0f);
+  for (std::int64_t g = g0; g < g1; ++g)
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::uint8_t* wc = p.codes.data() + (g * p.nb + b) * 256;
+      const __m512 ws = _mm512_loadu_ps(p.s32.data() + (g * p.nb + b) * kQ4Cols);
+      float* o = buf + (b - b0) * kQ4Block * ld + (g - g0) * kQ4Cols;
+      for (int t = 0; t < 4; ++t) {
+        const __m512i v = _mm512_loadu_si512(wc + 64 * t);
+        const __m512i lo = _mm512_and_si512(v, nib), hi = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, v, 4), nib);
+        for (int i = 0; i < 4; ++i) {
+          const __m512i li = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, lo, static_cast<unsigned>(8 * i)), byte);
+          const __m512i hii = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, hi, static_cast<unsigned>(8 * i)), byte);
+          _mm512_storeu_ps(o + (4 * t + i) * ld, _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, li), eight), ws));
+          _mm512_storeu_ps(o + (16 + 4 * t + i) * ld, _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, hii), eight), ws));
+        }
+      }
+    }
+}
+
+bool has_avx512f() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+#endif
+
 }  // namespace
 
 void panel_product(const Q4Pack& p, const float* x, std::int64_t m, float* out) {
@@ -61,7 +98,12 @@ void panel_product(const Q4Pack& p, const float* x, std::int64_t m, float* out) 
     const GemmThreadScope scope;
     for (std::int64_t b0 = 0; b0 < p.nb; b0 += panel_blocks) {
       const std::int64_t b1 = std::min(p.nb, b0 + panel_blocks);
-      dequantize_panel(p, b0, b1, g0, g1, buf.data(), ld);
+#if defined(__x86_64__)
+      if (has_avx512f())
+        dequantize_panel_avx512(p, b0, b1, g0, g1, buf.data(), ld);
+      else
+#endif
+        dequantize_panel(p, b0, b1, g0, g1, buf.data(), ld);
       sgemm(static_cast<std::size_t>(r1 - r0), static_cast<std::size_t>(cols), static_cast<std::size_t>((b1 - b0) * kQ4Block), 1.0f,
             x + r0 * k + b0 * kQ4Block, k, 1, buf.data(), ld, 1, b0 == 0 ? 0.0f : 1.0f, out + r0 * n + c0, n, 1);
     }
