@@ -2,8 +2,9 @@
 // output column; oneDNN's int8 matmul where built in) against our f32 matmul of the same
 // shape: n = 1024 (M = N = K) and the GEMV M = 1, K = N = 4096, on 1 and 2 threads (the
 // OpenMP count both routes use), interleaved so both see the same load; medians. Then the q4
-// GEMV (q4s weight, f16 scales per block of 32 along K: the fused kernel) at M = 1 and 8,
-// K = N = 4096, with the weight bytes each route reads. Prints the
+// GEMV / GEMM (q4s weight, f16 scales per block of 32 along K: the fused kernel or the
+// panels) at M = 1, 8, 16, 32, 512 (K = N = 4096) and the cnn's fc1, with the weight bytes
+// each route reads. Prints the
 // route q_matmul took (oneDNN's implementation name), the CPU's int8 / bf16 ISA flags and
 // the load average.
 #include <algorithm>
