@@ -158,7 +158,7 @@ void portable_groups(const Q4Pack& p, const Act& a, std::int64_t r0, std::int64_
 // mode does not turn contraction off), and the portable loop has no FMA to match.
 #define Q4_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c"), optimize("fp-contract=off")))
 
-// R rows (R <= 4) of x against one group of 16 columns: the block's 8 weight vectors are
+// R rows (R <= 6) of x against one group of 16 columns: the block's 8 weight vectors are
 // unpacked once and used for each row.
 template <int R, bool kF16>
 Q4_TARGET void vnni_tile(const Q4Pack& p, const Act& a, std::int64_t r0, std::int64_t g, float* out) {
@@ -259,12 +259,19 @@ Q4_TARGET void vnni_groups(const Q4Pack& p, const Act& a, std::int64_t r0, std::
     return;
   }
   for (std::int64_t g = g0; g < g1; ++g)
-    for (std::int64_t r = r0; r < r1; r += 4) {
-      switch (std::min<std::int64_t>(4, r1 - r)) {
-        case 4: vnni_tile<4, kF16>(p, a, r, g, out); break;
-        case 3: vnni_tile<3, kF16>(p, a, r, g, out); break;
-        case 2: vnni_tile<2, kF16>(p, a, r, g, out); break;
-        default: vnni_tile<1, kF16>(p, a, r, g, out); break;
+    for (std::int64_t r = r0; r < r1;) {
+      const std::int64_t left = r1 - r;
+      if (left >= 6) {
+        vnni_tile<6, kF16>(p, a, r, g, out);
+        r += 6;
+        continue;
+      }
+      r += std::min<std::int64_t>(4, left);
+      switch (std::min<std::int64_t>(4, left)) {
+        case 4: vnni_tile<4, kF16>(p, a, r - 4, g, out); break;
+        case 3: vnni_tile<3, kF16>(p, a, r - 3, g, out); break;
+        case 2: vnni_tile<2, kF16>(p, a, r - 2, g, out); break;
+        default: vnni_tile<1, kF16>(p, a, r - 1, g, out); break;
       }
     }
 }
