@@ -1,9 +1,11 @@
 // The q4 weight-only GEMV (issue 32): q_matmul of x f32 [M, K] with a 4-bit weight [K, N],
 // one scale per 32 codes along K of each column (block [32, 1], tensorctl eval --quantize
-// q4s's layout). On the cpu, M <= 16 takes the fused kernel (backends/cpu/quant_q4.cpp):
-// each 32-block of a row of x quantized to s8 with its own scale, int8 dot products with
-// the nibble codes, f32 accumulation; larger M and rows with NaN / inf take the dequantize
-// route. Every device is checked; the reference is a double loop written here.
+// q4s's layout). On the cpu (backends/cpu/quant_q4.hpp) the fused kernel takes every M
+// with AVX512-VNNI and M <= 16 with the portable kernel: each 32-block of a row of x
+// quantized to s8 with its own scale, int8 dot products with the nibble codes, f32
+// accumulation. Above that M, elsewhere, and for rows with NaN / inf, the panel route:
+// K-panels of the weight dequantized into a per-thread f32 buffer, the f32 GEMM panel by
+// panel. Every device is checked; the reference is a double loop written here.
 #include "quant_test_util.hpp"
 
 #include "backends/cpu/quant.hpp"
@@ -62,16 +64,15 @@ Ref reference(const std::vector<float>& x, std::size_t m, std::size_t k, std::si
   return r;
 }
 
-// How a route treats x: the fused kernel (x's 32-blocks in int8), oneDNN's int8 product
-// (x's rows in int8: the same as the blocks where K = 32) or the float product.
-enum class Route { Fused, Int8Rows, Float };
+// How a route treats x: the fused kernel (x's 32-blocks in int8) or the float product
+// (the panel route, the dequantize route of other devices).
+enum class Route { Fused, Float };
 
 // The fused kernel's error against r.fused: its integer sums are exact; per block it rounds
 // the scale product, the term and the running sum in f32 (each within 2^-24 relative), so
 // |got - fused| <= (nb + 3) * 2^-24 * mag (mag bounds every partial sum). Dropping a block,
-// a scale or a column moves a value by far more. The float route (the dequantize route for
-// M > 16, NaN rows, other devices) uses x itself: r.exact within f32 rounding; oneDNN's
-// int8 rows (M > 16 with K = 32: per column is then block [32, 1]) within r.act of it.
+// a scale or a column moves a value by far more. The float routes (the cpu's panels, the
+// dequantize route of other devices) use x itself: r.exact within f32 rounding.
 ::testing::AssertionResult within(const std::vector<float>& got, const Ref& r, std::size_t k, Route route) {
   const bool fused = route == Route::Fused;
   if (got.size() != r.fused.size()) return ::testing::AssertionFailure() << "size " << got.size() << " != " << r.fused.size();
@@ -79,7 +80,7 @@ enum class Route { Fused, Int8Rows, Float };
   for (std::size_t e = 0; e < got.size(); ++e) {
     const double want = fused ? r.fused[e] : r.exact[e];
     const double bound = fused ? (nb + 3.0) * std::ldexp(1.0, -24) * r.mag[e]
-                               : 3e-5 * (r.mag[e] + r.act[e]) + 1e-6 + (route == Route::Int8Rows ? r.act[e] : 0.0);
+                               : 3e-5 * (r.mag[e] + r.act[e]) + 1e-6;
     if (!(std::fabs(static_cast<double>(got[e]) - want) <= bound))
       return ::testing::AssertionFailure() << "at " << e << ": " << got[e] << " != " << want << " (bound " << bound << ")";
   }
@@ -91,6 +92,15 @@ bool fused_kernel() { return on_cpu() && std::string(tensor::cpu::qdetail::q4_ke
 // The route M <= 16 rows take on this device.
 Route small_m() { return fused_kernel() ? Route::Fused : Route::Float; }
 
+// The route m rows take on this device: the fused kernel's int8 rounding or f32 products.
+Route route_for(std::size_t m, std::size_t n) {
+  if (!on_cpu()) return Route::Float;
+  const auto route = std::string(tensor::cpu::qdetail::q4_route_for(static_cast<std::int64_t>(m), static_cast<std::int64_t>(n)));
+  return route == "fused" ? Route::Fused : Route::Float;
+}
+// The name last_q_matmul_route() starts with for that route.
+const char* route_name(Route r) { return r == Route::Fused ? "q4 fused" : "q4 panels"; }
+
 // Restores the CPU's kernel choice when a test leaves.
 struct PortableScope {
   explicit PortableScope(bool on) { tensor::cpu::qdetail::q4_force_portable(on); }
@@ -100,7 +110,7 @@ struct PortableScope {
 }  // namespace
 
 TEST_P(Quant, Q4GemvShapesAgainstALoop) {
-  // M = 1, 3, 16 (fused on the cpu) and 17 (the dequantize route); K = 32, 64, 4128 (1, 2
+  // M = 1, 3, 16 and 17 (fused or panels: route_for); K = 32, 64, 4128 (1, 2
   // and 129 blocks); N = 1, 17 (a group of 16 and one column), 3500 (218 groups and 12).
   struct Case { std::size_t k, n; };
   for (const Case c : {Case{32, 1}, Case{64, 17}, Case{4128, 17}, Case{64, 3500}, Case{4128, 3500}, Case{32, 3500}, Case{4128, 1}}) {
@@ -115,16 +125,10 @@ TEST_P(Quant, Q4GemvShapesAgainstALoop) {
       const auto y = qz::q_matmul(fl<2>(x, Shape{m, c.k}), wq);
       EXPECT_EQ(y.shape(), (Shape{m, c.n}));
       const auto got = fv(y);  // (the route is known once the product has run)
-      Route route = m <= 16 ? small_m() : Route::Float;
+      const Route route = route_for(m, c.n);
       if (on_cpu()) {
         const std::string name = tensor::cpu::last_q_matmul_route();
-        if (route == Route::Fused) {
-          EXPECT_TRUE(name.starts_with("q4 fused")) << name;
-        } else if (c.k == kBlk && name.starts_with("onednn")) {  // per column: oneDNN's int8 rows
-          route = Route::Int8Rows;
-        } else {
-          EXPECT_TRUE(name.starts_with("dequantize + f32 matmul")) << name;
-        }
+        EXPECT_TRUE(name.starts_with(route_name(route))) << name;
       }
       EXPECT_TRUE(within(got, r, c.k, route));
     }
@@ -190,7 +194,7 @@ TEST_P(Quant, Q4GemvCacheFollowsTheWeight) {
 
 TEST_P(Quant, Q4GemvThroughLinearAndNonFiniteRows) {
   // nn::linear with a vector x [K] and a bias reaches the fused kernel (one q_matmul); a row
-  // with a NaN or an inf has no int8 code: the dequantize route, NaN as the float product gives.
+  // with a NaN or an inf has no int8 code: the panel route, NaN as the float product gives.
   constexpr std::size_t K = 64, N = 20;
   const auto w = lcg(K * N, 5u, 0.5f);
   const auto wq = quantize_dynamic(fl<2>(w, Shape{K, N}), q4s(ScaleDtype::F16));
@@ -212,7 +216,7 @@ TEST_P(Quant, Q4GemvThroughLinearAndNonFiniteRows) {
   const auto yn = fv(qz::q_matmul(fl<2>(bad, Shape{1, K}), wq));
   for (const float v : yn) EXPECT_TRUE(std::isnan(v));
   if (on_cpu()) {
-    EXPECT_TRUE(tensor::cpu::last_q_matmul_route().starts_with("dequantize + f32 matmul"));
+    EXPECT_TRUE(tensor::cpu::last_q_matmul_route().starts_with("q4 panels"));
   }
   bad[40] = std::numeric_limits<float>::infinity();
   const auto yi = fv(qz::q_matmul(fl<2>(bad, Shape{1, K}), wq));
@@ -220,4 +224,90 @@ TEST_P(Quant, Q4GemvThroughLinearAndNonFiniteRows) {
   // blocks of 32 along N, not K: not a q_matmul weight (ShapeError naming q_matmul)
   const auto rows = quantize_dynamic(fl<2>(w, Shape{K, N}), q4s(ScaleDtype::F16).with_level(QuantLevel::block({1, 20})));
   expect_error<ShapeError>([&] { (void)qz::q_matmul(fl<2>(x, Shape{1, K}), rows); }, "q_matmul");
+}
+
+TEST_P(Quant, Q4GemmLargeMBothRoutes) {
+  // M = 17, 33, 100, 513 (past the old fused limit of 16), K = 32, 64, 4128 (1, 2, 129
+  // blocks: 4128 is 8 panels of 512 and a panel of 32), N = 1, 17, 300 (one panel of 256
+  // columns and a partial one), against the double loop over the dequantized weight: the
+  // CPU's route (fused where it has AVX512-VNNI and N >= 16), then on the cpu the portable kernel's
+  // choice (the panel route for every M here). Tolerances: within()'s, i.e. the fused route
+  // within (nb + 3) 2^-24 of the magnitude of the int8-rounded-activation product (its
+  // integer sums are exact, only the per-block f32 epilogue rounds); the panels (f32
+  // products and sums of x itself with code * scale, the dequantized value exactly) within
+  // 3e-5 of the magnitude of the exact product.
+  for (const std::size_t k : {32u, 64u, 4128u})
+    for (const std::size_t n : {1u, 17u, 300u}) {
+      const auto w = lcg(k * n, static_cast<std::uint32_t>(k + 7 * n), 0.5f);
+      const auto wq = quantize_dynamic(fl<2>(w, Shape{k, n}), q4s(ScaleDtype::F16));
+      const auto vals = values_of(wq);
+      for (const std::size_t m : {17u, 33u, 100u, 513u}) {
+        SCOPED_TRACE(::testing::Message() << m << " x " << k << " x " << n);
+        const auto x = lcg(m * k, static_cast<std::uint32_t>(3 * m + k), 2.0f);
+        const auto xt = fl<2>(x, Shape{m, k});
+        const Ref r = reference(x, m, k, n, vals);
+        const Route route = route_for(m, n);
+        const auto got = fv(qz::q_matmul(xt, wq));
+        ASSERT_EQ(got.size(), m * n);
+        if (on_cpu()) {
+          const std::string name = tensor::cpu::last_q_matmul_route();
+          EXPECT_TRUE(name.starts_with(route_name(route))) << name;
+        }
+        EXPECT_TRUE(within(got, r, k, route));
+        if (!fused_kernel()) continue;
+        const PortableScope portable(true);
+        const auto again = fv(qz::q_matmul(xt, wq));
+        EXPECT_TRUE(tensor::cpu::last_q_matmul_route().starts_with("q4 panels")) << tensor::cpu::last_q_matmul_route();
+        EXPECT_TRUE(within(again, r, k, Route::Float));
+      }
+    }
+}
+
+TEST_P(Quant, Q4GemmLargeMScaleDtypesAndNaN) {
+  // f16, bf16 and f32 scales at M = 33, K = 4128, N = 40 on both routes; then a NaN and an
+  // inf in x (rows 5 and 9 of 40): the product is what the dequantize route gives (the
+  // weight dequantized, then the f32 matmul): NaN exactly where it gives NaN, non-finite
+  // where it is, the other rows within the f32 bound.
+  constexpr std::size_t M = 33, K = 4128, N = 40;
+  const auto w = lcg(K * N, 21u, 0.3f);
+  const auto x = lcg(M * K, 22u, 1.0f);
+  for (const ScaleDtype dt : {ScaleDtype::F16, ScaleDtype::BF16, ScaleDtype::F32})
+    for (const bool portable : {false, true}) {
+      if (portable && !fused_kernel()) continue;
+      SCOPED_TRACE(::testing::Message() << "scale dtype " << static_cast<int>(dt) << (portable ? ", portable" : ""));
+      const PortableScope scope(portable);
+      const auto wq = quantize_dynamic(fl<2>(w, Shape{K, N}), q4s(dt));
+      const Ref r = reference(x, M, K, N, values_of(wq));
+      EXPECT_TRUE(within(fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq)), r, K, route_for(M, N)));
+    }
+  constexpr std::size_t M2 = 40, K2 = 96;
+  const auto w2 = lcg(K2 * N, 23u, 0.5f);
+  const auto wq2 = quantize_dynamic(fl<2>(w2, Shape{K2, N}), q4s(ScaleDtype::F16));
+  auto bad = lcg(M2 * K2, 24u, 1.0f);
+  bad[5 * K2 + 40] = std::numeric_limits<float>::quiet_NaN();
+  bad[9 * K2 + 3] = std::numeric_limits<float>::infinity();
+  const auto want = fv(fl<2>(bad, Shape{M2, K2}).matmul(dequantize(wq2)));
+  const Ref r = reference(bad, M2, K2, N, values_of(wq2));
+  for (const bool portable : {false, true}) {
+    if (portable && !fused_kernel()) continue;
+    const PortableScope scope(portable);
+    const auto got = fv(qz::q_matmul(fl<2>(bad, Shape{M2, K2}), wq2));
+    ASSERT_EQ(got.size(), M2 * N);
+    if (on_cpu()) {
+      EXPECT_TRUE(tensor::cpu::last_q_matmul_route().starts_with("q4 panels")) << tensor::cpu::last_q_matmul_route();
+    }
+    for (std::size_t i = 0; i < M2; ++i)
+      for (std::size_t j = 0; j < N; ++j) {
+        const std::size_t e = i * N + j;
+        EXPECT_EQ(std::isnan(got[e]), std::isnan(want[e])) << i << ", " << j << ": " << got[e] << " vs " << want[e];
+        EXPECT_EQ(std::isfinite(got[e]), std::isfinite(want[e])) << i << ", " << j;
+        if (i == 5) {
+          EXPECT_TRUE(std::isnan(got[e])) << j;
+        }
+        if (i != 5 && i != 9) {
+          const double bound = 3e-5 * (r.mag[e] + r.act[e]) + 1e-6;
+          EXPECT_LE(std::fabs(static_cast<double>(got[e]) - r.exact[e]), bound) << i << ", " << j;
+        }
+      }
+  }
 }

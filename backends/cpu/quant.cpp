@@ -159,8 +159,9 @@ Prim dequantize_entry(Prim pq, DType dtype) {
 // or offers no kernel, for rows that are not finite (NaN / inf have no int8 code) and for an
 // f64 x (whose precision an int8 product cannot keep), the product is the default's: the
 // weight dequantized, then the float matmul. Before all that, a 4-bit weight with scales per
-// block [32, 1] and M <= 16 takes the fused q4 GEMV (quant_q4.cpp); oneDNN only takes scales
-// per tensor or per column, so other [b, 1] blocks dequantize.
+// block [32, 1] takes the q4 routes (quant_q4.hpp: the fused int8 kernel, or K-panels
+// dequantized into a per-thread buffer for the f32 GEMM; never the whole weight in f32);
+// oneDNN only takes scales per tensor or per column, so other [b, 1] blocks dequantize.
 
 thread_local std::string t_last_route;
 
@@ -168,7 +169,7 @@ thread_local std::string t_last_route;
 // [32, 1]: the nibble pack made once and kept with the weight; false where the weight or x
 // does not fit it (the caller takes another route).
 bool q4_route(const q::QuantPrim& w, const float* x, std::int64_t m, float* out) {
-  if (m > qdetail::kQ4MaxRows || !qdetail::q4_fits(w) || qdetail::q4_kernel()[0] == '\0') return false;
+  if (!qdetail::q4_fits(w)) return false;
   auto cache = w.cache<qdetail::MatmulWeightCache>([] { return std::make_shared<qdetail::MatmulWeightCache>(); });
   std::shared_ptr<const qdetail::Q4Pack> pack;
   {
@@ -509,8 +510,8 @@ Prim q_matmul_entry(Prim px, Prim pw) {
     CpuRef shaped = make_view(std::move(out), out_shape, l);
     return xdt == DType::F32 ? shaped : convert_tensor(std::move(shaped), xdt);
   };
-  // Few rows and 4-bit codes in blocks of 32 along K: the fused nibble kernel.
-  if (m > 0 && n > 0 && xdt != DType::F64 && static_cast<std::int64_t>(m) <= qdetail::kQ4MaxRows && qdetail::q4_fits(w)) {
+  // 4-bit codes in blocks of 32 along K: the fused nibble kernel, or its K-panels (quant_q4.hpp).
+  if (m > 0 && n > 0 && xdt != DType::F64 && qdetail::q4_fits(w)) {
     CpuRef xf = f32_dense(x);
     CpuRef out = alloc_tensor(DType::F32, Shape{m, n});
     if (q4_route(w, reinterpret_cast<const float*>(xf->data()), static_cast<std::int64_t>(m), reinterpret_cast<float*>(out->data())))

@@ -18,8 +18,15 @@ class QuantPrim;
 
 namespace tensor::cpu::qdetail {
 
-// Rows of x up to which q_matmul takes the fused kernel (above: the dequantize route).
-inline constexpr std::int64_t kQ4MaxRows = 16;
+// Rows of x up to which the portable kernel (x86-64 without AVX512-VNNI) is the fused
+// route; above, and on other CPUs, the panel route. With AVX512-VNNI the fused route takes
+// every M where N >= 16 (1.6-3.4x the f32 product at M = 16..512, K = N = 4096:
+// docs/quantization.md).
+inline constexpr std::int64_t kQ4PortableMaxRows = 16;
+// The panel route: K-panels of kQ4PanelK rows (a multiple of 32) by kQ4PanelGroups groups
+// of 16 columns dequantized from the pack into a per-thread f32 buffer (512 KiB) and fed to
+// the single-threaded f32 GEMM (gemm.hpp's sgemm), accumulating into out panel by panel.
+inline constexpr std::int64_t kQ4PanelK = 512, kQ4PanelGroups = 16;
 // Columns per packed group (one 512-bit vector of i32 lanes) and codes per block.
 inline constexpr std::int64_t kQ4Cols = 16, kQ4Block = 32;
 
@@ -41,11 +48,18 @@ std::shared_ptr<const Q4Pack> make_q4_pack(const dispatch::quant::QuantPrim& w);
 // Whether w is a weight the fused kernel takes (the scheme only, nothing read).
 bool q4_fits(const dispatch::quant::QuantPrim& w);
 
-// out [m, n] = x [m, k] times the packed weight; false (nothing written) where a row of x
-// holds a NaN or an infinity (no int8 code). `route` gets the kernel's name.
+// out [m, n] = x [m, k] times the packed weight, on the route q4_route_for(m) names; where
+// the fused route meets a row of x with a NaN or an infinity (no int8 code) the panels take
+// it (NaN where it reaches, as the dequantize route). `route` gets the kernel's name. Always true.
 bool q4_product(const Q4Pack& p, const float* x, std::int64_t m, float* out, std::string& route);
+// "fused" or "panels": the route q4_product takes for x [m, k] times [k, n] on this CPU
+// (after q4_force_portable): fused for m <= kQ4PortableMaxRows on x86-64, and above with
+// AVX512-VNNI where n >= 16; the panels otherwise.
+const char* q4_route_for(std::int64_t m, std::int64_t n);
+// The panel route alone (quant_q4_panel.cpp): f32 products, the weight never whole in f32.
+void panel_product(const Q4Pack& p, const float* x, std::int64_t m, float* out);
 
-// The kernel the CPU's flags choose: "avx512-vnni" or "portable" (x86-64), "" elsewhere.
+// The fused kernel the CPU's flags choose: "avx512-vnni" or "portable" (x86-64), "" elsewhere.
 const char* q4_kernel();
 // Tests: force the portable kernel (true) or the CPU's choice (false).
 void q4_force_portable(bool on);

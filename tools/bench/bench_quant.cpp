@@ -2,12 +2,14 @@
 // output column; oneDNN's int8 matmul where built in) against our f32 matmul of the same
 // shape: n = 1024 (M = N = K) and the GEMV M = 1, K = N = 4096, on 1 and 2 threads (the
 // OpenMP count both routes use), interleaved so both see the same load; medians. Then the q4
-// GEMV (q4s weight, f16 scales per block of 32 along K: the fused kernel) at M = 1 and 8,
-// K = N = 4096, with the weight bytes each route reads. Prints the
+// GEMV / GEMM (q4s weight, f16 scales per block of 32 along K: the fused kernel or the
+// panels) at M = 1, 8, 16, 32, 512 (K = N = 4096) and the cnn's fc1, with the weight bytes
+// each route reads. Prints the
 // route q_matmul took (oneDNN's implementation name), the CPU's int8 / bf16 ISA flags and
 // the load average.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <cstdio>
 #include <fstream>
@@ -20,6 +22,7 @@
 #include <tensor/tensor.hpp>
 
 #include "backends/cpu/quant.hpp"
+#include "backends/cpu/quant_q4.hpp"
 #include "tools/bench/bench_quant.hpp"
 
 #if TENSOR_BENCH_HAVE_ONEDNN
@@ -137,9 +140,30 @@ int run_quant(bool quick) {
   // (f32: 4 per weight; q4: the nibble pack and its scales, as the route reports them).
   std::printf("%-22s %4s %5s %12s %12s %7s  %s\n", "q4s GEMV (M x K x N)", "thr", "reps", "f32 matmul", "q4 matmul", "speedup",
               "q_matmul route; weight bytes read f32 | q4");
-  // M = 16 is the fused kernel's last M (kQ4MaxRows); M = 17 takes the dequantize route.
-  for (const std::size_t m : {std::size_t{1}, std::size_t{8}, std::size_t{16}, std::size_t{17}}) {
-    constexpr std::size_t kK = 4096, kN = 4096;
+  // M = 1, 8, 16 on 1 and 2 threads; M = 32 and 512 (K = N = 4096) and the cnn's fc1 as
+  // tensorctl eval --quantize q4s runs it ([500, 3136] x [3136, 128]) on 2 threads.
+  // TENSOR_BENCH_Q4="M:K:N,..." replaces the list (2 threads each); TENSOR_BENCH_Q4_PORTABLE=1
+  // forces the portable kernel's choice (the panel route above M = 16): a CPU without VNNI.
+  struct Q4Case {
+    std::size_t m, k, n;
+    bool one_thread;
+  };
+  std::vector<Q4Case> q4_cases = {{1, 4096, 4096, true},  {8, 4096, 4096, true},   {16, 4096, 4096, true},
+                                  {32, 4096, 4096, false}, {512, 4096, 4096, false}, {500, 3136, 128, false}};
+  if (const char* env = std::getenv("TENSOR_BENCH_Q4")) {
+    q4_cases.clear();
+    std::stringstream ss(env);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      unsigned long long m = 0, k = 0, n = 0;
+      if (std::sscanf(item.c_str(), "%llu:%llu:%llu", &m, &k, &n) == 3 && m > 0 && k % 32 == 0 && k > 0 && n > 0)
+        q4_cases.push_back({m, k, n, false});
+    }
+  }
+  const bool force_portable = std::getenv("TENSOR_BENCH_Q4_PORTABLE") != nullptr;
+  tensor::cpu::qdetail::q4_force_portable(force_portable);
+  for (const Q4Case qc : q4_cases) {
+    const std::size_t m = qc.m, kK = qc.k, kN = qc.n;
     const auto x = Tensor<2>::random({m, kK}, Distribution::uniform(-1, 1), cpu);
     const auto w = Tensor<2>::random({kK, kN}, Distribution::uniform(-1, 1), cpu);
     const QuantScheme s = QuantScheme{}.with_value(QuantValue::Q4S).with_store(QuantStore::PackedU32).per_block(
@@ -148,17 +172,18 @@ int run_quant(bool quick) {
     // the pack's bytes: K / 2 per column (nibbles) + an f16 scale per 32 codes (K * N / 16 bytes)
     const double q4_bytes = static_cast<double>(kK * kN) / 2.0 + static_cast<double>(kK * kN) / 32.0 * 2.0;
     for (const int nt : {1, 2}) {
+      if (nt == 1 && !qc.one_thread) continue;
       set_threads(nt);
       (void)x.matmul(w);
       (void)quantization::q_matmul(x, wq);  // the nibble pack, once
       cpu.sync();
       const std::string route = cpu::last_q_matmul_route();
-      const int reps = quick ? 3 : m > 8 ? 21 : 41;
+      const int reps = quick ? 3 : m > 64 ? 11 : m > 8 ? 21 : 41;
       const Paired t = time_paired(cpu, reps, [&] { (void)x.matmul(w); }, [&] { (void)quantization::q_matmul(x, wq); });
       const double f = t.f_wall, q = t.g_wall;
       const std::string shape = std::to_string(m) + " x " + std::to_string(kK) + " x " + std::to_string(kN);
       const double f32_mib = static_cast<double>(kK * kN * 4) / 1048576.0;
-      if (route.starts_with("q4 fused"))
+      if (route.starts_with("q4 "))
         std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s; %.1f | %.1f MiB\n", shape.c_str(), nt, reps, f * 1e3, q * 1e3,
                     f / q, route.c_str(), f32_mib, q4_bytes / 1048576.0);
       else  // the dequantize route reads the i8 codes, writes the f32 weight and reads it back
@@ -170,6 +195,7 @@ int run_quant(bool quick) {
       std::fflush(stdout);
     }
   }
+  tensor::cpu::qdetail::q4_force_portable(false);
   // conv2d with a q8s weight (scales per output channel) against the f32 conv2d: the second
   // conv of tensorctl's cnn at eval's batch (x [500, 32, 14, 14], w [64, 32, 3, 3], padding 1),
   // wall and process CPU time (all threads), interleaved; the route q_conv2d took.
