@@ -14,6 +14,7 @@
 #include <tensor/modules/core.hpp>
 #include <tensor/modules/optim.hpp>
 #include <tensor/profile.hpp>
+#include <tensor/quantization.hpp>
 
 #include "conformance/devices.hpp"
 #include "conformance/mini_backend.hpp"
@@ -169,6 +170,7 @@ TEST_P(Graphs, EachRefusalThrowsAndTheDeviceStaysUsable) {
   const auto a = f1({1, 2, 3}), b = f1({10, 20, 30});
   const auto mask = Tensor<1, Bool>::from_data(TensorData::from<bool>({true, false, true}, {3}), dev());
   const Device other = dev().to_string() == "cpu" ? tt::mini::device() : Device::cpu();
+  const auto qa = quantize_dynamic(a, QuantScheme{}.with_value(QuantValue::Q8S));
   const std::vector<std::pair<const char*, std::function<void()>>> refused = {
       {"into_data", [&] { (void)(a + b).into_data(); }},
       {"to_vec", [&] { (void)(a + b).to_vec<float>(); }},
@@ -184,6 +186,10 @@ TEST_P(Graphs, EachRefusalThrowsAndTheDeviceStaysUsable) {
       {"copy_from", [&] { a.copy_from(b); }},
       {"nested", [&] { (void)capture(dev(), [&] { return a + b; }); }},
       {"all_reduce", [&] { (void)dist::all_reduce(a, dist::ReduceOp::Sum); }},
+      // quantize_dynamic reads the scales' maxima back; so may every quant row that quantizes again
+      {"quantize_dynamic", [&] { (void)quantize_dynamic(a, QuantScheme{}.with_value(QuantValue::Q8S)); }},
+      {"q_exp", [&] { (void)qa.exp(); }},
+      {"q_flip", [&] { (void)qa.flip({0}); }},
   };
   for (const auto& [what, body] : refused) {
     SCOPED_TRACE(what);

@@ -363,6 +363,9 @@ constexpr std::array<OpInfo, kOpCount> by_code(const std::array<OpInfo, kOpCount
     q.broadcasts = f.broadcasts;
     q.reorders = f.reorders;
     q.relation = f.relation;
+    // quantize_dynamic reads the blocks' maxima back: every rule that may quantize again (flow
+    // under Propagate, requant, the codes rows' per-block way) is a host trip for graph capture.
+    q.host_trip = f.host_trip || r.qrule != QRule::Out;
   }
   return out;
 }
