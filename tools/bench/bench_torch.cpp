@@ -1,4 +1,5 @@
-// Benchmark-only: issue 12's table (tensor ops) and issue 13's (module ops), libtensor
+// Benchmark-only: issue 12's table (tensor ops), issue 13's (module ops) and issue 32's (dynamic
+// int8 Linear, --only quant), libtensor
 // beside libtorch in one process.
 // Not built by meson (libtorch's headers are slow to compile and warn under -Werror):
 // scripts/bench-torch.sh installs Debian's libtorch-dev and compiles this with g++
