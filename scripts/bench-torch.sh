@@ -1,10 +1,11 @@
 #!/bin/sh
-# Benchmark-only: issue 12's table (tensor ops) and issue 13's (module ops), libtensor
+# Benchmark-only: issue 12's table (tensor ops), issue 13's (module ops) and issue 32's
+# (dynamic int8 Linear against libtorch's quantized::linear_dynamic), libtensor
 # beside libtorch in one process
 # (tools/bench/bench_torch.cpp). Installs Debian's libtorch-dev if it is missing (never
 # part of bootstrap or CI), compiles the program with g++ against an already built
 # libtensor, and runs it. Usage: scripts/bench-torch.sh [BUILD_DIR] [-- ARGS...]
-# (ARGS: --threads N, --reps N, --only ops|nn, --filter SUBSTR). OMP_WAIT_POLICY defaults
+# (ARGS: --threads N, --reps N, --only ops|nn|quant, --filter SUBSTR). OMP_WAIT_POLICY defaults
 # to passive: spinning OpenMP workers (libtorch's, BLIS's) would take the cores from the
 # other library's rows. Prints a message and exits 0 where libtorch cannot be installed.
 set -eu
@@ -30,7 +31,7 @@ if [ ! -x "$out" ] || [ "$root/tools/bench/bench_torch.cpp" -nt "$out" ] || [ "$
     -I"$root" -I"$root/lib/include" -I"$build/lib/include" \
     -I/usr/include/torch/csrc/api/include \
     "$root/tools/bench/bench_torch.cpp" -o "$out" \
-    -L"$build" -Wl,-rpath,"$build" -ltensor -ltorch -ltorch_cpu -lc10 -lpthread
+    -L"$build" -Wl,-rpath,"$build" -ltensor -ltorch -ltorch_cpu -lc10 -ldnnl -lpthread
 fi
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 echo "load: $(cat /proc/loadavg)"

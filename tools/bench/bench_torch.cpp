@@ -1,4 +1,5 @@
-// Benchmark-only: issue 12's table (tensor ops) and issue 13's (module ops), libtensor
+// Benchmark-only: issue 12's table (tensor ops), issue 13's (module ops) and issue 32's (dynamic
+// int8 Linear, --only quant), libtensor
 // beside libtorch in one process.
 // Not built by meson (libtorch's headers are slow to compile and warn under -Werror):
 // scripts/bench-torch.sh installs Debian's libtorch-dev and compiles this with g++
@@ -7,9 +8,12 @@
 // warm-up each, and prints the medians and ratio = libtorch / libtensor (> 1: we are
 // faster).
 #include <torch/torch.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include <tensor/nn.hpp>
+#include <tensor/quantization.hpp>
 #include <tensor/tensor.hpp>
 
 #include "tools/bench/bench_util.hpp"
@@ -311,11 +316,156 @@ void nn_table(int reps, const tensor::Device& dev) {
   }
 }
 
+// Issue 32: a dynamically quantized int8 Linear, y = x w + b with the weight int8 per output
+// channel (symmetric, scale = amax / 127) and the activation quantized per call. Ours:
+// nn::linear(x, quantize_dynamic(w, q8s block {K, 1})), which runs oneDNN's int8 matmul
+// (weight reorder cached with the weight). libtorch 1.13: quantized::linear_prepack on a
+// quantize_per_channel weight, then quantized::linear_dynamic under its current qengine
+// (Debian's build has no FBGEMM: the at::fbgemm_* entry points throw, the qengines are
+// QNNPACK and ONEDNN). Both sides pack the weight once, outside the timed loop. Each shape
+// also times both f32 Linears, and checks both int8 results against libtorch's f32 result.
+struct TorchDynLinear {
+  c10::IValue packed;
+  c10::OperatorHandle op;
+  torch::Tensor operator()(const torch::Tensor& x) const {
+    torch::jit::Stack s{x, packed, false};
+    op.callBoxed(s);
+    return s[0].toTensor();
+  }
+};
+
+// Packs w [N, K] (libtorch's layout) per output channel; nullopt with the reason where the
+// ops are missing or throw.
+std::optional<TorchDynLinear> torch_dyn_linear(const torch::Tensor& w, const torch::Tensor& b, std::string& why) {
+  auto& d = c10::Dispatcher::singleton();
+  const auto prepack = d.findSchema({"quantized::linear_prepack", ""});
+  const auto dyn = d.findSchema({"quantized::linear_dynamic", ""});
+  if (!prepack || !dyn) {
+    why = "quantized::linear_prepack / linear_dynamic are not registered in this libtorch";
+    return std::nullopt;
+  }
+  try {
+    const auto scales = (std::get<0>(w.abs().max(1)) / 127.0).clamp_min(1e-12).to(torch::kDouble);
+    const auto qw = at::quantize_per_channel(w, scales, torch::zeros({w.size(0)}, torch::kLong), 0, torch::kQInt8);
+    torch::jit::Stack s{qw, b};
+    prepack->callBoxed(s);
+    return TorchDynLinear{s[0], *dyn};
+  } catch (const std::exception& e) {
+    why = std::string("quantized::linear_prepack threw: ") + std::string(e.what()).substr(0, 160);
+    return std::nullopt;
+  }
+}
+
+std::string qengine_list() {
+  std::string out;
+  for (const auto e : at::globalContext().supportedQEngines())
+    if (e != at::QEngine::NoQEngine) out += (out.empty() ? "" : ", ") + c10::toString(e);
+  return out;
+}
+
+double rel_err(const torch::Tensor& y, const torch::Tensor& ref) {
+  return ((y - ref).norm() / ref.norm()).item<double>();
+}
+
+void quant_table(int reps, const tensor::Device& dev) {
+  using tensor::Tensor;
+  namespace nn = tensor::nn;
+  auto sync = [&] { dev.sync(); };
+  const auto engines = at::globalContext().supportedQEngines();
+  const bool has_fbgemm = std::find(engines.begin(), engines.end(), at::QEngine::FBGEMM) != engines.end();
+  std::printf("\nDynamic int8 Linear (weight int8 per output channel, activation quantized per call); libtorch qengine %s "
+              "(supported: %s; FBGEMM %s)\n",
+              c10::toString(at::globalContext().qEngine()).c_str(), qengine_list().c_str(),
+              has_fbgemm ? "built in" : "not built in");
+  std::printf("\n| linear (M x K x N) | libtensor | libtorch | ratio |\n|---|---|---|---|\n");
+  struct Shape { std::size_t m, k, n; const char* what; };
+  std::vector<std::string> notes;
+  for (const Shape sh : {Shape{1, 4096, 4096, " (GEMV)"}, Shape{64, 1024, 1024, ""}, Shape{1024, 1024, 1024, ""},
+                         Shape{500, 3136, 128, " (cnn fc1, eval batch)"}}) {
+    const std::string dims = std::to_string(sh.m) + " x " + std::to_string(sh.k) + " x " + std::to_string(sh.n) + sh.what;
+    if (!g_filter.empty() && ("int8 " + dims).find(g_filter) == std::string::npos &&
+        ("f32 " + dims).find(g_filter) == std::string::npos)
+      continue;
+    const auto uni = tensor::Distribution::uniform(-1, 1);
+    const auto x = Tensor<2>::random({sh.m, sh.k}, uni), w = Tensor<2>::random({sh.k, sh.n}, uni);
+    const auto b = Tensor<1>::random({sh.n}, uni);
+    auto xv = x.to_vec<float>(), wv = w.to_vec<float>(), bv = b.to_vec<float>();
+    const auto lm = static_cast<long>(sh.m), lk = static_cast<long>(sh.k), ln = static_cast<long>(sh.n);
+    const auto tx = torch::from_blob(xv.data(), {lm, lk}).clone();
+    const auto tw = torch::from_blob(wv.data(), {lk, ln}).t().contiguous();  // [N, K]
+    const auto tb = torch::from_blob(bv.data(), {ln}).clone();
+    const auto scheme = tensor::QuantScheme{}.with_value(tensor::QuantValue::Q8S).with_store(tensor::QuantStore::Native).with_level(
+        tensor::QuantLevel::block({static_cast<std::uint32_t>(sh.k), 1}));
+    const auto wq = tensor::quantize_dynamic(w, scheme);
+    std::string why;
+    const auto tq = torch_dyn_linear(tw, tb, why);
+    const int r = sh.m <= 64 ? 3 * reps : reps;
+    std::optional<Tensor<2>> c;
+    torch::Tensor tc;
+    // values first (also the warm-up: our weight reorder, libtorch's first call)
+    const auto ref = torch::linear(tx, tw, tb);
+    auto to_torch = [&](const Tensor<2>& y) {
+      auto v = y.to_vec<float>();
+      return torch::from_blob(v.data(), {lm, ln}).clone();
+    };
+    const double e_ours_f32 = rel_err(to_torch(nn::linear(x, w, b)), ref);
+    const double e_ours = rel_err(to_torch(nn::linear(x, wq, b)), ref);
+    const double e_torch = tq ? rel_err((*tq)(tx), ref) : std::nan("");
+    if (tq) {
+      row("int8 " + dims, [&] { return measure(r, [&] { c = nn::linear(x, wq, b); sync(); }, [&] { tc = (*tq)(tx); }); });
+    } else {
+      std::printf("| int8 %s | (see below) | n/a: %s | - |\n", dims.c_str(), why.c_str());
+    }
+    row("f32 " + dims, [&] { return measure(r, [&] { c = nn::linear(x, w, b); sync(); }, [&] { tc = torch::linear(tx, tw, tb); }); });
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "%s: rel. error (Frobenius) against libtorch's f32 Linear: libtensor int8 %.2e, libtorch int8 %.2e, "
+                  "libtensor f32 %.2e%s",
+                  dims.c_str(), e_ours, e_torch, e_ours_f32,
+                  (e_ours < 1e-2 && (!tq || e_torch < 1e-2)) ? "" : "  ** above 1e-2 **");
+    notes.push_back(line);
+  }
+  std::printf("\n");
+  for (const std::string& n : notes) std::printf("- %s\n", n.c_str());
+}
+
+// One call of each int8 Linear with oneDNN's verbose mode on: the matmul implementation each
+// library's call executes (both load Debian's libdnnl.so.2).
+void quant_routes() {
+  namespace nn = tensor::nn;
+  using tensor::Tensor;
+  const std::size_t m = 64, k = 1024, n = 1024;
+  const auto uni = tensor::Distribution::uniform(-1, 1);
+  const auto x = Tensor<2>::random({m, k}, uni), w = Tensor<2>::random({k, n}, uni);
+  const auto b = Tensor<1>::random({n}, uni);
+  const auto wq = tensor::quantize_dynamic(w, tensor::QuantScheme{}.with_value(tensor::QuantValue::Q8S).with_store(
+                                                  tensor::QuantStore::Native).with_level(tensor::QuantLevel::block({1024, 1})));
+  const auto tx = torch::randn({(long)m, (long)k}), tw = torch::randn({(long)n, (long)k}), tb = torch::randn({(long)n});
+  std::string why;
+  const auto tq = torch_dyn_linear(tw, tb, why);
+  (void)nn::linear(x, wq, b);
+  if (tq) (void)(*tq)(tx);
+  std::printf("\nRoutes, 64 x 1024 x 1024 (ONEDNN_VERBOSE exec lines of one call each):\nlibtensor:\n");
+  std::fflush(stdout);
+  dnnl_set_verbose(1);
+  (void)nn::linear(x, wq, b);
+  std::fflush(stdout);
+  dnnl_set_verbose(0);
+  std::printf("libtorch:\n");
+  std::fflush(stdout);
+  if (tq) {
+    dnnl_set_verbose(1);
+    (void)(*tq)(tx);
+    std::fflush(stdout);
+    dnnl_set_verbose(0);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 2, reps = 11;
-  std::string only;  // "ops" or "nn": one table only
+  std::string only;  // "ops", "nn" or "quant": one table only
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[++i]);
     if (std::string(argv[i]) == "--reps") reps = std::atoi(argv[++i]);
@@ -329,12 +479,16 @@ int main(int argc, char** argv) {
   std::printf("libtensor vs libtorch %s (oneDNN %s), %d threads, median of %d interleaved rounds\n\n", TORCH_VERSION,
               at::hasMKLDNN() ? "on" : "off", threads, reps);
   g_threads = threads;
-  if (only != "nn") {
+  if (only.empty() || only == "ops") {
     ops_table(reps, dev);
     if (!g_ceilings.empty()) std::printf("\nBandwidth-bound rows against a plain loop in the same rounds:\n");
     for (const std::string& c : g_ceilings) std::printf("- %s\n", c.c_str());
     std::printf("\n");
   }
-  if (only != "ops") nn_table(reps, dev);
+  if (only.empty() || only == "nn") nn_table(reps, dev);
+  if (only.empty() || only == "quant") {
+    quant_table(reps, dev);
+    quant_routes();
+  }
   return 0;
 }
