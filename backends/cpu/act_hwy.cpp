@@ -166,8 +166,9 @@ HWY_INLINE void Act2(Act2Op op, const T* HWY_RESTRICT a, const T* HWY_RESTRICT b
 // 1.1e-7, under one f32 ulp (a Lawson-weighted least-squares fit for relative error, the
 // coefficients rounded to f32 and rechecked), two FMAs fewer per vector. The softmax
 // family is bound by these exps' FP pipes (two per element along an outer dim: a 512-bit
-// FMA per cycle on Zen 4), so they set its speed: softmax(0) of [128, 1024] f32 in L2 on
-// one thread 94-102 -> 77-95 us CPU time (interleaved, load 3-6).
+// FMA per cycle on Zen 4), so they set its speed: softmax(0) / softmax(1) of [128, 1024]
+// f32 in L2 on one thread 93-101 / 56-61 -> 88-91 / 51-55 us CPU time (against the degree-7
+// build, interleaved, load 3-5; docs/benchmarks.md).
 template <class D, class V>
 HWY_INLINE V ExpSoftF32(D d, V t) {
   const hn::RebindToSigned<D> di;
