@@ -549,7 +549,9 @@ void install_op(Backend& b, PluginLib& lib) {
 }
 template <std::size_t... I>
 void install_ops(Backend& b, PluginLib& lib, std::index_sequence<I...>) {
-  (install_op<I>(b, lib), ...);
+  // One call per op as an array's initializers, not a fold: clang limits a fold's nesting to
+  // 256 operands and the table has more rows.
+  [[maybe_unused]] const int each[] = {(install_op<I>(b, lib), 0)...};
 }
 
 template <std::size_t... I>

@@ -27,7 +27,8 @@ void set_pass(Backend& b) {
 }
 template <std::size_t... I>
 void set_passes(Backend& b, std::index_sequence<I...>) {
-  (set_pass<static_cast<OpCode>(I)>(b), ...);
+  // Initializers, not a fold: clang limits a fold's nesting to 256 operands (kOpCount is more).
+  [[maybe_unused]] const int each[] = {(set_pass<static_cast<OpCode>(I)>(b), 0)...};
 }
 
 // Device-level entries: the inner device's, except the name and ad_enabled.
