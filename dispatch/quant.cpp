@@ -353,10 +353,6 @@ DispatchTensor quantize_dynamic(const DispatchTensor& x, const QuantScheme& sche
 
 DispatchTensor dequantize(const DispatchTensor& q, DType dtype) { return dequantize_row(q, dtype); }
 
-// The q_into_data / q_from_data rows (dispatch/defaults/quant_ops.cpp), through the one path.
-TensorData into_data(const DispatchTensor& q) { return read(q); }
-DispatchTensor from_data(const TensorData& data, DeviceId device) { return dispatch::from_data(data, device, Kind::Float); }
-
 }  // namespace tensor::dispatch::quant
 
 namespace tensor::dispatch::fwd {

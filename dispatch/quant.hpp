@@ -104,8 +104,5 @@ DispatchTensor matmul_quantized(DispatchTensor a, DispatchTensor b);
 DispatchTensor linear_quantized(DispatchTensor x, DispatchTensor weight, DispatchTensor bias);
 DispatchTensor conv_quantized(OpCode op, DispatchTensor x, DispatchTensor weight, DispatchTensor bias, const ConvArgs& args);
 
-// into_data / from_data of QFloat (called from dispatch/rules/creation.cpp).
-TensorData into_data(const DispatchTensor& q);
-DispatchTensor from_data(const TensorData& data, DeviceId device);
 
 }  // namespace tensor::dispatch::quant

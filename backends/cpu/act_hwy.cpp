@@ -171,18 +171,13 @@ HWY_INLINE void Act2(Act2Op op, const T* HWY_RESTRICT a, const T* HWY_RESTRICT b
 // build, interleaved, load 3-5; docs/benchmarks.md).
 template <class D, class V>
 HWY_INLINE V ExpSoftF32(D d, V t) {
-  const hn::RebindToSigned<D> di;
-  const V magic = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: the sum's low mantissa bits hold round(t / ln 2)
-  const V z = hn::MulAdd(t, hn::Set(d, 1.44269504088896341f), magic);
-  const V q = hn::Sub(z, magic);
-  V r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), t);
-  r = hn::MulAdd(q, hn::Set(d, -1.428606765330187045e-6f), r);
+  V z;
+  const V r = ExpReduceF32(d, t, z);
   const V r2 = hn::Mul(r, r);
   const V p01 = hn::MulAdd(hn::Set(d, 1.666711420e-01f), r, hn::Set(d, 4.999923110e-01f));
   const V p23 = hn::MulAdd(hn::Set(d, 8.312527090e-03f), r, hn::Set(d, 4.189011455e-02f));
   const V y = hn::Add(hn::MulAdd(hn::MulAdd(p23, r2, p01), r2, r), hn::Set(d, 1.0f));  // e^r
-  // q's integer sits in z's low bits: shifted into the exponent field, added to y's.
-  return hn::BitCast(d, hn::Add(hn::BitCast(di, y), hn::ShiftLeft<23>(hn::BitCast(di, z))));
+  return ExpScaleF32(d, y, z);
 }
 
 // e^t for t <= 0 or NaN: the vector Exp where it is accurate, exactly 0 below the

@@ -21,23 +21,36 @@ namespace hn = hwy::HWY_NAMESPACE;
 // hn::Exp (which also covers the denormal range) takes about 25; softmax, sigmoid,
 // log_sigmoid and erf are bound by their exps. Other t give garbage lanes (callers
 // clamp or recompute them).
+//
+// The two halves every such exp shares: t = q ln 2 + r with r in [-ln2/2, ln2/2] (z holds q
+// in its low mantissa bits), and e^r * 2^q from a polynomial's e^r.
+template <class D, class V>
+HWY_INLINE V ExpReduceF32(D d, V t, V& z) {
+  const V magic = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: the sum's low mantissa bits hold round(t / ln 2)
+  z = hn::MulAdd(t, hn::Set(d, 1.44269504088896341f), magic);
+  const V q = hn::Sub(z, magic);
+  const V r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), t);
+  return hn::MulAdd(q, hn::Set(d, -1.428606765330187045e-6f), r);
+}
+// q's integer sits in z's low bits; shifted to the exponent field (the high bits of
+// 1.5 * 2^23 shift out) and added to y's exponent: y * 2^q, normal for q >= -126.
+template <class D, class V>
+HWY_INLINE V ExpScaleF32(D d, V y, V z) {
+  const hn::RebindToSigned<D> di;
+  return hn::BitCast(d, hn::Add(hn::BitCast(di, y), hn::ShiftLeft<23>(hn::BitCast(di, z))));
+}
+
 template <class D, class V>
 HWY_INLINE V ExpNormalF32(D d, V t) {
-  const hn::RebindToSigned<D> di;
-  const V magic = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: the sum's low mantissa bits hold round(t / ln 2)
-  const V z = hn::MulAdd(t, hn::Set(d, 1.44269504088896341f), magic);
-  const V q = hn::Sub(z, magic);
-  V r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), t);
-  r = hn::MulAdd(q, hn::Set(d, -1.428606765330187045e-6f), r);
+  V z;
+  const V r = ExpReduceF32(d, t, z);
   const V r2 = hn::Mul(r, r);
   const V p45 = hn::MulAdd(hn::Set(d, 0.000198527617612853646278381f), r, hn::Set(d, 0.00139304355252534151077271f));
   const V p23 = hn::MulAdd(hn::Set(d, 0.00833336077630519866943359f), r, hn::Set(d, 0.0416664853692054748535156f));
   const V p01 = hn::MulAdd(hn::Set(d, 0.166666671633720397949219f), r, hn::Set(d, 0.5f));
   const V p = hn::MulAdd(hn::MulAdd(p45, r2, p23), r2, p01);
   const V y = hn::Add(hn::MulAdd(p, r2, r), hn::Set(d, 1.0f));  // e^r, r in [-ln2/2, ln2/2]
-  // q's integer sits in z's low bits; shifted to the exponent field (the high bits of
-  // 1.5 * 2^23 shift out) and added to y's exponent: y * 2^q, normal for q >= -126.
-  return hn::BitCast(d, hn::Add(hn::BitCast(di, y), hn::ShiftLeft<23>(hn::BitCast(di, z))));
+  return ExpScaleF32(d, y, z);
 }
 
 // f32 erf: N. Juffa's minimax pair (max error < 1 ulp in float); |x| clamped at 10,
