@@ -82,25 +82,22 @@ void print_dtype_table(std::ostream& os, DeviceId dev) {
   t.print(os);
 }
 
-// Quantized tensors (docs/quantization.md). The qfloat row of the table above stays empty: no
-// backend keeps a qfloat buffer; a quantized tensor is dispatch's (i8 codes + f32 scales) and
-// the op table's quant rows compute on it. Its usage: Storage and Arithmetic where the device
-// stores i8 and computes f32 (every q row then runs), Accelerated where the backend has its
-// own q_matmul (an int8 product, not dequantize + f32). Then the q rows by what their default
-// does (on the codes, or through the float op).
+// Quantized tensors (docs/quantization.md): the qfloat row of the table above is dispatch's
+// answer (Storage and Arithmetic where the device stores i8 and computes f32, Accelerated where
+// the backend has an integer path). Here the q rows by what runs them: native, or a default
+// on the codes, or through the float op.
 void print_quantized(std::ostream& os, DeviceId dev, const td::Backend& b) {
-  bool ok = false;
+  tensor::DTypeUsageSet u;
   try {
-    ok = td::dtype_usage(dev, DType::I8).contains(DTypeUsage::Storage) &&
-         td::dtype_usage(dev, DType::F32).contains(DTypeUsage::Arithmetic);
+    u = td::dtype_usage(dev, DType::QFloat);
   } catch (const std::exception&) {
-    ok = false;
+    u = {};
   }
-  if (!ok) {
-    os << "  qfloat (quantized): no (needs i8 storage and f32 arithmetic)\n";
+  if (!u.contains(DTypeUsage::Storage)) {
+    os << "  qfloat (quantized): no (needs i8 and f32 storage)\n";
     return;
   }
-  const bool accel = b.is_native(tensor::OpCode::q_matmul);
+  const bool arith = u.contains(DTypeUsage::Arithmetic), accel = u.contains(DTypeUsage::Accelerated);
   std::size_t rows = 0, codes = 0, through = 0, native = 0;
   for (std::size_t i = 0; i < td::kOps.size(); ++i) {
     const td::OpInfo& o = td::kOps[i];
@@ -113,7 +110,7 @@ void print_quantized(std::ostream& os, DeviceId dev, const td::Backend& b) {
     else if (o.qrule == td::QRule::Codes) ++codes;
     else if (o.qrule != td::QRule::None) ++through;
   }
-  os << "  qfloat (quantized): Storage Arithmetic" << (accel ? " Accelerated (int8 q_matmul / q_conv2d)" : "")
+  os << "  qfloat (quantized): Storage" << (arith ? " Arithmetic" : "") << (accel ? " Accelerated (int8 products)" : "")
      << "; " << rows << " quant rows (burn's 80 QTensorOps and q_conv2d): " << native << " native, "
      << rows - native << " default (" << codes << " on the codes for per-tensor schemes, " << through
      << " through the float op)\n";
