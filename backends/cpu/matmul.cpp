@@ -19,6 +19,7 @@
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
 #include "backends/cpu/gemm.hpp"
+#include "backends/cpu/gemm_small_hwy.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "lib/core/shape_rules.hpp"
 
@@ -101,12 +102,30 @@ int max_threads() {
 #endif
 }
 
+// Off with TENSOR_SMALL_GEMM=0 (small f32 products then go to sgemm like the rest): for
+// A/B timing and for checking that the allocation test notices the difference.
+bool small_gemm_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TENSOR_SMALL_GEMM");
+    return e == nullptr || !(e[0] == '0' && e[1] == '\0');
+  }();
+  return on;
+}
+
 // One single-threaded product on a sub-block of c: f32 on the shared route (oneDNN or
 // BLIS, gemm.cpp), f64 on BLIS, anything else (or no BLIS) the loop.
 template <class T>
 void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
            MatStrides sc) {
   if constexpr (std::is_same_v<T, float>) {
+    // Small products on our own kernel (no oneDNN call overhead, and no malloc: a replayed
+    // training step of small layers allocates nothing); c's column stride is never read
+    // when n == 1.
+    if ((sc.cs == 1 || n == 1) && k * n <= simd::kSmallGemmMaxKN && small_gemm_enabled() &&
+        static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <= simd::kSmallGemmWork) {
+      simd::sgemm_small_f32(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs);
+      return;
+    }
     sgemm(m, n, k, 1.0f, a, sa.rs, sa.cs, b, sb.rs, sb.cs, 0.0f, c, sc.rs, sc.cs);
   } else if constexpr (std::is_same_v<T, bf16>) {
     bf16gemm(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
