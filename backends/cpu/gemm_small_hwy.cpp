@@ -1,8 +1,6 @@
 // Highway kernel of small f32 products (see gemm_small_hwy.hpp), once per target.
 #include "backends/cpu/gemm_small_hwy.hpp"
 
-#include <cmath>
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/gemm_small_hwy.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -61,14 +59,9 @@ void SgemmSmallF32(size_t m, size_t n, size_t k, const float* HWY_RESTRICT a, in
   // Narrower blocks for the last columns: the products this route takes are narrow (4, 16).
   if (hn::Lanes(d) > 8) j = Columns(hn::CappedTag<float, 8>(), m, n, k, a, rsa, csa, b, rsb, c, rsc, j);
   if (hn::Lanes(d) > 4) j = Columns(hn::CappedTag<float, 4>(), m, n, k, a, rsa, csa, b, rsb, c, rsc, j);
-  for (; j < n; ++j)
-    for (size_t i = 0; i < m; ++i) {
-      float s = 0.0f;
-      for (size_t p = 0; p < k; ++p)
-        s = std::fma(a[static_cast<int64_t>(i) * rsa + static_cast<int64_t>(p) * csa],
-                     b[static_cast<int64_t>(p) * rsb + static_cast<int64_t>(j)], s);
-      c[static_cast<int64_t>(i) * rsc + static_cast<int64_t>(j)] = s;
-    }
+  // The last 1-3 columns one lane at a time (a one-lane vector: still the target's FMA, where
+  // std::fma would be a libm call on targets without one).
+  Columns(hn::CappedTag<float, 1>(), m, n, k, a, rsa, csa, b, rsb, c, rsc, j);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -121,8 +121,7 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
     // Small products on our own kernel (no oneDNN call overhead, and no malloc: a replayed
     // training step of small layers allocates nothing); c's column stride is never read
     // when n == 1.
-    if ((sc.cs == 1 || n == 1) && k * n <= simd::kSmallGemmMaxKN && small_gemm_enabled() &&
-        static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <= simd::kSmallGemmWork) {
+    if ((sc.cs == 1 || n == 1) && simd::use_small_gemm(m, n, k, sb.cs) && small_gemm_enabled()) {
       simd::sgemm_small_f32(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs);
       return;
     }
