@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <hwy/targets.h>
+
+#include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/gemm_small_hwy.hpp"
 #include "cpu_test_util.hpp"
 
@@ -54,6 +57,22 @@ TEST(CpuGemmSmall, EveryColumnBlockAndRowTileAgainstALoop) {
   for (const std::size_t n : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 20, 24, 28, 31, 32, 33, 40})
     for (const std::size_t m : {1, 3, 4, 5, 8, 9})
       for (const std::size_t k : {1, 4, 13}) check(m, n, k, false, false, 1);
+}
+
+// The same on every Highway target this build compiled (SSE2 .. AVX-512): their column
+// blocks are 4, 8 or 16 lanes wide, and the 1-lane tail differs with them.
+TEST(CpuGemmSmall, EveryCompiledTarget) {
+  const std::vector<std::int64_t> targets = compiled_targets();
+  ASSERT_FALSE(targets.empty());
+  for (const std::int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(hwy::TargetName(t));
+    ASSERT_EQ(std::string(current_target_name()), hwy::TargetName(t));
+    for (const std::size_t n : {1, 3, 4, 7, 8, 13, 16, 21, 33})
+      for (const bool tb : {false, true}) check(5, n, 9, !tb, tb, 1);
+    if (::testing::Test::HasFatalFailure()) break;
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(CpuGemmSmall, TransposedStridedAndPaddedOperands) {
