@@ -85,8 +85,8 @@ void print_dtype_table(std::ostream& os, DeviceId dev) {
 // Quantized tensors (docs/quantization.md). The qfloat row of the table above stays empty: no
 // backend keeps a qfloat buffer; a quantized tensor is dispatch's (i8 codes + f32 scales) and
 // the op table's quant rows compute on it. Its usage: Storage and Arithmetic where the device
-// stores i8 and computes f32 (every q row then runs), Accelerated where the backend has its
-// own q_matmul (an int8 product, not dequantize + f32). Then the q rows by what their default
+// stores i8 and computes f32 (every q row then runs), Accelerated where the backend has an
+// integer product (the cpu's int8 q_matmul / q_conv2d; not vulkan's dequantize-in-shader + f32). Then the q rows by what their default
 // does (on the codes, or through the float op).
 void print_quantized(std::ostream& os, DeviceId dev, const td::Backend& b) {
   bool ok = false;
@@ -100,7 +100,16 @@ void print_quantized(std::ostream& os, DeviceId dev, const td::Backend& b) {
     os << "  qfloat (quantized): no (needs i8 storage and f32 arithmetic)\n";
     return;
   }
-  const bool accel = b.is_native(tensor::OpCode::q_matmul);
+  // An integer path: the backend's own int8 convolution (the cpu's q_conv2d) or a device that
+  // lists QFloat as Accelerated. Vulkan's native q_matmul dequantizes in the shader and
+  // multiplies in f32: Storage and Arithmetic only.
+  bool int_usage = false;
+  try {
+    int_usage = td::dtype_usage(dev, DType::QFloat).contains(DTypeUsage::Accelerated);
+  } catch (const std::exception&) {
+    int_usage = false;
+  }
+  const bool accel = b.is_native(tensor::OpCode::q_matmul) && (b.is_native(tensor::OpCode::q_conv2d) || int_usage);
   std::size_t rows = 0, codes = 0, through = 0, native = 0;
   for (std::size_t i = 0; i < td::kOps.size(); ++i) {
     const td::OpInfo& o = td::kOps[i];
