@@ -40,7 +40,8 @@ Params element_params(const Shape& shape, const VulkanTensor& src, const VulkanT
   p.w[P_OPND + 18] = static_cast<std::uint32_t>(scales.offset());
   std::size_t gs = 1;
   for (std::size_t d = r; d-- > 0;) {
-    p.w[P_OPND + 19 + d] = per_tensor ? 0u : static_cast<std::uint32_t>(gs);
+    // an axis of one block adds nothing to the block index: stride 0 (no division in the shader)
+    p.w[P_OPND + 19 + d] = per_tensor || grid[d] == 1 ? 0u : static_cast<std::uint32_t>(gs);
     p.w[P_OPND + 28 + d] = per_tensor ? 1u : static_cast<std::uint32_t>(e.ext[d]);
     gs *= per_tensor ? 1 : grid[d];
   }

@@ -34,15 +34,20 @@ int code_in_a(int i) { return bitfieldExtract(int(a_data[i >> 2]), (i & 3) * 8, 
 
 // ---- element modes: operand 1 = the source (codes or x: offset, strides), operand 2 = the
 // scale offset and the block grid's strides (0 per tensor), operand 3 = the block extents.
-void element_at(int i, out int src, out int blk) {
+void element_at(int i, out int src, out int blk, out int last) {
   int rank = int(P[P_RANK]);
   src = int(P[P_OPND + 9]);
   blk = int(P[P_OPND + 18]);
+  last = i;
   int rem = i;
   for (int d = rank - 1; d >= 0; --d) {
-    int n = int(P[P_SHAPE + d]);
-    int c = rem % n;
-    rem /= n;
+    int c = rem;  // the outermost coordinate is what is left (i is below the element count)
+    if (d > 0) {
+      int n = int(P[P_SHAPE + d]);
+      c = rem % n;
+      rem /= n;
+    }
+    if (d == rank - 1) last = c;
     src += c * int(P[P_OPND + 10 + d]);
     int g = int(P[P_OPND + 19 + d]);
     if (g != 0) {
@@ -64,6 +69,25 @@ int quantize_one(float x, float inv, float lo, float hi) {
   return isnan(r) ? 0 : int(r);
 }
 
+// The next element after (src, blk, last) along the last axis: a step, not a decomposition,
+// while the line goes on.
+void element_next(int i, inout int src, inout int blk, inout int last) {
+  int rank = int(P[P_RANK]);
+  if (rank == 0) return;
+  int d = rank - 1;
+  if (last + 1 >= int(P[P_SHAPE + d])) {
+    element_at(i, src, blk, last);
+    return;
+  }
+  ++last;
+  src += int(P[P_OPND + 10 + d]);
+  int g = int(P[P_OPND + 19 + d]);
+  if (g != 0) {
+    int e = int(P[P_OPND + 28 + d]);
+    if (e == 1 || last % e == 0) blk += g;
+  }
+}
+
 // Four consecutive elements per invocation: one whole word of codes (no atomics), or four
 // outputs of the float dtype.
 void element_mode() {
@@ -75,9 +99,11 @@ void element_mode() {
   if (MODE == QT_QUANTIZE) {
     float lo = float(int(P[P_EXTRA])), hi = float(int(P[P_EXTRA + 1]));
     uint word = 0u;
-    for (int j = 0; j < cnt; ++j) {
-      int src, blk;
-      element_at(e0 + j, src, blk);
+    int src, blk, last;
+    element_at(e0, src, blk, last);
+    for (int j = 0; j < 4; ++j) {  // a constant bound: unrolled, v[j] in registers
+      if (j >= cnt) break;
+      if (j > 0) element_next(e0 + j, src, blk, last);
       float x = float(as_f(ld_a(DTX, src), DTX));
       float inv = uintBitsToFloat(b_data[blk]);
       word |= (uint(quantize_one(x, inv, lo, hi)) & 0xFFu) << uint(8 * j);
@@ -86,14 +112,17 @@ void element_mode() {
     return;
   }
   float v[4];
-  for (int j = 0; j < cnt; ++j) {
-    int src, blk;
-    element_at(e0 + j, src, blk);
+  int src, blk, last;
+  element_at(e0, src, blk, last);
+  for (int j = 0; j < 4; ++j) {
+    if (j >= cnt) break;
+    if (j > 0) element_next(e0 + j, src, blk, last);
     precise float p = float(code_in_a(src)) * uintBitsToFloat(b_data[blk]);
     v[j] = p;
   }
   if (DTX == DT_F32) {
-    for (int j = 0; j < cnt; ++j) o_data[e0 + j] = floatBitsToUint(v[j]);
+    for (int j = 0; j < 4; ++j)
+      if (j < cnt) o_data[e0 + j] = floatBitsToUint(v[j]);
   } else if (cnt == 4) {  // two whole words of 16-bit elements
     o_data[e0 >> 1] = uint(from_f(v[0], DTX)) | (uint(from_f(v[1], DTX)) << 16);
     o_data[(e0 >> 1) + 1] = uint(from_f(v[2], DTX)) | (uint(from_f(v[3], DTX)) << 16);
