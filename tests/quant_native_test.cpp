@@ -241,7 +241,7 @@ TEST_P(Quant, NativeQMatmulAgainstTheDequantizedProduct) {
   const std::size_t k = 96, n = 72;  // n: a 64-column tile and a partial one
   for (const QuantScheme& s : weight_schemes(k)) {
     const Weight w = weight(k, n, s, 3u);
-    for (std::size_t m : {1u, 3u, 5u, 70u, 130u}) {  // the GEMV (m <= 4) and the tiles (70: a partial 64-row tile)
+    for (std::size_t m : {1u, 3u, 16u, 17u, 70u, 130u}) {  // vulkan: the GEMV (m <= 16), the tiles (70: a partial tile)
       SCOPED_TRACE(::testing::Message() << to_string(s) << " m " << m);
       const auto x = lcg(m * k, static_cast<std::uint32_t>(m), 1.5f);
       std::vector<double> y, mag;

@@ -108,8 +108,10 @@ Prim dequantize_entry(Prim pq, DType dtype) {
 }
 
 // Rows per batch up to which q_matmul takes the GEMV kernel (one row per workgroup: the
-// 64-row tile would compute 63 empty rows at M = 1).
-constexpr std::size_t kGemvRows = 4;
+// 64-row tile would compute 63 empty rows at M = 1). On lavapipe, K = N = 1024 (q8s, per
+// column; 3 interleaved runs): the tiled kernel took ~122 ms for every M up to 16, the GEMV
+// ~4.8 ms per row (M = 16: 77 ms, 1.7x less), so the crossover is near M = 25.
+constexpr std::size_t kGemvRows = 16;
 
 Prim q_matmul_entry(Prim px, Prim pw) {
   const auto& w = dispatch::prim_as<q::QuantPrim>(pw);
