@@ -102,6 +102,36 @@ TEST_P(Quant, NativeDequantizeEqualsHostLoopsBitForBit) {
           }
 }
 
+// dequantize to f16, bf16 and f64, reached through Q x Float matmul (the quantized lhs is
+// dequantized to the float operand's dtype) with an identity: the product is the dequantized
+// values themselves (one nonzero product per output, summed with zeros), rounded once from f32.
+TEST_P(Quant, NativeDequantizeToOtherFloatDtypes) {
+  const Shape shape{4, 8};
+  for (const QuantLevel& lv : {QuantLevel::tensor(), QuantLevel::block({1, 4})}) {
+    const QuantScheme s = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native).with_level(lv);
+    const Blocks b = blocks_of(shape, s);
+    const auto codes = codes_for(32, s, 99u);
+    auto scales = scales_for(grid_size(b), ScaleDtype::F32, 7u);
+    scales[0] = 1e-7f;  // products below f16's normal range: its subnormals
+    const auto q = Tensor<2>::from_data(qz::quantized_data(codes, shape, s, scales), dev());
+    std::vector<float> f32(32);
+    for (std::size_t i = 0; i < 32; ++i) f32[i] = static_cast<float>(codes[i]) * scales[block_of(i, shape, b, !lv.is_block())];
+    std::vector<float> eye(64, 0.0f);
+    for (std::size_t i = 0; i < 8; ++i) eye[i * 8 + i] = 1.0f;
+    for (DType dt : {DType::F16, DType::BF16, DType::F64}) {
+      SCOPED_TRACE(::testing::Message() << to_string(s) << " " << dtype_name(dt));
+      const auto id = fl<2>(eye, Shape{8, 8}).cast(dt);
+      const auto y = q.matmul(id);
+      ASSERT_EQ(y.dtype(), dt);
+      // the want: the f32 values rounded to dt by the host (TensorData's conversion)
+      const auto want = TensorData::from<float>(f32, shape).convert(dt).convert(DType::F64).to_vec<double>();
+      const auto got = y.into_data().convert(DType::F64).to_vec<double>();
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "at " << i;
+    }
+  }
+}
+
 // The CPU's rule, written out: v = x * fl(1 / s) in f32, round half away from zero, clamp.
 std::int8_t host_code(float x, float s, const QuantScheme& scheme) {
   const auto [a, b] = scheme.range();
