@@ -283,6 +283,26 @@ TEST_P(Quant, NativeQMatmulAgainstTheDequantizedProduct) {
   }
 }
 
+TEST_P(Quant, NativeQMatmulOddSizes) {
+  // K not a multiple of the 16-deep tile, N under one 64-column tile, blocks of 10 along K;
+  // and K = 4096 (many blocks of 32 on the GEMV's four K slices).
+  const QuantScheme q8 = QuantScheme{}.with_value(QuantValue::Q8F).with_store(QuantStore::PackedU32);
+  struct Case { std::size_t k, n; QuantScheme s; };
+  for (const Case& c : {Case{50, 5, q8}, Case{50, 5, q8.per_block({50, 1}, ScaleDtype::F32)},
+                        Case{50, 5, q8.per_block({10, 1}, ScaleDtype::F16)},
+                        Case{4096, 65, QuantScheme{}.with_value(QuantValue::Q4F).per_block({32, 1}, ScaleDtype::F16)}}) {
+    const Weight w = weight(c.k, c.n, c.s, 17u);
+    for (std::size_t m : {1u, 17u, 65u}) {
+      if (c.k == 4096 && m == 65) continue;
+      SCOPED_TRACE(::testing::Message() << to_string(c.s) << " " << m << " x " << c.k << " x " << c.n);
+      const auto x = lcg(m * c.k, 31u + static_cast<std::uint32_t>(m), 1.0f);
+      std::vector<double> y, mag;
+      host_product(x, w.deq, m, c.k, c.n, y, mag);
+      EXPECT_TRUE(close_product(fv(qz::q_matmul(fl<2>(x, Shape{m, c.k}), w.q)), y, mag, product_rel()));
+    }
+  }
+}
+
 TEST_P(Quant, NativeQMatmulBatchesTransposedAndSlicedX) {
   const std::size_t k = 64, n = 40;
   const QuantScheme s = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native).per_block({k, 1}, ScaleDtype::F32);
