@@ -187,6 +187,18 @@ TEST_P(Quant, NativeQuantizeRoundsExactTiesAwayFromZero) {
   const std::vector<float> y = {0.25f, -0.75f, 1.25f, 5.0f, 0.0625f, -0.1875f, 0.3125f, -5.0f};
   const auto qb = quantize(fl<1>(y, Shape{8}), sb, QuantParams{fl<1>({0.5f, 0.125f}, Shape{2})});
   EXPECT_EQ(codes_of(qb), i8({1, -2, 3, 7, 1, -2, 3, -7}));
+  // not finite: NaN -> 0 (Rust's `as`), inf -> the clamps
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto qn = quantize(fl<1>({std::numeric_limits<float>::quiet_NaN(), inf, -inf, 1.0f}, Shape{4}), s,
+                           QuantParams{fl<1>({0.25f}, Shape{1})});
+  EXPECT_EQ(codes_of(qn), i8({0, 127, -127, 4}));
+  // f64 x goes through f32 first (as the cpu's f32_dense): 2.5 * 0.25 + 1e-12 rounds to the
+  // tie 0.625f, which then rounds away from zero (in f64 it would be just above the tie anyway;
+  // 0.625 - 1e-12 shows the difference: 2 in f64, 3 through f32).
+  if (dev().supports_dtype(DType::F64)) {
+    const auto xd = Tensor<1>::from_data(TensorData::from<double>({0.625 + 1e-12, 0.625 - 1e-12, -0.625 + 1e-12}, Shape{3}), dev());
+    EXPECT_EQ(codes_of(quantize(xd, s, QuantParams{fl<1>({0.25f}, Shape{1})})), i8({3, 3, -3}));
+  }
 }
 
 TEST_P(Quant, NativeQuantizeReadsSlicedTransposedAndHalfInputs) {
