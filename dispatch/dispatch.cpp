@@ -59,8 +59,33 @@ std::string backend_name(DeviceId device) {
   return fmt::format("dispatch<{}>", backend_of(device).get<DeviceOp::name>()(device));
 }
 
-DTypeUsageSet dtype_usage(DeviceId device, DType dtype) { return backend_of(device).get<DeviceOp::dtype_usage>()(device, dtype); }
-bool supports_dtype(DeviceId device, DType dtype) { return backend_of(device).get<DeviceOp::supports_dtype>()(device, dtype); }
+namespace {
+// A quantized tensor is dispatch's (dispatch/quant.hpp: i8 codes and f32 scales, each a tensor
+// of the device), so its usage comes from those rows: Storage where the device stores i8 and
+// f32, Arithmetic where it also computes in f32 (every quant row then runs: the defaults
+// dequantize), Accelerated where the backend's own answer for QFloat says it has an integer
+// path (the cpu's int8 products), not where a native row only dequantizes in a shader.
+DTypeUsageSet qfloat_usage(DeviceId device, const Backend& b) {
+  const auto usage = b.get<DeviceOp::dtype_usage>();
+  const DTypeUsageSet i8 = usage(device, DType::I8), f32 = usage(device, DType::F32);
+  if (!i8.contains(DTypeUsage::Storage) || !f32.contains(DTypeUsage::Storage)) return {};
+  DTypeUsageSet u(DTypeUsage::Storage);
+  if (!f32.contains(DTypeUsage::Arithmetic)) return u;
+  u = u | DTypeUsage::Arithmetic;
+  if (usage(device, DType::QFloat).contains(DTypeUsage::Accelerated)) u = u | DTypeUsage::Accelerated;
+  return u;
+}
+}  // namespace
+
+DTypeUsageSet dtype_usage(DeviceId device, DType dtype) {
+  const Backend& b = backend_of(device);
+  if (dtype == DType::QFloat) return qfloat_usage(device, b);
+  return b.get<DeviceOp::dtype_usage>()(device, dtype);
+}
+bool supports_dtype(DeviceId device, DType dtype) {
+  if (dtype == DType::QFloat) return dtype_usage(device, dtype).contains(DTypeUsage::Storage);
+  return backend_of(device).get<DeviceOp::supports_dtype>()(device, dtype);
+}
 void seed(DeviceId device, std::uint64_t s) {
   graph::refuse("seed", "reseeds the device's generator (a host-side setting)");
   backend_of(device).get<DeviceOp::seed>()(device, s);

@@ -70,10 +70,15 @@ void check_quantized(OpCode op, const DispatchTensor& t) {
                                  kind_name(t.kind), dtype_name(t.dtype())));
 }
 
+// A quantized operand passes only a quant row (the codes' backend holds it); any other op
+// refuses it, whatever dtype_usage(QFloat) says (that answers for the quant rows).
+void check_quantized_operand(OpCode op, DeviceId device) {
+  if (!op_info(op).qfloat_in) throw_not_for_quantized(op, device);
+}
+
 void check_arithmetic(OpCode op, DeviceId device, DType dtype) {
-  if (dtype == DType::QFloat && op_info(op).qfloat_in) return;  // a quant row: the codes' backend holds it
+  if (dtype == DType::QFloat) return check_quantized_operand(op, device);
   if (!dtype_usage(device, dtype).contains(DTypeUsage::Arithmetic)) {
-    if (dtype == DType::QFloat) throw_not_for_quantized(op, device);
     throw DTypeError(fmt::format("[{}] dtype not supported for arithmetic on this device; expected a dtype {} computes "
                                  "with; got {} on {}",
                                  op_name(op), device_string(device), dtype_name(dtype), device_string(device)));
@@ -81,9 +86,8 @@ void check_arithmetic(OpCode op, DeviceId device, DType dtype) {
 }
 
 void check_storage(OpCode op, DeviceId device, DType dtype) {
-  if (dtype == DType::QFloat && op_info(op).qfloat_in) return;
+  if (dtype == DType::QFloat) return check_quantized_operand(op, device);
   if (!dtype_usage(device, dtype).contains(DTypeUsage::Storage)) {
-    if (dtype == DType::QFloat) throw_not_for_quantized(op, device);
     throw DTypeError(fmt::format("[{}] dtype not supported on this device; expected a dtype {} can store; got {} on {}",
                                  op_name(op), device_string(device), dtype_name(dtype), device_string(device)));
   }

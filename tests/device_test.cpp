@@ -84,10 +84,21 @@ TEST(Device, CpuDTypeUsageTable) {
   EXPECT_TRUE(cpu.dtype_usage(DType::BF16).contains(DTypeUsage::Storage));
   EXPECT_TRUE(cpu.dtype_usage(DType::BF16).contains(DTypeUsage::Arithmetic));
   EXPECT_TRUE(cpu.supports_dtype(DType::BF16));
-  for (DType t : {DType::BoolU32, DType::QFloat}) {
-    EXPECT_TRUE(cpu.dtype_usage(t).empty()) << name(t) << " bits " << int(cpu.dtype_usage(t).bits());
-    EXPECT_FALSE(cpu.supports_dtype(t)) << name(t);
-  }
+  EXPECT_TRUE(cpu.dtype_usage(DType::BoolU32).empty()) << "bits " << int(cpu.dtype_usage(DType::BoolU32).bits());
+  EXPECT_FALSE(cpu.supports_dtype(DType::BoolU32));
+  // QFloat: a quantized tensor is i8 codes and f32 scales, so Storage and Arithmetic as those;
+  // Accelerated where the build has the int8 products (oneDNN's).
+  const DTypeUsageSet q = cpu.dtype_usage(DType::QFloat);
+  EXPECT_TRUE(q.contains(DTypeUsage::Storage));
+  EXPECT_TRUE(q.contains(DTypeUsage::Arithmetic));
+  EXPECT_TRUE(cpu.supports_dtype(DType::QFloat));
+#if TENSOR_TEST_HAVE_ONEDNN
+  EXPECT_TRUE(q.contains(DTypeUsage::Accelerated));
+#else
+  EXPECT_FALSE(q.contains(DTypeUsage::Accelerated));
+#endif
+  // ... and still no op but the quant rows takes one: creating a QFloat tensor is refused
+  EXPECT_THROWS(DTypeError, Tensor<1>::zeros({2}, cpu, DType::QFloat), "[zeros]", "qfloat");
 }
 
 TEST(Device, UnsupportedDTypeCreationIsDTypeError) {

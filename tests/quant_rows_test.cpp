@@ -50,6 +50,19 @@ TEST_P(Quant, TheInputsCodesAreTheHandValues) {
   expect_codes(q, kCodes, Shape{2, 3});
 }
 
+// dtype_usage(QFloat): what the device's i8 and f32 rows allow (every device here stores i8
+// and computes f32); Accelerated only on the cpu, whose int8 products are oneDNN's where the
+// build has it (the mini backend and lavapipe dequantize).
+TEST_P(Quant, QFloatUsageIsStorageAndArithmetic) {
+  const DTypeUsageSet u = dev().dtype_usage(DType::QFloat);
+  EXPECT_TRUE(u.contains(DTypeUsage::Storage));
+  EXPECT_TRUE(u.contains(DTypeUsage::Arithmetic));
+  EXPECT_TRUE(dev().supports_dtype(DType::QFloat));
+  EXPECT_EQ(u.contains(DTypeUsage::Accelerated), dev() == Device::cpu() && TENSOR_TEST_HAVE_ONEDNN) << dev().to_string();
+  // no op but the quant rows takes a quantized operand, whatever the usage says
+  EXPECT_THROWS(DTypeError, quantize_dynamic(x23(), q8s()).round(), "[round]", "qfloat");
+}
+
 TEST_P(Quant, LayoutRowsMoveTheCodesAndKeepTheScale) {
   const auto q = quantize_dynamic(x23(), q8s());
   const auto& c = kCodes;

@@ -82,34 +82,22 @@ void print_dtype_table(std::ostream& os, DeviceId dev) {
   t.print(os);
 }
 
-// Quantized tensors (docs/quantization.md). The qfloat row of the table above stays empty: no
-// backend keeps a qfloat buffer; a quantized tensor is dispatch's (i8 codes + f32 scales) and
-// the op table's quant rows compute on it. Its usage: Storage and Arithmetic where the device
-// stores i8 and computes f32 (every q row then runs), Accelerated where the backend has an
-// integer product (the cpu's int8 q_matmul / q_conv2d; not vulkan's dequantize-in-shader + f32). Then the q rows by what their default
-// does (on the codes, or through the float op).
+// Quantized tensors (docs/quantization.md): the qfloat row of the table above is dispatch's
+// answer (Storage and Arithmetic where the device stores i8 and computes f32, Accelerated where
+// the backend has an integer path). Here the q rows by what runs them: native, or a default
+// on the codes, or through the float op.
 void print_quantized(std::ostream& os, DeviceId dev, const td::Backend& b) {
-  bool ok = false;
+  tensor::DTypeUsageSet u;
   try {
-    ok = td::dtype_usage(dev, DType::I8).contains(DTypeUsage::Storage) &&
-         td::dtype_usage(dev, DType::F32).contains(DTypeUsage::Arithmetic);
+    u = td::dtype_usage(dev, DType::QFloat);
   } catch (const std::exception&) {
-    ok = false;
+    u = {};
   }
-  if (!ok) {
-    os << "  qfloat (quantized): no (needs i8 storage and f32 arithmetic)\n";
+  if (!u.contains(DTypeUsage::Storage)) {
+    os << "  qfloat (quantized): no (needs i8 and f32 storage)\n";
     return;
   }
-  // An integer path: the backend's own int8 convolution (the cpu's q_conv2d) or a device that
-  // lists QFloat as Accelerated. Vulkan's native q_matmul dequantizes in the shader and
-  // multiplies in f32: Storage and Arithmetic only.
-  bool int_usage = false;
-  try {
-    int_usage = td::dtype_usage(dev, DType::QFloat).contains(DTypeUsage::Accelerated);
-  } catch (const std::exception&) {
-    int_usage = false;
-  }
-  const bool accel = b.is_native(tensor::OpCode::q_matmul) && (b.is_native(tensor::OpCode::q_conv2d) || int_usage);
+  const bool arith = u.contains(DTypeUsage::Arithmetic), accel = u.contains(DTypeUsage::Accelerated);
   std::size_t rows = 0, codes = 0, through = 0, native = 0;
   for (std::size_t i = 0; i < td::kOps.size(); ++i) {
     const td::OpInfo& o = td::kOps[i];
@@ -122,7 +110,7 @@ void print_quantized(std::ostream& os, DeviceId dev, const td::Backend& b) {
     else if (o.qrule == td::QRule::Codes) ++codes;
     else if (o.qrule != td::QRule::None) ++through;
   }
-  os << "  qfloat (quantized): Storage Arithmetic" << (accel ? " Accelerated (int8 q_matmul / q_conv2d)" : "")
+  os << "  qfloat (quantized): Storage" << (arith ? " Arithmetic" : "") << (accel ? " Accelerated (int8 products)" : "")
      << "; " << rows << " quant rows (burn's 80 QTensorOps and q_conv2d): " << native << " native, "
      << rows - native << " default (" << codes << " on the codes for per-tensor schemes, " << through
      << " through the float op)\n";

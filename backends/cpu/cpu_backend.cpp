@@ -4,6 +4,7 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/gemm.hpp"
+#include "backends/cpu/quant.hpp"
 #include "backends/cpu/graph_raw.hpp"
 
 #include <algorithm>
@@ -23,12 +24,14 @@ std::size_t device_count_entry() { return 1; }
 // burn-flex's defaults: F32, I32, one-byte native bools.
 DeviceSettings default_settings_entry(DeviceId) { return {FloatDType::F32, IntDType::I32, BoolDType::Native}; }
 
-// Every float and int dtype and the one-byte bools are general; BoolU32 and QFloat
-// are not CPU storages. BF16 is also Accelerated while its matrix products run on
-// oneDNN's AVX512_BF16 kernels (gemm.hpp's bf16_gemm_live: a CPU with AVX512_BF16 and
-// a build with oneDNN).
+// Every float and int dtype and the one-byte bools are general; BoolU32 is not a CPU
+// storage. BF16 is also Accelerated while its matrix products run on oneDNN's AVX512_BF16
+// kernels (gemm.hpp's bf16_gemm_live: a CPU with AVX512_BF16 and a build with oneDNN).
+// QFloat: dispatch derives Storage and Arithmetic from the i8 and f32 rows (a quantized
+// tensor is dispatch's codes + scales); the cpu adds Accelerated where its int8 products run.
 DTypeUsageSet dtype_usage_entry(DeviceId, DType dtype) {
   if (dtype == DType::BF16 && bf16_gemm_live()) return DTypeUsageSet::general() | DTypeUsage::Accelerated;
+  if (dtype == DType::QFloat) return int8_products_live() ? DTypeUsageSet(DTypeUsage::Accelerated) : DTypeUsageSet{};
   if (is_float(dtype) || is_int(dtype) || dtype == DType::Bool || dtype == DType::BoolU8)
     return DTypeUsageSet::general();
   return {};

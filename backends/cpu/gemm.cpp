@@ -491,11 +491,11 @@ std::string gemm_route() {
            (dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? "AMX" : "AVX512_BF16") +
            "), B packed per slab (TENSOR_BF16_PACKED_B=1: once per product); f16 widened to f32 (no f16 matmul in oneDNN " +
            std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + ")";
-  return std::string("f32 onednn sgemm (") + isa + ")" + half + "; f64 blis";
+  return std::string("f32 onednn sgemm (") + isa + "), small products (up to 64^3) highway" + half + "; f64 blis";
 #elif TENSOR_HAVE_BLIS
-  return std::string("blis ") + bli_arch_string(bli_arch_query_id());
+  return std::string("blis ") + bli_arch_string(bli_arch_query_id()) + ", small f32 products highway";
 #else
-  return "loop";
+  return "loop, small f32 products highway";
 #endif
 }
 

@@ -19,6 +19,7 @@
 #include "backends/cpu/cpu_ops.hpp"
 #include "backends/cpu/elementwise.hpp"
 #include "backends/cpu/gemm.hpp"
+#include "backends/cpu/gemm_small_hwy.hpp"
 #include "backends/cpu/parallel.hpp"
 #include "lib/core/shape_rules.hpp"
 
@@ -79,8 +80,8 @@ void gemm_loop(std::size_t m, std::size_t n, std::size_t k, const T* a, std::int
 // (square f32), so a product gets every thread from 64^3 multiply-adds. With another
 // process on the second core, any 2-thread BLIS product can take many times longer than
 // on one thread, as a descheduled thread holds up BLIS's barriers. Now such a product is split on parallel_chunks instead (gemm()),
-// and only from 2 * kMinSlab rows or columns (n = 64 stays on one thread: a helper's
-// wake-up costs about what the second thread saves there).
+// from 2 * kMinHalfSlab rows or columns (n = 64 stays on one thread: the second gained
+// nothing there, see kMinHalfSlab).
 constexpr double kBlisThreadsWork = 64.0 * 64.0 * 64.0;
 // bf16 products from this many multiply-adds run on oneDNN's bf16 kernels (when live);
 // smaller ones are widened to f32 as a whole: their compile, once per shape and layout
@@ -101,12 +102,29 @@ int max_threads() {
 #endif
 }
 
+// Off with TENSOR_SMALL_GEMM=0 (small f32 products then go to sgemm like the rest): for
+// A/B timing and for checking that the allocation test notices the difference.
+bool small_gemm_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TENSOR_SMALL_GEMM");
+    return e == nullptr || !(e[0] == '0' && e[1] == '\0');
+  }();
+  return on;
+}
+
 // One single-threaded product on a sub-block of c: f32 on the shared route (oneDNN or
 // BLIS, gemm.cpp), f64 on BLIS, anything else (or no BLIS) the loop.
 template <class T>
 void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa, const T* b, MatStrides sb, T* c,
            MatStrides sc) {
   if constexpr (std::is_same_v<T, float>) {
+    // Small products on our own kernel (no oneDNN call overhead, and no malloc: a replayed
+    // training step of small layers allocates nothing); c's column stride is never read
+    // when n == 1.
+    if ((sc.cs == 1 || n == 1) && simd::use_small_gemm(m, n, k, sb.cs) && small_gemm_enabled()) {
+      simd::sgemm_small_f32(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs);
+      return;
+    }
     sgemm(m, n, k, 1.0f, a, sa.rs, sa.cs, b, sb.rs, sb.cs, 0.0f, c, sc.rs, sc.cs);
   } else if constexpr (std::is_same_v<T, bf16>) {
     bf16gemm(m, n, k, a, sa.rs, sa.cs, b, sb.rs, sb.cs, c, sc.rs, sc.cs);
@@ -142,6 +160,11 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
 // of magnitude from one run to the next, while these slabs stay steady and are no slower
 // on a free machine, also for the largest products.
 constexpr std::size_t kMinSlab = 64;
+// The smallest slab of a product split in two where kMinSlab gives one piece: n = 96 on 2
+// threads 8.6 us against 16.0 on one (2026-12-07, load 2.7, 3000 calls, medians). n = 64 in
+// two 32-row halves gained nothing (4.7 us either way, the helper running half of them):
+// 64 rows stay one product.
+constexpr std::size_t kMinHalfSlab = 48;
 
 // bf16 products from this many multiply-adds, with at least 2 * kMinSlab rows, run on
 // packed_gemm (gemm.hpp): B packed once into the AMX / AVX512_BF16 brgemm kernels' blocked
@@ -176,7 +199,8 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa
   }
   const bool rows = m >= n;
   const std::size_t dim = rows ? m : n;
-  const std::size_t pieces = std::min<std::size_t>(dim / kMinSlab, 4 * static_cast<std::size_t>(std::max(threads, 1)));
+  std::size_t pieces = std::min<std::size_t>(dim / kMinSlab, 4 * static_cast<std::size_t>(std::max(threads, 1)));
+  if (pieces < 2 && dim >= 2 * kMinHalfSlab) pieces = 2;  // 96..127 rows or columns: two halves
   if (threads < 2 || pieces < 2) {
     gemm1(m, n, k, a, sa, b, sb, c, sc);
     return;

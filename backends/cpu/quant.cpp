@@ -614,6 +614,14 @@ std::string last_q_matmul_route() {
 
 std::string last_q_conv2d_route() { return qdetail::t_conv_route; }
 
+bool int8_products_live() {
+#if TENSOR_HAVE_ONEDNN
+  return qdetail::int8_engine() != nullptr;
+#else
+  return false;
+#endif
+}
+
 void register_quant_ops(dispatch::Backend& b) {
   b.set<OpCode::quantize>(&quantize_entry);
   b.set<OpCode::dequantize>(&dequantize_entry);

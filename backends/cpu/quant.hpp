@@ -10,6 +10,10 @@
 namespace tensor::cpu {
 
 std::string last_q_matmul_route();
+// True where the int8 products are live: a build with oneDNN whose CPU engine starts (its
+// int8 kernels: AMX, VNNI, or AVX2 / AVX-512 without VNNI). The cpu then lists QFloat as
+// Accelerated (dtype_usage).
+bool int8_products_live();
 // The route the calling thread's last q_conv2d took ("onednn conv <kernel name>", "im2col +
 // onednn <kernel name>", "dequantize + f32 conv2d"; empty before any).
 std::string last_q_conv2d_route();

@@ -29,7 +29,6 @@
 #include "backends/cpu/gemm.hpp"
 #include "backends/cpu/layout_hwy.hpp"
 #include "backends/cpu/parallel.hpp"
-#include "backends/cpu/pool_hwy.hpp"
 #include "backends/cpu/quant.hpp"
 #include "backends/cpu/quant_hwy.hpp"
 #include "backends/cpu/quant_internal.hpp"
@@ -137,20 +136,22 @@ void nhwc_to_nchw(const float* y, const float* scale, const float* bias, std::in
 }
 
 // out[n, c, i, j] = relu(the 2x2 max pool of nhwc_to_nchw's image n at rows 2i, 2i+1, columns
-// 2j, 2j+1), out [N, C, OH/2, OW/2]: each image made NCHW in a per-thread block (in cache), as
-// nhwc_to_nchw makes it (so the same floats), then pooled and relu'd from there.
+// 2j, 2j+1), out [N, C, OH/2, OW/2]: each image pooled, scaled, offset and relu'd in NHWC
+// (pool_scale_relu_nhwc_f32: the max of four channel vectors, then the scale; the same floats
+// as scaling first, since the image scale is >= 0), then its pooled [OH/2 * OW/2, C] block
+// transposed to [C, OH/2 * OW/2] (a quarter of the transpose the full output would take).
 void nhwc_to_nchw_relu_pool(const float* y, const float* scale, const float* bias, std::int64_t n, std::int64_t oh,
                             std::int64_t ow, std::int64_t c, float* out) {
-  const std::int64_t p = oh * ow, py = oh / 2, px = ow / 2;
+  const std::int64_t q = (oh / 2) * (ow / 2);
   auto image = [&](std::size_t i) {
-    thread_local std::vector<float> plane;
-    const auto need = static_cast<std::size_t>(p * c) + simd::kPoolRowsSlack;
-    if (plane.size() < need) plane.resize(need);
-    nhwc_to_nchw(y + static_cast<std::int64_t>(i) * p * c, scale != nullptr ? scale + i : nullptr, bias, 1, p, c, plane.data());
-    float* oi = out + static_cast<std::int64_t>(i) * c * py * px;
-    for (std::int64_t ch = 0; ch < c; ++ch)  // the channel's row pairs (an odd last row left out)
-      simd::max_pool_2x2_relu_rows_f32(plane.data() + ch * p, static_cast<std::size_t>(py), static_cast<std::size_t>(ow),
-                                       oi + ch * py * px, static_cast<std::size_t>(px));
+    thread_local std::vector<float> pooled;
+    if (pooled.size() < static_cast<std::size_t>(q * c)) pooled.resize(static_cast<std::size_t>(q * c));
+    simd::pool_scale_relu_nhwc_f32(y + static_cast<std::int64_t>(i) * oh * ow * c, static_cast<std::size_t>(oh),
+                                   static_cast<std::size_t>(ow), static_cast<std::size_t>(c),
+                                   scale != nullptr ? scale[i] : 1.0f, bias, pooled.data());
+    simd::transpose_u32(reinterpret_cast<const std::uint32_t*>(pooled.data()), c,
+                        reinterpret_cast<std::uint32_t*>(out + static_cast<std::int64_t>(i) * c * q), q,
+                        static_cast<std::size_t>(q), static_cast<std::size_t>(c));
   };
   parallel_chunks(static_cast<std::size_t>(n), image);
 }
@@ -187,10 +188,10 @@ bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const
       return;
     }
     // this thread's buffers (no page faults, no zeroing per call)
-    thread_local std::vector<std::int8_t> xq, rows;
-    thread_local std::vector<float> y;
+    thread_local std::vector<std::int8_t> xq;
+    thread_local std::vector<float> y, xt;
     xq.resize(static_cast<std::size_t>(cnt * c * hw));
-    rows.resize(static_cast<std::size_t>(c * hw));
+    xt.resize(static_cast<std::size_t>(c * hw));
     y.resize(static_cast<std::size_t>(cnt * oh * ow * oc));
     std::vector<float> scale(static_cast<std::size_t>(cnt));
     for (std::int64_t i = 0; i < cnt; ++i) {  // each image: its scale, its codes [C, HW] as [HW, C]
@@ -202,12 +203,10 @@ bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const
         return;
       }
       scale[static_cast<std::size_t>(i)] = amax / 127.0f;
-      simd::quantize_s8(xi, rows.size(), amax > 0.0f ? 127.0f / amax : 0.0f, rows.data());
-      std::int8_t* o = xq.data() + i * c * hw;
-      for (std::int64_t ch = 0; ch < c; ++ch) {
-        const std::int8_t* r = rows.data() + ch * hw;
-        for (std::int64_t j = 0; j < hw; ++j) o[j * c + ch] = r[j];
-      }
+      // [C, HW] transposed to [HW, C] in floats (register tiles), then quantized in order
+      simd::transpose_u32(reinterpret_cast<const std::uint32_t*>(xi), hw, reinterpret_cast<std::uint32_t*>(xt.data()), c,
+                          static_cast<std::size_t>(c), static_cast<std::size_t>(hw));
+      simd::quantize_s8(xt.data(), xt.size(), amax > 0.0f ? 127.0f / amax : 0.0f, xq.data() + i * c * hw);
     }
     Int8Stream& ts = this_thread_stream();
     if (ts.stream == nullptr) {

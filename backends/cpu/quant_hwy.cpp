@@ -1,6 +1,16 @@
 // Highway kernels of the activation quantizer (see quant_hwy.hpp), compiled once per target.
 #include "backends/cpu/quant_hwy.hpp"
 
+// No contraction in this file: the header promises a product, then a sum (scale_add_f32 and
+// the pooled epilogue must give the same floats), and with FMA in the target GCC fuses the
+// intrinsics' mul + add (C++'s ISO mode does not turn contraction off), clang a scalar a * b + c.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -68,6 +78,34 @@ void ScaleAddF32(float* HWY_RESTRICT x, size_t n, float s, float b) {
   for (; i < n; ++i) x[i] = x[i] * s + b;
 }
 
+void PoolScaleReluNhwcF32(const float* HWY_RESTRICT y, size_t oh, size_t ow, size_t c, float s,
+                          const float* HWY_RESTRICT bias, float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto vs = hn::Set(d, s), zero = hn::Zero(d);
+  const size_t py = oh / 2, px = ow / 2, row = ow * c;
+  for (size_t i = 0; i < py; ++i) {
+    for (size_t j = 0; j < px; ++j) {
+      const float* r0 = y + 2 * i * row + 2 * j * c;
+      const float* r1 = r0 + row;
+      float* o = out + (i * px + j) * c;
+      size_t ch = 0;
+      for (; ch + N <= c; ch += N) {
+        const auto m = hn::Max(hn::Max(hn::LoadU(d, r0 + ch), hn::LoadU(d, r0 + c + ch)),
+                               hn::Max(hn::LoadU(d, r1 + ch), hn::LoadU(d, r1 + c + ch)));
+        const auto b = bias != nullptr ? hn::LoadU(d, bias + ch) : zero;
+        const auto v = hn::Add(hn::Mul(m, vs), b);
+        hn::StoreU(hn::IfThenElse(hn::Le(v, zero), zero, v), d, o + ch);
+      }
+      for (; ch < c; ++ch) {
+        const float m = std::max(std::max(r0[ch], r0[c + ch]), std::max(r1[ch], r1[c + ch]));
+        const float v = m * s + (bias != nullptr ? bias[ch] : 0.0f);
+        o[ch] = v <= 0.0f ? 0.0f : v;
+      }
+    }
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tensor::cpu::simd
 HWY_AFTER_NAMESPACE();
@@ -78,6 +116,7 @@ namespace tensor::cpu::simd {
 HWY_EXPORT(AbsMaxF32);
 HWY_EXPORT(QuantizeS8);
 HWY_EXPORT(ScaleAddF32);
+HWY_EXPORT(PoolScaleReluNhwcF32);
 
 float abs_max_f32(const float* x, std::size_t n, bool* finite) { return HWY_DYNAMIC_DISPATCH(AbsMaxF32)(x, n, finite); }
 void quantize_s8(const float* x, std::size_t n, float inv, std::int8_t* out) {
@@ -85,6 +124,10 @@ void quantize_s8(const float* x, std::size_t n, float inv, std::int8_t* out) {
 }
 
 void scale_add_f32(float* x, std::size_t n, float s, float b) { HWY_DYNAMIC_DISPATCH(ScaleAddF32)(x, n, s, b); }
+void pool_scale_relu_nhwc_f32(const float* y, std::size_t oh, std::size_t ow, std::size_t c, float s, const float* bias,
+                              float* out) {
+  HWY_DYNAMIC_DISPATCH(PoolScaleReluNhwcF32)(y, oh, ow, c, s, bias, out);
+}
 
 }  // namespace tensor::cpu::simd
 #endif  // HWY_ONCE

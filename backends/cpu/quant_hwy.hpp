@@ -19,6 +19,15 @@ void quantize_s8(const float* x, std::size_t n, float inv, std::int8_t* out);
 // x[i] = x[i] * s + b (a product, then a sum: no FMA), in place.
 void scale_add_f32(float* x, std::size_t n, float s, float b);
 
+// The int8 conv's pooled epilogue (quant_conv.cpp), on y [oh, ow, c] (NHWC, finite):
+// out[(i * (ow / 2) + j) * c + ch] = relu(max(the 2x2 window at rows 2i, 2i+1, columns 2j,
+// 2j+1 of channel ch) * s + bias[ch]) (bias null: 0; relu: v <= 0 ? 0 : v), an odd last row or
+// column left out. For s >= 0 the product and the sum are monotone, so this is bit for bit
+// the relu of the max of the scaled values (scale_add_f32, then the pool): the max is taken
+// before the scaling, over four floats a channel vector at a time.
+void pool_scale_relu_nhwc_f32(const float* y, std::size_t oh, std::size_t ow, std::size_t c, float s, const float* bias,
+                              float* out);
+
 // The scalar rule, for the tails and the tests.
 inline std::int8_t act_code_scalar(float x, float inv) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23

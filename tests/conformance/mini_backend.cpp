@@ -89,7 +89,10 @@ void set_all(Backend& b, std::index_sequence<I...>) {
 std::string name(DeviceId) { return "mini"; }
 void seed(DeviceId, std::uint64_t s) { cpu().get<DeviceOp::seed>()(kCpu, s); }
 void flush(DeviceId) {}
-DTypeUsageSet usage(DeviceId, DType t) { return cpu().get<DeviceOp::dtype_usage>()(kCpu, t); }
+// The cpu's dtypes, but no integer path for QFloat: every quant row is a default here.
+DTypeUsageSet usage(DeviceId, DType t) {
+  return t == DType::QFloat ? DTypeUsageSet{} : cpu().get<DeviceOp::dtype_usage>()(kCpu, t);
+}
 std::size_t count() { return 1; }
 DeviceSettings settings(DeviceId) { return cpu().get<DeviceOp::default_settings>()(kCpu); }
 void assign(DeviceId, const Prim& dst, const Prim& src) {

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/gemm.hpp"
+#include "backends/cpu/quant.hpp"
 #include "cpu_test_util.hpp"
 
 namespace tensor::cpu::test {
@@ -242,7 +243,9 @@ TEST(CpuDevice, DeviceOpsAndInfo) {
     EXPECT_EQ(usage(kCpuDevice, dt) == want, general) << dtype_name(dt);
   }
   EXPECT_TRUE(usage(kCpuDevice, DType::BoolU32).empty());
-  EXPECT_TRUE(usage(kCpuDevice, DType::QFloat).empty());
+  // QFloat: the backend answers only its integer path (dispatch derives Storage / Arithmetic).
+  EXPECT_EQ(usage(kCpuDevice, DType::QFloat) == DTypeUsageSet(DTypeUsage::Accelerated), int8_products_live());
+  EXPECT_EQ(usage(kCpuDevice, DType::QFloat).empty(), !int8_products_live());
   EXPECT_FALSE(compiled_targets().empty());
   EXPECT_FALSE(std::string(current_target_name()).empty());
   EXPECT_FALSE(blis_arch().empty());

@@ -127,7 +127,8 @@ TEST(CpuMatmul, ThreadSlabsAgainstNaiveReference) {
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
         for (const auto [m, n, k] : {std::array<std::size_t, 3>{301, 20, 48}, std::array<std::size_t, 3>{17, 290, 64},
-                                     std::array<std::size_t, 3>{200, 200, 130}}) {
+                                     std::array<std::size_t, 3>{200, 200, 130}, std::array<std::size_t, 3>{100, 40, 96},
+                                     std::array<std::size_t, 3>{40, 66, 100}, std::array<std::size_t, 3>{64, 64, 64}}) {
           const Prim a = ta ? swap_dims(typed(values(m * k, 1), Shape{k, m}, dt), 0, 1) : typed(values(m * k, 1), Shape{m, k}, dt);
           const Prim b = tb ? swap_dims(typed(values(k * n, 2), Shape{n, k}, dt), 0, 1) : typed(values(k * n, 2), Shape{k, n}, dt);
           check(a, b, 1e-6, std::string(dtype_name(dt)) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +

@@ -173,12 +173,14 @@ TEST(EvalFused, QuantizedWeightsGiveTheModulesLogitsBitForBit) {
 
 // The int8 conv's pooled epilogue on odd conv outputs (7x9: the last row and column left
 // out), a batch of 5 split in chunks over the threads, with and without bias, against the
-// modules (conv2d on the int8 route, max_pool2d, relu) bit for bit.
+// modules (conv2d on the int8 route, max_pool2d, relu) bit for bit; 16 output channels (whole
+// vectors) and 19 (the epilogue's channel tail).
 TEST(EvalFused, Int8ConvEpilogueOnOddOutputs) {
   const train::Model m = train::Model("cnn", 8, 8, 10, 3, Device::cpu()).detached();
+  for (const std::size_t oc : {std::size_t{16}, std::size_t{19}})
   for (const bool bias : {true, false}) {
     tensor::nn::Conv2dConfig cfg;
-    cfg.channels = {6, 16};
+    cfg.channels = {6, oc};
     cfg.kernel_size = {3, 3};
     cfg.padding = tensor::nn::Padding<2>::explicit_({1, 1});
     cfg.bias = bias;
@@ -200,8 +202,8 @@ TEST(EvalFused, Int8ConvEpilogueOnOddOutputs) {
       continue;
     }
     ASSERT_TRUE(got.has_value()) << unfused_route;
-    EXPECT_EQ(got->shape(), (Shape{5, 16, 3, 4}));
-    EXPECT_EQ(got->to_vec<float>(), want.to_vec<float>()) << "bias " << bias;
+    EXPECT_EQ(got->shape(), (Shape{5, oc, 3, 4}));
+    EXPECT_EQ(got->to_vec<float>(), want.to_vec<float>()) << "bias " << bias << ", " << oc << " channels";
     EXPECT_EQ(tensor::cpu::last_q_conv2d_route(), unfused_route + " + relu + max-pool 2x2");
   }
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <tensor/error.hpp>
@@ -62,27 +63,30 @@ Pair measure(int reps, Ours&& ours, Ref&& ref) {
   return measure(reps, ours, ref, [] {});
 }
 
-// Medians of `reps` runs of `ref` in a block, then of `ours` in a block (each after a
-// warm-up), for the product rows: the OpenMP reference's workers keep spinning on the
-// other core for a while after each call (libgomp's default wait policy), so a call of
-// ours timed right after one shared its second core with them (n = 128: 37.6 against
-// 20.7 us interleaved; OMP_WAIT_POLICY=passive instead slows the reference's own wake-up).
-// In blocks each side runs as a loop of its own calls would.
+// Medians of `reps` runs of `ours` in a block, then of `ref` in a block (each after a
+// warm-up), for the product rows, then a 50 ms pause. The OpenMP reference's workers keep
+// spinning on the other core after each call (libgomp's default wait policy: 8 ms of CPU
+// time after a 2-thread dnnl_sgemm, measured on the 2-core EPYC), so a block of ours timed
+// within that window shared its second core with them and ran on one (n = 128: 37.3 against
+// 20.8 us when ours came right after the reference's block; OMP_WAIT_POLICY=passive instead
+// slows the reference's own wake-up). Ours first and the pause after the reference let
+// each side run as a loop of its own calls would.
 template <class Ours, class Ref>
 Pair measure_blocks(int reps, Ours&& ours, Ref&& ref) {
   std::vector<double> a, b;
-  ref();
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    ref();
-    b.push_back(seconds_of(t0));
-  }
   ours();
   for (int r = 0; r < reps; ++r) {
     const auto t0 = Clock::now();
     ours();
     a.push_back(seconds_of(t0));
   }
+  ref();
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    ref();
+    b.push_back(seconds_of(t0));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return {median(a), median(b)};
 }
 
