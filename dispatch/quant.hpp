@@ -96,8 +96,8 @@ DispatchTensor quantize_dynamic_row(DispatchTensor x, const QuantScheme& scheme)
 // The float ops with a quantized operand (dispatch/rules/quant.cpp), called by the matmul,
 // linear and conv forwarders when an operand's dtype is QFloat. A float x times a quantized
 // weight [K, N] with scales per tensor or per output column reaches the q_matmul row (oneDNN's
-// int8 product on the cpu, dequantize + matmul elsewhere); conv2d (groups 1, scales per tensor
-// or per output channel) is unfold4d + q_matmul where the backend has a native q_matmul;
+// int8 product on the cpu, vulkan's dequantize-in-shader f32 product, dequantize + matmul on mini); conv2d
+// (groups 1, scales per tensor or output channel) is unfold4d + an integer q_matmul (QFloat Accelerated);
 // every other case dequantizes the quantized operands, then runs the float op.
 inline bool is_quantized(const DispatchTensor& t) { return t.prim && t.dtype() == DType::QFloat; }
 DispatchTensor matmul_quantized(DispatchTensor a, DispatchTensor b);

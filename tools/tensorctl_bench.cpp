@@ -254,18 +254,21 @@ int run_bench(Args args) {
     }
     return tensor_bench::run_dist(quick);
   }
-  // --only quant takes [--quick] alone: the int8 product on the cpu (tools/bench/bench_quant.cpp).
+  // --only quant takes [--device D] [--quick]: the int8 product on the cpu (tools/bench/bench_quant.cpp),
+  // another device's quant rows against its f32 ops (tools/bench/bench_quant_device.cpp).
   if (std::find(args.begin(), args.end(), "quant") != args.end()) {
     bool quick = false;
+    std::string device = "cpu";
     for (std::size_t i = 0; i < args.size(); ++i) {
       if (args[i] == "--quick") quick = true;
       else if (args[i] == "--only" && i + 1 < args.size() && args[i + 1] == "quant") ++i;
+      else if (args[i] == "--device" && i + 1 < args.size()) device = args[++i];
       else {
-        std::fprintf(stderr, "bench --only quant: expected [--quick]; got '%s'\n", args[i].c_str());
+        std::fprintf(stderr, "bench --only quant: expected [--device D] [--quick]; got '%s'\n", args[i].c_str());
         return kExitUsage;
       }
     }
-    return tensor_bench::run_quant(quick);
+    return device == "cpu" ? tensor_bench::run_quant(quick) : tensor_bench::run_quant_device(device, quick);
   }
   // --only plugin takes [--device D] [--quick]: a plugin's device beside the cpu (tools/bench/bench_plugin.cpp).
   if (std::find(args.begin(), args.end(), "plugin") != args.end()) {

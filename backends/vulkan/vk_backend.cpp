@@ -159,6 +159,7 @@ void install_vulkan_backend(dispatch::Registry& registry) {
   register_pool_norm(*b);
   register_conv(*b);
   register_attention(*b);
+  register_quant(*b);
   using D = dispatch::DeviceOp;
   b->set<D::name>(&name_entry);
   b->set<D::seed>(&seed_entry);

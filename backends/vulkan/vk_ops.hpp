@@ -20,6 +20,7 @@ void register_pool_norm(dispatch::Backend& b);    // ops/pool_norm.cpp: pools, i
                                                   // (module.comp)
 void register_conv(dispatch::Backend& b);         // ops/conv.cpp: conv, conv_transpose and their gradients
 void register_attention(dispatch::Backend& b);    // ops/attention.cpp: fused attention
+void register_quant(dispatch::Backend& b);        // ops/quant.cpp: quantize, dequantize, q_matmul (quant.comp)
 
 // Reseeds the host-side generator of `device` (ops/creation.cpp).
 void seed_device(DeviceId device, std::uint64_t seed);

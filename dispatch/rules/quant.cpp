@@ -347,7 +347,12 @@ DispatchTensor conv_quantized(OpCode op, DispatchTensor x, DispatchTensor weight
   const Backend& be = backend_of(x.device);
   if (int8 && be.is_native(OpCode::q_conv2d))  // the backend's int8 convolution (oneDNN's on the cpu)
     return q_conv2d(std::move(x), std::move(weight), std::move(bias), QConvArgs{a});
-  if (!int8 || !be.is_native(OpCode::q_matmul)) {  // the default: the dequantized weight, then the float conv
+  // im2col + q_matmul only where that q_matmul is an integer product (QFloat Accelerated); a
+  // q_matmul that dequantizes in the shader (vulkan's) gains nothing over the float conv and
+  // would materialize the [N, L, K] columns.
+  const bool int8_matmul =
+      be.is_native(OpCode::q_matmul) && dtype_usage(x.device, DType::QFloat).contains(DTypeUsage::Accelerated);
+  if (!int8 || !int8_matmul) {  // the default: the dequantized weight, then the float conv
     DispatchTensor wf = dequantize_row(weight, x.dtype());
     return conv(op, std::move(x), std::move(wf), std::move(bias), args);
   }

@@ -19,7 +19,8 @@ namespace tensor::vulkan {
 // two are optional and narrow only: ElementwiseF16 (f16 arithmetic on 16-bit
 // storage, needs shaderFloat16 + storageBuffer16BitAccess) and MatmulCoop (the
 // VK_NV_cooperative_matrix f16 matmul); their modules exist only where usable.
-enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Rows, ElementwiseF16, MatmulCoop, Module, Conv, Attention, Count };
+// Quant (quant.comp: quantize, dequantize, q_matmul) is narrow only, on every device.
+enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Rows, ElementwiseF16, MatmulCoop, Module, Conv, Attention, Quant, Count };
 
 [[noreturn]] void throw_too_many_spec_constants(std::size_t count);
 

@@ -79,6 +79,9 @@ alignas(4) const std::uint32_t kAttentionSpv[] =
 alignas(4) const std::uint32_t kAttentionWideSpv[] =
 #include "attention.comp.wide.spv.inc"
     ;
+alignas(4) const std::uint32_t kQuantSpv[] =
+#include "quant.comp.spv.inc"
+    ;
 
 const Spirv kShaders[] = {
     {kElementwiseSpv, sizeof(kElementwiseSpv), kElementwiseWideSpv, sizeof(kElementwiseWideSpv), "elementwise"},
@@ -93,6 +96,7 @@ const Spirv kShaders[] = {
     {kModuleSpv, sizeof(kModuleSpv), kModuleWideSpv, sizeof(kModuleWideSpv), "module"},
     {kConvSpv, sizeof(kConvSpv), kConvWideSpv, sizeof(kConvWideSpv), "conv"},
     {kAttentionSpv, sizeof(kAttentionSpv), kAttentionWideSpv, sizeof(kAttentionWideSpv), "attention"},
+    {kQuantSpv, sizeof(kQuantSpv), nullptr, 0, "quant"},
 };
 static_assert(std::size(kShaders) == static_cast<std::size_t>(ShaderFamily::Count));
 

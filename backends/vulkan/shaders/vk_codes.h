@@ -146,6 +146,13 @@
 #define RW_GSORT_OUT 6
 #define RW_SOFTMIN 7        // softmax of -a (one pass instead of neg + softmax)
 
+// Quant family (quant.comp, narrow only; spec constant 0 the mode, 1 the float dtype of x
+// or of the output). Codes are i8 (one per element), scales f32 (one per block).
+#define QT_DEQUANTIZE 0  // out (float) = f32(code) * scale[block]
+#define QT_QUANTIZE 1    // codes = clamp(round_away(x * inv[block]), lo, hi)
+#define QT_MATMUL 2      // out = x [.., M, K] x dequantized weight [K, N], 64x64 tiles
+#define QT_GEMV 3        // the same, one row per workgroup (M small)
+
 // Parameter block layout (uint words) of the strided families.
 #define P_N 0
 #define P_RANK 1
