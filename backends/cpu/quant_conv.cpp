@@ -170,7 +170,16 @@ bool onednn_conv(const q::QuantPrim& w, ConvWeight& cache, const float* x, const
   const auto hw = static_cast<std::int64_t>(xs[2] * xs[3]);
   const auto oc = static_cast<std::int64_t>(w.shape()[0]);
   const std::int64_t threads = std::max(1, omp_threads());
-  const std::int64_t per = threads == 1 ? n : std::max<std::int64_t>(1, (n + 2 * threads - 1) / (2 * threads));
+  // Images per chunk: two chunks per thread at most, and at most kChunkOutBytes of f32 output
+  // (oneDNN's NHWC result, read back at once by the epilogue: it stays in cache between the
+  // two). The eval cnn's conv2 (64 x 14 x 14 outputs, 50 KB an image) at batch 500 took 46.1-
+  // 48.5 us of CPU per image in chunks of 125 (6.3 MB), 42.8-45.3 in chunks of 32 or 64
+  // (2026-12-07, load ~1, `tensorctl eval --quantize q8s`).
+  constexpr std::int64_t kChunkOutBytes = std::int64_t{2} << 20;
+  const std::int64_t out_image_bytes = std::max<std::int64_t>(1, oh * ow * oc * static_cast<std::int64_t>(sizeof(float)));
+  const std::int64_t by_bytes = std::max<std::int64_t>(1, kChunkOutBytes / out_image_bytes);
+  const std::int64_t per =
+      std::min(by_bytes, threads == 1 ? n : std::max<std::int64_t>(1, (n + 2 * threads - 1) / (2 * threads)));
   const std::int64_t chunks = (n + per - 1) / per;
   auto key_for = [&](std::int64_t images) {
     return PlanKey{images, static_cast<std::int64_t>(xs[2]), static_cast<std::int64_t>(xs[3]), a.stride[0], a.stride[1],
