@@ -53,44 +53,10 @@ std::string isa_flags() {
   return "unknown";
 }
 
-// Process CPU time (all threads), seconds.
-double cpu_s() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 void set_threads([[maybe_unused]] int n) {
 #if TENSOR_BENCH_HAVE_ONEDNN
   omp_set_num_threads(n);
 #endif
-}
-
-// `reps` interleaved rounds of the reference f() then g(), each followed by a device sync:
-// the median wall time and median process CPU time (all threads) of each.
-struct Paired {
-  double f_wall, g_wall, f_cpu, g_cpu;
-};
-template <class F, class G>
-Paired time_paired(const tensor::Device& dev, int reps, F&& f, G&& g) {
-  std::vector<double> tf, tg, cf, cg;
-  for (int r = 0; r < reps; ++r) {
-    const double c0 = cpu_s();
-    auto t0 = Clock::now();
-    f();
-    dev.sync();
-    const double c1 = cpu_s();
-    auto t1 = Clock::now();
-    g();
-    dev.sync();
-    auto t2 = Clock::now();
-    const double c2 = cpu_s();
-    tf.push_back(std::chrono::duration<double>(t1 - t0).count());
-    tg.push_back(std::chrono::duration<double>(t2 - t1).count());
-    cf.push_back(c1 - c0);
-    cg.push_back(c2 - c1);
-  }
-  return {median(tf), median(tg), median(cf), median(cg)};
 }
 
 }  // namespace

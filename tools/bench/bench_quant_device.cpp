@@ -4,9 +4,7 @@
 // followed by a sync), medians of wall and process CPU time: the GEMV M = 1 (K = N = 1024 and
 // 4096) and 256^3. Also quantize and dequantize of the 1024 x 1024 weight. On lavapipe (a CPU
 // driver) the figures only say the shaders are not pathological against the tiled f32 kernel.
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <string>
 #include <vector>
 
@@ -19,40 +17,8 @@
 namespace tensor_bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
-double process_cpu_s() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-struct Timing {
-  double f_wall, g_wall, f_cpu, g_cpu;
-};
-template <class F, class G>
-Timing interleaved(const tensor::Device& dev, int reps, F&& f, G&& g) {
-  std::vector<double> tf, tg, cf, cg;
-  for (int r = 0; r < reps; ++r) {
-    const double c0 = process_cpu_s();
-    const auto t0 = Clock::now();
-    f();
-    dev.sync();
-    const double c1 = process_cpu_s();
-    const auto t1 = Clock::now();
-    g();
-    dev.sync();
-    const auto t2 = Clock::now();
-    const double c2 = process_cpu_s();
-    tf.push_back(std::chrono::duration<double>(t1 - t0).count());
-    tg.push_back(std::chrono::duration<double>(t2 - t1).count());
-    cf.push_back(c1 - c0);
-    cg.push_back(c2 - c1);
-  }
-  return {median(tf), median(tg), median(cf), median(cg)};
-}
-
-void row(const char* what, const std::string& shape, int reps, const Timing& t) {
+void row(const char* what, const std::string& shape, int reps, const Paired& t) {
   std::printf("%-10s %-20s %5d %9.3f|%8.3f ms %9.3f|%8.3f ms %6.2fx\n", what, shape.c_str(), reps, t.f_wall * 1e3,
               t.f_cpu * 1e3, t.g_wall * 1e3, t.g_cpu * 1e3, t.f_wall / t.g_wall);
   std::fflush(stdout);
@@ -80,7 +46,7 @@ int run_quant_device(const std::string& device, bool quick) {
       (void)x.matmul(w);
       (void)quantization::q_matmul(x, wq);  // pipelines, once
       dev.sync();
-      row(name, shape, reps, interleaved(dev, reps, [&] { (void)x.matmul(w); }, [&] { (void)quantization::q_matmul(x, wq); }));
+      row(name, shape, reps, time_paired(dev, reps, [&] { (void)x.matmul(w); }, [&] { (void)quantization::q_matmul(x, wq); }));
     }
   }
   // quantize (given scales) and dequantize of a 1024 x 1024 weight, against a float copy of it
@@ -93,8 +59,8 @@ int run_quant_device(const std::string& device, bool quick) {
     const int reps = quick ? 3 : 15;
     (void)(w * 1.0);
     dev.sync();
-    row("quantize", "1024 x 1024 (ref x*1)", reps, interleaved(dev, reps, [&] { (void)(w * 1.0); }, [&] { (void)quantize(w, s, params); }));
-    row("dequant", "1024 x 1024 (ref x*1)", reps, interleaved(dev, reps, [&] { (void)(w * 1.0); }, [&] { (void)dequantize(wq); }));
+    row("quantize", "1024 x 1024 (ref x*1)", reps, time_paired(dev, reps, [&] { (void)(w * 1.0); }, [&] { (void)quantize(w, s, params); }));
+    row("dequant", "1024 x 1024 (ref x*1)", reps, time_paired(dev, reps, [&] { (void)(w * 1.0); }, [&] { (void)dequantize(wq); }));
   }
   std::printf("load average at end: %s\n", loadavg().c_str());
   return 0;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -33,6 +35,41 @@ inline std::string loadavg() {
   std::string a, b, c;
   f >> a >> b >> c;
   return f ? a + " " + b + " " + c : "unknown";
+}
+
+// Process CPU time (all threads), seconds.
+inline double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// `reps` interleaved rounds of the reference f() then g(), each followed by dev.sync(): the
+// median wall time and median process CPU time (all threads) of each, seconds.
+struct Paired {
+  double f_wall, g_wall, f_cpu, g_cpu;
+};
+template <class Dev, class F, class G>
+Paired time_paired(const Dev& dev, int reps, F&& f, G&& g) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> tf, tg, cf, cg;
+  for (int r = 0; r < reps; ++r) {
+    const double c0 = cpu_s();
+    const auto t0 = Clock::now();
+    f();
+    dev.sync();
+    const double c1 = cpu_s();
+    const auto t1 = Clock::now();
+    g();
+    dev.sync();
+    const auto t2 = Clock::now();
+    const double c2 = cpu_s();
+    tf.push_back(std::chrono::duration<double>(t1 - t0).count());
+    tg.push_back(std::chrono::duration<double>(t2 - t1).count());
+    cf.push_back(c1 - c0);
+    cg.push_back(c2 - c1);
+  }
+  return {median(tf), median(tg), median(cf), median(cg)};
 }
 
 }  // namespace tensor_bench
