@@ -25,6 +25,7 @@
 #include "backends/cpu/quant_hwy.hpp"
 #include "backends/cpu/quant_internal.hpp"
 #include "backends/cpu/quant_q4.hpp"
+#include "dispatch/defaults/compose.hpp"
 #include "dispatch/quant.hpp"
 #include "dispatch/quant_model.hpp"
 
@@ -540,16 +541,7 @@ Prim q_matmul_entry(Prim px, Prim pw) {
 #endif
   // The default's route: the weight dequantized to x's dtype, then the CPU's float matmul.
   t_last_route = "dequantize + f32 matmul";
-  Prim wf = dequantize_entry(std::move(pw), xdt);
-  const dispatch::Backend& b = dispatch::backend_of(x->device());
-  if (r > 2) {
-    Shape s;
-    for (std::size_t i = 0; i + 2 < r; ++i) s.push_back(1);
-    s.push_back(k);
-    s.push_back(n);
-    wf = b.get<dispatch::Family::Reshape>(OpCode::reshape)(std::move(wf), s);
-  }
-  return b.get<dispatch::Family::Matmul>(OpCode::matmul)(Prim(std::move(x)), std::move(wf));
+  return dispatch::defaults::default_q_matmul(Prim(std::move(x)), std::move(pw));
 }
 
 }  // namespace

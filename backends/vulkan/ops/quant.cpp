@@ -12,6 +12,7 @@
 
 #include "backends/vulkan/ops/kernel.hpp"
 #include "backends/vulkan/vk_ops.hpp"
+#include "dispatch/defaults/compose.hpp"
 #include "dispatch/quant.hpp"
 #include "dispatch/quant_model.hpp"
 #include "tensor/error.hpp"
@@ -120,19 +121,8 @@ Prim q_matmul_entry(Prim px, Prim pw) {
   const Shape xs = x->shape();
   const std::size_t r = xs.rank();
   const std::size_t M = xs[r - 2], K = xs[r - 1], N = w.shape()[1];
-  if (dt == DType::F64) {  // quant.comp computes in f32: f64 keeps the default's route
-    VkRef wf = dequantize_f(w, DType::F64);
-    const dispatch::Backend& b = dispatch::backend_of(x->device());
-    Prim wp(std::move(wf));
-    if (r > 2) {
-      Shape s;
-      for (std::size_t d = 0; d + 2 < r; ++d) s.push_back(1);
-      s.push_back(K);
-      s.push_back(N);
-      wp = b.get<dispatch::Family::Reshape>(OpCode::reshape)(std::move(wp), s);
-    }
-    return b.get<dispatch::Family::Matmul>(OpCode::matmul)(Prim(std::move(x)), std::move(wp));
-  }
+  // quant.comp computes in f32: f64 keeps the default's route (dequantize, then matmul)
+  if (dt == DType::F64) return dispatch::defaults::default_q_matmul(Prim(std::move(x)), std::move(pw));
   Shape out_shape = xs;
   out_shape[r - 1] = N;
   VkRef out = alloc(x->device(), dt, out_shape);
