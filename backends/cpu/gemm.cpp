@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -26,6 +28,7 @@
 
 #include "backends/cpu/blis.hpp"
 #include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/gemm_medium_hwy.hpp"
 #include "backends/cpu/parallel.hpp"
 
 #if TENSOR_HAVE_ONEDNN
@@ -66,6 +69,16 @@ void sgemm_fallback(std::size_t m, std::size_t n, std::size_t k, float alpha, co
   }
 }
 
+// Off with TENSOR_MEDIUM_GEMM=0 (every product sgemm gets then goes to oneDNN / BLIS): for
+// A/B timing and for checking that the allocation test notices the difference.
+bool medium_gemm_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TENSOR_MEDIUM_GEMM");
+    return e == nullptr || !(e[0] == '0' && e[1] == '\0');
+  }();
+  return on;
+}
+
 #if TENSOR_HAVE_ONEDNN
 // A [rows x cols] operand as dnnl's (trans, ld): 'N' when its columns are contiguous,
 // 'T' when its rows are; a stride along a dimension of extent 1 is never read, so it
@@ -96,6 +109,13 @@ void sgemm(std::size_t m, std::size_t n, std::size_t k, float alpha, const float
            std::int64_t csa, const float* b, std::int64_t rsb, std::int64_t csb, float beta, float* c,
            std::int64_t rsc, std::int64_t csc) {
   if (m == 0 || n == 0) return;
+  if (std::getenv("GM_LOG")) std::fprintf(stderr, "SGEMM %zu %zu %zu a %ld %ld b %ld %ld c %ld %ld al %g be %g\n", m, n, k, (long)rsa, (long)csa, (long)rsb, (long)csb, (long)rsc, (long)csc, alpha, beta);
+  // Medium products on our own kernel (gemm_medium_hwy.hpp: where it was measured not slower
+  // than dnnl_sgemm, and it allocates nothing); c's column stride is never read when n == 1.
+  if ((csc == 1 || n == 1) && medium_gemm_enabled() && simd::use_medium_gemm(m, n, k, rsa, csa, rsb, csb)) {
+    simd::sgemm_medium_f32(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc);
+    return;
+  }
 #if TENSOR_HAVE_ONEDNN
   char ta = 'N', tb = 'N', tc = 'N';
   std::int64_t lda = 0, ldb = 0, ldc = 0;
