@@ -18,7 +18,6 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
-#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -109,7 +108,6 @@ void sgemm(std::size_t m, std::size_t n, std::size_t k, float alpha, const float
            std::int64_t csa, const float* b, std::int64_t rsb, std::int64_t csb, float beta, float* c,
            std::int64_t rsc, std::int64_t csc) {
   if (m == 0 || n == 0) return;
-  if (std::getenv("GM_LOG")) std::fprintf(stderr, "SGEMM %zu %zu %zu a %ld %ld b %ld %ld c %ld %ld al %g be %g\n", m, n, k, (long)rsa, (long)csa, (long)rsb, (long)csb, (long)rsc, (long)csc, alpha, beta);
   // Medium products on our own kernel (gemm_medium_hwy.hpp: where it was measured not slower
   // than dnnl_sgemm, and it allocates nothing); c's column stride is never read when n == 1.
   if ((csc == 1 || n == 1) && medium_gemm_enabled() && simd::use_medium_gemm(m, n, k, rsa, csa, rsb, csb)) {
