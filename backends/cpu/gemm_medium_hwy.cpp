@@ -192,7 +192,22 @@ HWY_INLINE void PackB(D d, const float* src, std::int64_t rsb, std::int64_t csb,
     const float* sp = src + static_cast<std::int64_t>(p) * rsb;
     float* dp = dst + p * w;
     if (csb == 1) {
-      for (std::size_t j = 0; j < valid; ++j) dp[j] = alpha * sp[j];
+      const std::size_t N = hn::Lanes(d);
+      const auto va = hn::Set(d, alpha);
+      std::size_t j = 0;
+      for (; j + N <= valid; j += N) hn::Store(hn::Mul(va, hn::LoadU(d, sp + j)), d, dp + j);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+      // The partial vector by a real masked load (vmaskmovps, AVX-512's masked vmovups):
+      // nothing past column `valid` is read; its lanes come back zero.
+      if (j < valid) {
+        hn::Store(hn::Mul(va, hn::MaskedLoad(hn::FirstN(d, valid - j), d, sp + j)), d, dp + j);
+        j += N;
+      }
+      for (; j < w; j += N) hn::Store(hn::Zero(d), d, dp + j);
+      continue;
+#else
+      for (; j < valid; ++j) dp[j] = alpha * sp[j];
+#endif
     } else {
       // What the 4 x 4 blocks left: the last kc % 4 rows, and the last valid % 4 columns.
       for (std::size_t j = p < done_p ? done_j : 0; j < valid; ++j) dp[j] = alpha * sp[static_cast<std::int64_t>(j) * csb];

@@ -30,7 +30,7 @@ void sgemm_medium_f32(std::size_t m, std::size_t n, std::size_t k, float alpha, 
 
 // Blocking: k in blocks of kMediumKC; a micro-panel of B, 3 vectors of columns (48 at AVX-512)
 // by 256 rows, is 48 KiB, re-read from L1/L2 by every tile of rows of c.
-inline constexpr std::size_t kMediumKC = 256;
+inline constexpr std::size_t kMediumKC = 512;
 
 // The thread's packing buffer, at least `floats` long (64-byte aligned); internal to the kernel.
 float* medium_pack_buffer(std::size_t floats);

@@ -51,6 +51,13 @@ int main(int argc, char** argv) {
       {100, 30, 300, false, false, 0, 0, "odd"},
       {33, 1000, 17, false, false, 0, 0, "odd wide"},
       {512, 512, 512, false, false, 0, 0, "square"},
+      {100, 32, 300, false, false, 0, 0, "2 vectors"},
+      {100, 48, 300, false, false, 0, 0, "3 vectors"},
+      {100, 20, 300, false, false, 0, 0, "1.25 vectors"},
+      {64, 96, 256, false, false, 0, 0, "6 vectors"},
+      {256, 64, 1024, false, false, 0, 0, "long k"},
+      {384, 384, 384, false, false, 0, 0, "square"},
+      {64, 1024, 1024, false, false, 0, 0, "wide"},
   };
   // GEMM_BENCH_ONLY=i: only the i-th shape (for a profiler).
   const char* only = std::getenv("GEMM_BENCH_ONLY");
