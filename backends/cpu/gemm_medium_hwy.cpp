@@ -156,7 +156,7 @@ HWY_INLINE void PackB(D d, const float* src, std::int64_t rsb, std::int64_t csb,
   // A transposed B (its rows one float apart, a weight used as W^T): 4 x 4 blocks transposed
   // in registers, 4 columns by 4 rows at a time (a float at a time was 14% of a 64 x 256 x 10
   // product, AVX-512 gathers 9% more time than this at 128^3).
-  std::size_t done_j = 0, done_p = 0;
+  std::size_t done_j = 0, done_p = 0, tail_j = 0;
 #if HWY_TARGET != HWY_SCALAR
   if (csb != 1 && rsb == 1) {
     const hn::CappedTag<float, 4> d4;
@@ -184,6 +184,28 @@ HWY_INLINE void PackB(D d, const float* src, std::int64_t rsb, std::int64_t csb,
           hn::StoreU(hn::Mul(va, hn::BitCast(d4, hn::InterleaveUpper(dd, t2, t3))), d4, o + 3 * w);
         }
       }
+      // The last kc % 4 rows the same way where the 4-float loads past a column's kc rows
+      // stay before an element of the next column (j + 4 < valid, csb >= 4: inside the
+      // operand's storage); what they read there lands in rows >= kc, never stored.
+      const std::size_t rest = kc - done_p;
+      if (rest > 0 && csb >= 4) {
+        tail_j = valid > 0 ? std::min(done_j, (valid - 1) / 4 * 4) : 0;
+        for (std::size_t j = 0; j < tail_j; j += 4) {
+          const float* s0 = src + static_cast<std::int64_t>(j) * csb + static_cast<std::int64_t>(done_p);
+          const auto r0 = hn::LoadU(d4, s0), r1 = hn::LoadU(d4, s0 + csb);
+          const auto r2 = hn::LoadU(d4, s0 + 2 * csb), r3 = hn::LoadU(d4, s0 + 3 * csb);
+          const auto t0 = hn::BitCast(dd, hn::InterleaveLower(d4, r0, r1));
+          const auto t1 = hn::BitCast(dd, hn::InterleaveLower(d4, r2, r3));
+          float* o = dst + done_p * w + j;
+          hn::StoreU(hn::Mul(va, hn::BitCast(d4, hn::InterleaveLower(dd, t0, t1))), d4, o);
+          if (rest > 1) hn::StoreU(hn::Mul(va, hn::BitCast(d4, hn::InterleaveUpper(dd, t0, t1))), d4, o + w);
+          if (rest > 2) {
+            const auto t2 = hn::BitCast(dd, hn::InterleaveUpper(d4, r0, r1));
+            const auto t3 = hn::BitCast(dd, hn::InterleaveUpper(d4, r2, r3));
+            hn::StoreU(hn::Mul(va, hn::BitCast(d4, hn::InterleaveLower(dd, t2, t3))), d4, o + 2 * w);
+          }
+        }
+      }
     }
   }
 #endif
@@ -209,8 +231,8 @@ HWY_INLINE void PackB(D d, const float* src, std::int64_t rsb, std::int64_t csb,
       for (; j < valid; ++j) dp[j] = alpha * sp[j];
 #endif
     } else {
-      // What the 4 x 4 blocks left: the last kc % 4 rows, and the last valid % 4 columns.
-      for (std::size_t j = p < done_p ? done_j : 0; j < valid; ++j) dp[j] = alpha * sp[static_cast<std::int64_t>(j) * csb];
+      // What the 4 x 4 blocks left: the last valid % 4 columns (of the last kc % 4 rows: 4 more).
+      for (std::size_t j = p < done_p ? done_j : tail_j; j < valid; ++j) dp[j] = alpha * sp[static_cast<std::int64_t>(j) * csb];
     }
     for (std::size_t j = valid; j < w; ++j) dp[j] = 0.0f;
   }
@@ -282,11 +304,27 @@ float* medium_pack_buffer(std::size_t floats) {
   return buf.get();
 }
 
+// The gate: single-thread medians against dnnl_sgemm in the same process, interleaved (31
+// rounds; tests/cpu/gemm_medium_bench; 2-core AVX-512 EPYC (Zen 4), 2026-12-07, load 1.5-2.1),
+// ours / dnnl: the MLP 784-256-10 step's products 64x256x784 0.98, its 2-thread slab 64x64x784
+// 0.90, 64x10x256 0.81, 256x10x64 (A^T) 0.75, 64x256x10 (B^T) 0.98-1.03 over five runs,
+// 784x256x64 (A^T) 0.99, its slab 98x256x64 0.93; squares 96..256 0.97-1.00 (A^T or B^T at
+// 128: 0.99); 256x64x1024 0.89, 300x64x300 0.91, 1000x16x500 (A^T) 0.80; small ones with
+// n < 16 (20x12x40, 16x10x100) 0.52-0.70. Left on dnnl_sgemm: a partial last vector of
+// columns after whole ones (n = 20, 30 at 100 x n x 300: 1.02-1.03; 33x1000x17 1.02-1.06),
+// and products past 256^3 (384^3 1.02-1.04; 512^3 and 64x1024x1024 were 0.91-1.0, not taken:
+// dnnl_sgemm's allocation matters less there). General strides (neither of an operand's
+// strides 1, which dnnl_sgemm does not take: BLIS then) were not timed.
 bool use_medium_gemm(std::size_t m, std::size_t n, std::size_t k, std::int64_t rsa, std::int64_t csa,
                      std::int64_t rsb, std::int64_t csb) {
+  // A's layout does not matter to the kernel (broadcasts from A in place); B's is read in place
+  // or packed (transposed: 4 x 4 register transposes), both measured even with dnnl_sgemm.
   (void)rsa, (void)csa, (void)rsb, (void)csb;
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  return work <= 1024.0 * 256.0 * 1024.0 && m <= 1024 && n <= 1024;
+  if (work > 256.0 * 256.0 * 256.0) return false;
+  // Columns in whole vectors of 16 (AVX-512; also whole vectors of 8 and 4), or a single
+  // partial vector (n < 16: the MLP's n = 10); a partial last vector after whole ones lost.
+  return n < 16 || n % 16 == 0;
 }
 
 void sgemm_medium_f32(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::int64_t rsa,

@@ -58,6 +58,13 @@ int main(int argc, char** argv) {
       {256, 64, 1024, false, false, 0, 0, "long k"},
       {384, 384, 384, false, false, 0, 0, "square"},
       {64, 1024, 1024, false, false, 0, 0, "wide"},
+      {64, 256, 10, false, false, 0, 0, "dH's shape, B not transposed"},
+      {64, 256, 12, false, true, 0, 0, "dH's shape, k = 12"},
+      {20, 12, 40, false, false, 0, 0, "small, n < 16"},
+      {16, 10, 100, true, false, 0, 0, "small, n < 16"},
+      {8, 48, 64, false, true, 0, 0, "small"},
+      {300, 64, 300, false, false, 0, 0, "medium"},
+      {1000, 16, 500, true, false, 0, 0, "tall"},
   };
   // GEMM_BENCH_ONLY=i: only the i-th shape (for a profiler).
   const char* only = std::getenv("GEMM_BENCH_ONLY");
