@@ -9,8 +9,11 @@
 // optionally transposed; any other layout (general strides, broadcast zero strides,
 // negative strides) stays on BLIS, which takes both strides.
 //
-// No size threshold: dnnl_sgemm is faster than bli_sgemm_ex down to the smallest
-// products. The first dnnl_sgemm call in a process pays oneDNN's initialisation and
+// Medium products (up to 256^3: simd::use_medium_gemm) run on our own Highway kernel
+// (gemm_medium_hwy.cpp), measured even with or faster than dnnl_sgemm there and allocating
+// nothing per call (dnnl_sgemm mallocs its packing buffer on every call); small ones take the
+// small kernel before sgemm (matmul.cpp). Otherwise dnnl_sgemm is faster than bli_sgemm_ex
+// down to the smallest products. The first dnnl_sgemm call in a process pays oneDNN's initialisation and
 // kernel JIT once; later calls of new shapes cost about as much as a warm one.
 #include "backends/cpu/gemm.hpp"
 
@@ -509,11 +512,11 @@ std::string gemm_route() {
            (dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? "AMX" : "AVX512_BF16") +
            "), B packed per slab (TENSOR_BF16_PACKED_B=1: once per product); f16 widened to f32 (no f16 matmul in oneDNN " +
            std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + ")";
-  return std::string("f32 onednn sgemm (") + isa + "), small products (up to 64^3) highway" + half + "; f64 blis";
+  return std::string("f32 onednn sgemm (") + isa + "), small (up to 64^3) and medium products (up to 256^3, whole vectors of columns or n < 16) highway" + half + "; f64 blis";
 #elif TENSOR_HAVE_BLIS
-  return std::string("blis ") + bli_arch_string(bli_arch_query_id()) + ", small f32 products highway";
+  return std::string("blis ") + bli_arch_string(bli_arch_query_id()) + ", small and medium f32 products highway";
 #else
-  return "loop, small f32 products highway";
+  return "loop, small and medium f32 products highway";
 #endif
 }
 
