@@ -1,12 +1,13 @@
 // Highway kernel of medium f32 products (see gemm_medium_hwy.hpp), once per target.
 //
-// Layout: B's block [kc x nc] is packed (times alpha) into micro-panels of kNV vectors of
-// columns (the last one narrower, zero-padded to whole vectors), each kc rows of its width
-// contiguous. For every micro-panel, tiles of kMR rows of c run a kMR x kNV block of
+// Layout: c in micro-panels of kNV vectors of columns (the last one narrower), k in blocks of
+// kMediumKC. A micro-panel of B (kc rows of its width) is read in place where B's rows are
+// contiguous and the panel is whole vectors, else packed (times alpha; zero-padded to whole
+// vectors) into the thread's buffer. Tiles of kMR rows of c then run a kMR x kNV block of
 // accumulators over the kc rows: each step broadcasts one element of A per row (A read in
 // place, any strides) and loads the panel's vectors once for all rows. Columns past n are
-// computed on the zero padding and never stored (a partial vector goes through the stack), so
-// n = 10 runs one vector per row, not ten lanes one at a time.
+// computed on the zero padding and never stored (a partial vector goes through a stack tile
+// and a masked store), so n = 10 runs one vector per row, not ten lanes one at a time.
 #include "backends/cpu/gemm_medium_hwy.hpp"
 
 #include <algorithm>

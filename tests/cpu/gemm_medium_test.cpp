@@ -99,7 +99,7 @@ const std::vector<Case>& mlp_cases() {
       {64, 256, 10, false, true},   // dH = dY W2^T
       {784, 256, 64, true, false},  // dW1 = X^T dH
       {98, 256, 64, true, false},   // a 2-thread slab of dW1
-      {64, 64, 784},                // a 2-thread slab of the forward (checked with its own ld below)
+      {64, 64, 784},                // a 2-thread column slab of the forward (its ld 256 > n: the padded ld below)
   };
   return cases;
 }
