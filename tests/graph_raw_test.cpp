@@ -331,17 +331,19 @@ TEST(GraphRaw, AGraphMixingRawAndThunkNodes) {
 // ---- an MLP training step (Adam in graph mode): host allocations per replayed step ----
 struct Mlp : Module {
   nn::Linear fc1, fc2;
-  explicit Mlp(const Device& ad)
-      : fc1(nn::LinearConfig{.d_input = 32, .d_output = 16}, ad), fc2(nn::LinearConfig{.d_input = 16, .d_output = 4}, ad) {
+  // d_in -> hidden -> d_out, deterministic weights.
+  Mlp(const Device& ad, std::size_t d_in = 32, std::size_t hidden = 16, std::size_t d_out = 4)
+      : fc1(nn::LinearConfig{.d_input = d_in, .d_output = hidden}, ad),
+        fc2(nn::LinearConfig{.d_input = hidden, .d_output = d_out}, ad) {
     auto fill = [&](std::size_t n, double k) {
       std::vector<float> v(n);
       for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i + 1) + k)) * 0.3f;
       return v;
     };
-    fc1.weight = Tensor<2>::from_data(TensorData::from<float>(fill(512, 1), {32, 16}), ad).require_grad();
-    fc1.bias = Tensor<1>::from_data(TensorData::from<float>(fill(16, 2), {16}), ad).require_grad();
-    fc2.weight = Tensor<2>::from_data(TensorData::from<float>(fill(64, 3), {16, 4}), ad).require_grad();
-    fc2.bias = Tensor<1>::from_data(TensorData::from<float>(fill(4, 4), {4}), ad).require_grad();
+    fc1.weight = Tensor<2>::from_data(TensorData::from<float>(fill(d_in * hidden, 1), {d_in, hidden}), ad).require_grad();
+    fc1.bias = Tensor<1>::from_data(TensorData::from<float>(fill(hidden, 2), {hidden}), ad).require_grad();
+    fc2.weight = Tensor<2>::from_data(TensorData::from<float>(fill(hidden * d_out, 3), {hidden, d_out}), ad).require_grad();
+    fc2.bias = Tensor<1>::from_data(TensorData::from<float>(fill(d_out, 4), {d_out}), ad).require_grad();
   }
   void visit(ModuleVisitor& v) override {
     v.module("fc1", fc1);
@@ -361,17 +363,17 @@ struct MlpRun {
   std::vector<float> params;
   std::size_t allocs = 0, raw_nodes = 0, nodes = 0;
 };
-MlpRun mlp_run(bool raw) {
+MlpRun mlp_run(bool raw, std::size_t batch = 8, std::size_t d_in = 32, std::size_t hidden = 16, std::size_t d_out = 4) {
   if (!raw) setenv("TENSOR_GRAPH_RAW", "0", 1);
   const Device ad = kCpu.autodiff();
-  Mlp m(ad);
+  Mlp m(ad, d_in, hidden, d_out);
   auto opt = optim::ModuleOptimizer::adam();
   opt.set_graph_mode(ad);
-  std::vector<float> xv(8 * 32), yv(8 * 4, 0.0f);
+  std::vector<float> xv(batch * d_in), yv(batch * d_out, 0.0f);
   for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37) % 101) / 101.0f;
-  for (std::size_t r = 0; r < 8; ++r) yv[r * 4 + r % 4] = 1.0f;
-  const auto x = Tensor<2>::from_data(TensorData::from<float>(xv, {8, 32}), ad);
-  const auto y = Tensor<2>::from_data(TensorData::from<float>(yv, {8, 4}), ad);
+  for (std::size_t r = 0; r < batch; ++r) yv[r * d_out + r % d_out] = 1.0f;
+  const auto x = Tensor<2>::from_data(TensorData::from<float>(xv, {batch, d_in}), ad);
+  const auto y = Tensor<2>::from_data(TensorData::from<float>(yv, {batch, d_out}), ad);
   auto step = [&] {
     auto loss = loss::cross_entropy_with_logits(m.fc2.forward(activation::relu(m.fc1.forward(x))), y);
     opt.step(1e-2, m, loss.backward());
@@ -420,6 +422,21 @@ TEST(GraphRaw, AnAdamStepReplaysRawBitwiseEqualToTheThunkList) {
               raw.raw_nodes, raw.nodes, raw.allocs, thunk.allocs);
   RecordProperty("allocs_raw", static_cast<int>(raw.allocs));
   RecordProperty("allocs_thunk", static_cast<int>(thunk.allocs));
+}
+
+// The MLP of `tensorctl bench --graph` (784-256-10, batch 64): its products are too large for
+// the small kernel and run on the medium one (backends/cpu/gemm_medium_hwy.cpp, packing into a
+// per-thread buffer kept for the thread's life), where dnnl_sgemm malloc'ed its packing
+// buffer on every call: 15 host allocations per replayed step before (TENSOR_MEDIUM_GEMM=0
+// brings them back and fails this test).
+TEST(GraphRaw, TheBenchMlpAdamStepReplaysWithoutAllocating) {
+  const MlpRun raw = mlp_run(true, 64, 784, 256, 10);
+  EXPECT_GT(raw.raw_nodes, 20u);
+  std::printf("[ graph  ] MLP 784-256-10 batch 64 Adam step: host allocations per replay: %zu\n", raw.allocs);
+  RecordProperty("allocs_784", static_cast<int>(raw.allocs));
+#ifndef GRAPH_RAW_TEST_ASAN
+  EXPECT_EQ(raw.allocs, 0u);
+#endif
 }
 
 }  // namespace

@@ -9,14 +9,18 @@
 // optionally transposed; any other layout (general strides, broadcast zero strides,
 // negative strides) stays on BLIS, which takes both strides.
 //
-// No size threshold: dnnl_sgemm is faster than bli_sgemm_ex down to the smallest
-// products. The first dnnl_sgemm call in a process pays oneDNN's initialisation and
+// Medium products (up to 256^3: simd::use_medium_gemm) run on our own Highway kernel
+// (gemm_medium_hwy.cpp), measured even with or faster than dnnl_sgemm there and allocating
+// nothing per call (dnnl_sgemm mallocs its packing buffer on every call); small ones take the
+// small kernel before sgemm (matmul.cpp). Otherwise dnnl_sgemm is faster than bli_sgemm_ex
+// down to the smallest products. The first dnnl_sgemm call in a process pays oneDNN's initialisation and
 // kernel JIT once; later calls of new shapes cost about as much as a warm one.
 #include "backends/cpu/gemm.hpp"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -26,6 +30,7 @@
 
 #include "backends/cpu/blis.hpp"
 #include "backends/cpu/cpu_info.hpp"
+#include "backends/cpu/gemm_medium_hwy.hpp"
 #include "backends/cpu/parallel.hpp"
 
 #if TENSOR_HAVE_ONEDNN
@@ -66,6 +71,16 @@ void sgemm_fallback(std::size_t m, std::size_t n, std::size_t k, float alpha, co
   }
 }
 
+// Off with TENSOR_MEDIUM_GEMM=0 (every product sgemm gets then goes to oneDNN / BLIS): for
+// A/B timing and for checking that the allocation test notices the difference.
+bool medium_gemm_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TENSOR_MEDIUM_GEMM");
+    return e == nullptr || !(e[0] == '0' && e[1] == '\0');
+  }();
+  return on;
+}
+
 #if TENSOR_HAVE_ONEDNN
 // A [rows x cols] operand as dnnl's (trans, ld): 'N' when its columns are contiguous,
 // 'T' when its rows are; a stride along a dimension of extent 1 is never read, so it
@@ -96,6 +111,12 @@ void sgemm(std::size_t m, std::size_t n, std::size_t k, float alpha, const float
            std::int64_t csa, const float* b, std::int64_t rsb, std::int64_t csb, float beta, float* c,
            std::int64_t rsc, std::int64_t csc) {
   if (m == 0 || n == 0) return;
+  // Medium products on our own kernel (gemm_medium_hwy.hpp: where it was measured not slower
+  // than dnnl_sgemm, and it allocates nothing); c's column stride is never read when n == 1.
+  if ((csc == 1 || n == 1) && medium_gemm_enabled() && simd::use_medium_gemm(m, n, k, rsa, csa, rsb, csb)) {
+    simd::sgemm_medium_f32(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc);
+    return;
+  }
 #if TENSOR_HAVE_ONEDNN
   char ta = 'N', tb = 'N', tc = 'N';
   std::int64_t lda = 0, ldb = 0, ldc = 0;
@@ -491,11 +512,11 @@ std::string gemm_route() {
            (dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? "AMX" : "AVX512_BF16") +
            "), B packed per slab (TENSOR_BF16_PACKED_B=1: once per product); f16 widened to f32 (no f16 matmul in oneDNN " +
            std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + ")";
-  return std::string("f32 onednn sgemm (") + isa + "), small products (up to 64^3) highway" + half + "; f64 blis";
+  return std::string("f32 onednn sgemm (") + isa + "), small (up to 64^3) and medium products (up to 256^3, whole vectors of columns or n < 16) highway" + half + "; f64 blis";
 #elif TENSOR_HAVE_BLIS
-  return std::string("blis ") + bli_arch_string(bli_arch_query_id()) + ", small f32 products highway";
+  return std::string("blis ") + bli_arch_string(bli_arch_query_id()) + ", small and medium f32 products highway";
 #else
-  return "loop, small f32 products highway";
+  return "loop, small and medium f32 products highway";
 #endif
 }
 
