@@ -428,14 +428,27 @@ TEST(GraphRaw, AnAdamStepReplaysRawBitwiseEqualToTheThunkList) {
 // the small kernel and run on the medium one (backends/cpu/gemm_medium_hwy.cpp, packing into a
 // per-thread buffer kept for the thread's life), where dnnl_sgemm malloc'ed its packing
 // buffer on every call: 15 host allocations per replayed step before (TENSOR_MEDIUM_GEMM=0
-// brings them back and fails this test).
+// brings them back and fails this test). The medium kernel is routed only where Highway
+// dispatches to 512-bit vectors (AVX-512: F, VL, DQ, BW); on other CPUs the products stay on
+// dnnl_sgemm (faster there) and the count is only printed.
+bool cpu_has_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+#else
+  return false;
+#endif
+}
 TEST(GraphRaw, TheBenchMlpAdamStepReplaysWithoutAllocating) {
   const MlpRun raw = mlp_run(true, 64, 784, 256, 10);
   EXPECT_GT(raw.raw_nodes, 20u);
-  std::printf("[ graph  ] MLP 784-256-10 batch 64 Adam step: host allocations per replay: %zu\n", raw.allocs);
+  std::printf("[ graph  ] MLP 784-256-10 batch 64 Adam step: host allocations per replay: %zu (AVX-512: %s)\n",
+              raw.allocs, cpu_has_avx512() ? "yes" : "no");
   RecordProperty("allocs_784", static_cast<int>(raw.allocs));
 #ifndef GRAPH_RAW_TEST_ASAN
-  EXPECT_EQ(raw.allocs, 0u);
+  if (cpu_has_avx512()) {
+    EXPECT_EQ(raw.allocs, 0u);
+  }
 #endif
 }
 

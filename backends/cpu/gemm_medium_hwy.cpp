@@ -239,6 +239,9 @@ HWY_INLINE void PackB(D d, const float* src, std::int64_t rsb, std::int64_t csb,
   }
 }
 
+// Rows per tile on this target (8 where vectors are 512 bits: the target the gate was measured on).
+std::size_t MediumTileRows() { return kMR; }
+
 void SgemmMediumF32(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* HWY_RESTRICT a,
                     std::int64_t rsa, std::int64_t csa, const float* HWY_RESTRICT b, std::int64_t rsb,
                     std::int64_t csb, float beta, float* HWY_RESTRICT c, std::int64_t rsc) {
@@ -291,6 +294,9 @@ HWY_AFTER_NAMESPACE();
 namespace tensor::cpu::simd {
 
 HWY_EXPORT(SgemmMediumF32);
+HWY_EXPORT(MediumTileRows);
+
+bool medium_gemm_live() { return HWY_DYNAMIC_DISPATCH(MediumTileRows)() >= 8; }
 
 float* medium_pack_buffer(std::size_t floats) {
   // Grown to the largest block this thread has packed and kept for the thread's life: no
@@ -321,6 +327,11 @@ bool use_medium_gemm(std::size_t m, std::size_t n, std::size_t k, std::int64_t r
   // A's layout does not matter to the kernel (broadcasts from A in place); B's is read in place
   // or packed (transposed: 4 x 4 register transposes), both measured even with dnnl_sgemm.
   (void)rsa, (void)csa, (void)rsb, (void)csb;
+  // Only where Highway dispatches to 512-bit vectors (8 x 3 tiles): on the AVX2 target (4 x 3
+  // tiles, 16 registers) against dnnl_sgemm limited to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2,
+  // GEMM_BENCH_AVX2=1, same EPYC, load 3) ours took 0.96-1.32x dnnl's time: the MLP step's
+  // 64x256x784 1.16, 784x256x64 (A^T) 1.20, 128^3 1.14, 1000x16x500 (A^T) 1.32.
+  if (!medium_gemm_live()) return false;
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (work > 256.0 * 256.0 * 256.0) return false;
   // Columns in whole vectors of 16 (AVX-512; also whole vectors of 8 and 4), or a single

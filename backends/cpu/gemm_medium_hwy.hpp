@@ -11,6 +11,10 @@
 
 namespace tensor::cpu::simd {
 
+// Whether the gate can take the kernel at all: Highway's dispatched target has 512-bit vectors
+// (the 8 x 3 tiles measured against dnnl_sgemm; follows SetSupportedTargetsForTest).
+bool medium_gemm_live();
+
 // Whether sgemm takes an m x n x k product (A's strides rsa, csa; B's rsb, csb) on
 // sgemm_medium_f32 rather than dnnl_sgemm. Defined in gemm_medium_hwy.cpp, where the
 // measurements that set it are written.

@@ -1,7 +1,10 @@
 // Single-thread timing of the medium f32 kernel (backends/cpu/gemm_medium_hwy.cpp) against
 // dnnl_sgemm on the same operands, interleaved rounds, medians: the measurements behind
 // use_medium_gemm. Usage: gemm_medium_bench [rounds] (default 21; GEMM_BENCH_ONLY=i runs the i-th shape alone). Prints one line per shape:
-// m n k layout, ours us, dnnl us, ratio, and the gate's choice.
+// m n k layout, ours us, dnnl us, ratio, and the gate's choice. GEMM_BENCH_AVX2=1 runs ours on
+// Highway's AVX2 target (set ONEDNN_MAX_CPU_ISA=AVX2 beside it for a like-for-like dnnl_sgemm):
+// an AVX2-only CPU's comparison on an AVX-512 machine.
+#include <hwy/targets.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -32,6 +35,14 @@ double now_us() {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 21;
   omp_set_num_threads(1);
+  if (const char* e = std::getenv("GEMM_BENCH_AVX2"); e != nullptr && e[0] == '1') {
+    const std::int64_t avx2 = HWY_AVX2 | HWY_SSE4 | HWY_SSSE3 | HWY_EMU128 | HWY_SCALAR;
+    if ((hwy::SupportedTargets() & HWY_AVX2) == 0) {
+      std::fprintf(stderr, "gemm_medium_bench: this CPU has no AVX2\n");
+      return 1;
+    }
+    hwy::SetSupportedTargetsForTest(avx2 & hwy::SupportedTargets());
+  }
   const Shape shapes[] = {
       {64, 256, 784, false, false, 0, 0, "mlp fwd1 (1 thread)"},
       {64, 64, 784, false, false, 0, 256, "mlp fwd1 slab (2 threads)"},
