@@ -79,20 +79,27 @@ namespace {
 template <int R>
 Q8_TARGET void vnni_panel(const Q8Pack& p, const std::uint32_t* xu, const float* xs, std::int64_t r0, std::int64_t pn,
                           float* out) {
+  // (the loops over rows, sets and vectors unrolled: -O2 leaves them rolled, and the
+  // accumulators then live on the stack, a store and a load per dpbusd)
   constexpr int kSets = R == 1 ? 2 : 1;
   const std::int64_t quads = p.quads, n = p.n;
   __m512i acc[kSets][R][4];
+#pragma GCC unroll 8
   for (int s = 0; s < kSets; ++s)
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) acc[s][r][v] = _mm512_setzero_si512();
   const std::int8_t* wc = p.codes.data() + pn * quads * 256;
   const std::uint32_t* xr = xu + r0 * quads;
   std::int64_t qd = 0;
-  for (; qd + kSets <= quads; qd += kSets)
+  for (; qd + kSets <= quads; qd += kSets) {
+#pragma GCC unroll 8
     for (int s = 0; s < kSets; ++s) {
       const std::int8_t* wq = wc + (qd + s) * 256;
       const __m512i w0 = _mm512_loadu_si512(wq), w1 = _mm512_loadu_si512(wq + 64), w2 = _mm512_loadu_si512(wq + 128),
                     w3 = _mm512_loadu_si512(wq + 192);
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512i xb = _mm512_set1_epi32(static_cast<int>(xr[r * quads + qd + s]));
         acc[s][r][0] = _mm512_dpbusd_epi32(acc[s][r][0], xb, w0);
@@ -101,13 +108,17 @@ Q8_TARGET void vnni_panel(const Q8Pack& p, const std::uint32_t* xu, const float*
         acc[s][r][3] = _mm512_dpbusd_epi32(acc[s][r][3], xb, w3);
       }
     }
+  }
   for (; qd < quads; ++qd) {  // R = 1, an odd number of quads: the last one
     const std::int8_t* wq = wc + qd * 256;
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512i xb = _mm512_set1_epi32(static_cast<int>(xr[r * quads + qd]));
+#pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) acc[0][r][v] = _mm512_dpbusd_epi32(acc[0][r][v], xb, _mm512_loadu_si512(wq + 64 * v));
     }
   }
+#pragma GCC unroll 4
   for (int v = 0; v < 4; ++v) {
     const std::int64_t c0 = pn * kQ8Panel + 16 * v;
     if (c0 >= n) break;
@@ -115,6 +126,7 @@ Q8_TARGET void vnni_panel(const Q8Pack& p, const std::uint32_t* xu, const float*
     const __mmask16 mask = cols == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1u);
     const __m512i comp = _mm512_loadu_si512(p.comp.data() + c0);
     const __m512 ws = _mm512_loadu_ps(p.scale.data() + c0);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       __m512i s = acc[0][r][v];
       if constexpr (kSets == 2) s = _mm512_add_epi32(s, acc[1][r][v]);
@@ -157,9 +169,12 @@ bool has_avx512_vnni() {
 bool has_avx512_vnni() { return false; }
 #endif
 
+bool g_q8_off = false;
+
 }  // namespace
 
-bool q8_route_for(std::int64_t m) { return m >= 1 && m <= kQ8MaxRows && has_avx512_vnni(); }
+bool q8_route_for(std::int64_t m) { return !g_q8_off && m >= 1 && m <= kQ8MaxRows && has_avx512_vnni(); }
+void q8_disable(bool off) { g_q8_off = off; }
 
 bool q8_product(const Q8Pack& p, const float* x, std::int64_t m, float* out, std::string& route) {
 #if defined(__x86_64__)

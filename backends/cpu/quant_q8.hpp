@@ -45,6 +45,8 @@ bool q8_fits(const dispatch::quant::QuantPrim& w);
 std::shared_ptr<const Q8Pack> make_q8_pack(const dispatch::quant::QuantPrim& w);
 // Whether this CPU runs the fused kernel (AVX512-VNNI, x86-64), and m rows take it.
 bool q8_route_for(std::int64_t m);
+// Tests and the bench: turn the fused route off (true: oneDNN's route for every M) or on.
+void q8_disable(bool off);
 // out [m, n] = x [m, k] (f32, dense) times the packed weight; false (nothing written that
 // matters) where a row of x has a NaN or an infinity (no int8 code) or the CPU lacks VNNI.
 // `route` gets the kernel's name.
