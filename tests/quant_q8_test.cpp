@@ -95,7 +95,7 @@ void expect_not_fused() {
 
 TEST_P(Quant, Q8GemvShapesAgainstALoop) {
   // M = 1, 2, 16 (the fused kernel's limit), 17 (oneDNN); K = 4 (one quad), 99 and 101 (K
-  // not a multiple of 4: the padded last quad; 25 quads, odd: the one-row body's last quad),
+  // not a multiple of 4: the padded last quad),
   // 4096; N = 1, 17 (a partial vector), 3500 (55 panels of 64, the last partial); per-column
   // and per-tensor scales.
   const std::size_t limit = static_cast<std::size_t>(tensor::cpu::qdetail::kQ8MaxRows);

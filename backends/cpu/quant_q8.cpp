@@ -76,46 +76,32 @@ namespace {
 
 // R rows of x (as u8 quads: xu[r * quads + q]) against panel pn's 64 columns. For R = 1 the
 // quads alternate between two sets of accumulators: 8 independent dpbusd chains.
+// R rows (2..4) of x (as u8 quads: xu[r * quads + q]) against panel pn's 64 columns: the
+// quad's 4 weight vectors loaded once for the R rows, 4 R independent dpbusd chains.
 template <int R>
 Q8_TARGET void vnni_panel(const Q8Pack& p, const std::uint32_t* xu, const float* xs, std::int64_t r0, std::int64_t pn,
                           float* out) {
-  // (the loops over rows, sets and vectors unrolled: -O2 leaves them rolled, and the
-  // accumulators then live on the stack, a store and a load per dpbusd)
-  constexpr int kSets = R == 1 ? 2 : 1;
+  // (the loops over rows and vectors unrolled: -O2 leaves them rolled, and the accumulators
+  // then live on the stack, a store and a load per dpbusd)
   const std::int64_t quads = p.quads, n = p.n;
-  __m512i acc[kSets][R][4];
+  __m512i acc[R][4];
 #pragma GCC unroll 8
-  for (int s = 0; s < kSets; ++s)
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) acc[s][r][v] = _mm512_setzero_si512();
+    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
   const std::int8_t* wc = p.codes.data() + pn * quads * 256;
   const std::uint32_t* xr = xu + r0 * quads;
-  std::int64_t qd = 0;
-  for (; qd + kSets <= quads; qd += kSets) {
-#pragma GCC unroll 8
-    for (int s = 0; s < kSets; ++s) {
-      const std::int8_t* wq = wc + (qd + s) * 256;
-      const __m512i w0 = _mm512_loadu_si512(wq), w1 = _mm512_loadu_si512(wq + 64), w2 = _mm512_loadu_si512(wq + 128),
-                    w3 = _mm512_loadu_si512(wq + 192);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m512i xb = _mm512_set1_epi32(static_cast<int>(xr[r * quads + qd + s]));
-        acc[s][r][0] = _mm512_dpbusd_epi32(acc[s][r][0], xb, w0);
-        acc[s][r][1] = _mm512_dpbusd_epi32(acc[s][r][1], xb, w1);
-        acc[s][r][2] = _mm512_dpbusd_epi32(acc[s][r][2], xb, w2);
-        acc[s][r][3] = _mm512_dpbusd_epi32(acc[s][r][3], xb, w3);
-      }
-    }
-  }
-  for (; qd < quads; ++qd) {  // R = 1, an odd number of quads: the last one
+  for (std::int64_t qd = 0; qd < quads; ++qd) {
     const std::int8_t* wq = wc + qd * 256;
+    const __m512i w0 = _mm512_loadu_si512(wq), w1 = _mm512_loadu_si512(wq + 64), w2 = _mm512_loadu_si512(wq + 128),
+                  w3 = _mm512_loadu_si512(wq + 192);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512i xb = _mm512_set1_epi32(static_cast<int>(xr[r * quads + qd]));
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) acc[0][r][v] = _mm512_dpbusd_epi32(acc[0][r][v], xb, _mm512_loadu_si512(wq + 64 * v));
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], xb, w0);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], xb, w1);
+      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], xb, w2);
+      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], xb, w3);
     }
   }
 #pragma GCC unroll 4
@@ -128,9 +114,7 @@ Q8_TARGET void vnni_panel(const Q8Pack& p, const std::uint32_t* xu, const float*
     const __m512 ws = _mm512_loadu_ps(p.scale.data() + c0);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      __m512i s = acc[0][r][v];
-      if constexpr (kSets == 2) s = _mm512_add_epi32(s, acc[1][r][v]);
-      s = _mm512_sub_epi32(s, comp);
+      const __m512i s = _mm512_sub_epi32(acc[r][v], comp);
       // (the maskz form: GCC 12 warns that the plain one's _mm512_undefined_ps may be uninitialized)
       const __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, s), ws), _mm512_set1_ps(xs[r0 + r]));
       _mm512_mask_storeu_ps(out + (r0 + r) * n + c0, mask, y);
@@ -138,8 +122,52 @@ Q8_TARGET void vnni_panel(const Q8Pack& p, const std::uint32_t* xu, const float*
   }
 }
 
+// One row of x against P panels at once: P streams of the pack read side by side (four
+// streams read the 16 MiB GEMV weight from memory 18-25% faster than one on this Zen 4,
+// interleaved with the f32 GEMV evicting it), 4 P independent dpbusd chains.
+template <int P>
+Q8_TARGET void vnni_row1(const Q8Pack& p, const std::uint32_t* xu, const float* xs, std::int64_t r0, std::int64_t pn,
+                         float* out) {
+  const std::int64_t quads = p.quads, n = p.n;
+  __m512i acc[P][4];
+#pragma GCC unroll 8
+  for (int s = 0; s < P; ++s)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[s][v] = _mm512_setzero_si512();
+  const std::int8_t* w0 = p.codes.data() + pn * quads * 256;
+  const std::int64_t stride = quads * 256;
+  const std::uint32_t* xr = xu + r0 * quads;
+  for (std::int64_t qd = 0; qd < quads; ++qd) {
+    const __m512i xb = _mm512_set1_epi32(static_cast<int>(xr[qd]));
+#pragma GCC unroll 8
+    for (int s = 0; s < P; ++s)
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v)
+        acc[s][v] = _mm512_dpbusd_epi32(acc[s][v], xb, _mm512_loadu_si512(w0 + s * stride + qd * 256 + 64 * v));
+  }
+#pragma GCC unroll 8
+  for (int s = 0; s < P; ++s)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const std::int64_t c0 = (pn + s) * kQ8Panel + 16 * v;
+      if (c0 >= n) break;
+      const std::int64_t cols = std::min<std::int64_t>(16, n - c0);
+      const __mmask16 mask = cols == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1u);
+      const __m512i sm = _mm512_sub_epi32(acc[s][v], _mm512_loadu_si512(p.comp.data() + c0));
+      const __m512 ws = _mm512_loadu_ps(p.scale.data() + c0);
+      const __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, sm), ws), _mm512_set1_ps(xs[r0]));
+      _mm512_mask_storeu_ps(out + r0 * n + c0, mask, y);
+    }
+}
+
 Q8_TARGET void vnni_panels(const Q8Pack& p, const std::uint32_t* xu, const float* xs, std::int64_t m, std::int64_t pn0,
                            std::int64_t pn1, float* out) {
+  if (m == 1) {  // the GEMV: four panels at a time, then one
+    std::int64_t pn = pn0;
+    for (; pn + 4 <= pn1; pn += 4) vnni_row1<4>(p, xu, xs, 0, pn, out);
+    for (; pn < pn1; ++pn) vnni_row1<1>(p, xu, xs, 0, pn, out);
+    return;
+  }
   for (std::int64_t pn = pn0; pn < pn1; ++pn)
     for (std::int64_t r = 0; r < m;) {
       const std::int64_t left = m - r;
@@ -153,7 +181,7 @@ Q8_TARGET void vnni_panels(const Q8Pack& p, const std::uint32_t* xu, const float
         vnni_panel<2>(p, xu, xs, r, pn, out);
         r += 2;
       } else {
-        vnni_panel<1>(p, xu, xs, r, pn, out);
+        vnni_row1<1>(p, xu, xs, r, pn, out);
         r += 1;
       }
     }
