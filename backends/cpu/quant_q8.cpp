@@ -76,7 +76,7 @@ namespace {
 
 // R rows of x (as u8 quads: xu[r * quads + q]) against panel pn's 64 columns. For R = 1 the
 // quads alternate between two sets of accumulators: 8 independent dpbusd chains.
-// R rows (2..4) of x (as u8 quads: xu[r * quads + q]) against panel pn's 64 columns: the
+// R rows (2..6) of x (as u8 quads: xu[r * quads + q]) against panel pn's 64 columns: the
 // quad's 4 weight vectors loaded once for the R rows, 4 R independent dpbusd chains.
 template <int R>
 Q8_TARGET void vnni_panel(const Q8Pack& p, const std::uint32_t* xu, const float* xs, std::int64_t r0, std::int64_t pn,
@@ -168,21 +168,19 @@ Q8_TARGET void vnni_panels(const Q8Pack& p, const std::uint32_t* xu, const float
     for (; pn < pn1; ++pn) vnni_row1<1>(p, xu, xs, 0, pn, out);
     return;
   }
+  // tiles of at most 6 rows, as even as they come (M = 8: 4 + 4; M = 16: 6 + 5 + 5): each
+  // tile is a pass over the panel (the first from memory, the others from L2)
+  const std::int64_t tiles = (m + 5) / 6;
   for (std::int64_t pn = pn0; pn < pn1; ++pn)
-    for (std::int64_t r = 0; r < m;) {
-      const std::int64_t left = m - r;
-      if (left >= 4) {
-        vnni_panel<4>(p, xu, xs, r, pn, out);
-        r += 4;
-      } else if (left == 3) {
-        vnni_panel<3>(p, xu, xs, r, pn, out);
-        r += 3;
-      } else if (left == 2) {
-        vnni_panel<2>(p, xu, xs, r, pn, out);
-        r += 2;
-      } else {
-        vnni_row1<1>(p, xu, xs, r, pn, out);
-        r += 1;
+    for (std::int64_t t = 0; t < tiles; ++t) {
+      const std::int64_t r0 = m * t / tiles, rows = m * (t + 1) / tiles - r0;
+      switch (rows) {
+        case 6: vnni_panel<6>(p, xu, xs, r0, pn, out); break;
+        case 5: vnni_panel<5>(p, xu, xs, r0, pn, out); break;
+        case 4: vnni_panel<4>(p, xu, xs, r0, pn, out); break;
+        case 3: vnni_panel<3>(p, xu, xs, r0, pn, out); break;
+        case 2: vnni_panel<2>(p, xu, xs, r0, pn, out); break;
+        default: vnni_row1<1>(p, xu, xs, r0, pn, out); break;
       }
     }
 }
