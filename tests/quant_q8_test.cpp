@@ -94,7 +94,8 @@ void expect_not_fused() {
 }  // namespace
 
 TEST_P(Quant, Q8GemvShapesAgainstALoop) {
-  // M = 1 (four panels at a time, then one), 2, 7 (row tiles of 4 and 3), 16 (the fused
+  // M = 1 (four panels at a time, then one), 2, 3 (two panels at a time), 7 (row tiles of 4
+  // and 3), 16 (the fused
   // kernel's limit: tiles of 6, 5 and 5), 17 (oneDNN); K = 4 (one quad), 99 and 101 (not a
   // multiple of 4: the padded last quad), 4096; N = 1, 17 (a partial vector), 3500 (55
   // panels of 64, the last partial); per-column and per-tensor scales.
@@ -108,7 +109,7 @@ TEST_P(Quant, Q8GemvShapesAgainstALoop) {
         const auto wq = quantize_dynamic(fl<2>(w, Shape{k, n}), s);
         const auto vals = values_of(wq);
         ASSERT_EQ(vals.scales.size(), tensor_scale ? 1u : n);
-        for (const std::size_t m : {std::size_t{1}, std::size_t{2}, std::size_t{7}, limit, limit + 1}) {
+        for (const std::size_t m : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7}, limit, limit + 1}) {
           SCOPED_TRACE(::testing::Message() << m << " x " << k << " x " << n << (tensor_scale ? ", per tensor" : ", per column"));
           const auto x = lcg(m * k, static_cast<std::uint32_t>(m * 7 + k), 2.0f);
           const Ref r = reference(x, m, k, n, vals);

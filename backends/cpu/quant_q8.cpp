@@ -76,74 +76,45 @@ namespace {
 
 // R rows of x (as u8 quads: xu[r * quads + q]) against panel pn's 64 columns. For R = 1 the
 // quads alternate between two sets of accumulators: 8 independent dpbusd chains.
-// R rows (2..6) of x (as u8 quads: xu[r * quads + q]) against panel pn's 64 columns: the
-// quad's 4 weight vectors loaded once for the R rows, 4 R independent dpbusd chains.
-template <int R>
-Q8_TARGET void vnni_panel(const Q8Pack& p, const std::uint32_t* xu, const float* xs, std::int64_t r0, std::int64_t pn,
-                          float* out) {
-  // (the loops over rows and vectors unrolled: -O2 leaves them rolled, and the accumulators
-  // then live on the stack, a store and a load per dpbusd)
-  const std::int64_t quads = p.quads, n = p.n;
-  __m512i acc[R][4];
+// R rows of x (as u8 quads: xu[r * quads + q]) against P panels pn .. pn + P - 1 at once:
+// per quad, each panel's 4 weight vectors are loaded once for the R rows, the R broadcasts
+// once for the P panels; 4 R P independent dpbusd chains (at most 24 accumulators). P > 1
+// reads P streams of the pack side by side: for the GEMV (R = 1, P = 4) that read the 16 MiB
+// weight from memory 18-25 % faster than one stream on this Zen 4 (interleaved with the f32
+// GEMV evicting it between calls).
+template <int R, int P>
+Q8_TARGET void vnni_tile(const Q8Pack& p, const std::uint32_t* xu, const float* xs, std::int64_t r0, std::int64_t pn,
+                         float* out) {
+  static_assert(R * P * 4 <= 24, "accumulators past the register file");
+  // (every loop over rows, panels and vectors unrolled: -O2 leaves them rolled, and the
+  // accumulators then live on the stack, a store and a load per dpbusd)
+  const std::int64_t quads = p.quads, n = p.n, stride = quads * 256;
+  __m512i acc[R][P][4];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
-  const std::int8_t* wc = p.codes.data() + pn * quads * 256;
-  const std::uint32_t* xr = xu + r0 * quads;
-  for (std::int64_t qd = 0; qd < quads; ++qd) {
-    const std::int8_t* wq = wc + qd * 256;
-    const __m512i w0 = _mm512_loadu_si512(wq), w1 = _mm512_loadu_si512(wq + 64), w2 = _mm512_loadu_si512(wq + 128),
-                  w3 = _mm512_loadu_si512(wq + 192);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512i xb = _mm512_set1_epi32(static_cast<int>(xr[r * quads + qd]));
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], xb, w0);
-      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], xb, w1);
-      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], xb, w2);
-      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], xb, w3);
-    }
-  }
-#pragma GCC unroll 4
-  for (int v = 0; v < 4; ++v) {
-    const std::int64_t c0 = pn * kQ8Panel + 16 * v;
-    if (c0 >= n) break;
-    const std::int64_t cols = std::min<std::int64_t>(16, n - c0);
-    const __mmask16 mask = cols == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1u);
-    const __m512i comp = _mm512_loadu_si512(p.comp.data() + c0);
-    const __m512 ws = _mm512_loadu_ps(p.scale.data() + c0);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512i s = _mm512_sub_epi32(acc[r][v], comp);
-      // (the maskz form: GCC 12 warns that the plain one's _mm512_undefined_ps may be uninitialized)
-      const __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, s), ws), _mm512_set1_ps(xs[r0 + r]));
-      _mm512_mask_storeu_ps(out + (r0 + r) * n + c0, mask, y);
-    }
-  }
-}
-
-// One row of x against P panels at once: P streams of the pack read side by side (four
-// streams read the 16 MiB GEMV weight from memory 18-25% faster than one on this Zen 4,
-// interleaved with the f32 GEMV evicting it), 4 P independent dpbusd chains.
-template <int P>
-Q8_TARGET void vnni_row1(const Q8Pack& p, const std::uint32_t* xu, const float* xs, std::int64_t r0, std::int64_t pn,
-                         float* out) {
-  const std::int64_t quads = p.quads, n = p.n;
-  __m512i acc[P][4];
-#pragma GCC unroll 8
-  for (int s = 0; s < P; ++s)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) acc[s][v] = _mm512_setzero_si512();
-  const std::int8_t* w0 = p.codes.data() + pn * quads * 256;
-  const std::int64_t stride = quads * 256;
-  const std::uint32_t* xr = xu + r0 * quads;
-  for (std::int64_t qd = 0; qd < quads; ++qd) {
-    const __m512i xb = _mm512_set1_epi32(static_cast<int>(xr[qd]));
 #pragma GCC unroll 8
     for (int s = 0; s < P; ++s)
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v)
-        acc[s][v] = _mm512_dpbusd_epi32(acc[s][v], xb, _mm512_loadu_si512(w0 + s * stride + qd * 256 + 64 * v));
+      for (int v = 0; v < 4; ++v) acc[r][s][v] = _mm512_setzero_si512();
+  const std::int8_t* wc = p.codes.data() + pn * stride;
+  const std::uint32_t* xr = xu + r0 * quads;
+  for (std::int64_t qd = 0; qd < quads; ++qd) {
+    __m512i xb[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) xb[r] = _mm512_set1_epi32(static_cast<int>(xr[r * quads + qd]));
+#pragma GCC unroll 8
+    for (int s = 0; s < P; ++s) {
+      const std::int8_t* wq = wc + s * stride + qd * 256;
+      const __m512i w0 = _mm512_loadu_si512(wq), w1 = _mm512_loadu_si512(wq + 64), w2 = _mm512_loadu_si512(wq + 128),
+                    w3 = _mm512_loadu_si512(wq + 192);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        acc[r][s][0] = _mm512_dpbusd_epi32(acc[r][s][0], xb[r], w0);
+        acc[r][s][1] = _mm512_dpbusd_epi32(acc[r][s][1], xb[r], w1);
+        acc[r][s][2] = _mm512_dpbusd_epi32(acc[r][s][2], xb[r], w2);
+        acc[r][s][3] = _mm512_dpbusd_epi32(acc[r][s][3], xb[r], w3);
+      }
+    }
   }
 #pragma GCC unroll 8
   for (int s = 0; s < P; ++s)
@@ -153,34 +124,50 @@ Q8_TARGET void vnni_row1(const Q8Pack& p, const std::uint32_t* xu, const float* 
       if (c0 >= n) break;
       const std::int64_t cols = std::min<std::int64_t>(16, n - c0);
       const __mmask16 mask = cols == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1u);
-      const __m512i sm = _mm512_sub_epi32(acc[s][v], _mm512_loadu_si512(p.comp.data() + c0));
+      const __m512i comp = _mm512_loadu_si512(p.comp.data() + c0);
       const __m512 ws = _mm512_loadu_ps(p.scale.data() + c0);
-      const __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, sm), ws), _mm512_set1_ps(xs[r0]));
-      _mm512_mask_storeu_ps(out + r0 * n + c0, mask, y);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i isum = _mm512_sub_epi32(acc[r][s][v], comp);
+        // (the maskz form: GCC 12 warns that the plain one's _mm512_undefined_ps may be uninitialized)
+        const __m512 y =
+            _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, isum), ws), _mm512_set1_ps(xs[r0 + r]));
+        _mm512_mask_storeu_ps(out + (r0 + r) * n + c0, mask, y);
+      }
     }
+}
+
+// Rows [0, m) against panels [pn0, pn1): m <= 3 rows as one tile over P panels at a time
+// (then one); more rows in tiles of at most 6 rows, as even as they come (M = 8: 4 + 4;
+// M = 16: 6 + 5 + 5), each tile a pass over the panel (the first from memory, the others
+// from L2).
+template <int R, int P>
+Q8_TARGET void few_rows(const Q8Pack& p, const std::uint32_t* xu, const float* xs, std::int64_t pn0, std::int64_t pn1,
+                        float* out) {
+  std::int64_t pn = pn0;
+  for (; pn + P <= pn1; pn += P) vnni_tile<R, P>(p, xu, xs, 0, pn, out);
+  for (; pn < pn1; ++pn) vnni_tile<R, 1>(p, xu, xs, 0, pn, out);
 }
 
 Q8_TARGET void vnni_panels(const Q8Pack& p, const std::uint32_t* xu, const float* xs, std::int64_t m, std::int64_t pn0,
                            std::int64_t pn1, float* out) {
-  if (m == 1) {  // the GEMV: four panels at a time, then one
-    std::int64_t pn = pn0;
-    for (; pn + 4 <= pn1; pn += 4) vnni_row1<4>(p, xu, xs, 0, pn, out);
-    for (; pn < pn1; ++pn) vnni_row1<1>(p, xu, xs, 0, pn, out);
-    return;
+  switch (m) {
+    case 1: few_rows<1, 4>(p, xu, xs, pn0, pn1, out); return;
+    case 2: few_rows<2, 2>(p, xu, xs, pn0, pn1, out); return;
+    case 3: few_rows<3, 2>(p, xu, xs, pn0, pn1, out); return;
+    default: break;
   }
-  // tiles of at most 6 rows, as even as they come (M = 8: 4 + 4; M = 16: 6 + 5 + 5): each
-  // tile is a pass over the panel (the first from memory, the others from L2)
   const std::int64_t tiles = (m + 5) / 6;
   for (std::int64_t pn = pn0; pn < pn1; ++pn)
     for (std::int64_t t = 0; t < tiles; ++t) {
       const std::int64_t r0 = m * t / tiles, rows = m * (t + 1) / tiles - r0;
       switch (rows) {
-        case 6: vnni_panel<6>(p, xu, xs, r0, pn, out); break;
-        case 5: vnni_panel<5>(p, xu, xs, r0, pn, out); break;
-        case 4: vnni_panel<4>(p, xu, xs, r0, pn, out); break;
-        case 3: vnni_panel<3>(p, xu, xs, r0, pn, out); break;
-        case 2: vnni_panel<2>(p, xu, xs, r0, pn, out); break;
-        default: vnni_row1<1>(p, xu, xs, r0, pn, out); break;
+        case 6: vnni_tile<6, 1>(p, xu, xs, r0, pn, out); break;
+        case 5: vnni_tile<5, 1>(p, xu, xs, r0, pn, out); break;
+        case 4: vnni_tile<4, 1>(p, xu, xs, r0, pn, out); break;
+        case 3: vnni_tile<3, 1>(p, xu, xs, r0, pn, out); break;
+        case 2: vnni_tile<2, 1>(p, xu, xs, r0, pn, out); break;
+        default: vnni_tile<1, 1>(p, xu, xs, r0, pn, out); break;
       }
     }
 }
