@@ -95,10 +95,10 @@ void expect_not_fused() {
 
 TEST_P(Quant, Q8GemvShapesAgainstALoop) {
   // M = 1 (four panels at a time, then one), 2, 3 (two panels at a time), 7 (row tiles of 4
-  // and 3), 16 (the fused
-  // kernel's limit: tiles of 6, 5 and 5), 17 (oneDNN); K = 4 (one quad), 99 and 101 (not a
-  // multiple of 4: the padded last quad), 4096; N = 1, 17 (a partial vector), 3500 (55
-  // panels of 64, the last partial); per-column and per-tensor scales.
+  // and 3), 16 (the fused kernel's limit: tiles of 6, 5 and 5), 17 (oneDNN); K = 4 (one
+  // quad), 99 and 101 (not a multiple of 4: the padded last quad), 4096; N = 1, 17 (a
+  // partial vector), 3500 (55 panels of 64, the last partial); per-column and per-tensor
+  // scales.
   const std::size_t limit = static_cast<std::size_t>(tensor::cpu::qdetail::kQ8MaxRows);
   for (const std::size_t k : {4u, 99u, 101u, 4096u})
     for (const std::size_t n : {1u, 17u, 3500u})
