@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/quant.hpp"
+#include "backends/cpu/quant_q8.hpp"
 
 using namespace quant_test;
 
@@ -207,18 +208,29 @@ TEST_P(Quant, QMatmulOfFewRowsAndAWideWeight) {
   for (const QuantScheme& s : {q8s().with_level(QuantLevel::block({static_cast<std::uint32_t>(K), 1})), q8s()}) {
     SCOPED_TRACE(to_string(s));
     const auto wq = quantize_dynamic(wt, s);
-    for (const std::size_t M : {1u, 5u}) {
-      std::vector<float> x(M * K);
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.53f * static_cast<float>(i) + 0.1f) * 3.0f;
-      const auto want = ref_q_matmul(x, M, K, N, values_of(wq));
-      EXPECT_TRUE(within_int8_bound(fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq)), want, x, M, K, N, values_of(wq))) << M << " rows";
-#if TENSOR_HAVE_ONEDNN
-      if (dev() == Device::cpu() && tensor::cpu::omp_threads() > 1) {
+    for (const std::size_t M : {1u, 5u})
+      for (const bool fused_off : {true, false}) {
+        // the fused q8 kernel (quant_q8.hpp) takes these rows where the CPU has AVX512-VNNI:
+        // turned off first, so that oneDNN's column slabs are what is checked
+        tensor::cpu::qdetail::q8_disable(fused_off);
+        std::vector<float> x(M * K);
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.53f * static_cast<float>(i) + 0.1f) * 3.0f;
+        const auto want = ref_q_matmul(x, M, K, N, values_of(wq));
+        const auto got = fv(qz::q_matmul(fl<2>(x, Shape{M, K}), wq));
+        tensor::cpu::qdetail::q8_disable(false);
+        EXPECT_TRUE(within_int8_bound(got, want, x, M, K, N, values_of(wq))) << M << " rows";
+        if (dev() != Device::cpu()) continue;
         const std::string route = tensor::cpu::last_q_matmul_route();
-        EXPECT_TRUE(route.ends_with("(column slabs)")) << route;
-      }
+        if (!fused_off && tensor::cpu::qdetail::q8_route_for(static_cast<std::int64_t>(M))) {
+          EXPECT_TRUE(route.starts_with("q8 fused")) << route;
+          continue;
+        }
+#if TENSOR_HAVE_ONEDNN
+        if (tensor::cpu::omp_threads() > 1) {
+          EXPECT_TRUE(route.ends_with("(column slabs)")) << route;
+        }
 #endif
-    }
+      }
   }
 }
 

@@ -25,6 +25,7 @@
 #include "backends/cpu/quant_hwy.hpp"
 #include "backends/cpu/quant_internal.hpp"
 #include "backends/cpu/quant_q4.hpp"
+#include "backends/cpu/quant_q8.hpp"
 #include "dispatch/defaults/compose.hpp"
 #include "dispatch/quant.hpp"
 #include "dispatch/quant_model.hpp"
@@ -163,6 +164,9 @@ Prim dequantize_entry(Prim pq, DType dtype) {
 // block [32, 1] takes the q4 routes (quant_q4.hpp: the fused int8 kernel, or K-panels
 // dequantized into a per-thread buffer for the f32 GEMM; never the whole weight in f32);
 // oneDNN only takes scales per tensor or per column, so other [b, 1] blocks dequantize.
+// An 8-bit weight with those scales and at most kQ8MaxRows rows of x takes the fused q8
+// kernel first where the CPU has AVX512-VNNI (quant_q8.hpp: x quantized as here, the
+// weight repacked once for dpbusd; the same floats as oneDNN's route).
 
 thread_local std::string t_last_route;
 
@@ -184,6 +188,26 @@ bool q4_route(const q::QuantPrim& w, const float* x, std::int64_t m, float* out)
   if (!pack) return false;
   std::string route;
   if (!qdetail::q4_product(*pack, x, m, out, route)) return false;
+  t_last_route = std::move(route);
+  return true;
+}
+
+// The fused q8 kernel (quant_q8.cpp) for x [m, k] (f32, dense): the dpbusd pack made once
+// and kept with the weight; false where the weight, the CPU or x's rows do not fit it.
+bool q8_route(const q::QuantPrim& w, const float* x, std::int64_t m, float* out) {
+  if (!qdetail::q8_route_for(m) || !qdetail::q8_fits(w)) return false;
+  auto cache = w.cache<qdetail::MatmulWeightCache>([] { return std::make_shared<qdetail::MatmulWeightCache>(); });
+  std::shared_ptr<const qdetail::Q8Pack> pack;
+  {
+    const std::lock_guard<std::mutex> lock(cache->mu);
+    if (!cache->q8_tried) {
+      cache->q8 = qdetail::make_q8_pack(w);
+      cache->q8_tried = true;
+    }
+    pack = cache->q8;
+  }
+  std::string route;
+  if (!pack || !qdetail::q8_product(*pack, x, m, out, route)) return false;
   t_last_route = std::move(route);
   return true;
 }
@@ -516,6 +540,13 @@ Prim q_matmul_entry(Prim px, Prim pw) {
     CpuRef xf = f32_dense(x);
     CpuRef out = alloc_tensor(DType::F32, Shape{m, n});
     if (q4_route(w, reinterpret_cast<const float*>(xf->data()), static_cast<std::int64_t>(m), reinterpret_cast<float*>(out->data())))
+      return shaped_result(std::move(out));
+  }
+  // 8-bit codes, scales per tensor or per column, few rows: the fused q8 kernel (quant_q8.hpp).
+  if (m > 0 && xdt != DType::F64 && qdetail::q8_route_for(static_cast<std::int64_t>(m)) && qdetail::q8_fits(w)) {
+    CpuRef xf = f32_dense(x);
+    CpuRef out = alloc_tensor(DType::F32, Shape{m, n});
+    if (q8_route(w, reinterpret_cast<const float*>(xf->data()), static_cast<std::int64_t>(m), reinterpret_cast<float*>(out->data())))
       return shaped_result(std::move(out));
   }
 #if TENSOR_HAVE_ONEDNN

@@ -76,8 +76,10 @@ bool reorder_codes(dnnl_memory_t* out, const dnnl_memory_desc_t& want, const dnn
 #endif
 
 struct Q4Pack;  // quant_q4.hpp
-// What q_matmul keeps with a weight (QuantPrim::cache: one slot per tensor, so both routes'
-// state lives in one object): oneDNN's plans by M (and column slab), and the q4 nibble pack.
+struct Q8Pack;  // quant_q8.hpp
+// What q_matmul keeps with a weight (QuantPrim::cache: one slot per tensor, so every route's
+// state lives in one object): oneDNN's plans by M (and column slab), the q4 nibble pack and
+// the q8 dpbusd pack.
 // A QuantPrim is immutable (a write makes a new one, with an empty cache), so neither goes stale.
 struct MatmulWeightCache final : dispatch::quant::QuantCache {
   std::mutex mu;
@@ -86,6 +88,8 @@ struct MatmulWeightCache final : dispatch::quant::QuantCache {
 #endif
   std::shared_ptr<const Q4Pack> q4;
   bool q4_tried = false;  // q4 made (or found not to fit) once
+  std::shared_ptr<const Q8Pack> q8;
+  bool q8_tried = false;  // q8 made (or found not to fit) once
 };
 
 }  // namespace tensor::cpu::qdetail

@@ -23,6 +23,7 @@
 
 #include "backends/cpu/quant.hpp"
 #include "backends/cpu/quant_q4.hpp"
+#include "backends/cpu/quant_q8.hpp"
 #include "tools/bench/bench_quant.hpp"
 
 #if TENSOR_BENCH_HAVE_ONEDNN
@@ -70,7 +71,7 @@ int run_quant(bool quick) {
   std::printf("%-22s %4s %5s %12s %12s %7s  %s\n", "shape (M x K x N)", "thr", "reps", "f32 matmul", "q_matmul", "speedup",
               "q_matmul route");
   struct Case { std::size_t m, k, n; };
-  for (const Case c : {Case{1024, 1024, 1024}, Case{1, 4096, 4096}}) {
+  for (const Case c : {Case{1024, 1024, 1024}, Case{1, 4096, 4096}, Case{8, 4096, 4096}}) {
     const auto x = Tensor<2>::random({c.m, c.k}, Distribution::uniform(-1, 1), cpu);
     const auto w = Tensor<2>::random({c.k, c.n}, Distribution::uniform(-1, 1), cpu);
     const QuantScheme s = QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native).with_level(
@@ -98,6 +99,46 @@ int run_quant(bool quick) {
       const std::string shape = std::to_string(c.m) + " x " + std::to_string(c.k) + " x " + std::to_string(c.n);
       std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s\n", shape.c_str(), nt, reps, f * 1e3, q * 1e3, f / q, route.c_str());
       std::fflush(stdout);
+    }
+  }
+  // The q8 GEMV's two routes (issue 32): the fused dpbusd kernel (quant_q8.hpp) against
+  // oneDNN's int8 matmul (the fused route turned off), interleaved, for M up to the fused
+  // limit, K = N = 4096, q8s per column; TENSOR_BENCH_Q8="1,2,4,..." replaces the M list.
+  if (tensor::cpu::qdetail::q8_route_for(1) && tensor::cpu::int8_products_live()) {
+    std::printf("%-22s %4s %5s %12s %12s %7s  %s\n", "q8s small M (M x K x N)", "thr", "reps", "onednn", "q8 fused",
+                "speedup", "q_matmul route");
+    std::vector<std::size_t> ms = {1, 8, 16};
+    if (const char* env = std::getenv("TENSOR_BENCH_Q8")) {
+      ms.clear();
+      std::stringstream ss(env);
+      std::string item;
+      while (std::getline(ss, item, ','))
+        if (const unsigned long v = std::strtoul(item.c_str(), nullptr, 10); v > 0) ms.push_back(v);
+    }
+    constexpr std::size_t kK = 4096, kN = 4096;
+    const auto w = Tensor<2>::random({kK, kN}, Distribution::uniform(-1, 1), cpu);
+    const auto wq = quantize_dynamic(w, QuantScheme{}.with_value(QuantValue::Q8S).with_store(QuantStore::Native).with_level(
+                                            QuantLevel::block({static_cast<std::uint32_t>(kK), 1})));
+    for (const std::size_t m : ms) {
+      const auto x = Tensor<2>::random({m, kK}, Distribution::uniform(-1, 1), cpu);
+      for (const int nt : {1, 2}) {
+        set_threads(nt);
+        auto onednn = [&] {
+          tensor::cpu::qdetail::q8_disable(true);
+          (void)quantization::q_matmul(x, wq);
+          tensor::cpu::qdetail::q8_disable(false);
+        };
+        onednn();
+        (void)quantization::q_matmul(x, wq);
+        cpu.sync();
+        const std::string route = cpu::last_q_matmul_route();
+        const int reps = quick ? 3 : 41;
+        const Paired t = time_paired(cpu, reps, onednn, [&] { (void)quantization::q_matmul(x, wq); });
+        const std::string shape = std::to_string(m) + " x " + std::to_string(kK) + " x " + std::to_string(kN);
+        std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s\n", shape.c_str(), nt, reps, t.f_wall * 1e3, t.g_wall * 1e3,
+                    t.f_wall / t.g_wall, route.c_str());
+        std::fflush(stdout);
+      }
     }
   }
   // The q4 weight-only GEMV (issue 32): x [M, 4096] times a q4s weight [4096, 4096] with f16
