@@ -9,6 +9,7 @@
 #include "backends/cpu/quant_q8.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "backends/cpu/cpu_info.hpp"
@@ -182,7 +183,7 @@ bool has_avx512_vnni() {
 bool has_avx512_vnni() { return false; }
 #endif
 
-bool g_q8_off = false;
+std::atomic<bool> g_q8_off{false};  // tests and the bench switch it while other threads may read it
 
 }  // namespace
 
