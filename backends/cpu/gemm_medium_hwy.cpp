@@ -334,6 +334,11 @@ bool use_medium_gemm(std::size_t m, std::size_t n, std::size_t k, std::int64_t r
   if (!medium_gemm_live()) return false;
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (work > 256.0 * 256.0 * 256.0) return false;
+  // Fewer than 8 rows (a tile's worth) read B for too few rows: dnnl_sgemm's GEMV kernels were
+  // faster (same bench, load 1.8): 1x4096x4096 (work = 256^3) 1.53x, 2x2048x2048 1.11x,
+  // 1x256x784 1.17x, 4x256x784 1.06x; from 8 rows ours was ahead (8x1024x1024 0.90,
+  // 16x1024x1024 0.89, 32x512x1024 0.98).
+  if (m < 8) return false;
   // Columns in whole vectors of 16 (AVX-512; also whole vectors of 8 and 4), or a single
   // partial vector (n < 16: the MLP's n = 10); a partial last vector after whole ones lost.
   return n < 16 || n % 16 == 0;

@@ -76,6 +76,13 @@ int main(int argc, char** argv) {
       {8, 48, 64, false, true, 0, 0, "small"},
       {300, 64, 300, false, false, 0, 0, "medium"},
       {1000, 16, 500, true, false, 0, 0, "tall"},
+      {1, 4096, 4096, false, false, 0, 0, "GEMV, 64 MiB of B"},
+      {1, 256, 784, false, false, 0, 0, "GEMV, the MLP's W1"},
+      {4, 256, 784, false, false, 0, 0, "4 rows, the MLP's W1"},
+      {8, 1024, 1024, false, false, 0, 0, "8 rows, 4 MiB of B"},
+      {16, 1024, 1024, false, false, 0, 0, "16 rows, 4 MiB of B"},
+      {32, 512, 1024, false, false, 0, 0, "32 rows, 2 MiB of B"},
+      {2, 2048, 2048, false, false, 0, 0, "2 rows, 16 MiB of B"},
   };
   // GEMM_BENCH_ONLY=i: only the i-th shape (for a profiler).
   const char* only = std::getenv("GEMM_BENCH_ONLY");
