@@ -3,13 +3,16 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/cpu_tensor.hpp"
 #include "dispatch/backend.hpp"
 #include "lib/core/element.hpp"
@@ -22,6 +25,23 @@ using dispatch::Prim;
 inline const dispatch::Backend& cpu() {
   static const std::unique_ptr<dispatch::Backend> backend = make_cpu_backend();
   return *backend;
+}
+
+// Runs body(target) once per Highway target this build compiled and this CPU runs, with
+// dispatch forced to it (traced by name), then restores the real dispatch; stops at the first
+// fatal failure.
+template <class F>
+void for_each_compiled_target(F&& body) {
+  const std::vector<std::int64_t> targets = compiled_targets();
+  ASSERT_FALSE(targets.empty());
+  for (const std::int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(hwy::TargetName(t));
+    ASSERT_EQ(std::string(current_target_name()), hwy::TargetName(t));
+    body(t);
+    if (::testing::Test::HasFatalFailure()) break;
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 template <Family F>

@@ -163,20 +163,13 @@ TEST(CpuGemmMedium, EmptyInnerDimGivesBetaC) {
 // Every Highway target this build compiled (SSE2 .. AVX-512): their tiles are 4 or 8 rows by
 // 1-3 vectors of 4, 8 or 16 lanes; their partial stores differ (masked or through the stack).
 TEST(CpuGemmMedium, EveryCompiledTarget) {
-  const std::vector<std::int64_t> targets = compiled_targets();
-  ASSERT_FALSE(targets.empty());
-  for (const std::int64_t tg : targets) {
-    hwy::SetSupportedTargetsForTest(tg);
-    SCOPED_TRACE(hwy::TargetName(tg));
-    ASSERT_EQ(std::string(current_target_name()), hwy::TargetName(tg));
+  for_each_compiled_target([](std::int64_t) {
     for (const Case& t : mlp_cases()) check(t);
     for (const std::size_t n : {1, 3, 10, 17, 63, 65})
       for (const std::size_t m : {1, 3, 17})
         for (const bool tb : {false, true}) check({m, n, 300, !tb, tb, tb ? 1 : 2, 1.0f, tb ? 0.5f : 0.0f});
     check({17, 65, 127, false, true, 1, 1.0f, 0.0f, true});
-    if (::testing::Test::HasFatalFailure()) break;
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  });
 }
 
 // Through sgemm (the route: the medium kernel where its gate says so, dnnl_sgemm / BLIS

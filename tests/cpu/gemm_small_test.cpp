@@ -62,17 +62,10 @@ TEST(CpuGemmSmall, EveryColumnBlockAndRowTileAgainstALoop) {
 // The same on every Highway target this build compiled (SSE2 .. AVX-512): their column
 // blocks are 4, 8 or 16 lanes wide, and the 1-lane tail differs with them.
 TEST(CpuGemmSmall, EveryCompiledTarget) {
-  const std::vector<std::int64_t> targets = compiled_targets();
-  ASSERT_FALSE(targets.empty());
-  for (const std::int64_t t : targets) {
-    hwy::SetSupportedTargetsForTest(t);
-    SCOPED_TRACE(hwy::TargetName(t));
-    ASSERT_EQ(std::string(current_target_name()), hwy::TargetName(t));
+  for_each_compiled_target([](std::int64_t) {
     for (const std::size_t n : {1, 3, 4, 7, 8, 13, 16, 21, 33})
       for (const bool tb : {false, true}) check(5, n, 9, !tb, tb, 1);
-    if (::testing::Test::HasFatalFailure()) break;
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  });
 }
 
 TEST(CpuGemmSmall, TransposedStridedAndPaddedOperands) {
