@@ -2,6 +2,7 @@
 // (see parallel.hpp for why there is no barrier on helpers that have not started).
 #include "backends/cpu/parallel.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +12,14 @@
 #include <vector>
 
 #include "backends/cpu/cpu_info.hpp"
+
+#if TENSOR_HAVE_OPENMP
+#include <omp.h>
+#endif
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 namespace tensor::cpu {
 namespace {
@@ -41,6 +50,32 @@ inline void cpu_relax() {
 #endif
 }
 
+// Run first on each helper: widens its CPU affinity to every CPU the OpenMP runtime's places
+// cover. A thread inherits its creator's mask, and with OMP_PROC_BIND (or OMP_PLACES /
+// GOMP_CPU_AFFINITY) libgomp pins the initial thread to one place when it loads, so a helper
+// created by that thread was pinned to the caller's own core: every 2-thread job ran both
+// threads on one core (n = 256: 330-346 against 145-160 us, in every process; issue 33).
+// The places are the CPUs the process was allowed when the runtime started (or the ones
+// the user listed), so a helper never runs outside what OpenMP itself may use. Without
+// places (no binding asked for) the inherited mask is left as it is.
+void unpin_helper() {
+#if TENSOR_HAVE_OPENMP && defined(__linux__)
+  const int places = omp_get_num_places();
+  if (places < 2) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> ids;
+  for (int p = 0; p < places; ++p) {
+    ids.assign(static_cast<std::size_t>(std::max(0, omp_get_place_num_procs(p))), -1);
+    if (ids.empty()) continue;
+    omp_get_place_proc_ids(p, ids.data());
+    for (const int id : ids)
+      if (id >= 0 && id < CPU_SETSIZE) CPU_SET(id, &set);
+  }
+  if (CPU_COUNT(&set) > 0) pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort
+#endif
+}
+
 struct Pool {
   std::mutex m;
   std::condition_variable wake, done;
@@ -58,7 +93,11 @@ struct Pool {
   std::atomic<bool> busy{false};  // one job at a time; a nested or concurrent caller runs serially
 
   explicit Pool(int helpers) {
-    for (int i = 0; i < helpers; ++i) std::thread([this] { loop(); }).detach();
+    for (int i = 0; i < helpers; ++i)
+      std::thread([this] {
+        unpin_helper();
+        loop();
+      }).detach();
   }
 
   void run_chunks(const ChunkFn& f, std::size_t n) {
