@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -40,6 +41,15 @@ int spin_us() {
     return end != nullptr && *end == '\0' && v >= 0 && v <= 100000 ? static_cast<int>(v) : 50;
   }();
   return us;
+}
+
+// TENSOR_CPU_MOVE_HELPERS=0 leaves a helper on the caller's CPU (move_off below); for A/B runs.
+bool move_helpers() {
+  static const bool on = [] {
+    const char* e = std::getenv("TENSOR_CPU_MOVE_HELPERS");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return on;
 }
 
 inline void cpu_relax() {
@@ -76,6 +86,38 @@ void unpin_helper() {
 #endif
 }
 
+// Moves this helper off `cpu` (the caller's) when it runs there and may run elsewhere: its
+// mask without that CPU forces a migration now, then the full mask is restored (the thread
+// stays where it landed). After any pause long enough for the helper to sleep, the kernel
+// woke it on the caller's CPU with the other CPU idle in most jobs on this 2-vCPU VM, and
+// left it there for milliseconds: bench-like blocks of 21 n = 256 products after 50 ms
+// pauses ran on one core's time in 29-37 of 40 blocks, the machine otherwise idle (issue
+// 33's slow mode). Returns whether it moved.
+bool move_off(int cpu) {
+#if defined(__linux__)
+  if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getcpu() != cpu) return false;
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2 || !CPU_ISSET(cpu, &all)) return false;
+  cpu_set_t others = all;
+  CPU_CLR(cpu, &others);
+  if (sched_setaffinity(0, sizeof others, &others) != 0) return false;
+  sched_setaffinity(0, sizeof all, &all);
+  return true;
+#else
+  (void)cpu;
+  return false;
+#endif
+}
+
+int current_cpu() {
+#if defined(__linux__)
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
+
 struct Pool {
   std::mutex m;
   std::condition_variable wake, done;
@@ -91,6 +133,7 @@ struct Pool {
   std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> published{0};  // gen, readable without m (the helpers' poll)
   std::atomic<bool> busy{false};  // one job at a time; a nested or concurrent caller runs serially
+  std::atomic<int> caller_cpu{-1};  // the CPU the open job's caller published it from
 
   explicit Pool(int helpers) {
     for (int i = 0; i < helpers; ++i)
@@ -133,6 +176,7 @@ struct Pool {
       const ChunkFn* f = body;
       const std::size_t n = chunks;
       lk.unlock();
+      if (move_helpers()) move_off(caller_cpu.load(std::memory_order_relaxed));
       run_chunks(*f, n);
       lk.lock();
       if (inflight.fetch_sub(1, std::memory_order_release) == 1) done.notify_all();
@@ -169,6 +213,7 @@ void parallel_chunks(std::size_t chunks, ChunkFn body) {
     p->next.store(0, std::memory_order_relaxed);
     p->open = true;
     ++p->gen;
+    p->caller_cpu.store(current_cpu(), std::memory_order_relaxed);
     p->published.store(p->gen, std::memory_order_release);
   }
   p->wake.notify_all();

@@ -130,6 +130,36 @@ int main(int argc, char** argv) {
                 own, own / wall, static_cast<double>(busy) * jiffy_ms - own);
     return med;
   };
+  // Bench-like blocks: 40 x (21 products of ours [, 21 2-thread dnnl_sgemm], 50 ms pause);
+  // per block the median, the CPU the caller ended on and the CPU the helper last ran on.
+  if (order == "blocks" || order == "blocks-ref") {
+    ours(5);
+    int slow = 0;
+    std::string helper_stat;
+    for (int blk = 0; blk < 40; ++blk) {
+      const double med = ours(21);
+      const int main_cpu = sched_getcpu();
+      int helper_cpu = -1;
+      DIR* d = opendir("/proc/self/task");
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.' || std::atol(e->d_name) == syscall(SYS_gettid)) continue;
+        std::ifstream st(std::string("/proc/self/task/") + e->d_name + "/stat");
+        std::string line;
+        std::getline(st, line);
+        const auto q = line.rfind(')');
+        int field = 2;
+        for (std::size_t i = q + 1; i < line.size(); ++i)
+          if (line[i] == ' ' && ++field == 39) { helper_cpu = std::max(helper_cpu, std::atoi(line.c_str() + i + 1)); break; }
+      }
+      closedir(d);
+      if (order == "blocks-ref") ref(21);
+      slow += med > 1.5 * 150.0 * static_cast<double>(n * n * n) / (256.0 * 256.0 * 256.0);
+      std::printf("block %d: median %.1f us, caller on cpu %d, other thread last on cpu %d\n", blk, med, main_cpu, helper_cpu);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::printf("blocks: %d of 40 slow\n", slow);
+    return 0;
+  }
   double r0 = 0;
   if (ref_first) r0 = ref(21);  // like the bench: the reference's team exists before our pool
   const double o1 = phase("ours1", reps2);
