@@ -1,7 +1,11 @@
 // Issue 33's "slow mode" repro: our 2-thread n = 256 f32 product (public API) timed before
 // and after a 2-thread dnnl_sgemm in the same process; then each thread's CPU time, run-queue
 // wait (/proc/self/task/*/schedstat), last CPU and affinity mask, and which thread / CPU ran
-// each chunk of a parallel_chunks probe. Usage: slowmode_repro [ref-first|ours-first] [n].
+// each chunk of a parallel_chunks probe. Usage: slowmode_repro [ref-first|ours-first|none] [n]
+// [reps per phase]; `blocks` / `blocks-ref` time 40 bench-like blocks of 21 products (the
+// latter with 21 2-thread dnnl_sgemm after each) with 50 ms pauses, `blocks-probe` the same
+// on parallel_chunks directly with the helper's share per block. TENSOR_CPU_MOVE_HELPERS=0
+// turns off the pool's move of a helper off the caller's CPU for A/B runs.
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <sched.h>
@@ -9,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -155,6 +160,42 @@ int main(int argc, char** argv) {
       if (order == "blocks-ref") ref(21);
       slow += med > 1.5 * 150.0 * static_cast<double>(n * n * n) / (256.0 * 256.0 * 256.0);
       std::printf("block %d: median %.1f us, caller on cpu %d, other thread last on cpu %d\n", blk, med, main_cpu, helper_cpu);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::printf("blocks: %d of 40 slow\n", slow);
+    return 0;
+  }
+  // The same blocks on parallel_chunks directly (4 slabs of n/4 rows, as a.matmul(b) splits
+  // n = 256): per block the median job, the slabs the helper ran and when it started its first.
+  if (order == "blocks-probe") {
+    const long me = syscall(SYS_gettid);
+    int slow = 0;
+    for (int blk = 0; blk < 40; ++blk) {
+      std::vector<double> job, start;
+      int helper_slabs = 0;
+      for (int r = 0; r < 21; ++r) {
+        const auto t0 = Clock::now();
+        std::atomic<double> first{-1.0};
+        std::atomic<int> mine{0};
+        auto body = [&](std::size_t ch) {
+          if (syscall(SYS_gettid) != me) {
+            double expect = -1.0;
+            first.compare_exchange_strong(expect, us_since(t0));
+            mine.fetch_add(1);
+          }
+          const tensor::cpu::GemmThreadScope one;
+          const std::size_t q = n / 4, o = ch * q * n;
+          tensor::cpu::sgemm(q, n, n, 1.0f, x.data() + o, dn, 1, y.data(), dn, 1, 0.0f, z.data() + o, dn, 1);
+        };
+        tensor::cpu::parallel_chunks(4, body);
+        job.push_back(us_since(t0));
+        helper_slabs += mine.load();
+        if (first.load() >= 0) start.push_back(first.load());
+      }
+      const double med = median(job);
+      slow += med > 1.5 * 150.0 * static_cast<double>(n * n * n) / (256.0 * 256.0 * 256.0);
+      std::printf("pblock %d: median %.1f us, helper ran %d of 84 slabs, joined %zu of 21 jobs, median start %.1f us\n", blk,
+                  med, helper_slabs, start.size(), start.empty() ? -1.0 : median(start));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::printf("blocks: %d of 40 slow\n", slow);
