@@ -93,7 +93,7 @@ void unpin_helper() {
 // left it there for milliseconds: bench-like blocks of 21 n = 256 products after 50 ms
 // pauses ran on one core's time in 28-37 of 40 blocks, the machine otherwise idle (issue
 // 33's slow mode); with this move 14-26 of 40, and `tensorctl bench --only matmul` had
-// n = 128 / 256 at one core's time in 0 / 0 of 10 runs against 5 / 6 of 10 without it
+// n = 128 / 256 at one core's time in 0 / 1 of 14 runs against 9 / 9 of 14 without it
 // (2026-12-07, quiet: other processes < 0.02 cores). Returns whether it moved.
 bool move_off(int cpu) {
 #if defined(__linux__)
