@@ -2,15 +2,25 @@
 // (see parallel.hpp for why there is no barrier on helpers that have not started).
 #include "backends/cpu/parallel.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "backends/cpu/cpu_info.hpp"
+
+#if TENSOR_HAVE_OPENMP
+#include <omp.h>
+#endif
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 namespace tensor::cpu {
 namespace {
@@ -33,11 +43,80 @@ int spin_us() {
   return us;
 }
 
+// TENSOR_CPU_MOVE_HELPERS=0 leaves a helper on the caller's CPU (move_off below); for A/B runs.
+bool move_helpers() {
+  static const bool on = [] {
+    const char* e = std::getenv("TENSOR_CPU_MOVE_HELPERS");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #else
   std::this_thread::yield();
+#endif
+}
+
+// Run first on each helper: widens its CPU affinity to every CPU the OpenMP runtime's places
+// cover. A thread inherits its creator's mask, and with OMP_PROC_BIND (or OMP_PLACES /
+// GOMP_CPU_AFFINITY) libgomp pins the initial thread to one place when it loads, so a helper
+// created by that thread was pinned to the caller's own core: every 2-thread job ran both
+// threads on one core (n = 256: 330-346 against 145-160 us, in every process; issue 33).
+// The places are the CPUs the process was allowed when the runtime started (or the ones
+// the user listed), so a helper never runs outside what OpenMP itself may use. Without
+// places (no binding asked for) the inherited mask is left as it is.
+void unpin_helper() {
+#if TENSOR_HAVE_OPENMP && defined(__linux__)
+  const int places = omp_get_num_places();
+  if (places < 2) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> ids;
+  for (int p = 0; p < places; ++p) {
+    ids.assign(static_cast<std::size_t>(std::max(0, omp_get_place_num_procs(p))), -1);
+    if (ids.empty()) continue;
+    omp_get_place_proc_ids(p, ids.data());
+    for (const int id : ids)
+      if (id >= 0 && id < CPU_SETSIZE) CPU_SET(id, &set);
+  }
+  if (CPU_COUNT(&set) > 0) pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort
+#endif
+}
+
+// Moves this helper off `cpu` (the caller's) when it runs there and may run elsewhere: its
+// mask without that CPU forces a migration now, then the full mask is restored (the thread
+// stays where it landed). After any pause long enough for the helper to sleep, the kernel
+// woke it on the caller's CPU with the other CPU idle in most jobs on this 2-vCPU VM, and
+// left it there for milliseconds: bench-like blocks of 21 n = 256 products after 50 ms
+// pauses ran on one core's time in 28-37 of 40 blocks, the machine otherwise idle (issue
+// 33's slow mode); with this move 14-26 of 40, and `tensorctl bench --only matmul` had
+// n = 128 / 256 at one core's time in 0 / 1 of 14 runs against 9 / 9 of 14 without it
+// (2026-12-07, quiet: other processes < 0.02 cores). Returns whether it moved.
+bool move_off(int cpu) {
+#if defined(__linux__)
+  if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getcpu() != cpu) return false;
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2 || !CPU_ISSET(cpu, &all)) return false;
+  cpu_set_t others = all;
+  CPU_CLR(cpu, &others);
+  if (sched_setaffinity(0, sizeof others, &others) != 0) return false;
+  sched_setaffinity(0, sizeof all, &all);
+  return true;
+#else
+  (void)cpu;
+  return false;
+#endif
+}
+
+int current_cpu() {
+#if defined(__linux__)
+  return sched_getcpu();
+#else
+  return -1;
 #endif
 }
 
@@ -56,9 +135,14 @@ struct Pool {
   std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> published{0};  // gen, readable without m (the helpers' poll)
   std::atomic<bool> busy{false};  // one job at a time; a nested or concurrent caller runs serially
+  std::atomic<int> caller_cpu{-1};  // the CPU the open job's caller published it from
 
   explicit Pool(int helpers) {
-    for (int i = 0; i < helpers; ++i) std::thread([this] { loop(); }).detach();
+    for (int i = 0; i < helpers; ++i)
+      std::thread([this] {
+        unpin_helper();
+        loop();
+      }).detach();
   }
 
   void run_chunks(const ChunkFn& f, std::size_t n) {
@@ -94,6 +178,7 @@ struct Pool {
       const ChunkFn* f = body;
       const std::size_t n = chunks;
       lk.unlock();
+      if (move_helpers()) move_off(caller_cpu.load(std::memory_order_relaxed));
       run_chunks(*f, n);
       lk.lock();
       if (inflight.fetch_sub(1, std::memory_order_release) == 1) done.notify_all();
@@ -130,6 +215,7 @@ void parallel_chunks(std::size_t chunks, ChunkFn body) {
     p->next.store(0, std::memory_order_relaxed);
     p->open = true;
     ++p->gen;
+    p->caller_cpu.store(current_cpu(), std::memory_order_relaxed);
     p->published.store(p->gen, std::memory_order_release);
   }
   p->wake.notify_all();

@@ -386,6 +386,7 @@ struct Bench {
                      z.data(), dn, 1, nullptr, &rntm);
       };
 #endif
+      const OthersLoad others;
       const Pair p1 = measure_blocks(r, ours, [&] { direct(1); });
       const Pair pn = threads() > 1 ? measure_blocks(r, ours, [&] { direct(threads()); }) : p1;
       const double ref = std::min(p1.ref, pn.ref);
@@ -393,6 +394,8 @@ struct Bench {
       std::string note = fmt("%.1f GFLOP/s", flop / mine / 1e9) + fmt(" vs %.1f", flop / ref / 1e9) +
                          fmt("; ours/ref 1 thr %.2f", p1.ours / p1.ref);
       if (threads() > 1) note += fmt(", %.0f thr ", threads()) + fmt("%.2f", pn.ours / pn.ref);
+      const double busy = others.cores();
+      if (busy >= 0) note += fmt("; other processes %.1f cores", busy);
       rows.push_back(ratio_row("matmul f32 n=" + std::to_string(n), mine,
                                std::string(ref_name) + ", " + (p1.ref <= pn.ref ? "1 thread" : fmt("%.0f threads", threads())),
                                ref, 1.0 / 0.95, note));
@@ -552,7 +555,9 @@ int run(const Options& opt) {
                 "reference is a direct gemm (dnnl_sgemm where f32 products go to oneDNN, else bli_sgemm) timed\n"
                 "beside ours on 1 and on %d threads: the row shows the faster,\n"
                 "the note ours/ref for both. The %d-thread reference's OpenMP workers spin after each call\n"
-                "(GOMP_SPINCOUNT) on the core ours' helper would use, which the ratio includes\n",
+                "(GOMP_SPINCOUNT) on the core ours' helper would use, which the ratio includes. 'other processes'\n"
+                "is the CPU other programs used during the row (/proc/stat): from about 0.5 cores a 2-thread row\n"
+                "may run on one core's share for the whole row (the kernel's per-session fair share, not ours)\n",
                 threads(), threads());
   std::printf("total %.1f s\n", seconds_of(t0));
   return 0;

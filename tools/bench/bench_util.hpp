@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace tensor_bench {
 
 // The median (the mean of the middle two for an even count); v is taken by value and sorted.
@@ -43,6 +45,39 @@ inline double cpu_s() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
+
+// CPU time the whole machine spent busy (every CPU, /proc/stat's user + nice + system +
+// irq + softirq + steal), seconds, at the kernel's tick resolution (10 ms here); -1 if unreadable.
+inline double machine_busy_s() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  long long v[8] = {};
+  f >> cpu;
+  for (long long& x : v) f >> x;
+  if (!f || cpu != "cpu") return -1.0;
+  const double tick = 1.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return static_cast<double>(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * tick;
+}
+
+// How many cores other processes kept busy since construction: the machine's busy CPU time
+// less this process's, over the wall time. A 2-thread row measured while another process
+// held a core ran on one core's share (the kernel's per-session fair share, autogroup: see
+// docs/benchmarks.md, issue 33's slow mode); this says so beside the figure. Resolution
+// about 2 ticks over the window (0.2 cores over 100 ms); -1 where /proc/stat is unreadable.
+class OthersLoad {
+ public:
+  OthersLoad() : wall0_(std::chrono::steady_clock::now()), busy0_(machine_busy_s()), cpu0_(cpu_s()) {}
+  double cores() const {
+    const double busy = machine_busy_s();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count();
+    if (busy < 0 || busy0_ < 0 || wall <= 0) return -1.0;
+    return std::max(0.0, (busy - busy0_) - (cpu_s() - cpu0_)) / wall;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point wall0_;
+  double busy0_, cpu0_;
+};
 
 // `reps` interleaved rounds of the reference f() then g(), each followed by dev.sync(): the
 // median wall time and median process CPU time (all threads) of each, seconds.
