@@ -170,46 +170,44 @@ Prim dequantize_entry(Prim pq, DType dtype) {
 
 thread_local std::string t_last_route;
 
-// The fused q4 kernel (quant_q4.cpp) for x [m, k] (f32, dense) and a Q4 weight with block
-// [32, 1]: the nibble pack made once and kept with the weight; false where the weight or x
-// does not fit it (the caller takes another route).
-bool q4_route(const q::QuantPrim& w, const float* x, std::int64_t m, float* out) {
-  if (!qdetail::q4_fits(w)) return false;
+// A fused route's pack, made once per weight and kept in its MatmulWeightCache (`slot`, and
+// `tried` so that a weight that does not fit is not looked at again), then the product;
+// false where there is no pack or the product declines (the caller takes another route).
+template <class Pack, class Make, class Product>
+bool packed_route(const q::QuantPrim& w, std::shared_ptr<const Pack> qdetail::MatmulWeightCache::*slot,
+                  bool qdetail::MatmulWeightCache::*tried, Make make, Product product) {
   auto cache = w.cache<qdetail::MatmulWeightCache>([] { return std::make_shared<qdetail::MatmulWeightCache>(); });
-  std::shared_ptr<const qdetail::Q4Pack> pack;
+  std::shared_ptr<const Pack> pack;
   {
     const std::lock_guard<std::mutex> lock(cache->mu);
-    if (!cache->q4_tried) {
-      cache->q4 = qdetail::make_q4_pack(w);
-      cache->q4_tried = true;
+    if (!((*cache).*tried)) {
+      (*cache).*slot = make();
+      (*cache).*tried = true;
     }
-    pack = cache->q4;
+    pack = (*cache).*slot;
   }
-  if (!pack) return false;
   std::string route;
-  if (!qdetail::q4_product(*pack, x, m, out, route)) return false;
+  if (!pack || !product(*pack, route)) return false;
   t_last_route = std::move(route);
   return true;
 }
 
-// The fused q8 kernel (quant_q8.cpp) for x [m, k] (f32, dense): the dpbusd pack made once
-// and kept with the weight; false where the weight, the CPU or x's rows do not fit it.
+// The fused q4 kernel (quant_q4.cpp) for x [m, k] (f32, dense) and a Q4 weight with block
+// [32, 1]: the nibble pack.
+bool q4_route(const q::QuantPrim& w, const float* x, std::int64_t m, float* out) {
+  if (!qdetail::q4_fits(w)) return false;
+  return packed_route(
+      w, &qdetail::MatmulWeightCache::q4, &qdetail::MatmulWeightCache::q4_tried, [&] { return qdetail::make_q4_pack(w); },
+      [&](const qdetail::Q4Pack& p, std::string& route) { return qdetail::q4_product(p, x, m, out, route); });
+}
+
+// The fused q8 kernel (quant_q8.cpp) for x [m, k] (f32, dense): the dpbusd pack; false also
+// where the CPU or x's rows do not fit it.
 bool q8_route(const q::QuantPrim& w, const float* x, std::int64_t m, float* out) {
   if (!qdetail::q8_route_for(m) || !qdetail::q8_fits(w)) return false;
-  auto cache = w.cache<qdetail::MatmulWeightCache>([] { return std::make_shared<qdetail::MatmulWeightCache>(); });
-  std::shared_ptr<const qdetail::Q8Pack> pack;
-  {
-    const std::lock_guard<std::mutex> lock(cache->mu);
-    if (!cache->q8_tried) {
-      cache->q8 = qdetail::make_q8_pack(w);
-      cache->q8_tried = true;
-    }
-    pack = cache->q8;
-  }
-  std::string route;
-  if (!pack || !qdetail::q8_product(*pack, x, m, out, route)) return false;
-  t_last_route = std::move(route);
-  return true;
+  return packed_route(
+      w, &qdetail::MatmulWeightCache::q8, &qdetail::MatmulWeightCache::q8_tried, [&] { return qdetail::make_q8_pack(w); },
+      [&](const qdetail::Q8Pack& p, std::string& route) { return qdetail::q8_product(p, x, m, out, route); });
 }
 
 #if TENSOR_HAVE_ONEDNN
