@@ -20,12 +20,10 @@
 #include "backends/cpu/gemm.hpp"
 #include "backends/cpu/gemm_medium_hwy.hpp"
 #include "cpu_test_util.hpp"
+#include "gemm_test_util.hpp"
 
 namespace tensor::cpu::test {
 namespace {
-
-float a_value(std::size_t i) { return static_cast<float>(static_cast<int>(i * 7 % 13) - 6) / 8.0f; }
-float b_value(std::size_t i) { return static_cast<float>(static_cast<int>(i * 5 % 11) - 5) / 4.0f; }
 
 struct Case {
   std::size_t m, n, k;
@@ -43,20 +41,15 @@ void check(const Case& t, bool via_sgemm = false) {
   SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " k=" << k << " ta=" << ta << " tb=" << tb
                                     << " gap=" << g << " alpha=" << alpha << " beta=" << beta
                                     << " random=" << random << " sgemm=" << via_sgemm);
-  const std::int64_t a_ld = static_cast<std::int64_t>(ta ? m : k) * g + 3;
-  const std::int64_t rsa = ta ? g : a_ld, csa = ta ? a_ld : g;
-  const std::int64_t b_ld = static_cast<std::int64_t>(tb ? k : n) * g + 2;
-  const std::int64_t rsb = tb ? g : b_ld, csb = tb ? b_ld : g;
-  const auto rsc = static_cast<std::int64_t>(n) + 3;
-  std::vector<float> a(static_cast<std::size_t>(a_ld) * (std::max(m, k) + 1)),
-      b(static_cast<std::size_t>(b_ld) * (std::max(n, k) + 1)), c(static_cast<std::size_t>(rsc) * std::max<std::size_t>(m, 1));
+  const auto [rsa, csa, rsb, csb, rsc, a_size, b_size, c_size] = gemm_layout(m, n, k, ta, tb, g);
+  std::vector<float> a(a_size), b(b_size), c(c_size);
   std::mt19937 rng(static_cast<unsigned>(m * 131 + n * 17 + k));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = random ? u(rng) : a_value(i);
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = random ? u(rng) : b_value(i);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = random ? u(rng) : gemm_a_value(i);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = random ? u(rng) : gemm_b_value(i);
   for (std::size_t i = 0; i < c.size(); ++i)
     c[i] = beta == 0.0f || i % static_cast<std::size_t>(rsc) >= n ? std::numeric_limits<float>::quiet_NaN()
-                                                                   : (random ? u(rng) : a_value(i + 5));
+                                                                   : (random ? u(rng) : gemm_a_value(i + 5));
   const std::vector<float> c0 = c;
   if (via_sgemm) {
     sgemm(m, n, k, alpha, a.data(), rsa, csa, b.data(), rsb, csb, beta, c.data(), rsc, 1);

@@ -13,32 +13,21 @@
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/gemm_small_hwy.hpp"
 #include "cpu_test_util.hpp"
+#include "gemm_test_util.hpp"
 
 namespace tensor::cpu::test {
 namespace {
-
-// Multiples of 1/8 and 1/4 in [-0.75, 1.25]: every product and partial sum below is exact in
-// f32, so any summation order gives the loop's value exactly.
-float a_value(std::size_t i) { return static_cast<float>(static_cast<int>(i * 7 % 13) - 6) / 8.0f; }
-float b_value(std::size_t i) { return static_cast<float>(static_cast<int>(i * 5 % 11) - 5) / 4.0f; }
 
 // A [m x k] stored transposed or not with a padded leading dim (gap > 1: elements `gap`
 // apart in both dims), B [k x n] likewise, C [m x n] with row stride n + 3 (NaN-filled).
 void check(std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb, std::int64_t gap) {
   SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " k=" << k << " ta=" << ta << " tb=" << tb
                                     << " gap=" << gap);
-  const std::int64_t g = gap;
-  const std::int64_t a_ld = static_cast<std::int64_t>(ta ? m : k) * g + 3;
-  const std::int64_t rsa = ta ? g : a_ld, csa = ta ? a_ld : g;
-  const std::int64_t b_ld = static_cast<std::int64_t>(tb ? k : n) * g + 2;
-  const std::int64_t rsb = tb ? g : b_ld, csb = tb ? b_ld : g;
-  const auto rsc = static_cast<std::int64_t>(n) + 3;
-  std::vector<float> a(static_cast<std::size_t>(a_ld) * (std::max(m, k) + 1)),
-      b(static_cast<std::size_t>(b_ld) * (std::max(n, k) + 1));
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = a_value(i);
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = b_value(i);
-  std::vector<float> c(static_cast<std::size_t>(rsc) * std::max<std::size_t>(m, 1),
-                       std::numeric_limits<float>::quiet_NaN());
+  const auto [rsa, csa, rsb, csb, rsc, a_size, b_size, c_size] = gemm_layout(m, n, k, ta, tb, gap);
+  std::vector<float> a(a_size), b(b_size);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = gemm_a_value(i);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = gemm_b_value(i);
+  std::vector<float> c(c_size, std::numeric_limits<float>::quiet_NaN());
   simd::sgemm_small_f32(m, n, k, a.data(), rsa, csa, b.data(), rsb, csb, c.data(), rsc);
   for (std::size_t i = 0; i < m; ++i) {
     for (std::size_t j = 0; j < n; ++j) {
@@ -101,8 +90,8 @@ TEST(CpuGemmSmall, MatmulEntryRoutesSmallProductsExactly) {
                                       std::array<std::size_t, 4>{300, 8, 4, 16}, std::array<std::size_t, 4>{3, 5, 7, 3}}) {
     SCOPED_TRACE(::testing::Message() << "batch=" << batch << " m=" << m << " n=" << n << " k=" << k);
     std::vector<float> av(batch * m * k), bv(batch * k * n);
-    for (std::size_t i = 0; i < av.size(); ++i) av[i] = a_value(i);
-    for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = b_value(i);
+    for (std::size_t i = 0; i < av.size(); ++i) av[i] = gemm_a_value(i);
+    for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = gemm_b_value(i);
     // B given as the transpose of a [batch, n, k] tensor (its rows strided).
     std::vector<float> bt(bv.size());
     for (std::size_t q = 0; q < batch; ++q)
