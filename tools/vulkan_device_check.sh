@@ -33,7 +33,7 @@ set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 pack="$here/build-vkcheck"
 tests="tests/vulkan/vulkan_ops_test tests/vulkan/vulkan_scatter_test tests/vulkan/vulkan_coopmat_test tests/vulkan/vulkan_reduce_test
-  tests/vulkan/vulkan_fused_test tests/vulkan/vulkan_memory_test tests/ops_test tests/edge_cases_test"
+  tests/vulkan/vulkan_fused_test tests/vulkan/vulkan_memory_test tests/vulkan/vulkan_graph_test tests/ops_test tests/edge_cases_test"
 
 prepare() {
   build=${1:-"$here/build-vk"}
@@ -140,6 +140,10 @@ run() {
   TENSOR_VK_MEMORY_LIMIT=16M timeout 15 "$bin/vulkan_memory_test" --gtest_brief=1 --gtest_filter='VulkanMemoryLimit*' \
     >"$out/memory.txt" 2>&1
   mrc=$?
+  # Graph replay (4 s on lavapipe): one command buffer, the fused elementwise runs (their GPU bound,
+  # Context::kFuseMaxHardware, is a guess until timed: `tensorctl bench --graph --device vulkan`).
+  timeout 10 "$bin/vulkan_graph_test" --gtest_brief=1 >"$out/graph.txt" 2>&1
+  grc=$?
   timeout 75 "$bin/vk_bench" >"$out/bench.txt" 2>&1
   brc=$?
   # Start-up (first op) with an empty cache dir, then filled, then without our
@@ -165,7 +169,7 @@ run() {
   printf '%-14s rc=%s  %s\n' "op tests" "$trc" "$summary"
   [ "$failed" -gt 0 ] && grep -E '^\[  FAILED  \] [A-Za-z/]+\.' "$out/tests.txt" | sort -u | sed 's/^/               /'
   [ "$trc" -ne 0 ] && [ "$failed" -eq 0 ] && tail -n 5 "$out/tests.txt" | sed 's/^/               /'
-  for t in scatter:$src coopmat:$crc coopmat_off:$corc reduce:$rrc reduce_nosg:$rnrc fused:$frc memory:$mrc; do
+  for t in scatter:$src coopmat:$crc coopmat_off:$corc reduce:$rrc reduce_nosg:$rnrc fused:$frc memory:$mrc graph:$grc; do
     n=${t%%:*}
     printf '%-14s rc=%s  %s\n' "$n" "${t#*:}" "$(grep -E '^\[  PASSED  \]|tests? ran' "$out/$n.txt" | tr '\n' ' ')"
     grep -E '^\[  FAILED  \] [A-Za-z]+\.' "$out/$n.txt" | sort -u | sed 's/^/               /'
@@ -177,7 +181,7 @@ run() {
   echo "elapsed        $(( $(date +%s) - start )) s   (full logs: $out)"
   echo "========================================================================"
   [ "$trc" -eq 0 ] && [ "$src" -eq 0 ] && [ "$crc" -eq 0 ] && [ "$corc" -eq 0 ] && [ "$rrc" -eq 0 ] &&
-    [ "$rnrc" -eq 0 ] && [ "$frc" -eq 0 ] && [ "$mrc" -eq 0 ] && [ "$brc" -eq 0 ]
+    [ "$rnrc" -eq 0 ] && [ "$frc" -eq 0 ] && [ "$mrc" -eq 0 ] && [ "$grc" -eq 0 ] && [ "$brc" -eq 0 ]
 }
 
 case ${1:-run} in

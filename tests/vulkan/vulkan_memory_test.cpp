@@ -141,8 +141,11 @@ TEST(VulkanPipelineKey, EverySpecializationBitCounts) {
   for (std::uint32_t op = 0; op < 600; ++op)
     for (std::uint32_t dt = 0; dt < 15; ++dt) seen.insert(key(ShaderFamily::Index, 0, 0, {op, dt, dt}).words);
   EXPECT_EQ(seen.size(), 600u * 15u);
-  const std::string msg = execution_error([&] { key(ShaderFamily::Rows, 0, 0, std::vector<std::uint32_t>(9, 0u)); });
-  EXPECT_TRUE(contains(msg, "expected at most 8 specialization constants; got 9")) << msg;
+  constexpr std::size_t kMax = vulkan::PipelineKey::kMaxSpec;
+  EXPECT_EQ(kMax, 16u);
+  EXPECT_NO_THROW(key(ShaderFamily::ElementwiseProgram, 0, 0, std::vector<std::uint32_t>(kMax, 0u)));
+  const std::string msg = execution_error([&] { key(ShaderFamily::Rows, 0, 0, std::vector<std::uint32_t>(kMax + 1, 0u)); });
+  EXPECT_TRUE(contains(msg, "expected at most 16 specialization constants; got 17")) << msg;
 }
 
 // Timestamp queries (the profiler's device clock): while on, the work a sync waited

@@ -126,6 +126,24 @@ class Context {
   void graph_free(std::unique_ptr<Batch> g);
   // vkQueueSubmit calls so far (eager batches and graph replays).
   std::uint64_t submit_count() const { return stream_.submits.load(std::memory_order_relaxed); }
+  // Elementwise fusion in graph_build: runs of two or more dense f32 elementwise dispatches
+  // over at most graph_fusion_max() elements become one dispatch of the PROGRAM variant of
+  // elementwise.comp (runtime/graph_fusion.hpp): kFuseMaxSoftware on a software device,
+  // kFuseMaxHardware otherwise; 0 turns it off (tests set it). TENSOR_VK_GRAPH_FUSION_MAX=N
+  // when a graph is captured replaces it for that graph (0: the benchmark's reference).
+  static constexpr std::uint32_t kFuseMaxSoftware = 128;
+  static constexpr std::uint32_t kFuseMaxHardware = 4096;
+  std::uint32_t graph_fusion_max() const { return switches_.fuse_max.load(std::memory_order_relaxed); }
+  void set_graph_fusion_max(std::uint32_t elements) { switches_.fuse_max.store(elements, std::memory_order_relaxed); }
+  // What the last graph_build recorded: its dispatches, and of them the fused runs and the
+  // captured dispatches those hold.
+  struct GraphBuildStats {
+    std::uint32_t dispatches = 0, fused_runs = 0, fused_dispatches = 0;
+  };
+  GraphBuildStats last_graph_build() const {
+    return {graph_stats_[0].load(std::memory_order_relaxed), graph_stats_[1].load(std::memory_order_relaxed),
+            graph_stats_[2].load(std::memory_order_relaxed)};
+  }
 
   // Native f16 arithmetic (ElementwiseF16): whether the device has what it needs, and
   // whether it is used (on unless TENSOR_VK_DISABLE_F16ARITH=1; tests and the
@@ -223,7 +241,8 @@ class Context {
   void collect_errors_locked(Batch& b);
   // With stream_.mu held: whether this thread's work is being recorded for a graph.
   bool recording_here_locked() const;
-  void note_dispatch_locked(VkPipeline pipe, const std::vector<std::uint32_t>& params, const std::vector<Binding>& bindings,
+  void note_dispatch_locked(ShaderFamily family, const std::vector<std::uint32_t>& spec, bool wide, VkPipeline pipe,
+                            const std::vector<std::uint32_t>& params, const std::vector<Binding>& bindings,
                             const VkDeviceSize* off, const VkDeviceSize* len, std::uint32_t gx, std::uint32_t gy,
                             std::uint32_t gz, const std::string* check);
   void note_copy_locked(BufRef src, VkDeviceSize src_off, BufRef dst, VkDeviceSize dst_off, VkDeviceSize bytes);
@@ -253,6 +272,7 @@ class Context {
   Stream stream_;
 
   std::atomic<bool> lost_{false};
+  std::atomic<std::uint32_t> graph_stats_[3]{};  // last_graph_build
   mutable std::mutex lost_mu_;
   std::string lost_where_;     // the call that returned VK_ERROR_DEVICE_LOST first
 };

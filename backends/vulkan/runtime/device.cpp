@@ -105,6 +105,7 @@ Context::Context(VkInstance instance, VkPhysicalDevice phys, std::uint32_t queue
   const bool f16_storage = dev_.f16_ext && f16.shaderFloat16 && st16.storageBuffer16BitAccess;
   dev_.f16_ok = f16_storage && !env_flag("TENSOR_VK_DISABLE_F16ARITH");
   switches_.f16_on.store(dev_.f16_ok);
+  switches_.fuse_max.store(dev_.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? kFuseMaxSoftware : kFuseMaxHardware);
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceSubgroupSizeControlPropertiesEXT ssc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};

@@ -60,6 +60,9 @@ struct FeatureSwitches {
   std::atomic<bool> coop_on{true};
   std::atomic<bool> f16_accel{false};  // coop_state == Live && coop_on
   std::atomic<bool> sub_on{false};
+  // graph_build fuses elementwise runs of at most this many elements (0: none), unless
+  // TENSOR_VK_GRAPH_FUSION_MAX says otherwise at capture; set by the device's init.
+  std::atomic<std::uint32_t> fuse_max{0};
 };
 
 }  // namespace tensor::vulkan

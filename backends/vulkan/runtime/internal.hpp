@@ -17,6 +17,18 @@ inline constexpr std::uint32_t kBindings = 5;
 inline constexpr std::uint32_t kReduceWorkgroup = 64;  // reduce.comp's local_size_x
 inline constexpr std::uint32_t kRowsWorkgroup = 256;   // rows.comp's
 
+// One descriptor set of `layout` from `pool` (the eager stream's dispatches and a graph's
+// pre-recorded ones take their sets alike).
+inline VkDescriptorSet allocate_set(VkDevice device, VkDescriptorPool pool, VkDescriptorSetLayout layout) {
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = pool;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &layout;
+  VkDescriptorSet set;
+  check_vk(vkAllocateDescriptorSets(device, &ai, &set), "vkAllocateDescriptorSets");
+  return set;
+}
+
 // Points the kBindings storage-buffer bindings of `set` at `infos` (the eager stream's
 // dispatches and a graph's pre-recorded ones bind their sets alike).
 inline void write_storage_bindings(VkDevice device, VkDescriptorSet set, const VkDescriptorBufferInfo (&infos)[kBindings]) {

@@ -19,8 +19,9 @@ namespace tensor::vulkan {
 // two are optional and narrow only: ElementwiseF16 (f16 arithmetic on 16-bit
 // storage, needs shaderFloat16 + storageBuffer16BitAccess) and MatmulCoop (the
 // VK_NV_cooperative_matrix f16 matmul); their modules exist only where usable.
-// Quant (quant.comp: quantize, dequantize, q_matmul) is narrow only, on every device.
-enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Rows, ElementwiseF16, MatmulCoop, Module, Conv, Attention, Quant, Count };
+// Quant (quant.comp: quantize, dequantize, q_matmul) is narrow only, on every device; so is
+// ElementwiseProgram (elementwise.comp -DPROGRAM: a graph's fused elementwise runs).
+enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Index, Rows, ElementwiseF16, MatmulCoop, Module, Conv, Attention, Quant, ElementwiseProgram, Count };
 
 [[noreturn]] void throw_too_many_spec_constants(std::size_t count);
 
@@ -29,7 +30,7 @@ enum class ShaderFamily : std::uint8_t { Elementwise, Reduce, Scan, Matmul, Inde
 // full (32 bits each, and their count), so that two dispatches share a pipeline
 // only when every value agrees: an op code or dtype code of any size cannot alias.
 struct PipelineKey {
-  static constexpr std::size_t kMaxSpec = 8;  // constants per pipeline
+  static constexpr std::size_t kMaxSpec = 16;  // constants per pipeline (elementwise.comp PROGRAM: 16)
   std::array<std::uint32_t, kMaxSpec + 2> words{};
   friend constexpr bool operator==(const PipelineKey&, const PipelineKey&) = default;
 };

@@ -82,6 +82,9 @@ alignas(4) const std::uint32_t kAttentionWideSpv[] =
 alignas(4) const std::uint32_t kQuantSpv[] =
 #include "quant.comp.spv.inc"
     ;
+alignas(4) const std::uint32_t kElementwiseProgramSpv[] =
+#include "elementwise.comp.program.spv.inc"
+    ;
 
 const Spirv kShaders[] = {
     {kElementwiseSpv, sizeof(kElementwiseSpv), kElementwiseWideSpv, sizeof(kElementwiseWideSpv), "elementwise"},
@@ -97,6 +100,7 @@ const Spirv kShaders[] = {
     {kConvSpv, sizeof(kConvSpv), kConvWideSpv, sizeof(kConvWideSpv), "conv"},
     {kAttentionSpv, sizeof(kAttentionSpv), kAttentionWideSpv, sizeof(kAttentionWideSpv), "attention"},
     {kQuantSpv, sizeof(kQuantSpv), nullptr, 0, "quant"},
+    {kElementwiseProgramSpv, sizeof(kElementwiseProgramSpv), nullptr, 0, "elementwise_program"},
 };
 static_assert(std::size(kShaders) == static_cast<std::size_t>(ShaderFamily::Count));
 

@@ -136,7 +136,7 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
                                      grid[1], grid[2], gx, gy, gz));
   VkPipeline pipe = pipeline(family, spec, wide);
   std::lock_guard<std::mutex> lock(stream_.mu);
-  if (stream_.rec && recording_here_locked()) note_dispatch_locked(pipe, params, bindings, off, len, gx, gy, gz, check);
+  if (stream_.rec && recording_here_locked()) note_dispatch_locked(family, spec, wide, pipe, params, bindings, off, len, gx, gy, gz, check);
   Batch* b = &begin_batch();
   const VkDeviceSize pbytes = params.size() * 4;
   if (b->params_used + kParamSlotBytes > kParamArenaBytes || pbytes > kParamSlotBytes) {
@@ -152,12 +152,7 @@ void Context::dispatch(ShaderFamily family, const std::vector<std::uint32_t>& sp
     b->checks.push_back(*check);
   }
 
-  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  ai.descriptorPool = b->descriptors;
-  ai.descriptorSetCount = 1;
-  ai.pSetLayouts = &pipes_.set_layout;
-  VkDescriptorSet set;
-  check_vk(vkAllocateDescriptorSets(dev_.device, &ai, &set), "vkAllocateDescriptorSets");
+  VkDescriptorSet set = allocate_set(dev_.device, b->descriptors, pipes_.set_layout);
   VkDescriptorBufferInfo infos[kBindings];
   infos[0] = {b->params->vk(), b->params->offset() + poff, kParamSlotBytes};
   for (std::uint32_t i = 1; i < kBindings; ++i) {

@@ -75,6 +75,13 @@ struct GraphCmd {
   std::uint32_t gx = 1, gy = 1, gz = 1;
   std::int32_t check = -1;  // index into GraphRecording::checks (an index dispatch), or -1
   VkDeviceSize bytes = 0;
+  // A dense f32 elementwise dispatch that graph_build may fuse with its neighbours
+  // (elementwise.comp with CONTIG 1 or 2 + m, an op of the PROGRAM variant): its op code,
+  // whether b is the scalar s0, and bit 0 / 1 set where a / b is one element read by every
+  // invocation (m). ew_op is -1 for every other command.
+  std::int32_t ew_op = -1;
+  bool ew_scalar = false;
+  std::uint32_t ew_single = 0;
 };
 struct GraphRecording {
   std::thread::id thread;           // only this thread's work belongs to the graph

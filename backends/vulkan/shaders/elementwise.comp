@@ -25,6 +25,46 @@ layout(constant_id = 6) const uint LOCAL = 256;   // local_size_x
 
 #include "common.glsl"
 
+#ifdef PROGRAM
+// The PROGRAM variant (narrow, f32 only; runtime/graph.cpp): a captured run of dense f32
+// elementwise dispatches replayed as one dispatch. Bindings 1..4 are up to four buffers
+// (slots), each bound once over the bytes the run touches; binding 0 holds the program:
+// P[0] = n, P[1] = the instruction count, then 8 words per instruction: the op's index in
+// the run's op table (constants OPK0..OPK7, -1 where unused), flags (1: b is the scalar in
+// word 7; 2: a is one element read everywhere; 4: the same for b; 8: the op reads b), the
+// output's slot and element offset, a's, b's (or the scalar's bits). Invocation i runs
+// every instruction on its own element i in order, so a value an instruction writes is
+// read back by the same invocation (graph.cpp fuses only runs where every overlap of a
+// written range with another range of the run is the same range). The ops are constants
+// so that only the run's own ops are compiled in: a software device (llvmpipe) executes
+// every branch of a switch on a run-time op under a mask, which made an interpreter over
+// all ~45 ops slower than separate dispatches.
+layout(constant_id = 7) const int OPK0 = -1;
+layout(constant_id = 8) const int OPK1 = -1;
+layout(constant_id = 9) const int OPK2 = -1;
+layout(constant_id = 10) const int OPK3 = -1;
+layout(constant_id = 11) const int OPK4 = -1;
+layout(constant_id = 12) const int OPK5 = -1;
+layout(constant_id = 13) const int OPK6 = -1;
+layout(constant_id = 14) const int OPK7 = -1;
+layout(constant_id = 15) const uint NSLOTS = 4;  // slots the run binds (1..4): the rest fold away
+layout(std430, set = 0, binding = 1) buffer S0 { uint s0_data[]; };
+layout(std430, set = 0, binding = 2) buffer S1 { uint s1_data[]; };
+layout(std430, set = 0, binding = 3) buffer S2 { uint s2_data[]; };
+layout(std430, set = 0, binding = 4) buffer S3 { uint s3_data[]; };
+uint ld_slot(uint s, int i) {
+  if (NSLOTS == 1u || s == 0u) return s0_data[i];
+  if (NSLOTS == 2u || s == 1u) return s1_data[i];
+  if (NSLOTS == 3u || s == 2u) return s2_data[i];
+  return s3_data[i];
+}
+void st_slot(uint s, int i, uint v) {
+  if (NSLOTS == 1u || s == 0u) s0_data[i] = v;
+  else if (NSLOTS == 2u || s == 1u) s1_data[i] = v;
+  else if (NSLOTS == 3u || s == 2u) s2_data[i] = v;
+  else s3_data[i] = v;
+}
+#else
 layout(std430, set = 0, binding = 1) readonly buffer A { uint a_data[]; };
 layout(std430, set = 0, binding = 2) readonly buffer B { uint b_data[]; };
 layout(std430, set = 0, binding = 3) readonly buffer C { uint c_data[]; };
@@ -34,6 +74,7 @@ DEFINE_LOAD(ld_a, a_data)
 DEFINE_LOAD(ld_b, b_data)
 DEFINE_LOAD(ld_c, c_data)
 DEFINE_STORE(st_o, o_data)
+#endif
 
 #ifdef WIDE
 #include "math64.glsl"
@@ -481,6 +522,42 @@ int index_of(int k, int i) {
   return operand_index_in(k, i);
 }
 
+#ifdef PROGRAM
+// The op set is graph.cpp's fusable_op: the f32 forms of the eager main below, the same
+// functions, so a fused run computes what its dispatches compute one by one. `op` is a
+// constant at every call (OPKj), so each call folds to one op's code.
+float apply(int op, float a, float b) {
+  if (op == EW_COPY) return a;
+  if (op >= EW_RECIP) return op >= EW_NEG ? fused_unary_f(op, a) : unary_g(op, a);
+  return op >= EW_PRELU ? fused_binary_f(op, a, b) : binary_g(op, a, b);
+}
+
+void main() {
+  int i = global_linear_id(LOCAL);
+  if (i >= int(P[0])) return;
+  const uint count = P[1];
+  for (uint k = 0u; k < count; ++k) {
+    const uint w = 2u + 8u * k;
+    const uint op = P[w];
+    const uint fl = P[w + 1u];
+    const float a = uintBitsToFloat(ld_slot(P[w + 4u], int(P[w + 5u]) + ((fl & 2u) != 0u ? 0 : i)));
+    float b = 0.0;
+    if ((fl & 8u) != 0u)
+      b = (fl & 1u) != 0u ? uintBitsToFloat(P[w + 7u])
+                          : uintBitsToFloat(ld_slot(P[w + 6u], int(P[w + 7u]) + ((fl & 4u) != 0u ? 0 : i)));
+    float r = a;
+    if (OPK0 >= 0 && op == 0u) r = apply(OPK0, a, b);
+    else if (OPK1 >= 0 && op == 1u) r = apply(OPK1, a, b);
+    else if (OPK2 >= 0 && op == 2u) r = apply(OPK2, a, b);
+    else if (OPK3 >= 0 && op == 3u) r = apply(OPK3, a, b);
+    else if (OPK4 >= 0 && op == 4u) r = apply(OPK4, a, b);
+    else if (OPK5 >= 0 && op == 5u) r = apply(OPK5, a, b);
+    else if (OPK6 >= 0 && op == 6u) r = apply(OPK6, a, b);
+    else if (OPK7 >= 0 && op == 7u) r = apply(OPK7, a, b);
+    st_slot(P[w + 2u], int(P[w + 3u]) + i, floatBitsToUint(r));
+  }
+}
+#else
 void main() {
   int i = global_linear_id(LOCAL);
   if (i >= int(P[P_N])) return;
@@ -544,3 +621,4 @@ void main() {
   }
   st_o(DTO, io, r & mask_of(DTO));
 }
+#endif
