@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <tensor/device.hpp>
@@ -35,6 +36,25 @@
 namespace tensorctl {
 
 namespace {
+
+// capture(dev, f) with the environment variable `var` set to `value` during the capture (a
+// switch read at capture: the benchmark's references), restored afterwards.
+template <class F>
+auto capture_with_env(const tensor::Device& dev, const char* var, const char* value, F&& f) {
+  const char* was = std::getenv(var);
+  const std::string old = was ? was : "";
+  setenv(var, value, 1);
+  struct Restore {
+    const char* var;
+    bool had;
+    const std::string& old;
+    ~Restore() {
+      if (had) setenv(var, old.c_str(), 1);
+      else unsetenv(var);
+    }
+  } restore{var, was != nullptr, old};
+  return tensor::capture(dev, std::forward<F>(f));
+}
 
 // The MLP 784-256-10 of issue 28's targets.
 struct BenchMlp : tensor::Module {
@@ -96,12 +116,7 @@ void run_mlp_step_bench(const tensor::Device& dev, bool quick) {
     (void)unf_step();
   }
   unf_opt.prepare_step(kLr);
-  const char* fuse_env = std::getenv("TENSOR_GRAPH_FUSE");
-  const std::string fuse_was = fuse_env ? fuse_env : "";
-  setenv("TENSOR_GRAPH_FUSE", "0", 1);
-  auto g_unf = capture(ad, unf_step);
-  if (fuse_env) setenv("TENSOR_GRAPH_FUSE", fuse_was.c_str(), 1);
-  else unsetenv("TENSOR_GRAPH_FUSE");
+  auto g_unf = capture_with_env(ad, "TENSOR_GRAPH_FUSE", "0", unf_step);
   const int reps = quick ? 5 : 30, rounds = quick ? 3 : 5;
   // The graph-mode step run eagerly (the same ops the graph holds: the optimizer's state
   // writes and its device-tensor rate) on a third model: what replay saves on that work.
@@ -197,22 +212,12 @@ int run_graph_bench(const Args& args) {
   // On vulkan (one pre-recorded command buffer either way) the reference is the closure
   // re-run instead (TENSOR_VK_GRAPH_NATIVE=0 at capture): what replay did before it.
   const char* ref_var = dev.to_string().rfind("vulkan", 0) == 0 ? "TENSOR_VK_GRAPH_NATIVE" : "TENSOR_GRAPH_RAW";
-  const char* raw_env = std::getenv(ref_var);
-  const std::string raw_was = raw_env ? raw_env : "";
-  setenv(ref_var, "0", 1);
-  auto g_thunk = capture(dev, chain);
-  if (raw_env) setenv(ref_var, raw_was.c_str(), 1);
-  else unsetenv(ref_var);
+  auto g_thunk = capture_with_env(dev, ref_var, "0", chain);
   // On vulkan, also the command buffer with one dispatch per add (elementwise fusion off at
   // capture): what the fused program saves. The cpu ignores the variable.
   const bool vk = dev.to_string().rfind("vulkan", 0) == 0;
   const char* fuse_var = "TENSOR_VK_GRAPH_FUSION_MAX";
-  const char* fuse_env = std::getenv(fuse_var);
-  const std::string fuse_was = fuse_env ? fuse_env : "";
-  setenv(fuse_var, "0", 1);
-  auto g_unfused = capture(dev, chain);
-  if (fuse_env) setenv(fuse_var, fuse_was.c_str(), 1);
-  else unsetenv(fuse_var);
+  auto g_unfused = capture_with_env(dev, fuse_var, "0", chain);
   double eager = 1e300, replay = 1e300, replay_thunk = 1e300, replay_unfused = 1e300;
   for (int r = 0; r < rounds; ++r) {
     auto t0 = Clock::now();
