@@ -1,11 +1,15 @@
 // The fused q8 GEMV (issue 32): q_matmul of x f32 [M, K] with an 8-bit weight [K, N] (Q8S or
 // Q8F codes), one scale per output column or one for the tensor. On the cpu with
-// AVX512-VNNI (backends/cpu/quant_q8.hpp) M <= kQ8MaxRows takes the fused dpbusd kernel,
-// larger M oneDNN's int8 matmul; both quantize x's rows the same way (one scale per row,
+// AVX512-VNNI (backends/cpu/quant_q8.hpp) M <= q8_max_rows() (16, or 3 where oneDNN runs
+// AMX-INT8) takes the fused dpbusd kernel, larger M oneDNN's int8 matmul; both quantize x's rows the same way (one scale per row,
 // a = max |x| / 127, codes rounded to the nearest, ties to even), so both are checked
 // against one double loop written here: the integer sums of the codes (exact) times the
 // weight's scale and a. Other devices (the dequantize route) against the float product.
 #include "quant_test_util.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "backends/cpu/cpu_info.hpp"
 #include "backends/cpu/quant.hpp"
@@ -92,7 +96,53 @@ void expect_not_fused() {
   }
 }
 
+// The fused kernel's row limit raised to kQ8MaxRows while it lives, so that its row tiles
+// (up to 16 rows) are checked on a CPU with AMX too, where the route stops at 3 rows.
+struct AllKernelRows {
+  AllKernelRows() { tensor::cpu::qdetail::q8_set_max_rows(tensor::cpu::qdetail::kQ8MaxRows); }
+  ~AllKernelRows() { tensor::cpu::qdetail::q8_set_max_rows(0); }
+  AllKernelRows(const AllKernelRows&) = delete;
+  AllKernelRows& operator=(const AllKernelRows&) = delete;
+};
+
+// Whether /proc/cpuinfo lists `flag` for the first CPU (read here, not through the library).
+bool cpuinfo_has(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with("flags")) return (line + " ").find(" " + flag + " ") != std::string::npos;
+  return false;
+}
+
 }  // namespace
+
+TEST_P(Quant, Q8GemvRowLimitFollowsTheCpu) {
+  // Up to 3 rows the fused kernel wherever it runs; 4 to 16 rows only where oneDNN's int8
+  // matmul does not run on AMX-INT8 tiles (which beat it from 4 rows). AMX is live when the
+  // CPU lists amx_int8 and ONEDNN_MAX_CPU_ISA does not lower oneDNN below it.
+  if (!on_cpu() || !fused(1)) GTEST_SKIP() << "needs the fused kernel (x86-64 with AVX512-VNNI)";
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (cap == nullptr || std::string(cap) == "ALL") {
+    EXPECT_EQ(tensor::cpu::qdetail::int8_amx_live(), tensor::cpu::int8_products_live() && cpuinfo_has("amx_int8"));
+  }
+  const bool amx = tensor::cpu::qdetail::int8_amx_live();
+  constexpr std::size_t K = 256, N = 64;
+  const auto wq = quantize_dynamic(fl<2>(lcg(K * N, 21u, 0.5f), Shape{K, N}), per_column(K));
+  for (const std::size_t m : {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{16}, std::size_t{17}}) {
+    SCOPED_TRACE(::testing::Message() << m << " rows" << (amx ? ", AMX" : ""));
+    const auto x = lcg(m * K, static_cast<std::uint32_t>(m), 1.0f);
+    EXPECT_TRUE(within(fv(qz::q_matmul(fl<2>(x, Shape{m, K}), wq)), reference(x, m, K, N, values_of(wq)), int8_route(m)));
+    const bool want_fused = m <= 3 || (m <= 16 && !amx);
+    EXPECT_EQ(tensor::cpu::last_q_matmul_route().starts_with("q8 fused"), want_fused) << tensor::cpu::last_q_matmul_route();
+  }
+  {
+    const AllKernelRows raised;
+    const auto x = lcg(16 * K, 16u, 1.0f);
+    (void)qz::q_matmul(fl<2>(x, Shape{16, K}), wq);
+    EXPECT_TRUE(tensor::cpu::last_q_matmul_route().starts_with("q8 fused")) << tensor::cpu::last_q_matmul_route();
+  }
+  EXPECT_EQ(tensor::cpu::qdetail::q8_max_rows(), amx ? tensor::cpu::qdetail::kQ8MaxRowsAmx : tensor::cpu::qdetail::kQ8MaxRows);
+}
 
 TEST_P(Quant, Q8GemvShapesAgainstALoop) {
   // M = 1 (four panels at a time, then one), 2, 3 (two panels at a time), 7 (row tiles of 4
@@ -102,6 +152,7 @@ TEST_P(Quant, Q8GemvShapesAgainstALoop) {
   // K = 4096 (1.2 M codes: past the 1 MiB where the panels split over the threads; 4096 x 3500
   // made this test 7 s of double loops per device, minutes under ASan); per-column and
   // per-tensor scales.
+  const AllKernelRows raised;
   const std::size_t limit = static_cast<std::size_t>(tensor::cpu::qdetail::kQ8MaxRows);
   for (const std::size_t k : {4u, 99u, 101u, 4096u})
     for (const std::size_t n : {std::size_t{1}, std::size_t{17}, k == 4096 ? std::size_t{300} : std::size_t{3500}})
@@ -133,6 +184,7 @@ TEST_P(Quant, Q8GemvMatchesTheOneDnnRouteBitForBit) {
   // The same rows through both int8 routes: 17 rows on oneDNN's, then each row alone (and
   // rows 0..15) on the fused kernel: the same floats, bit for bit.
   if (!on_cpu() || !tensor::cpu::int8_products_live() || !fused(1)) GTEST_SKIP() << "needs oneDNN and the fused kernel";
+  const AllKernelRows raised;
   constexpr std::size_t M = 17, K = 1001, N = 300;
   const auto w = lcg(K * N, 41u, 0.7f);
   const auto wq = quantize_dynamic(fl<2>(w, Shape{K, N}), per_column(K));

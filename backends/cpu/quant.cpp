@@ -164,8 +164,8 @@ Prim dequantize_entry(Prim pq, DType dtype) {
 // block [32, 1] takes the q4 routes (quant_q4.hpp: the fused int8 kernel, or K-panels
 // dequantized into a per-thread buffer for the f32 GEMM; never the whole weight in f32);
 // oneDNN only takes scales per tensor or per column, so other [b, 1] blocks dequantize.
-// An 8-bit weight with those scales and at most kQ8MaxRows rows of x takes the fused q8
-// kernel first where the CPU has AVX512-VNNI (quant_q8.hpp: x quantized as here, the
+// An 8-bit weight with those scales and at most q8_max_rows() rows of x (16, or 3 where
+// oneDNN runs AMX-INT8) takes the fused q8 kernel first where the CPU has AVX512-VNNI (quant_q8.hpp: x quantized as here, the
 // weight repacked once for dpbusd; the same floats as oneDNN's route).
 
 thread_local std::string t_last_route;
@@ -385,7 +385,9 @@ struct RowSource {
 
 // x [m, k] (f32) times the weight on oneDNN into out [m, n]; false where it cannot.
 bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, std::int64_t k, std::int64_t n, float* out) {
-  std::vector<std::int8_t> xq(static_cast<std::size_t>(m * k));
+  // (not zeroed: every code is written below before the product reads it)
+  const auto xq_buf = std::make_unique_for_overwrite<std::int8_t[]>(static_cast<std::size_t>(m * k));
+  std::int8_t* const xq = xq_buf.get();
   std::vector<float> row_scale(static_cast<std::size_t>(m));
   std::vector<unsigned char> finite(static_cast<std::size_t>(m), 1);
   const float* x = src.x;
@@ -403,11 +405,11 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
       }
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
       row_scale[static_cast<std::size_t>(i)] = amax / 127.0f;
-      simd::quantize_s8(r, static_cast<std::size_t>(k), inv, xq.data() + i * k);
+      simd::quantize_s8(r, static_cast<std::size_t>(k), inv, xq + i * k);
     }
   };
   if (src.tb > 0)
-    quantize_transposed_rows(x, src.tb, m / src.tb, k, src.sb, src.sk, xq.data(), row_scale.data(), finite.data());
+    quantize_transposed_rows(x, src.tb, m / src.tb, k, src.sb, src.sk, xq, row_scale.data(), finite.data());
   else
     parallel_chunks(static_cast<std::size_t>((m + rows_per - 1) / rows_per), quantize_rows);
   if (std::find(finite.begin(), finite.end(), 0) != finite.end()) return false;
@@ -446,7 +448,7 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
     if (ts.stream == nullptr) return false;
     if (ts.scratch.size() < plan.scratch_bytes) ts.scratch.resize(plan.scratch_bytes);
     std::array<dnnl_memory_t, 3> mem{};
-    bool ok = dnnl_memory_create(&mem[0], &plan.src, int8_engine(), xq.data() + i0 * k) == dnnl_success &&
+    bool ok = dnnl_memory_create(&mem[0], &plan.src, int8_engine(), xq + i0 * k) == dnnl_success &&
               dnnl_memory_create(&mem[1], &plan.dst, int8_engine(), dst) == dnnl_success &&
               (plan.scratch_bytes == 0 ||
                dnnl_memory_create(&mem[2], &plan.scratch, int8_engine(), ts.scratch.data()) == dnnl_success);
@@ -463,7 +465,7 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
       const float a = row_scale[static_cast<std::size_t>(i)];
       float* o = out + i * n + c0;
       const float* r = cols == n ? o : block.data() + (i - i0) * cols;
-      for (std::int64_t j = 0; j < cols; ++j) o[j] = r[j] * a;
+      simd::scale_f32(r, static_cast<std::size_t>(cols), a, o);
     }
     return true;
   };
@@ -634,6 +636,14 @@ std::string last_q_matmul_route() {
 }
 
 std::string last_q_conv2d_route() { return qdetail::t_conv_route; }
+
+bool qdetail::int8_amx_live() {
+#if TENSOR_HAVE_ONEDNN
+  return qdetail::int8_engine() != nullptr && dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx;
+#else
+  return false;
+#endif
+}
 
 bool int8_products_live() {
 #if TENSOR_HAVE_ONEDNN

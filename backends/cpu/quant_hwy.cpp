@@ -69,6 +69,15 @@ void QuantizeS8(const float* HWY_RESTRICT x, size_t n, float inv, std::int8_t* H
   for (; i < n; ++i) out[i] = act_code_scalar(x[i], inv);
 }
 
+void ScaleF32(const float* x, size_t n, float s, float* out) {  // out may be x: no restrict
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto vs = hn::Set(d, s);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vs), d, out + i);
+  for (; i < n; ++i) out[i] = x[i] * s;
+}
+
 void ScaleAddF32(float* HWY_RESTRICT x, size_t n, float s, float b) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
@@ -115,6 +124,7 @@ namespace tensor::cpu::simd {
 
 HWY_EXPORT(AbsMaxF32);
 HWY_EXPORT(QuantizeS8);
+HWY_EXPORT(ScaleF32);
 HWY_EXPORT(ScaleAddF32);
 HWY_EXPORT(PoolScaleReluNhwcF32);
 
@@ -123,6 +133,7 @@ void quantize_s8(const float* x, std::size_t n, float inv, std::int8_t* out) {
   HWY_DYNAMIC_DISPATCH(QuantizeS8)(x, n, inv, out);
 }
 
+void scale_f32(const float* x, std::size_t n, float s, float* out) { HWY_DYNAMIC_DISPATCH(ScaleF32)(x, n, s, out); }
 void scale_add_f32(float* x, std::size_t n, float s, float b) { HWY_DYNAMIC_DISPATCH(ScaleAddF32)(x, n, s, b); }
 void pool_scale_relu_nhwc_f32(const float* y, std::size_t oh, std::size_t ow, std::size_t c, float s, const float* bias,
                               float* out) {

@@ -16,6 +16,8 @@ float abs_max_f32(const float* x, std::size_t n, bool* finite);
 // out[i] = the code of x[i] * inv (see above), for finite x.
 void quantize_s8(const float* x, std::size_t n, float inv, std::int8_t* out);
 
+// out[i] = x[i] * s (out may be x): the int8 product's row scales.
+void scale_f32(const float* x, std::size_t n, float s, float* out);
 // x[i] = x[i] * s + b (a product, then a sum: no FMA), in place.
 void scale_add_f32(float* x, std::size_t n, float s, float b);
 

@@ -184,10 +184,17 @@ bool has_avx512_vnni() { return false; }
 #endif
 
 std::atomic<bool> g_q8_off{false};  // tests and the bench switch it while other threads may read it
+std::atomic<std::int64_t> g_q8_rows{0};  // q8_set_max_rows; 0: the machine's limit
 
 }  // namespace
 
-bool q8_route_for(std::int64_t m) { return !g_q8_off && m >= 1 && m <= kQ8MaxRows && has_avx512_vnni(); }
+std::int64_t q8_max_rows() {
+  static const std::int64_t machine = int8_amx_live() ? kQ8MaxRowsAmx : kQ8MaxRows;
+  const std::int64_t set = g_q8_rows;
+  return set > 0 ? set : machine;
+}
+void q8_set_max_rows(std::int64_t rows) { g_q8_rows = std::clamp<std::int64_t>(rows, 0, kQ8MaxRows); }
+bool q8_route_for(std::int64_t m) { return !g_q8_off && m >= 1 && m <= q8_max_rows() && has_avx512_vnni(); }
 void q8_disable(bool off) { g_q8_off = off; }
 
 bool q8_product(const Q8Pack& p, const float* x, std::int64_t m, float* out, std::string& route) {

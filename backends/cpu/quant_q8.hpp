@@ -18,8 +18,12 @@ class QuantPrim;
 
 namespace tensor::cpu::qdetail {
 
-// Rows of x up to which the fused kernel is the route (above: oneDNN's int8 matmul).
+// Rows of x up to which the fused kernel is the route (above: oneDNN's int8 matmul) ...
 inline constexpr std::int64_t kQ8MaxRows = 16;
+// ... and where oneDNN's int8 matmul runs on AMX-INT8 tiles, which is faster from 4 rows
+// (K = N = 4096, Xeon with AMX, 1 and 2 threads: 0.62 against 0.82 ms at M = 3, 1.04
+// against 0.83 at M = 4, 1.24 against 0.84 at M = 8; docs/quantization.md).
+inline constexpr std::int64_t kQ8MaxRowsAmx = 3;
 // Columns per packed panel (four 512-bit vectors of 16 i32 lanes).
 inline constexpr std::int64_t kQ8Panel = 64;
 // The largest K whose integer sums are exact in i32: the dpbusd sum is sum (a + 128) * c
@@ -43,8 +47,18 @@ struct Q8Pack {
 bool q8_fits(const dispatch::quant::QuantPrim& w);
 // Packs w; nullptr where it does not fit.
 std::shared_ptr<const Q8Pack> make_q8_pack(const dispatch::quant::QuantPrim& w);
-// Whether this CPU runs the fused kernel (AVX512-VNNI, x86-64), and m rows take it.
+// Whether this CPU runs the fused kernel (AVX512-VNNI, x86-64), and m rows take it (m up to
+// q8_max_rows()).
 bool q8_route_for(std::int64_t m);
+// The row limit on this machine: kQ8MaxRowsAmx where int8_amx_live(), else kQ8MaxRows, or
+// what q8_set_max_rows set.
+std::int64_t q8_max_rows();
+// Tests: the limit (1..kQ8MaxRows) whatever the CPU, so the kernel's row tiles are checked on
+// every machine; 0 returns to the machine's limit.
+void q8_set_max_rows(std::int64_t rows);
+// Whether oneDNN's int8 products run on AMX-INT8 here (its effective ISA, which
+// ONEDNN_MAX_CPU_ISA can lower; quant.cpp; false without oneDNN).
+bool int8_amx_live();
 // Tests and the bench: turn the fused route off (true: oneDNN's route for every M) or on.
 void q8_disable(bool off);
 // out [m, n] = x [m, k] (f32, dense) times the packed weight; false (nothing written that

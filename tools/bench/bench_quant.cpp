@@ -101,13 +101,15 @@ int run_quant(bool quick) {
       std::fflush(stdout);
     }
   }
-  // The q8 GEMV's two routes (issue 32): the fused dpbusd kernel (quant_q8.hpp) against
-  // oneDNN's int8 matmul (the fused route turned off), interleaved, for M up to the fused
-  // limit, K = N = 4096, q8s per column; TENSOR_BENCH_Q8="1,2,4,..." replaces the M list.
+  // The q8 GEMV's two routes (issue 32): the fused dpbusd kernel (quant_q8.hpp, its row
+  // limit raised to kQ8MaxRows) against oneDNN's int8 matmul (the fused route turned off),
+  // interleaved, K = N = 4096, q8s per column; the route q_matmul takes by default printed
+  // (where oneDNN runs AMX-INT8 the fused route stops at 3 rows). TENSOR_BENCH_Q8="1,2,4,..."
+  // replaces the M list.
   if (tensor::cpu::qdetail::q8_route_for(1) && tensor::cpu::int8_products_live()) {
     std::printf("%-22s %4s %5s %12s %12s %7s  %s\n", "q8s small M (M x K x N)", "thr", "reps", "onednn", "q8 fused",
-                "speedup", "q_matmul route");
-    std::vector<std::size_t> ms = {1, 8, 16};
+                "speedup", "q_matmul route by default");
+    std::vector<std::size_t> ms = {1, 3, 4, 8, 16};
     if (const char* env = std::getenv("TENSOR_BENCH_Q8")) {
       ms.clear();
       std::stringstream ss(env);
@@ -128,12 +130,18 @@ int run_quant(bool quick) {
           (void)quantization::q_matmul(x, wq);
           tensor::cpu::qdetail::q8_disable(false);
         };
+        auto fused = [&] {
+          tensor::cpu::qdetail::q8_set_max_rows(tensor::cpu::qdetail::kQ8MaxRows);
+          (void)quantization::q_matmul(x, wq);
+          tensor::cpu::qdetail::q8_set_max_rows(0);
+        };
         onednn();
+        fused();
         (void)quantization::q_matmul(x, wq);
         cpu.sync();
         const std::string route = cpu::last_q_matmul_route();
         const int reps = quick ? 3 : 41;
-        const Paired t = time_paired(cpu, reps, onednn, [&] { (void)quantization::q_matmul(x, wq); });
+        const Paired t = time_paired(cpu, reps, onednn, fused);
         const std::string shape = std::to_string(m) + " x " + std::to_string(kK) + " x " + std::to_string(kN);
         std::printf("%-22s %4d %5d %9.3f ms %9.3f ms %6.2fx  %s\n", shape.c_str(), nt, reps, t.f_wall * 1e3, t.g_wall * 1e3,
                     t.f_wall / t.g_wall, route.c_str());
