@@ -144,6 +144,26 @@ TEST_P(Quant, Q8GemvRowLimitFollowsTheCpu) {
   EXPECT_EQ(tensor::cpu::qdetail::q8_max_rows(), amx ? tensor::cpu::qdetail::kQ8MaxRowsAmx : tensor::cpu::qdetail::kQ8MaxRows);
 }
 
+TEST_P(Quant, Int8ProductRowBlocksAgainstALoop) {
+  // oneDNN's route runs whole rows in blocks of about 256 KiB of output (64 rows of 1,024
+  // columns), each block's row scales applied after it: 300 rows (on 2 threads chunks of 75:
+  // a block of 64 and one of 11; on one thread four blocks of 64 and one of 44) and 1,000
+  // rows, per column and per tensor, against the double loop.
+  constexpr std::size_t K = 40, N = 1024;
+  for (const bool tensor_scale : {false, true}) {
+    const auto wq = quantize_dynamic(fl<2>(lcg(K * N, 31u, 0.5f), Shape{K, N}), tensor_scale ? q8s() : per_column(K));
+    for (const std::size_t m : {std::size_t{300}, std::size_t{1000}}) {
+      SCOPED_TRACE(::testing::Message() << m << " rows" << (tensor_scale ? ", per tensor" : ", per column"));
+      const auto x = lcg(m * K, static_cast<std::uint32_t>(m + 5), 1.5f);
+      const auto got = fv(qz::q_matmul(fl<2>(x, Shape{m, K}), wq));
+      if (on_cpu() && tensor::cpu::int8_products_live()) {
+        EXPECT_TRUE(tensor::cpu::last_q_matmul_route().starts_with("onednn")) << tensor::cpu::last_q_matmul_route();
+      }
+      EXPECT_TRUE(within(got, reference(x, m, K, N, values_of(wq)), int8_route(m)));
+    }
+  }
+}
+
 TEST_P(Quant, Q8GemvShapesAgainstALoop) {
   // M = 1 (four panels at a time, then one), 2, 3 (two panels at a time), 7 (row tiles of 4
   // and 3), 16 (the fused kernel's limit: tiles of 6, 5 and 5), 17 (oneDNN); K = 4 (one

@@ -439,8 +439,7 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
   };
   // rows [i0, i0 + rows) x columns [c0, c0 + cols) through `plan` on the calling thread's
   // stream, then the row scales
-  auto run = [&](const Int8Plan& plan, std::int64_t i0, std::int64_t rows, std::int64_t c0 = 0, std::int64_t cols = -1) {
-    if (cols < 0) cols = n;
+  auto run_block = [&](const Int8Plan& plan, std::int64_t i0, std::int64_t rows, std::int64_t c0, std::int64_t cols) {
     // a column slab's rows land in a dense block first (m is small there), then in out
     std::vector<float> block(cols == n ? 0 : static_cast<std::size_t>(rows * cols));
     float* dst = cols == n ? out + i0 * n : block.data();
@@ -466,6 +465,22 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
       float* o = out + i * n + c0;
       const float* r = cols == n ? o : block.data() + (i - i0) * cols;
       simd::scale_f32(r, static_cast<std::size_t>(cols), a, o);
+    }
+    return true;
+  };
+  // Whole rows in blocks of about kScaleBlockBytes of output, each block's row scales applied
+  // while the block is still in L2 (one call over 1024 x 1024 left 4 MiB to read back from
+  // L3); oneDNN's brgemm takes no per-row scale (a binary post-op {m, 1} drops it to
+  // ref_int8). 1024^3 on a Xeon with AMX, 4 bench runs interleaved: 1 thread 1.65-1.85 ms
+  // against 1.82-2.37 unblocked, 2 threads 0.78-0.89 against 0.83-0.87.
+  constexpr std::int64_t kScaleBlockBytes = std::int64_t{256} << 10;
+  const std::int64_t block_rows = std::max<std::int64_t>(32, kScaleBlockBytes / (4 * std::max<std::int64_t>(n, 1)));
+  auto run = [&](const Int8Plan& plan, std::int64_t i0, std::int64_t rows, std::int64_t c0 = 0, std::int64_t cols = -1) {
+    if (cols >= 0 || rows <= block_rows) return run_block(plan, i0, rows, c0, cols < 0 ? n : cols);
+    for (std::int64_t b = 0; b < rows; b += block_rows) {
+      const std::int64_t r = std::min(block_rows, rows - b);
+      const auto p = plan_for(r);
+      if (p->prim == nullptr || !run_block(*p, i0 + b, r, 0, n)) return false;
     }
     return true;
   };
