@@ -149,7 +149,7 @@ void gemm1(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides s
 }
 
 // A product on `threads` threads: c split into slabs along its longer dim (at least
-// kMinSlab rows or columns, at most 4 per thread), each a single-threaded BLIS call,
+// kMinSlab rows or columns, at most kSlabsPerThread per thread), each a single-threaded call,
 // on parallel_chunks. Not BLIS's own threads: those are an OpenMP region whose
 // barriers wait a whole time slice for a descheduled thread (and whose workers spin
 // after it, GOMP_SPINCOUNT), which made a 2-thread n = 64..512 product 5-480x slower
@@ -175,6 +175,14 @@ constexpr std::size_t kMinHalfSlab = 48;
 // f32 stays on dnnl_sgemm slabs: packed B there saved no CPU time at n = 128..2048, as
 // dnnl_sgemm packs B in cache-sized blocks as it goes.
 constexpr double kPackedBf16Work = 256.0 * 256.0 * 256.0;
+// Slabs per thread: 4 (dynamic scheduling evens out a core shared with another process), but
+// one for bf16, whose oneDNN primitive per slab repacks all of B for the AMX / AVX512_BF16
+// kernels: on a Xeon with AMX (2 threads, 2026-12-07, load 1.1-1.5, 40-600 interleaved
+// calls, medians) one slab per thread took n = 256 23.7 us against 34.7 with four, n = 512
+// 135-151 against 227-252, n = 1024 1.33-1.37 ms against 1.70-1.74, n = 2048 13.0 against
+// 13.2 ms. (f32 gained 0-10 % there, within its slabs' spread under load: unchanged.)
+template <class T>
+constexpr std::size_t kSlabsPerThread = std::is_same_v<T, bf16> ? 1 : 4;
 // Off unless TENSOR_BF16_PACKED_B=1: on the idle machine (2026-12-06, load 0.6, 2 threads,
 // AMX, three interleaved runs against the build without it) the packed route took more wall
 // time than a product per slab: n = 2048 23.6-25.4 ms against 10.8-12.1 ms, n = 1024
@@ -199,7 +207,7 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, const T* a, MatStrides sa
   }
   const bool rows = m >= n;
   const std::size_t dim = rows ? m : n;
-  std::size_t pieces = std::min<std::size_t>(dim / kMinSlab, 4 * static_cast<std::size_t>(std::max(threads, 1)));
+  std::size_t pieces = std::min<std::size_t>(dim / kMinSlab, kSlabsPerThread<T> * static_cast<std::size_t>(std::max(threads, 1)));
   if (pieces < 2 && dim >= 2 * kMinHalfSlab) pieces = 2;  // 96..127 rows or columns: two halves
   if (threads < 2 || pieces < 2) {
     gemm1(m, n, k, a, sa, b, sb, c, sc);

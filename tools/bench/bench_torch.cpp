@@ -128,7 +128,7 @@ void ops_table(int reps, const tensor::Device& dev) {
     row("matmul f32 n = " + std::to_string(n), [&] { return measure(n <= 256 ? 3 * reps : reps, [&] { c = a.matmul(b); sync(); },
                                                         [&] { tc = torch::matmul(ta, tb); }); });
   }
-  for (const std::size_t n : {256u, 1024u, 2048u}) {
+  for (const std::size_t n : {256u, 512u, 1024u, 2048u}) {
     const auto a = Tensor<2>::full({n, n}, 0.5f, tensor::Device::default_device(), tensor::DType::BF16);
     const auto b = Tensor<2>::full({n, n}, 0.25f, tensor::Device::default_device(), tensor::DType::BF16);
     const auto ta = torch::full({(long)n, (long)n}, 0.5f, torch::kBFloat16);
