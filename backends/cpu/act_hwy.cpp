@@ -606,13 +606,18 @@ T ref2(Act2Op op, T a, T b) {
 
 // Elementwise runs of at least this many elements are split into chunks shared out by
 // parallel_chunks (a busy second core costs at most one chunk): the transcendental
-// ones (compute-bound) from 256K; the cheap selects (relu, leaky_relu, hard_sigmoid,
-// relu_backward, prelu, sigmoid_backward) are memory-bound, where a second thread
-// only adds contention, so never.
-// Why this bound: with parallel_chunks two threads are not slower than one from 256K
-// elements up, also with both cores busy; below that a helper's wake-up costs more than
-// the second thread saves.
+// ones (compute-bound) from 256K in chunks of 64K; the cheap selects (relu, leaky_relu,
+// hard_sigmoid, relu_backward, prelu, sigmoid_backward) are memory-bound and go from 1M
+// in stream_chunk pieces, as the cheap unary ops and the binary ops do (unary_hwy.cpp,
+// binary_hwy.cpp): one core does not reach the machine's bandwidth everywhere (on a
+// Xeon, 2026-12-07, relu of 16M f32 on one thread took 8.6 ms, 2.8x a 2-thread
+// mul_scalar of the same bytes; 4.4 ms on two). Earlier they never split, which an AMD
+// EPYC (32 MiB L3) did not punish.
+// Why 256K for the math ops: with parallel_chunks two threads are not slower than one
+// from 256K elements up, also with both cores busy; below that a helper's wake-up costs
+// more than the second thread saves.
 constexpr std::size_t kParallelMathElems = std::size_t{1} << 18;
+constexpr std::size_t kParallelCheapElems = std::size_t{1} << 20;
 constexpr std::size_t kChunkElems = std::size_t{1} << 16;
 
 bool is_math(ActOp op) { return op == ActOp::Gelu || op == ActOp::Sigmoid || op == ActOp::LogSigmoid; }
@@ -620,13 +625,13 @@ bool is_math(Act2Op op) { return op == Act2Op::GeluGrad || op == Act2Op::LogSigm
 
 template <class Body>
 void chunked(std::size_t n, bool math, Body body) {
-  if (!math || n < kParallelMathElems) return body(0, n);
-  const std::size_t chunks = (n + kChunkElems - 1) / kChunkElems;
+  if (n < (math ? kParallelMathElems : kParallelCheapElems)) return body(0, n);
+  const std::size_t len = math ? kChunkElems : stream_chunk(n);  // both multiples of 64 elements
   auto one = [&](std::size_t c) {
-    const std::size_t b = c * kChunkElems;
-    body(b, std::min(n, b + kChunkElems) - b);
+    const std::size_t b = c * len;
+    body(b, std::min(n, b + len) - b);
   };
-  parallel_chunks(chunks, one);
+  parallel_chunks((n + len - 1) / len, one);
 }
 
 // Softmax rows: split by rows once there are this many elements (exp per element,

@@ -438,6 +438,57 @@ void check_entries(DType dt) {
   }
 }
 
+TEST(CpuActSimd, LongRunsSplitOverThreadsMatchTheElementRules) {
+  // Runs past 1M elements go in pieces on the library's threads (the selects from 1M, the
+  // math ops from 256K): every element of a 1M + 77 run (two or more pieces and a tail)
+  // against the rules written here; the selects are exact, so equality.
+  const std::size_t n = (std::size_t{1} << 20) + 77;
+  std::vector<float> x(n), b(n), out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(static_cast<int>(i % 2001) - 1000) * 0.01f;
+    b[i] = static_cast<float>(static_cast<int>(i % 37) - 18) * 0.25f;
+  }
+  auto expect_all = [&](const char* what, auto rule) {
+    std::size_t bad = 0, first = n;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!(out[i] == rule(i))) {
+        ++bad;
+        first = std::min(first, i);
+      }
+    EXPECT_EQ(bad, 0u) << what << ": first at " << first;
+  };
+  simd::act_f32(ActOp::Relu, x.data(), out.data(), n, 0.0f, 0.0f);
+  expect_all("relu", [&](std::size_t i) { return x[i] <= 0.0f ? 0.0f : x[i]; });
+  simd::act_f32(ActOp::LeakyRelu, x.data(), out.data(), n, 0.125f, 0.0f);
+  expect_all("leaky_relu", [&](std::size_t i) { return x[i] < 0.0f ? x[i] * 0.125f : x[i]; });
+  simd::act_f32(ActOp::HardSigmoid, x.data(), out.data(), n, 0.2f, 0.5f);
+  std::size_t off = 0;  // within one rounding of the double formula (the test may contract to an FMA)
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = std::clamp(0.2 * static_cast<double>(x[i]) + 0.5, 0.0, 1.0);
+    if (std::fabs(out[i] - v) > 2e-7) ++off;
+  }
+  EXPECT_EQ(off, 0u) << "hard_sigmoid";
+  simd::act2_f32(Act2Op::ReluGrad, x.data(), b.data(), false, out.data(), n);
+  expect_all("relu_backward", [&](std::size_t i) { return x[i] <= 0.0f ? 0.0f : b[i]; });
+  simd::act2_f32(Act2Op::Prelu, x.data(), b.data(), false, out.data(), n);
+  expect_all("prelu", [&](std::size_t i) { return x[i] < 0.0f ? x[i] * b[i] : x[i]; });
+  simd::act2_f32(Act2Op::Prelu, x.data(), b.data() + 5, true, out.data(), n);
+  expect_all("prelu, one alpha", [&](std::size_t i) { return x[i] < 0.0f ? x[i] * b[5] : x[i]; });
+  // in place, as the entries do on a reusable input
+  std::vector<float> y = x;
+  simd::act_f32(ActOp::Relu, y.data(), y.data(), n, 0.0f, 0.0f);
+  out = y;
+  expect_all("relu in place", [&](std::size_t i) { return x[i] <= 0.0f ? 0.0f : x[i]; });
+  // sigmoid (a math op: pieces of 64K) within a few ulp of the double formula
+  simd::act_f32(ActOp::Sigmoid, x.data(), out.data(), n, 0.0f, 0.0f);
+  std::size_t far = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double want = 1.0 / (1.0 + std::exp(-static_cast<double>(x[i])));
+    if (std::fabs(out[i] - want) > 4e-7 * want + 1e-30) ++far;
+  }
+  EXPECT_EQ(far, 0u) << "sigmoid";
+}
+
 TEST(CpuActEntries, ActivationsSoftmaxAndDimReductionsOnEveryLayout) {
   check_entries<float>(DType::F32);
   check_entries<double>(DType::F64);
