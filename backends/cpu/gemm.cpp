@@ -510,7 +510,7 @@ std::string gemm_route() {
   if (bf16_gemm_live())
     half = std::string("; bf16 onednn brgemm (") +
            (dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? "AMX" : "AVX512_BF16") +
-           "), B packed per slab (TENSOR_BF16_PACKED_B=1: once per product); f16 widened to f32 (no f16 matmul in oneDNN " +
+           "), one slab per thread, B packed per slab (TENSOR_BF16_PACKED_B=1: once per product); f16 widened to f32 (no f16 matmul in oneDNN " +
            std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + ")";
   return std::string("f32 onednn sgemm (") + isa + "), small (up to 64^3) and medium products (up to 256^3, whole vectors of columns or n < 16) highway" + half + "; f64 blis";
 #elif TENSOR_HAVE_BLIS
