@@ -82,7 +82,7 @@ int run_quant(bool quick) {
       (void)x.matmul(w);
       (void)quantization::q_matmul(x, wq);  // the plan: primitive and weight reorder, once
       const std::string route = cpu::last_q_matmul_route();
-      const int reps = quick ? 3 : c.m == 1 ? 41 : 11;
+      const int reps = quick ? 3 : c.m == 1 ? 41 : 21;  // 11 moved the 1-thread 1024^3 ratio 5.7-6.4x between runs
       std::vector<double> tf, tq;
       for (int r = 0; r < reps; ++r) {
         auto t0 = Clock::now();
