@@ -165,8 +165,9 @@ Prim dequantize_entry(Prim pq, DType dtype) {
 // dequantized into a per-thread buffer for the f32 GEMM; never the whole weight in f32);
 // oneDNN only takes scales per tensor or per column, so other [b, 1] blocks dequantize.
 // An 8-bit weight with those scales and at most q8_max_rows() rows of x (16, or 3 where
-// oneDNN runs AMX-INT8) takes the fused q8 kernel first where the CPU has AVX512-VNNI (quant_q8.hpp: x quantized as here, the
-// weight repacked once for dpbusd; the same floats as oneDNN's route).
+// oneDNN runs AMX-INT8) takes the fused q8 kernel first where the CPU has AVX512-VNNI
+// (quant_q8.hpp: x quantized as here, the weight repacked once for dpbusd; the same floats
+// as oneDNN's route).
 
 thread_local std::string t_last_route;
 
@@ -475,8 +476,8 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
   // against 1.82-2.37 unblocked, 2 threads 0.78-0.89 against 0.83-0.87.
   constexpr std::int64_t kScaleBlockBytes = std::int64_t{256} << 10;
   const std::int64_t block_rows = std::max<std::int64_t>(32, kScaleBlockBytes / (4 * std::max<std::int64_t>(n, 1)));
-  auto run = [&](const Int8Plan& plan, std::int64_t i0, std::int64_t rows, std::int64_t c0 = 0, std::int64_t cols = -1) {
-    if (cols >= 0 || rows <= block_rows) return run_block(plan, i0, rows, c0, cols < 0 ? n : cols);
+  // rows [i0, i0 + rows), all columns, in those blocks (each block's plan from the cache)
+  auto run_rows = [&](std::int64_t i0, std::int64_t rows) {
     for (std::int64_t b = 0; b < rows; b += block_rows) {
       const std::int64_t r = std::min(block_rows, rows - b);
       const auto p = plan_for(r);
@@ -500,7 +501,7 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
       if (cols <= 0) return;
       const auto p = plan_for(m, sl, threads);
       const GemmThreadScope one_thread;
-      if (p->prim == nullptr || !run(*p, 0, m, c0, cols)) failed = true;
+      if (p->prim == nullptr || !run_block(*p, 0, m, c0, cols)) failed = true;
       if (c == 0) impl = p->impl;
     };
     parallel_chunks(static_cast<std::size_t>(threads), slab);
@@ -508,21 +509,22 @@ bool int8_product(const q::QuantPrim& w, const RowSource& src, std::int64_t m, s
     t_last_route = "onednn " + impl + " (column slabs)";
     return true;
   }
-  const std::shared_ptr<const Int8Plan> plan =
-      plan_for(m >= kChunkedRows && threads > 1 ? std::max<std::int64_t>(1, (m + 2 * threads - 1) / (2 * threads)) : m);
+  // The first block's plan, made (or found) before any thread runs: a plan holds its own
+  // reordered copy of the weight, so none is made for a row count the blocks split.
+  const bool row_chunks = m >= kChunkedRows && threads > 1;
+  const std::int64_t per = row_chunks ? std::max<std::int64_t>(1, (m + 2 * threads - 1) / (2 * threads)) : m;
+  const std::shared_ptr<const Int8Plan> plan = plan_for(std::min(per, block_rows));
   if (plan->prim == nullptr) return false;
-  if (m >= kChunkedRows && threads > 1) {
-    const std::int64_t per = std::max<std::int64_t>(1, (m + 2 * threads - 1) / (2 * threads));
+  if (row_chunks) {
     std::atomic<bool> failed{false};
     auto chunk = [&](std::size_t c) {
       const std::int64_t i0 = static_cast<std::int64_t>(c) * per, rows = std::min(per, m - i0);
-      const auto p = rows == per ? plan : plan_for(rows);
       const GemmThreadScope one_thread;
-      if (p->prim == nullptr || !run(*p, i0, rows)) failed = true;
+      if (!run_rows(i0, rows)) failed = true;
     };
     parallel_chunks(static_cast<std::size_t>((m + per - 1) / per), chunk);
     if (failed) return false;
-  } else if (!run(*plan, 0, m)) {
+  } else if (!run_rows(0, m)) {
     return false;
   }
   t_last_route = "onednn " + plan->impl;
