@@ -402,6 +402,14 @@ void bf16gemm_f32(std::size_t m, std::size_t n, std::size_t k, const bf16* a, st
 
 }  // namespace
 
+bool onednn_amx_live() {
+#if TENSOR_HAVE_ONEDNN
+  return dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx;
+#else
+  return false;
+#endif
+}
+
 bool bf16_gemm_live() {
 #if TENSOR_HAVE_ONEDNN
   static const bool live = [] {
@@ -509,7 +517,7 @@ std::string gemm_route() {
   std::string half = "; f16 and bf16 widened to f32";
   if (bf16_gemm_live())
     half = std::string("; bf16 onednn brgemm (") +
-           (dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? "AMX" : "AVX512_BF16") +
+           (onednn_amx_live() ? "AMX" : "AVX512_BF16") +
            "), one slab per thread, B packed per slab (TENSOR_BF16_PACKED_B=1: once per product); f16 widened to f32 (no f16 matmul in oneDNN " +
            std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + ")";
   return std::string("f32 onednn sgemm (") + isa + "), small (up to 64^3) and medium products (up to 256^3, whole vectors of columns or n < 16) highway" + half + "; f64 blis";

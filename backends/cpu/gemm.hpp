@@ -21,6 +21,9 @@ void sgemm(std::size_t m, std::size_t n, std::size_t k, float alpha, const float
 // CPU (probed once; DNNL_MAX_CPU_ISA below avx512_core_bf16 turns it off). The CPU backend
 // then reports BF16 as Accelerated.
 bool bf16_gemm_live();
+// True when oneDNN is built in and its effective ISA is AMX (avx512_core_amx; ONEDNN_MAX_CPU_ISA
+// can lower it): the bf16 route's name and the q8 route's row limit (quant_q8.hpp) follow it.
+bool onednn_amx_live();
 
 // c[m x n] = a[m x k] * b[k x n] for bf16 matrices (overwrites c), each given by its row
 // and column strides (elements; one of each operand's two strides is 1): the products

@@ -656,7 +656,7 @@ std::string last_q_conv2d_route() { return qdetail::t_conv_route; }
 
 bool qdetail::int8_amx_live() {
 #if TENSOR_HAVE_ONEDNN
-  return qdetail::int8_engine() != nullptr && dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx;
+  return qdetail::int8_engine() != nullptr && onednn_amx_live();
 #else
   return false;
 #endif

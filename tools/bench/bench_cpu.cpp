@@ -416,7 +416,7 @@ struct Bench {
   void bf16_matmul() {
     const bool accel = dev.dtype_usage(DType::BF16).contains(DTypeUsage::Accelerated);
     // The bf16 route, from oneDNN's ISA (the library picks it the same way): AMX tiles or
-    // AVX512_BF16 brgemm, B packed once per product from 256^3 (backends/cpu/matmul.cpp).
+    // AVX512_BF16 brgemm, one slab per thread (backends/cpu/matmul.cpp).
     std::string route = accel ? "; BF16 Accelerated" : "; BF16 through f32";
 #if TENSOR_BENCH_HAVE_ONEDNN
     if (accel) route += dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? " (AMX)" : " (AVX512_BF16)";
